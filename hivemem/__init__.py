@@ -1,0 +1,42 @@
+"""hivemem: shared, distributed, session-scoped memory for AI agents.
+
+This module is the public SDK surface. Importing it loads neither rq, fastembed nor the
+embedded Qdrant engine; those load when a worker or a recall first needs them.
+"""
+
+from hivemem.config import Settings
+from hivemem.errors import (
+    HivememError,
+    ModelUnavailable,
+    ProcessingTimeout,
+    ProviderError,
+    RetryLater,
+    StoreUnavailable,
+    ValidationError,
+)
+from hivemem.models import ContextItem, DeadLetter, Role, ScoreComponents, SessionStats, Turn
+from hivemem.producer.aio import AsyncMemoryClient
+from hivemem.producer.client import MemoryClient, TurnInput
+
+__version__ = "0.1.0"
+
+__all__ = [
+    "AsyncMemoryClient",
+    "ContextItem",
+    "DeadLetter",
+    "HivememError",
+    "MemoryClient",
+    "ModelUnavailable",
+    "ProcessingTimeout",
+    "ProviderError",
+    "RetryLater",
+    "Role",
+    "ScoreComponents",
+    "SessionStats",
+    "Settings",
+    "StoreUnavailable",
+    "Turn",
+    "TurnInput",
+    "ValidationError",
+    "__version__",
+]

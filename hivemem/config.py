@@ -1,0 +1,98 @@
+"""Settings: one pydantic-settings object, built by entry points and passed down.
+
+Environment variables use the prefix ``HIVEMEM_`` and ``__`` for nesting, e.g.
+``HIVEMEM_REDIS__URL=redis://cache:6379/0`` or ``HIVEMEM_EMBEDDING__BATCH_SIZE=128``.
+Nothing here is read at import time: call ``Settings()`` where the process starts.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Literal
+
+from pydantic import BaseModel, Field, SecretStr, model_validator
+from pydantic_settings import BaseSettings, SettingsConfigDict
+
+
+class RedisSettings(BaseModel):
+    url: str = "redis://127.0.0.1:6379/0"
+    key_prefix: str = Field(default="hm", pattern=r"^[A-Za-z0-9_.-]{1,32}$")
+    # redis-py 8 defaults to a 5 s socket timeout; blocking reads stay well below it.
+    socket_timeout: float = Field(default=5.0, gt=0)
+    connect_timeout: float = Field(default=2.0, gt=0)
+
+
+class QdrantSettings(BaseModel):
+    """Either ``url`` (a Qdrant server) or ``path`` (the embedded engine on a folder)."""
+
+    url: str | None = None
+    path: Path | None = None
+    api_key: SecretStr | None = None
+    collection_prefix: str = Field(default="hivemem_", pattern=r"^[A-Za-z0-9_-]{0,32}$")
+    timeout: float = Field(default=10.0, gt=0)
+
+
+class EmbeddingSettings(BaseModel):
+    provider: Literal["fastembed", "hashing"] = "fastembed"
+    model: str = "sentence-transformers/all-MiniLM-L6-v2"
+    # A folder with model.onnx + tokenizer files: loads that export instead of the hub's.
+    model_path: Path | None = None
+    cache_dir: Path | None = None
+    batch_size: int = Field(default=64, ge=1, le=4096)
+    threads: int | None = Field(default=None, ge=1)
+    # Only for the hashing provider (tests): vector size.
+    dim: int = Field(default=384, ge=8, le=4096)
+
+
+class IngestSettings(BaseModel):
+    max_content_bytes: int = Field(default=32 * 1024, ge=1)
+    max_metadata_bytes: int = Field(default=16 * 1024, ge=2)
+    # Turns written to the session's recent window at ingest: recallable before embedding.
+    recent_window: int = Field(default=50, ge=0, le=10_000)
+
+
+class WorkerSettings(BaseModel):
+    batch_size: int = Field(default=64, ge=1, le=10_000)
+    block_ms: int = Field(default=1000, ge=1, le=4000)
+    # Entries pending longer than this on any consumer are presumed orphaned and reclaimed.
+    claim_idle_ms: int = Field(default=30_000, ge=100)
+    claim_interval_s: float = Field(default=5.0, gt=0)
+    max_deliveries: int = Field(default=5, ge=1)
+    # Back-off while a store is down: the batch is retried in place, never dead-lettered.
+    backoff_initial_s: float = Field(default=0.2, gt=0)
+    backoff_max_s: float = Field(default=10.0, gt=0)
+
+
+class RecallSettings(BaseModel):
+    default_token_budget: int = Field(default=4000, ge=1)
+    search_limit: int = Field(default=40, ge=1, le=1000)
+    recent_turns: int = Field(default=12, ge=0, le=1000)
+    # Items whose vectors are at least this similar (or whose text is identical) are one item.
+    dedup_threshold: float = Field(default=0.95, gt=0, le=1.0)
+    min_score: float = 0.0
+    weight_dense: float = 1.0
+    weight_recency: float = 0.25
+    weight_marker: float = 0.15
+    # Recency halves every this many turns back from the newest one.
+    recency_half_life_turns: float = Field(default=8.0, gt=0)
+
+
+class Settings(BaseSettings):
+    model_config = SettingsConfigDict(
+        env_prefix="HIVEMEM_", env_nested_delimiter="__", extra="ignore"
+    )
+
+    redis: RedisSettings = RedisSettings()
+    qdrant: QdrantSettings = QdrantSettings()
+    embedding: EmbeddingSettings = EmbeddingSettings()
+    ingest: IngestSettings = IngestSettings()
+    worker: WorkerSettings = WorkerSettings()
+    recall: RecallSettings = RecallSettings()
+    log_level: Literal["debug", "info", "warning", "error"] = "info"
+    log_json: bool | None = None  # None: JSON when stderr is not a terminal
+
+    @model_validator(mode="after")
+    def _one_qdrant_target(self) -> Settings:
+        if self.qdrant.url and self.qdrant.path:
+            raise ValueError("set either qdrant.url or qdrant.path, not both")
+        return self

@@ -1,0 +1,105 @@
+"""Embedded mode: the same pipeline in one process, with no server to run.
+
+fakeredis carries the streams and session state, Qdrant Edge keeps the vectors (and every
+turn's payload) on disk under `path`, and the embed workers run as threads. On open the
+Redis state is rebuilt from Qdrant, so memory persists across restarts. `close()` drains
+the queue first; a turn still queued when the process is killed is lost (embedded mode has
+no durable queue: use a Redis server for that).
+"""
+
+from __future__ import annotations
+
+import threading
+import time
+from pathlib import Path
+
+import structlog
+
+from hivemem.config import Settings
+from hivemem.keys import Keys
+from hivemem.providers.embedders import Embedder, build_embedder
+from hivemem.store.qdrant_edge import EdgeVectorStore
+from hivemem.store.rebuild import rebuild_state
+from hivemem.store.redis import Redis, connect_fake, fake_server
+from hivemem.store.state import SessionState
+from hivemem.store.streams import StreamStore
+from hivemem.workers.embed import EmbedHandler, embed_kind
+from hivemem.workers.stream import StreamWorker
+
+log = structlog.get_logger(__name__)
+
+
+class EmbeddedRuntime:
+    def __init__(
+        self,
+        path: Path,
+        settings: Settings,
+        *,
+        embedder: Embedder | None = None,
+        workers: int = 1,
+    ) -> None:
+        self.path = Path(path)
+        self.path.mkdir(parents=True, exist_ok=True)
+        self.settings = settings
+        self.keys = Keys(settings.redis.key_prefix)
+        self._server = fake_server()
+        self.embedder = embedder or build_embedder(settings.embedding)
+        self.vectors = EdgeVectorStore(self.path / "qdrant", self.embedder.dim)
+        state = self._state(connect_fake(self._server))
+        started = time.perf_counter()
+        sessions = rebuild_state(state, self.vectors)
+        log.info(
+            "embedded.opened",
+            path=str(self.path),
+            sessions=sessions,
+            ms=round((time.perf_counter() - started) * 1000, 1),
+        )
+        # Threads stop within one block interval.
+        worker_settings = settings.worker.model_copy(
+            update={"block_ms": min(settings.worker.block_ms, 200)}
+        )
+        self._workers: list[StreamWorker[object]] = []
+        self._threads: list[threading.Thread] = []
+        for i in range(workers):
+            conn = connect_fake(self._server)
+            handler = EmbedHandler(self.embedder, self.vectors, self._state(conn))
+            worker = StreamWorker(
+                embed_kind(handler, self.keys.turns_stream),
+                StreamStore(conn, self.keys),
+                worker_settings,
+                consumer=f"embedded-embed-{i}",
+            )
+            thread = threading.Thread(target=worker.run, name=f"hivemem-embed-{i}", daemon=True)
+            self._workers.append(worker)  # type: ignore[arg-type]
+            self._threads.append(thread)
+            thread.start()
+
+    def _state(self, conn: Redis) -> SessionState:
+        return SessionState(conn, self.keys, self.settings.ingest.recent_window)
+
+    def redis(self) -> Redis:
+        return connect_fake(self._server)
+
+    def drain(self, timeout: float = 30.0) -> bool:
+        """Wait until the embed stage has acked everything enqueued. True when it has."""
+        streams = StreamStore(connect_fake(self._server), self.keys)
+        deadline = time.monotonic() + timeout
+        stream = self.keys.turns_stream
+        while time.monotonic() < deadline:
+            try:
+                if streams.lag(stream, "embed") == 0 and streams.pending_count(stream, "embed") == 0:
+                    return True
+            except Exception:
+                return True  # no group yet: nothing was ever enqueued
+            time.sleep(0.01)
+        return False
+
+    def close(self, timeout: float = 30.0) -> None:
+        drained = self.drain(timeout)
+        if not drained:
+            log.warning("embedded.close_undrained", timeout_s=timeout)
+        for worker in self._workers:
+            worker.stop()
+        for thread in self._threads:
+            thread.join(timeout=5)
+        self.vectors.close()

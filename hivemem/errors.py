@@ -1,0 +1,49 @@
+"""The error hierarchy: callers catch `HivememError` and never see client internals."""
+
+from __future__ import annotations
+
+
+class HivememError(Exception):
+    """Root of every error hivemem raises on purpose."""
+
+
+class ValidationError(HivememError, ValueError):
+    """Bad input, raised before anything is written. `field` names the offending argument."""
+
+    def __init__(self, field: str, message: str) -> None:
+        super().__init__(f"{field}: {message}")
+        self.field = field
+        self.message = message
+
+
+class StoreUnavailable(HivememError):
+    """Redis or Qdrant could not be reached or refused the operation."""
+
+    def __init__(self, store: str, message: str) -> None:
+        super().__init__(f"{store} unavailable: {message}")
+        self.store = store
+
+
+class ProviderError(HivememError):
+    """An embedding or LLM provider failed."""
+
+
+class ModelUnavailable(ProviderError):
+    """The embedding model could not be loaded; the message says how to fix it."""
+
+
+class RetryLater(HivememError):
+    """A transient condition: the work should be retried without counting as a failure."""
+
+
+class ProcessingTimeout(HivememError, TimeoutError):
+    """`wait_until_processed` ran out of time before the workers caught up."""
+
+    def __init__(self, session_id: str, processed: int, target: int, timeout: float) -> None:
+        super().__init__(
+            f"session {session_id!r}: {processed} of {target} turns processed after {timeout:.1f}s"
+            " (are the embed workers running?)"
+        )
+        self.session_id = session_id
+        self.processed = processed
+        self.target = target

@@ -1,0 +1,1 @@
+"""The producer SDK: validate and enqueue turns; serve recall."""

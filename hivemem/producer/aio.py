@@ -1,0 +1,84 @@
+"""`AsyncMemoryClient`: the same SDK for asyncio code.
+
+Each call runs the synchronous client in a worker thread (`asyncio.to_thread`), so the
+event loop never blocks on Redis, Qdrant or the embedding model.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Iterable, Mapping
+from datetime import datetime
+from pathlib import Path
+from typing import Any, Self
+
+from hivemem.config import Settings
+from hivemem.models import ContextItem, Role, SessionStats, Turn
+from hivemem.producer.client import MemoryClient, TurnInput
+
+
+class AsyncMemoryClient:
+    def __init__(self, settings: Settings | None = None, *, client: MemoryClient | None = None):
+        self._client = client or MemoryClient(settings)
+
+    @classmethod
+    def local(cls, path: str | Path, settings: Settings | None = None, **kwargs: Any) -> Self:
+        return cls(client=MemoryClient.local(path, settings, **kwargs))
+
+    @property
+    def sync(self) -> MemoryClient:
+        return self._client
+
+    async def ingest(
+        self,
+        session_id: str,
+        role: str | Role,
+        content: str,
+        *,
+        agent_id: str | None = None,
+        markers: Iterable[str] | None = None,
+        metadata: Mapping[str, Any] | None = None,
+        timestamp: datetime | None = None,
+        turn_id: str | None = None,
+    ) -> Turn:
+        return await asyncio.to_thread(
+            self._client.ingest,
+            session_id,
+            role,
+            content,
+            agent_id=agent_id,
+            markers=markers,
+            metadata=metadata,
+            timestamp=timestamp,
+            turn_id=turn_id,
+        )
+
+    async def ingest_many(self, turns: Iterable[TurnInput | Mapping[str, Any]]) -> list[Turn]:
+        return await asyncio.to_thread(self._client.ingest_many, list(turns))
+
+    async def recall(
+        self,
+        session_id: str,
+        query: str,
+        token_budget: int | None = None,
+        *,
+        limit: int | None = None,
+    ) -> list[ContextItem]:
+        return await asyncio.to_thread(
+            self._client.recall, session_id, query, token_budget, limit=limit
+        )
+
+    async def get_session_stats(self, session_id: str) -> SessionStats:
+        return await asyncio.to_thread(self._client.get_session_stats, session_id)
+
+    async def wait_until_processed(self, session_id: str, timeout: float = 30.0) -> SessionStats:
+        return await asyncio.to_thread(self._client.wait_until_processed, session_id, timeout)
+
+    async def close(self) -> None:
+        await asyncio.to_thread(self._client.close)
+
+    async def __aenter__(self) -> Self:
+        return self
+
+    async def __aexit__(self, *_exc: object) -> None:
+        await self.close()

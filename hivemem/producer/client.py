@@ -1,0 +1,253 @@
+"""`MemoryClient`: the synchronous SDK. Ingest enqueues and returns; recall reads."""
+
+from __future__ import annotations
+
+import threading
+import time
+from collections.abc import Iterable, Mapping
+from datetime import datetime
+from pathlib import Path
+from typing import TYPE_CHECKING, Any, NotRequired, Self, TypedDict
+
+from hivemem.config import Settings
+from hivemem.errors import ProcessingTimeout, ValidationError
+from hivemem.keys import Keys
+from hivemem.models import ContextItem, DeadLetter, Role, SessionStats, Turn
+from hivemem.producer.validation import TurnDraft, check_budget, check_id, check_query
+from hivemem.store.redis import Redis, connect
+from hivemem.store.state import SessionState
+from hivemem.store.streams import StreamStore
+
+if TYPE_CHECKING:
+    from hivemem.embedded import EmbeddedRuntime
+    from hivemem.producer.recall import Recaller
+    from hivemem.providers.embedders import Embedder
+    from hivemem.store.vectors import VectorStore
+
+
+class TurnInput(TypedDict):
+    """One turn for `ingest_many`."""
+
+    session_id: str
+    role: str | Role
+    content: str
+    agent_id: NotRequired[str | None]
+    markers: NotRequired[list[str] | None]
+    metadata: NotRequired[dict[str, Any] | None]
+    timestamp: NotRequired[datetime | None]
+    turn_id: NotRequired[str | None]
+
+
+_TURN_INPUT_KEYS = frozenset(TurnInput.__annotations__)
+
+
+class MemoryClient:
+    """Shared memory for agents.
+
+    Against servers: ``MemoryClient(Settings())`` (Redis URL and Qdrant URL from the
+    environment). With no server at all: ``MemoryClient.local("./memory")``.
+    """
+
+    def __init__(
+        self,
+        settings: Settings | None = None,
+        *,
+        redis_client: Redis | None = None,
+        vector_store: VectorStore | None = None,
+        embedder: Embedder | None = None,
+        runtime: EmbeddedRuntime | None = None,
+    ) -> None:
+        self.settings = settings or Settings()
+        self._redis = redis_client or connect(self.settings.redis)
+        self.keys = Keys(self.settings.redis.key_prefix)
+        self._state = SessionState(self._redis, self.keys, self.settings.ingest.recent_window)
+        self._streams = StreamStore(self._redis, self.keys)
+        self._vectors = vector_store
+        self._embedder = embedder
+        self._runtime = runtime
+        self._recaller: Recaller | None = None
+        self._lock = threading.Lock()
+
+    @classmethod
+    def local(
+        cls,
+        path: str | Path,
+        settings: Settings | None = None,
+        *,
+        embedder: Embedder | None = None,
+        workers: int = 1,
+    ) -> MemoryClient:
+        """Embedded mode: in-process Redis, Qdrant Edge under `path`, worker threads."""
+        from hivemem.embedded import EmbeddedRuntime
+
+        settings = settings or Settings()
+        runtime = EmbeddedRuntime(Path(path), settings, embedder=embedder, workers=workers)
+        return cls(
+            settings,
+            redis_client=runtime.redis(),
+            vector_store=runtime.vectors,
+            embedder=runtime.embedder,
+            runtime=runtime,
+        )
+
+    # -- ingest ----------------------------------------------------------------------------
+
+    def ingest(
+        self,
+        session_id: str,
+        role: str | Role,
+        content: str,
+        *,
+        agent_id: str | None = None,
+        markers: Iterable[str] | None = None,
+        metadata: Mapping[str, Any] | None = None,
+        timestamp: datetime | None = None,
+        turn_id: str | None = None,
+    ) -> Turn:
+        """Validate and enqueue one turn; returns at once with its sequence number.
+
+        A `turn_id` seen before in the session is a no-op: the returned turn carries the
+        original seq and ``duplicate=True``.
+        """
+        draft = TurnDraft(
+            session_id,
+            role,
+            content,
+            settings=self.settings.ingest,
+            agent_id=agent_id,
+            markers=markers,
+            metadata=metadata,
+            timestamp=timestamp,
+            turn_id=turn_id,
+        )
+        seq, duplicate = self._state.append_turn(draft)
+        return _turn(draft, seq, duplicate)
+
+    def ingest_many(self, turns: Iterable[TurnInput | Mapping[str, Any]]) -> list[Turn]:
+        """Validate every turn first (nothing is written if one is bad), then pipeline them."""
+        drafts: list[TurnDraft] = []
+        for index, raw in enumerate(turns):
+            if not isinstance(raw, Mapping):
+                raise ValidationError(f"turns[{index}]", "must be a mapping of turn fields")
+            unknown = set(raw) - _TURN_INPUT_KEYS
+            if unknown:
+                raise ValidationError(f"turns[{index}]", f"unknown fields {sorted(unknown)}")
+            for required in ("session_id", "role", "content"):
+                if required not in raw:
+                    raise ValidationError(f"turns[{index}].{required}", "is required")
+            try:
+                drafts.append(
+                    TurnDraft(
+                        raw["session_id"],
+                        raw["role"],
+                        raw["content"],
+                        settings=self.settings.ingest,
+                        agent_id=raw.get("agent_id"),
+                        markers=raw.get("markers"),
+                        metadata=raw.get("metadata"),
+                        timestamp=raw.get("timestamp"),
+                        turn_id=raw.get("turn_id"),
+                    )
+                )
+            except ValidationError as exc:
+                raise ValidationError(f"turns[{index}].{exc.field}", exc.message) from None
+        results = self._state.append_turns(drafts)
+        return [_turn(d, seq, dup) for d, (seq, dup) in zip(drafts, results, strict=True)]
+
+    # -- progress --------------------------------------------------------------------------
+
+    def get_session_stats(self, session_id: str) -> SessionStats:
+        return self._state.stats(check_id("session_id", session_id))
+
+    def wait_until_processed(self, session_id: str, timeout: float = 30.0) -> SessionStats:
+        """Block until every turn enqueued so far for the session is recallable.
+
+        Dead-lettered turns count as settled (see `get_session_stats`). Raises
+        `ProcessingTimeout` when the workers have not caught up in time.
+        """
+        check_id("session_id", session_id)
+        target = self._state.last_seq(session_id)
+        deadline = time.monotonic() + timeout
+        delay = 0.002
+        while True:
+            _, done, dead = self._state.progress(session_id)
+            if done + dead >= target:
+                return self._state.stats(session_id)
+            if time.monotonic() >= deadline:
+                raise ProcessingTimeout(session_id, done + dead, target, timeout)
+            time.sleep(delay)
+            delay = min(delay * 1.5, 0.05)
+
+    def dead_letters(self, count: int = 100) -> list[DeadLetter]:
+        return self._streams.dead_letters(self.keys.turns_stream, count)
+
+    def sessions(self) -> list[str]:
+        return self._state.session_ids()
+
+    # -- recall ----------------------------------------------------------------------------
+
+    def recall(
+        self,
+        session_id: str,
+        query: str,
+        token_budget: int | None = None,
+        *,
+        limit: int | None = None,
+    ) -> list[ContextItem]:
+        """The context that matters for `query`, best first, within `token_budget` tokens."""
+        check_id("session_id", session_id)
+        check_query(query)
+        budget = check_budget(token_budget, self.settings.recall.default_token_budget)
+        if limit is not None and (isinstance(limit, bool) or not isinstance(limit, int) or limit <= 0):
+            raise ValidationError("limit", "must be a positive integer")
+        return self._get_recaller().recall(session_id, query, budget, limit=limit)
+
+    def _get_recaller(self) -> Recaller:
+        # The model and the vector store load on first recall: ingest-only producers skip both.
+        with self._lock:
+            if self._recaller is None:
+                from hivemem.producer.recall import Recaller
+                from hivemem.providers.embedders import build_embedder
+                from hivemem.store.factory import open_vector_store
+
+                if self._embedder is None:
+                    self._embedder = build_embedder(self.settings.embedding)
+                if self._vectors is None:
+                    self._vectors = open_vector_store(self.settings.qdrant, self._embedder.dim)
+                self._recaller = Recaller(
+                    self._state, self._vectors, self._embedder, self.settings.recall
+                )
+            return self._recaller
+
+    # -- lifecycle -------------------------------------------------------------------------
+
+    def close(self) -> None:
+        """Embedded mode drains the queue and stops its workers; then connections close."""
+        if self._runtime is not None:
+            self._runtime.close()
+            self._runtime = None
+        elif self._vectors is not None:
+            self._vectors.close()
+        self._redis.close()
+
+    def __enter__(self) -> Self:
+        return self
+
+    def __exit__(self, *_exc: object) -> None:
+        self.close()
+
+
+def _turn(draft: TurnDraft, seq: int, duplicate: bool) -> Turn:
+    return Turn(
+        turn_id=draft.turn_id,
+        session_id=draft.session_id,
+        agent_id=draft.agent_id,
+        role=draft.role,
+        content=draft.content,
+        markers=draft.markers,
+        metadata=draft.metadata,
+        timestamp=draft.timestamp,
+        seq=seq,
+        token_count=draft.token_count,
+        duplicate=duplicate,
+    )

@@ -1,0 +1,108 @@
+"""Recall: the read path. Query vector search + the recent window, scored, deduped, packed.
+
+Writes nothing.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from hivemem.config import RecallSettings
+from hivemem.memory.budget import Candidate, drop_near_duplicates, pack
+from hivemem.memory.scoring import ScoringWeights, score
+from hivemem.models import ContextItem, ScoreComponents, Turn
+from hivemem.providers.embedders import Embedder
+from hivemem.store.state import SessionState
+from hivemem.store.vectors import Vector, VectorStore
+
+
+class Recaller:
+    def __init__(
+        self,
+        state: SessionState,
+        vectors: VectorStore,
+        embedder: Embedder,
+        settings: RecallSettings,
+    ) -> None:
+        self.state = state
+        self.vectors = vectors
+        self.embedder = embedder
+        self.settings = settings
+        self.weights = ScoringWeights(
+            dense=settings.weight_dense,
+            recency=settings.weight_recency,
+            marker=settings.weight_marker,
+            recency_half_life_turns=settings.recency_half_life_turns,
+        )
+
+    def recall(
+        self, session_id: str, query: str, token_budget: int, *, limit: int | None = None
+    ) -> list[ContextItem]:
+        s = self.settings
+        query_vector = self.embedder.embed_query(query)
+        hits = self.vectors.search_turns(
+            session_id, query_vector, max(s.search_limit, limit or 0)
+        )
+        recent = self.state.recent_turns(session_id, s.recent_turns)
+        newest = max([t.seq for t in recent] + [h.turn.seq for h in hits] + [0])
+
+        found: dict[str, tuple[Turn, float, Vector | None]] = {
+            h.turn.turn_id: (h.turn, h.score, h.vector) for h in hits
+        }
+        # Recent turns outside the hits still compete; those already embedded get their real
+        # similarity, those still queued score on recency alone.
+        missing = [t for t in recent if t.turn_id not in found]
+        if missing:
+            for hit in self.vectors.get_turns(session_id, [t.turn_id for t in missing]):
+                dense = float(hit.vector @ query_vector) if hit.vector is not None else 0.0
+                found[hit.turn.turn_id] = (hit.turn, dense, hit.vector)
+            for turn in missing:
+                found.setdefault(turn.turn_id, (turn, 0.0, None))
+
+        candidates: list[Candidate] = []
+        for turn_id, (turn, dense, vector) in found.items():
+            components = score(
+                dense=dense,
+                seq=turn.seq,
+                newest_seq=newest,
+                marked=bool(turn.markers),
+                weights=self.weights,
+            )
+            if components.final < s.min_score:
+                continue
+            candidates.append(
+                Candidate(
+                    key=turn_id,
+                    text=turn.content,
+                    score=components.final,
+                    token_count=turn.token_count,
+                    vector=None if vector is None else np.asarray(vector, dtype=np.float32),
+                    payload={"turn": turn, "components": components},
+                )
+            )
+        kept, _duplicates = drop_near_duplicates(candidates, s.dedup_threshold)
+        if limit is not None:
+            kept = kept[:limit]
+        chosen, _over_budget = pack(kept, token_budget)
+        return [_item(c) for c in chosen]
+
+
+def _item(candidate: Candidate) -> ContextItem:
+    turn = candidate.payload["turn"]
+    components = candidate.payload["components"]
+    assert isinstance(turn, Turn) and isinstance(components, ScoreComponents)
+    return ContextItem(
+        content=turn.content,
+        role=turn.role,
+        score=components.final,
+        components=components,
+        token_count=turn.token_count,
+        source_type="turn",
+        source_id=turn.turn_id,
+        session_id=turn.session_id,
+        agent_id=turn.agent_id,
+        seq=turn.seq,
+        timestamp=turn.timestamp,
+        markers=turn.markers,
+        metadata=turn.metadata,
+    )

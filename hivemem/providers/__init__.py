@@ -1,0 +1,1 @@
+"""Providers: embedders now; reflectors (LLMs) later."""

@@ -1,0 +1,125 @@
+"""Embedders: fastembed for real use, a hashing embedder for unit tests.
+
+Vectors are unit-length float32 rows, so a dot product is the cosine similarity.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import os
+import re
+from collections.abc import Sequence
+from typing import Any, Protocol
+
+import numpy as np
+import numpy.typing as npt
+
+from hivemem.config import EmbeddingSettings
+from hivemem.errors import ModelUnavailable, ProviderError
+
+Matrix = npt.NDArray[np.float32]
+
+
+class Embedder(Protocol):
+    dim: int
+    name: str
+
+    def embed_documents(self, texts: Sequence[str]) -> Matrix: ...
+
+    def embed_query(self, text: str) -> npt.NDArray[np.float32]: ...
+
+
+def _unit_rows(matrix: Matrix) -> Matrix:
+    norms = np.linalg.norm(matrix, axis=1, keepdims=True)
+    norms[norms == 0] = 1.0
+    return (matrix / norms).astype(np.float32)
+
+
+class HashingEmbedder:
+    """Feature hashing of lower-cased words and word bigrams. Deterministic, no model."""
+
+    _WORDS = re.compile(r"\w+", re.UNICODE)
+
+    def __init__(self, dim: int = 384) -> None:
+        self.dim = dim
+        self.name = f"hashing-{dim}"
+
+    def _row(self, text: str) -> npt.NDArray[np.float32]:
+        row = np.zeros(self.dim, dtype=np.float32)
+        words = self._WORDS.findall(text.lower())
+        features = words + [f"{a} {b}" for a, b in zip(words, words[1:], strict=False)]
+        for feature in features:
+            digest = hashlib.blake2b(feature.encode(), digest_size=8).digest()
+            index = int.from_bytes(digest[:4], "little") % self.dim
+            sign = 1.0 if digest[4] & 1 else -1.0
+            row[index] += sign
+        return row
+
+    def embed_documents(self, texts: Sequence[str]) -> Matrix:
+        if not texts:
+            return np.zeros((0, self.dim), dtype=np.float32)
+        return _unit_rows(np.stack([self._row(t) for t in texts]))
+
+    def embed_query(self, text: str) -> npt.NDArray[np.float32]:
+        return self.embed_documents([text])[0]
+
+
+_HOW_TO_FIX = (
+    "To fix: on a machine with internet access the model downloads on first use; offline, set"
+    " FASTEMBED_CACHE_PATH to a folder that holds the model in fastembed's cache layout and"
+    " HF_HUB_OFFLINE=1 (this repository's README shows the command), or set"
+    " HIVEMEM_EMBEDDING__MODEL_PATH to a folder with model.onnx and its tokenizer files."
+)
+
+
+class FastEmbedEmbedder:
+    """fastembed's ONNX models. Batches are sorted by length: 2-2.5x faster on mixed turns."""
+
+    def __init__(self, settings: EmbeddingSettings) -> None:
+        try:
+            from fastembed import TextEmbedding
+        except ImportError as exc:  # pragma: no cover - fastembed is a dependency
+            raise ModelUnavailable(f"fastembed is not installed: {exc}") from None
+        self.name = settings.model
+        self.batch_size = settings.batch_size
+        kwargs: dict[str, Any] = {}
+        cache_dir = settings.cache_dir or os.environ.get("FASTEMBED_CACHE_PATH")
+        if cache_dir:
+            kwargs["cache_dir"] = str(cache_dir)
+        if settings.model_path is not None:
+            kwargs["specific_model_path"] = str(settings.model_path)
+        if settings.threads is not None:
+            kwargs["threads"] = settings.threads
+        try:
+            self._model = TextEmbedding(settings.model, **kwargs)
+        except Exception as exc:
+            raise ModelUnavailable(
+                f"could not load embedding model {settings.model!r}: {exc}. {_HOW_TO_FIX}"
+            ) from None
+        probe = self._embed(["dimension probe"])
+        self.dim = int(probe.shape[1])
+
+    def _embed(self, texts: Sequence[str]) -> Matrix:
+        try:
+            rows = list(self._model.embed(list(texts), batch_size=self.batch_size))
+        except Exception as exc:
+            raise ProviderError(f"fastembed failed on {len(texts)} texts: {exc}") from exc
+        return _unit_rows(np.asarray(rows, dtype=np.float32))
+
+    def embed_documents(self, texts: Sequence[str]) -> Matrix:
+        if not texts:
+            return np.zeros((0, self.dim), dtype=np.float32)
+        order = sorted(range(len(texts)), key=lambda i: len(texts[i]))
+        vectors = self._embed([texts[i] for i in order])
+        out = np.empty_like(vectors)
+        out[order] = vectors
+        return out
+
+    def embed_query(self, text: str) -> npt.NDArray[np.float32]:
+        return self._embed([text])[0]
+
+
+def build_embedder(settings: EmbeddingSettings) -> Embedder:
+    if settings.provider == "hashing":
+        return HashingEmbedder(settings.dim)
+    return FastEmbedEmbedder(settings)

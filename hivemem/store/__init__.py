@@ -1,0 +1,1 @@
+"""Stores: Redis (streams, session state) and Qdrant (vectors). Replies are decoded here only."""

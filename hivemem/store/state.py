@@ -1,0 +1,187 @@
+"""Per-session state in Redis: sequence numbers, idempotency, the recent window, progress.
+
+All of it can be rebuilt from Qdrant (`restore_session`), which is the system of record.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Sequence
+from datetime import datetime
+from typing import Any
+
+from hivemem.keys import Keys
+from hivemem.models import SessionStats, Turn, TurnFields, wire_json
+from hivemem.store.redis import Redis, redis_errors
+
+# One atomic step per turn: a repeated turn id returns the seq it already had; otherwise
+# the next seq is taken, the turn is appended to the stream and to the recent window.
+_APPEND_TURN = """
+local existing = redis.call('HGET', KEYS[2], ARGV[1])
+if existing then return {tonumber(existing), 1} end
+local seq = redis.call('INCR', KEYS[1])
+redis.call('HSET', KEYS[2], ARGV[1], seq)
+redis.call('XADD', KEYS[4], '*', 'seq', seq, 'turn', ARGV[2])
+local window = tonumber(ARGV[3])
+if window > 0 then
+  redis.call('ZADD', KEYS[3], seq, ARGV[2])
+  redis.call('ZREMRANGEBYRANK', KEYS[3], 0, -(window + 1))
+end
+redis.call('HSETNX', KEYS[5], 'first_ts', ARGV[4])
+redis.call('HSET', KEYS[5], 'last_ts', ARGV[4])
+redis.call('SADD', KEYS[6], ARGV[5])
+return {seq, 0}
+"""
+
+
+def _text(value: Any) -> str:
+    return value.decode("utf-8") if isinstance(value, bytes) else str(value)
+
+
+def turn_from_json(raw: str | bytes, seq: int) -> Turn:
+    data = json.loads(raw)
+    data["seq"] = seq
+    return Turn.model_validate(data)
+
+
+class SessionState:
+    def __init__(self, client: Redis, keys: Keys, recent_window: int) -> None:
+        self._r = client
+        self.keys = keys
+        self.recent_window = recent_window
+        self._append = client.register_script(_APPEND_TURN)
+
+    def _append_args(self, draft: TurnFields) -> tuple[list[str], list[str | int]]:
+        k, sid = self.keys, draft.session_id
+        keys = [
+            k.session_seq(sid),
+            k.session_turn_ids(sid),
+            k.session_recent(sid),
+            k.turns_stream,
+            k.session_meta(sid),
+            k.sessions,
+        ]
+        args: list[str | int] = [
+            draft.turn_id,
+            wire_json(draft),
+            self.recent_window,
+            draft.timestamp.isoformat(),
+            sid,
+        ]
+        return keys, args
+
+    def append_turn(self, draft: TurnFields) -> tuple[int, bool]:
+        """Returns (seq, duplicate)."""
+        keys, args = self._append_args(draft)
+        with redis_errors("append turn"):
+            seq, dup = self._append(keys=keys, args=args)
+        return int(seq), bool(dup)
+
+    def append_turns(self, drafts: Sequence[TurnFields]) -> list[tuple[int, bool]]:
+        """Pipelined: one round trip for the batch, each turn still atomic on its own."""
+        if not drafts:
+            return []
+        with redis_errors("append turns"):
+            pipe = self._r.pipeline(transaction=False)
+            for draft in drafts:
+                keys, args = self._append_args(draft)
+                self._append(keys=keys, args=args, client=pipe)
+            replies = pipe.execute()
+        return [(int(seq), bool(dup)) for seq, dup in replies]
+
+    def mark_processed(self, turns: Sequence[Turn]) -> None:
+        """Record that these turns are durable in Qdrant. Idempotent (bits)."""
+        if not turns:
+            return
+        with redis_errors("mark processed"):
+            pipe = self._r.pipeline(transaction=False)
+            for turn in turns:
+                pipe.setbit(self.keys.session_processed(turn.session_id), turn.seq, 1)
+            pipe.execute()
+
+    def mark_dead(self, session_id: str, seq: int) -> None:
+        with redis_errors("mark dead-lettered"):
+            self._r.setbit(self.keys.session_dead(session_id), seq, 1)
+
+    def last_seq(self, session_id: str) -> int:
+        with redis_errors("read sequence"):
+            raw = self._r.get(self.keys.session_seq(session_id))
+        return 0 if raw is None else int(raw)
+
+    def progress(self, session_id: str) -> tuple[int, int, int]:
+        """(last seq, processed, dead-lettered) in one round trip."""
+        k = self.keys
+        with redis_errors("read progress"):
+            pipe = self._r.pipeline(transaction=False)
+            pipe.get(k.session_seq(session_id))
+            pipe.bitcount(k.session_processed(session_id))
+            pipe.bitcount(k.session_dead(session_id))
+            seq, done, dead = pipe.execute()
+        return (0 if seq is None else int(seq)), int(done), int(dead)
+
+    def recent_turns(self, session_id: str, limit: int) -> list[Turn]:
+        """The newest `limit` turns, newest first, including ones not yet embedded."""
+        if limit <= 0:
+            return []
+        with redis_errors("read recent turns"):
+            rows = self._r.zrevrange(
+                self.keys.session_recent(session_id), 0, limit - 1, withscores=True
+            )
+        return [turn_from_json(member, int(score)) for member, score in rows]
+
+    def stats(self, session_id: str) -> SessionStats:
+        last, done, dead = self.progress(session_id)
+        with redis_errors("read session meta"):
+            meta = self._r.hgetall(self.keys.session_meta(session_id))
+        decoded = {_text(k): _text(v) for k, v in meta.items()}
+        first = decoded.get("first_ts")
+        latest = decoded.get("last_ts")
+        return SessionStats(
+            session_id=session_id,
+            turns_enqueued=last,
+            turns_processed=done,
+            turns_dead_lettered=dead,
+            last_seq=last,
+            first_activity=datetime.fromisoformat(first) if first else None,
+            last_activity=datetime.fromisoformat(latest) if latest else None,
+        )
+
+    def session_ids(self) -> list[str]:
+        with redis_errors("list sessions"):
+            return sorted(_text(s) for s in self._r.smembers(self.keys.sessions))
+
+    def restore_session(self, session_id: str, turns: Sequence[Turn]) -> None:
+        """Rebuild this session's state from its turns as stored in Qdrant."""
+        if not turns:
+            return
+        k = self.keys
+        ordered = sorted(turns, key=lambda t: t.seq)
+        with redis_errors("restore session"):
+            pipe = self._r.pipeline(transaction=True)
+            top = ordered[-1].seq
+            # Never move a live counter backwards.
+            pipe.eval(
+                "local c = tonumber(redis.call('GET', KEYS[1]) or '0')"
+                " if c < tonumber(ARGV[1]) then redis.call('SET', KEYS[1], ARGV[1]) end"
+                " return 0",
+                1,
+                k.session_seq(session_id),
+                top,
+            )
+            pipe.hset(
+                k.session_turn_ids(session_id), mapping={t.turn_id: t.seq for t in ordered}
+            )
+            for turn in ordered:
+                pipe.setbit(k.session_processed(session_id), turn.seq, 1)
+            if self.recent_window > 0:
+                window = ordered[-self.recent_window :]
+                pipe.zadd(
+                    k.session_recent(session_id),
+                    {wire_json(t): t.seq for t in window},
+                )
+                pipe.zremrangebyrank(k.session_recent(session_id), 0, -(self.recent_window + 1))
+            pipe.hsetnx(k.session_meta(session_id), "first_ts", ordered[0].timestamp.isoformat())
+            pipe.hset(k.session_meta(session_id), "last_ts", ordered[-1].timestamp.isoformat())
+            pipe.sadd(k.sessions, session_id)
+            pipe.execute()
+

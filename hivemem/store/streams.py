@@ -1,0 +1,197 @@
+"""Redis Streams with consumer groups: read, claim, ack, dead-letter, trim."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from datetime import UTC, datetime
+from typing import Any
+
+import redis
+
+from hivemem.keys import Keys
+from hivemem.models import DeadLetter
+from hivemem.store.redis import Redis, redis_errors
+
+
+@dataclass(frozen=True, slots=True)
+class StreamEntry:
+    entry_id: str
+    fields: dict[str, str]
+
+
+def _text(value: Any) -> str:
+    return value.decode("utf-8", "replace") if isinstance(value, bytes) else str(value)
+
+
+def _entries(raw: Any) -> list[StreamEntry]:
+    out: list[StreamEntry] = []
+    for entry_id, fields in raw or []:
+        if fields is None:  # deleted while pending
+            continue
+        out.append(
+            StreamEntry(_text(entry_id), {_text(k): _text(v) for k, v in fields.items()})
+        )
+    return out
+
+
+class StreamStore:
+    def __init__(self, client: Redis, keys: Keys) -> None:
+        self._r = client
+        self.keys = keys
+
+    def ensure_group(self, stream: str, group: str) -> None:
+        with redis_errors("create consumer group"):
+            try:
+                self._r.xgroup_create(stream, group, id="0", mkstream=True)
+            except redis.ResponseError as exc:
+                if "BUSYGROUP" not in str(exc):
+                    raise
+
+    def read(
+        self,
+        stream: str,
+        group: str,
+        consumer: str,
+        *,
+        count: int,
+        block_ms: int | None,
+        own_pending: bool = False,
+    ) -> list[StreamEntry]:
+        """New entries (`>`), or with `own_pending` the ones this consumer holds unacked."""
+        with redis_errors("read stream"):
+            reply = self._r.xreadgroup(
+                group,
+                consumer,
+                {stream: "0" if own_pending else ">"},
+                count=count,
+                block=None if own_pending else block_ms,
+            )
+        if not reply:
+            return []
+        if isinstance(reply, dict):  # RESP3 shape
+            return _entries(next(iter(reply.values()))[0])
+        return _entries(reply[0][1])
+
+    def claim_idle(
+        self, stream: str, group: str, consumer: str, *, min_idle_ms: int, count: int
+    ) -> list[StreamEntry]:
+        """Take over entries that another (presumably dead) consumer left pending."""
+        with redis_errors("claim pending entries"):
+            reply = self._r.xautoclaim(
+                stream, group, consumer, min_idle_time=min_idle_ms, start_id="0-0", count=count
+            )
+        return _entries(reply[1])
+
+    def deliveries(self, stream: str, group: str, entry_ids: list[str]) -> dict[str, int]:
+        """How many times each entry has been delivered (for dead-lettering)."""
+        if not entry_ids:
+            return {}
+        ordered = sorted(entry_ids, key=lambda i: tuple(int(p) for p in i.split("-")))
+        with redis_errors("read pending entries"):
+            rows = self._r.xpending_range(
+                stream, group, min=ordered[0], max=ordered[-1], count=len(ordered) * 4 + 10
+            )
+        wanted = set(entry_ids)
+        out: dict[str, int] = {}
+        for row in rows:
+            entry_id = _text(row["message_id"])
+            if entry_id in wanted:
+                out[entry_id] = int(row["times_delivered"])
+        return out
+
+    def ack(self, stream: str, group: str, entry_ids: list[str]) -> None:
+        if not entry_ids:
+            return
+        with redis_errors("ack entries"):
+            pipe = self._r.pipeline(transaction=False)
+            pipe.xack(stream, group, *entry_ids)
+            pipe.hdel(self.keys.delivery_errors(stream, group), *entry_ids)
+            pipe.execute()
+
+    def record_error(self, stream: str, group: str, entry_id: str, error: str) -> None:
+        with redis_errors("record delivery error"):
+            self._r.hset(self.keys.delivery_errors(stream, group), entry_id, error[:2000])
+
+    def last_error(self, stream: str, group: str, entry_id: str) -> str | None:
+        with redis_errors("read delivery error"):
+            raw = self._r.hget(self.keys.delivery_errors(stream, group), entry_id)
+        return None if raw is None else _text(raw)
+
+    def dead_letter(
+        self, stream: str, group: str, entry: StreamEntry, error: str, deliveries: int
+    ) -> None:
+        """Move an entry to the stream's dead-letter stream and ack it, in one transaction."""
+        record = {
+            "stream": stream,
+            "group": group,
+            "entry_id": entry.entry_id,
+            "error": error[:2000],
+            "deliveries": str(deliveries),
+            "failed_at": datetime.now(UTC).isoformat(),
+        }
+        record.update({f"f:{k}": v for k, v in entry.fields.items()})
+        with redis_errors("dead-letter entry"):
+            pipe = self._r.pipeline(transaction=True)
+            pipe.xadd(self.keys.dead_letters(stream), record)  # type: ignore[arg-type]
+            pipe.xack(stream, group, entry.entry_id)
+            pipe.hdel(self.keys.delivery_errors(stream, group), entry.entry_id)
+            pipe.execute()
+
+    def dead_letters(self, stream: str, count: int = 100) -> list[DeadLetter]:
+        with redis_errors("list dead letters"):
+            rows = self._r.xrange(self.keys.dead_letters(stream), count=count)
+        out: list[DeadLetter] = []
+        for entry in _entries(rows):
+            f = entry.fields
+            out.append(
+                DeadLetter(
+                    stream=f.get("stream", stream),
+                    group=f.get("group", ""),
+                    entry_id=f.get("entry_id", ""),
+                    fields={k[2:]: v for k, v in f.items() if k.startswith("f:")},
+                    error=f.get("error", ""),
+                    deliveries=int(f.get("deliveries", "0")),
+                    failed_at=datetime.fromisoformat(f["failed_at"]),
+                )
+            )
+        return out
+
+    def pending_count(self, stream: str, group: str) -> int:
+        with redis_errors("read pending summary"):
+            summary = self._r.xpending(stream, group)
+        return int(summary["pending"])
+
+    def length(self, stream: str) -> int:
+        with redis_errors("read stream length"):
+            return int(self._r.xlen(stream))
+
+    def lag(self, stream: str, group: str) -> int:
+        """Entries not yet delivered to the group (Redis >= 7 reports it)."""
+        with redis_errors("read group info"):
+            groups = self._r.xinfo_groups(stream)
+        for info in groups:
+            if _text(info["name"]) == group:
+                lag = info.get("lag")
+                return int(lag) if lag is not None else 0
+        return 0
+
+    def trim_consumed(self, stream: str) -> int:
+        """Drop entries every group has acknowledged. Returns how many were removed."""
+        with redis_errors("trim stream"):
+            groups = self._r.xinfo_groups(stream)
+            if not groups:
+                return 0
+            floor: tuple[int, int] | None = None
+            for info in groups:
+                name = _text(info["name"])
+                summary = self._r.xpending(stream, name)
+                if summary["pending"]:
+                    candidate = _text(summary["min"])
+                else:
+                    candidate = _text(info["last-delivered-id"])
+                parts = candidate.split("-")
+                key = (int(parts[0]), int(parts[1]))
+                floor = key if floor is None or key < floor else floor
+            if floor is None or floor == (0, 0):
+                return 0
+            return int(self._r.xtrim(stream, minid=f"{floor[0]}-{floor[1]}", approximate=False))
