@@ -71,8 +71,8 @@ class RecallSettings(BaseModel):
     dedup_threshold: float = Field(default=0.95, gt=0, le=1.0)
     min_score: float = 0.0
     weight_dense: float = 1.0
-    weight_recency: float = 0.25
-    weight_marker: float = 0.15
+    weight_recency: float = 0.1
+    weight_marker: float = 0.1
     # Recency halves every this many turns back from the newest one.
     recency_half_life_turns: float = Field(default=8.0, gt=0)
 

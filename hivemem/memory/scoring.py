@@ -10,8 +10,8 @@ from hivemem.models import ScoreComponents
 @dataclass(frozen=True, slots=True)
 class ScoringWeights:
     dense: float = 1.0
-    recency: float = 0.25
-    marker: float = 0.15
+    recency: float = 0.1
+    marker: float = 0.1
     recency_half_life_turns: float = 8.0
 
 

@@ -1,0 +1,251 @@
+"""The `hivemem` command line."""
+
+from __future__ import annotations
+
+import json
+import sys
+import tempfile
+import time
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any
+
+import click
+from rich.console import Console
+from rich.table import Table
+
+from hivemem.config import Settings
+from hivemem.errors import HivememError
+from hivemem.logging import configure_logging
+from hivemem.models import ContextItem
+from hivemem.producer.client import MemoryClient
+
+console = Console(stderr=True)
+# Piped output gets a wide table instead of rich's 80-column default.
+out = Console(width=None if sys.stdout.isatty() else 160)
+
+
+def _settings(ctx: click.Context) -> Settings:
+    settings: Settings = ctx.obj["settings"]
+    return settings
+
+
+def _client(ctx: click.Context) -> MemoryClient:
+    local: str | None = ctx.obj.get("local")
+    settings = _settings(ctx)
+    if local:
+        return MemoryClient.local(local, settings)
+    return MemoryClient(settings)
+
+
+@click.group()
+@click.option(
+    "--local",
+    type=click.Path(file_okay=False),
+    default=None,
+    help="Use the embedded mode on this folder instead of Redis/Qdrant servers.",
+)
+@click.option("--log-level", default=None, help="debug, info, warning or error.")
+@click.pass_context
+def cli(ctx: click.Context, local: str | None, log_level: str | None) -> None:
+    """hivemem: shared, distributed memory for AI agents."""
+    try:
+        settings = Settings()
+    except Exception as exc:
+        raise click.ClickException(f"bad configuration: {exc}") from None
+    level = log_level or settings.log_level
+    configure_logging(level, settings.log_json)
+    ctx.obj = {"settings": settings, "local": local}
+
+
+def _items_table(title: str, items: Sequence[ContextItem]) -> Table:
+    table = Table(title=title, show_lines=False, expand=True)
+    table.add_column("#", justify="right", width=3)
+    table.add_column("score", justify="right", width=6)
+    table.add_column("why", width=26)
+    table.add_column("who", width=10)
+    table.add_column("seq", justify="right", width=4)
+    table.add_column("content", ratio=1)
+    for rank, item in enumerate(items, 1):
+        who = item.agent_id or item.role or ""
+        table.add_row(
+            str(rank),
+            f"{item.score:.3f}",
+            ", ".join(item.components.reasons()),
+            str(who),
+            str(item.seq or ""),
+            item.content,
+        )
+    return table
+
+
+@cli.command()
+@click.option("--path", type=click.Path(file_okay=False), default=None,
+              help="Keep the demo's memory in this folder (default: a temporary one).")
+@click.option("--budget", default=160, show_default=True, help="Token budget per question.")
+@click.pass_context
+def demo(ctx: click.Context, path: str | None, budget: int) -> None:
+    """Run an end-to-end scenario on the embedded default and print what recall returns."""
+    from hivemem import demo as script
+
+    settings = _settings(ctx)
+    folder = Path(path) if path else Path(tempfile.mkdtemp(prefix="hivemem-demo-"))
+    with console.status("Loading the embedding model and opening the embedded store..."):
+        started = time.perf_counter()
+        client = MemoryClient.local(folder, settings)
+    console.print(f"[dim]embedded store at {folder} (opened in {time.perf_counter() - started:.1f}s)")
+    try:
+        session = script.SESSION
+        with console.status("Ingesting the multi-agent conversation...") as status:
+            for i, (agent, role, content, markers) in enumerate(script.SCRIPT):
+                client.ingest(
+                    session, role, content, agent_id=agent, markers=markers,
+                    timestamp=script.timestamp(i), turn_id=f"demo-{i}",
+                )
+                status.update(f"Ingesting turns: {i + 1}/{len(script.SCRIPT)}")
+            status.update("Waiting for the embed worker...")
+            stats = client.wait_until_processed(session, timeout=120)
+        console.print(
+            f"[green]{stats.turns_processed} turns embedded[/] across"
+            f" {len({a for a, *_ in script.SCRIPT})} speakers; asking {len(script.QUESTIONS)}"
+            f" questions with a {budget}-token budget each.\n"
+        )
+        for question in script.QUESTIONS:
+            items = client.recall(session, question, token_budget=budget)
+            used = sum(i.token_count for i in items)
+            out.print(_items_table(f"{question}  [{used}/{budget} tokens]", items))
+            out.print()
+    finally:
+        client.close()
+
+
+@cli.command()
+@click.argument("session_id")
+@click.argument("query")
+@click.option("--budget", type=int, default=None, help="Token budget (default from config).")
+@click.option("--limit", type=int, default=None, help="At most this many items.")
+@click.option("--json", "as_json", is_flag=True, help="Print JSON.")
+@click.pass_context
+def recall(
+    ctx: click.Context, session_id: str, query: str, budget: int | None, limit: int | None,
+    as_json: bool,
+) -> None:
+    """Print the recalled context for QUERY in SESSION_ID."""
+    with _client(ctx) as client:
+        items = client.recall(session_id, query, token_budget=budget, limit=limit)
+    if as_json:
+        click.echo(json.dumps([i.model_dump(mode="json") for i in items], indent=2))
+    else:
+        out.print(_items_table(query, items))
+
+
+@cli.command()
+@click.argument("session_id")
+@click.argument("role")
+@click.argument("content")
+@click.option("--agent", default=None)
+@click.option("--marker", "markers", multiple=True)
+@click.pass_context
+def ingest(
+    ctx: click.Context, session_id: str, role: str, content: str, agent: str | None,
+    markers: tuple[str, ...],
+) -> None:
+    """Enqueue one turn."""
+    with _client(ctx) as client:
+        turn = client.ingest(session_id, role, content, agent_id=agent, markers=markers or None)
+    click.echo(json.dumps({"turn_id": turn.turn_id, "seq": turn.seq, "duplicate": turn.duplicate}))
+
+
+@cli.command()
+@click.argument("session_id")
+@click.option("--json", "as_json", is_flag=True)
+@click.pass_context
+def stats(ctx: click.Context, session_id: str, as_json: bool) -> None:
+    """Show a session's progress through the pipeline."""
+    with _client(ctx) as client:
+        result = client.get_session_stats(session_id)
+    data: dict[str, Any] = result.model_dump(mode="json")
+    data["turns_pending"] = result.turns_pending
+    if as_json:
+        click.echo(json.dumps(data, indent=2))
+        return
+    table = Table(title=f"session {session_id}")
+    table.add_column("field")
+    table.add_column("value")
+    for key, value in data.items():
+        table.add_row(key, str(value))
+    out.print(table)
+
+
+@cli.command("rebuild-state")
+@click.option("--session", "session_id", default=None, help="Only this session.")
+@click.pass_context
+def rebuild_state_cmd(ctx: click.Context, session_id: str | None) -> None:
+    """Rebuild Redis session state from Qdrant (after a Redis loss)."""
+    from hivemem.keys import Keys
+    from hivemem.providers.embedders import build_embedder
+    from hivemem.store.factory import open_vector_store
+    from hivemem.store.rebuild import rebuild_state
+    from hivemem.store.redis import connect
+    from hivemem.store.state import SessionState
+
+    settings = _settings(ctx)
+    embedder = build_embedder(settings.embedding)
+    vectors = open_vector_store(settings.qdrant, embedder.dim)
+    state = SessionState(
+        connect(settings.redis), Keys(settings.redis.key_prefix), settings.ingest.recent_window
+    )
+    with console.status("Scrolling Qdrant..."):
+        count = rebuild_state(state, vectors, session_id)
+    vectors.close()
+    click.echo(f"rebuilt {count} session(s)")
+
+
+@cli.group()
+def dlq() -> None:
+    """Dead-lettered entries."""
+
+
+@dlq.command("list")
+@click.option("--count", default=20, show_default=True)
+@click.pass_context
+def dlq_list(ctx: click.Context, count: int) -> None:
+    with _client(ctx) as client:
+        letters = client.dead_letters(count)
+    for letter in letters:
+        click.echo(json.dumps(letter.model_dump(mode="json")))
+    if not letters:
+        console.print("no dead letters")
+
+
+@cli.command()
+@click.argument("kind", type=click.Choice(["embed"]))
+@click.option("--burst", is_flag=True, help="Exit once there is nothing left to do.")
+@click.option("--name", default=None, help="Consumer name (default: host-pid-random).")
+@click.pass_context
+def worker(ctx: click.Context, kind: str, burst: bool, name: str | None) -> None:
+    """Run a pipeline worker (scale by starting more of them)."""
+    from hivemem.workers.runner import run_worker
+
+    if ctx.obj.get("local"):
+        raise click.UsageError(
+            "workers run against Redis + Qdrant servers; embedded mode runs its own threads"
+        )
+    report = run_worker(kind, _settings(ctx), burst=burst, name=name)
+    console.print(
+        f"handled={report.handled} dead_lettered={report.dead_lettered}"
+        f" reclaimed={report.reclaimed}"
+    )
+
+
+def main(argv: Sequence[str] | None = None) -> None:
+    try:
+        cli.main(args=list(argv) if argv is not None else None, standalone_mode=False)
+    except click.exceptions.Abort:
+        sys.exit(130)
+    except click.ClickException as exc:
+        exc.show()
+        sys.exit(exc.exit_code)
+    except HivememError as exc:
+        console.print(f"[red]error:[/] {exc}")
+        sys.exit(2)

@@ -1,0 +1,136 @@
+"""Shared fixtures: one Redis fixture with two settings (fakeredis, a real redis-server).
+
+The real server is started by the fixture on a unix socket in a temporary folder, so tests
+are hermetic and pass where no Redis runs. In CI (CI=true) a missing redis-server fails
+instead of skipping.
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+import subprocess
+import tempfile
+import time
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+import redis
+
+from hivemem.config import Settings
+from hivemem.providers.embedders import HashingEmbedder
+from hivemem.store.redis import connect_fake, fake_server
+
+REPO = Path(__file__).resolve().parent.parent
+SHARED_MODELS = REPO.parent / "shared" / "models"
+
+
+class RedisServer:
+    """A throwaway redis-server on a unix socket (AOF on, like production)."""
+
+    def __init__(self, folder: Path, *, appendonly: bool = True) -> None:
+        self.folder = folder
+        self.socket = folder / "redis.sock"
+        self.appendonly = appendonly
+        self.process: subprocess.Popen[bytes] | None = None
+
+    @property
+    def url(self) -> str:
+        return f"unix://{self.socket}"
+
+    def start(self) -> None:
+        binary = shutil.which("redis-server")
+        if binary is None:
+            if os.environ.get("CI"):
+                pytest.fail("redis-server is not installed (.ci/run should apt-get it)")
+            pytest.skip("redis-server is not installed")
+        self.process = subprocess.Popen(
+            [
+                binary,
+                "--port", "0",
+                "--unixsocket", str(self.socket),
+                "--unixsocketperm", "700",
+                "--dir", str(self.folder),
+                "--appendonly", "yes" if self.appendonly else "no",
+                "--appendfsync", "everysec",
+                "--save", "",
+                "--logfile", str(self.folder / "redis.log"),
+            ],
+            stdout=subprocess.DEVNULL,
+            stderr=subprocess.DEVNULL,
+        )
+        deadline = time.monotonic() + 10
+        while time.monotonic() < deadline:
+            try:
+                if redis.Redis(unix_socket_path=str(self.socket)).ping():
+                    return
+            except redis.RedisError:
+                time.sleep(0.02)
+        raise RuntimeError(f"redis-server did not start; see {self.folder / 'redis.log'}")
+
+    def client(self) -> redis.Redis:
+        return redis.Redis(unix_socket_path=str(self.socket), socket_timeout=5)
+
+    def stop(self) -> None:
+        if self.process is not None:
+            self.process.terminate()
+            try:
+                self.process.wait(timeout=10)
+            except subprocess.TimeoutExpired:
+                self.process.kill()
+            self.process = None
+
+
+@pytest.fixture(scope="session")
+def redis_server() -> Iterator[RedisServer]:
+    folder = Path(tempfile.mkdtemp(prefix="hivemem-redis-"))
+    server = RedisServer(folder)
+    server.start()
+    yield server
+    server.stop()
+    shutil.rmtree(folder, ignore_errors=True)
+
+
+@pytest.fixture(params=["fake", "real"])
+def redis_client(request: pytest.FixtureRequest) -> Iterator[redis.Redis]:
+    """The same test runs on fakeredis and on a real redis-server."""
+    if request.param == "fake":
+        client = connect_fake(fake_server())
+        yield client
+        client.close()
+        return
+    server: RedisServer = request.getfixturevalue("redis_server")
+    client = server.client()
+    client.flushall()
+    yield client
+    client.flushall()
+    client.close()
+
+
+@pytest.fixture
+def settings(tmp_path: Path) -> Settings:
+    """Test settings: fast reclaim and short blocks, hashing embedder, nothing from env."""
+    return Settings.model_validate(
+        {
+            "embedding": {"provider": "hashing", "dim": 64},
+            "worker": {"block_ms": 50, "claim_idle_ms": 200, "claim_interval_s": 0.1,
+                       "max_deliveries": 3, "backoff_initial_s": 0.01, "backoff_max_s": 0.05},
+        }
+    )
+
+
+@pytest.fixture
+def embedder() -> HashingEmbedder:
+    return HashingEmbedder(64)
+
+
+@pytest.fixture
+def fastembed_env(monkeypatch: pytest.MonkeyPatch) -> Path:
+    """Point fastembed at the model shipped in ../shared/models (offline)."""
+    cache = SHARED_MODELS / "fastembed_cache"
+    if not cache.exists():
+        pytest.skip(f"{cache} not found")
+    monkeypatch.setenv("FASTEMBED_CACHE_PATH", str(cache))
+    monkeypatch.setenv("HF_HUB_OFFLINE", "1")
+    return cache
