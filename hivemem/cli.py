@@ -93,7 +93,8 @@ def demo(ctx: click.Context, path: str | None, budget: int) -> None:
     with console.status("Loading the embedding model and opening the embedded store..."):
         started = time.perf_counter()
         client = MemoryClient.local(folder, settings)
-    console.print(f"[dim]embedded store at {folder} (opened in {time.perf_counter() - started:.1f}s)")
+    opened_s = time.perf_counter() - started
+    console.print(f"[dim]embedded store at {folder} (opened in {opened_s:.1f}s)")
     try:
         session = script.SESSION
         with console.status("Ingesting the multi-agent conversation...") as status:

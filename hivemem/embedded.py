@@ -87,7 +87,8 @@ class EmbeddedRuntime:
         stream = self.keys.turns_stream
         while time.monotonic() < deadline:
             try:
-                if streams.lag(stream, "embed") == 0 and streams.pending_count(stream, "embed") == 0:
+                lag = streams.lag(stream, "embed")
+                if lag == 0 and streams.pending_count(stream, "embed") == 0:
                     return True
             except Exception:
                 return True  # no group yet: nothing was ever enqueued

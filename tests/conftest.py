@@ -113,7 +113,7 @@ def settings(tmp_path: Path) -> Settings:
     """Test settings: fast reclaim and short blocks, hashing embedder, nothing from env."""
     return Settings.model_validate(
         {
-            "embedding": {"provider": "hashing", "dim": 64},
+            "embedding": {"provider": "hashing", "dim": 1024},
             "worker": {"block_ms": 50, "claim_idle_ms": 200, "claim_interval_s": 0.1,
                        "max_deliveries": 3, "backoff_initial_s": 0.01, "backoff_max_s": 0.05},
         }
@@ -122,7 +122,7 @@ def settings(tmp_path: Path) -> Settings:
 
 @pytest.fixture
 def embedder() -> HashingEmbedder:
-    return HashingEmbedder(64)
+    return HashingEmbedder(1024)
 
 
 @pytest.fixture

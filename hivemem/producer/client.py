@@ -198,7 +198,8 @@ class MemoryClient:
         check_id("session_id", session_id)
         check_query(query)
         budget = check_budget(token_budget, self.settings.recall.default_token_budget)
-        if limit is not None and (isinstance(limit, bool) or not isinstance(limit, int) or limit <= 0):
+        bad_limit = isinstance(limit, bool) or not isinstance(limit, int) or limit <= 0
+        if limit is not None and bad_limit:
             raise ValidationError("limit", "must be a positive integer")
         return self._get_recaller().recall(session_id, query, budget, limit=limit)
 

@@ -27,11 +27,13 @@ def check_id(field: str, value: object) -> str:
 
 
 def check_role(value: object) -> Role:
-    try:
-        return Role(value)
-    except ValueError:
-        allowed = ", ".join(r.value for r in Role)
-        raise ValidationError("role", f"unknown role {value!r}; allowed: {allowed}") from None
+    if isinstance(value, str):
+        try:
+            return Role(value)
+        except ValueError:
+            pass
+    allowed = ", ".join(r.value for r in Role)
+    raise ValidationError("role", f"unknown role {value!r}; allowed: {allowed}")
 
 
 def check_content(value: object, max_bytes: int) -> str:

@@ -6,6 +6,7 @@ Vectors are unit-length float32 rows, so a dot product is the cosine similarity.
 from __future__ import annotations
 
 import hashlib
+import itertools
 import os
 import re
 from collections.abc import Sequence
@@ -32,7 +33,8 @@ class Embedder(Protocol):
 def _unit_rows(matrix: Matrix) -> Matrix:
     norms = np.linalg.norm(matrix, axis=1, keepdims=True)
     norms[norms == 0] = 1.0
-    return (matrix / norms).astype(np.float32)
+    unit: Matrix = (matrix / norms).astype(np.float32)
+    return unit
 
 
 class HashingEmbedder:
@@ -47,7 +49,7 @@ class HashingEmbedder:
     def _row(self, text: str) -> npt.NDArray[np.float32]:
         row = np.zeros(self.dim, dtype=np.float32)
         words = self._WORDS.findall(text.lower())
-        features = words + [f"{a} {b}" for a, b in zip(words, words[1:], strict=False)]
+        features = words + [f"{a} {b}" for a, b in itertools.pairwise(words)]
         for feature in features:
             digest = hashlib.blake2b(feature.encode(), digest_size=8).digest()
             index = int.from_bytes(digest[:4], "little") % self.dim
@@ -61,7 +63,8 @@ class HashingEmbedder:
         return _unit_rows(np.stack([self._row(t) for t in texts]))
 
     def embed_query(self, text: str) -> npt.NDArray[np.float32]:
-        return self.embed_documents([text])[0]
+        row: npt.NDArray[np.float32] = self.embed_documents([text])[0]
+        return row
 
 
 _HOW_TO_FIX = (
@@ -116,7 +119,8 @@ class FastEmbedEmbedder:
         return out
 
     def embed_query(self, text: str) -> npt.NDArray[np.float32]:
-        return self._embed([text])[0]
+        row: npt.NDArray[np.float32] = self._embed([text])[0]
+        return row
 
 
 def build_embedder(settings: EmbeddingSettings) -> Embedder:

@@ -35,6 +35,7 @@ class EdgeVectorStore:
         self.path = Path(path)
         shard_path = self.path / TURNS
         self._lock = threading.RLock()
+        self._closed = False
         try:
             if (shard_path / "wal").exists() or (shard_path / "segments").exists():
                 self._shard = qe.EdgeShard.load(str(shard_path))
@@ -158,7 +159,7 @@ class EdgeVectorStore:
 
     def close(self) -> None:
         with self._lock:
-            if self._shard is not None:
+            if not self._closed:
                 self._shard.flush()
                 self._shard.close()
-                self._shard = None
+                self._closed = True

@@ -33,6 +33,8 @@ class ServerVectorStore:
         self.dim = dim
         self.collection = f"{settings.collection_prefix}{TURNS}"
         target = location or settings.url
+        # Local mode (`:memory:`, unit tests) filters in Python and ignores payload indexes.
+        self._local = location is not None
         try:
             if location is not None:
                 self._client = QdrantClient(location=location)
@@ -60,6 +62,8 @@ class ServerVectorStore:
             self.collection,
             vectors_config={DENSE: qm.VectorParams(size=self.dim, distance=qm.Distance.COSINE)},
         )
+        if self._local:
+            return
         for name in KEYWORD_FIELDS:
             self._client.create_payload_index(
                 self.collection, name, qm.PayloadSchemaType.KEYWORD, wait=True

@@ -8,7 +8,7 @@ from __future__ import annotations
 import json
 from collections.abc import Sequence
 from datetime import datetime
-from typing import Any
+from typing import Any, cast
 
 from hivemem.keys import Keys
 from hivemem.models import SessionStats, Turn, TurnFields, wire_json
@@ -124,8 +124,11 @@ class SessionState:
         if limit <= 0:
             return []
         with redis_errors("read recent turns"):
-            rows = self._r.zrevrange(
-                self.keys.session_recent(session_id), 0, limit - 1, withscores=True
+            rows = cast(
+                list[tuple[bytes, float]],
+                self._r.zrevrange(
+                    self.keys.session_recent(session_id), 0, limit - 1, withscores=True
+                ),
             )
         return [turn_from_json(member, int(score)) for member, score in rows]
 

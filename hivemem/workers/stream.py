@@ -27,6 +27,7 @@ from hivemem.errors import RetryLater, StoreUnavailable
 from hivemem.store.streams import StreamEntry, StreamStore
 
 M = TypeVar("M")
+T = TypeVar("T")
 log = structlog.get_logger(__name__)
 
 _TRANSIENT = (StoreUnavailable, RetryLater)
@@ -125,7 +126,7 @@ class StreamWorker(Generic[M]):
         # Called right after a read found nothing new: pending entries are all that is left.
         return self.streams.pending_count(self.kind.stream, self.kind.group) == 0
 
-    def _with_retry(self, fn: Callable[[], M]) -> M:
+    def _with_retry(self, fn: Callable[[], T]) -> T:
         """Run `fn`, backing off while a store is down. Gives up only when stopping."""
         delay = self.settings.backoff_initial_s
         while True:

@@ -1,0 +1,5 @@
+"""`python -m hivemem ...` is the `hivemem` command."""
+
+from hivemem.cli import main
+
+main()

@@ -1,0 +1,36 @@
+from pathlib import Path
+
+import pytest
+
+from hivemem.config import Settings
+
+
+def test_env_prefix_and_nesting(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("HIVEMEM_REDIS__URL", "redis://cache:6380/2")
+    monkeypatch.setenv("HIVEMEM_QDRANT__PATH", "/data/q")
+    monkeypatch.setenv("HIVEMEM_EMBEDDING__BATCH_SIZE", "128")
+    monkeypatch.setenv("HIVEMEM_RECALL__DEFAULT_TOKEN_BUDGET", "900")
+    s = Settings()
+    assert s.redis.url == "redis://cache:6380/2"
+    assert s.qdrant.path == Path("/data/q")
+    assert s.embedding.batch_size == 128
+    assert s.recall.default_token_budget == 900
+
+
+def test_defaults() -> None:
+    s = Settings.model_validate({})
+    assert s.embedding.model == "sentence-transformers/all-MiniLM-L6-v2"
+    assert s.recall.default_token_budget == 4000
+    assert s.ingest.max_content_bytes == 32 * 1024
+    assert s.worker.block_ms < s.redis.socket_timeout * 1000
+
+
+def test_rejects_both_qdrant_targets() -> None:
+    with pytest.raises(ValueError, match="either"):
+        Settings.model_validate({"qdrant": {"url": "http://q:6333", "path": "/x"}})
+
+
+def test_secrets_do_not_print() -> None:
+    s = Settings.model_validate({"qdrant": {"url": "http://q:6333", "api_key": "s3cret"}})
+    assert "s3cret" not in repr(s)
+    assert "s3cret" not in s.model_dump_json()

@@ -1,0 +1,84 @@
+"""Both vector-store backends pass the same tests: qdrant-client `:memory:` and Qdrant Edge."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from datetime import UTC, datetime
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from hivemem.config import QdrantSettings
+from hivemem.errors import StoreUnavailable
+from hivemem.models import Role, Turn
+from hivemem.providers.embedders import HashingEmbedder
+from hivemem.store.qdrant_edge import EdgeVectorStore
+from hivemem.store.qdrant_server import ServerVectorStore
+from hivemem.store.vectors import VectorStore
+
+EMB = HashingEmbedder(64)
+
+
+@pytest.fixture(params=["server-memory", "edge"])
+def store(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[VectorStore]:
+    s: VectorStore
+    if request.param == "edge":
+        s = EdgeVectorStore(tmp_path / "q", EMB.dim)
+    else:
+        s = ServerVectorStore(QdrantSettings(), EMB.dim, location=":memory:")
+    yield s
+    s.close()
+
+
+def turn(session: str, seq: int, content: str, **kw: object) -> Turn:
+    return Turn(turn_id=f"t{seq}", session_id=session, role=Role.USER, content=content,
+                timestamp=datetime(2026, 1, 1, 0, seq % 60, tzinfo=UTC), seq=seq,
+                token_count=3, **kw)  # type: ignore[arg-type]
+
+
+def test_upsert_is_idempotent_and_filtered(store: VectorStore) -> None:
+    a = [turn("s1", i, f"cats and dogs {i}") for i in range(1, 6)]
+    b = [turn("s2", i, f"rockets {i}") for i in range(1, 4)]
+    store.upsert_turns(a, EMB.embed_documents([t.content for t in a]))
+    store.upsert_turns(b, EMB.embed_documents([t.content for t in b]))
+    store.upsert_turns(a, EMB.embed_documents([t.content for t in a]))  # redelivery
+    assert store.count_turns() == 8
+    assert store.count_turns("s1") == 5
+    hits = store.search_turns("s2", EMB.embed_query("cats and dogs"), 10)
+    assert {h.turn.session_id for h in hits} == {"s2"}
+    hits = store.search_turns("s1", EMB.embed_query("cats and dogs 3"), 2)
+    assert hits[0].turn.seq == 3 and hits[0].vector is not None
+    assert hits[0].score == pytest.approx(1.0, abs=1e-3)
+
+
+def test_payload_round_trips(store: VectorStore) -> None:
+    t = turn("s1", 7, "Decision: Postgres", markers=("decision",), agent_id="planner",
+             metadata={"k": [1, {"x": "y"}]})
+    store.upsert_turns([t], EMB.embed_documents([t.content]))
+    got = store.get_turns("s1", ["t7", "missing"])
+    assert len(got) == 1
+    assert got[0].turn == t
+    assert got[0].vector is not None and np.linalg.norm(got[0].vector) == pytest.approx(1, abs=1e-4)
+    assert list(store.iter_turns("s1")) == [t]
+    assert list(store.iter_turns("nope")) == []
+
+
+def test_iter_turns_pages(store: VectorStore) -> None:
+    turns = [turn("s1", i, f"x {i}") for i in range(1, 1201)]
+    store.upsert_turns(turns, EMB.embed_documents([t.content for t in turns]))
+    assert sorted(t.seq for t in store.iter_turns()) == list(range(1, 1201))
+
+
+def test_edge_persists_and_locks(tmp_path: Path) -> None:
+    s = EdgeVectorStore(tmp_path / "q", EMB.dim)
+    t = turn("s1", 1, "hello")
+    s.upsert_turns([t], EMB.embed_documents(["hello"]))
+    with pytest.raises(StoreUnavailable):
+        EdgeVectorStore(tmp_path / "q", EMB.dim)  # second opener in the same process tree
+    s.close()
+    again = EdgeVectorStore(tmp_path / "q", EMB.dim)
+    assert again.count_turns() == 1
+    again.close()
+    with pytest.raises(StoreUnavailable, match="64-d"):
+        EdgeVectorStore(tmp_path / "q", 32)
