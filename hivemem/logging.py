@@ -28,3 +28,13 @@ def configure_logging(level: str = "info", json: bool | None = None) -> None:
         logger_factory=structlog.PrintLoggerFactory(file=sys.stderr),
         cache_logger_on_first_use=False,
     )
+
+
+def ensure_quiet_default() -> None:
+    """Library use without any logging setup: warnings and errors only, to stderr.
+
+    structlog's own default prints every level to stdout, which would mix debug events into
+    an application's output. An application that configured structlog is left alone.
+    """
+    if not structlog.is_configured():
+        configure_logging("warning", json=False)

@@ -12,6 +12,7 @@ from typing import TYPE_CHECKING, Any, NotRequired, Self, TypedDict
 from hivemem.config import Settings
 from hivemem.errors import ProcessingTimeout, ValidationError
 from hivemem.keys import Keys
+from hivemem.logging import ensure_quiet_default
 from hivemem.models import ContextItem, DeadLetter, Role, SessionStats, Turn
 from hivemem.producer.validation import TurnDraft, check_budget, check_id, check_query
 from hivemem.store.redis import Redis, connect
@@ -57,6 +58,7 @@ class MemoryClient:
         embedder: Embedder | None = None,
         runtime: EmbeddedRuntime | None = None,
     ) -> None:
+        ensure_quiet_default()
         self.settings = settings or Settings()
         self._redis = redis_client or connect(self.settings.redis)
         self.keys = Keys(self.settings.redis.key_prefix)

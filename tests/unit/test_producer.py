@@ -136,3 +136,41 @@ def test_unreachable_redis_is_a_clear_error() -> None:
         connect(RedisSettings(url="redis://user:pw@127.0.0.1:1/0", connect_timeout=0.5))
     assert "redis" in str(info.value)
     assert "pw" not in str(info.value)
+
+
+def test_unreachable_qdrant_is_a_clear_error() -> None:
+    from hivemem.config import QdrantSettings
+    from hivemem.store.qdrant_server import ServerVectorStore
+
+    with pytest.raises(StoreUnavailable) as info:
+        ServerVectorStore(QdrantSettings(url="http://127.0.0.1:1", timeout=1), 8)
+    assert info.value.store == "qdrant"
+
+
+def test_state_rebuilds_from_qdrant(redis_client: redis.Redis, settings: Settings) -> None:
+    from hivemem.providers.embedders import HashingEmbedder
+    from hivemem.store.qdrant_server import ServerVectorStore
+    from hivemem.store.rebuild import rebuild_state
+    from hivemem.store.state import SessionState
+    from hivemem.store.streams import StreamStore
+    from hivemem.workers.embed import EmbedHandler, embed_kind
+    from hivemem.workers.stream import StreamWorker
+
+    emb = HashingEmbedder(32)
+    vectors = ServerVectorStore(settings.qdrant, emb.dim, location=":memory:")
+    client = MemoryClient(settings, redis_client=redis_client, vector_store=vectors, embedder=emb)
+    for i in range(15):
+        client.ingest("s1", "user", f"turn {i}", turn_id=f"id{i}")
+    client.ingest("s2", "user", "other")
+    state = SessionState(redis_client, client.keys, settings.ingest.recent_window)
+    StreamWorker(embed_kind(EmbedHandler(emb, vectors, state), client.keys.turns_stream),
+                 StreamStore(redis_client, client.keys), settings.worker).run(burst=True)
+    before = client._state.recent_turns("s1", 50)
+    redis_client.flushall()  # Redis lost everything
+    assert rebuild_state(state, vectors) == 2
+    stats = client.get_session_stats("s1")
+    assert stats.turns_enqueued == stats.turns_processed == 15
+    assert client._state.recent_turns("s1", 50) == before
+    assert client.ingest("s1", "user", "again", turn_id="id3").duplicate
+    assert client.ingest("s1", "user", "next").seq == 16
+    assert client.sessions() == ["s1", "s2"]
