@@ -86,17 +86,17 @@ class StreamStore:
         """How many times each entry has been delivered (for dead-lettering)."""
         if not entry_ids:
             return {}
-        ordered = sorted(entry_ids, key=lambda i: tuple(int(p) for p in i.split("-")))
+        # One exact lookup per id (pipelined): a range read could be cut short by other
+        # consumers' pending entries lying between the ids.
         with redis_errors("read pending entries"):
-            rows = self._r.xpending_range(
-                stream, group, min=ordered[0], max=ordered[-1], count=len(ordered) * 4 + 10
-            )
-        wanted = set(entry_ids)
+            pipe = self._r.pipeline(transaction=False)
+            for entry_id in entry_ids:
+                pipe.xpending_range(stream, group, min=entry_id, max=entry_id, count=1)
+            replies = pipe.execute()
         out: dict[str, int] = {}
-        for row in rows:
-            entry_id = _text(row["message_id"])
-            if entry_id in wanted:
-                out[entry_id] = int(row["times_delivered"])
+        for rows in replies:
+            for row in rows:
+                out[_text(row["message_id"])] = int(row["times_delivered"])
         return out
 
     def ack(self, stream: str, group: str, entry_ids: list[str]) -> None:

@@ -109,7 +109,7 @@ class StreamWorker(Generic[M]):
             )
         )
         if own:
-            self._process(own)
+            self._with_retry(lambda: self._redeliver(own))
         while not self.stopping:
             handled = self._with_retry(lambda: self.step(burst=burst))
             if burst and handled == 0 and self._idle():
@@ -176,9 +176,16 @@ class StreamWorker(Generic[M]):
             return 0
         self.report.reclaimed += len(claimed)
         self._log.info("worker.reclaimed", count=len(claimed))
-        counts = self.streams.deliveries(k.stream, k.group, [e.entry_id for e in claimed])
+        return self._redeliver(claimed)
+
+    def _redeliver(self, entries: list[StreamEntry]) -> int:
+        """Entries delivered before (reclaimed, or held before a restart): an entry past
+        `max_deliveries` has killed or failed every consumer that took it, so it goes to
+        the dead-letter stream instead of the handler."""
+        k = self.kind
+        counts = self.streams.deliveries(k.stream, k.group, [e.entry_id for e in entries])
         live: list[StreamEntry] = []
-        for entry in claimed:
+        for entry in entries:
             deliveries = counts.get(entry.entry_id, 1)
             if deliveries > self.settings.max_deliveries:
                 error = self.streams.last_error(k.stream, k.group, entry.entry_id)
