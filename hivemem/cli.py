@@ -16,7 +16,7 @@ from rich.table import Table
 
 from hivemem.config import Settings
 from hivemem.errors import HivememError
-from hivemem.logging import configure_logging
+from hivemem.logs import configure_logging
 from hivemem.models import ContextItem
 from hivemem.producer.client import MemoryClient
 

@@ -63,6 +63,19 @@ class WorkerSettings(BaseModel):
     backoff_max_s: float = Field(default=10.0, gt=0)
 
 
+class EpisodeSettings(BaseModel):
+    max_turns: int = Field(default=6, ge=1)
+    max_gap_seconds: float = Field(default=1800.0, gt=0)
+    topic_shift_threshold: float = Field(default=0.1, ge=-1.0, le=1.0)
+    topic_min_tokens: int = Field(default=8, ge=0)
+    topic_min_turns: int = Field(default=3, ge=1)
+    min_episode_turns: int = Field(default=2, ge=1)
+    # Must stay below worker.claim_idle_ms: a dead lease holder's own entries are reclaimed
+    # only after that, and by then its lease has expired.
+    lease_ms: int = Field(default=10_000, ge=100)
+    reflect_queue: str = Field(default="hivemem-reflect", pattern=r"^[A-Za-z0-9_.-]{1,64}$")
+
+
 class RecallSettings(BaseModel):
     default_token_budget: int = Field(default=4000, ge=1)
     search_limit: int = Field(default=40, ge=1, le=1000)
@@ -73,6 +86,9 @@ class RecallSettings(BaseModel):
     weight_dense: float = 1.0
     weight_recency: float = 0.1
     weight_marker: float = 0.1
+    weight_episode: float = 0.1
+    marker_min_dense: float = 0.2
+    marker_cap: int = Field(default=5, ge=0)
     # Recency halves every this many turns back from the newest one.
     recency_half_life_turns: float = Field(default=8.0, gt=0)
 
@@ -88,6 +104,7 @@ class Settings(BaseSettings):
     ingest: IngestSettings = IngestSettings()
     worker: WorkerSettings = WorkerSettings()
     recall: RecallSettings = RecallSettings()
+    episodes: EpisodeSettings = EpisodeSettings()
     log_level: Literal["debug", "info", "warning", "error"] = "info"
     log_json: bool | None = None  # None: JSON when stderr is not a terminal
 
@@ -95,4 +112,6 @@ class Settings(BaseSettings):
     def _one_qdrant_target(self) -> Settings:
         if self.qdrant.url and self.qdrant.path:
             raise ValueError("set either qdrant.url or qdrant.path, not both")
+        if self.episodes.lease_ms >= self.worker.claim_idle_ms:
+            raise ValueError("episodes.lease_ms must be below worker.claim_idle_ms")
         return self

@@ -12,19 +12,23 @@ from __future__ import annotations
 import threading
 import time
 from pathlib import Path
+from typing import Any
 
 import structlog
 
-from hivemem.config import Settings
+from hivemem.config import Settings, WorkerSettings
 from hivemem.keys import Keys
 from hivemem.providers.embedders import Embedder, build_embedder
+from hivemem.store.episodes import EpisodeStore
 from hivemem.store.qdrant_edge import EdgeVectorStore
 from hivemem.store.rebuild import rebuild_state
 from hivemem.store.redis import Redis, connect_fake, fake_server
 from hivemem.store.state import SessionState
 from hivemem.store.streams import StreamStore
+from hivemem.workers.boundary import BoundaryHandler, boundary_kind, policy_from
 from hivemem.workers.embed import EmbedHandler, embed_kind
-from hivemem.workers.stream import StreamWorker
+from hivemem.workers.jobs import reflect_enqueuer
+from hivemem.workers.stream import StreamWorker, WorkerKind
 
 log = structlog.get_logger(__name__)
 
@@ -58,21 +62,35 @@ class EmbeddedRuntime:
         worker_settings = settings.worker.model_copy(
             update={"block_ms": min(settings.worker.block_ms, 200)}
         )
-        self._workers: list[StreamWorker[object]] = []
+        self._workers: list[StreamWorker[Any]] = []
         self._threads: list[threading.Thread] = []
         for i in range(workers):
             conn = connect_fake(self._server)
-            handler = EmbedHandler(self.embedder, self.vectors, self._state(conn))
-            worker = StreamWorker(
-                embed_kind(handler, self.keys.turns_stream),
-                StreamStore(conn, self.keys),
-                worker_settings,
-                consumer=f"embedded-embed-{i}",
+            handler = EmbedHandler(
+                self.embedder, self.vectors, self._state(conn), StreamStore(conn, self.keys),
+                self.keys,
             )
-            thread = threading.Thread(target=worker.run, name=f"hivemem-embed-{i}", daemon=True)
-            self._workers.append(worker)  # type: ignore[arg-type]
-            self._threads.append(thread)
-            thread.start()
+            self._start(embed_kind(handler), conn, worker_settings, f"embed-{i}")
+        conn = connect_fake(self._server)
+        boundary = BoundaryHandler(
+            EpisodeStore(conn, self.keys, settings.episodes.lease_ms),
+            policy_from(settings.episodes),
+            reflect_enqueuer(conn, settings.episodes.reflect_queue),
+        )
+        self._start(
+            boundary_kind(boundary, self.keys.embedded_stream), conn, worker_settings, "boundary"
+        )
+
+    def _start(
+        self, kind: WorkerKind[Any], conn: Redis, settings: WorkerSettings, name: str
+    ) -> None:
+        worker: StreamWorker[Any] = StreamWorker(
+            kind, StreamStore(conn, self.keys), settings, consumer=f"embedded-{name}"
+        )
+        thread = threading.Thread(target=worker.run, name=f"hivemem-{name}", daemon=True)
+        self._workers.append(worker)
+        self._threads.append(thread)
+        thread.start()
 
     def _state(self, conn: Redis) -> SessionState:
         return SessionState(conn, self.keys, self.settings.ingest.recent_window)
@@ -84,16 +102,19 @@ class EmbeddedRuntime:
         """Wait until the embed stage has acked everything enqueued. True when it has."""
         streams = StreamStore(connect_fake(self._server), self.keys)
         deadline = time.monotonic() + timeout
-        stream = self.keys.turns_stream
+        stages = [(self.keys.turns_stream, "embed"), (self.keys.embedded_stream, "boundary")]
         while time.monotonic() < deadline:
-            try:
-                lag = streams.lag(stream, "embed")
-                if lag == 0 and streams.pending_count(stream, "embed") == 0:
-                    return True
-            except Exception:
-                return True  # no group yet: nothing was ever enqueued
+            if all(self._stage_idle(streams, stream, group) for stream, group in stages):
+                return True
             time.sleep(0.01)
         return False
+
+    @staticmethod
+    def _stage_idle(streams: StreamStore, stream: str, group: str) -> bool:
+        try:
+            return streams.lag(stream, group) == 0 and streams.pending_count(stream, group) == 0
+        except Exception:
+            return True  # no group yet: nothing was ever enqueued
 
     def close(self, timeout: float = 30.0) -> None:
         drained = self.drain(timeout)

@@ -18,6 +18,16 @@ class Keys:
     def turns_stream(self) -> str:
         return f"{self.prefix}:stream:turns"
 
+    @property
+    def embedded_stream(self) -> str:
+        """Turns that are durable in Qdrant (with their vectors), plus episode controls."""
+        return f"{self.prefix}:stream:embedded"
+
+    @property
+    def episodes_stream(self) -> str:
+        """Closed episodes, for any consumer that wants to react."""
+        return f"{self.prefix}:stream:episodes"
+
     def dead_letters(self, stream: str) -> str:
         return f"{stream}:dead"
 
@@ -48,6 +58,27 @@ class Keys:
     def session_meta(self, session_id: str) -> str:
         """Hash: first/last activity timestamps."""
         return f"{self.prefix}:s:{session_id}:meta"
+
+    # Episode boundaries (owned by the boundary stage).
+    def boundary_state(self, session_id: str) -> str:
+        """Hash: next seq to assign, closed count, the open episode (JSON), marker counts."""
+        return f"{self.prefix}:s:{session_id}:ep:state"
+
+    def boundary_buffer(self, session_id: str) -> str:
+        """Hash seq -> embedded turn waiting for its predecessors; `c:<seq>` -> control."""
+        return f"{self.prefix}:s:{session_id}:ep:buf"
+
+    def boundary_lease(self, session_id: str) -> str:
+        """The one boundary worker allowed to advance this session (SET NX PX, token)."""
+        return f"{self.prefix}:s:{session_id}:ep:lease"
+
+    def session_episodes(self, session_id: str) -> str:
+        """List of the session's closed episode ids, in order."""
+        return f"{self.prefix}:s:{session_id}:episodes"
+
+    def episode(self, episode_id: str) -> str:
+        """String: the closed episode as JSON."""
+        return f"{self.prefix}:ep:{episode_id}"
 
     @property
     def sessions(self) -> str:

@@ -55,6 +55,7 @@ class ScoreComponents(BaseModel):
     dense: float = 0.0
     recency: float = 0.0
     marker: float = 0.0
+    episode: float = 0.0
     final: float = 0.0
 
     def reasons(self) -> list[str]:
@@ -63,6 +64,8 @@ class ScoreComponents(BaseModel):
             parts.append(f"recent {self.recency:.2f}")
         if self.marker:
             parts.append("marked")
+        if self.episode:
+            parts.append("current episode")
         return parts
 
 
@@ -86,6 +89,24 @@ class ContextItem(BaseModel):
     metadata: dict[str, Any] = Field(default_factory=dict)
 
 
+class Control(Message):
+    """An explicit episode close, ordered after the session's turn `after_seq`."""
+
+    session_id: str
+    after_seq: int = Field(ge=0)
+    action: Literal["close_episode", "close_session"]
+
+
+class StageLag(BaseModel):
+    """A stream stage's backlog (for the whole deployment, not one session)."""
+
+    stage: str
+    stream: str
+    lag: int  # entries not yet delivered to the stage's consumer group
+    pending: int  # delivered, not yet acknowledged
+    dead_letters: int
+
+
 class SessionStats(BaseModel):
     session_id: str
     turns_enqueued: int
@@ -94,6 +115,12 @@ class SessionStats(BaseModel):
     last_seq: int
     first_activity: datetime | None = None
     last_activity: datetime | None = None
+    # Filled by the boundary stage.
+    turns_assigned: int = 0  # seqs (turns and controls) the boundary stage has passed
+    episodes: int = 0
+    open_episode_turns: int = 0
+    markers: dict[str, int] = Field(default_factory=dict)
+    stages: list[StageLag] = Field(default_factory=list)
 
     @property
     def turns_pending(self) -> int:

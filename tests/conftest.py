@@ -116,6 +116,7 @@ def settings(tmp_path: Path) -> Settings:
             "embedding": {"provider": "hashing", "dim": 1024},
             "worker": {"block_ms": 50, "claim_idle_ms": 200, "claim_interval_s": 0.1,
                        "max_deliveries": 3, "backoff_initial_s": 0.01, "backoff_max_s": 0.05},
+            "episodes": {"lease_ms": 150},
         }
     )
 

@@ -13,6 +13,7 @@ from pathlib import Path
 from typing import Any, Self
 
 from hivemem.config import Settings
+from hivemem.memory.episodes import Episode
 from hivemem.models import ContextItem, Role, SessionStats, Turn
 from hivemem.producer.client import MemoryClient, TurnInput
 
@@ -71,8 +72,21 @@ class AsyncMemoryClient:
     async def get_session_stats(self, session_id: str) -> SessionStats:
         return await asyncio.to_thread(self._client.get_session_stats, session_id)
 
-    async def wait_until_processed(self, session_id: str, timeout: float = 30.0) -> SessionStats:
-        return await asyncio.to_thread(self._client.wait_until_processed, session_id, timeout)
+    async def wait_until_processed(
+        self, session_id: str, timeout: float = 30.0, *, stage: str = "embed"
+    ) -> SessionStats:
+        return await asyncio.to_thread(
+            self._client.wait_until_processed, session_id, timeout, stage=stage
+        )
+
+    async def close_episode(self, session_id: str) -> int:
+        return await asyncio.to_thread(self._client.close_episode, session_id)
+
+    async def close_session(self, session_id: str) -> int:
+        return await asyncio.to_thread(self._client.close_session, session_id)
+
+    async def episodes(self, session_id: str) -> list[Episode]:
+        return await asyncio.to_thread(self._client.episodes, session_id)
 
     async def close(self) -> None:
         await asyncio.to_thread(self._client.close)

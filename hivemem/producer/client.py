@@ -12,9 +12,11 @@ from typing import TYPE_CHECKING, Any, NotRequired, Self, TypedDict
 from hivemem.config import Settings
 from hivemem.errors import ProcessingTimeout, ValidationError
 from hivemem.keys import Keys
-from hivemem.logging import ensure_quiet_default
+from hivemem.logs import ensure_quiet_default
+from hivemem.memory.episodes import Episode
 from hivemem.models import ContextItem, DeadLetter, Role, SessionStats, Turn
 from hivemem.producer.validation import TurnDraft, check_budget, check_id, check_query
+from hivemem.store.episodes import EpisodeStore
 from hivemem.store.redis import Redis, connect
 from hivemem.store.state import SessionState
 from hivemem.store.streams import StreamStore
@@ -64,6 +66,7 @@ class MemoryClient:
         self.keys = Keys(self.settings.redis.key_prefix)
         self._state = SessionState(self._redis, self.keys, self.settings.ingest.recent_window)
         self._streams = StreamStore(self._redis, self.keys)
+        self._episodes = EpisodeStore(self._redis, self.keys, self.settings.episodes.lease_ms)
         self._vectors = vector_store
         self._embedder = embedder
         self._runtime = runtime
@@ -82,6 +85,7 @@ class MemoryClient:
         """Embedded mode: in-process Redis, Qdrant Edge under `path`, worker threads."""
         from hivemem.embedded import EmbeddedRuntime
 
+        ensure_quiet_default()
         settings = settings or Settings()
         runtime = EmbeddedRuntime(Path(path), settings, embedder=embedder, workers=workers)
         return cls(
@@ -159,24 +163,75 @@ class MemoryClient:
     # -- progress --------------------------------------------------------------------------
 
     def get_session_stats(self, session_id: str) -> SessionStats:
-        return self._state.stats(check_id("session_id", session_id))
+        """Turns, episodes, open-episode turns, markers, and each stage's backlog."""
+        check_id("session_id", session_id)
+        stats = self._state.stats(session_id)
+        assigned, closed, open_ep, markers = self._episodes.progress(session_id)
+        stages = [
+            self._streams.stage_lag(stage, stream, group)
+            for stage, stream, group in (
+                ("embed", self.keys.turns_stream, "embed"),
+                ("boundary", self.keys.embedded_stream, "boundary"),
+            )
+        ]
+        return stats.model_copy(
+            update={
+                "turns_assigned": assigned,
+                "episodes": closed,
+                "open_episode_turns": open_ep.size if open_ep else 0,
+                "markers": markers,
+                "stages": stages,
+            }
+        )
 
-    def wait_until_processed(self, session_id: str, timeout: float = 30.0) -> SessionStats:
+    def close_episode(self, session_id: str) -> int:
+        """Close the session's open episode after the turns ingested so far.
+
+        Goes through the pipeline in order with the turns (it takes the next seq, which it
+        returns). Raises `ValidationError` for a session that has no turns.
+        """
+        return self._control(session_id, "close_episode")
+
+    def close_session(self, session_id: str) -> int:
+        """The session is over: its open episode closes, whatever its size."""
+        return self._control(session_id, "close_session")
+
+    def _control(self, session_id: str, action: str) -> int:
+        check_id("session_id", session_id)
+        seq = self._state.append_control(session_id, action)
+        if seq is None:
+            raise ValidationError("session_id", f"unknown session {session_id!r} (no turns)")
+        return seq
+
+    def episodes(self, session_id: str) -> list[Episode]:
+        """The session's closed episodes, oldest first."""
+        return self._episodes.episodes(check_id("session_id", session_id))
+
+    def wait_until_processed(
+        self, session_id: str, timeout: float = 30.0, *, stage: str = "embed"
+    ) -> SessionStats:
         """Block until every turn enqueued so far for the session is recallable.
 
-        Dead-lettered turns count as settled (see `get_session_stats`). Raises
+        With ``stage="boundary"``, until the boundary stage has also assigned them (and every
+        control so far) to episodes. Dead-lettered turns count as settled. Raises
         `ProcessingTimeout` when the workers have not caught up in time.
         """
         check_id("session_id", session_id)
+        if stage not in ("embed", "boundary"):
+            raise ValidationError("stage", "must be 'embed' or 'boundary'")
         target = self._state.last_seq(session_id)
         deadline = time.monotonic() + timeout
         delay = 0.002
         while True:
-            _, done, dead = self._state.progress(session_id)
-            if done + dead >= target:
-                return self._state.stats(session_id)
+            if stage == "embed":
+                _, done, dead = self._state.progress(session_id)
+                settled = done + dead
+            else:
+                settled = self._episodes.progress(session_id)[0]
+            if settled >= target:
+                return self.get_session_stats(session_id)
             if time.monotonic() >= deadline:
-                raise ProcessingTimeout(session_id, done + dead, target, timeout)
+                raise ProcessingTimeout(session_id, settled, target, timeout)
             time.sleep(delay)
             delay = min(delay * 1.5, 0.05)
 
@@ -218,7 +273,8 @@ class MemoryClient:
                 if self._vectors is None:
                     self._vectors = open_vector_store(self.settings.qdrant, self._embedder.dim)
                 self._recaller = Recaller(
-                    self._state, self._vectors, self._embedder, self.settings.recall
+                    self._state, self._episodes, self._vectors, self._embedder,
+                    self.settings.recall,
                 )
             return self._recaller
 

@@ -9,9 +9,10 @@ import numpy as np
 
 from hivemem.config import RecallSettings
 from hivemem.memory.budget import Candidate, drop_near_duplicates, pack
-from hivemem.memory.scoring import ScoringWeights, score
+from hivemem.memory.scoring import ScoringWeights, marker_boosted, score
 from hivemem.models import ContextItem, ScoreComponents, Turn
 from hivemem.providers.embedders import Embedder
+from hivemem.store.episodes import EpisodeStore
 from hivemem.store.state import SessionState
 from hivemem.store.vectors import Vector, VectorStore
 
@@ -20,11 +21,13 @@ class Recaller:
     def __init__(
         self,
         state: SessionState,
+        episodes: EpisodeStore,
         vectors: VectorStore,
         embedder: Embedder,
         settings: RecallSettings,
     ) -> None:
         self.state = state
+        self.episodes = episodes
         self.vectors = vectors
         self.embedder = embedder
         self.settings = settings
@@ -32,6 +35,9 @@ class Recaller:
             dense=settings.weight_dense,
             recency=settings.weight_recency,
             marker=settings.weight_marker,
+            episode=settings.weight_episode,
+            marker_min_dense=settings.marker_min_dense,
+            marker_cap=settings.marker_cap,
             recency_half_life_turns=settings.recency_half_life_turns,
         )
 
@@ -59,14 +65,21 @@ class Recaller:
             for turn in missing:
                 found.setdefault(turn.turn_id, (turn, 0.0, None))
 
+        # The open episode: turns from its first seq on (and any not yet assigned).
+        assigned, _closed, open_ep, _markers = self.episodes.progress(session_id)
+        current_from = open_ep.seq_start if open_ep and open_ep.turn_ids else assigned + 1
+        boosted = marker_boosted(
+            {tid: d for tid, (t, d, _v) in found.items() if t.markers}, self.weights
+        )
         candidates: list[Candidate] = []
         for turn_id, (turn, dense, vector) in found.items():
             components = score(
                 dense=dense,
                 seq=turn.seq,
                 newest_seq=newest,
-                marked=bool(turn.markers),
+                marked=turn_id in boosted,
                 weights=self.weights,
+                in_current_episode=turn.seq >= current_from,
             )
             if components.final < s.min_score:
                 continue

@@ -34,6 +34,19 @@ return {seq, 0}
 """
 
 
+# An explicit episode close takes the session's next seq, so the boundary stage meets it in
+# order with the turns. It skips the embed stage: its processed bit is set here.
+_APPEND_CONTROL = """
+if redis.call('EXISTS', KEYS[1]) == 0 then return -1 end
+local seq = redis.call('INCR', KEYS[1])
+redis.call('SETBIT', KEYS[2], seq, 1)
+redis.call('HINCRBY', KEYS[3], 'controls', 1)
+redis.call('XADD', KEYS[4], '*', 'kind', 'control', 'seq', seq, 'session_id', ARGV[1],
+           'action', ARGV[2])
+return seq
+"""
+
+
 def _text(value: Any) -> str:
     return value.decode("utf-8") if isinstance(value, bytes) else str(value)
 
@@ -50,6 +63,7 @@ class SessionState:
         self.keys = keys
         self.recent_window = recent_window
         self._append = client.register_script(_APPEND_TURN)
+        self._control = client.register_script(_APPEND_CONTROL)
 
     def _append_args(self, draft: TurnFields) -> tuple[list[str], list[str | int]]:
         k, sid = self.keys, draft.session_id
@@ -88,6 +102,21 @@ class SessionState:
                 self._append(keys=keys, args=args, client=pipe)
             replies = pipe.execute()
         return [(int(seq), bool(dup)) for seq, dup in replies]
+
+    def append_control(self, session_id: str, action: str) -> int | None:
+        """Enqueue an episode control after the session's turns so far; None: no session."""
+        k = self.keys
+        with redis_errors("append control"):
+            seq = self._control(
+                keys=[
+                    k.session_seq(session_id),
+                    k.session_processed(session_id),
+                    k.session_meta(session_id),
+                    k.embedded_stream,
+                ],
+                args=[session_id, action],
+            )
+        return None if int(seq) < 0 else int(seq)
 
     def mark_processed(self, turns: Sequence[Turn]) -> None:
         """Record that these turns are durable in Qdrant. Idempotent (bits)."""
@@ -139,10 +168,11 @@ class SessionState:
         decoded = {_text(k): _text(v) for k, v in meta.items()}
         first = decoded.get("first_ts")
         latest = decoded.get("last_ts")
+        controls = int(decoded.get("controls", 0))
         return SessionStats(
             session_id=session_id,
-            turns_enqueued=last,
-            turns_processed=done,
+            turns_enqueued=last - controls,
+            turns_processed=done - controls,
             turns_dead_lettered=dead,
             last_seq=last,
             first_activity=datetime.fromisoformat(first) if first else None,

@@ -9,7 +9,7 @@ from typing import Any
 import redis
 
 from hivemem.keys import Keys
-from hivemem.models import DeadLetter
+from hivemem.models import DeadLetter, StageLag
 from hivemem.store.redis import Redis, redis_errors
 
 
@@ -38,6 +38,16 @@ class StreamStore:
     def __init__(self, client: Redis, keys: Keys) -> None:
         self._r = client
         self.keys = keys
+
+    def append(self, stream: str, entries: list[dict[str, str]]) -> None:
+        """XADD several entries in one round trip."""
+        if not entries:
+            return
+        with redis_errors("append to stream"):
+            pipe = self._r.pipeline(transaction=False)
+            for fields in entries:
+                pipe.xadd(stream, fields)  # type: ignore[arg-type]
+            pipe.execute()
 
     def ensure_group(self, stream: str, group: str) -> None:
         with redis_errors("create consumer group"):
@@ -174,6 +184,21 @@ class StreamStore:
                 lag = info.get("lag")
                 return int(lag) if lag is not None else 0
         return 0
+
+    def stage_lag(self, stage: str, stream: str, group: str) -> StageLag:
+        """Backlog of one stage; zeros before the stage's group exists."""
+        with redis_errors("read stage backlog"):
+            pipe = self._r.pipeline(transaction=False)
+            pipe.exists(stream)
+            pipe.xlen(self.keys.dead_letters(stream))
+            exists, dead = pipe.execute()
+            lag = pending = 0
+            if exists:
+                for info in self._r.xinfo_groups(stream):
+                    if _text(info["name"]) == group:
+                        lag = int(info.get("lag") or 0)
+                        pending = int(info["pending"])
+        return StageLag(stage=stage, stream=stream, lag=lag, pending=pending, dead_letters=dead)
 
     def trim_consumed(self, stream: str) -> int:
         """Drop entries every group has acknowledged. Returns how many were removed."""

@@ -1,4 +1,9 @@
-"""The embed stage: turns -> vectors in Qdrant -> the session's progress in Redis."""
+"""The embed stage: turns -> markers and vectors in Qdrant -> progress in Redis -> next stage.
+
+After the writes are durable, each turn is published, with its vector, on the embedded
+stream for the boundary stage; a turn this stage dead-letters is published as a `skip`, so
+the boundary stage's in-order pointer moves past it instead of waiting for it forever.
+"""
 
 from __future__ import annotations
 
@@ -7,10 +12,13 @@ import time
 import structlog
 
 from hivemem.errors import HivememError
-from hivemem.models import Turn
+from hivemem.keys import Keys
+from hivemem.memory.episodes import encode_vector
+from hivemem.memory.markers import detect_markers, merge_markers
+from hivemem.models import Turn, wire_json
 from hivemem.providers.embedders import Embedder
 from hivemem.store.state import SessionState, turn_from_json
-from hivemem.store.streams import StreamEntry
+from hivemem.store.streams import StreamEntry, StreamStore
 from hivemem.store.vectors import VectorStore
 from hivemem.workers.stream import WorkerKind
 
@@ -22,8 +30,20 @@ def decode_turn(entry: StreamEntry) -> Turn:
     return turn_from_json(entry.fields["turn"], int(entry.fields["seq"]))
 
 
+def with_detected_markers(turn: Turn) -> Turn:
+    markers = merge_markers(turn.markers, detect_markers(turn.content, turn.role.value))
+    return turn if markers == turn.markers else turn.model_copy(update={"markers": markers})
+
+
 class EmbedHandler:
-    def __init__(self, embedder: Embedder, vectors: VectorStore, state: SessionState) -> None:
+    def __init__(
+        self,
+        embedder: Embedder,
+        vectors: VectorStore,
+        state: SessionState,
+        streams: StreamStore,
+        keys: Keys,
+    ) -> None:
         if embedder.dim != vectors.dim:
             raise HivememError(
                 f"embedder makes {embedder.dim}-d vectors but the store holds {vectors.dim}-d"
@@ -31,12 +51,23 @@ class EmbedHandler:
         self.embedder = embedder
         self.vectors = vectors
         self.state = state
+        self.streams = streams
+        self.keys = keys
 
     def __call__(self, turns: list[Turn]) -> None:
         started = time.perf_counter()
+        turns = [with_detected_markers(t) for t in turns]
         matrix = self.embedder.embed_documents([t.content for t in turns])
         embedded = time.perf_counter()
         self.vectors.upsert_turns(turns, matrix)
+        self.streams.append(
+            self.keys.embedded_stream,
+            [
+                {"kind": "turn", "seq": str(t.seq), "turn": wire_json(t),
+                 "vec": encode_vector(matrix[i])}
+                for i, t in enumerate(turns)
+            ],
+        )
         self.state.mark_processed(turns)
         log.debug(
             "turns.embedded",
@@ -52,12 +83,16 @@ class EmbedHandler:
         except Exception:
             return  # undecodable: no session to account it to
         self.state.mark_dead(turn.session_id, turn.seq)
+        self.streams.append(
+            self.keys.embedded_stream,
+            [{"kind": "skip", "seq": str(turn.seq), "session_id": turn.session_id}],
+        )
 
 
-def embed_kind(handler: EmbedHandler, stream: str) -> WorkerKind[Turn]:
+def embed_kind(handler: EmbedHandler) -> WorkerKind[Turn]:
     return WorkerKind(
         name="embed",
-        stream=stream,
+        stream=handler.keys.turns_stream,
         group=GROUP,
         decode=decode_turn,
         handle=handler,

@@ -2,39 +2,69 @@
 
 from __future__ import annotations
 
+from collections.abc import Callable
+from contextlib import ExitStack
+
 from hivemem.config import Settings
 from hivemem.keys import Keys
-from hivemem.providers.embedders import build_embedder
-from hivemem.store.factory import open_vector_store
-from hivemem.store.redis import connect
-from hivemem.store.state import SessionState
+from hivemem.store.redis import Redis, connect
 from hivemem.store.streams import StreamStore
-from hivemem.workers.embed import EmbedHandler, embed_kind
-from hivemem.workers.stream import StreamWorker, WorkerReport
+from hivemem.workers.stream import StreamWorker, WorkerKind, WorkerReport
 
-KINDS = ("embed",)
+KINDS = ("embed", "boundary")
+
+
+def build_embed(
+    settings: Settings, keys: Keys, conn: Redis, stack: ExitStack
+) -> WorkerKind[object]:
+    from hivemem.providers.embedders import build_embedder
+    from hivemem.store.factory import open_vector_store
+    from hivemem.store.state import SessionState
+    from hivemem.workers.embed import EmbedHandler, embed_kind
+
+    embedder = build_embedder(settings.embedding)
+    vectors = open_vector_store(settings.qdrant, embedder.dim)
+    stack.callback(vectors.close)
+    state = SessionState(conn, keys, settings.ingest.recent_window)
+    handler = EmbedHandler(embedder, vectors, state, StreamStore(conn, keys), keys)
+    return embed_kind(handler)  # type: ignore[return-value]
+
+
+def build_boundary(
+    settings: Settings, keys: Keys, conn: Redis, stack: ExitStack
+) -> WorkerKind[object]:
+    from hivemem.store.episodes import EpisodeStore
+    from hivemem.workers.boundary import BoundaryHandler, boundary_kind, policy_from
+    from hivemem.workers.jobs import reflect_enqueuer
+
+    handler = BoundaryHandler(
+        EpisodeStore(conn, keys, settings.episodes.lease_ms),
+        policy_from(settings.episodes),
+        reflect_enqueuer(conn, settings.episodes.reflect_queue),
+    )
+    return boundary_kind(handler, keys.embedded_stream)  # type: ignore[return-value]
+
+
+BUILDERS: dict[str, Callable[[Settings, Keys, Redis, ExitStack], WorkerKind[object]]] = {
+    "embed": build_embed,
+    "boundary": build_boundary,
+}
 
 
 def run_worker(
     kind: str, settings: Settings, *, burst: bool = False, name: str | None = None
 ) -> WorkerReport:
-    if kind not in KINDS:
+    if kind not in BUILDERS:
         raise ValueError(f"unknown worker kind {kind!r}; known: {', '.join(KINDS)}")
     keys = Keys(settings.redis.key_prefix)
-    redis_client = connect(settings.redis)
-    embedder = build_embedder(settings.embedding)
-    vectors = open_vector_store(settings.qdrant, embedder.dim)
-    try:
-        state = SessionState(redis_client, keys, settings.ingest.recent_window)
-        handler = EmbedHandler(embedder, vectors, state)
+    with ExitStack() as stack:
+        conn = connect(settings.redis)
+        stack.callback(conn.close)
         worker = StreamWorker(
-            embed_kind(handler, keys.turns_stream),
-            StreamStore(redis_client, keys),
+            BUILDERS[kind](settings, keys, conn, stack),
+            StreamStore(conn, keys),
             settings.worker,
             consumer=name,
         )
         worker.install_signal_handlers()
         return worker.run(burst=burst)
-    finally:
-        vectors.close()
-        redis_client.close()

@@ -141,9 +141,10 @@ def test_server_mode_real_redis_stream_worker_and_qdrant_edge(
         _ingest(producer)
         assert producer.get_session_stats(SESSION).turns_processed == 0
 
-        handler = EmbedHandler(embedder, store, SessionState(real_redis, keys, 50))
+        handler = EmbedHandler(embedder, store, SessionState(real_redis, keys, 50),
+                               StreamStore(real_redis, keys), keys)
         worker = StreamWorker(
-            embed_kind(handler, keys.turns_stream), StreamStore(real_redis, keys),
+            embed_kind(handler), StreamStore(real_redis, keys),
             settings.worker, consumer="e2e",
         )
         report = worker.run(burst=True)

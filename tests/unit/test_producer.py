@@ -163,7 +163,8 @@ def test_state_rebuilds_from_qdrant(redis_client: redis.Redis, settings: Setting
         client.ingest("s1", "user", f"turn {i}", turn_id=f"id{i}")
     client.ingest("s2", "user", "other")
     state = SessionState(redis_client, client.keys, settings.ingest.recent_window)
-    StreamWorker(embed_kind(EmbedHandler(emb, vectors, state), client.keys.turns_stream),
+    streams = StreamStore(redis_client, client.keys)
+    StreamWorker(embed_kind(EmbedHandler(emb, vectors, state, streams, client.keys)),
                  StreamStore(redis_client, client.keys), settings.worker).run(burst=True)
     before = client._state.recent_turns("s1", 50)
     redis_client.flushall()  # Redis lost everything

@@ -25,7 +25,8 @@ def pipeline(redis_client: redis.Redis, settings: Settings, embedder: HashingEmb
     def drain() -> None:
         state = SessionState(redis_client, client.keys, settings.ingest.recent_window)
         worker = StreamWorker(
-            embed_kind(EmbedHandler(embedder, vectors, state), client.keys.turns_stream),
+            embed_kind(EmbedHandler(embedder, vectors, state, StreamStore(redis_client, client.keys),
+                                    client.keys)),
             StreamStore(redis_client, client.keys),
             settings.worker,
         )
