@@ -170,12 +170,31 @@ def stats(ctx: click.Context, session_id: str, as_json: bool) -> None:
     if as_json:
         click.echo(json.dumps(data, indent=2))
         return
+    stages = data.pop("stages")
     table = Table(title=f"session {session_id}")
     table.add_column("field")
     table.add_column("value")
     for key, value in data.items():
         table.add_row(key, str(value))
     out.print(table)
+    backlog = Table(title="pipeline (all sessions)")
+    for column in ("stage", "stream", "lag", "pending", "dead_letters"):
+        backlog.add_column(column)
+    for stage in stages:
+        backlog.add_row(*(str(stage[c]) for c in ("stage", "stream", "lag", "pending",
+                                                   "dead_letters")))
+    out.print(backlog)
+
+
+@cli.command("close-episode")
+@click.argument("session_id")
+@click.option("--session-end", is_flag=True, help="The session is over (close_session).")
+@click.pass_context
+def close_episode_cmd(ctx: click.Context, session_id: str, session_end: bool) -> None:
+    """Close SESSION_ID's open episode after the turns ingested so far."""
+    with _client(ctx) as client:
+        seq = client.close_session(session_id) if session_end else client.close_episode(session_id)
+    click.echo(json.dumps({"session_id": session_id, "seq": seq}))
 
 
 @cli.command("rebuild-state")
@@ -220,7 +239,7 @@ def dlq_list(ctx: click.Context, count: int) -> None:
 
 
 @cli.command()
-@click.argument("kind", type=click.Choice(["embed"]))
+@click.argument("kind", type=click.Choice(["embed", "boundary"]))
 @click.option("--burst", is_flag=True, help="Exit once there is nothing left to do.")
 @click.option("--name", default=None, help="Consumer name (default: host-pid-random).")
 @click.pass_context

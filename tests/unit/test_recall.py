@@ -25,8 +25,8 @@ def pipeline(redis_client: redis.Redis, settings: Settings, embedder: HashingEmb
     def drain() -> None:
         state = SessionState(redis_client, client.keys, settings.ingest.recent_window)
         worker = StreamWorker(
-            embed_kind(EmbedHandler(embedder, vectors, state, StreamStore(redis_client, client.keys),
-                                    client.keys)),
+            embed_kind(EmbedHandler(embedder, vectors, state,
+                                    StreamStore(redis_client, client.keys), client.keys)),
             StreamStore(redis_client, client.keys),
             settings.worker,
         )
@@ -136,3 +136,34 @@ def test_async_client(tmp_path: Path, settings: Settings) -> None:
     import asyncio
 
     asyncio.run(_async_roundtrip(tmp_path / "mem", settings))
+
+
+def test_episodes_in_embedded_mode(tmp_path: Path, settings: Settings) -> None:
+    from datetime import UTC, datetime, timedelta
+
+    t0 = datetime(2026, 1, 1, tzinfo=UTC)
+    with MemoryClient.local(tmp_path / "mem", settings, embedder=HashingEmbedder(1024)) as client:
+        with pytest.raises(ValidationError) as info:
+            client.close_episode("never-seen")
+        assert info.value.field == "session_id"
+        for i in range(8):
+            client.ingest("s1", "user", f"Let's go with Postgres for table {i}",
+                          timestamp=t0 + timedelta(minutes=i))
+        client.ingest("s1", "user", "a fresh topic after lunch about hiking trails",
+                      timestamp=t0 + timedelta(hours=3))
+        client.close_episode("s1")
+        client.ingest("s1", "user", "one more about hiking boots",
+                      timestamp=t0 + timedelta(hours=3, minutes=2))
+        stats = client.wait_until_processed("s1", timeout=10, stage="boundary")
+        assert stats.turns_enqueued == 10 and stats.turns_processed == 10
+        assert stats.turns_assigned == 11  # ten turns and one control
+        assert stats.episodes == 3 and stats.open_episode_turns == 1
+        assert stats.markers.get("decision") == 8  # detected by the embed worker
+        assert {s.stage for s in stats.stages} == {"embed", "boundary"}
+        # (lag/pending may still show the last batch: the ack follows the commit)
+        assert all(s.lag >= 0 and s.pending >= 0 for s in stats.stages)
+        reasons = [(e.seq_start, e.seq_end, e.close_reason) for e in client.episodes("s1")]
+        assert reasons == [(1, 6, "max_turns"), (7, 8, "time_gap"), (9, 9, "manual")]
+        items = client.recall("s1", "hiking")
+        current = [i for i in items if i.components.episode == 1.0]
+        assert [i.seq for i in current] == [11]
