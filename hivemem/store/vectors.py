@@ -7,20 +7,24 @@ can be rebuilt from it. Point ids derive from (session, turn id): a redelivery o
 from __future__ import annotations
 
 import uuid
-from collections.abc import Iterator, Sequence
+from abc import ABC, abstractmethod
+from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from datetime import datetime
-from typing import Any, Protocol
+from typing import Any
 
 import numpy as np
 import numpy.typing as npt
 
+from hivemem.memory.facts import Fact
 from hivemem.models import Turn
 
 TURNS = "turns"
+FACTS = "facts"
+COLLECTIONS = (TURNS, FACTS)
 DENSE = "dense"
 # Fields recall and rebuild filter or order on: each gets a payload index.
-KEYWORD_FIELDS = ("session_id", "agent_id", "role", "markers")
+KEYWORD_FIELDS = ("session_id", "agent_id", "role", "markers", "status", "subject", "kind")
 INTEGER_FIELDS = ("seq",)
 
 _POINT_NAMESPACE = uuid.UUID("7d1c6f4e-8f0b-4c52-9a61-3f0c2b9e8a11")
@@ -71,22 +75,118 @@ class TurnHit:
     vector: Vector | None
 
 
-class VectorStore(Protocol):
-    """What the workers and recall need from Qdrant."""
+@dataclass(frozen=True, slots=True)
+class Point:
+    id: str
+    vector: Vector
+    payload: dict[str, Any]
+
+
+@dataclass(frozen=True, slots=True)
+class Hit:
+    id: str
+    score: float
+    payload: dict[str, Any]
+    vector: Vector | None
+
+
+# Payload conditions, all of which must hold: field -> value, or field -> list (any of).
+Where = Mapping[str, str | int | bool | Sequence[str]]
+
+
+class VectorStore(ABC):
+    """Qdrant as hivemem uses it: turns and facts, each in its own collection.
+
+    Backends implement the collection primitives; the turn and fact operations are shared.
+    """
 
     dim: int
 
-    def upsert_turns(self, turns: Sequence[Turn], vectors: Vector) -> None: ...
+    # -- backend primitives ----------------------------------------------------------------
 
-    def search_turns(self, session_id: str, vector: Vector, limit: int) -> list[TurnHit]: ...
+    @abstractmethod
+    def upsert(self, collection: str, points: Sequence[Point]) -> None: ...
 
-    def get_turns(self, session_id: str, turn_ids: Sequence[str]) -> list[TurnHit]: ...
+    @abstractmethod
+    def search(
+        self, collection: str, vector: Vector, limit: int, where: Where | None
+    ) -> list[Hit]: ...
 
-    def iter_turns(self, session_id: str | None = None) -> Iterator[Turn]: ...
+    @abstractmethod
+    def retrieve(self, collection: str, ids: Sequence[str]) -> list[Hit]: ...
 
-    def count_turns(self, session_id: str | None = None) -> int: ...
+    @abstractmethod
+    def scroll(self, collection: str, where: Where | None) -> Iterator[Hit]: ...
 
+    @abstractmethod
+    def count(self, collection: str, where: Where | None) -> int: ...
+
+    @abstractmethod
     def close(self) -> None: ...
+
+    # -- turns -----------------------------------------------------------------------------
+
+    def upsert_turns(self, turns: Sequence[Turn], vectors: Vector) -> None:
+        points = [
+            Point(turn_point_id(t.session_id, t.turn_id), vectors[i], turn_payload(t))
+            for i, t in enumerate(turns)
+        ]
+        if points:
+            self.upsert(TURNS, points)
+
+    def search_turns(self, session_id: str, vector: Vector, limit: int) -> list[TurnHit]:
+        hits = self.search(TURNS, vector, limit, {"session_id": session_id})
+        return [TurnHit(turn_from_payload(h.payload), h.score, h.vector) for h in hits]
+
+    def get_turns(self, session_id: str, turn_ids: Sequence[str]) -> list[TurnHit]:
+        if not turn_ids:
+            return []
+        hits = self.retrieve(TURNS, [turn_point_id(session_id, t) for t in turn_ids])
+        return [TurnHit(turn_from_payload(h.payload), 0.0, h.vector) for h in hits]
+
+    def iter_turns(self, session_id: str | None = None) -> Iterator[Turn]:
+        where = None if session_id is None else {"session_id": session_id}
+        for hit in self.scroll(TURNS, where):
+            yield turn_from_payload(hit.payload)
+
+    def count_turns(self, session_id: str | None = None) -> int:
+        return self.count(TURNS, None if session_id is None else {"session_id": session_id})
+
+    # -- facts -----------------------------------------------------------------------------
+
+    def upsert_facts(self, facts: Sequence[Fact], vectors: Vector) -> None:
+        points = [
+            Point(f.fact_id, vectors[i], f.model_dump(mode="json")) for i, f in enumerate(facts)
+        ]
+        if points:
+            self.upsert(FACTS, points)
+
+    def search_facts(
+        self, session_id: str, vector: Vector, limit: int, statuses: Sequence[str]
+    ) -> list[FactHit]:
+        where: dict[str, Any] = {"session_id": session_id, "status": list(statuses)}
+        hits = self.search(FACTS, vector, limit, where)
+        return [FactHit(Fact.model_validate(h.payload), h.score, h.vector) for h in hits]
+
+    def get_facts(self, fact_ids: Sequence[str]) -> list[FactHit]:
+        if not fact_ids:
+            return []
+        hits = self.retrieve(FACTS, list(fact_ids))
+        return [FactHit(Fact.model_validate(h.payload), 0.0, h.vector) for h in hits]
+
+    def list_facts(self, session_id: str, statuses: Sequence[str] | None = None) -> list[Fact]:
+        where: dict[str, Any] = {"session_id": session_id}
+        if statuses is not None:
+            where["status"] = list(statuses)
+        facts = [Fact.model_validate(h.payload) for h in self.scroll(FACTS, where)]
+        return sorted(facts, key=lambda f: (f.created_at, f.fact_id))
+
+
+@dataclass(frozen=True, slots=True)
+class FactHit:
+    fact: Fact
+    score: float
+    vector: Vector | None
 
 
 def as_vector(values: Any) -> Vector | None:
