@@ -239,7 +239,7 @@ def dlq_list(ctx: click.Context, count: int) -> None:
 
 
 @cli.command()
-@click.argument("kind", type=click.Choice(["embed", "boundary"]))
+@click.argument("kind", type=click.Choice(["embed", "boundary", "reflect"]))
 @click.option("--burst", is_flag=True, help="Exit once there is nothing left to do.")
 @click.option("--name", default=None, help="Consumer name (default: host-pid-random).")
 @click.pass_context

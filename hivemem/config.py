@@ -76,6 +76,20 @@ class EpisodeSettings(BaseModel):
     reflect_queue: str = Field(default="hivemem-reflect", pattern=r"^[A-Za-z0-9_.-]{1,64}$")
 
 
+class ReflectionSettings(BaseModel):
+    namespace: str = Field(default="default", pattern=r"^[A-Za-z0-9._:-]{1,128}$")
+    max_facts_per_episode: int = Field(default=10, ge=1)
+    # Send every active fact when there are at most this many; else the most similar.
+    max_unscoped_facts: int = Field(default=100, ge=1)
+    dedup_threshold: float = Field(default=0.9, gt=0, le=1.0)
+    min_confidence: float = Field(default=0.5, ge=0, le=1.0)
+    lock_lease_ms: int = Field(default=60_000, ge=1000)
+    lock_wait_s: float = Field(default=30.0, ge=0)
+    job_timeout_s: int = Field(default=600, ge=1)
+    retries: int = Field(default=3, ge=0)
+    retry_intervals_s: list[int] = Field(default_factory=lambda: [5, 30, 120])
+
+
 class RecallSettings(BaseModel):
     default_token_budget: int = Field(default=4000, ge=1)
     search_limit: int = Field(default=40, ge=1, le=1000)
@@ -87,10 +101,33 @@ class RecallSettings(BaseModel):
     weight_recency: float = 0.1
     weight_marker: float = 0.1
     weight_episode: float = 0.1
+    # Facts: how many compete per recall, and a bonus scaled by their confidence.
+    fact_limit: int = Field(default=20, ge=0, le=1000)
+    weight_fact: float = 0.15
+    weight_stale: float = 0.3
     marker_min_dense: float = 0.2
     marker_cap: int = Field(default=5, ge=0)
     # Recency halves every this many turns back from the newest one.
     recency_half_life_turns: float = Field(default=8.0, gt=0)
+
+
+class LLMConfig(BaseModel):
+    """One LLM endpoint. Nested into `Settings` as ``llm`` (``HIVEMEM_LLM__MODEL=...``)."""
+
+    provider: Literal["openai", "anthropic"]
+    # openai: the URL that ends before /chat/completions, e.g. https://api.openai.com/v1 or
+    # http://127.0.0.1:11434/v1 (Ollama). anthropic: https://api.anthropic.com.
+    base_url: str
+    model: str
+    api_key: SecretStr | None = None
+    timeout_s: float = Field(default=30.0, gt=0)
+    max_retries: int = Field(default=3, ge=0, le=20)
+    backoff_initial_s: float = Field(default=0.5, ge=0)
+    backoff_max_s: float = Field(default=8.0, ge=0)
+    temperature: float = Field(default=0.0, ge=0, le=2)
+    max_tokens: int = Field(default=1024, ge=1)
+    # openai: send response_format={"type": "json_object"} (dropped if the server rejects it).
+    json_mode: bool = True
 
 
 class Settings(BaseSettings):
@@ -105,6 +142,9 @@ class Settings(BaseSettings):
     worker: WorkerSettings = WorkerSettings()
     recall: RecallSettings = RecallSettings()
     episodes: EpisodeSettings = EpisodeSettings()
+    reflection: ReflectionSettings = ReflectionSettings()
+    # An LLM for reflection (OpenAI-compatible or Anthropic); none: the heuristic reflector.
+    llm: LLMConfig | None = None
     log_level: Literal["debug", "info", "warning", "error"] = "info"
     log_json: bool | None = None  # None: JSON when stderr is not a terminal
 

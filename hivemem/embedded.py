@@ -19,15 +19,18 @@ import structlog
 from hivemem.config import Settings, WorkerSettings
 from hivemem.keys import Keys
 from hivemem.providers.embedders import Embedder, build_embedder
+from hivemem.providers.reflector import Reflector
 from hivemem.store.episodes import EpisodeStore
 from hivemem.store.qdrant_edge import EdgeVectorStore
-from hivemem.store.rebuild import rebuild_state
+from hivemem.store.rebuild import rebuild_state, refeed_boundary
 from hivemem.store.redis import Redis, connect_fake, fake_server
+from hivemem.store.snapshot import SNAPSHOT, load_snapshot, save_snapshot
 from hivemem.store.state import SessionState
 from hivemem.store.streams import StreamStore
 from hivemem.workers.boundary import BoundaryHandler, boundary_kind, policy_from
 from hivemem.workers.embed import EmbedHandler, embed_kind
-from hivemem.workers.jobs import reflect_enqueuer
+from hivemem.workers.jobs import ThreadWorker, reflect_enqueuer
+from hivemem.workers.reflect import build_context, install_context, uninstall_context
 from hivemem.workers.stream import StreamWorker, WorkerKind
 
 log = structlog.get_logger(__name__)
@@ -40,6 +43,7 @@ class EmbeddedRuntime:
         settings: Settings,
         *,
         embedder: Embedder | None = None,
+        reflector: Reflector | None = None,
         workers: int = 1,
     ) -> None:
         self.path = Path(path)
@@ -49,13 +53,20 @@ class EmbeddedRuntime:
         self._server = fake_server()
         self.embedder = embedder or build_embedder(settings.embedding)
         self.vectors = EdgeVectorStore(self.path / "qdrant", self.embedder.dim)
-        state = self._state(connect_fake(self._server))
+        conn = connect_fake(self._server)
+        state = self._state(conn)
         started = time.perf_counter()
+        restored = load_snapshot(conn, self.path / SNAPSHOT)
+        # Turns written after the last snapshot (a crash) are recovered from Qdrant, and the
+        # boundary stage is fed again from where its state stops.
         sessions = rebuild_state(state, self.vectors)
+        refed = refeed_boundary(conn, self.keys, self.vectors)
         log.info(
             "embedded.opened",
             path=str(self.path),
             sessions=sessions,
+            snapshot_keys=restored,
+            refed_turns=refed,
             ms=round((time.perf_counter() - started) * 1000, 1),
         )
         # Threads stop within one block interval.
@@ -75,11 +86,27 @@ class EmbeddedRuntime:
         boundary = BoundaryHandler(
             EpisodeStore(conn, self.keys, settings.episodes.lease_ms),
             policy_from(settings.episodes),
-            reflect_enqueuer(conn, settings.episodes.reflect_queue),
+            reflect_enqueuer(conn, settings.episodes.reflect_queue, settings.reflection),
         )
         self._start(
             boundary_kind(boundary, self.keys.embedded_stream), conn, worker_settings, "boundary"
         )
+        if reflector is None:
+            from hivemem.workers.reflect import build_reflector_from
+
+            reflector = build_reflector_from(settings)
+        self._start_reflect(reflector)
+
+    def _start_reflect(self, reflector: Reflector | None) -> None:
+        conn = connect_fake(self._server)
+        self._reflect_context = build_context(
+            self.settings, conn, self.vectors, self.embedder, reflector
+        )
+        install_context(self._reflect_context)
+        self._reflect = ThreadWorker(conn, self.settings.episodes.reflect_queue)
+        thread = threading.Thread(target=self._reflect.run, name="hivemem-reflect", daemon=True)
+        self._threads.append(thread)
+        thread.start()
 
     def _start(
         self, kind: WorkerKind[Any], conn: Redis, settings: WorkerSettings, name: str
@@ -104,7 +131,9 @@ class EmbeddedRuntime:
         deadline = time.monotonic() + timeout
         stages = [(self.keys.turns_stream, "embed"), (self.keys.embedded_stream, "boundary")]
         while time.monotonic() < deadline:
-            if all(self._stage_idle(streams, stream, group) for stream, group in stages):
+            if all(
+                self._stage_idle(streams, stream, group) for stream, group in stages
+            ) and self._reflect.idle():
                 return True
             time.sleep(0.01)
         return False
@@ -122,6 +151,9 @@ class EmbeddedRuntime:
             log.warning("embedded.close_undrained", timeout_s=timeout)
         for worker in self._workers:
             worker.stop()
+        self._reflect.stop()
         for thread in self._threads:
             thread.join(timeout=5)
+        uninstall_context(self._reflect_context)
+        save_snapshot(connect_fake(self._server), self.path / SNAPSHOT)
         self.vectors.close()

@@ -80,6 +80,20 @@ class Keys:
         """String: the closed episode as JSON."""
         return f"{self.prefix}:ep:{episode_id}"
 
+    # Reflection (owned by the reflect jobs).
+    def reflect_lock(self, session_id: str) -> str:
+        """One reflection per session at a time (token, renewed while it runs)."""
+        return f"{self.prefix}:s:{session_id}:reflect:lock"
+
+    def reflected(self, session_id: str) -> str:
+        """Index of the last episode reflected: episodes are reflected in order."""
+        return f"{self.prefix}:s:{session_id}:reflected"
+
+    @property
+    def traces_stream(self) -> str:
+        """Bounded stream of reflection traces."""
+        return f"{self.prefix}:stream:traces"
+
     @property
     def sessions(self) -> str:
         """Set of every session id seen."""

@@ -56,6 +56,7 @@ class ScoreComponents(BaseModel):
     recency: float = 0.0
     marker: float = 0.0
     episode: float = 0.0
+    stale: float = 0.0  # 1.0: the turn stated a fact that has since been superseded
     final: float = 0.0
 
     def reasons(self) -> list[str]:
@@ -66,6 +67,8 @@ class ScoreComponents(BaseModel):
             parts.append("marked")
         if self.episode:
             parts.append("current episode")
+        if self.stale:
+            parts.append("superseded")
         return parts
 
 

@@ -14,10 +14,12 @@ from hivemem.errors import ProcessingTimeout, ValidationError
 from hivemem.keys import Keys
 from hivemem.logs import ensure_quiet_default
 from hivemem.memory.episodes import Episode
+from hivemem.memory.facts import VISIBLE, Fact
 from hivemem.models import ContextItem, DeadLetter, Role, SessionStats, Turn
 from hivemem.producer.validation import TurnDraft, check_budget, check_id, check_query
 from hivemem.store.episodes import EpisodeStore
 from hivemem.store.redis import Redis, connect
+from hivemem.store.reflection import ReflectionState
 from hivemem.store.state import SessionState
 from hivemem.store.streams import StreamStore
 
@@ -25,6 +27,7 @@ if TYPE_CHECKING:
     from hivemem.embedded import EmbeddedRuntime
     from hivemem.producer.recall import Recaller
     from hivemem.providers.embedders import Embedder
+    from hivemem.providers.reflector import Reflector
     from hivemem.store.vectors import VectorStore
 
 
@@ -80,14 +83,20 @@ class MemoryClient:
         settings: Settings | None = None,
         *,
         embedder: Embedder | None = None,
+        reflector: Reflector | None = None,
         workers: int = 1,
     ) -> MemoryClient:
-        """Embedded mode: in-process Redis, Qdrant Edge under `path`, worker threads."""
+        """Embedded mode: in-process Redis, Qdrant Edge under `path`, worker threads.
+
+        Reflection uses `reflector`, else the configured LLM, else the heuristic reflector.
+        """
         from hivemem.embedded import EmbeddedRuntime
 
         ensure_quiet_default()
         settings = settings or Settings()
-        runtime = EmbeddedRuntime(Path(path), settings, embedder=embedder, workers=workers)
+        runtime = EmbeddedRuntime(
+            Path(path), settings, embedder=embedder, reflector=reflector, workers=workers
+        )
         return cls(
             settings,
             redis_client=runtime.redis(),
@@ -250,15 +259,60 @@ class MemoryClient:
         token_budget: int | None = None,
         *,
         limit: int | None = None,
+        include_history: bool = False,
     ) -> list[ContextItem]:
-        """The context that matters for `query`, best first, within `token_budget` tokens."""
+        """The context that matters for `query`, best first, within `token_budget` tokens.
+
+        Turns and facts compete on one score. Superseded facts appear only with
+        `include_history` (ranked below current ones, with their validity in `metadata`);
+        conflicted facts always appear, flagged `metadata["conflict"]`.
+        """
         check_id("session_id", session_id)
         check_query(query)
         budget = check_budget(token_budget, self.settings.recall.default_token_budget)
         bad_limit = isinstance(limit, bool) or not isinstance(limit, int) or limit <= 0
         if limit is not None and bad_limit:
             raise ValidationError("limit", "must be a positive integer")
-        return self._get_recaller().recall(session_id, query, budget, limit=limit)
+        return self._get_recaller().recall(
+            session_id, query, budget, limit=limit, include_history=include_history
+        )
+
+    def facts(self, session_id: str, *, include_history: bool = False) -> list[Fact]:
+        """The session's facts (current ones; with history, every version), oldest first."""
+        check_id("session_id", session_id)
+        self._get_recaller()
+        assert self._vectors is not None
+        statuses = None if include_history else [s.value for s in VISIBLE]
+        return self._vectors.list_facts(session_id, statuses)
+
+    def traces(self, count: int = 20, session_id: str | None = None) -> list[dict[str, Any]]:
+        """The newest reflection traces (secrets redacted)."""
+        return ReflectionState(self._redis, self.keys).traces(count, session_id)
+
+    def replay_reflection(self, session_id: str, episode_id: str | None = None) -> list[str]:
+        """Enqueue the reflection of one episode again, or of every episode of the session."""
+        from hivemem.workers.jobs import enqueue_replay
+
+        check_id("session_id", session_id)
+        episodes = self._episodes.episodes(session_id)
+        if episode_id is not None:
+            episodes = [e for e in episodes if e.episode_id == episode_id]
+            if not episodes:
+                raise ValidationError("episode_id", f"no closed episode {episode_id!r}")
+        queue = self.settings.episodes.reflect_queue
+        return [enqueue_replay(self._redis, queue, e) for e in episodes]
+
+    def wait_until_reflected(self, session_id: str, timeout: float = 30.0) -> int:
+        """Block until every episode closed so far is reflected; returns the last index."""
+        check_id("session_id", session_id)
+        target = self._episodes.progress(session_id)[1]
+        state = ReflectionState(self._redis, self.keys)
+        deadline = time.monotonic() + timeout
+        while (done := state.reflected(session_id)) < target:
+            if time.monotonic() >= deadline:
+                raise ProcessingTimeout(session_id, done, target, timeout)
+            time.sleep(0.01)
+        return done
 
     def _get_recaller(self) -> Recaller:
         # The model and the vector store load on first recall: ingest-only producers skip both.

@@ -4,7 +4,9 @@ from __future__ import annotations
 
 from collections import defaultdict
 
+from hivemem.keys import Keys
 from hivemem.models import Turn
+from hivemem.store.redis import Redis, redis_errors
 from hivemem.store.state import SessionState
 from hivemem.store.vectors import VectorStore
 
@@ -17,3 +19,43 @@ def rebuild_state(state: SessionState, vectors: VectorStore, session_id: str | N
     for sid, turns in by_session.items():
         state.restore_session(sid, turns)
     return len(by_session)
+
+
+def refeed_boundary(client: Redis, keys: Keys, vectors: VectorStore) -> int:
+    """Publish again, for the boundary stage, every stored turn its state has not passed.
+
+    Needed when Redis lost the embedded stream (embedded mode after a crash, or a Redis
+    loss): the boundary stage would otherwise wait forever for those seqs. Entries it has
+    already assigned are ignored by its pointer, so this is safe to run any time.
+    """
+    from hivemem.memory.episodes import encode_vector
+    from hivemem.models import wire_json
+    from hivemem.store.episodes import EpisodeStore
+    from hivemem.store.streams import StreamStore
+
+    episodes = EpisodeStore(client, keys, 1000)
+    streams = StreamStore(client, keys)
+    by_session: dict[str, list[Turn]] = defaultdict(list)
+    for turn in vectors.iter_turns(None):
+        by_session[turn.session_id].append(turn)
+    refed = 0
+    for sid, turns in by_session.items():
+        assigned = episodes.progress(sid)[0]
+        with redis_errors("read boundary buffer"):
+            buffered = {
+                int(f) for f in client.hkeys(keys.boundary_buffer(sid)) if f.isdigit()
+            }
+        todo = sorted(
+            (t for t in turns if t.seq > assigned and t.seq not in buffered), key=lambda t: t.seq
+        )
+        hits = {h.turn.turn_id: h for h in vectors.get_turns(sid, [t.turn_id for t in todo])}
+        entries = []
+        for turn in todo:
+            hit = hits.get(turn.turn_id)
+            fields = {"kind": "turn", "seq": str(turn.seq), "turn": wire_json(turn)}
+            if hit is not None and hit.vector is not None:
+                fields["vec"] = encode_vector(hit.vector)
+            entries.append(fields)
+        streams.append(keys.embedded_stream, entries)
+        refed += len(entries)
+    return refed

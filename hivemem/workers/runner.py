@@ -11,7 +11,7 @@ from hivemem.store.redis import Redis, connect
 from hivemem.store.streams import StreamStore
 from hivemem.workers.stream import StreamWorker, WorkerKind, WorkerReport
 
-KINDS = ("embed", "boundary")
+KINDS = ("embed", "boundary", "reflect")
 
 
 def build_embed(
@@ -40,7 +40,7 @@ def build_boundary(
     handler = BoundaryHandler(
         EpisodeStore(conn, keys, settings.episodes.lease_ms),
         policy_from(settings.episodes),
-        reflect_enqueuer(conn, settings.episodes.reflect_queue),
+        reflect_enqueuer(conn, settings.episodes.reflect_queue, settings.reflection),
     )
     return boundary_kind(handler, keys.embedded_stream)  # type: ignore[return-value]
 
@@ -51,9 +51,34 @@ BUILDERS: dict[str, Callable[[Settings, Keys, Redis, ExitStack], WorkerKind[obje
 }
 
 
+def run_reflect_worker(settings: Settings, *, burst: bool = False, name: str | None = None) -> int:
+    """An rq worker for reflection jobs (with rq's scheduler, for retry back-off)."""
+    from rq import SimpleWorker
+
+    from hivemem.providers.embedders import build_embedder
+    from hivemem.store.factory import open_vector_store
+    from hivemem.workers.reflect import build_context, build_reflector_from, install_context
+
+    conn = connect(settings.redis)
+    embedder = build_embedder(settings.embedding)
+    vectors = open_vector_store(settings.qdrant, embedder.dim)
+    try:
+        context = build_context(settings, conn, vectors, embedder, build_reflector_from(settings))
+        install_context(context)
+        # SimpleWorker: jobs run in this process, so the model and clients load once.
+        worker = SimpleWorker([settings.episodes.reflect_queue], connection=conn, name=name)
+        worker.work(burst=burst, with_scheduler=not burst, logging_level="WARNING")
+        return int(worker.successful_job_count)
+    finally:
+        vectors.close()
+        conn.close()
+
+
 def run_worker(
     kind: str, settings: Settings, *, burst: bool = False, name: str | None = None
 ) -> WorkerReport:
+    if kind == "reflect":
+        return WorkerReport(handled=run_reflect_worker(settings, burst=burst, name=name))
     if kind not in BUILDERS:
         raise ValueError(f"unknown worker kind {kind!r}; known: {', '.join(KINDS)}")
     keys = Keys(settings.redis.key_prefix)

@@ -181,10 +181,12 @@ def test_a_worker_without_the_lease_only_buffers(redis_client: redis.Redis) -> N
 def test_commit_enqueues_reflect_jobs_atomically(redis_client: redis.Redis) -> None:
     from rq import Queue
 
+    from hivemem.config import ReflectionSettings
     from hivemem.workers.jobs import reflect_enqueuer, reflect_job_id
 
     store = EpisodeStore(redis_client, KEYS, 5000)
-    handler = BoundaryHandler(store, POLICY, reflect_enqueuer(redis_client, "reflect-test"))
+    handler = BoundaryHandler(store, POLICY, reflect_enqueuer(redis_client, "reflect-test",
+                                                          ReflectionSettings()))
     items = [decode_item(turn_item(turn(i, i), unit(1))) for i in range(1, 13)]
     handler(items)
     handler(items)  # a redelivery closes nothing twice

@@ -1,0 +1,135 @@
+"""Redis state of reflection: the per-session lock, the in-order pointer, traces."""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import secrets
+import threading
+import time
+from typing import Any
+
+from hivemem.errors import RetryLater
+from hivemem.keys import Keys
+from hivemem.store.redis import Redis, redis_errors
+
+_RENEW = """
+if redis.call('GET', KEYS[1]) == ARGV[1] then
+  return redis.call('PEXPIRE', KEYS[1], ARGV[2])
+end
+return 0
+"""
+_RELEASE = """
+if redis.call('GET', KEYS[1]) == ARGV[1] then return redis.call('DEL', KEYS[1]) end
+return 0
+"""
+# Advance the pointer only while holding the lock, and never backwards.
+_ADVANCE = """
+if redis.call('GET', KEYS[1]) ~= ARGV[1] then return -1 end
+local cur = tonumber(redis.call('GET', KEYS[2]) or '0')
+if tonumber(ARGV[2]) > cur then redis.call('SET', KEYS[2], ARGV[2]) end
+return tonumber(ARGV[2])
+"""
+
+
+def _text(value: Any) -> str:
+    return value.decode("utf-8") if isinstance(value, bytes) else str(value)
+
+
+class SessionLock:
+    """A lease on one session's facts, renewed in the background while held.
+
+    `check()` (a Lua compare-and-renew) runs right before every write: a holder whose lease
+    lapsed (a stalled process) finds out there and writes nothing.
+    """
+
+    def __init__(self, client: Redis, key: str, lease_ms: int) -> None:
+        self._r = client
+        self.key = key
+        self.lease_ms = lease_ms
+        self.token = secrets.token_hex(8)
+        self._renew = client.register_script(_RENEW)
+        self._release = client.register_script(_RELEASE)
+        self._stop = threading.Event()
+        self._thread: threading.Thread | None = None
+
+    def acquire(self, wait_s: float) -> None:
+        deadline = time.monotonic() + wait_s
+        while True:
+            with redis_errors("acquire reflect lock"):
+                if self._r.set(self.key, self.token, nx=True, px=self.lease_ms):
+                    break
+            if time.monotonic() >= deadline:
+                raise RetryLater(f"{self.key} is held by another reflection")
+            time.sleep(0.05)
+        self._thread = threading.Thread(target=self._keep_alive, daemon=True)
+        self._thread.start()
+
+    def _keep_alive(self) -> None:
+        while not self._stop.wait(self.lease_ms / 3000):
+            try:
+                if not self._renew(keys=[self.key], args=[self.token, self.lease_ms]):
+                    return
+            except Exception:
+                return
+
+    def check(self) -> None:
+        with redis_errors("check reflect lock"):
+            ok = self._renew(keys=[self.key], args=[self.token, self.lease_ms])
+        if not ok:
+            raise RetryLater(f"lost {self.key} (lease expired)")
+
+    def release(self) -> None:
+        self._stop.set()
+        if self._thread is not None:
+            self._thread.join(timeout=1)
+        with contextlib.suppress(Exception):  # if it fails, the lease expires on its own
+            self._release(keys=[self.key], args=[self.token])
+
+
+class ReflectionState:
+    def __init__(self, client: Redis, keys: Keys, traces_maxlen: int = 1000) -> None:
+        self._r = client
+        self.keys = keys
+        self.traces_maxlen = traces_maxlen
+        self._advance = client.register_script(_ADVANCE)
+
+    def lock(self, session_id: str, lease_ms: int) -> SessionLock:
+        return SessionLock(self._r, self.keys.reflect_lock(session_id), lease_ms)
+
+    def reflected(self, session_id: str) -> int:
+        with redis_errors("read reflected pointer"):
+            raw = self._r.get(self.keys.reflected(session_id))
+        return 0 if raw is None else int(raw)
+
+    def advance(self, session_id: str, lock: SessionLock, index: int) -> None:
+        with redis_errors("advance reflected pointer"):
+            result = self._advance(
+                keys=[lock.key, self.keys.reflected(session_id)], args=[lock.token, index]
+            )
+        if int(result) < 0:
+            raise RetryLater(f"lost {lock.key} before recording episode {index}")
+
+    def add_trace(self, trace: dict[str, Any]) -> None:
+        with redis_errors("record trace"):
+            self._r.xadd(
+                self.keys.traces_stream,
+                {"trace": json.dumps(trace, ensure_ascii=False, default=str)},
+                maxlen=self.traces_maxlen,
+                approximate=True,
+            )
+
+    def traces(self, count: int = 20, session_id: str | None = None) -> list[dict[str, Any]]:
+        """Newest first."""
+        with redis_errors("read traces"):
+            scan = count * (5 if session_id else 1)
+            rows = self._r.xrevrange(self.keys.traces_stream, count=scan)
+        out: list[dict[str, Any]] = []
+        for _entry_id, fields in rows or []:
+            decoded = {_text(k): _text(v) for k, v in (fields or {}).items()}
+            if "trace" not in decoded:
+                continue
+            trace = json.loads(decoded["trace"])
+            if session_id is None or trace.get("session_id") == session_id:
+                out.append(trace)
+        return out[:count]

@@ -1,0 +1,250 @@
+"""Reflection: rq jobs that turn closed episodes into current, versioned facts.
+
+Per session, episodes are reflected one at a time and in order: a job takes the session's
+lock (renewed while it runs, checked right before each write), then reflects every episode
+from the last reflected one up to its own, so a job that runs early catches up and a job
+that runs late finds nothing left. Fact ids derive from the episode, so a retried job
+overwrites what a crashed attempt wrote.
+"""
+
+from __future__ import annotations
+
+import time
+from dataclasses import dataclass
+from datetime import UTC, datetime
+from typing import Any
+
+import numpy as np
+import structlog
+
+from hivemem.config import Settings
+from hivemem.errors import HivememError, ProviderError, RetryLater
+from hivemem.keys import Keys
+from hivemem.memory.consolidation import Plan, plan_actions
+from hivemem.memory.episodes import Episode
+from hivemem.memory.facts import VISIBLE, Fact
+from hivemem.providers.embedders import Embedder
+from hivemem.providers.reflector import ReflectionRequest, Reflector
+from hivemem.redact import redact
+from hivemem.store.episodes import EpisodeStore
+from hivemem.store.redis import Redis
+from hivemem.store.reflection import ReflectionState, SessionLock
+from hivemem.store.vectors import VectorStore
+
+log = structlog.get_logger(__name__)
+
+
+@dataclass
+class ReflectContext:
+    """What a reflect job needs; built once per worker process by its entry point."""
+
+    settings: Settings
+    redis: Redis
+    keys: Keys
+    episodes: EpisodeStore
+    state: ReflectionState
+    vectors: VectorStore
+    embedder: Embedder
+    reflector: Reflector
+
+
+# Contexts by the Redis connection pool of the worker that runs the job: one per worker
+# process, or one per embedded runtime when several live in one process (tests).
+_contexts: dict[int, ReflectContext] = {}
+
+
+def install_context(context: ReflectContext) -> None:
+    """Called by `hivemem worker reflect` and by embedded mode before any job runs."""
+    _contexts[id(context.redis.connection_pool)] = context
+
+
+def uninstall_context(context: ReflectContext) -> None:
+    _contexts.pop(id(context.redis.connection_pool), None)
+
+
+def _current() -> ReflectContext:
+    from rq import get_current_job
+
+    job = get_current_job()
+    if job is not None:
+        found = _contexts.get(id(job.connection.connection_pool))
+        if found is not None:
+            return found
+    if len(_contexts) == 1:
+        return next(iter(_contexts.values()))
+    raise HivememError("reflect job ran without a context (start it with hivemem worker)")
+
+
+def reflect_episode(episode_id: str, session_id: str) -> dict[str, Any]:
+    """The rq job. Returns a summary (kept by rq as the job result)."""
+    return Reflection(_current()).reflect_up_to(session_id, episode_id)
+
+
+class Reflection:
+    def __init__(self, context: ReflectContext) -> None:
+        self.ctx = context
+        self.settings = context.settings.reflection
+
+    def reflect_up_to(self, session_id: str, episode_id: str) -> dict[str, Any]:
+        ctx = self.ctx
+        episode = ctx.episodes.episode(episode_id)
+        if episode is None:
+            raise ProviderError(f"unknown episode {episode_id}")
+        lock = ctx.state.lock(session_id, self.settings.lock_lease_ms)
+        lock.acquire(self.settings.lock_wait_s)
+        try:
+            done = ctx.state.reflected(session_id)
+            if episode.index <= done:
+                return {"episode_id": episode_id, "skipped": "already reflected"}
+            summary: dict[str, Any] = {"episode_id": episode_id, "reflected": []}
+            for pending in ctx.episodes.episodes(session_id, done, episode.index - 1):
+                summary["reflected"].append(self._reflect_one(pending, lock))
+            return summary
+        finally:
+            lock.release()
+
+    def replay(self, session_id: str, episode: Episode) -> dict[str, Any]:
+        """Reflect one episode again (after a failure), whatever the pointer says."""
+        lock = self.ctx.state.lock(session_id, self.settings.lock_lease_ms)
+        lock.acquire(self.settings.lock_wait_s)
+        try:
+            return self._reflect_one(episode, lock)
+        finally:
+            lock.release()
+
+    def _prior_facts(self, episode: Episode) -> list[Fact]:
+        ctx = self.ctx
+        facts = ctx.vectors.list_facts(episode.session_id, [s.value for s in VISIBLE])
+        if len(facts) <= self.settings.max_unscoped_facts or episode.centroid is None:
+            return facts
+        from hivemem.memory.episodes import decode_vector
+
+        hits = ctx.vectors.search_facts(
+            episode.session_id, decode_vector(episode.centroid),
+            self.settings.max_unscoped_facts, [s.value for s in VISIBLE],
+        )
+        return [h.fact for h in hits]
+
+    def _reflect_one(self, episode: Episode, lock: SessionLock) -> dict[str, Any]:
+        ctx = self.ctx
+        started = time.perf_counter()
+        session_id = episode.session_id
+        turns = sorted(
+            (h.turn for h in ctx.vectors.get_turns(session_id, list(episode.turn_ids))),
+            key=lambda t: t.seq,
+        )
+        prior = self._prior_facts(episode)
+        request = ReflectionRequest(
+            session_id=session_id, episode=episode, turns=turns, prior_facts=prior,
+            max_facts=self.settings.max_facts_per_episode,
+        )
+        trace: dict[str, Any] = {
+            "episode_id": episode.episode_id,
+            "session_id": session_id,
+            "index": episode.index,
+            "mode": request.mode,
+            "reflector": ctx.reflector.name,
+            "input_turns": [{"turn_id": t.turn_id, "content": t.content} for t in turns],
+            "prior_facts": [{"fact_id": f.fact_id, "content": f.content} for f in prior],
+            "at": datetime.now(UTC).isoformat(),
+        }
+        try:
+            result = ctx.reflector.reflect(request)
+        except RetryLater:
+            raise  # transient: the job retries; the pointer stays on this episode
+        except ProviderError as exc:
+            # Permanent: the session moves on (later episodes must not wait behind a bad
+            # one); the job fails with the raw output kept, and `replay` can redo it.
+            trace.update(error=str(exc), raw_output=getattr(exc, "raw_output", None),
+                         elapsed_ms=round((time.perf_counter() - started) * 1000, 1))
+            ctx.state.add_trace(redact(trace))
+            ctx.state.advance(session_id, lock, episode.index)
+            raise
+        plan = self._plan(episode, prior, result.actions)
+        writes = list(plan.writes.values())
+        if writes:
+            vectors = ctx.embedder.embed_documents([f.content for f in writes])
+            lock.check()
+            ctx.vectors.upsert_facts(writes, vectors)
+        ctx.state.advance(session_id, lock, episode.index)
+        elapsed = round((time.perf_counter() - started) * 1000, 1)
+        trace.update(
+            raw_output=result.raw_output,
+            actions=[a.model_dump(mode="json") for a in result.actions],
+            saved=plan.added, superseded=plan.superseded, conflicted=plan.conflicted,
+            archived=plan.archived, merged=plan.merged, kept=plan.kept, dropped=plan.dropped,
+            elapsed_ms=elapsed,
+        )
+        ctx.state.add_trace(redact(trace))
+        log.info(
+            "episode.reflected", session_id=session_id, episode_id=episode.episode_id,
+            added=len(plan.added), superseded=len(plan.superseded),
+            conflicted=len(plan.conflicted), ms=elapsed,
+        )
+        return {"episode_id": episode.episode_id, "added": plan.added,
+                "superseded": plan.superseded, "conflicted": plan.conflicted}
+
+    def _plan(self, episode: Episode, prior: list[Fact], actions: list[Any]) -> Plan:
+        ctx = self.ctx
+        contents = [a.content for a in actions if a.content]
+        content_vectors = dict(
+            zip(contents, ctx.embedder.embed_documents(contents), strict=True)
+        ) if contents else {}
+        prior_vectors = {
+            h.fact.fact_id: h.vector
+            for h in ctx.vectors.get_facts([f.fact_id for f in prior])
+            if h.vector is not None
+        }
+
+        def similarity(content: str, fact: Fact) -> float:
+            a = content_vectors.get(content)
+            b = prior_vectors.get(fact.fact_id)
+            return float(np.dot(a, b)) if a is not None and b is not None else 0.0
+
+        return plan_actions(
+            prior, actions,
+            session_id=episode.session_id, episode_id=episode.episode_id,
+            namespace=self.settings.namespace, now=datetime.now(UTC),
+            valid_from=episode.ended_at, similarity=similarity,
+            dedup_threshold=self.settings.dedup_threshold,
+            min_confidence=self.settings.min_confidence,
+        )
+
+
+def replay_episode(episode_id: str, session_id: str) -> dict[str, Any]:
+    """rq job: reflect one episode again, out of order (see `Reflection.replay`)."""
+    context = _current()
+    episode = context.episodes.episode(episode_id)
+    if episode is None or episode.session_id != session_id:
+        raise ProviderError(f"unknown episode {episode_id} in session {session_id}")
+    return Reflection(context).replay(session_id, episode)
+
+
+def build_reflector_from(settings: Settings) -> Reflector:
+    """The configured LLM reflector, or the heuristic one when no LLM is configured."""
+    from hivemem.providers.heuristic import HeuristicReflector
+    from hivemem.providers.llm import build_reflector
+
+    return build_reflector(settings.llm) or HeuristicReflector()
+
+
+def build_context(
+    settings: Settings,
+    redis_client: Redis,
+    vectors: VectorStore,
+    embedder: Embedder,
+    reflector: Reflector | None = None,
+) -> ReflectContext:
+    from hivemem.providers.heuristic import HeuristicReflector
+
+    keys = Keys(settings.redis.key_prefix)
+    return ReflectContext(
+        settings=settings,
+        redis=redis_client,
+        keys=keys,
+        episodes=EpisodeStore(redis_client, keys, settings.episodes.lease_ms),
+        state=ReflectionState(redis_client, keys),
+        vectors=vectors,
+        embedder=embedder,
+        reflector=reflector or HeuristicReflector(),
+    )
