@@ -76,8 +76,24 @@ def _current() -> ReflectContext:
 
 
 def reflect_episode(episode_id: str, session_id: str) -> dict[str, Any]:
-    """The rq job. Returns a summary (kept by rq as the job result)."""
-    return Reflection(_current()).reflect_up_to(session_id, episode_id)
+    """The rq job. Returns a summary (kept by rq as the job result).
+
+    Transient failures (`RetryLater`) use the job's retries; a permanent one (bad output
+    after the repair attempt, a 4xx) fails at once into rq's failed registry.
+    """
+    try:
+        return Reflection(_current()).reflect_up_to(session_id, episode_id)
+    except ProviderError:
+        _no_retries()
+        raise
+
+
+def _no_retries() -> None:
+    from rq import get_current_job
+
+    job = get_current_job()
+    if job is not None:
+        job.retries_left = 0
 
 
 class Reflection:
@@ -217,7 +233,11 @@ def replay_episode(episode_id: str, session_id: str) -> dict[str, Any]:
     episode = context.episodes.episode(episode_id)
     if episode is None or episode.session_id != session_id:
         raise ProviderError(f"unknown episode {episode_id} in session {session_id}")
-    return Reflection(context).replay(session_id, episode)
+    try:
+        return Reflection(context).replay(session_id, episode)
+    except ProviderError:
+        _no_retries()
+        raise
 
 
 def build_reflector_from(settings: Settings) -> Reflector:
