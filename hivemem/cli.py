@@ -17,6 +17,7 @@ from rich.table import Table
 from hivemem.config import Settings
 from hivemem.errors import HivememError
 from hivemem.logs import configure_logging
+from hivemem.memory.facts import Fact
 from hivemem.models import ContextItem
 from hivemem.producer.client import MemoryClient
 
@@ -73,7 +74,7 @@ def _items_table(title: str, items: Sequence[ContextItem]) -> Table:
             f"{item.score:.3f}",
             ", ".join(item.components.reasons()),
             str(who),
-            str(item.seq or ""),
+            str(item.seq) if item.seq else item.source_type,
             item.content,
         )
     return table
@@ -104,13 +105,19 @@ def demo(ctx: click.Context, path: str | None, budget: int) -> None:
                     timestamp=script.timestamp(i), turn_id=f"demo-{i}",
                 )
                 status.update(f"Ingesting turns: {i + 1}/{len(script.SCRIPT)}")
-            status.update("Waiting for the embed worker...")
-            stats = client.wait_until_processed(session, timeout=120)
+            client.close_session(session)
+            status.update("Waiting for the embed and boundary workers...")
+            stats = client.wait_until_processed(session, timeout=120, stage="boundary")
+            status.update(f"Reflecting {stats.episodes} episodes into facts...")
+            client.wait_until_reflected(session, timeout=120)
         console.print(
             f"[green]{stats.turns_processed} turns embedded[/] across"
-            f" {len({a for a, *_ in script.SCRIPT})} speakers; asking {len(script.QUESTIONS)}"
+            f" {len({a for a, *_ in script.SCRIPT})} speakers, {stats.episodes} episodes,"
+            f" markers {stats.markers}; asking {len(script.QUESTIONS)}"
             f" questions with a {budget}-token budget each.\n"
         )
+        out.print(_facts_table(client.facts(session, include_history=True)))
+        out.print()
         for question in script.QUESTIONS:
             items = client.recall(session, question, token_budget=budget)
             used = sum(i.token_count for i in items)
@@ -118,6 +125,18 @@ def demo(ctx: click.Context, path: str | None, budget: int) -> None:
             out.print()
     finally:
         client.close()
+
+
+def _facts_table(facts: Sequence[Fact]) -> Table:
+    table = Table(title="Facts reflected from the episodes (with history)", expand=True)
+    for column in ("status", "kind", "subject", "valid", "content"):
+        table.add_column(column, ratio=4 if column == "content" else None)
+    for fact in sorted(facts, key=lambda f: (f.subject, f.valid_from)):
+        until = fact.valid_to.strftime("%H:%M") if fact.valid_to else "now"
+        style = "dim strike" if fact.status.value == "superseded" else ""
+        table.add_row(fact.status.value, fact.kind.value, fact.subject,
+                      f"{fact.valid_from:%H:%M}-{until}", fact.content, style=style)
+    return table
 
 
 @cli.command()

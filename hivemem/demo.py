@@ -54,10 +54,16 @@ SCRIPT: list[tuple[str | None, str, str, list[str] | None]] = [
      " exponential backoff up to 6 times.", None),
     ("reviewer", "assistant", "Signed webhooks approved. Remember to document the signature"
      " scheme for the mobile team.", None),
+    (None, "user", "Change of plan from ops: they only run MySQL in production, so we have to"
+     " switch the database to MySQL instead of PostgreSQL.", None),
+    ("planner", "assistant", "Decision: we switch to MySQL for the database; full-text search"
+     " moves to MySQL's FULLTEXT indexes.", ["decision"]),
+    ("coder", "assistant", "Migrated the schema to MySQL 8; the GIN index became a FULLTEXT"
+     " index and the tests pass.", None),
 ]
 
 QUESTIONS = [
-    "Which database did we choose, and why?",
+    "Which database are we using?",
     "What went wrong when we deployed to staging?",
     "What limits does the API have on page size?",
     "How are webhooks secured?",

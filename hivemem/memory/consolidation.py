@@ -32,6 +32,28 @@ def has_update_language(text: str) -> bool:
     return bool(UPDATE_LANGUAGE.search(text))
 
 
+_NAME = re.compile(r"(?<![.!?]\s)(?<!^)\b([A-Z][A-Za-z0-9.+#-]*[A-Za-z0-9+#]|[A-Z]{2,})\b")
+
+
+def named_values(text: str) -> set[str]:
+    """Proper names and acronyms in a statement (PostgreSQL, MySQL, GraphQL, AWS...)."""
+    # Short all-caps words are mostly generic (API, GET, VM): they name no choice.
+    return {
+        m.group(1).lower()
+        for m in _NAME.finditer(text.strip())
+        if not (m.group(1).isupper() and len(m.group(1)) <= 4)
+    }
+
+
+def contradicts(a: str, b: str) -> bool:
+    """Two statements on one subject contradict when each names something and none of the
+    names match (allowing a prefix: "Postgres" and "PostgreSQL" are one value)."""
+    va, vb = named_values(a), named_values(b)
+    if not va or not vb:
+        return False
+    return not any(x.startswith(y) or y.startswith(x) for x in va for y in vb)
+
+
 def normalise(text: str) -> str:
     return " ".join(re.findall(r"\w+", text.lower()))
 
@@ -142,14 +164,17 @@ class _Planner:
             self.new_ids[index] = twin.fact_id
             return
         rivals = [f for f in same_subject if f.kind == new.kind]
+        updating = has_update_language(new.content)
         if old is not None:
             new = self.supersede(old, new, action.reason or "updated")
-        elif rivals and has_update_language(new.content):
-            # An update the reflector did not name: the newest rival is the old version.
-            rival = max(rivals, key=lambda f: f.valid_from)
-            new = self.supersede(rival, new, "updated: " + new.content[:120])
-        elif rivals:
-            new = self.conflict(new, rivals)
+        if rivals and updating:
+            # A change replaces what was said on the subject, named as target or not.
+            for rival in sorted(rivals, key=lambda f: f.valid_from):
+                new = self.supersede(rival, new, "updated: " + new.content[:120])
+        elif old is None and (
+            clashing := [f for f in rivals if contradicts(f.content, new.content)]
+        ):
+            new = self.conflict(new, clashing)
         self.write(new)
         self.plan.added.append(new.fact_id)
         self.new_ids[index] = new.fact_id

@@ -66,10 +66,18 @@ _KIND_BY_MARKER = {
 }
 
 
+_TOPIC_PATTERNS = {
+    topic: re.compile(
+        r"(?<![\w.])(?:" + "|".join(re.escape(n.strip()) for n in needles) + r")(?![\w])"
+    )
+    for topic, needles in _TOPICS.items()
+}
+
+
 def subject_of(sentence: str, kind: FactKind) -> str:
     text = f" {sentence.lower()} "
-    for topic, needles in _TOPICS.items():
-        if any(n in text for n in needles):
+    for topic, pattern in _TOPIC_PATTERNS.items():
+        if pattern.search(text):
             return topic
     for pattern in (_FOR_THE_X, _THE_X):
         match = pattern.search(text)
