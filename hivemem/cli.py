@@ -240,6 +240,65 @@ def rebuild_state_cmd(ctx: click.Context, session_id: str | None) -> None:
     click.echo(f"rebuilt {count} session(s)")
 
 
+@cli.command()
+@click.argument("session_id")
+@click.option("--history", is_flag=True, help="Every version, with its validity.")
+@click.option("--json", "as_json", is_flag=True)
+@click.pass_context
+def facts(ctx: click.Context, session_id: str, history: bool, as_json: bool) -> None:
+    """The facts reflected for SESSION_ID."""
+    with _client(ctx) as client:
+        found = client.facts(session_id, include_history=history)
+    if as_json:
+        click.echo(json.dumps([f.model_dump(mode="json") for f in found], indent=2))
+    else:
+        out.print(_facts_table(found))
+
+
+@cli.command()
+@click.argument("session_id")
+@click.option("--json", "as_json", is_flag=True)
+@click.pass_context
+def episodes(ctx: click.Context, session_id: str, as_json: bool) -> None:
+    """The closed episodes of SESSION_ID."""
+    with _client(ctx) as client:
+        found = client.episodes(session_id)
+    rows = [e.model_dump(mode="json", exclude={"centroid"}) for e in found]
+    if as_json:
+        click.echo(json.dumps(rows, indent=2))
+        return
+    table = Table(title=f"episodes of {session_id}")
+    for column in ("index", "seqs", "turns", "reason", "markers", "agents"):
+        table.add_column(column)
+    for e in found:
+        table.add_row(str(e.index), f"{e.seq_start}-{e.seq_end}", str(e.turn_count),
+                      e.close_reason, ", ".join(e.markers), ", ".join(e.agent_ids))
+    out.print(table)
+
+
+@cli.command()
+@click.option("--replay", "session_id", required=True,
+              help="Reflect this session's episodes again (after failures).")
+@click.option("--episode", "episode_id", default=None, help="Only this episode.")
+@click.pass_context
+def reflect(ctx: click.Context, session_id: str, episode_id: str | None) -> None:
+    """Enqueue reflection jobs again; a reflect worker runs them."""
+    with _client(ctx) as client:
+        jobs = client.replay_reflection(session_id, episode_id)
+    click.echo(json.dumps({"session_id": session_id, "jobs": jobs}))
+
+
+@cli.command()
+@click.option("--session", "session_id", default=None)
+@click.option("--count", default=10, show_default=True)
+@click.pass_context
+def traces(ctx: click.Context, session_id: str | None, count: int) -> None:
+    """The newest reflection traces (secrets redacted), as JSON lines."""
+    with _client(ctx) as client:
+        for trace in client.traces(count, session_id):
+            click.echo(json.dumps(trace, default=str))
+
+
 @cli.group()
 def dlq() -> None:
     """Dead-lettered entries."""
