@@ -139,7 +139,8 @@ def main() -> int:
     results["llm"]["overhead_ms_per_episode"] = {
         k: round(llm_ms[k] - args.delay_ms, 2) for k in ("mean", "p50", "p95") if k in llm_ms
     }
-    out = REPO / "bench" / "results" / ("reflection-quick.json" if args.quick else "reflection.json")
+    name = "reflection-quick.json" if args.quick else "reflection.json"
+    out = REPO / "bench" / "results" / name
     out.write_text(json.dumps(results, indent=2))
     h, l_ = results["heuristic"], results["llm"]
     print(f"\nheuristic: {h['episodes']} episodes, {h['episodes_per_s_wall']} episodes/s wall "
