@@ -135,3 +135,13 @@ def fastembed_env(monkeypatch: pytest.MonkeyPatch) -> Path:
     monkeypatch.setenv("FASTEMBED_CACHE_PATH", str(cache))
     monkeypatch.setenv("HF_HUB_OFFLINE", "1")
     return cache
+
+
+@pytest.fixture(autouse=True)
+def _fresh_structlog() -> Iterator[None]:
+    """Each test starts with structlog's defaults (clients configure it on first use)."""
+    import structlog
+
+    structlog.reset_defaults()
+    yield
+    structlog.reset_defaults()

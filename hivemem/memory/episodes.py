@@ -34,7 +34,7 @@ class BoundaryPolicy:
     max_gap_seconds: float = 1800.0
     # Cosine between the new turn and the open episode's centroid below which the topic
     # changed. Short turns ("ok", "thanks") never trigger it: they carry little topic.
-    topic_shift_threshold: float = 0.1
+    topic_shift_threshold: float = 0.3
     topic_min_tokens: int = 8
     topic_min_turns: int = 3
     min_episode_turns: int = 2
@@ -209,7 +209,13 @@ def step_turn(
             reason = "time_gap"
         elif _topic_shift(ep, turn, vector, policy):
             reason = "topic_shift"
-        if reason is not None:
+        if reason == "time_gap":
+            # After a long pause even a short episode stands alone: carrying it forward would
+            # glue turns from days apart into one episode.
+            done = _close(state, reason, episode_id(state.session_id, ep.index))
+            if done is not None:
+                closed.append(done)
+        elif reason is not None:
             done = _auto_close(state, reason, policy, episode_id(state.session_id, ep.index))
             if done is not None:
                 closed.append(done)

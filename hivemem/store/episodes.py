@@ -88,10 +88,7 @@ class EpisodeStore:
         k = self.keys
         with redis_errors("check boundary buffer"):
             nxt = int(self._r.hget(k.boundary_state(session_id), "next_seq") or 1)
-            pipe = self._r.pipeline(transaction=False)
-            pipe.hexists(k.boundary_buffer(session_id), str(nxt))
-            pipe.hexists(k.boundary_buffer(session_id), f"c:{nxt - 1}")
-            return any(pipe.execute())
+            return bool(self._r.hexists(k.boundary_buffer(session_id), str(nxt)))
 
     # -- state -----------------------------------------------------------------------------
 
@@ -187,11 +184,3 @@ class EpisodeStore:
         with redis_errors("read episode"):
             body = self._r.get(self.keys.episode(episode_id))
         return None if body is None else Episode.model_validate_json(body)
-
-
-def control_field(after_seq: int) -> str:
-    return f"c:{after_seq}"
-
-
-def dump(obj: dict[str, Any]) -> str:
-    return json.dumps(obj, ensure_ascii=False, separators=(",", ":"))

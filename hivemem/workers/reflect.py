@@ -50,12 +50,14 @@ class ReflectContext:
 
 # Contexts by the Redis connection pool of the worker that runs the job: one per worker
 # process, or one per embedded runtime when several live in one process (tests).
-_contexts: dict[int, ReflectContext] = {}
+# (The pool is kept with the context: an id() alone could be reused by a later pool.)
+_contexts: dict[int, tuple[Any, ReflectContext]] = {}
 
 
 def install_context(context: ReflectContext) -> None:
     """Called by `hivemem worker reflect` and by embedded mode before any job runs."""
-    _contexts[id(context.redis.connection_pool)] = context
+    pool = context.redis.connection_pool
+    _contexts[id(pool)] = (pool, context)
 
 
 def uninstall_context(context: ReflectContext) -> None:
@@ -67,11 +69,12 @@ def _current() -> ReflectContext:
 
     job = get_current_job()
     if job is not None:
-        found = _contexts.get(id(job.connection.connection_pool))
-        if found is not None:
-            return found
+        pool = job.connection.connection_pool
+        found = _contexts.get(id(pool))
+        if found is not None and found[0] is pool:
+            return found[1]
     if len(_contexts) == 1:
-        return next(iter(_contexts.values()))
+        return next(iter(_contexts.values()))[1]
     raise HivememError("reflect job ran without a context (start it with hivemem worker)")
 
 
@@ -182,7 +185,6 @@ class Reflection:
             vectors = ctx.embedder.embed_documents([f.content for f in writes])
             lock.check()
             ctx.vectors.upsert_facts(writes, vectors)
-        ctx.state.advance(session_id, lock, episode.index)
         elapsed = round((time.perf_counter() - started) * 1000, 1)
         trace.update(
             raw_output=result.raw_output,
@@ -191,7 +193,9 @@ class Reflection:
             archived=plan.archived, merged=plan.merged, kept=plan.kept, dropped=plan.dropped,
             elapsed_ms=elapsed,
         )
+        # The trace first: whoever sees the pointer move can read the trace.
         ctx.state.add_trace(redact(trace))
+        ctx.state.advance(session_id, lock, episode.index)
         log.info(
             "episode.reflected", session_id=session_id, episode_id=episode.episode_id,
             added=len(plan.added), superseded=len(plan.superseded),
