@@ -12,7 +12,6 @@ the lease just buffers; the holder re-checks the buffer after releasing, so no t
 
 from __future__ import annotations
 
-import json
 import secrets
 from collections.abc import Callable, Sequence
 from typing import Any
