@@ -9,9 +9,7 @@ from __future__ import annotations
 
 import os
 import shutil
-import subprocess
 import tempfile
-import time
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -21,69 +19,18 @@ import redis
 from hivemem.config import Settings
 from hivemem.providers.embedders import HashingEmbedder
 from hivemem.store.redis import connect_fake, fake_server
+from hivemem.testing import RedisServer
 
 REPO = Path(__file__).resolve().parent.parent
 SHARED_MODELS = REPO.parent / "shared" / "models"
 
 
-class RedisServer:
-    """A throwaway redis-server on a unix socket (AOF on, like production)."""
-
-    def __init__(self, folder: Path, *, appendonly: bool = True) -> None:
-        self.folder = folder
-        self.socket = folder / "redis.sock"
-        self.appendonly = appendonly
-        self.process: subprocess.Popen[bytes] | None = None
-
-    @property
-    def url(self) -> str:
-        return f"unix://{self.socket}"
-
-    def start(self) -> None:
-        binary = shutil.which("redis-server")
-        if binary is None:
-            if os.environ.get("CI"):
-                pytest.fail("redis-server is not installed (.ci/run should apt-get it)")
-            pytest.skip("redis-server is not installed")
-        self.process = subprocess.Popen(
-            [
-                binary,
-                "--port", "0",
-                "--unixsocket", str(self.socket),
-                "--unixsocketperm", "700",
-                "--dir", str(self.folder),
-                "--appendonly", "yes" if self.appendonly else "no",
-                "--appendfsync", "everysec",
-                "--save", "",
-                "--logfile", str(self.folder / "redis.log"),
-            ],
-            stdout=subprocess.DEVNULL,
-            stderr=subprocess.DEVNULL,
-        )
-        deadline = time.monotonic() + 10
-        while time.monotonic() < deadline:
-            try:
-                if redis.Redis(unix_socket_path=str(self.socket)).ping():
-                    return
-            except redis.RedisError:
-                time.sleep(0.02)
-        raise RuntimeError(f"redis-server did not start; see {self.folder / 'redis.log'}")
-
-    def client(self) -> redis.Redis:
-        return redis.Redis(unix_socket_path=str(self.socket), socket_timeout=5)
-
-    def stop(self) -> None:
-        if self.process is not None:
-            self.process.terminate()
-            try:
-                self.process.wait(timeout=10)
-            except subprocess.TimeoutExpired:
-                self.process.kill()
-            self.process = None
-
-
 @pytest.fixture(scope="session")
 def redis_server() -> Iterator[RedisServer]:
+    if not RedisServer.available():
+        if os.environ.get("CI"):
+            pytest.fail("redis-server is not installed (.ci/run should apt-get it)")
+        pytest.skip("redis-server is not installed")
     folder = Path(tempfile.mkdtemp(prefix="hivemem-redis-"))
     server = RedisServer(folder)
     server.start()
