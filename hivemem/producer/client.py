@@ -351,7 +351,8 @@ class MemoryClient:
 
 
 def _turn(draft: TurnDraft, seq: int, duplicate: bool) -> Turn:
-    return Turn(
+    # The draft is validated already: skip a second pydantic pass on the hot path.
+    return Turn.model_construct(
         turn_id=draft.turn_id,
         session_id=draft.session_id,
         agent_id=draft.agent_id,
