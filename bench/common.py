@@ -1,0 +1,245 @@
+"""Helpers shared by the benchmark scripts (not a test module; pytest never collects bench/).
+
+- `offline_model_env()`: point fastembed at ../shared/models/fastembed_cache, offline.
+- `RedisServer`: hivemem.testing's throwaway redis-server (unix socket, AOF everysec).
+- `locomo_*`: realistic turns and questions from ../shared/data/locomo-dev.
+- `summarize()`: latency percentiles; `machine_facts()`: what the numbers were measured on.
+"""
+
+from __future__ import annotations
+
+import glob
+import json
+import os
+import platform
+import re
+import shutil
+import subprocess
+import sys
+import time
+from importlib import metadata
+from pathlib import Path
+from typing import Any
+
+# The throwaway redis-server (unix socket, appendonly yes, appendfsync everysec) lives in the
+# package, shared with the tests; re-exported here for the benchmarks.
+from hivemem.testing import RedisServer
+
+__all__ = ["RedisServer"]
+
+REPO = Path(__file__).resolve().parent.parent
+SHARED = REPO.parent / "shared"
+MODEL_CACHE = SHARED / "models" / "fastembed_cache"
+LOCOMO = SHARED / "data" / "locomo-dev"
+RESULTS = REPO / "bench" / "results"
+
+
+def offline_model_env() -> Path:
+    """Must run before fastembed is imported/loaded."""
+    if not MODEL_CACHE.exists():
+        raise SystemExit(f"model cache not found: {MODEL_CACHE}")
+    os.environ["FASTEMBED_CACHE_PATH"] = str(MODEL_CACHE)
+    os.environ["HF_HUB_OFFLINE"] = "1"
+    return MODEL_CACHE
+
+
+# -- LoCoMo -------------------------------------------------------------------------------
+
+_SESSION_KEY = re.compile(r"session_(\d+)")
+
+
+def locomo_conversations() -> list[dict[str, Any]]:
+    files = sorted(glob.glob(str(LOCOMO / "*.json")))
+    if not files:
+        raise SystemExit(f"no LoCoMo conversations under {LOCOMO}")
+    out = []
+    for f in files:
+        with open(f, encoding="utf-8") as fh:
+            out.append({"name": Path(f).stem, "data": json.load(fh)})
+    return out
+
+
+def locomo_turns(conv: dict[str, Any]) -> list[str]:
+    """The conversation's turns in order, as "Speaker: text"."""
+    data = conv["data"]
+    sessions = sorted(
+        (int(m.group(1)), v)
+        for k, v in data.items()
+        if (m := _SESSION_KEY.fullmatch(k)) and isinstance(v, list)
+    )
+    return [f"{t['speaker']}: {t['text']}" for _, turns in sessions for t in turns]
+
+
+def locomo_questions(conv: dict[str, Any]) -> list[str]:
+    """Questions of categories 1-4 (5 is adversarial)."""
+    return [q["question"] for q in conv["data"]["qa"] if q.get("category") in (1, 2, 3, 4)]
+
+
+# -- statistics ---------------------------------------------------------------------------
+
+
+def percentile(sorted_values: list[float], p: float) -> float:
+    """Nearest-rank-with-interpolation percentile of an already sorted list."""
+    if not sorted_values:
+        return float("nan")
+    if len(sorted_values) == 1:
+        return sorted_values[0]
+    k = (len(sorted_values) - 1) * p / 100.0
+    lo = int(k)
+    hi = min(lo + 1, len(sorted_values) - 1)
+    return sorted_values[lo] + (sorted_values[hi] - sorted_values[lo]) * (k - lo)
+
+
+def summarize(values_ms: list[float]) -> dict[str, float]:
+    v = sorted(values_ms)
+    return {
+        "n": len(v),
+        "mean": round(sum(v) / len(v), 4) if v else float("nan"),
+        "p50": round(percentile(v, 50), 4),
+        "p90": round(percentile(v, 90), 4),
+        "p95": round(percentile(v, 95), 4),
+        "p99": round(percentile(v, 99), 4),
+        "max": round(v[-1], 4) if v else float("nan"),
+    }
+
+
+# -- machine facts ------------------------------------------------------------------------
+
+
+def _version(dist: str) -> str | None:
+    try:
+        return metadata.version(dist)
+    except metadata.PackageNotFoundError:
+        return None
+
+
+def machine_facts() -> dict[str, Any]:
+    cpu = None
+    try:
+        with open("/proc/cpuinfo", encoding="utf-8") as fh:
+            for line in fh:
+                if line.startswith("model name"):
+                    cpu = line.split(":", 1)[1].strip()
+                    break
+    except OSError:
+        pass
+    mem_gb = None
+    try:
+        with open("/proc/meminfo", encoding="utf-8") as fh:
+            for line in fh:
+                if line.startswith("MemTotal"):
+                    mem_gb = round(int(line.split()[1]) / 1024 / 1024, 1)
+                    break
+    except OSError:
+        pass
+    redis_server = None
+    binary = shutil.which("redis-server")
+    if binary:
+        out = subprocess.run(
+            [binary, "--version"], check=False, capture_output=True, text=True
+        ).stdout
+        m = re.search(r"v=(\S+)", out)
+        redis_server = m.group(1) if m else out.strip()
+    return {
+        "nproc": os.cpu_count(),
+        "sched_affinity": len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else None,
+        "cpu": cpu,
+        "mem_gb": mem_gb,
+        "platform": platform.platform(),
+        "python": sys.version.split()[0],
+        "redis_server": redis_server,
+        "redis_py": _version("redis"),
+        "fastembed": _version("fastembed"),
+        "qdrant_edge_py": _version("qdrant-edge-py"),
+        "onnxruntime": _version("onnxruntime"),
+        "tokenizers": _version("tokenizers"),
+        "numpy": _version("numpy"),
+        "hivemem": _version("hivemem"),
+    }
+
+
+# -- CPU contention -----------------------------------------------------------------------
+
+_HZ = os.sysconf("SC_CLK_TCK") if hasattr(os, "sysconf") else 100
+
+
+def _system_busy_s() -> float | None:
+    try:
+        with open("/proc/stat", encoding="utf-8") as fh:
+            parts = [int(x) for x in fh.readline().split()[1:]]
+    except OSError:
+        return None
+    idle = parts[3] + (parts[4] if len(parts) > 4 else 0)  # idle + iowait
+    return (sum(parts[:8]) - idle) / _HZ
+
+
+def _pid_cpu_s(pid: int) -> float:
+    try:
+        with open(f"/proc/{pid}/stat", encoding="utf-8") as fh:
+            fields = fh.read().rsplit(")", 1)[1].split()
+        return (int(fields[11]) + int(fields[12])) / _HZ  # utime + stime
+    except (OSError, IndexError, ValueError):
+        return 0.0
+
+
+class CpuMonitor:
+    """How busy the machine was during a section, and how much of it was someone else.
+
+    `foreign_cores`: average CPUs used by processes other than this one and `extra_pids`
+    (the bench's redis-server). Non-zero means the numbers were measured under contention.
+    """
+
+    def __init__(self, extra_pids: list[int] | None = None) -> None:
+        self.extra_pids = extra_pids or []
+
+    def _own(self) -> float:
+        t = os.times()
+        return t.user + t.system + sum(_pid_cpu_s(p) for p in self.extra_pids)
+
+    def __enter__(self) -> CpuMonitor:
+        self.t0 = time.perf_counter()
+        self.busy0 = _system_busy_s()
+        self.own0 = self._own()
+        self.load0 = os.getloadavg()[0]
+        self.result: dict[str, float] = {}
+        return self
+
+    def __exit__(self, *_exc: object) -> None:
+        wall = time.perf_counter() - self.t0
+        busy1 = _system_busy_s()
+        own = self._own() - self.own0
+        out = {"wall_s": round(wall, 2), "own_cores": round(own / wall, 2),
+               "load1_start": round(self.load0, 2), "load1_end": round(os.getloadavg()[0], 2)}
+        if self.busy0 is not None and busy1 is not None:
+            busy = busy1 - self.busy0
+            out["machine_busy_cores"] = round(busy / wall, 2)
+            out["foreign_cores"] = round(max(0.0, busy - own) / wall, 2)
+        self.result = out
+
+
+def wait_for_quiet(max_wait_s: float, threshold_cores: float = 0.35, log: Any = print) -> dict[str, Any]:
+    """Wait (up to `max_wait_s`) until other processes use under `threshold_cores` CPUs.
+
+    This VM is shared: a test suite running next to the benchmark halves the model's
+    throughput. Called between sections, while the bench itself is idle.
+    """
+    t0 = time.perf_counter()
+    last = None
+    announced = False
+    while True:
+        b0 = _system_busy_s()
+        time.sleep(1.0)
+        b1 = _system_busy_s()
+        if b0 is None or b1 is None:
+            return {"waited_s": 0.0, "busy_cores": None}
+        last = b1 - b0
+        waited = time.perf_counter() - t0
+        if last < threshold_cores or waited >= max_wait_s:
+            if announced or last >= threshold_cores:
+                log(f"  (machine busy: other processes used {last:.2f} cores; waited"
+                    f" {waited:.0f} s{'' if last < threshold_cores else ', giving up'})")
+            return {"waited_s": round(waited, 1), "busy_cores": round(last, 2)}
+        if not announced:
+            log(f"  (machine busy: other processes use {last:.2f} cores; waiting up to"
+                f" {max_wait_s:.0f} s for them to finish)")
+            announced = True
