@@ -299,7 +299,7 @@ class Scores:
 # -- hivemem ----------------------------------------------------------------------------------
 
 
-def run_hivemem(  # noqa: PLR0915
+def run_hivemem(
     convs: list[dict[str, Any]], scores: Scores, log: Callable[[str], None]
 ) -> dict[str, Any]:
     from hivemem import MemoryClient
@@ -614,7 +614,7 @@ def run_baselines(
 # -- reference systems ------------------------------------------------------------------------
 
 
-def run_references(  # noqa: PLR0915
+def run_references(
     systems: list[tuple[str, str]],
     job_path: Path,
     convs: list[dict[str, Any]],
@@ -987,7 +987,7 @@ def write_md(result: dict[str, Any], path: Path) -> None:
 # -- main -------------------------------------------------------------------------------------
 
 
-def main() -> None:  # noqa: PLR0915
+def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--quick", action="store_true",
                     help="one conversation, no reference systems; writes locomo-quick.*")
