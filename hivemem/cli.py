@@ -56,7 +56,7 @@ def cli(ctx: click.Context, local: str | None, log_level: str | None) -> None:
         raise click.ClickException(f"bad configuration: {exc}") from None
     level = log_level or settings.log_level
     configure_logging(level, settings.log_json)
-    ctx.obj = {"settings": settings, "local": local}
+    ctx.obj = {"settings": settings, "local": local, "log_level": log_level}
 
 
 def _items_table(title: str, items: Sequence[ContextItem]) -> Table:
@@ -90,6 +90,9 @@ def demo(ctx: click.Context, path: str | None, budget: int) -> None:
     from hivemem import demo as script
 
     settings = _settings(ctx)
+    if ctx.obj.get("log_level") is None:
+        # The demo's output is its tables: pipeline events only with --log-level.
+        configure_logging("warning", settings.log_json)
     folder = Path(path) if path else Path(tempfile.mkdtemp(prefix="hivemem-demo-"))
     with console.status("Loading the embedding model and opening the embedded store..."):
         started = time.perf_counter()
