@@ -33,23 +33,32 @@ def drop_near_duplicates(
     Two candidates are duplicates when their normalised texts are equal or their (unit)
     vectors have cosine >= threshold. Returns (kept, dropped), kept in descending score.
     """
+    ordered = sorted(candidates, key=lambda c: c.score, reverse=True)
+    dim = next((len(c.vector) for c in ordered if c.vector is not None), 0)
+    # Kept vectors fill one preallocated matrix (stacking them per candidate was O(n^2)
+    # copying); one matrix-vector product per candidate, no n x n gemm (OpenBLAS's thread
+    # pool costs more than it saves on a busy 2-core box).
+    matrix = np.empty((len(ordered), dim), dtype=np.float32)
+    n_vectors = 0
     kept: list[Candidate] = []
     dropped: list[Candidate] = []
     seen_texts: set[str] = set()
-    kept_vectors: list[npt.NDArray[np.float32]] = []
-    for cand in sorted(candidates, key=lambda c: c.score, reverse=True):
+    for cand in ordered:
         text = _normalised(cand.text)
         if text in seen_texts:
             dropped.append(cand)
             continue
-        if cand.vector is not None and kept_vectors:
-            sims = np.stack(kept_vectors) @ cand.vector
-            if float(sims.max()) >= threshold:
-                dropped.append(cand)
-                continue
+        if (
+            cand.vector is not None
+            and n_vectors
+            and float((matrix[:n_vectors] @ cand.vector).max()) >= threshold
+        ):
+            dropped.append(cand)
+            continue
         seen_texts.add(text)
         if cand.vector is not None:
-            kept_vectors.append(cand.vector)
+            matrix[n_vectors] = cand.vector
+            n_vectors += 1
         kept.append(cand)
     return kept, dropped
 
