@@ -339,6 +339,11 @@ def worker(ctx: click.Context, kind: str, burst: bool, name: str | None) -> None
     )
 
 
+from hivemem.cli_extras import register as _register_extras  # noqa: E402
+
+_register_extras(cli)  # workspace commands, chat, eval
+
+
 def main(argv: Sequence[str] | None = None) -> None:
     try:
         cli.main(args=list(argv) if argv is not None else None, standalone_mode=False)

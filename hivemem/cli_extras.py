@@ -1,0 +1,12 @@
+"""Commands defined outside `hivemem.cli`, added onto its group by `register`."""
+
+from __future__ import annotations
+
+import click
+
+
+def register(group: click.Group) -> None:
+    from hivemem.cli_workspace import COMMANDS
+
+    for command in COMMANDS:
+        group.add_command(command)
