@@ -6,7 +6,9 @@ import click
 
 
 def register(group: click.Group) -> None:
+    from hivemem.cli_eval import eval_cmd
     from hivemem.cli_workspace import COMMANDS
 
     for command in COMMANDS:
         group.add_command(command)
+    group.add_command(eval_cmd)
