@@ -10,7 +10,7 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Literal
 
-from pydantic import BaseModel, Field, SecretStr, model_validator
+from pydantic import BaseModel, Field, SecretStr, field_validator, model_validator
 from pydantic_settings import BaseSettings, SettingsConfigDict
 
 
@@ -95,24 +95,20 @@ class ReflectionSettings(BaseModel):
 
 
 class RecallSettings(BaseModel):
+    """Recall defaults; everything else a recall does is its policy (`hivemem.memory.policy`)."""
+
     default_token_budget: int = Field(default=4000, ge=1)
-    search_limit: int = Field(default=40, ge=1, le=1000)
-    recent_turns: int = Field(default=12, ge=0, le=1000)
-    # Items whose vectors are at least this similar (or whose text is identical) are one item.
-    dedup_threshold: float = Field(default=0.95, gt=0, le=1.0)
-    min_score: float = 0.0
-    weight_dense: float = 1.0
-    weight_recency: float = 0.1
-    weight_marker: float = 0.1
-    weight_episode: float = 0.1
-    # Facts: how many compete per recall, and a bonus scaled by their confidence.
-    fact_limit: int = Field(default=20, ge=0, le=1000)
-    weight_fact: float = 0.15
-    weight_stale: float = 0.3
-    marker_min_dense: float = 0.2
-    marker_cap: int = Field(default=5, ge=0)
-    # Recency halves every this many turns back from the newest one.
-    recency_half_life_turns: float = Field(default=8.0, gt=0)
+    # cheap, balanced, high_recall or agent_state.
+    default_preset: str = "balanced"
+
+    @field_validator("default_preset")
+    @classmethod
+    def _known_preset(cls, value: str) -> str:
+        from hivemem.memory.policy import PRESETS
+
+        if value not in PRESETS:
+            raise ValueError(f"unknown preset {value!r}; one of {sorted(PRESETS)}")
+        return value
 
 
 class LLMConfig(BaseModel):

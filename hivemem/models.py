@@ -6,9 +6,10 @@ Messages are frozen and ignore unknown fields, so producers may upgrade before w
 from __future__ import annotations
 
 import json
-from datetime import datetime
+from collections.abc import Sequence
+from datetime import UTC, datetime
 from enum import StrEnum
-from typing import Any, Literal, Protocol
+from typing import Any, Literal, Protocol, overload
 
 from pydantic import BaseModel, ConfigDict, Field
 
@@ -48,27 +49,53 @@ SourceType = Literal["turn", "fact", "episode"]
 
 
 class ScoreComponents(BaseModel):
-    """Why an item scored what it did; `final` is the weighted sum used for ranking."""
+    """Why an item scored what it did.
+
+    `relevance` fuses `dense` (cosine) and `lexical` (BM25, scaled to the best lexical hit of
+    the recall); the boosts (recency, marker, kind, episode, confidence, session) are scaled by
+    how relevant the item is, so nothing irrelevant is promoted; `final` is what ranks.
+    """
 
     model_config = ConfigDict(frozen=True)
 
     dense: float = 0.0
+    lexical: float = 0.0
+    relevance: float = 0.0
+    neighbour: float = 0.0  # relevance of the best adjacent turn (context around a hit)
     recency: float = 0.0
     marker: float = 0.0
-    episode: float = 0.0
-    stale: float = 0.0  # 1.0: the turn stated a fact that has since been superseded
+    kind: float = 0.0  # the policy's weight for the item's kind (decision, goal, ...)
+    episode: float = 0.0  # 1.0: in the session's open episode
+    confidence: float = 0.0  # a fact's confidence
+    conflict: float = 0.0  # 1.0: a fact in conflict with another
+    stale: float = 0.0  # 1.0: superseded history, or a turn that stated only superseded facts
+    session: float = 0.0  # 1.0: the session asked about; less for a related session
+    # A fact that restates a turn it came from ranks with that turn (this is the turn's score).
+    restates: float = 0.0
     final: float = 0.0
 
     def reasons(self) -> list[str]:
         parts = [f"similarity {self.dense:.2f}"]
+        if self.lexical >= 0.05:
+            parts.append(f"keywords {self.lexical:.2f}")
+        if self.neighbour >= 0.05:
+            parts.append(f"next to a hit {self.neighbour:.2f}")
         if self.recency >= 0.05:
             parts.append(f"recent {self.recency:.2f}")
         if self.marker:
             parts.append("marked")
+        if self.kind:
+            parts.append(f"kind {self.kind:.2f}")
         if self.episode:
             parts.append("current episode")
+        if self.conflict:
+            parts.append("conflict")
         if self.stale:
             parts.append("superseded")
+        if 0 < self.session < 1:
+            parts.append("related session")
+        if self.restates:
+            parts.append("restates its turn")
         return parts
 
 
@@ -90,6 +117,105 @@ class ContextItem(BaseModel):
     timestamp: datetime | None = None
     markers: tuple[str, ...] = ()
     metadata: dict[str, Any] = Field(default_factory=dict)
+
+    def render(self) -> str:
+        """One prompt line: when, who, what (timestamps let temporal questions be answered)."""
+        when = self.timestamp.strftime("%Y-%m-%d %H:%M") if self.timestamp else "undated"
+        if self.source_type == "fact":
+            status = self.metadata.get("status", "")
+            flag = f" ({status})" if status and status != "active" else ""
+            return f"[{when}] {self.metadata.get('kind', 'fact')}{flag}: {self.content}"
+        who = self.agent_id or (self.role.value if self.role else "")
+        return f"[{when}] {who}: {self.content}" if who else f"[{when}] {self.content}"
+
+
+ExclusionReason = Literal["budget", "threshold", "duplicate", "superseded", "quota", "limit"]
+
+
+class ExcludedItem(BaseModel):
+    """A candidate recall considered and left out (`recall(..., explain=True)`)."""
+
+    model_config = ConfigDict(frozen=True)
+
+    source_type: SourceType
+    source_id: str
+    session_id: str
+    content: str
+    score: float
+    components: ScoreComponents
+    token_count: int
+    reason: ExclusionReason
+    detail: str = ""
+
+
+class RecallResult(Sequence[ContextItem]):
+    """What `recall` returns: the chosen items, best first, plus how the budget was spent.
+
+    It is a sequence of `ContextItem` (iterate, index, `len`), so code that treats recall as
+    a list keeps working. `excluded` is filled when `explain=True`.
+    """
+
+    __slots__ = ("excluded", "items", "preset", "token_budget", "used_tokens")
+
+    def __init__(
+        self,
+        items: list[ContextItem],
+        *,
+        token_budget: int,
+        preset: str,
+        excluded: list[ExcludedItem] | None = None,
+    ) -> None:
+        self.items = items
+        self.excluded = excluded or []
+        self.token_budget = token_budget
+        self.used_tokens = sum(i.token_count for i in items)
+        self.preset = preset
+
+    @overload
+    def __getitem__(self, index: int) -> ContextItem: ...
+
+    @overload
+    def __getitem__(self, index: slice) -> list[ContextItem]: ...
+
+    def __getitem__(self, index: int | slice) -> ContextItem | list[ContextItem]:
+        return self.items[index]
+
+    def __len__(self) -> int:
+        return len(self.items)
+
+    def __eq__(self, other: object) -> bool:
+        # Compares as the list of items, so `result == [...]` reads naturally.
+        if isinstance(other, RecallResult):
+            return self.items == other.items
+        if isinstance(other, list):
+            return self.items == other
+        return NotImplemented
+
+    __hash__ = None  # type: ignore[assignment]
+
+    def __repr__(self) -> str:
+        return (
+            f"RecallResult({len(self.items)} items, {self.used_tokens}/{self.token_budget}"
+            f" tokens, preset={self.preset!r}, {len(self.excluded)} excluded)"
+        )
+
+    def chronological(self) -> list[ContextItem]:
+        """The items in the order they happened (facts by when they became valid)."""
+        epoch = datetime.min.replace(tzinfo=UTC)
+        return sorted(self.items, key=lambda i: (i.timestamp or epoch, i.seq or 0))
+
+    def render(self) -> str:
+        """The context as prompt text, oldest first, one timestamped line per item."""
+        return "\n".join(item.render() for item in self.chronological())
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "preset": self.preset,
+            "token_budget": self.token_budget,
+            "used_tokens": self.used_tokens,
+            "items": [i.model_dump(mode="json") for i in self.items],
+            "excluded": [e.model_dump(mode="json") for e in self.excluded],
+        }
 
 
 class Control(Message):

@@ -10,12 +10,13 @@ from __future__ import annotations
 import os
 import shutil
 import tempfile
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
 
 import pytest
 import redis
 
+from hivemem import MemoryClient
 from hivemem.config import Settings
 from hivemem.providers.embedders import HashingEmbedder
 from hivemem.store.redis import connect_fake, fake_server
@@ -92,3 +93,32 @@ def _fresh_structlog() -> Iterator[None]:
     structlog.reset_defaults()
     yield
     structlog.reset_defaults()
+
+
+@pytest.fixture
+def pipeline(
+    redis_client: redis.Redis, settings: Settings, embedder: HashingEmbedder
+) -> Iterator[tuple[MemoryClient, Callable[[], None]]]:
+    """A client on Redis + Qdrant `:memory:`, and `drain()` to run the embed worker (burst)."""
+    from hivemem.store.qdrant_server import ServerVectorStore
+    from hivemem.store.state import SessionState
+    from hivemem.store.streams import StreamStore
+    from hivemem.workers.embed import EmbedHandler, embed_kind
+    from hivemem.workers.stream import StreamWorker
+
+    vectors = ServerVectorStore(settings.qdrant, embedder.dim, location=":memory:")
+    client = MemoryClient(settings, redis_client=redis_client, vector_store=vectors,
+                          embedder=embedder)
+
+    def drain() -> None:
+        state = SessionState(redis_client, client.keys, settings.ingest.recent_window)
+        worker = StreamWorker(
+            embed_kind(EmbedHandler(embedder, vectors, state,
+                                    StreamStore(redis_client, client.keys), client.keys)),
+            StreamStore(redis_client, client.keys),
+            settings.worker,
+        )
+        worker.run(burst=True)
+
+    yield client, drain
+    vectors.close()

@@ -1,23 +1,37 @@
-"""The scoring model: every candidate gets named components and one final score."""
+"""The scoring model: every candidate (turn or fact) gets named components and one final score.
+
+Pure: the recall path gathers `Signals` from the stores and this module turns them into
+`ScoreComponents`. One model for every source, so turns and facts compete on one scale.
+"""
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass
 
-from hivemem.models import ScoreComponents
+from hivemem.memory.policy import RecallPolicy
+from hivemem.models import ScoreComponents, SourceType
 
 
-@dataclass(frozen=True, slots=True)
-class ScoringWeights:
-    dense: float = 1.0
-    recency: float = 0.1
-    marker: float = 0.1
-    episode: float = 0.1
-    recency_half_life_turns: float = 8.0
-    # A marked turn gets its boost only when it is relevant at all, and only the
-    # `marker_cap` most relevant marked turns do: marks must not crowd out the budget.
-    marker_min_dense: float = 0.2
-    marker_cap: int = 5
+@dataclass(slots=True)
+class Signals:
+    """What the stores said about one candidate."""
+
+    key: str
+    source: SourceType
+    session_id: str
+    dense: float = 0.0
+    lexical_raw: float | None = None  # BM25 score (None: not among the lexical hits)
+    dense_rank: int | None = None  # 1-based rank among the dense hits of its source
+    lexical_rank: int | None = None
+    seq: int | None = None
+    markers: tuple[str, ...] = ()
+    kind: str | None = None  # a fact's kind
+    confidence: float = 0.0
+    conflicted: bool = False
+    stale: bool = False  # superseded history, or a turn that stated only superseded facts
+    history: bool = False  # a superseded fact shown because history was asked for
+    in_current_episode: bool = False
 
 
 def recency(seq: int | None, newest_seq: int, half_life_turns: float) -> float:
@@ -28,30 +42,88 @@ def recency(seq: int | None, newest_seq: int, half_life_turns: float) -> float:
     return float(0.5 ** (distance / half_life_turns))
 
 
-def score(
+def relevance(signal: Signals, lexical_max: float, policy: RecallPolicy) -> tuple[float, float]:
+    """(lexical in [0, 1], fused relevance) for one candidate."""
+    w = policy.weights
+    lexical = 0.0
+    if signal.lexical_raw is not None and lexical_max > 0:
+        lexical = max(0.0, signal.lexical_raw / lexical_max)
+    if policy.fusion == "rrf":
+        # Reciprocal rank fusion, scaled so rank 1 in every list gives 1.0.
+        k = w.rrf_k
+        total = (w.dense + w.lexical) or 1.0
+        fused = 0.0
+        if signal.dense_rank is not None:
+            fused += w.dense * (k + 1) / (k + signal.dense_rank)
+        if signal.lexical_rank is not None:
+            fused += w.lexical * (k + 1) / (k + signal.lexical_rank)
+        return lexical, fused / total
+    return lexical, w.dense * signal.dense + w.lexical * lexical
+
+
+def score_candidates(
+    signals: Sequence[Signals],
+    policy: RecallPolicy,
     *,
-    dense: float,
-    seq: int | None,
+    current_session: str,
     newest_seq: int,
-    marked: bool,
-    weights: ScoringWeights,
-    in_current_episode: bool = False,
-) -> ScoreComponents:
-    """`marked` means the marker boost applies (see `marker_boosted`)."""
-    rec = recency(seq, newest_seq, weights.recency_half_life_turns)
-    mark = 1.0 if marked else 0.0
-    episode = 1.0 if in_current_episode else 0.0
-    final = (
-        weights.dense * dense
-        + weights.recency * rec
-        + weights.marker * mark
-        + weights.episode * episode
-    )
-    return ScoreComponents(dense=dense, recency=rec, marker=mark, episode=episode, final=final)
-
-
-def marker_boosted(marked_dense: dict[str, float], weights: ScoringWeights) -> set[str]:
-    """Of the marked candidates (key -> dense similarity), the ones that get the boost."""
-    relevant = [(d, k) for k, d in marked_dense.items() if d >= weights.marker_min_dense]
-    relevant.sort(reverse=True)
-    return {k for _, k in relevant[: weights.marker_cap]}
+) -> dict[str, ScoreComponents]:
+    w = policy.weights
+    lexical_max = max((s.lexical_raw or 0.0 for s in signals), default=0.0)
+    fused = {s.key: relevance(s, lexical_max, policy) for s in signals}
+    # Context around hits: a turn next to a relevant turn (same session, seq +-1) gains part
+    # of that turn's relevance; an answer often sits right after the turn that matched.
+    by_position = {
+        (s.session_id, s.seq): fused[s.key][1]
+        for s in signals
+        if s.source == "turn" and s.seq is not None
+    }
+    best = max((rel for _lex, rel in fused.values()), default=0.0)
+    out: dict[str, ScoreComponents] = {}
+    for s in signals:
+        lexical, rel = fused[s.key]
+        neighbour = 0.0
+        if s.source == "turn" and s.seq is not None and w.neighbour:
+            neighbour = max(
+                by_position.get((s.session_id, s.seq - 1), 0.0),
+                by_position.get((s.session_id, s.seq + 1), 0.0),
+            )
+        current = s.session_id == current_session
+        rec = recency(s.seq, newest_seq, w.recency_half_life_turns) if current else 0.0
+        marker = 1.0 if s.markers else 0.0
+        kinds = [s.kind] if s.kind else list(s.markers)
+        kind = max((w.kind.get(k, 0.0) for k in kinds), default=0.0)
+        episode = 1.0 if s.in_current_episode and current else 0.0
+        session = 1.0 if current else 0.5
+        gate = 1.0
+        if policy.gate_boosts:
+            gate = min(1.0, max(0.0, rel / best)) if best > 0 else 0.0
+        boosts = gate * (
+            w.recency * rec
+            + w.marker * marker
+            + w.episode * episode
+            + w.confidence * s.confidence
+            + w.session * session
+            + kind
+        )
+        final = rel + w.neighbour * neighbour + boosts + w.conflict * s.conflicted
+        if s.history:
+            final -= 1.0  # superseded versions rank below everything current
+        elif s.stale:
+            final -= w.stale
+        out[s.key] = ScoreComponents(
+            dense=s.dense,
+            lexical=lexical,
+            relevance=rel,
+            neighbour=neighbour,
+            recency=rec,
+            marker=marker,
+            kind=kind,
+            episode=episode,
+            confidence=s.confidence,
+            conflict=1.0 if s.conflicted else 0.0,
+            stale=1.0 if (s.stale or s.history) else 0.0,
+            session=session,
+            final=final,
+        )
+    return out

@@ -7,14 +7,16 @@ event loop never blocks on Redis, Qdrant or the embedding model.
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Iterable, Mapping
+import functools
+from collections.abc import Iterable, Mapping, Sequence
 from datetime import datetime
 from pathlib import Path
 from typing import Any, Self
 
 from hivemem.config import Settings
 from hivemem.memory.episodes import Episode
-from hivemem.models import ContextItem, Role, SessionStats, Turn
+from hivemem.memory.policy import RecallPolicy
+from hivemem.models import RecallResult, Role, SessionStats, Turn
 from hivemem.producer.client import MemoryClient, TurnInput
 
 
@@ -63,10 +65,18 @@ class AsyncMemoryClient:
         query: str,
         token_budget: int | None = None,
         *,
+        preset: str | RecallPolicy | None = None,
         limit: int | None = None,
-    ) -> list[ContextItem]:
+        include_history: bool = False,
+        explain: bool = False,
+        related_sessions: Sequence[str] = (),
+    ) -> RecallResult:
         return await asyncio.to_thread(
-            self._client.recall, session_id, query, token_budget, limit=limit
+            functools.partial(
+                self._client.recall, session_id, query, token_budget, preset=preset,
+                limit=limit, include_history=include_history, explain=explain,
+                related_sessions=related_sessions,
+            )
         )
 
     async def get_session_stats(self, session_id: str) -> SessionStats:

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import threading
 import time
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable, Mapping, Sequence
 from datetime import datetime
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, NotRequired, Self, TypedDict
@@ -15,7 +15,8 @@ from hivemem.keys import Keys
 from hivemem.logs import ensure_quiet_default
 from hivemem.memory.episodes import Episode
 from hivemem.memory.facts import VISIBLE, Fact
-from hivemem.models import ContextItem, DeadLetter, Role, SessionStats, Turn
+from hivemem.memory.policy import RecallPolicy, resolve_policy
+from hivemem.models import DeadLetter, RecallResult, Role, SessionStats, Turn
 from hivemem.producer.validation import TurnDraft, check_budget, check_id, check_query
 from hivemem.store.episodes import EpisodeStore
 from hivemem.store.redis import Redis, connect
@@ -258,23 +259,49 @@ class MemoryClient:
         query: str,
         token_budget: int | None = None,
         *,
+        preset: str | RecallPolicy | None = None,
         limit: int | None = None,
         include_history: bool = False,
-    ) -> list[ContextItem]:
+        explain: bool = False,
+        related_sessions: Sequence[str] = (),
+    ) -> RecallResult:
         """The context that matters for `query`, best first, within `token_budget` tokens.
 
-        Turns and facts compete on one score. Superseded facts appear only with
-        `include_history` (ranked below current ones, with their validity in `metadata`);
-        conflicted facts always appear, flagged `metadata["conflict"]`.
+        Turns and facts compete on one score (dense similarity fused with BM25 keywords, plus
+        relevance-scaled boosts; see `ScoreComponents`). `preset` is a name (`cheap`,
+        `balanced`, `high_recall`, `agent_state`) or a `RecallPolicy`. Superseded facts
+        appear only with `include_history` (ranked below current ones); conflicted facts
+        always appear, flagged `metadata["conflict"]`. `related_sessions` are searched too,
+        with a smaller session boost. With `explain`, `result.excluded` lists every
+        candidate left out and why (budget, threshold, duplicate, superseded, quota, limit).
         """
         check_id("session_id", session_id)
         check_query(query)
-        budget = check_budget(token_budget, self.settings.recall.default_token_budget)
+        policy = resolve_policy(preset, self.settings.recall.default_preset)
+        budget = check_budget(
+            token_budget, policy.token_budget or self.settings.recall.default_token_budget
+        )
+        if policy.reserve_tokens >= budget:
+            raise ValidationError(
+                "token_budget", f"must exceed the policy's reserve_tokens ({policy.reserve_tokens})"
+            )
         bad_limit = isinstance(limit, bool) or not isinstance(limit, int) or limit <= 0
         if limit is not None and bad_limit:
             raise ValidationError("limit", "must be a positive integer")
+        if isinstance(related_sessions, str):
+            raise ValidationError("related_sessions", "must be a list of session ids")
+        for other in related_sessions:
+            check_id("related_sessions", other)
+        updates: dict[str, Any] = {}
+        if limit is not None:
+            updates["limit"] = limit
+        if include_history:
+            updates["include_history"] = True
+        if updates:
+            policy = policy.model_copy(update=updates)
         return self._get_recaller().recall(
-            session_id, query, budget, limit=limit, include_history=include_history
+            session_id, query, budget, policy,
+            related_sessions=list(related_sessions), explain=bool(explain),
         )
 
     def facts(self, session_id: str, *, include_history: bool = False) -> list[Fact]:
@@ -327,8 +354,7 @@ class MemoryClient:
                 if self._vectors is None:
                     self._vectors = open_vector_store(self.settings.qdrant, self._embedder.dim)
                 self._recaller = Recaller(
-                    self._state, self._episodes, self._vectors, self._embedder,
-                    self.settings.recall,
+                    self._state, self._episodes, self._vectors, self._embedder
                 )
             return self._recaller
 

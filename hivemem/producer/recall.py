@@ -1,22 +1,48 @@
-"""Recall: the read path. Query vector search + the recent window, scored, deduped, packed.
+"""Recall: the read path. Hybrid search (dense + BM25) over turns and facts, the recent window,
+context around hits, one scoring model, dedup, quotas and a hard token budget.
 
-Writes nothing.
+Writes nothing. The stores answer; `memory.scoring` scores; `memory.budget` chooses.
 """
 
 from __future__ import annotations
 
+from collections.abc import Sequence
+from dataclasses import dataclass
+
 import numpy as np
 
-from hivemem.config import RecallSettings
-from hivemem.memory.budget import Candidate, drop_near_duplicates, pack
+from hivemem.memory.budget import Candidate, Excluded, select
 from hivemem.memory.facts import VISIBLE, Fact, FactStatus
-from hivemem.memory.scoring import ScoringWeights, marker_boosted, score
+from hivemem.memory.policy import RecallPolicy
+from hivemem.memory.scoring import Signals, relevance, score_candidates
 from hivemem.memory.tokens import estimate_tokens
-from hivemem.models import ContextItem, ScoreComponents, Turn
+from hivemem.models import ContextItem, ExcludedItem, RecallResult, ScoreComponents, Turn
 from hivemem.providers.embedders import Embedder
+from hivemem.providers.lexical import LexicalEncoder, SparseVector
 from hivemem.store.episodes import EpisodeStore
 from hivemem.store.state import SessionState
-from hivemem.store.vectors import Vector, VectorStore
+from hivemem.store.vectors import FactHit, TurnHit, Vector, VectorStore
+
+
+@dataclass(slots=True)
+class _Entry:
+    signals: Signals
+    vector: Vector | None
+    turn: Turn | None = None
+    fact: Fact | None = None
+
+    @property
+    def text(self) -> str:
+        if self.turn is not None:
+            return self.turn.content
+        assert self.fact is not None
+        return self.fact.content
+
+    @property
+    def tokens(self) -> int:
+        if self.turn is not None:
+            return self.turn.token_count
+        return estimate_tokens(self.text)
 
 
 class Recaller:
@@ -26,147 +52,284 @@ class Recaller:
         episodes: EpisodeStore,
         vectors: VectorStore,
         embedder: Embedder,
-        settings: RecallSettings,
+        lexical: LexicalEncoder | None = None,
     ) -> None:
         self.state = state
         self.episodes = episodes
         self.vectors = vectors
         self.embedder = embedder
-        self.settings = settings
-        self.weights = ScoringWeights(
-            dense=settings.weight_dense,
-            recency=settings.weight_recency,
-            marker=settings.weight_marker,
-            episode=settings.weight_episode,
-            marker_min_dense=settings.marker_min_dense,
-            marker_cap=settings.marker_cap,
-            recency_half_life_turns=settings.recency_half_life_turns,
-        )
+        self.lexical = lexical or LexicalEncoder()
 
     def recall(
         self,
         session_id: str,
         query: str,
         token_budget: int,
+        policy: RecallPolicy,
         *,
-        limit: int | None = None,
-        include_history: bool = False,
-    ) -> list[ContextItem]:
-        s = self.settings
-        query_vector = self.embedder.embed_query(query)
-        facts, stale_turns = self._fact_candidates(session_id, query_vector, include_history)
-        hits = self.vectors.search_turns(
-            session_id, query_vector, max(s.search_limit, limit or 0)
-        )
-        recent = self.state.recent_turns(session_id, s.recent_turns)
-        newest = max([t.seq for t in recent] + [h.turn.seq for h in hits] + [0])
-
-        found: dict[str, tuple[Turn, float, Vector | None]] = {
-            h.turn.turn_id: (h.turn, h.score, h.vector) for h in hits
-        }
-        # Recent turns outside the hits still compete; those already embedded get their real
-        # similarity, those still queued score on recency alone.
-        missing = [t for t in recent if t.turn_id not in found]
-        if missing:
-            for hit in self.vectors.get_turns(session_id, [t.turn_id for t in missing]):
-                dense = float(hit.vector @ query_vector) if hit.vector is not None else 0.0
-                found[hit.turn.turn_id] = (hit.turn, dense, hit.vector)
-            for turn in missing:
-                found.setdefault(turn.turn_id, (turn, 0.0, None))
-
-        # The open episode: turns from its first seq on (and any not yet assigned).
+        related_sessions: Sequence[str] = (),
+        explain: bool = False,
+    ) -> RecallResult:
+        sessions = [session_id, *(s for s in related_sessions if s != session_id)]
+        scope: str | list[str] = session_id if len(sessions) == 1 else sessions
+        sparse = self.lexical.query(query) if policy.lexical else None
+        recent = self.state.recent_turns(session_id, policy.recent_turns)
         assigned, _closed, open_ep, _markers = self.episodes.progress(session_id)
         current_from = open_ep.seq_start if open_ep and open_ep.turn_ids else assigned + 1
-        boosted = marker_boosted(
-            {tid: d for tid, (t, d, _v) in found.items() if t.markers}, self.weights
+        query_vector = self.embedder.embed_query(query)
+
+        pool: dict[str, _Entry] = {}
+        limit = policy.search_limit
+        self._add_turn_hits(pool, self.vectors.search_turns(scope, query_vector, limit), "dense")
+        if sparse:
+            self._add_turn_hits(
+                pool, self.vectors.search_turns_lexical(scope, sparse, limit), "lexical"
+            )
+        superseded, stale_turns = self._add_facts(pool, scope, query_vector, sparse, policy)
+        self._add_recent(pool, recent, query_vector)
+        if policy.neighbours:
+            self._add_neighbours(pool, query_vector, policy)
+
+        for entry in pool.values():
+            sig = entry.signals
+            if entry.turn is not None:
+                sig.in_current_episode = (
+                    sig.session_id == session_id and entry.turn.seq >= current_from
+                )
+                # A turn that stated only superseded facts is history now.
+                sig.stale = entry.turn.turn_id in stale_turns
+        newest = max(
+            [t.seq for t in recent]
+            + [e.turn.seq for e in pool.values() if e.turn and e.turn.session_id == session_id]
+            + [0]
         )
-        candidates: list[Candidate] = []
-        for turn_id, (turn, dense, vector) in found.items():
-            components = score(
-                dense=dense,
-                seq=turn.seq,
-                newest_seq=newest,
-                marked=turn_id in boosted,
-                weights=self.weights,
-                in_current_episode=turn.seq >= current_from,
-            )
-            if turn_id in stale_turns:
-                # The fact this turn stated has been superseded: it is history now.
-                components = components.model_copy(
-                    update={"stale": 1.0, "final": components.final - s.weight_stale}
-                )
-            if components.final < s.min_score:
-                continue
-            candidates.append(
-                Candidate(
-                    key=turn_id,
-                    text=turn.content,
-                    score=components.final,
-                    token_count=turn.token_count,
-                    vector=None if vector is None else np.asarray(vector, dtype=np.float32),
-                    payload={"turn": turn, "components": components},
-                )
-            )
-        kept, _duplicates = drop_near_duplicates(candidates + facts, s.dedup_threshold)
-        if limit is not None:
-            kept = kept[:limit]
-        chosen, _over_budget = pack(kept, token_budget)
-        return [_item(c) if "turn" in c.payload else _fact_item(c) for c in chosen]
-
-    def _fact_candidates(
-        self, session_id: str, query_vector: Vector, include_history: bool
-    ) -> tuple[list[Candidate], set[str]]:
-        """Active (and conflicted, flagged) facts; with history, superseded versions too.
-
-        Also returns the turns that stated only superseded facts: they are stale.
-        """
-        statuses = [st.value for st in FactStatus]
-        hits = self.vectors.search_facts(
-            session_id, query_vector, self.settings.fact_limit, statuses
+        scores = score_candidates(
+            [e.signals for e in pool.values()], policy,
+            current_session=session_id, newest_seq=newest,
         )
-        current_sources = {t for h in hits if h.fact.status in VISIBLE
-                           for t in h.fact.source_turn_ids}
-        stale = {t for h in hits if h.fact.status == FactStatus.SUPERSEDED
-                 for t in h.fact.source_turn_ids} - current_sources
-        out: list[Candidate] = []
-        for hit in hits:
-            fact = hit.fact
-            if fact.status not in VISIBLE and not include_history:
-                continue
-            marked = fact.kind.value in _STATE_KINDS and hit.score >= self.weights.marker_min_dense
-            components = score(
-                dense=hit.score, seq=None, newest_seq=0, marked=marked, weights=self.weights
+        _facts_stand_for_their_turns(pool, scores, policy.dedup_threshold)
+        candidates = [
+            Candidate(
+                key=key,
+                text=entry.text,
+                score=scores[key].final,
+                token_count=entry.tokens,
+                vector=entry.vector,
+                payload={"entry": entry, "components": scores[key]},
+                source=entry.signals.source,
+                threshold_score=scores[key].final + 1.0 if entry.signals.history else None,
             )
-            final = components.final + self.settings.weight_fact * fact.confidence
-            if fact.status not in VISIBLE:
-                final -= 1.0  # history ranks below everything current
-            components = components.model_copy(update={"final": final})
-            out.append(
-                Candidate(
-                    key=f"fact:{fact.fact_id}",
-                    text=fact.content,
-                    score=final,
-                    token_count=estimate_tokens(fact.content),
-                    vector=hit.vector,
-                    payload={"fact": fact, "components": components},
+            for key, entry in pool.items()
+        ]
+        budget = max(0, token_budget - policy.reserve_tokens)
+        chosen, excluded = select(
+            candidates,
+            budget=budget,
+            min_score=policy.min_score,
+            dedup_threshold=policy.dedup_threshold,
+            quotas=policy.quotas,
+            limit=policy.limit,
+        )
+        explained: list[ExcludedItem] = []
+        if explain:
+            explained = [_excluded(x) for x in excluded]
+            explained += [_superseded(hit, policy) for hit in superseded]
+        return RecallResult(
+            [_item(c) for c in chosen], token_budget=budget, preset=policy.name,
+            excluded=explained,
+        )
+
+    # -- candidate sources -------------------------------------------------------------------
+
+    @staticmethod
+    def _add_turn_hits(pool: dict[str, _Entry], hits: list[TurnHit], kind: str) -> None:
+        for rank, hit in enumerate(hits, 1):
+            key = f"turn:{hit.turn.session_id}:{hit.turn.turn_id}"
+            entry = pool.get(key)
+            if entry is None:
+                entry = pool[key] = _Entry(
+                    Signals(key=key, source="turn", session_id=hit.turn.session_id,
+                            seq=hit.turn.seq, markers=hit.turn.markers),
+                    _unit(hit.vector), turn=hit.turn,
                 )
+            if kind == "dense":
+                entry.signals.dense = hit.score
+                entry.signals.dense_rank = rank
+            else:
+                entry.signals.lexical_raw = hit.score
+                entry.signals.lexical_rank = rank
+
+    def _add_facts(
+        self,
+        pool: dict[str, _Entry],
+        scope: str | list[str],
+        query_vector: Vector,
+        sparse: SparseVector | None,
+        policy: RecallPolicy,
+    ) -> tuple[list[FactHit], set[str]]:
+        """Add the facts that match. Returns the superseded ones left out (no history asked)
+        and the turns that stated only superseded facts."""
+        if not policy.fact_limit:
+            return [], set()
+        statuses = [st.value for st in FactStatus if st != FactStatus.ARCHIVED]
+        dense = self.vectors.search_facts(scope, query_vector, policy.fact_limit, statuses)
+        lexical: list[FactHit] = []
+        if sparse:
+            lexical = self.vectors.search_facts_lexical(
+                scope, sparse, policy.fact_limit, statuses
             )
-        return out, stale
+        hits: dict[str, tuple[FactHit, int | None, FactHit | None, int | None]] = {}
+        for rank, hit in enumerate(dense, 1):
+            hits[hit.fact.fact_id] = (hit, rank, None, None)
+        for rank, hit in enumerate(lexical, 1):
+            d_hit, d_rank, _l, _r = hits.get(hit.fact.fact_id, (hit, None, None, None))
+            hits[hit.fact.fact_id] = (d_hit, d_rank, hit, rank)
+        facts = [h[0].fact for h in hits.values()]
+        current = {t for f in facts if f.status in VISIBLE for t in f.source_turn_ids}
+        stale_turns = {
+            t for f in facts if f.status == FactStatus.SUPERSEDED for t in f.source_turn_ids
+        } - current
+        left_out: list[FactHit] = []
+        for d_hit, d_rank, l_hit, l_rank in hits.values():
+            fact = d_hit.fact
+            history = fact.status not in VISIBLE
+            if history and not policy.include_history:
+                left_out.append(d_hit)
+                continue
+            vector = _unit(d_hit.vector)
+            dense_score = d_hit.score if d_rank is not None else _dot(vector, query_vector)
+            key = f"fact:{fact.fact_id}"
+            pool[key] = _Entry(
+                Signals(
+                    key=key, source="fact", session_id=fact.session_id, dense=dense_score,
+                    dense_rank=d_rank, lexical_raw=l_hit.score if l_hit else None,
+                    lexical_rank=l_rank, kind=fact.kind.value, confidence=fact.confidence,
+                    conflicted=fact.status == FactStatus.CONFLICTED, history=history,
+                ),
+                vector, fact=fact,
+            )
+        return left_out, stale_turns
+
+    def _add_recent(self, pool: dict[str, _Entry], recent: list[Turn], query: Vector) -> None:
+        """The newest turns compete too, embedded or not (recallable before embedding)."""
+        missing = [t for t in recent if f"turn:{t.session_id}:{t.turn_id}" not in pool]
+        if not missing:
+            return
+        found = {
+            h.turn.turn_id: h for h in self.vectors.get_turns(
+                missing[0].session_id, [t.turn_id for t in missing]
+            )
+        }
+        queued = [t for t in missing if t.turn_id not in found]
+        # Turns still in the queue are embedded here, so they compete on similarity too.
+        queued_vectors = self.embedder.embed_documents([t.content for t in queued])
+        vectors = {t.turn_id: queued_vectors[i] for i, t in enumerate(queued)}
+        for turn in missing:
+            hit = found.get(turn.turn_id)
+            vector = _unit(hit.vector) if hit else vectors[turn.turn_id]
+            key = f"turn:{turn.session_id}:{turn.turn_id}"
+            pool[key] = _Entry(
+                Signals(key=key, source="turn", session_id=turn.session_id, seq=turn.seq,
+                        markers=(hit.turn if hit else turn).markers,
+                        dense=_dot(vector, query)),
+                vector, turn=hit.turn if hit else turn,
+            )
+
+    def _add_neighbours(
+        self, pool: dict[str, _Entry], query: Vector, policy: RecallPolicy
+    ) -> None:
+        """The turns right before and after the best turn hits."""
+        lexical_max = max((e.signals.lexical_raw or 0.0 for e in pool.values()), default=0.0)
+        turns = [e for e in pool.values() if e.turn is not None]
+        turns.sort(key=lambda e: relevance(e.signals, lexical_max, policy)[1], reverse=True)
+        have = {(e.signals.session_id, e.signals.seq) for e in turns}
+        wanted: dict[str, set[int]] = {}
+        for entry in turns[: policy.neighbours]:
+            assert entry.turn is not None
+            for seq in (entry.turn.seq - 1, entry.turn.seq + 1):
+                if seq >= 1 and (entry.turn.session_id, seq) not in have:
+                    wanted.setdefault(entry.turn.session_id, set()).add(seq)
+        for session, seqs in wanted.items():
+            for hit in self.vectors.turns_by_seq(session, sorted(seqs)):
+                key = f"turn:{session}:{hit.turn.turn_id}"
+                if key in pool:
+                    continue
+                vector = _unit(hit.vector)
+                pool[key] = _Entry(
+                    Signals(key=key, source="turn", session_id=session, seq=hit.turn.seq,
+                            markers=hit.turn.markers, dense=_dot(vector, query)),
+                    vector, turn=hit.turn,
+                )
 
 
-_STATE_KINDS = frozenset({"decision", "constraint", "goal", "preference", "failure"})
+def _facts_stand_for_their_turns(
+    pool: dict[str, _Entry], scores: dict[str, ScoreComponents], threshold: float
+) -> None:
+    """A fact that restates a turn it came from (near-duplicate text) ranks at least as high
+    as that turn, so dedup keeps the fact (it carries status, kind and validity) and the
+    turn is dropped as its duplicate."""
+    turns = {e.turn.turn_id: key for key, e in pool.items() if e.turn is not None}
+    for key, entry in pool.items():
+        fact = entry.fact
+        if fact is None or entry.signals.history or entry.vector is None:
+            continue
+        best = scores[key].final
+        for turn_id in fact.source_turn_ids:
+            turn_key = turns.get(turn_id)
+            if turn_key is None or pool[turn_key].signals.session_id != fact.session_id:
+                continue
+            turn_vector = pool[turn_key].vector
+            if turn_vector is not None and float(turn_vector @ entry.vector) >= threshold:
+                best = max(best, scores[turn_key].final + 1e-6)
+        if best > scores[key].final:
+            scores[key] = scores[key].model_copy(update={"final": best, "restates": best})
 
 
-def _fact_item(candidate: Candidate) -> ContextItem:
-    fact = candidate.payload["fact"]
+def _unit(vector: Vector | None) -> Vector | None:
+    return None if vector is None else np.asarray(vector, dtype=np.float32)
+
+
+def _dot(vector: Vector | None, query: Vector) -> float:
+    return 0.0 if vector is None else float(vector @ query)
+
+
+def _entry(candidate: Candidate) -> tuple[_Entry, ScoreComponents]:
+    entry = candidate.payload["entry"]
     components = candidate.payload["components"]
-    assert isinstance(fact, Fact) and isinstance(components, ScoreComponents)
+    assert isinstance(entry, _Entry) and isinstance(components, ScoreComponents)
+    return entry, components
+
+
+def _item(candidate: Candidate) -> ContextItem:
+    entry, components = _entry(candidate)
+    if entry.turn is not None:
+        turn = entry.turn
+        return ContextItem(
+            content=turn.content,
+            role=turn.role,
+            score=components.final,
+            components=components,
+            token_count=turn.token_count,
+            source_type="turn",
+            source_id=turn.turn_id,
+            session_id=turn.session_id,
+            agent_id=turn.agent_id,
+            seq=turn.seq,
+            timestamp=turn.timestamp,
+            markers=turn.markers,
+            metadata=turn.metadata,
+        )
+    assert entry.fact is not None
+    return _fact_item(entry.fact, components, candidate.token_count)
+
+
+def _fact_item(fact: Fact, components: ScoreComponents, token_count: int) -> ContextItem:
     return ContextItem(
         content=fact.content,
         role=None,
         score=components.final,
         components=components,
-        token_count=candidate.token_count,
+        token_count=token_count,
         source_type="fact",
         source_id=fact.fact_id,
         session_id=fact.session_id,
@@ -188,22 +351,33 @@ def _fact_item(candidate: Candidate) -> ContextItem:
     )
 
 
-def _item(candidate: Candidate) -> ContextItem:
-    turn = candidate.payload["turn"]
-    components = candidate.payload["components"]
-    assert isinstance(turn, Turn) and isinstance(components, ScoreComponents)
-    return ContextItem(
-        content=turn.content,
-        role=turn.role,
+def _excluded(x: Excluded) -> ExcludedItem:
+    entry, components = _entry(x.candidate)
+    turn, fact = entry.turn, entry.fact
+    return ExcludedItem(
+        source_type=entry.signals.source,
+        source_id=turn.turn_id if turn is not None else fact.fact_id if fact else "",
+        session_id=entry.signals.session_id,
+        content=entry.text,
         score=components.final,
         components=components,
-        token_count=turn.token_count,
-        source_type="turn",
-        source_id=turn.turn_id,
-        session_id=turn.session_id,
-        agent_id=turn.agent_id,
-        seq=turn.seq,
-        timestamp=turn.timestamp,
-        markers=turn.markers,
-        metadata=turn.metadata,
+        token_count=x.candidate.token_count,
+        reason=x.reason,  # type: ignore[arg-type]
+        detail=x.detail,
+    )
+
+
+def _superseded(hit: FactHit, policy: RecallPolicy) -> ExcludedItem:
+    fact = hit.fact
+    return ExcludedItem(
+        source_type="fact",
+        source_id=fact.fact_id,
+        session_id=fact.session_id,
+        content=fact.content,
+        score=hit.score,
+        components=ScoreComponents(dense=hit.score, stale=1.0, final=hit.score),
+        token_count=estimate_tokens(fact.content),
+        reason="superseded",
+        detail=f"superseded by {fact.superseded_by}" if fact.superseded_by
+        else f"status {fact.status.value}; include_history=True shows it",
     )

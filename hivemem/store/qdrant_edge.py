@@ -11,11 +11,13 @@ from pathlib import Path
 from typing import Any
 
 from hivemem.errors import StoreUnavailable
+from hivemem.providers.lexical import SparseVector
 from hivemem.store.vectors import (
     COLLECTIONS,
     DENSE,
     INTEGER_FIELDS,
     KEYWORD_FIELDS,
+    LEXICAL,
     Hit,
     Point,
     Vector,
@@ -57,7 +59,8 @@ class EdgeVectorStore(VectorStore):
                 return qe.EdgeShard.load(str(shard_path))
             shard_path.mkdir(parents=True, exist_ok=True)
             config = qe.EdgeConfig(
-                vectors={DENSE: qe.EdgeVectorParams(size=self.dim, distance=qe.Distance.Cosine)}
+                vectors={DENSE: qe.EdgeVectorParams(size=self.dim, distance=qe.Distance.Cosine)},
+                sparse_vectors={LEXICAL: qe.EdgeSparseVectorParams(modifier=qe.Modifier.Idf)},
             )
             shard = qe.EdgeShard.create(str(shard_path), config)
             # Keyword/integer payload indexes first: filtered search at 100k points goes
@@ -122,25 +125,39 @@ class EdgeVectorStore(VectorStore):
     def upsert(self, collection: str, points: Sequence[Point]) -> None:
         qe = self._qe
         batch = [
-            qe.Point(id=p.id, vector={DENSE: p.vector.tolist()}, payload=p.payload)
-            for p in points
+            qe.Point(id=p.id, vector=self._vectors(p), payload=p.payload) for p in points
         ]
         if batch:
             shard = self._shards[collection]
             self._call("upsert", shard.update, qe.UpdateOperation.upsert_points(batch))
 
+    def _vectors(self, point: Point) -> dict[str, Any]:
+        vectors: dict[str, Any] = {DENSE: point.vector.tolist()}
+        if point.sparse:
+            vectors[LEXICAL] = self._qe.SparseVector(point.sparse.indices, point.sparse.values)
+        return vectors
+
     def search(
         self, collection: str, vector: Vector, limit: int, where: Where | None
     ) -> list[Hit]:
+        return self._query("search", collection, self._qe.Query.Nearest(
+            vector.tolist(), using=DENSE), limit, where)
+
+    def search_sparse(
+        self, collection: str, sparse: SparseVector, limit: int, where: Where | None
+    ) -> list[Hit]:
         qe = self._qe
-        request = qe.QueryRequest(
-            limit=limit,
-            query=qe.Query.Nearest(vector.tolist(), using=DENSE),
-            filter=self._filter(where),
-            with_payload=True,
+        query = qe.Query.Nearest(qe.SparseVector(sparse.indices, sparse.values), using=LEXICAL)
+        return self._query("search_sparse", collection, query, limit, where)
+
+    def _query(
+        self, action: str, collection: str, query: Any, limit: int, where: Where | None
+    ) -> list[Hit]:
+        request = self._qe.QueryRequest(
+            limit=limit, query=query, filter=self._filter(where), with_payload=True,
             with_vector=True,
         )
-        points = self._call("search", self._shards[collection].query, request)
+        points = self._call(action, self._shards[collection].query, request)
         return [Hit(str(p.id), float(p.score), p.payload, as_vector(p.vector)) for p in points]
 
     def retrieve(self, collection: str, ids: Sequence[str]) -> list[Hit]:
@@ -149,17 +166,20 @@ class EdgeVectorStore(VectorStore):
         records = self._call("retrieve", self._shards[collection].retrieve, list(ids), True, True)
         return [Hit(str(r.id), 0.0, r.payload, as_vector(r.vector)) for r in records]
 
-    def scroll(self, collection: str, where: Where | None) -> Iterator[Hit]:
+    def scroll(
+        self, collection: str, where: Where | None, *, with_vectors: bool = False
+    ) -> Iterator[Hit]:
         qe = self._qe
         offset: Any = None
         while True:
             request = qe.ScrollRequest(
                 offset=offset, limit=512, filter=self._filter(where), with_payload=True,
-                with_vector=False,
+                with_vector=with_vectors,
             )
             records, offset = self._call("scroll", self._shards[collection].scroll, request)
             for record in records:
-                yield Hit(str(record.id), 0.0, record.payload, None)
+                vector = as_vector(record.vector) if with_vectors else None
+                yield Hit(str(record.id), 0.0, record.payload, vector)
             if offset is None:
                 return
 

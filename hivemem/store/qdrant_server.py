@@ -11,11 +11,13 @@ from qdrant_client.http.exceptions import ResponseHandlingException, UnexpectedR
 
 from hivemem.config import QdrantSettings
 from hivemem.errors import StoreUnavailable
+from hivemem.providers.lexical import SparseVector
 from hivemem.store.vectors import (
     COLLECTIONS,
     DENSE,
     INTEGER_FIELDS,
     KEYWORD_FIELDS,
+    LEXICAL,
     Hit,
     Point,
     Vector,
@@ -61,6 +63,7 @@ class ServerVectorStore(VectorStore):
         self._client.create_collection(
             collection,
             vectors_config={DENSE: qm.VectorParams(size=self.dim, distance=qm.Distance.COSINE)},
+            sparse_vectors_config={LEXICAL: qm.SparseVectorParams(modifier=qm.Modifier.IDF)},
         )
         if self._local:
             return
@@ -82,7 +85,8 @@ class ServerVectorStore(VectorStore):
             if isinstance(value, str | int | bool):
                 must.append(qm.FieldCondition(key=field, match=qm.MatchValue(value=value)))
             else:
-                must.append(qm.FieldCondition(key=field, match=qm.MatchAny(any=list(value))))
+                values: list[Any] = list(value)
+                must.append(qm.FieldCondition(key=field, match=qm.MatchAny(any=values)))
         return qm.Filter(must=must)
 
     def _call(self, action: str, fn: Any, *args: Any, **kwargs: Any) -> Any:
@@ -94,10 +98,7 @@ class ServerVectorStore(VectorStore):
     def upsert(self, collection: str, points: Sequence[Point]) -> None:
         if not points:
             return
-        batch = [
-            qm.PointStruct(id=p.id, vector={DENSE: p.vector.tolist()}, payload=p.payload)
-            for p in points
-        ]
+        batch = [qm.PointStruct(id=p.id, vector=_vectors(p), payload=p.payload) for p in points]
         # wait=True: the upsert is applied (and in the WAL) before the worker acks.
         self._call("upsert", self._client.upsert, self.prefix + collection, points=batch,
                    wait=True)
@@ -105,16 +106,28 @@ class ServerVectorStore(VectorStore):
     def search(
         self, collection: str, vector: Vector, limit: int, where: Where | None
     ) -> list[Hit]:
+        return self._query("search", collection, vector.tolist(), DENSE, limit, where)
+
+    def search_sparse(
+        self, collection: str, sparse: SparseVector, limit: int, where: Where | None
+    ) -> list[Hit]:
+        query = qm.SparseVector(indices=sparse.indices, values=sparse.values)
+        return self._query("search_sparse", collection, query, LEXICAL, limit, where)
+
+    def _query(
+        self, action: str, collection: str, query: Any, using: str, limit: int,
+        where: Where | None,
+    ) -> list[Hit]:
         response = self._call(
-            "search",
+            action,
             self._client.query_points,
             self.prefix + collection,
-            query=vector.tolist(),
-            using=DENSE,
+            query=query,
+            using=using,
             query_filter=self._filter(where),
             limit=limit,
             with_payload=True,
-            with_vectors=True,
+            with_vectors=[DENSE],
         )
         return [
             Hit(str(p.id), float(p.score), p.payload or {}, as_vector(p.vector))
@@ -126,11 +139,13 @@ class ServerVectorStore(VectorStore):
             return []
         records = self._call(
             "retrieve", self._client.retrieve, self.prefix + collection, ids=list(ids),
-            with_payload=True, with_vectors=True,
+            with_payload=True, with_vectors=[DENSE],
         )
         return [Hit(str(r.id), 0.0, r.payload or {}, as_vector(r.vector)) for r in records]
 
-    def scroll(self, collection: str, where: Where | None) -> Iterator[Hit]:
+    def scroll(
+        self, collection: str, where: Where | None, *, with_vectors: bool = False
+    ) -> Iterator[Hit]:
         offset: Any = None
         while True:
             records, offset = self._call(
@@ -141,10 +156,11 @@ class ServerVectorStore(VectorStore):
                 limit=512,
                 offset=offset,
                 with_payload=True,
-                with_vectors=False,
+                with_vectors=[DENSE] if with_vectors else False,
             )
             for record in records:
-                yield Hit(str(record.id), 0.0, record.payload or {}, None)
+                vector = as_vector(record.vector) if with_vectors else None
+                yield Hit(str(record.id), 0.0, record.payload or {}, vector)
             if offset is None:
                 return
 
@@ -157,3 +173,12 @@ class ServerVectorStore(VectorStore):
 
     def close(self) -> None:
         self._client.close()
+
+
+def _vectors(point: Point) -> dict[str, Any]:
+    vectors: dict[str, Any] = {DENSE: point.vector.tolist()}
+    if point.sparse:
+        vectors[LEXICAL] = qm.SparseVector(
+            indices=point.sparse.indices, values=point.sparse.values
+        )
+    return vectors

@@ -18,11 +18,14 @@ import numpy.typing as npt
 
 from hivemem.memory.facts import Fact
 from hivemem.models import Turn
+from hivemem.providers.lexical import SparseVector
 
 TURNS = "turns"
 FACTS = "facts"
 COLLECTIONS = (TURNS, FACTS)
 DENSE = "dense"
+# BM25 term weights; the collection's IDF modifier supplies the IDF (see providers/lexical.py).
+LEXICAL = "lexical"
 # Fields recall and rebuild filter or order on: each gets a payload index.
 KEYWORD_FIELDS = ("session_id", "agent_id", "role", "markers", "status", "subject", "kind")
 INTEGER_FIELDS = ("seq",)
@@ -80,6 +83,7 @@ class Point:
     id: str
     vector: Vector
     payload: dict[str, Any]
+    sparse: SparseVector | None = None
 
 
 @dataclass(frozen=True, slots=True)
@@ -91,7 +95,7 @@ class Hit:
 
 
 # Payload conditions, all of which must hold: field -> value, or field -> list (any of).
-Where = Mapping[str, str | int | bool | Sequence[str]]
+Where = Mapping[str, str | int | bool | Sequence[str] | Sequence[int]]
 
 
 class VectorStore(ABC):
@@ -113,10 +117,18 @@ class VectorStore(ABC):
     ) -> list[Hit]: ...
 
     @abstractmethod
+    def search_sparse(
+        self, collection: str, sparse: SparseVector, limit: int, where: Where | None
+    ) -> list[Hit]:
+        """BM25 ranking (IDF over the collection); hits carry their dense vector."""
+
+    @abstractmethod
     def retrieve(self, collection: str, ids: Sequence[str]) -> list[Hit]: ...
 
     @abstractmethod
-    def scroll(self, collection: str, where: Where | None) -> Iterator[Hit]: ...
+    def scroll(
+        self, collection: str, where: Where | None, *, with_vectors: bool = False
+    ) -> Iterator[Hit]: ...
 
     @abstractmethod
     def count(self, collection: str, where: Where | None) -> int: ...
@@ -126,17 +138,47 @@ class VectorStore(ABC):
 
     # -- turns -----------------------------------------------------------------------------
 
-    def upsert_turns(self, turns: Sequence[Turn], vectors: Vector) -> None:
+    def upsert_turns(
+        self,
+        turns: Sequence[Turn],
+        vectors: Vector,
+        sparse: Sequence[SparseVector] | None = None,
+    ) -> None:
         points = [
-            Point(turn_point_id(t.session_id, t.turn_id), vectors[i], turn_payload(t))
+            Point(
+                turn_point_id(t.session_id, t.turn_id),
+                vectors[i],
+                turn_payload(t),
+                None if sparse is None else sparse[i],
+            )
             for i, t in enumerate(turns)
         ]
         if points:
             self.upsert(TURNS, points)
 
-    def search_turns(self, session_id: str, vector: Vector, limit: int) -> list[TurnHit]:
-        hits = self.search(TURNS, vector, limit, {"session_id": session_id})
+    def search_turns(
+        self, sessions: str | Sequence[str], vector: Vector, limit: int
+    ) -> list[TurnHit]:
+        hits = self.search(TURNS, vector, limit, _sessions(sessions))
         return [TurnHit(turn_from_payload(h.payload), h.score, h.vector) for h in hits]
+
+    def search_turns_lexical(
+        self, sessions: str | Sequence[str], sparse: SparseVector, limit: int
+    ) -> list[TurnHit]:
+        if not sparse:
+            return []
+        hits = self.search_sparse(TURNS, sparse, limit, _sessions(sessions))
+        return [TurnHit(turn_from_payload(h.payload), h.score, h.vector) for h in hits]
+
+    def turns_by_seq(self, session_id: str, seqs: Sequence[int]) -> list[TurnHit]:
+        """The session's turns with these sequence numbers (those that are embedded)."""
+        if not seqs:
+            return []
+        where: Where = {"session_id": session_id, "seq": sorted(set(seqs))}
+        return [
+            TurnHit(turn_from_payload(h.payload), 0.0, h.vector)
+            for h in self.scroll(TURNS, where, with_vectors=True)
+        ]
 
     def get_turns(self, session_id: str, turn_ids: Sequence[str]) -> list[TurnHit]:
         if not turn_ids:
@@ -154,18 +196,46 @@ class VectorStore(ABC):
 
     # -- facts -----------------------------------------------------------------------------
 
-    def upsert_facts(self, facts: Sequence[Fact], vectors: Vector) -> None:
+    def upsert_facts(
+        self,
+        facts: Sequence[Fact],
+        vectors: Vector,
+        sparse: Sequence[SparseVector] | None = None,
+    ) -> None:
         points = [
-            Point(f.fact_id, vectors[i], f.model_dump(mode="json")) for i, f in enumerate(facts)
+            Point(
+                f.fact_id,
+                vectors[i],
+                f.model_dump(mode="json"),
+                None if sparse is None else sparse[i],
+            )
+            for i, f in enumerate(facts)
         ]
         if points:
             self.upsert(FACTS, points)
 
     def search_facts(
-        self, session_id: str, vector: Vector, limit: int, statuses: Sequence[str]
+        self,
+        sessions: str | Sequence[str],
+        vector: Vector,
+        limit: int,
+        statuses: Sequence[str],
     ) -> list[FactHit]:
-        where: dict[str, Any] = {"session_id": session_id, "status": list(statuses)}
+        where: dict[str, Any] = {**_sessions(sessions), "status": list(statuses)}
         hits = self.search(FACTS, vector, limit, where)
+        return [FactHit(Fact.model_validate(h.payload), h.score, h.vector) for h in hits]
+
+    def search_facts_lexical(
+        self,
+        sessions: str | Sequence[str],
+        sparse: SparseVector,
+        limit: int,
+        statuses: Sequence[str],
+    ) -> list[FactHit]:
+        if not sparse:
+            return []
+        where: dict[str, Any] = {**_sessions(sessions), "status": list(statuses)}
+        hits = self.search_sparse(FACTS, sparse, limit, where)
         return [FactHit(Fact.model_validate(h.payload), h.score, h.vector) for h in hits]
 
     def get_facts(self, fact_ids: Sequence[str]) -> list[FactHit]:
@@ -187,6 +257,12 @@ class FactHit:
     fact: Fact
     score: float
     vector: Vector | None
+
+
+def _sessions(sessions: str | Sequence[str]) -> dict[str, Any]:
+    if isinstance(sessions, str):
+        return {"session_id": sessions}
+    return {"session_id": list(sessions)}
 
 
 def as_vector(values: Any) -> Vector | None:

@@ -17,6 +17,7 @@ from hivemem.memory.episodes import encode_vector
 from hivemem.memory.markers import detect_markers, merge_markers
 from hivemem.models import Turn, wire_json
 from hivemem.providers.embedders import Embedder
+from hivemem.providers.lexical import LexicalEncoder
 from hivemem.store.state import SessionState, turn_from_json
 from hivemem.store.streams import StreamEntry, StreamStore
 from hivemem.store.vectors import VectorStore
@@ -43,6 +44,7 @@ class EmbedHandler:
         state: SessionState,
         streams: StreamStore,
         keys: Keys,
+        lexical: LexicalEncoder | None = None,
     ) -> None:
         if embedder.dim != vectors.dim:
             raise HivememError(
@@ -53,13 +55,16 @@ class EmbedHandler:
         self.state = state
         self.streams = streams
         self.keys = keys
+        self.lexical = lexical or LexicalEncoder()
 
     def __call__(self, turns: list[Turn]) -> None:
         started = time.perf_counter()
         turns = [with_detected_markers(t) for t in turns]
-        matrix = self.embedder.embed_documents([t.content for t in turns])
+        texts = [t.content for t in turns]
+        matrix = self.embedder.embed_documents(texts)
+        sparse = self.lexical.documents(texts)
         embedded = time.perf_counter()
-        self.vectors.upsert_turns(turns, matrix)
+        self.vectors.upsert_turns(turns, matrix, sparse)
         self.streams.append(
             self.keys.embedded_stream,
             [

@@ -10,7 +10,7 @@ overwrites what a crashed attempt wrote.
 from __future__ import annotations
 
 import time
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from typing import Any
 
@@ -24,6 +24,7 @@ from hivemem.memory.consolidation import Plan, plan_actions
 from hivemem.memory.episodes import Episode
 from hivemem.memory.facts import VISIBLE, Fact
 from hivemem.providers.embedders import Embedder
+from hivemem.providers.lexical import LexicalEncoder
 from hivemem.providers.reflector import ReflectionRequest, Reflector
 from hivemem.redact import redact
 from hivemem.store.episodes import EpisodeStore
@@ -46,6 +47,7 @@ class ReflectContext:
     vectors: VectorStore
     embedder: Embedder
     reflector: Reflector
+    lexical: LexicalEncoder = field(default_factory=LexicalEncoder)
 
 
 # Contexts by the Redis connection pool of the worker that runs the job: one per worker
@@ -184,7 +186,8 @@ class Reflection:
         if writes:
             vectors = ctx.embedder.embed_documents([f.content for f in writes])
             lock.check()
-            ctx.vectors.upsert_facts(writes, vectors)
+            sparse = ctx.lexical.documents([f.content for f in writes])
+            ctx.vectors.upsert_facts(writes, vectors, sparse)
         elapsed = round((time.perf_counter() - started) * 1000, 1)
         trace.update(
             raw_output=result.raw_output,

@@ -1,15 +1,17 @@
 import numpy as np
 import pytest
 
-from hivemem.memory.budget import Candidate, drop_near_duplicates, pack
-from hivemem.memory.scoring import ScoringWeights, recency, score
+from hivemem.memory.budget import Candidate, drop_near_duplicates, pack, select
+from hivemem.memory.policy import PRESETS, RecallPolicy, ScoringWeights
+from hivemem.memory.scoring import Signals, recency, score_candidates
 from hivemem.memory.tokens import estimate_tokens
 
 
 def cand(key: str, score: float, tokens: int, text: str | None = None,
-         vector: list[float] | None = None) -> Candidate:
+         vector: list[float] | None = None, source: str = "turn") -> Candidate:
     vec = None if vector is None else np.asarray(vector, dtype=np.float32)
-    return Candidate(key=key, text=text or key, score=score, token_count=tokens, vector=vec)
+    return Candidate(key=key, text=text or key, score=score, token_count=tokens, vector=vec,
+                     source=source)
 
 
 def test_pack_never_exceeds_budget_and_fills_gaps() -> None:
@@ -47,11 +49,93 @@ def test_recency_halves_per_half_life() -> None:
     assert recency(None, 10, 4) == 0.0
 
 
-def test_score_components_add_up() -> None:
-    w = ScoringWeights(dense=1.0, recency=0.5, marker=0.2, recency_half_life_turns=2)
-    c = score(dense=0.4, seq=8, newest_seq=10, marked=True, weights=w)
-    assert c.final == pytest.approx(0.4 + 0.5 * 0.5 + 0.2)
-    assert "marked" in c.reasons()
+def test_weighted_fusion_scales_lexical_to_the_best_hit() -> None:
+    policy = RecallPolicy(weights=ScoringWeights(lexical=0.5, recency=0, marker=0, session=0,
+                                                 episode=0, confidence=0, neighbour=0))
+    sig = [
+        Signals("a", "turn", "s", dense=0.4, lexical_raw=8.0, seq=1),
+        Signals("b", "turn", "s", dense=0.6, lexical_raw=2.0, seq=5),
+        Signals("c", "turn", "s", dense=0.5, seq=9),
+    ]
+    out = score_candidates(sig, policy, current_session="s", newest_seq=9)
+    assert out["a"].lexical == pytest.approx(1.0)
+    assert out["a"].final == pytest.approx(0.4 + 0.5)
+    assert out["b"].final == pytest.approx(0.6 + 0.5 * 0.25)
+    assert out["c"].lexical == 0.0 and out["c"].final == pytest.approx(0.5)
+    assert "keywords 1.00" in out["a"].reasons()
+
+
+def test_rrf_fusion_uses_ranks() -> None:
+    policy = RecallPolicy(fusion="rrf", weights=ScoringWeights(
+        dense=1, lexical=1, rrf_k=10, neighbour=0, session=0, recency=0))
+    sig = [Signals("a", "turn", "s", dense=0.9, dense_rank=1, lexical_raw=3, lexical_rank=1),
+           Signals("b", "turn", "s", dense=0.8, dense_rank=2)]
+    out = score_candidates(sig, policy, current_session="s", newest_seq=0)
+    assert out["a"].relevance == pytest.approx(1.0)
+    assert out["b"].relevance == pytest.approx((11 / 12) / 2)
+
+
+def test_boosts_scale_with_relevance() -> None:
+    """An irrelevant recent, marked turn gains (almost) nothing; a relevant one gains."""
+    policy = PRESETS["balanced"]
+    sig = [Signals("hit", "turn", "s", dense=0.8, seq=1),
+           Signals("noise", "turn", "s", dense=0.0, seq=50, markers=("decision",))]
+    out = score_candidates(sig, policy, current_session="s", newest_seq=50)
+    assert out["noise"].recency == 1.0 and out["noise"].marker == 1.0
+    assert out["noise"].final == pytest.approx(0.0)
+    assert out["hit"].final > out["noise"].final
+    ungated = policy.model_copy(update={"gate_boosts": False})
+    out = score_candidates(sig, ungated, current_session="s", newest_seq=50)
+    assert out["noise"].final > 0.05
+
+
+def test_neighbours_gain_from_the_adjacent_hit_only_in_their_session() -> None:
+    policy = PRESETS["balanced"]
+    sig = [Signals("q", "turn", "s", dense=0.9, seq=10),
+           Signals("answer", "turn", "s", dense=0.2, seq=11),
+           Signals("far", "turn", "s", dense=0.2, seq=13),
+           Signals("other", "turn", "t", dense=0.2, seq=11)]
+    out = score_candidates(sig, policy, current_session="s", newest_seq=13)
+    assert out["answer"].neighbour == pytest.approx(0.9)
+    assert out["far"].neighbour == 0.0 and out["other"].neighbour == 0.0
+    assert out["answer"].final > out["far"].final
+    assert out["other"].session == 0.5 and "related session" in out["other"].reasons()
+
+
+def test_history_ranks_below_current_and_kind_weights_apply() -> None:
+    policy = PRESETS["agent_state"]
+    sig = [Signals("old", "fact", "s", dense=0.9, kind="decision", history=True),
+           Signals("goal", "fact", "s", dense=0.1, kind="goal", confidence=0.9),
+           Signals("chat", "turn", "s", dense=0.3, seq=3)]
+    out = score_candidates(sig, policy, current_session="s", newest_seq=3)
+    assert out["old"].stale == 1.0 and out["old"].final < out["chat"].final
+    assert out["goal"].kind == pytest.approx(0.5)
+    assert out["goal"].final > out["chat"].final  # agent state first, whatever the query
+
+
+def test_select_reports_every_reason() -> None:
+    items = [
+        cand("a", 0.9, 40, "alpha", [1, 0]),
+        cand("a2", 0.85, 40, "alpha again", [0.999, 0.0447]),
+        cand("f1", 0.8, 30, "fact one", [0, 1], source="fact"),
+        cand("f2", 0.7, 30, "fact two", [0.6, 0.8], source="fact"),
+        cand("b", 0.6, 50, "beta", [0.8, -0.6]),
+        cand("c", 0.5, 10, "gamma", [-1, 0]),
+        cand("low", -0.2, 5, "low", [-0.6, -0.8]),
+    ]
+    chosen, excluded = select(items, budget=100, min_score=0.0, dedup_threshold=0.95,
+                              quotas={"fact": 0.4})
+    assert [c.key for c in chosen] == ["a", "f1", "c"]
+    reasons = {x.candidate.key: (x.reason, x.detail) for x in excluded}
+    assert reasons["a2"] == ("duplicate", "near-duplicate of a")
+    assert reasons["f2"][0] == "quota"
+    assert reasons["b"][0] == "budget"
+    assert reasons["low"][0] == "threshold"
+    assert sum(c.token_count for c in chosen) <= 100
+    chosen, excluded = select(items, budget=1000, min_score=0.0, dedup_threshold=0.95,
+                              quotas={}, limit=2)
+    assert [c.key for c in chosen] == ["a", "f1"]
+    assert {x.reason for x in excluded} == {"duplicate", "limit", "threshold"}
 
 
 def test_token_estimate_is_conservative() -> None:

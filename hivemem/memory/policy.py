@@ -1,0 +1,104 @@
+"""Recall policies: what to search, how to weigh it and how to spend the budget.
+
+A policy is plain data. Four presets cover the common cases; `RecallPolicy(...)` or
+`PRESETS["balanced"].model_copy(update=...)` makes a custom one.
+"""
+
+from __future__ import annotations
+
+from typing import Literal
+
+from pydantic import BaseModel, ConfigDict, Field
+
+Fusion = Literal["weighted", "rrf"]
+
+
+class ScoringWeights(BaseModel):
+    """How much each score component counts in `final`.
+
+    Defaults were chosen on the LoCoMo dev split (bench/locomo.py: dense + 0.6 x lexical and
+    0.3 x the best neighbour's relevance ranked best, and the result moved little between
+    0.4 and 1.0 for either), never on individual questions.
+    """
+
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+    dense: float = 1.0
+    lexical: float = 0.6
+    rrf_k: int = Field(default=10, ge=1)  # only for fusion="rrf"
+    neighbour: float = 0.3
+    recency: float = 0.05
+    recency_half_life_turns: float = Field(default=8.0, gt=0)
+    marker: float = 0.05
+    episode: float = 0.05
+    confidence: float = 0.1
+    conflict: float = 0.0
+    stale: float = 0.6
+    session: float = 0.05  # the asked session; a related session gets half
+    kind: dict[str, float] = Field(default_factory=dict)
+
+
+class RecallPolicy(BaseModel):
+    """Everything one recall does, as data (a preset or your own)."""
+
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+    name: str = "custom"
+    token_budget: int | None = Field(default=None, ge=1)  # None: the configured default
+    reserve_tokens: int = Field(default=0, ge=0)  # held back from the budget for the caller
+    min_score: float = 0.0
+    limit: int | None = Field(default=None, ge=1)
+    search_limit: int = Field(default=40, ge=1, le=1000)  # per retriever (dense, lexical)
+    lexical: bool = True
+    fusion: Fusion = "weighted"
+    neighbours: int = Field(default=5, ge=0, le=100)  # add the turns next to the best n hits
+    recent_turns: int = Field(default=12, ge=0, le=1000)
+    fact_limit: int = Field(default=20, ge=0, le=1000)
+    include_history: bool = False
+    # Share of the budget each source may take at most (1.0: no cap).
+    quotas: dict[str, float] = Field(default_factory=lambda: {"fact": 0.5})
+    dedup_threshold: float = Field(default=0.95, gt=0, le=1.0)
+    # Boosts scale with relevance (an irrelevant recent turn gains nothing); agent_state
+    # turns this off so goals and constraints come first whatever the query.
+    gate_boosts: bool = True
+    weights: ScoringWeights = ScoringWeights()
+
+
+_STATE_KINDS = {"goal": 0.5, "constraint": 0.5, "decision": 0.4, "preference": 0.35,
+                "failure": 0.25}
+
+PRESETS: dict[str, RecallPolicy] = {
+    # One retriever pass, no neighbours, a small budget: the fastest useful context.
+    "cheap": RecallPolicy(
+        name="cheap", token_budget=1000, search_limit=20, neighbours=0, recent_turns=6,
+        fact_limit=10,
+    ),
+    "balanced": RecallPolicy(name="balanced"),
+    # Deeper candidate pools and more context around hits, for long histories.
+    "high_recall": RecallPolicy(
+        name="high_recall", search_limit=100, neighbours=10, fact_limit=40,
+        recent_turns=20, quotas={"fact": 0.6},
+    ),
+    # The agent's working state first: goals, constraints, decisions, preferences.
+    "agent_state": RecallPolicy(
+        name="agent_state", fact_limit=60, quotas={"fact": 0.8}, gate_boosts=False,
+        neighbours=2, weights=ScoringWeights(kind=_STATE_KINDS, marker=0.3),
+    ),
+}
+
+DEFAULT_PRESET = "balanced"
+
+
+def resolve_policy(
+    preset: str | RecallPolicy | None, default: str = DEFAULT_PRESET
+) -> RecallPolicy:
+    """A preset name or a policy -> the policy (unknown names are a `ValidationError`)."""
+    from hivemem.errors import ValidationError
+
+    if isinstance(preset, RecallPolicy):
+        return preset
+    name = default if preset is None else preset
+    if not isinstance(name, str) or name not in PRESETS:
+        raise ValidationError("preset", f"unknown preset {name!r}; one of {sorted(PRESETS)}"
+                              " or a RecallPolicy")
+    return PRESETS[name]
