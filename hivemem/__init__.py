@@ -14,24 +14,39 @@ from hivemem.errors import (
     StoreUnavailable,
     ValidationError,
 )
-from hivemem.models import ContextItem, DeadLetter, Role, ScoreComponents, SessionStats, Turn
+from hivemem.memory.policy import PRESETS, RecallPolicy, ScoringWeights
+from hivemem.models import (
+    ContextItem,
+    DeadLetter,
+    ExcludedItem,
+    RecallResult,
+    Role,
+    ScoreComponents,
+    SessionStats,
+    Turn,
+)
 from hivemem.producer.aio import AsyncMemoryClient
 from hivemem.producer.client import MemoryClient, TurnInput
 
 __version__ = "0.1.0"
 
 __all__ = [
+    "PRESETS",
     "AsyncMemoryClient",
     "ContextItem",
     "DeadLetter",
+    "ExcludedItem",
     "HivememError",
     "MemoryClient",
     "ModelUnavailable",
     "ProcessingTimeout",
     "ProviderError",
+    "RecallPolicy",
+    "RecallResult",
     "RetryLater",
     "Role",
     "ScoreComponents",
+    "ScoringWeights",
     "SessionStats",
     "Settings",
     "StoreUnavailable",

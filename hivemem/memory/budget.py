@@ -67,7 +67,7 @@ def select(
             continue
         share = quotas.get(cand.source, 1.0)
         source_used = used_by_source.get(cand.source, 0)
-        if source_used + cand.token_count > share * budget:
+        if share < 1.0 and source_used + cand.token_count > share * budget:
             excluded.append(Excluded(cand, "quota", f"{cand.source} quota {share:.0%} of budget"))
             continue
         if used + cand.token_count > budget:

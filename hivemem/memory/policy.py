@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from typing import Literal
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import BaseModel, ConfigDict, Field, field_validator
 
 Fusion = Literal["weighted", "rrf"]
 
@@ -62,6 +62,16 @@ class RecallPolicy(BaseModel):
     # turns this off so goals and constraints come first whatever the query.
     gate_boosts: bool = True
     weights: ScoringWeights = ScoringWeights()
+
+    @field_validator("quotas")
+    @classmethod
+    def _known_sources(cls, value: dict[str, float]) -> dict[str, float]:
+        for source, share in value.items():
+            if source not in ("turn", "fact", "episode"):
+                raise ValueError(f"quotas: unknown source {source!r} (turn, fact or episode)")
+            if not 0 < share <= 1:
+                raise ValueError(f"quotas: {source} share must be in (0, 1], got {share}")
+        return value
 
 
 _STATE_KINDS = {"goal": 0.5, "constraint": 0.5, "decision": 0.4, "preference": 0.35,

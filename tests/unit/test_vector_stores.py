@@ -82,3 +82,26 @@ def test_edge_persists_and_locks(tmp_path: Path) -> None:
     again.close()
     with pytest.raises(StoreUnavailable, match="64-d"):
         EdgeVectorStore(tmp_path / "q", 32)
+
+
+def test_lexical_search_uses_bm25_with_idf(store: VectorStore) -> None:
+    """Sparse BM25 vectors, IDF from the collection: the rare term outranks the common one."""
+    from hivemem.providers.lexical import LexicalEncoder
+
+    lex = LexicalEncoder()
+    texts = [f"deploy notes number {i} for the service" for i in range(20)]
+    texts += ["error PG-4471 when the service restarts", "unrelated lunch menu"]
+    turns = [turn("s1", i + 1, t) for i, t in enumerate(texts)]
+    turns.append(turn("s2", 1, "error PG-4471 in another session"))
+    store.upsert_turns(turns, EMB.embed_documents([t.content for t in turns]),
+                       lex.documents([t.content for t in turns]))
+    hits = store.search_turns_lexical("s1", lex.query("service error PG-4471"), 5)
+    assert hits[0].turn.content == "error PG-4471 when the service restarts"
+    assert all(h.turn.session_id == "s1" for h in hits)
+    assert hits[0].vector is not None and hits[0].vector.shape == (EMB.dim,)
+    both = store.search_turns_lexical(["s1", "s2"], lex.query("PG-4471"), 5)
+    assert {h.turn.session_id for h in both} == {"s1", "s2"}
+    assert store.search_turns_lexical("s1", lex.query("the"), 5) == []  # a stop word only
+    by_seq = store.turns_by_seq("s1", [3, 21, 99])
+    assert sorted(h.turn.seq for h in by_seq) == [3, 21]
+    assert all(h.vector is not None for h in by_seq)
