@@ -6,9 +6,11 @@ import click
 
 
 def register(group: click.Group) -> None:
+    from hivemem.cli_chat import chat
     from hivemem.cli_eval import eval_cmd
     from hivemem.cli_workspace import COMMANDS
 
     for command in COMMANDS:
         group.add_command(command)
+    group.add_command(chat)
     group.add_command(eval_cmd)

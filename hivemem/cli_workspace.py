@@ -110,9 +110,17 @@ def facts_table(title: str, facts: Sequence[Fact]) -> Table:
 
 
 def recent_turns(client: MemoryClient, session_id: str, limit: int) -> list[Turn]:
-    """The session's newest turns (the recent window), newest first."""
-    turns = client._state.recent_turns(session_id, limit)
-    return sorted(turns, key=lambda t: t.seq, reverse=True)
+    """The session's newest turns (the recent window), newest first.
+
+    After an embedded store is reopened, the window can hold a turn twice (as ingested and
+    as restored from Qdrant with its detected markers): one per seq, the restored one wins.
+    """
+    by_seq: dict[int, Turn] = {}
+    for turn in client._state.recent_turns(session_id, limit * 2):
+        known = by_seq.get(turn.seq)
+        if known is None or len(turn.markers) > len(known.markers):
+            by_seq[turn.seq] = turn
+    return [by_seq[seq] for seq in sorted(by_seq, reverse=True)[:limit]]
 
 
 def reflect_queue_length(client: MemoryClient) -> int:

@@ -1,0 +1,125 @@
+"""`hivemem chat`: the REPL driven through stdin against a scripted OpenAI-compatible server."""
+
+from __future__ import annotations
+
+import json
+import os
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+from click.testing import CliRunner
+
+from hivemem.cli import cli
+from tests.support.scripted_llm import Reply, ScriptedLLM
+
+REFLECTED = {"actions": [{
+    "op": "add", "target": None, "content": "The team uses PostgreSQL as the database.",
+    "kind": "decision", "subject": "database", "confidence": 0.9, "reason": None,
+    "source_turn_ids": [], "agent_id": None,
+}]}
+
+
+def _answer(request: Any) -> Reply:
+    """Reflection requests get a fact; chat requests get an answer naming what they saw."""
+    system = request["messages"][0]["content"]
+    if system.startswith("You are the long-term memory"):
+        return Reply(text=json.dumps(REFLECTED))
+    question = request["messages"][-1]["content"]
+    return Reply(text=f"Answer to: {question}")
+
+
+@pytest.fixture
+def llm() -> Iterator[ScriptedLLM]:
+    with ScriptedLLM(default=Reply(body=_answer)) as server:
+        yield server
+
+
+@pytest.fixture
+def workspace(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> Path:
+    for name in list(os.environ):
+        if name.startswith("HIVEMEM_"):
+            monkeypatch.delenv(name)
+    monkeypatch.setenv("HIVEMEM_EMBEDDING__PROVIDER", "hashing")
+    monkeypatch.setenv("HIVEMEM_EMBEDDING__DIM", "1024")
+    monkeypatch.setenv("HIVEMEM_WORKER__BLOCK_MS", "50")
+    monkeypatch.chdir(tmp_path)
+    assert CliRunner().invoke(cli, ["init"]).exit_code == 0
+    return tmp_path
+
+
+def _configure(monkeypatch: pytest.MonkeyPatch, llm: ScriptedLLM) -> None:
+    monkeypatch.setenv("HIVEMEM_LLM__PROVIDER", "openai")
+    monkeypatch.setenv("HIVEMEM_LLM__BASE_URL", llm.url)
+    monkeypatch.setenv("HIVEMEM_LLM__MODEL", "scripted-chat")
+    monkeypatch.setenv("HIVEMEM_LLM__MAX_RETRIES", "0")
+
+
+def _chat_requests(llm: ScriptedLLM) -> list[Any]:
+    return [r.json for r in llm.requests
+            if not r.json["messages"][0]["content"].startswith("You are the long-term memory")]
+
+
+def test_without_an_llm_it_explains_and_exits_cleanly(workspace: Path) -> None:
+    result = CliRunner().invoke(cli, ["chat"], input="hello\n")
+    assert result.exit_code == 0
+    assert "HIVEMEM_LLM__BASE_URL" in result.stdout
+    status = json.loads(CliRunner().invoke(cli, ["status", "--json"]).stdout)
+    assert status["sessions"] == {}  # nothing was stored
+
+
+def test_repl_answers_with_memory_and_runs_slash_commands(
+    workspace: Path, llm: ScriptedLLM, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    _configure(monkeypatch, llm)
+    script = "\n".join([
+        "We decided to use PostgreSQL for the database.",
+        "/debug",
+        "Which database do we use?",
+        "/recall database",
+        "/recall",
+        "/stats",
+        "/episode",
+        "/facts",
+        "/help",
+        "/bogus",
+        "/quit",
+        "never read",
+    ]) + "\n"
+    result = CliRunner().invoke(cli, ["chat", "--session", "proj"], input=script,
+                                catch_exceptions=False)
+    out = result.stdout
+    assert result.exit_code == 0, out
+    assert "New session proj" in out
+    assert "Answer to: We decided to use PostgreSQL for the database." in out
+    assert "debug on" in out and "recalled for this answer" in out
+    chats = _chat_requests(llm)
+    assert len(chats) == 2  # "never read" came after /quit
+    assert chats[0]["model"] == "scripted-chat" and "response_format" not in chats[0]
+    # Memory is recalled before the answer and put in the system prompt; the question itself
+    # is not in its own context.
+    second_system = chats[1]["messages"][0]["content"]
+    assert "PostgreSQL" in second_system
+    assert "Which database do we use?" not in second_system
+    assert "usage: /recall <query>" in out
+    assert "session proj: 4 turns" in out
+    assert "episode closed and reflected" in out
+    assert "PostgreSQL as the database" in out  # /facts
+    assert "/episode" in out and "unknown command /bogus" in out
+    assert "bye: session proj is remembered." in out
+
+
+def test_resuming_a_session_keeps_its_memory(
+    workspace: Path, llm: ScriptedLLM, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    _configure(monkeypatch, llm)
+    first = CliRunner().invoke(cli, ["chat", "--session", "proj"],
+                               input="The staging server is called falcon.\n")
+    assert first.exit_code == 0, first.stdout  # end of input leaves too
+    again = CliRunner().invoke(cli, ["chat", "--session", "proj"],
+                               input="What is the staging server called?\n/quit\n")
+    assert again.exit_code == 0, again.stdout
+    assert "Resuming session proj: 2 turns" in again.stdout
+    last_system = _chat_requests(llm)[-1]["messages"][0]["content"]
+    assert "falcon" in last_system
