@@ -25,6 +25,7 @@ class Excluded(BaseModel):
     """A candidate that did not make it into the context, and why."""
 
     reason: str
+    detail: str = ""
     content: str | None = None
     source_type: str | None = None
     source_id: str | None = None
@@ -65,6 +66,7 @@ def _excluded(raw: Any) -> Excluded:
     text = data.get("content")
     return Excluded(
         reason=str(data.get("reason") or "unknown"),
+        detail=str(data.get("detail") or ""),
         content=text if isinstance(text, str) else None,
         source_type=_str_or_none(data.get("source_type")),
         source_id=_str_or_none(data.get("source_id")),
