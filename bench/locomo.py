@@ -65,6 +65,7 @@ import math
 import os
 import re
 import shutil
+import statistics
 import subprocess
 import sys
 import tempfile
@@ -386,12 +387,60 @@ def run_hivemem(
             info["cpu"]["queries"] = cpu.result
             scores.latency_ms["hivemem"] = lat
             scores.budget_latency_ms["hivemem"] = blat
+            info["policy_variants"] = policy_variants(client, convs, log)
             info["diagnostics"] = hivemem_diagnostics(client, convs, scores, log)
         finally:
             client.close()
     finally:
         shutil.rmtree(tmp, ignore_errors=True)
     return info
+
+
+def policy_variants(
+    client: Any, convs: list[dict[str, Any]], log: Callable[[str], None]
+) -> dict[str, Any]:
+    """hivemem's ranking (recall@k) under other policies: which fusion, and what each part of
+    the balanced preset adds. Same memory, same questions; not timed against the others."""
+    from hivemem import PRESETS
+
+    balanced = PRESETS["balanced"]
+    w = balanced.weights
+    no_boosts = w.model_copy(update={"recency": 0, "marker": 0, "episode": 0, "session": 0,
+                                     "confidence": 0})
+    variants = {
+        "balanced (weighted fusion)": balanced,
+        "fusion=rrf (k=10)": balanced.model_copy(update={"fusion": "rrf"}),
+        "no lexical (dense only)": balanced.model_copy(update={"lexical": False}),
+        "no neighbours": balanced.model_copy(update={"neighbours": 0,
+                                                     "weights": w.model_copy(
+                                                         update={"neighbour": 0})}),
+        "no facts": balanced.model_copy(update={"fact_limit": 0}),
+        "no boosts": balanced.model_copy(update={"weights": no_boosts}),
+        "preset cheap": PRESETS["cheap"],
+        "preset high_recall": PRESETS["high_recall"],
+        "preset agent_state": PRESETS["agent_state"],
+    }
+    out: dict[str, Any] = {}
+    for name, policy in variants.items():
+        per_k: list[list[float]] = [[] for _ in KS]
+        lat: list[float] = []
+        for conv in convs:
+            session = f"locomo-{conv['name']}"
+            for q in conv["questions"]:
+                t0 = time.perf_counter()
+                items = client.recall(session, q["question"], BIG_BUDGET, preset=policy,
+                                      limit=max(KS))
+                lat.append((time.perf_counter() - t0) * 1000)
+                for i, v in enumerate(recall_at_ks(q["evidence"], [item_dia_ids(it)
+                                                                    for it in items])):
+                    per_k[i].append(v)
+        row = {f"R@{k}": round(sum(v) / len(v), 4) for k, v in zip(KS, per_k, strict=True)}
+        row["p50_ms"] = round(statistics.median(lat), 1)
+        out[name] = row
+        log(f"  variant {name:28s} " + " ".join(f"{k} {v:.3f}" for k, v in row.items()
+                                                   if k.startswith("R@"))
+            + f"  p50 {row['p50_ms']} ms")
+    return out
 
 
 def hivemem_diagnostics(
@@ -973,6 +1022,16 @@ def write_md(result: dict[str, Any], path: Path) -> None:
         lines += ["", f"{' and '.join(reused)}: driver outputs reused from an earlier run of the"
                   " same job and driver code (`--reference-outputs`)"
                   + (f"; that run: {note}" if note else "") + "."]
+    variants = result["run_info"].get("hivemem", {}).get("policy_variants")
+    if variants:
+        lines += ["", "## hivemem under other recall policies", "",
+                  "Same memory and questions; ranking only (`recall(limit=20, preset=...)`)."
+                  " Weighted fusion is the default because it ranked best here.", "",
+                  "| policy | " + " | ".join(f"R@{k}" for k in KS) + " | p50 ms |",
+                  "|---|" + "---|" * (len(KS) + 1)]
+        for name, row in variants.items():
+            lines.append(f"| {name} | " + " | ".join(f"{row[f'R@{k}']:.3f}" for k in KS)
+                         + f" | {row['p50_ms']} |")
     lines += ["", "## How it was run", ""]
     lines += [f"- {n}" for n in result["method"]]
     if result.get("analysis"):

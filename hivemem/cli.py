@@ -18,6 +18,7 @@ from hivemem.config import Settings
 from hivemem.errors import HivememError
 from hivemem.logs import configure_logging
 from hivemem.memory.facts import Fact
+from hivemem.memory.policy import PRESETS
 from hivemem.models import ContextItem
 from hivemem.producer.client import MemoryClient
 
@@ -147,19 +148,34 @@ def _facts_table(facts: Sequence[Fact]) -> Table:
 @click.argument("query")
 @click.option("--budget", type=int, default=None, help="Token budget (default from config).")
 @click.option("--limit", type=int, default=None, help="At most this many items.")
+@click.option("--preset", type=click.Choice(sorted(PRESETS)), default=None,
+              help="Recall policy (default: balanced).")
+@click.option("--explain", is_flag=True, help="Also list what was left out, and why.")
+@click.option("--related", "related", multiple=True, help="Also search this session.")
 @click.option("--json", "as_json", is_flag=True, help="Print JSON.")
 @click.pass_context
 def recall(
     ctx: click.Context, session_id: str, query: str, budget: int | None, limit: int | None,
-    as_json: bool,
+    preset: str | None, explain: bool, related: tuple[str, ...], as_json: bool,
 ) -> None:
     """Print the recalled context for QUERY in SESSION_ID."""
     with _client(ctx) as client:
-        items = client.recall(session_id, query, token_budget=budget, limit=limit)
+        result = client.recall(session_id, query, token_budget=budget, limit=limit,
+                               preset=preset, explain=explain, related_sessions=related)
     if as_json:
-        click.echo(json.dumps([i.model_dump(mode="json") for i in items], indent=2))
-    else:
-        out.print(_items_table(query, items))
+        click.echo(json.dumps(result.to_dict(), indent=2))
+        return
+    out.print(_items_table(
+        f"{query}  ({result.preset}: {result.used_tokens}/{result.token_budget} tokens)",
+        result,
+    ))
+    if explain and result.excluded:
+        table = Table(title=f"left out ({len(result.excluded)})", expand=True)
+        for column in ("reason", "score", "detail", "content"):
+            table.add_column(column, ratio=1 if column == "content" else None)
+        for x in result.excluded:
+            table.add_row(x.reason, f"{x.score:.3f}", x.detail, x.content[:120])
+        out.print(table)
 
 
 @cli.command()

@@ -41,7 +41,13 @@ class EmbeddingSettings(BaseModel):
     # ONNX batch: small batches pad less (each pads to its longest text); measured 2.8x the
     # turns/s of batch 64 on mixed-length LoCoMo turns (bench/pipeline.py).
     batch_size: int = Field(default=16, ge=1, le=4096)
+    # ONNX intra-op threads per embedder (None: all cores). On a small box one thread per
+    # embedder and one embedder per core (embedded mode's default; one `hivemem worker embed`
+    # process per core) keeps small batches from stalling each other: bench/pipeline.py.
     threads: int | None = Field(default=None, ge=1)
+    # The recall path embeds one short query: one thread is as fast and does not fight the
+    # workers for the cores (p95 8 ms vs 35 ms on a busy 2-core box).
+    query_threads: int | None = Field(default=1, ge=1)
     # Only for the hashing provider (tests): vector size.
     dim: int = Field(default=384, ge=8, le=4096)
 

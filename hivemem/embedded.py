@@ -9,6 +9,7 @@ no durable queue: use a Redis server for that).
 
 from __future__ import annotations
 
+import os
 import threading
 import time
 from pathlib import Path
@@ -36,6 +37,15 @@ from hivemem.workers.stream import StreamWorker, WorkerKind
 log = structlog.get_logger(__name__)
 
 
+def default_embed_workers() -> int:
+    """One embed thread per available core, at most four."""
+    try:
+        cores = len(os.sched_getaffinity(0))
+    except AttributeError:  # pragma: no cover - not Linux
+        cores = os.cpu_count() or 1
+    return max(1, min(4, cores))
+
+
 class EmbeddedRuntime:
     def __init__(
         self,
@@ -44,14 +54,26 @@ class EmbeddedRuntime:
         *,
         embedder: Embedder | None = None,
         reflector: Reflector | None = None,
-        workers: int = 1,
+        workers: int | None = None,
     ) -> None:
         self.path = Path(path)
         self.path.mkdir(parents=True, exist_ok=True)
         self.settings = settings
         self.keys = Keys(settings.redis.key_prefix)
         self._server = fake_server()
-        self.embedder = embedder or build_embedder(settings.embedding)
+        workers = workers or default_embed_workers()
+        # One embedder per embed thread (a model session is not shared between threads) with
+        # one ONNX thread each unless configured, and its own one for recall's queries.
+        one_thread = settings.embedding.model_copy(
+            update={"threads": settings.embedding.threads or 1}
+        )
+        if embedder is not None:
+            worker_embedders = [embedder] * workers
+            self.query_embedder = embedder
+        else:
+            worker_embedders = [build_embedder(one_thread) for _ in range(workers)]
+            self.query_embedder = build_embedder(settings.embedding, for_queries=True)
+        self.embedder = worker_embedders[0]
         self.vectors = EdgeVectorStore(self.path / "qdrant", self.embedder.dim)
         conn = connect_fake(self._server)
         state = self._state(conn)
@@ -75,10 +97,10 @@ class EmbeddedRuntime:
         )
         self._workers: list[StreamWorker[Any]] = []
         self._threads: list[threading.Thread] = []
-        for i in range(workers):
+        for i, worker_embedder in enumerate(worker_embedders):
             conn = connect_fake(self._server)
             handler = EmbedHandler(
-                self.embedder, self.vectors, self._state(conn), StreamStore(conn, self.keys),
+                worker_embedder, self.vectors, self._state(conn), StreamStore(conn, self.keys),
                 self.keys,
             )
             self._start(embed_kind(handler), conn, worker_settings, f"embed-{i}")

@@ -85,11 +85,12 @@ class MemoryClient:
         *,
         embedder: Embedder | None = None,
         reflector: Reflector | None = None,
-        workers: int = 1,
+        workers: int | None = None,
     ) -> MemoryClient:
         """Embedded mode: in-process Redis, Qdrant Edge under `path`, worker threads.
 
-        Reflection uses `reflector`, else the configured LLM, else the heuristic reflector.
+        `workers`: embed threads (default: one per core, at most four). Reflection uses
+        `reflector`, else the configured LLM, else the heuristic reflector.
         """
         from hivemem.embedded import EmbeddedRuntime
 
@@ -102,7 +103,7 @@ class MemoryClient:
             settings,
             redis_client=runtime.redis(),
             vector_store=runtime.vectors,
-            embedder=runtime.embedder,
+            embedder=runtime.query_embedder,
             runtime=runtime,
         )
 
@@ -350,7 +351,7 @@ class MemoryClient:
                 from hivemem.store.factory import open_vector_store
 
                 if self._embedder is None:
-                    self._embedder = build_embedder(self.settings.embedding)
+                    self._embedder = build_embedder(self.settings.embedding, for_queries=True)
                 if self._vectors is None:
                     self._vectors = open_vector_store(self.settings.qdrant, self._embedder.dim)
                 self._recaller = Recaller(
@@ -362,6 +363,8 @@ class MemoryClient:
 
     def close(self) -> None:
         """Embedded mode drains the queue and stops its workers; then connections close."""
+        if self._recaller is not None:
+            self._recaller.close()
         if self._runtime is not None:
             self._runtime.close()
             self._runtime = None

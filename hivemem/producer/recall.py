@@ -7,6 +7,7 @@ Writes nothing. The stores answer; `memory.scoring` scores; `memory.budget` choo
 from __future__ import annotations
 
 from collections.abc import Sequence
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 
 import numpy as np
@@ -18,7 +19,7 @@ from hivemem.memory.scoring import Signals, relevance, score_candidates
 from hivemem.memory.tokens import estimate_tokens
 from hivemem.models import ContextItem, ExcludedItem, RecallResult, ScoreComponents, Turn
 from hivemem.providers.embedders import Embedder
-from hivemem.providers.lexical import LexicalEncoder, SparseVector
+from hivemem.providers.lexical import LexicalEncoder
 from hivemem.store.episodes import EpisodeStore
 from hivemem.store.state import SessionState
 from hivemem.store.vectors import FactHit, TurnHit, Vector, VectorStore
@@ -59,6 +60,12 @@ class Recaller:
         self.vectors = vectors
         self.embedder = embedder
         self.lexical = lexical or LexicalEncoder()
+        # The query is embedded on this thread while the caller's thread reads Redis and
+        # runs the lexical searches (ONNX releases the GIL): the two overlap.
+        self._embedding = ThreadPoolExecutor(max_workers=1, thread_name_prefix="hivemem-q")
+
+    def close(self) -> None:
+        self._embedding.shutdown(wait=False)
 
     def recall(
         self,
@@ -72,20 +79,30 @@ class Recaller:
     ) -> RecallResult:
         sessions = [session_id, *(s for s in related_sessions if s != session_id)]
         scope: str | list[str] = session_id if len(sessions) == 1 else sessions
-        sparse = self.lexical.query(query) if policy.lexical else None
-        recent = self.state.recent_turns(session_id, policy.recent_turns)
-        assigned, _closed, open_ep, _markers = self.episodes.progress(session_id)
+        embedding = self._embedding.submit(self.embedder.embed_query, query)
+        try:
+            sparse = self.lexical.query(query) if policy.lexical else None
+            recent = self.state.recent_turns(session_id, policy.recent_turns)
+            assigned, _closed, open_ep, _markers = self.episodes.progress(session_id)
+            limit = policy.search_limit
+            lexical_turns = (
+                self.vectors.search_turns_lexical(scope, sparse, limit) if sparse else []
+            )
+            statuses = [st.value for st in FactStatus if st != FactStatus.ARCHIVED]
+            lexical_facts = (
+                self.vectors.search_facts_lexical(scope, sparse, policy.fact_limit, statuses)
+                if sparse and policy.fact_limit else []
+            )
+        finally:
+            query_vector = embedding.result()
         current_from = open_ep.seq_start if open_ep and open_ep.turn_ids else assigned + 1
-        query_vector = self.embedder.embed_query(query)
 
         pool: dict[str, _Entry] = {}
-        limit = policy.search_limit
         self._add_turn_hits(pool, self.vectors.search_turns(scope, query_vector, limit), "dense")
-        if sparse:
-            self._add_turn_hits(
-                pool, self.vectors.search_turns_lexical(scope, sparse, limit), "lexical"
-            )
-        superseded, stale_turns = self._add_facts(pool, scope, query_vector, sparse, policy)
+        self._add_turn_hits(pool, lexical_turns, "lexical")
+        superseded, stale_turns = self._add_facts(
+            pool, scope, query_vector, lexical_facts, policy
+        )
         self._add_recent(pool, recent, query_vector)
         if policy.neighbours:
             self._add_neighbours(pool, query_vector, policy)
@@ -164,20 +181,16 @@ class Recaller:
         pool: dict[str, _Entry],
         scope: str | list[str],
         query_vector: Vector,
-        sparse: SparseVector | None,
+        lexical: list[FactHit],
         policy: RecallPolicy,
     ) -> tuple[list[FactHit], set[str]]:
-        """Add the facts that match. Returns the superseded ones left out (no history asked)
-        and the turns that stated only superseded facts."""
+        """Add the facts that match (dense hits searched here, lexical ones given). Returns
+        the superseded ones left out (no history asked) and the turns that stated only
+        superseded facts."""
         if not policy.fact_limit:
             return [], set()
         statuses = [st.value for st in FactStatus if st != FactStatus.ARCHIVED]
         dense = self.vectors.search_facts(scope, query_vector, policy.fact_limit, statuses)
-        lexical: list[FactHit] = []
-        if sparse:
-            lexical = self.vectors.search_facts_lexical(
-                scope, sparse, policy.fact_limit, statuses
-            )
         hits: dict[str, tuple[FactHit, int | None, FactHit | None, int | None]] = {}
         for rank, hit in enumerate(dense, 1):
             hits[hit.fact.fact_id] = (hit, rank, None, None)

@@ -123,7 +123,10 @@ class FastEmbedEmbedder:
         return row
 
 
-def build_embedder(settings: EmbeddingSettings) -> Embedder:
+def build_embedder(settings: EmbeddingSettings, *, for_queries: bool = False) -> Embedder:
+    """The configured embedder; `for_queries`: the recall path's (its own ONNX threads)."""
     if settings.provider == "hashing":
         return HashingEmbedder(settings.dim)
+    if for_queries:
+        settings = settings.model_copy(update={"threads": settings.query_threads})
     return FastEmbedEmbedder(settings)

@@ -1,0 +1,41 @@
+"""`hivemem --local DIR recall ...` with presets, explain and JSON (hashing embedder via env)."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+from click.testing import CliRunner
+
+from hivemem.cli import cli
+
+
+@pytest.fixture
+def env(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("HIVEMEM_EMBEDDING__PROVIDER", "hashing")
+    monkeypatch.setenv("HIVEMEM_EMBEDDING__DIM", "256")
+
+
+def run(*args: str) -> str:
+    result = CliRunner().invoke(cli, list(args), catch_exceptions=False)
+    assert result.exit_code == 0, result.output
+    return result.stdout
+
+
+@pytest.mark.usefixtures("env")
+def test_recall_cli_json_explain_and_preset(tmp_path: Path) -> None:
+    local = str(tmp_path / "mem")
+    for text in ["We deploy with Helm on Kubernetes", "We deploy with Helm on Kubernetes",
+                 "lunch is at noon"]:
+        run("--local", local, "ingest", "s1", "user", text)
+    data = json.loads(run("--local", local, "recall", "s1", "how do we deploy", "--json",
+                          "--explain", "--preset", "cheap", "--budget", "200"))
+    assert data["preset"] == "cheap" and data["token_budget"] == 200
+    assert data["items"][0]["content"] == "We deploy with Helm on Kubernetes"
+    assert data["used_tokens"] == sum(i["token_count"] for i in data["items"])
+    assert any(x["reason"] == "duplicate" for x in data["excluded"])
+    text = run("--local", local, "recall", "s1", "how do we deploy", "--explain")
+    assert "balanced" in text and "left out" in text and "duplicate" in text
+    bad = CliRunner().invoke(cli, ["--local", local, "recall", "s1", "q", "--preset", "nope"])
+    assert bad.exit_code != 0 and "nope" in bad.output
