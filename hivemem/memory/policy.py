@@ -33,7 +33,9 @@ class ScoringWeights(BaseModel):
     episode: float = 0.05
     confidence: float = 0.1
     conflict: float = 0.0
-    stale: float = 0.6
+    # A turn whose fact was superseded sinks a little: it is still the record of what was
+    # said then (temporal questions need it); agent_state sinks it further.
+    stale: float = 0.15
     session: float = 0.05  # the asked session; a related session gets half
     kind: dict[str, float] = Field(default_factory=dict)
 
@@ -92,7 +94,7 @@ PRESETS: dict[str, RecallPolicy] = {
     # The agent's working state first: goals, constraints, decisions, preferences.
     "agent_state": RecallPolicy(
         name="agent_state", fact_limit=60, quotas={"fact": 0.8}, gate_boosts=False,
-        neighbours=2, weights=ScoringWeights(kind=_STATE_KINDS, marker=0.3),
+        neighbours=2, weights=ScoringWeights(kind=_STATE_KINDS, marker=0.3, stale=0.6),
     ),
 }
 

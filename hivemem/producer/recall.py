@@ -100,6 +100,9 @@ class Recaller:
         pool: dict[str, _Entry] = {}
         self._add_turn_hits(pool, self.vectors.search_turns(scope, query_vector, limit), "dense")
         self._add_turn_hits(pool, lexical_turns, "lexical")
+        for entry in pool.values():
+            if entry.signals.dense_rank is None:  # a lexical-only hit: its real similarity
+                entry.signals.dense = _dot(entry.vector, query_vector)
         superseded, stale_turns = self._add_facts(
             pool, scope, query_vector, lexical_facts, policy
         )
