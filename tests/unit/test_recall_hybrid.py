@@ -60,6 +60,15 @@ def test_keywords_find_what_vectors_cannot(pipeline: Pipeline) -> None:
     top = result[0]
     assert top.content == "the invoice job crashed with error PG-4471"
     assert top.components.lexical == pytest.approx(1.0)
+    # Found by keywords only (dense pool of one): it still carries its real similarity.
+    narrow = PRESETS["balanced"].model_copy(update={"search_limit": 1, "recent_turns": 0})
+    lexical_only = client.recall("s1", "what was error PG-4471 about?", token_budget=200,
+                                 preset=narrow)
+    hit = next(i for i in lexical_only if i.content == top.content)
+    emb = NoiseEmbedder()
+    expected = float(emb.embed_documents([top.content])[0]
+                     @ emb.embed_query("what was error PG-4471 about?"))
+    assert hit.components.dense == pytest.approx(expected, abs=1e-5) and expected != 0.0
     off = client.recall("s1", "what was error PG-4471 about?", token_budget=200,
                         preset=PRESETS["balanced"].model_copy(update={"lexical": False}))
     assert off[0].content != top.content or off[0].components.lexical == 0.0
