@@ -5,10 +5,14 @@ One process may open a folder at a time (the WAL is locked); threads in that pro
 
 from __future__ import annotations
 
+import shutil
 import threading
+import time
 from collections.abc import Iterator, Sequence
 from pathlib import Path
 from typing import Any
+
+import structlog
 
 from hivemem.errors import StoreUnavailable
 from hivemem.providers.lexical import SparseVector
@@ -25,6 +29,8 @@ from hivemem.store.vectors import (
     Where,
     as_vector,
 )
+
+log = structlog.get_logger(__name__)
 
 
 class EdgeVectorStore(VectorStore):
@@ -51,6 +57,66 @@ class EdgeVectorStore(VectorStore):
                     "qdrant-edge",
                     f"{self.path / name} holds {stored}-d vectors, the embedder makes {dim}-d",
                 )
+            if not self._has_lexical(name):
+                self._add_lexical(name)
+
+    def _has_lexical(self, collection: str) -> bool:
+        qe = self._qe
+        probe = qe.QueryRequest(
+            limit=1, query=qe.Query.Nearest(qe.SparseVector([1], [1.0]), using=LEXICAL)
+        )
+        try:
+            self._shards[collection].query(probe)
+        except Exception as exc:
+            if "vector name" in str(exc).lower():
+                return False
+            raise
+        return True
+
+    def _add_lexical(self, collection: str) -> None:
+        """Migrate a shard made before keyword search: copy every point, with BM25 vectors
+        from its stored text, into a new shard, then swap the folders (the old one is kept
+        as `<name>.pre-lexical` until the copy is complete)."""
+        from hivemem.providers.lexical import LexicalEncoder
+
+        started = time.perf_counter()
+        lexical = LexicalEncoder()
+        old_path = self.path / collection
+        new_path = self.path / f"{collection}.migrating"
+        shutil.rmtree(new_path, ignore_errors=True)
+        new_shard = self._open(new_path)
+        copied = 0
+        batch: list[Point] = []
+        old = self._shards[collection]
+        offset: Any = None
+        while True:
+            records, offset = old.scroll(self._qe.ScrollRequest(
+                offset=offset, limit=256, with_payload=True, with_vector=True))
+            for r in records:
+                vector = as_vector(r.vector)
+                if vector is None:
+                    continue
+                text = str((r.payload or {}).get("content", ""))
+                batch.append(Point(str(r.id), vector, r.payload, lexical.document(text)))
+            if batch:
+                new_shard.update(self._qe.UpdateOperation.upsert_points(
+                    [self._qe.Point(id=p.id, vector=self._vectors(p), payload=p.payload)
+                     for p in batch]))
+                copied += len(batch)
+                batch = []
+            if offset is None:
+                break
+        new_shard.flush()
+        new_shard.close()
+        old.close()
+        backup = self.path / f"{collection}.pre-lexical"
+        shutil.rmtree(backup, ignore_errors=True)
+        old_path.rename(backup)
+        new_path.rename(old_path)
+        self._shards[collection] = self._qe.EdgeShard.load(str(old_path))
+        shutil.rmtree(backup, ignore_errors=True)
+        log.info("store.migrated", collection=collection, change="added lexical vectors",
+                 points=copied, ms=round((time.perf_counter() - started) * 1000, 1))
 
     def _open(self, shard_path: Path) -> Any:
         qe = self._qe

@@ -5,6 +5,7 @@ from __future__ import annotations
 from collections.abc import Iterator, Sequence
 from typing import Any
 
+import structlog
 from qdrant_client import QdrantClient
 from qdrant_client import models as qm
 from qdrant_client.http.exceptions import ResponseHandlingException, UnexpectedResponse
@@ -26,6 +27,8 @@ from hivemem.store.vectors import (
     as_vector,
 )
 
+log = structlog.get_logger(__name__)
+
 _ERRORS = (ResponseHandlingException, UnexpectedResponse, ConnectionError, TimeoutError, OSError)
 
 
@@ -36,6 +39,7 @@ class ServerVectorStore(VectorStore):
         target = location or settings.url
         # Local mode (`:memory:`, unit tests) filters in Python and ignores payload indexes.
         self._local = location is not None
+        self._without_lexical: set[str] = set()
         try:
             if location is not None:
                 self._client = QdrantClient(location=location)
@@ -59,6 +63,13 @@ class ServerVectorStore(VectorStore):
                 raise StoreUnavailable(
                     "qdrant", f"{collection} holds {size}-d vectors, embedder makes {self.dim}"
                 )
+            sparse = info.config.params.sparse_vectors or {}
+            if LEXICAL not in sparse:
+                # Made before keyword search: recall there stays dense-only until the
+                # collection is rebuilt (its points carry no BM25 vectors).
+                self._without_lexical.add(collection)
+                log.warning("store.no_lexical", collection=collection,
+                            fix="re-create the collection and re-ingest to get keyword search")
             return
         self._client.create_collection(
             collection,
@@ -98,7 +109,11 @@ class ServerVectorStore(VectorStore):
     def upsert(self, collection: str, points: Sequence[Point]) -> None:
         if not points:
             return
-        batch = [qm.PointStruct(id=p.id, vector=_vectors(p), payload=p.payload) for p in points]
+        lexical = self.prefix + collection not in self._without_lexical
+        batch = [
+            qm.PointStruct(id=p.id, vector=_vectors(p, lexical), payload=p.payload)
+            for p in points
+        ]
         # wait=True: the upsert is applied (and in the WAL) before the worker acks.
         self._call("upsert", self._client.upsert, self.prefix + collection, points=batch,
                    wait=True)
@@ -111,6 +126,8 @@ class ServerVectorStore(VectorStore):
     def search_sparse(
         self, collection: str, sparse: SparseVector, limit: int, where: Where | None
     ) -> list[Hit]:
+        if self.prefix + collection in self._without_lexical:
+            return []
         query = qm.SparseVector(indices=sparse.indices, values=sparse.values)
         return self._query("search_sparse", collection, query, LEXICAL, limit, where)
 
@@ -175,9 +192,9 @@ class ServerVectorStore(VectorStore):
         self._client.close()
 
 
-def _vectors(point: Point) -> dict[str, Any]:
+def _vectors(point: Point, lexical: bool = True) -> dict[str, Any]:
     vectors: dict[str, Any] = {DENSE: point.vector.tolist()}
-    if point.sparse:
+    if point.sparse and lexical:
         vectors[LEXICAL] = qm.SparseVector(
             indices=point.sparse.indices, values=point.sparse.values
         )

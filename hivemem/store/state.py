@@ -208,6 +208,10 @@ class SessionState:
                 pipe.setbit(k.session_processed(session_id), turn.seq, 1)
             if self.recent_window > 0:
                 window = ordered[-self.recent_window :]
+                # One member per seq: the stored version (with its detected markers) replaces
+                # the one written at ingest, instead of sitting beside it.
+                for turn in window:
+                    pipe.zremrangebyscore(k.session_recent(session_id), turn.seq, turn.seq)
                 pipe.zadd(
                     k.session_recent(session_id),
                     {wire_json(t): t.seq for t in window},

@@ -175,3 +175,13 @@ def test_state_rebuilds_from_qdrant(redis_client: redis.Redis, settings: Setting
     assert client.ingest("s1", "user", "again", turn_id="id3").duplicate
     assert client.ingest("s1", "user", "next").seq == 16
     assert client.sessions() == ["s1", "s2"]
+    # Rebuilding over a live window (embedded mode reopening) keeps one entry per turn, even
+    # when the stored version differs from the ingested one (detected markers).
+    client.ingest("s1", "user", "Decision: we ship on Friday", turn_id="marked")
+    StreamWorker(embed_kind(EmbedHandler(emb, vectors, state, streams, client.keys)),
+                 StreamStore(redis_client, client.keys), settings.worker).run(burst=True)
+    rebuild_state(state, vectors)
+    seqs = [t.seq for t in client._state.recent_turns("s1", 50)]
+    assert len(seqs) == len(set(seqs)) == 17
+    marked = next(t for t in client._state.recent_turns("s1", 50) if t.turn_id == "marked")
+    assert "decision" in marked.markers

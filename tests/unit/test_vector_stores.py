@@ -105,3 +105,58 @@ def test_lexical_search_uses_bm25_with_idf(store: VectorStore) -> None:
     by_seq = store.turns_by_seq("s1", [3, 21, 99])
     assert sorted(h.turn.seq for h in by_seq) == [3, 21]
     assert all(h.vector is not None for h in by_seq)
+
+
+def test_edge_store_from_before_keyword_search_is_migrated(tmp_path: Path) -> None:
+    """Shards made without the lexical vector get it on open, from each point's stored text."""
+    import qdrant_edge as qe
+
+    from hivemem.providers.lexical import LexicalEncoder
+    from hivemem.store.vectors import turn_payload, turn_point_id
+
+    old = turn("s1", 1, "the invoice job crashed with error PG-4471")
+    for name in ("turns", "facts"):
+        shard = qe.EdgeShard.create(str(tmp_path / "q" / name), qe.EdgeConfig(
+            vectors={"dense": qe.EdgeVectorParams(size=EMB.dim, distance=qe.Distance.Cosine)}))
+        if name == "turns":
+            shard.update(qe.UpdateOperation.upsert_points([qe.Point(
+                id=turn_point_id("s1", "t1"),
+                vector={"dense": EMB.embed_documents([old.content])[0].tolist()},
+                payload=turn_payload(old))]))
+        shard.flush()
+        shard.close()
+    store = EdgeVectorStore(tmp_path / "q", EMB.dim)
+    try:
+        hits = store.search_turns_lexical("s1", LexicalEncoder().query("PG-4471"), 5)
+        assert [h.turn.content for h in hits] == [old.content]
+        assert store.count_turns("s1") == 1
+    finally:
+        store.close()
+    assert sorted(p.name for p in (tmp_path / "q").iterdir()) == ["facts", "turns"]
+    reopened = EdgeVectorStore(tmp_path / "q", EMB.dim)  # already migrated: opens as is
+    assert reopened.count_turns() == 1
+    reopened.close()
+
+
+def test_server_collection_without_lexical_degrades_to_dense() -> None:
+    from qdrant_client import QdrantClient
+    from qdrant_client import models as qm
+
+    from hivemem.providers.lexical import LexicalEncoder
+
+    settings = QdrantSettings()
+    client = QdrantClient(location=":memory:")
+    for name in ("turns", "facts"):
+        client.create_collection(settings.collection_prefix + name, vectors_config={
+            "dense": qm.VectorParams(size=EMB.dim, distance=qm.Distance.COSINE)})
+    store = ServerVectorStore(settings, EMB.dim, location=":memory:")
+    store._client = client  # the pre-existing collections above
+    store._without_lexical.clear()
+    for name in ("turns", "facts"):
+        store._ensure_collection(settings.collection_prefix + name)
+    lex = LexicalEncoder()
+    t = turn("s1", 1, "error PG-4471")
+    store.upsert_turns([t], EMB.embed_documents([t.content]), lex.documents([t.content]))
+    assert store.search_turns_lexical("s1", lex.query("PG-4471"), 5) == []
+    assert [h.turn.turn_id for h in store.search_turns("s1", EMB.embed_query("error"), 5)] == [
+        "t1"]
