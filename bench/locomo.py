@@ -34,9 +34,12 @@ Metrics, per question, averaged over questions (overall and per category):
 
 Systems:
 - hivemem: `MemoryClient.local(tmp, Settings())` with default settings, the real pipeline
-  (ingest_many -> embed worker -> Qdrant Edge; boundary worker for episodes; reflection into
-  facts with the default heuristic reflector, no LLM), recall after `wait_until_processed`
-  (embed and boundary stages) and `wait_until_reflected`. Then one more untimed
+  (ingest_many -> embed workers (dense vectors + BM25 sparse vectors) -> Qdrant Edge; boundary
+  worker for episodes; reflection into facts with the default heuristic reflector, no LLM),
+  recall after `wait_until_processed` (embed and boundary stages) and `wait_until_reflected`,
+  with the default `balanced` preset (hybrid dense + BM25 fused by weight, facts, neighbours).
+  All five conversations share one store, so BM25's IDF is over all of their turns. The same
+  memory is then ranked under other policies ("hivemem under other recall policies"). Then one more untimed
   `recall(limit=200)` per question for diagnostics (score components of evidence turns).
 - bm25: Okapi BM25 (rank_bm25.BM25Okapi, k1=1.5, b=0.75, or an identical fallback if rank_bm25
   is missing) over the same texts, lower-cased word tokens minus English stopwords.
