@@ -358,6 +358,9 @@ def worker(ctx: click.Context, kind: str, burst: bool, name: str | None) -> None
 from hivemem.cli_extras import register as _register_extras  # noqa: E402
 
 _register_extras(cli)  # workspace commands, chat, eval
+from hivemem.cli_lifecycle import register as _register_lifecycle  # noqa: E402
+
+_register_lifecycle(cli)  # compact, audit, session, timeline, export/import/backup/restore
 
 
 def main(argv: Sequence[str] | None = None) -> None:

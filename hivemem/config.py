@@ -13,6 +13,8 @@ from typing import Literal
 from pydantic import BaseModel, Field, SecretStr, field_validator, model_validator
 from pydantic_settings import BaseSettings, SettingsConfigDict
 
+from hivemem.memory.compaction import CompactionPolicy
+
 
 class RedisSettings(BaseModel):
     url: str = "redis://127.0.0.1:6379/0"
@@ -119,6 +121,17 @@ class RecallSettings(BaseModel):
         return value
 
 
+class CompactionSettings(CompactionPolicy):
+    """The compaction policy (`hivemem.memory.compaction`) and when it runs by itself."""
+
+    # Enqueue a compaction of the session after every this many reflected episodes (0: only
+    # on demand: `hivemem compact`, `MemoryClient.compact`, `schedule_compaction`).
+    every_episodes: int = Field(default=0, ge=0)
+
+    def policy(self) -> CompactionPolicy:
+        return CompactionPolicy.model_validate(self.model_dump(exclude={"every_episodes"}))
+
+
 class LLMConfig(BaseModel):
     """One LLM endpoint. Nested into `Settings` as ``llm`` (``HIVEMEM_LLM__MODEL=...``)."""
 
@@ -151,6 +164,7 @@ class Settings(BaseSettings):
     recall: RecallSettings = RecallSettings()
     episodes: EpisodeSettings = EpisodeSettings()
     reflection: ReflectionSettings = ReflectionSettings()
+    compaction: CompactionSettings = CompactionSettings()
     # An LLM for reflection (OpenAI-compatible or Anthropic); none: the heuristic reflector.
     llm: LLMConfig | None = None
     log_level: Literal["debug", "info", "warning", "error"] = "info"

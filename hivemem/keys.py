@@ -59,6 +59,15 @@ class Keys:
         """Hash: first/last activity timestamps."""
         return f"{self.prefix}:s:{session_id}:meta"
 
+    # Memory lifecycle (issue 6).
+    def session_info(self, session_id: str) -> str:
+        """Hash: what the caller says about the session (title, agent_id, created_at)."""
+        return f"{self.prefix}:s:{session_id}:info"
+
+    def session_audit(self, session_id: str) -> str:
+        """Append-only stream: every status or layer change of the session's facts."""
+        return f"{self.prefix}:s:{session_id}:audit"
+
     # Episode boundaries (owned by the boundary stage).
     def boundary_state(self, session_id: str) -> str:
         """Hash: next seq to assign, closed count, the open episode (JSON), marker counts."""

@@ -59,6 +59,7 @@ class RecallPolicy(BaseModel):
     recent_turns: int = Field(default=12, ge=0, le=1000)
     fact_limit: int = Field(default=10, ge=0, le=1000)
     include_history: bool = False
+    include_archived: bool = False  # archived facts (compacted or retracted), ranked as history
     # Share of the budget each source may take at most (1.0: no cap).
     quotas: dict[str, float] = Field(default_factory=lambda: {"fact": 0.5})
     dedup_threshold: float = Field(default=0.95, gt=0, le=1.0)

@@ -12,9 +12,10 @@ from typing import TYPE_CHECKING, Any, NotRequired, Self, TypedDict
 from hivemem.config import Settings
 from hivemem.errors import ProcessingTimeout, ValidationError
 from hivemem.keys import Keys
+from hivemem.lifecycle.client_api import LifecycleMixin, lifecycle_statuses
 from hivemem.logs import ensure_quiet_default
 from hivemem.memory.episodes import Episode
-from hivemem.memory.facts import VISIBLE, Fact
+from hivemem.memory.facts import Fact
 from hivemem.memory.policy import RecallPolicy, resolve_policy
 from hivemem.models import DeadLetter, RecallResult, Role, SessionStats, Turn
 from hivemem.producer.validation import TurnDraft, check_budget, check_id, check_query
@@ -48,7 +49,7 @@ class TurnInput(TypedDict):
 _TURN_INPUT_KEYS = frozenset(TurnInput.__annotations__)
 
 
-class MemoryClient:
+class MemoryClient(LifecycleMixin):
     """Shared memory for agents.
 
     Against servers: ``MemoryClient(Settings())`` (Redis URL and Qdrant URL from the
@@ -263,6 +264,7 @@ class MemoryClient:
         preset: str | RecallPolicy | None = None,
         limit: int | None = None,
         include_history: bool = False,
+        include_archived: bool = False,
         explain: bool = False,
         related_sessions: Sequence[str] = (),
     ) -> RecallResult:
@@ -298,6 +300,8 @@ class MemoryClient:
             updates["limit"] = limit
         if include_history:
             updates["include_history"] = True
+        if include_archived:  # archived facts (compacted or retracted), ranked as history
+            updates["include_archived"] = True
         if updates:
             policy = policy.model_copy(update=updates)
         return self._get_recaller().recall(
@@ -305,12 +309,20 @@ class MemoryClient:
             related_sessions=list(related_sessions), explain=bool(explain),
         )
 
-    def facts(self, session_id: str, *, include_history: bool = False) -> list[Fact]:
-        """The session's facts (current ones; with history, every version), oldest first."""
+    def facts(
+        self, session_id: str, *, include_history: bool = False,
+        include_inactive: bool = False, include_archived: bool = False,
+    ) -> list[Fact]:
+        """The session's facts (current ones; with history, every version), oldest first.
+
+        Current: active and conflicted. `include_inactive` adds superseded versions,
+        `include_archived` archived facts (compacted or retracted); `include_history`, both.
+        """
         check_id("session_id", session_id)
         self._get_recaller()
         assert self._vectors is not None
-        statuses = None if include_history else [s.value for s in VISIBLE]
+        statuses = None if include_history else lifecycle_statuses(
+            include_inactive=include_inactive, include_archived=include_archived)
         return self._vectors.list_facts(session_id, statuses)
 
     def traces(self, count: int = 20, session_id: str | None = None) -> list[dict[str, Any]]:

@@ -88,7 +88,7 @@ class Recaller:
             lexical_turns = (
                 self.vectors.search_turns_lexical(scope, sparse, limit) if sparse else []
             )
-            statuses = [st.value for st in FactStatus if st != FactStatus.ARCHIVED]
+            statuses = _statuses(policy)
             lexical_facts = (
                 self.vectors.search_facts_lexical(scope, sparse, policy.fact_limit, statuses)
                 if sparse and policy.fact_limit else []
@@ -192,7 +192,7 @@ class Recaller:
         superseded facts."""
         if not policy.fact_limit:
             return [], set()
-        statuses = [st.value for st in FactStatus if st != FactStatus.ARCHIVED]
+        statuses = _statuses(policy)
         dense = self.vectors.search_facts(scope, query_vector, policy.fact_limit, statuses)
         hits: dict[str, tuple[FactHit, int | None, FactHit | None, int | None]] = {}
         for rank, hit in enumerate(dense, 1):
@@ -209,7 +209,8 @@ class Recaller:
         for d_hit, d_rank, l_hit, l_rank in hits.values():
             fact = d_hit.fact
             history = fact.status not in VISIBLE
-            if history and not policy.include_history:
+            if history and not (policy.include_history or (
+                    policy.include_archived and fact.status == FactStatus.ARCHIVED)):
                 left_out.append(d_hit)
                 continue
             vector = _unit(d_hit.vector)
@@ -397,3 +398,9 @@ def _superseded(hit: FactHit, policy: RecallPolicy) -> ExcludedItem:
         detail=f"superseded by {fact.superseded_by}" if fact.superseded_by
         else f"status {fact.status.value}; include_history=True shows it",
     )
+
+
+def _statuses(policy: RecallPolicy) -> list[str]:
+    """Fact statuses recall searches: archived ones only when asked for."""
+    return [st.value for st in FactStatus
+            if st != FactStatus.ARCHIVED or policy.include_archived]

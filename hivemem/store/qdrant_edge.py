@@ -253,6 +253,10 @@ class EdgeVectorStore(VectorStore):
         request = self._qe.CountRequest(filter=self._filter(where), exact=True)
         return int(self._call("count", self._shards[collection].count, request))
 
+    def delete(self, collection: str, where: Where) -> None:
+        operation = self._qe.UpdateOperation.delete_points_by_filter(self._filter(where))
+        self._call("delete", self._shards[collection].update, operation)
+
     def flush(self) -> None:
         for shard in self._shards.values():
             self._call("flush", shard.flush)

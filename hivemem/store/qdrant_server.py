@@ -188,6 +188,11 @@ class ServerVectorStore(VectorStore):
         )
         return int(result.count)
 
+    def delete(self, collection: str, where: Where) -> None:
+        self._call("delete", self._client.delete, self.prefix + collection,
+                   points_selector=qm.FilterSelector(filter=self._filter(where) or qm.Filter()),
+                   wait=True)
+
     def close(self) -> None:
         self._client.close()
 

@@ -137,6 +137,10 @@ class VectorStore(ABC):
     def count(self, collection: str, where: Where | None) -> int: ...
 
     @abstractmethod
+    def delete(self, collection: str, where: Where) -> None:
+        """Remove the points that match (only `import --mode replace` does this)."""
+
+    @abstractmethod
     def close(self) -> None: ...
 
     # -- turns -----------------------------------------------------------------------------

@@ -120,6 +120,9 @@ class Reflection:
             summary: dict[str, Any] = {"episode_id": episode_id, "reflected": []}
             for pending in ctx.episodes.episodes(session_id, done, episode.index - 1):
                 summary["reflected"].append(self._reflect_one(pending, lock))
+            from hivemem.workers.compact import schedule_after_reflection
+
+            schedule_after_reflection(ctx.redis, ctx.settings, session_id, done, episode.index)
             return summary
         finally:
             lock.release()
@@ -188,6 +191,7 @@ class Reflection:
             lock.check()
             sparse = ctx.lexical.documents([f.content for f in writes])
             ctx.vectors.upsert_facts(writes, vectors, sparse)
+            _audit(ctx, plan, prior, episode)
         elapsed = round((time.perf_counter() - started) * 1000, 1)
         trace.update(
             raw_output=result.raw_output,
@@ -232,6 +236,15 @@ class Reflection:
             dedup_threshold=self.settings.dedup_threshold,
             min_confidence=self.settings.min_confidence,
         )
+
+
+def _audit(ctx: ReflectContext, plan: Plan, prior: list[Fact], episode: Episode) -> None:
+    """Every status change the plan made goes to the session's audit log."""
+    from hivemem.memory.audit import reflection_events
+    from hivemem.store.audit import AuditLog
+
+    events = reflection_events(plan, prior, episode_id=episode.episode_id, at=datetime.now(UTC))
+    AuditLog(ctx.redis, ctx.keys).append(events)
 
 
 def replay_episode(episode_id: str, session_id: str) -> dict[str, Any]:

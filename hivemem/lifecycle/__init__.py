@@ -1,0 +1,1 @@
+"""Memory lifecycle: compaction and audit through the client, sessions and timelines."""

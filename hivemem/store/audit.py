@@ -1,0 +1,97 @@
+"""The audit log in Redis: one append-only stream per session, never trimmed.
+
+Each entry carries its position in the session's log (`seq`, 1, 2, ...: assigned in the same
+script that appends it, so it is gapless and ordered) and the event as JSON.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterator, Sequence
+from typing import Any
+
+from hivemem.keys import Keys
+from hivemem.memory.audit import AuditEvent
+from hivemem.store.redis import Redis, redis_errors
+
+# Append events in order; seq continues from the stream's length (it is never trimmed).
+_APPEND = """
+local n = redis.call('XLEN', KEYS[1])
+for i = 1, #ARGV do
+  n = n + 1
+  redis.call('XADD', KEYS[1], '*', 'seq', n, 'event', ARGV[i])
+end
+return n
+"""
+_CHUNK = 500  # events per script call (all of a run's calls go in one MULTI)
+_PAGE = 1000
+
+
+def _text(value: Any) -> str:
+    return value.decode("utf-8") if isinstance(value, bytes) else str(value)
+
+
+def _event(fields: Any) -> AuditEvent | None:
+    decoded = {_text(k): _text(v) for k, v in (fields or {}).items()}
+    if "event" not in decoded:
+        return None
+    data = json.loads(decoded["event"])
+    data["seq"] = int(decoded.get("seq", 0))
+    return AuditEvent.model_validate(data)
+
+
+class AuditLog:
+    def __init__(self, client: Redis, keys: Keys) -> None:
+        self._r = client
+        self.keys = keys
+        self._append = client.register_script(_APPEND)
+
+    def append(self, events: Sequence[AuditEvent]) -> int:
+        """Append atomically (one MULTI for the batch, whatever its size). Returns how many."""
+        if not events:
+            return 0
+        by_session: dict[str, list[str]] = {}
+        for event in events:
+            by_session.setdefault(event.session_id, []).append(
+                event.model_dump_json(exclude={"seq"})
+            )
+        with redis_errors("append audit events"):
+            pipe = self._r.pipeline(transaction=True)
+            for session_id, bodies in by_session.items():
+                key = self.keys.session_audit(session_id)
+                for start in range(0, len(bodies), _CHUNK):
+                    self._append(keys=[key], args=bodies[start:start + _CHUNK], client=pipe)
+            pipe.execute()
+        return len(events)
+
+    def count(self, session_id: str) -> int:
+        with redis_errors("count audit events"):
+            return int(self._r.xlen(self.keys.session_audit(session_id)))
+
+    def iter_events(self, session_id: str) -> Iterator[AuditEvent]:
+        """The session's events, oldest first, read page by page."""
+        key = self.keys.session_audit(session_id)
+        start = "-"
+        while True:
+            with redis_errors("read audit events"):
+                rows = self._r.xrange(key, min=start, max="+", count=_PAGE)
+            if not rows:
+                return
+            for _entry_id, fields in rows:
+                event = _event(fields)
+                if event is not None:
+                    yield event
+            if len(rows) < _PAGE:
+                return
+            start = "(" + _text(rows[-1][0])
+
+    def events(self, session_id: str) -> list[AuditEvent]:
+        return list(self.iter_events(session_id))
+
+    def for_fact(self, session_id: str, fact_id: str) -> list[AuditEvent]:
+        """Every event about one fact (it or another fact naming it: merged into, rivals)."""
+        return [e for e in self.iter_events(session_id)
+                if e.fact_id == fact_id or fact_id in e.related]
+
+    def event_ids(self, session_id: str) -> set[str]:
+        return {e.event_id for e in self.iter_events(session_id)}

@@ -1,0 +1,193 @@
+"""Sessions in Redis: what the caller says about a session (title, agent), and a session's
+whole Redis state as plain data, for export, import and restore."""
+
+from __future__ import annotations
+
+import base64
+from collections.abc import Sequence
+from datetime import datetime
+from typing import Any
+
+from hivemem.keys import Keys
+from hivemem.memory.episodes import Episode
+from hivemem.models import Turn, wire_json
+from hivemem.store.redis import Redis, redis_errors
+
+_INFO_FIELDS = ("title", "agent_id", "created_at")
+
+
+def _text(value: Any) -> str:
+    return value.decode("utf-8") if isinstance(value, bytes) else str(value)
+
+
+def _hash(raw: dict[Any, Any]) -> dict[str, str]:
+    return {_text(k): _text(v) for k, v in sorted(raw.items(), key=lambda kv: _text(kv[0]))}
+
+
+def _namespace_key(keys: Keys, session_id: str) -> str | None:
+    # Sessions are owned by a namespace once scopes exist (issue 7); older stores have none.
+    method = getattr(keys, "session_namespace", None)
+    return None if method is None else str(method(session_id))
+
+
+class SessionStore:
+    def __init__(self, client: Redis, keys: Keys) -> None:
+        self._r = client
+        self.keys = keys
+
+    # -- metadata --------------------------------------------------------------------------
+
+    def set_info(self, session_id: str, fields: dict[str, str], created_at: datetime) -> None:
+        k = self.keys
+        with redis_errors("set session metadata"):
+            pipe = self._r.pipeline(transaction=True)
+            if fields:
+                pipe.hset(k.session_info(session_id), mapping=fields)  # type: ignore[arg-type]
+            pipe.hsetnx(k.session_info(session_id), "created_at", created_at.isoformat())
+            pipe.sadd(k.sessions, session_id)
+            pipe.execute()
+
+    def write_info(self, session_id: str, fields: dict[str, str]) -> None:
+        """Set these metadata fields as they are (an import overwriting a session's)."""
+        with redis_errors("write session metadata"):
+            self._r.hset(self.keys.session_info(session_id), mapping=fields)  # type: ignore[arg-type]
+
+    def info(self, session_id: str) -> tuple[dict[str, str], dict[str, str]]:
+        """(the caller's metadata, the activity hash: first_ts, last_ts, controls)."""
+        k = self.keys
+        with redis_errors("read session metadata"):
+            pipe = self._r.pipeline(transaction=False)
+            pipe.hgetall(k.session_info(session_id))
+            pipe.hgetall(k.session_meta(session_id))
+            info, meta = pipe.execute()
+        return _hash(info), _hash(meta)
+
+    def exists(self, session_id: str) -> bool:
+        with redis_errors("check session"):
+            return bool(self._r.sismember(self.keys.sessions, session_id))
+
+    # -- state as data (export / import) ---------------------------------------------------
+
+    def dump_state(self, session_id: str) -> dict[str, Any]:
+        """Everything about the session in Redis that its turns, episodes, facts and audit
+        events do not already say. Transient keys (leases, locks, buffers) are left out."""
+        k = self.keys
+        ns_key = _namespace_key(k, session_id)
+        with redis_errors("dump session state"):
+            pipe = self._r.pipeline(transaction=False)
+            pipe.hgetall(k.session_meta(session_id))
+            pipe.hgetall(k.session_info(session_id))
+            pipe.get(k.session_seq(session_id))
+            pipe.get(k.session_processed(session_id))
+            pipe.get(k.session_dead(session_id))
+            pipe.hgetall(k.boundary_state(session_id))
+            pipe.get(k.reflected(session_id))
+            if ns_key is not None:
+                pipe.get(ns_key)
+            replies = pipe.execute()
+        meta, info, seq, done, dead, boundary, reflected = replies[:7]
+        namespace = replies[7] if ns_key is not None else None
+        return {
+            "meta": _hash(meta),
+            "info": _hash(info),
+            "seq": int(seq or 0),
+            "processed": base64.b64encode(done).decode("ascii") if done else "",
+            "dead": base64.b64encode(dead).decode("ascii") if dead else "",
+            "boundary": _hash(boundary),
+            "reflected": int(reflected or 0),
+            "namespace": _text(namespace) if namespace is not None else None,
+        }
+
+    def restore_state(self, session_id: str, state: dict[str, Any]) -> None:
+        """Write a dumped state back (over whatever the session has in those keys)."""
+        k = self.keys
+        with redis_errors("restore session state"):
+            pipe = self._r.pipeline(transaction=True)
+            for key, mapping in ((k.session_meta(session_id), state.get("meta")),
+                                 (k.session_info(session_id), state.get("info")),
+                                 (k.boundary_state(session_id), state.get("boundary"))):
+                pipe.delete(key)
+                if mapping:
+                    pipe.hset(key, mapping=mapping)
+            if state.get("seq"):
+                pipe.set(k.session_seq(session_id), int(state["seq"]))
+            for key, blob in ((k.session_processed(session_id), state.get("processed")),
+                              (k.session_dead(session_id), state.get("dead"))):
+                pipe.delete(key)
+                if blob:
+                    pipe.set(key, base64.b64decode(blob))
+            if state.get("reflected"):
+                pipe.set(k.reflected(session_id), int(state["reflected"]))
+            ns_key = _namespace_key(k, session_id)
+            if ns_key is not None and state.get("namespace"):
+                pipe.set(ns_key, str(state["namespace"]))
+            pipe.sadd(k.sessions, session_id)
+            pipe.execute()
+
+    def add_turn_ids(self, session_id: str, turns: Sequence[Turn]) -> None:
+        """Idempotency ids for imported turns (a re-ingest of the same turn id is a no-op)."""
+        if not turns:
+            return
+        with redis_errors("restore turn ids"):
+            self._r.hset(self.keys.session_turn_ids(session_id),
+                         mapping={t.turn_id: t.seq for t in turns})
+
+    def set_recent(self, session_id: str, turns: Sequence[Turn], window: int) -> None:
+        """The recent window from the session's newest turns."""
+        if window <= 0 or not turns:
+            return
+        newest = sorted(turns, key=lambda t: t.seq)[-window:]
+        key = self.keys.session_recent(session_id)
+        with redis_errors("restore recent window"):
+            pipe = self._r.pipeline(transaction=True)
+            for turn in newest:
+                pipe.zremrangebyscore(key, turn.seq, turn.seq)
+            pipe.zadd(key, {wire_json(t): t.seq for t in newest})
+            pipe.zremrangebyrank(key, 0, -(window + 1))
+            pipe.execute()
+
+    def add_episodes(self, session_id: str, episodes: Sequence[Episode]) -> None:
+        if not episodes:
+            return
+        k = self.keys
+        with redis_errors("restore episodes"):
+            pipe = self._r.pipeline(transaction=True)
+            for episode in episodes:
+                pipe.set(k.episode(episode.episode_id), episode.model_dump_json())
+                pipe.rpush(k.session_episodes(session_id), episode.episode_id)
+            pipe.execute()
+
+    def overwrite_episodes(self, episodes: Sequence[Episode]) -> None:
+        """Replace the bodies of episodes the session already lists."""
+        with redis_errors("overwrite episodes"):
+            pipe = self._r.pipeline(transaction=True)
+            for episode in episodes:
+                pipe.set(self.keys.episode(episode.episode_id), episode.model_dump_json())
+            pipe.execute()
+
+    def episode_ids(self, session_id: str) -> list[str]:
+        with redis_errors("list episodes"):
+            return [_text(i) for i in self._r.lrange(self.keys.session_episodes(session_id),
+                                                       0, -1)]
+
+    def episodes_exist(self, episode_ids: Sequence[str]) -> bool:
+        if not episode_ids:
+            return False
+        with redis_errors("check episodes"):
+            return bool(self._r.exists(*[self.keys.episode(e) for e in episode_ids]))
+
+    def purge(self, session_id: str) -> None:
+        """Remove the session's Redis state (import --mode replace, before it writes the
+        file's version of the session)."""
+        k = self.keys
+        episodes = self.episode_ids(session_id)
+        keys = [
+            k.session_seq(session_id), k.session_turn_ids(session_id),
+            k.session_recent(session_id), k.session_processed(session_id),
+            k.session_dead(session_id), k.session_meta(session_id), k.session_info(session_id),
+            k.boundary_state(session_id), k.boundary_buffer(session_id),
+            k.session_episodes(session_id), k.reflected(session_id),
+            k.session_audit(session_id), *(k.episode(e) for e in episodes),
+        ]
+        with redis_errors("purge session"):
+            self._r.delete(*keys)

@@ -1,0 +1,1 @@
+"""Export, import, backup and restore: the versioned `hivemem.export` JSON Lines format."""

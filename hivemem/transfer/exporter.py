@@ -1,0 +1,142 @@
+"""Export: stream sessions out as the versioned JSON Lines format (`hivemem.transfer.format`).
+
+Reads page by page (turns by seq ranges, facts' vectors in chunks, audit events by pages), so
+memory stays bounded by the largest session's fact list, not by the store.
+"""
+
+from __future__ import annotations
+
+from collections import Counter
+from collections.abc import Iterator, Sequence
+from pathlib import Path
+
+from pydantic import BaseModel, ConfigDict
+
+from hivemem.errors import ValidationError
+from hivemem.memory.facts import Fact
+from hivemem.models import Turn
+from hivemem.producer.validation import check_id
+from hivemem.store.vectors import FACTS, TURNS, Vector, turn_from_payload
+from hivemem.transfer import files
+from hivemem.transfer.format import (
+    AuditRecord,
+    EndRecord,
+    EpisodeRecord,
+    FactRecord,
+    Header,
+    SessionRecord,
+    TurnRecord,
+    dump,
+)
+from hivemem.transfer.stores import Progress, Stores, encode
+
+_CHUNK = 512
+
+
+class ExportSummary(BaseModel):
+    model_config = ConfigDict(frozen=True)
+
+    path: str
+    sessions: list[str]
+    counts: dict[str, int]
+    vectors: bool
+    bytes: int
+
+
+def _turns(stores: Stores, session_id: str, last_seq: int) -> Iterator[tuple[Turn, Vector | None]]:
+    """The session's stored turns in seq order, a seq range at a time."""
+    vectors = stores.vectors
+    if last_seq <= 0:
+        hits = sorted(vectors.scroll(TURNS, {"session_id": session_id}, with_vectors=True),
+                      key=lambda h: int(h.payload["seq"]))
+        for hit in hits:
+            yield turn_from_payload(hit.payload), hit.vector
+        return
+    for start in range(1, last_seq + 1, _CHUNK):
+        seqs = list(range(start, min(last_seq, start + _CHUNK - 1) + 1))
+        for found in sorted(vectors.turns_by_seq(session_id, seqs), key=lambda h: h.turn.seq):
+            yield found.turn, found.vector
+
+
+def _facts(stores: Stores, session_id: str, with_vectors: bool
+           ) -> Iterator[tuple[Fact, Vector | None]]:
+    facts = stores.vectors.list_facts(session_id)  # every status, by creation
+    for start in range(0, len(facts), _CHUNK):
+        chunk = facts[start:start + _CHUNK]
+        found: dict[str, Vector | None] = {}
+        if with_vectors:
+            found = {h.fact.fact_id: h.vector
+                     for h in stores.vectors.get_facts([f.fact_id for f in chunk])}
+        for fact in chunk:
+            yield fact, found.get(fact.fact_id)
+
+
+def export_records(
+    stores: Stores, session_ids: Sequence[str], *, vectors: bool = False
+) -> Iterator[BaseModel]:
+    """Header, then each session's records, then the end record."""
+    yield Header(sessions=list(session_ids), vectors=vectors,
+                 dim=stores.vectors.dim if vectors else None)
+    counts: Counter[str] = Counter()
+    for session_id in session_ids:
+        state = stores.sessions.dump_state(session_id)
+        yield SessionRecord(session_id=session_id, state=state)
+        counts["session"] += 1
+        for turn, vector in _turns(stores, session_id, int(state["seq"])):
+            yield TurnRecord(turn=turn, vector=encode(vector) if vectors and vector is not None
+                             else None)
+            counts["turn"] += 1
+        for episode in stores.episodes.episodes(session_id):
+            yield EpisodeRecord(episode=episode)
+            counts["episode"] += 1
+        for fact, vector in _facts(stores, session_id, vectors):
+            yield FactRecord(fact=fact, vector=encode(vector) if vector is not None else None)
+            counts["fact"] += 1
+        for event in stores.audit.iter_events(session_id):
+            yield AuditRecord(event=event)
+            counts["audit"] += 1
+    yield EndRecord(counts={k: counts[k] for k in ("session", "turn", "episode", "fact",
+                                                   "audit")})
+
+
+def count_records(stores: Stores, session_ids: Sequence[str]) -> int:
+    """About how many records an export of these sessions holds (for a progress bar)."""
+    total = 2
+    for sid in session_ids:
+        total += 1 + stores.vectors.count_turns(sid) + len(stores.sessions.episode_ids(sid))
+        total += stores.vectors.count(FACTS, {"session_id": sid}) + stores.audit.count(sid)
+    return total
+
+
+def export_to(
+    stores: Stores, path: Path, session_ids: Sequence[str] | None = None, *,
+    vectors: bool = False, progress: Progress | None = None,
+) -> ExportSummary:
+    """Write the export to `path` (gzip when it ends in .gz). The file appears complete or
+    not at all: it is written beside it and renamed into place at the end."""
+    known = stores.state.session_ids()
+    if session_ids is None:
+        session_ids = known
+    else:
+        for sid in session_ids:
+            check_id("session_ids", sid)
+            if sid not in known:
+                raise ValidationError("session_ids", f"unknown session {sid!r}")
+        session_ids = list(dict.fromkeys(session_ids))
+    counts: dict[str, int] = {}
+    fh = files.open_write(path)
+    try:
+        with fh:
+            for record in export_records(stores, session_ids, vectors=vectors):
+                fh.write(dump(record))
+                fh.write("\n")
+                if isinstance(record, EndRecord):
+                    counts = dict(record.counts)
+                if progress is not None:
+                    progress(1)
+        files.commit(path)
+    except BaseException:
+        files.abandon(path)
+        raise
+    return ExportSummary(path=str(path), sessions=list(session_ids), counts=counts,
+                         vectors=vectors, bytes=path.stat().st_size)

@@ -1,0 +1,437 @@
+"""Import: validate a whole export file first, then write it, streaming, in one of four modes.
+
+- ``append``: everything is added. A session whose id is taken (or whose facts or episodes
+  exist) is renamed ``<id>.2``, ``<id>.3``...; then its fact ids are remapped and every
+  reference follows (superseded_by, supersedes, conflicts_with, audit events), and its episode
+  ids are those of the new session.
+- ``replace``: each session in the file becomes exactly the file's version: what the store had
+  for it (turns, episodes, facts, audit log, state) is removed first.
+- ``skip_existing``: records whose id the store has are left as they are; the rest is added.
+- ``overwrite``: records in the file overwrite the store's records with the same id; the
+  store's other records stay.
+
+A session's Redis state (counters, the boundary stage's state) is written when the session is
+new to the store (or replaced); its metadata also under ``overwrite``. Nothing is written until
+the whole file has been read and found valid: an unknown format or version, a corrupt line, a
+record outside its session, a vector of the wrong size or a truncated file (no end record,
+or counts that do not match) is a `ValidationError` naming the line.
+"""
+
+from __future__ import annotations
+
+import uuid
+from collections import Counter
+from collections.abc import Iterator
+from dataclasses import dataclass, field
+from enum import StrEnum
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import structlog
+from pydantic import BaseModel, ConfigDict
+
+from hivemem.errors import ValidationError
+from hivemem.memory.audit import AuditEvent
+from hivemem.memory.episodes import Episode, episode_id
+from hivemem.memory.facts import Fact
+from hivemem.models import Turn
+from hivemem.providers.lexical import LexicalEncoder
+from hivemem.store.vectors import FACTS, TURNS, Vector, turn_point_id
+from hivemem.transfer import files
+from hivemem.transfer.format import (
+    AuditRecord,
+    EndRecord,
+    EpisodeRecord,
+    FactRecord,
+    Header,
+    SessionRecord,
+    TurnRecord,
+    parse_header,
+    parse_record,
+)
+from hivemem.transfer.stores import Progress, Stores, decode
+
+log = structlog.get_logger(__name__)
+
+_BATCH = 512
+_REMAP = uuid.UUID("3f6d1f0a-9c1b-4d7e-8a51-6b2f0c9d4e17")
+
+
+class ImportMode(StrEnum):
+    APPEND = "append"
+    REPLACE = "replace"
+    SKIP_EXISTING = "skip_existing"
+    OVERWRITE = "overwrite"
+
+
+def check_mode(value: object) -> ImportMode:
+    try:
+        return ImportMode(str(value))
+    except ValueError:
+        raise ValidationError(
+            "mode", f"unknown import mode {value!r}; one of {[m.value for m in ImportMode]}"
+        ) from None
+
+
+class ImportSummary(BaseModel):
+    model_config = ConfigDict(frozen=True)
+
+    path: str
+    mode: str
+    sessions: dict[str, str]  # id in the file -> id in the store
+    written: dict[str, int]
+    skipped: dict[str, int]
+    embedded: int  # records embedded again (the file had no vectors)
+
+
+@dataclass
+class _FileSession:
+    session_id: str
+    line: int
+    fact_ids: set[str] = field(default_factory=set)
+    episodes: dict[str, int] = field(default_factory=dict)  # id -> index
+
+
+@dataclass
+class Manifest:
+    header: Header
+    sessions: dict[str, _FileSession]
+    counts: dict[str, int]
+    records: int
+    without_vectors: int  # turn and fact records that must be embedded again
+
+
+def validate_file(path: Path, dim: int | None = None) -> Manifest:
+    """Read every line; raise on the first problem. `dim`: the store's vector size."""
+    lines = files.read_lines(path)
+    first = next(lines, None)
+    if first is None:
+        raise ValidationError("line 1", f"{path} is empty: not a hivemem export")
+    header = parse_header(first[1])
+    if header.vectors and dim is not None and header.dim != dim:
+        raise ValidationError("line 1", f"the file's vectors have {header.dim} dimensions,"
+                                        f" this store's {dim}")
+    sessions: dict[str, _FileSession] = {}
+    current: _FileSession | None = None
+    counts: Counter[str] = Counter()
+    end: EndRecord | None = None
+    records = 1
+    without_vectors = 0
+    for number, text in lines:
+        records += 1
+        if end is not None:
+            raise ValidationError(f"line {number}", "a record after the end record")
+        record = parse_record(number, text)
+        if isinstance(record, EndRecord):
+            end = record
+            continue
+        counts[record.type] += 1
+        if isinstance(record, SessionRecord):
+            if record.session_id in sessions:
+                raise ValidationError(f"line {number}",
+                                      f"session {record.session_id!r} appears twice")
+            current = sessions[record.session_id] = _FileSession(record.session_id, number)
+            continue
+        if current is None:
+            raise ValidationError(f"line {number}", f"a {record.type} record before any session")
+        owner = _session_of(record)
+        if owner != current.session_id:
+            raise ValidationError(f"line {number}", f"a {record.type} record of session"
+                                  f" {owner!r} inside session {current.session_id!r}")
+        vector = getattr(record, "vector", None)
+        if vector is not None:
+            _check_vector(number, vector, header)
+        elif isinstance(record, TurnRecord | FactRecord):
+            without_vectors += 1
+        if isinstance(record, FactRecord):
+            current.fact_ids.add(record.fact.fact_id)
+        elif isinstance(record, EpisodeRecord):
+            current.episodes[record.episode.episode_id] = record.episode.index
+    if end is None:
+        raise ValidationError("path", f"{path} is truncated: no end record")
+    for kind, expected in end.counts.items():
+        if counts.get(kind, 0) != expected:
+            raise ValidationError("path", f"{path} is truncated or corrupt: {counts.get(kind, 0)}"
+                                  f" {kind} records, the end record says {expected}")
+    if list(sessions) != list(header.sessions):
+        raise ValidationError("line 1", "the header's sessions do not match the file's")
+    return Manifest(header, sessions, dict(counts), records, without_vectors)
+
+
+def _session_of(record: Any) -> str:
+    if isinstance(record, TurnRecord):
+        return record.turn.session_id
+    if isinstance(record, EpisodeRecord):
+        return record.episode.session_id
+    if isinstance(record, FactRecord):
+        return record.fact.session_id
+    assert isinstance(record, AuditRecord)
+    return record.event.session_id
+
+
+def _check_vector(number: int, text: str, header: Header) -> None:
+    if not header.vectors:
+        raise ValidationError(f"line {number}", "a vector in a file whose header says none")
+    try:
+        vector = decode(text)
+    except ValueError:
+        raise ValidationError(f"line {number}", "vector is not valid base64") from None
+    if len(vector) != header.dim:
+        raise ValidationError(f"line {number}",
+                              f"vector has {len(vector)} dimensions, the header {header.dim}")
+
+
+class _Remap:
+    """Ids of one renamed session (append mode): old -> new, every reference included."""
+
+    def __init__(self, old: _FileSession, new_id: str) -> None:
+        self.session_id = new_id
+        self.facts = {f: uuid.uuid5(_REMAP, f"fact/{new_id}/{f}").hex for f in old.fact_ids}
+        self.episodes = {e: episode_id(new_id, index) for e, index in old.episodes.items()}
+
+    def fact_id(self, value: str | None) -> str | None:
+        return None if value is None else self.facts.get(value, value)
+
+    def turn(self, turn: Turn) -> Turn:
+        return turn.model_copy(update={"session_id": self.session_id})
+
+    def episode(self, episode: Episode) -> Episode:
+        return episode.model_copy(update={
+            "session_id": self.session_id, "episode_id": self.episodes[episode.episode_id]})
+
+    def fact(self, fact: Fact) -> Fact:
+        return fact.model_copy(update={
+            "session_id": self.session_id, "fact_id": self.facts[fact.fact_id],
+            "superseded_by": self.fact_id(fact.superseded_by),
+            "supersedes": self.fact_id(fact.supersedes),
+            "conflicts_with": [self.facts.get(f, f) for f in fact.conflicts_with],
+            "episode_id": self.episodes.get(fact.episode_id or "", fact.episode_id),
+        })
+
+    def event(self, event: AuditEvent) -> AuditEvent:
+        return event.model_copy(update={
+            "session_id": self.session_id, "fact_id": self.facts.get(event.fact_id,
+                                                                      event.fact_id),
+            "related": [self.facts.get(r, r) for r in event.related],
+            "event_id": uuid.uuid5(_REMAP, f"event/{self.session_id}/{event.event_id}").hex,
+        })
+
+
+class _Writer:
+    """Pass 2: batches per record type, flushed at every session boundary and at the end."""
+
+    def __init__(self, stores: Stores, mode: ImportMode, manifest: Manifest) -> None:
+        self.stores = stores
+        self.mode = mode
+        self.manifest = manifest
+        self.lexical = LexicalEncoder()
+        self.written: Counter[str] = Counter()
+        self.skipped: Counter[str] = Counter()
+        self.embedded = 0
+        self.names: dict[str, str] = {}
+        self.remap: _Remap | None = None
+        self.target = ""
+        self.is_new = True
+        self.turns: list[tuple[Turn, str | None]] = []
+        self.facts: list[tuple[Fact, str | None]] = []
+        self.episodes: list[Episode] = []
+        self.events: list[AuditEvent] = []
+        self.newest: list[Turn] = []
+        self.known_events: set[str] = set()
+        self.listed_episodes: set[str] = set()
+
+    # -- planning (reads only) -------------------------------------------------------------
+
+    def plan_names(self) -> dict[str, str]:
+        """Where each of the file's sessions goes (append renames taken ids)."""
+        taken = set(self.stores.state.session_ids())
+        names: dict[str, str] = {}
+        for sid, info in self.manifest.sessions.items():
+            target = sid
+            if self.mode == ImportMode.APPEND and self._occupied(sid, info, taken):
+                n = 2
+                while (candidate := f"{sid[:120]}.{n}") in taken or candidate in names.values():
+                    n += 1
+                target = candidate
+            names[sid] = target
+            taken.add(target)
+        return names
+
+    def _occupied(self, sid: str, info: _FileSession, taken: set[str]) -> bool:
+        if sid in taken or self.stores.vectors.count_turns(sid):
+            return True
+        ids = sorted(info.fact_ids)
+        for start in range(0, len(ids), _BATCH):
+            if self.stores.vectors.retrieve(FACTS, ids[start:start + _BATCH]):
+                return True
+        return self.stores.sessions.episodes_exist(sorted(info.episodes))
+
+    # -- writing ---------------------------------------------------------------------------
+
+    def start_session(self, record: SessionRecord) -> None:
+        self.flush()
+        stores, sid = self.stores, record.session_id
+        self.target = self.names[sid]
+        self.remap = (_Remap(self.manifest.sessions[sid], self.target)
+                      if self.target != sid else None)
+        existed = self.target in set(stores.state.session_ids())
+        if self.mode == ImportMode.REPLACE and existed:
+            stores.vectors.delete(TURNS, {"session_id": self.target})
+            stores.vectors.delete(FACTS, {"session_id": self.target})
+            stores.sessions.purge(self.target)
+            existed = False
+        self.is_new = not existed
+        if self.is_new:
+            stores.sessions.restore_state(self.target, record.state)
+        elif self.mode == ImportMode.OVERWRITE and record.state.get("info"):
+            stores.sessions.write_info(self.target, record.state["info"])
+        self.known_events = set() if self.is_new else stores.audit.event_ids(self.target)
+        self.listed_episodes = (set() if self.is_new
+                                else set(stores.sessions.episode_ids(self.target)))
+        self.newest = []
+        self.written["session"] += 1
+
+    def add(self, record: Any) -> None:
+        remap = self.remap
+        if isinstance(record, TurnRecord):
+            turn = remap.turn(record.turn) if remap else record.turn
+            self.turns.append((turn, record.vector))
+        elif isinstance(record, EpisodeRecord):
+            self.episodes.append(remap.episode(record.episode) if remap else record.episode)
+        elif isinstance(record, FactRecord):
+            self.facts.append((remap.fact(record.fact) if remap else record.fact,
+                               record.vector))
+        elif isinstance(record, AuditRecord):
+            self.events.append(remap.event(record.event) if remap else record.event)
+        if max(len(self.turns), len(self.facts), len(self.episodes),
+               len(self.events)) >= _BATCH:
+            self.flush()
+
+    def flush(self) -> None:
+        self._flush_turns()
+        self._flush_episodes()
+        self._flush_facts()
+        self._flush_events()
+
+    def finish(self) -> None:
+        self.flush()
+        if self.newest and self.target:
+            self.stores.sessions.set_recent(self.target, self.newest,
+                                            self.stores.recent_window)
+            self.newest = []
+
+    def _keep_existing(self) -> bool:
+        return not self.is_new and self.mode == ImportMode.SKIP_EXISTING
+
+    def _vectors(self, texts: list[str], encoded: list[str | None]) -> Vector:
+        if all(e is not None for e in encoded):
+            return np.stack([decode(e) for e in encoded if e is not None])
+        embedder = self.stores.embedder
+        assert embedder is not None  # checked before anything was written
+        self.embedded += len(texts)
+        return embedder.embed_documents(texts)
+
+    def _flush_turns(self) -> None:
+        if not self.turns:
+            return
+        batch, self.turns = self.turns, []
+        if self._keep_existing():
+            sid = self.target
+            have = {str(h.payload.get("turn_id")) for h in self.stores.vectors.retrieve(
+                TURNS, [turn_point_id(sid, t.turn_id) for t, _ in batch])}
+            kept = [(t, v) for t, v in batch if t.turn_id not in have]
+            self.skipped["turn"] += len(batch) - len(kept)
+            batch = kept
+        if not batch:
+            return
+        turns = [t for t, _ in batch]
+        texts = [t.content for t in turns]
+        self.stores.vectors.upsert_turns(turns, self._vectors(texts, [v for _, v in batch]),
+                                         self.lexical.documents(texts))
+        self.stores.sessions.add_turn_ids(self.target, turns)
+        window = self.stores.recent_window
+        self.newest = sorted([*self.newest, *turns], key=lambda t: t.seq)[-window:] if window \
+            else []
+        self.written["turn"] += len(turns)
+
+    def _flush_facts(self) -> None:
+        if not self.facts:
+            return
+        batch, self.facts = self.facts, []
+        if self._keep_existing():
+            have = {str(h.payload.get("fact_id")) for h in self.stores.vectors.retrieve(
+                FACTS, [f.fact_id for f, _ in batch])}
+            kept = [(f, v) for f, v in batch if f.fact_id not in have]
+            self.skipped["fact"] += len(batch) - len(kept)
+            batch = kept
+        if not batch:
+            return
+        facts = [f for f, _ in batch]
+        texts = [f.content for f in facts]
+        self.stores.vectors.upsert_facts(facts, self._vectors(texts, [v for _, v in batch]),
+                                         self.lexical.documents(texts))
+        self.written["fact"] += len(facts)
+
+    def _flush_episodes(self) -> None:
+        if not self.episodes:
+            return
+        batch, self.episodes = self.episodes, []
+        if self._keep_existing():
+            kept = [e for e in batch if e.episode_id not in self.listed_episodes]
+            self.skipped["episode"] += len(batch) - len(kept)
+            batch = kept
+        new = [e for e in batch if e.episode_id not in self.listed_episodes]
+        overwritten = [e for e in batch if e.episode_id in self.listed_episodes]
+        sessions = self.stores.sessions
+        sessions.add_episodes(self.target, new)
+        if overwritten:
+            sessions.overwrite_episodes(overwritten)
+        self.listed_episodes.update(e.episode_id for e in new)
+        self.written["episode"] += len(batch)
+
+    def _flush_events(self) -> None:
+        if not self.events:
+            return
+        batch, self.events = self.events, []
+        kept = [e for e in batch if e.event_id not in self.known_events]
+        self.skipped["audit"] += len(batch) - len(kept)
+        self.stores.audit.append(kept)
+        self.known_events.update(e.event_id for e in kept)
+        self.written["audit"] += len(kept)
+
+
+def _records(path: Path) -> Iterator[tuple[int, Any]]:
+    lines = files.read_lines(path)
+    next(lines, None)  # the header, validated already
+    for number, text in lines:
+        yield number, parse_record(number, text)
+
+
+def import_from(
+    stores: Stores, path: Path, mode: ImportMode | str = ImportMode.APPEND, *,
+    progress: Progress | None = None,
+) -> ImportSummary:
+    """Validate `path` completely, then write it (see the module docstring for the modes)."""
+    mode = check_mode(mode)
+    manifest = validate_file(path, stores.vectors.dim)
+    if manifest.without_vectors and stores.embedder is None:
+        raise ValidationError("path", f"{manifest.without_vectors} records have no vector and"
+                                      " no embedder is configured to embed their text")
+    writer = _Writer(stores, mode, manifest)
+    writer.names = writer.plan_names()
+    for _number, record in _records(path):
+        if isinstance(record, SessionRecord):
+            writer.finish()
+            writer.start_session(record)
+        elif not isinstance(record, EndRecord):
+            writer.add(record)
+        if progress is not None:
+            progress(1)
+    writer.finish()
+    log.info("import.done", path=str(path), mode=mode.value, sessions=len(writer.names),
+             written=dict(writer.written), skipped=dict(writer.skipped))
+    return ImportSummary(
+        path=str(path), mode=mode.value, sessions=writer.names, written=dict(writer.written),
+        skipped=dict(writer.skipped), embedded=writer.embedded,
+    )

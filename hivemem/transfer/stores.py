@@ -1,0 +1,72 @@
+"""What export and import read and write: the Redis and Qdrant stores of one installation."""
+
+from __future__ import annotations
+
+import base64
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from functools import cached_property
+
+import numpy as np
+
+from hivemem.keys import Keys
+from hivemem.providers.embedders import Embedder
+from hivemem.store.audit import AuditLog
+from hivemem.store.episodes import EpisodeStore
+from hivemem.store.redis import Redis
+from hivemem.store.sessions import SessionStore
+from hivemem.store.state import SessionState
+from hivemem.store.vectors import Vector, VectorStore
+
+Progress = Callable[[int], None]  # called with how many more records are done
+
+
+@dataclass
+class Stores:
+    redis: Redis
+    keys: Keys
+    vectors: VectorStore
+    recent_window: int = 50
+    embedder: Embedder | None = None  # needed only to import a file without vectors
+    lease_ms: int = field(default=10_000)
+
+    @cached_property
+    def sessions(self) -> SessionStore:
+        return SessionStore(self.redis, self.keys)
+
+    @cached_property
+    def audit(self) -> AuditLog:
+        return AuditLog(self.redis, self.keys)
+
+    @cached_property
+    def episodes(self) -> EpisodeStore:
+        return EpisodeStore(self.redis, self.keys, self.lease_ms)
+
+    @cached_property
+    def state(self) -> SessionState:
+        return SessionState(self.redis, self.keys, self.recent_window)
+
+
+def settle(vector: Vector, rounds: int = 8) -> Vector:
+    """The vector at its float32 unit-length fixed point. Qdrant normalises cosine vectors on
+    every write, and normalising an already-unit float32 vector can move its last bits: a
+    settled vector comes back out of a write as it went in, so export -> import -> export
+    gives the same bytes."""
+    v = np.asarray(vector, dtype=np.float32)
+    for _ in range(rounds):
+        norm = np.float32(np.linalg.norm(v))
+        if norm == 0:
+            return v
+        nxt = (v / norm).astype(np.float32)
+        if np.array_equal(nxt, v):
+            return v
+        v = nxt
+    return v
+
+
+def encode(vector: Vector) -> str:
+    return base64.b64encode(settle(vector).astype("<f4").tobytes()).decode("ascii")
+
+
+def decode(text: str) -> Vector:
+    return np.frombuffer(base64.b64decode(text, validate=True), dtype="<f4").astype(np.float32)

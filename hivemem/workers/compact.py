@@ -1,0 +1,187 @@
+"""Compaction: the rq job (on a schedule and on demand) and the code that runs it.
+
+A run loads the session's facts with their stored vectors, plans with
+`hivemem.memory.compaction.plan_compaction`, and applies exactly that plan: every changed fact
+in one Qdrant upsert, then every audit event in one Redis MULTI. It holds the session's
+reflection lock the whole time (plan and write), so it never interleaves with a reflection;
+the lease is checked right before the writes. A preview plans the same way and writes nothing.
+
+Jobs run on the reflect queue, so every `hivemem worker reflect` (and embedded mode) runs them.
+"""
+
+from __future__ import annotations
+
+import time
+from dataclasses import dataclass, field
+from datetime import UTC, datetime
+from typing import Any
+
+import numpy as np
+import structlog
+
+from hivemem.config import Settings
+from hivemem.errors import ValidationError
+from hivemem.keys import Keys
+from hivemem.memory.audit import compaction_events
+from hivemem.memory.compaction import (
+    CompactionDiff,
+    CompactionPlan,
+    CompactionPolicy,
+    plan_compaction,
+)
+from hivemem.memory.facts import Fact
+from hivemem.providers.lexical import LexicalEncoder
+from hivemem.store.audit import AuditLog
+from hivemem.store.redis import Redis
+from hivemem.store.reflection import ReflectionState
+from hivemem.store.sessions import SessionStore
+from hivemem.store.vectors import FACTS, Vector, VectorStore
+
+log = structlog.get_logger(__name__)
+
+COMPACT_JOB = "hivemem.workers.compact.compact_session"
+
+
+@dataclass
+class Loaded:
+    facts: list[Fact]
+    vectors: Vector
+    clock: datetime
+
+
+@dataclass
+class Compactor:
+    redis: Redis
+    keys: Keys
+    vectors: VectorStore
+    settings: Settings
+    lexical: LexicalEncoder = field(default_factory=LexicalEncoder)
+
+    def load(self, session_id: str) -> Loaded:
+        facts: list[Fact] = []
+        rows: list[Vector] = []
+        dim = self.vectors.dim
+        for hit in self.vectors.scroll(FACTS, {"session_id": session_id}, with_vectors=True):
+            facts.append(Fact.model_validate(hit.payload))
+            rows.append(hit.vector if hit.vector is not None
+                        else np.zeros(dim, dtype=np.float32))
+        order = sorted(range(len(facts)), key=lambda i: (facts[i].created_at, facts[i].fact_id))
+        facts = [facts[i] for i in order]
+        matrix = (np.stack([rows[i] for i in order]).astype(np.float32) if rows
+                  else np.zeros((0, dim), dtype=np.float32))
+        return Loaded(facts, matrix, self._clock(session_id, facts))
+
+    def _clock(self, session_id: str, facts: list[Fact]) -> datetime:
+        """The session's now: its newest activity (a turn or a fact becoming valid)."""
+        _info, meta = SessionStore(self.redis, self.keys).info(session_id)
+        times = [f.valid_from for f in facts]
+        if meta.get("last_ts"):
+            times.append(datetime.fromisoformat(meta["last_ts"]))
+        return max(times) if times else datetime.now(UTC)
+
+    def plan(
+        self, session_id: str, policy: CompactionPolicy | None = None,
+        now: datetime | None = None,
+    ) -> tuple[CompactionPlan, Loaded]:
+        loaded = self.load(session_id)
+        plan = plan_compaction(
+            loaded.facts, loaded.vectors, session_id=session_id, clock=now or loaded.clock,
+            policy=policy or self.settings.compaction.policy(),
+        )
+        return plan, loaded
+
+    def preview(
+        self, session_id: str, policy: CompactionPolicy | None = None,
+        now: datetime | None = None,
+    ) -> CompactionDiff:
+        return self.plan(session_id, policy, now)[0].diff
+
+    def compact(
+        self,
+        session_id: str,
+        policy: CompactionPolicy | None = None,
+        now: datetime | None = None,
+        *,
+        trigger: str = "on demand",
+        expect: str | None = None,
+    ) -> CompactionDiff:
+        """Plan under the session's lock and apply that plan. With `expect` (a preview's
+        fingerprint), refuse when the facts changed since that preview."""
+        started = time.perf_counter()
+        lease = self.settings.reflection.lock_lease_ms
+        lock = ReflectionState(self.redis, self.keys).lock(session_id, lease)
+        lock.acquire(self.settings.reflection.lock_wait_s)
+        try:
+            plan, loaded = self.plan(session_id, policy, now)
+            diff = plan.diff
+            if expect is not None and diff.fingerprint != expect:
+                raise ValidationError(
+                    "expect", "the session's facts changed since that preview; preview again"
+                )
+            if plan.writes:
+                index = {f.fact_id: i for i, f in enumerate(loaded.facts)}
+                facts = list(plan.writes.values())
+                vectors = loaded.vectors[[index[f.fact_id] for f in facts]]
+                sparse = self.lexical.documents([f.content for f in facts])
+                events = compaction_events(plan, loaded.facts, at=datetime.now(UTC),
+                                           trigger=trigger)
+                lock.check()
+                self.vectors.upsert_facts(facts, vectors, sparse)
+                AuditLog(self.redis, self.keys).append(events)
+        finally:
+            lock.release()
+        log.info("session.compacted", session_id=session_id, run_id=diff.run_id,
+                 trigger=trigger, ms=round((time.perf_counter() - started) * 1000, 1),
+                 **diff.summary())
+        return diff
+
+
+def compact_session(session_id: str, trigger: str = "schedule") -> dict[str, Any]:
+    """The rq job: compact one session with the configured policy. Returns the summary."""
+    from hivemem.workers.reflect import _current
+
+    ctx = _current()
+    compactor = Compactor(ctx.redis, ctx.keys, ctx.vectors, ctx.settings, ctx.lexical)
+    diff = compactor.compact(session_id, trigger=trigger)
+    return {"session_id": session_id, "run_id": diff.run_id, **diff.summary()}
+
+
+def compact_job_id(session_id: str, tag: str) -> str:
+    return f"compact-{session_id}-{tag}"
+
+
+def enqueue_compaction(
+    connection: Redis, queue_name: str, session_id: str, *, tag: str, trigger: str,
+    delay_s: float = 0.0,
+) -> str:
+    """Put a compaction job on the reflect queue (after `delay_s`, via rq's scheduler)."""
+    from datetime import timedelta
+
+    from rq import Queue
+
+    queue = Queue(queue_name, connection=connection)
+    kwargs: dict[str, Any] = {
+        "args": (session_id, trigger), "job_id": compact_job_id(session_id, tag),
+        "failure_ttl": 7 * 24 * 3600, "description": f"compact {session_id} ({trigger})",
+    }
+    if delay_s > 0:
+        job = queue.enqueue_in(timedelta(seconds=delay_s), COMPACT_JOB, **kwargs)
+    else:
+        job = queue.enqueue_call(COMPACT_JOB, **kwargs)
+    return str(job.id)
+
+
+def schedule_after_reflection(
+    connection: Redis, settings: Settings, session_id: str, before: int, after: int
+) -> str | None:
+    """Called once a reflection moved the session from episode `before` to `after`: every
+    `compaction.every_episodes` reflected episodes, a compaction is enqueued (one per step:
+    the job id names it, so a retried reflection does not enqueue it twice)."""
+    every = settings.compaction.every_episodes
+    if every <= 0 or after // every <= before // every:
+        return None
+    step = after // every
+    return enqueue_compaction(
+        connection, settings.episodes.reflect_queue, session_id,
+        tag=f"ep{step * every}", trigger="schedule",
+    )

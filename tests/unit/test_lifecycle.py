@@ -1,0 +1,174 @@
+"""Memory lifecycle through the client, on fakeredis and a real redis-server: compaction
+(preview == applied diff, the lock, the audit log), lifecycle-aware reads, sessions,
+timelines, related sessions, and the scheduled compaction job."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from datetime import timedelta
+
+import pytest
+import redis
+from support.lifecycle_data import T0, fid, seed
+
+from hivemem import MemoryClient, Settings
+from hivemem.errors import RetryLater, ValidationError
+from hivemem.memory.episodes import Episode
+from hivemem.memory.facts import FactStatus
+from hivemem.providers.embedders import HashingEmbedder
+from hivemem.store.reflection import ReflectionState
+from hivemem.store.sessions import SessionStore
+
+Pipeline = tuple[MemoryClient, Callable[[], None]]
+
+
+def test_preview_then_compact_applies_exactly_the_preview(pipeline: Pipeline) -> None:
+    client, drain = pipeline
+    seed(client, drain)
+    before = client.facts("s1", include_history=True)
+    preview = client.preview_compaction("s1")
+    assert client.facts("s1", include_history=True) == before  # a preview writes nothing
+    assert client.audit_log("s1") == []
+    assert [(e.fact_id, e.into) for e in preview.merged] == [(fid("s1-a"), fid("s1-b"))]
+    assert [e.fact_id for e in preview.archived] == [fid("s1-mug")]
+    assert [(e.fact_id, e.to_layer) for e in preview.promoted] == [(fid("s1-goal"), "operational")]
+
+    applied = client.compact("s1", expect=preview)
+    assert applied == preview
+    current = {f.fact_id: f for f in client.facts("s1")}
+    assert set(current) == {fid("s1-b"), fid("s1-goal")}
+    assert current[fid("s1-b")].source_turn_ids == ["t0", "t1"]
+    assert current[fid("s1-goal")].layer == "operational"
+    archived = {f.fact_id for f in client.facts("s1", include_archived=True)} - set(current)
+    assert archived == {fid("s1-a"), fid("s1-mug")}
+    assert len(client.facts("s1", include_history=True)) == 4  # nothing deleted
+
+    log = client.audit_log("s1")
+    assert [e.seq for e in log] == list(range(1, len(log) + 1))
+    assert {(e.fact_id, e.action) for e in log} == {
+        (fid("s1-a"), "merged"), (fid("s1-b"), "reinforced"), (fid("s1-mug"), "archived"),
+        (fid("s1-goal"), "moved")}
+    why = client.audit(fid("s1-a"))
+    assert why[0].action == "merged" and why[0].related == [fid("s1-b")]
+    assert why[0].cause == f"compaction {preview.run_id} (on demand)"
+    assert {e.fact_id for e in client.audit(fid("s1-b"))} == {fid("s1-a"), fid("s1-b")}
+    assert client.preview_compaction("s1").changes == 0  # settled
+
+
+def test_compact_refuses_a_stale_preview_and_waits_for_reflection(pipeline: Pipeline) -> None:
+    client, drain = pipeline
+    facts = seed(client, drain)
+    preview = client.preview_compaction("s1")
+    changed = facts[2].model_copy(update={"confidence": 0.95})
+    client._vector_store().upsert_facts([changed], HashingEmbedder(1024).embed_documents(
+        [changed.content]))
+    with pytest.raises(ValidationError, match="changed since that preview"):
+        client.compact("s1", expect=preview.fingerprint)
+    assert client.audit_log("s1") == []
+
+    client.settings = client.settings.model_copy(update={
+        "reflection": client.settings.reflection.model_copy(update={"lock_wait_s": 0.1})})
+    lock = ReflectionState(client._redis, client.keys).lock("s1", 5000)
+    lock.acquire(1)
+    try:
+        with pytest.raises(RetryLater):
+            client.compact("s1")
+    finally:
+        lock.release()
+    assert client.compact("s1").changes > 0
+
+
+def test_recall_leaves_archived_facts_out_unless_asked(pipeline: Pipeline) -> None:
+    client, drain = pipeline
+    seed(client, drain)
+    client.compact("s1")
+
+    def fact_ids(**kwargs: bool) -> set[str]:
+        result = client.recall("s1", "blue mug mentioned", token_budget=2000, **kwargs)
+        return {i.source_id for i in result if i.source_type == "fact"}
+
+    assert fid("s1-mug") not in fact_ids()
+    assert fid("s1-mug") in fact_ids(include_archived=True)
+    with pytest.raises(ValidationError):
+        client.facts("bad id!", include_archived=True)
+
+
+def test_session_metadata_and_info(pipeline: Pipeline) -> None:
+    client, drain = pipeline
+    seed(client, drain)
+    info = client.set_session_metadata("s1", title="DB migration", agent_id="planner")
+    assert (info.title, info.agent_id) == ("DB migration", "planner")
+    assert info.last_active == T0 + timedelta(days=3)
+    assert info.turns == 4 and info.facts_active == 4 and info.created_at is not None
+    assert client.session_info("s1").title == "DB migration"
+    with pytest.raises(ValidationError, match="title"):
+        client.set_session_metadata("s1", title="  ")
+    with pytest.raises(ValidationError, match="unknown session"):
+        client.session_info("nope")
+    fresh = client.set_session_metadata("planned", title="Later")
+    assert fresh.turns == 0 and "planned" in client.sessions()
+
+
+def test_timeline_orders_turns_episodes_and_fact_changes(pipeline: Pipeline) -> None:
+    client, drain = pipeline
+    seed(client, drain)
+    episode = Episode(episode_id="ep1", session_id="s1", index=1, turn_ids=("t0", "t1"),
+                      seq_start=1, seq_end=2, started_at=T0,
+                      ended_at=T0 + timedelta(days=1), close_reason="manual")
+    SessionStore(client._redis, client.keys).add_episodes("s1", [episode])
+    client.compact("s1")
+    events = client.build_timeline(["s1"])
+    assert [e.kind for e in events[:3]] == ["turn", "turn", "episode"]
+    assert [e.ref_id for e in events if e.kind == "turn"] == ["t0", "t1", "t2", "t3"]
+    assert sum(e.kind == "fact" for e in events) == 4
+    assert events == sorted(events, key=lambda e: e.sort_key())
+    assert client.build_timeline(["s1"]) == events
+    assert [e.kind for e in client.build_timeline(["s1"], kinds=["episode"])] == ["episode"]
+    assert len(client.build_timeline(["s1"], limit=2)) == 2
+    with pytest.raises(ValidationError):
+        client.build_timeline(["s1"], kinds=["nope"])
+
+
+def test_related_sessions_and_session_context(pipeline: Pipeline) -> None:
+    client, drain = pipeline
+    seed(client, drain, "s1", "database")
+    seed(client, drain, "s2", "database")
+    for i, text in enumerate(["Bake bread at dawn", "Sourdough needs a starter"]):
+        client.ingest("s3", "user", text, turn_id=f"b{i}", timestamp=T0)
+    drain()
+    related = client.find_related_sessions("s1", limit=2)
+    assert related[0].session_id == "s2" and "database" in related[0].shared_subjects
+    assert related[0].score > (related[1].score if len(related) > 1 else 0)
+    context = client.session_context("s1", "which database?", 500, related=1)
+    assert context.related[0].session_id == "s2"
+    assert context.render().startswith("Session s1")
+    assert {i.session_id for i in context.result} <= {"s1", "s2"}
+
+
+def test_scheduled_compaction_runs_as_a_job(
+    redis_client: redis.Redis, settings: Settings, pipeline: Pipeline
+) -> None:
+    from rq import Queue
+
+    from hivemem.workers.compact import compact_session, schedule_after_reflection
+    from hivemem.workers.reflect import build_context, install_context, uninstall_context
+
+    client, drain = pipeline
+    seed(client, drain)
+    every = settings.model_copy(update={
+        "compaction": settings.compaction.model_copy(update={"every_episodes": 2})})
+    assert schedule_after_reflection(redis_client, every, "s1", 0, 1) is None
+    job_id = schedule_after_reflection(redis_client, every, "s1", 1, 2)
+    assert job_id == "compact-s1-ep2"
+    queue = Queue(settings.episodes.reflect_queue, connection=redis_client)
+    assert job_id in queue.job_ids
+    context = build_context(every, redis_client, client._vector_store(), HashingEmbedder(1024))
+    install_context(context)
+    try:
+        summary = compact_session("s1", "schedule")
+    finally:
+        uninstall_context(context)
+    assert summary["merged"] == 1 and summary["archived"] == 1
+    assert all(e.cause.endswith("(schedule)") for e in client.audit_log("s1"))
+    assert {f.status for f in client.facts("s1", include_history=True)} == {
+        FactStatus.ACTIVE, FactStatus.ARCHIVED}
