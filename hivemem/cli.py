@@ -339,8 +339,12 @@ def dlq_list(ctx: click.Context, count: int) -> None:
 @click.argument("kind", type=click.Choice(["embed", "boundary", "reflect"]))
 @click.option("--burst", is_flag=True, help="Exit once there is nothing left to do.")
 @click.option("--name", default=None, help="Consumer name (default: host-pid-random).")
+@click.option("--metrics-port", type=click.IntRange(0, 65535), default=None,
+              help="Serve Prometheus metrics on this port.")
 @click.pass_context
-def worker(ctx: click.Context, kind: str, burst: bool, name: str | None) -> None:
+def worker(
+    ctx: click.Context, kind: str, burst: bool, name: str | None, metrics_port: int | None
+) -> None:
     """Run a pipeline worker (scale by starting more of them)."""
     from hivemem.workers.runner import run_worker
 
@@ -348,7 +352,7 @@ def worker(ctx: click.Context, kind: str, burst: bool, name: str | None) -> None
         raise click.UsageError(
             "workers run against Redis + Qdrant servers; embedded mode runs its own threads"
         )
-    report = run_worker(kind, _settings(ctx), burst=burst, name=name)
+    report = run_worker(kind, _settings(ctx), burst=burst, name=name, metrics_port=metrics_port)
     console.print(
         f"handled={report.handled} dead_lettered={report.dead_lettered}"
         f" reclaimed={report.reclaimed}"
@@ -361,6 +365,9 @@ _register_extras(cli)  # workspace commands, chat, eval
 from hivemem.cli_lifecycle import register as _register_lifecycle  # noqa: E402
 
 _register_lifecycle(cli)  # compact, audit, session, timeline, export/import/backup/restore
+from hivemem.cli_service import register as _register_service  # noqa: E402
+
+_register_service(cli)  # serve, mcp, apikey
 
 
 def main(argv: Sequence[str] | None = None) -> None:

@@ -29,6 +29,7 @@ from hivemem.models import BUILTIN_MARKERS, ContextItem, Turn
 from hivemem.producer.client import MemoryClient
 from hivemem.producer.validation import check_content, check_id, check_query
 from hivemem.recall_view import RecallView, recall_view
+from hivemem.store.pipeline_status import PipelineStatus, pipeline_status
 from hivemem.workspace import init_workspace
 
 KINDS = ("decision", "constraint", "failure", "goal", "preference")
@@ -398,8 +399,10 @@ def status(
         probe = sessions[0] if sessions else default_session(target, None)
         stages = [s.model_dump(mode="json") for s in client.get_session_stats(probe).stages]
         reflect_jobs = reflect_queue_length(client)
+        pipeline = pipeline_status(client._redis, client.keys,
+                                   client.settings.episodes.reflect_queue)
     data = {**target.describe(), "sessions": summaries, "stages": stages,
-            "reflect_queue": reflect_jobs}
+            "reflect_queue": reflect_jobs, "pipeline": pipeline.model_dump(mode="json")}
     if as_json:
         emit_json(data)
         return
@@ -431,6 +434,25 @@ def status(
                        str(stage["dead_letters"]))
     queues.add_row("reflect", str(reflect_jobs), "", "")
     console.print(queues)
+    print_workers(console, pipeline)
+
+
+def print_workers(console: Console, pipeline: PipelineStatus) -> None:
+    """The consumers of each stage (XINFO CONSUMERS), rq jobs by state, dead letters."""
+    workers = Table(title="workers")
+    for column in ("stage", "consumer", "pending", "idle"):
+        workers.add_column(column)
+    for stage in pipeline.stages:
+        for consumer in stage.consumers:
+            workers.add_row(stage.stage, consumer.name, str(consumer.pending),
+                            f"{consumer.idle_ms / 1000:.1f}s")
+        if not stage.consumers:
+            workers.add_row(stage.stage, "(none yet)", "", "")
+    workers.add_row("reflect", f"{pipeline.reflect_workers} rq worker(s)", "", "")
+    console.print(workers)
+    jobs = ", ".join(f"{k} {v}" for k, v in pipeline.reflect_jobs.items())
+    dead = ", ".join(f"{s.stage} {s.dead_letters}" for s in pipeline.stages)
+    console.print(f"reflect jobs: {jobs}\ndead letters: {dead} (hivemem dlq list)")
 
 
 COMMANDS = (init, add, recent, search, context, status)

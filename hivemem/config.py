@@ -17,7 +17,13 @@ from hivemem.memory.compaction import CompactionPolicy
 
 
 class RedisSettings(BaseModel):
+    # redis://, rediss:// (TLS) or unix://; user and password may be in the URL or below.
     url: str = "redis://127.0.0.1:6379/0"
+    # Redis 6 ACL user and its password (or the AUTH password alone); never logged.
+    username: str | None = None
+    password: SecretStr | None = None
+    # rediss://: a CA bundle to verify the server with (default: the system's).
+    ssl_ca_certs: Path | None = None
     key_prefix: str = Field(default="hm", pattern=r"^[A-Za-z0-9_.-]{1,32}$")
     # redis-py 8 defaults to a 5 s socket timeout; blocking reads stay well below it.
     socket_timeout: float = Field(default=5.0, gt=0)
@@ -32,6 +38,18 @@ class QdrantSettings(BaseModel):
     api_key: SecretStr | None = None
     collection_prefix: str = Field(default="hivemem_", pattern=r"^[A-Za-z0-9_-]{0,32}$")
     timeout: float = Field(default=10.0, gt=0)
+    # An https:// url is TLS; this forces it on (or off) whatever the scheme says.
+    https: bool | None = None
+
+
+class ApiSettings(BaseModel):
+    """The HTTP API (`hivemem serve`)."""
+
+    host: str = "127.0.0.1"
+    port: int = Field(default=8080, ge=0, le=65535)
+    # Request bodies larger than this are refused with 413 before they are read whole.
+    max_body_bytes: int = Field(default=1024 * 1024, ge=1024)
+    max_batch: int = Field(default=500, ge=1, le=10_000)
 
 
 class EmbeddingSettings(BaseModel):
@@ -165,6 +183,7 @@ class Settings(BaseSettings):
     episodes: EpisodeSettings = EpisodeSettings()
     reflection: ReflectionSettings = ReflectionSettings()
     compaction: CompactionSettings = CompactionSettings()
+    api: ApiSettings = ApiSettings()
     # An LLM for reflection (OpenAI-compatible or Anthropic); none: the heuristic reflector.
     llm: LLMConfig | None = None
     log_level: Literal["debug", "info", "warning", "error"] = "info"

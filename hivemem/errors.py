@@ -47,3 +47,11 @@ class ProcessingTimeout(HivememError, TimeoutError):
         self.session_id = session_id
         self.processed = processed
         self.target = target
+
+
+class OutOfScope(ValidationError):
+    """A session (or anything in it) that belongs to another namespace. Reported like an
+    unknown one: a caller cannot tell another namespace's session from a missing one."""
+
+    def __init__(self, field: str = "session_id", message: str = "no such session") -> None:
+        super().__init__(field, message)

@@ -107,3 +107,17 @@ class Keys:
     def sessions(self) -> str:
         """Set of every session id seen."""
         return f"{self.prefix}:sessions"
+
+    # Scopes and the service (issue 7).
+    def session_namespace(self, session_id: str) -> str:
+        """String: the namespace that owns the session (set by its first turn)."""
+        return f"{self.prefix}:s:{session_id}:ns"
+
+    def api_key(self, key_id: str) -> str:
+        """Hash: an API key's namespace, salt and salted hash (never the key itself)."""
+        return f"{self.prefix}:apikey:{key_id}"
+
+    @property
+    def api_keys(self) -> str:
+        """Set of every API key id."""
+        return f"{self.prefix}:apikeys"

@@ -3,9 +3,29 @@
 from __future__ import annotations
 
 import logging
+import re
 import sys
 
 import structlog
+
+_SECRET_FIELD = re.compile(
+    r"(?i)(api_?key|password|passwd|secret|token|authorization|credentials?|private_key)"
+)
+
+
+def redact_secrets(
+    _logger: object, _method: str, event: structlog.typing.EventDict
+) -> structlog.typing.EventDict:
+    """Last step before rendering: no key, password or token reaches a log line (by the
+    field's name, or by the value's shape: `hivemem.redact`)."""
+    from hivemem.redact import MASK, redact
+
+    for key, value in event.items():
+        if _SECRET_FIELD.fullmatch(key) and value:
+            event[key] = MASK
+        elif isinstance(value, str | dict | list | tuple):
+            event[key] = redact(value)
+    return event
 
 
 def configure_logging(level: str = "info", json: bool | None = None) -> None:
@@ -20,6 +40,7 @@ def configure_logging(level: str = "info", json: bool | None = None) -> None:
             structlog.processors.add_log_level,
             structlog.processors.TimeStamper(fmt="iso", utc=True),
             structlog.processors.format_exc_info,
+            redact_secrets,
             renderer,
         ],
         wrapper_class=structlog.make_filtering_bound_logger(

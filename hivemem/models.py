@@ -39,6 +39,9 @@ class Turn(Message):
     markers: tuple[str, ...] = ()
     metadata: dict[str, Any] = Field(default_factory=dict)
     timestamp: datetime
+    # Who may see it (`hivemem.scope`): the session's namespace; shared or private to agent_id.
+    namespace: str = "default"
+    visibility: Literal["private", "shared"] = "shared"
     seq: int = Field(ge=1)
     token_count: int = Field(ge=0)
     # True when the turn id had been ingested before: nothing new was written.
@@ -117,6 +120,8 @@ class ContextItem(BaseModel):
     timestamp: datetime | None = None
     markers: tuple[str, ...] = ()
     metadata: dict[str, Any] = Field(default_factory=dict)
+    namespace: str = "default"
+    visibility: Literal["private", "shared"] = "shared"
 
     def render(self) -> str:
         """One prompt line: when, who, what (timestamps let temporal questions be answered)."""
@@ -282,6 +287,8 @@ class TurnFields(Protocol):
     metadata: dict[str, Any]
     timestamp: datetime
     token_count: int
+    namespace: str
+    visibility: Literal["private", "shared"]
 
 
 def wire_json(turn: TurnFields) -> str:
@@ -297,6 +304,8 @@ def wire_json(turn: TurnFields) -> str:
             "metadata": turn.metadata,
             "timestamp": turn.timestamp.isoformat(),
             "token_count": turn.token_count,
+            "namespace": turn.namespace,
+            "visibility": turn.visibility,
         },
         ensure_ascii=False,
         separators=(",", ":"),

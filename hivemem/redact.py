@@ -14,6 +14,7 @@ _PATTERNS = [
     re.compile(r"(?i)\bbearer\s+[A-Za-z0-9._~+/=-]{8,}"),
     re.compile(r"\bgh[pousr]_[A-Za-z0-9]{20,}"),  # GitHub tokens
     re.compile(r"\bAKIA[0-9A-Z]{16}\b"),  # AWS access key ids
+    re.compile(r"\bhm_[0-9a-f]{12}_[A-Za-z0-9_-]{20,}"),  # hivemem API keys
     re.compile(r"\beyJ[A-Za-z0-9_-]{8,}\.[A-Za-z0-9_-]{8,}\.[A-Za-z0-9_-]{8,}"),  # JWTs
     re.compile(
         r"(?i)\b(password|passwd|pwd|api[_-]?key|secret|token)\s*[:=]\s*['\"]?[^\s'\",;]{3,}"

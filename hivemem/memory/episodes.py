@@ -23,6 +23,7 @@ import numpy.typing as npt
 from pydantic import BaseModel, ConfigDict, Field
 
 from hivemem.models import Role, Turn
+from hivemem.scope import owner_of
 
 CloseReason = Literal["max_turns", "time_gap", "topic_shift", "tool_result", "manual", "session"]
 ControlAction = Literal["close_episode", "close_session"]
@@ -65,6 +66,9 @@ class OpenEpisode(BaseModel):
     agent_ids: list[str] = Field(default_factory=list)
     centroid_sum: str | None = None  # base64 float32: the sum of the turns' unit vectors
     carried: int = 0  # how many times a short episode was carried forward into this one
+    namespace: str = "default"
+    # Agents whose private turns are in it (`hivemem.scope.owner_of` decides who sees it).
+    private_agents: list[str] = Field(default_factory=list)
 
     @property
     def size(self) -> int:
@@ -90,6 +94,9 @@ class OpenEpisode(BaseModel):
                 self.markers.append(marker)
         if turn.agent_id and turn.agent_id not in self.agent_ids:
             self.agent_ids.append(turn.agent_id)
+        self.namespace = turn.namespace
+        if turn.visibility == "private" and turn.agent_id not in self.private_agents:
+            self.private_agents.append(turn.agent_id or "")
         if vector is not None:
             if self.centroid_sum is not None:
                 vector = decode_vector(self.centroid_sum) + vector
@@ -114,6 +121,10 @@ class Episode(BaseModel):
     agent_ids: tuple[str, ...] = ()
     carried: int = 0
     centroid: str | None = None  # base64 float32, unit length
+    namespace: str = "default"
+    # Private (to agent_id) when any of its turns is private: see `hivemem.scope.owner_of`.
+    visibility: Literal["private", "shared"] = "shared"
+    agent_id: str | None = None
 
     @property
     def turn_count(self) -> int:
@@ -135,6 +146,9 @@ def _close(state: SessionEpisodes, reason: CloseReason, ep_id: str) -> Episode |
         return None
     assert ep.started_at is not None and ep.ended_at is not None
     centroid = ep.centroid()
+    owner = owner_of(
+        {"visibility": "private", "agent_id": agent or None} for agent in ep.private_agents
+    )
     closed = Episode(
         episode_id=ep_id,
         session_id=state.session_id,
@@ -149,6 +163,9 @@ def _close(state: SessionEpisodes, reason: CloseReason, ep_id: str) -> Episode |
         agent_ids=tuple(ep.agent_ids),
         carried=ep.carried,
         centroid=None if centroid is None else encode_vector(centroid),
+        namespace=ep.namespace,
+        visibility=owner.visibility,
+        agent_id=owner.agent_id,
     )
     state.closed_count += 1
     state.open = None

@@ -38,7 +38,9 @@ class Fact(BaseModel):
     fact_id: str
     namespace: str = "default"
     session_id: str
-    agent_id: str | None = None
+    agent_id: str | None = None  # who stated or decided it
+    # Shared with the namespace, or private to agent_id (`hivemem.scope`).
+    visibility: Literal["private", "shared"] = "shared"
     content: str
     kind: FactKind = FactKind.FACT
     subject: str = ""  # what the fact is about: versions of one fact share it

@@ -43,6 +43,8 @@ class AsyncMemoryClient:
         metadata: Mapping[str, Any] | None = None,
         timestamp: datetime | None = None,
         turn_id: str | None = None,
+        namespace: str | None = None,
+        visibility: str = "shared",
     ) -> Turn:
         return await asyncio.to_thread(
             self._client.ingest,
@@ -54,6 +56,8 @@ class AsyncMemoryClient:
             metadata=metadata,
             timestamp=timestamp,
             turn_id=turn_id,
+            namespace=namespace,
+            visibility=visibility,
         )
 
     async def ingest_many(self, turns: Iterable[TurnInput | Mapping[str, Any]]) -> list[Turn]:
@@ -70,12 +74,14 @@ class AsyncMemoryClient:
         include_history: bool = False,
         explain: bool = False,
         related_sessions: Sequence[str] = (),
+        agent_id: str | None = None,
+        namespace: str | None = None,
     ) -> RecallResult:
         return await asyncio.to_thread(
             functools.partial(
                 self._client.recall, session_id, query, token_budget, preset=preset,
                 limit=limit, include_history=include_history, explain=explain,
-                related_sessions=related_sessions,
+                related_sessions=related_sessions, agent_id=agent_id, namespace=namespace,
             )
         )
 

@@ -19,6 +19,7 @@ from hivemem.memory.facts import Fact
 from hivemem.memory.policy import RecallPolicy, resolve_policy
 from hivemem.models import DeadLetter, RecallResult, Role, SessionStats, Turn
 from hivemem.producer.validation import TurnDraft, check_budget, check_id, check_query
+from hivemem.scope import Scope, check_namespace, scope_for
 from hivemem.store.episodes import EpisodeStore
 from hivemem.store.redis import Redis, connect
 from hivemem.store.reflection import ReflectionState
@@ -44,6 +45,8 @@ class TurnInput(TypedDict):
     metadata: NotRequired[dict[str, Any] | None]
     timestamp: NotRequired[datetime | None]
     turn_id: NotRequired[str | None]
+    namespace: NotRequired[str | None]
+    visibility: NotRequired[str]
 
 
 _TURN_INPUT_KEYS = frozenset(TurnInput.__annotations__)
@@ -121,11 +124,16 @@ class MemoryClient(LifecycleMixin):
         metadata: Mapping[str, Any] | None = None,
         timestamp: datetime | None = None,
         turn_id: str | None = None,
+        namespace: str | None = None,
+        visibility: str = "shared",
     ) -> Turn:
         """Validate and enqueue one turn; returns at once with its sequence number.
 
         A `turn_id` seen before in the session is a no-op: the returned turn carries the
-        original seq and ``duplicate=True``.
+        original seq and ``duplicate=True``. `namespace` (default ``"default"``): the
+        session belongs to the namespace of its first turn, a turn of another one is
+        refused (`OutOfScope`, a `ValidationError`). `visibility`: ``"shared"`` with the
+        namespace, or ``"private"`` to `agent_id`.
         """
         draft = TurnDraft(
             session_id,
@@ -137,6 +145,8 @@ class MemoryClient(LifecycleMixin):
             metadata=metadata,
             timestamp=timestamp,
             turn_id=turn_id,
+            namespace=namespace,
+            visibility=visibility,
         )
         seq, duplicate = self._state.append_turn(draft)
         return _turn(draft, seq, duplicate)
@@ -165,18 +175,28 @@ class MemoryClient(LifecycleMixin):
                         metadata=raw.get("metadata"),
                         timestamp=raw.get("timestamp"),
                         turn_id=raw.get("turn_id"),
+                        namespace=raw.get("namespace"),
+                        visibility=raw.get("visibility", "shared"),
                     )
                 )
             except ValidationError as exc:
                 raise ValidationError(f"turns[{index}].{exc.field}", exc.message) from None
+        # Nothing is written when one turn names another namespace's session.
+        for session_id, namespace in dict.fromkeys((d.session_id, d.namespace) for d in drafts):
+            self._state.check_scope(session_id, namespace)
         results = self._state.append_turns(drafts)
         return [_turn(d, seq, dup) for d, (seq, dup) in zip(drafts, results, strict=True)]
 
     # -- progress --------------------------------------------------------------------------
 
-    def get_session_stats(self, session_id: str) -> SessionStats:
-        """Turns, episodes, open-episode turns, markers, and each stage's backlog."""
+    def get_session_stats(
+        self, session_id: str, *, namespace: str | None = None
+    ) -> SessionStats:
+        """Turns, episodes, open-episode turns, markers, and each stage's backlog.
+
+        With `namespace`, the session must be that namespace's (else `OutOfScope`)."""
         check_id("session_id", session_id)
+        self._in_namespace(session_id, namespace)
         stats = self._state.stats(session_id)
         assigned, closed, open_ep, markers = self._episodes.progress(session_id)
         stages = [
@@ -196,28 +216,42 @@ class MemoryClient(LifecycleMixin):
             }
         )
 
-    def close_episode(self, session_id: str) -> int:
+    def close_episode(self, session_id: str, *, namespace: str | None = None) -> int:
         """Close the session's open episode after the turns ingested so far.
 
         Goes through the pipeline in order with the turns (it takes the next seq, which it
         returns). Raises `ValidationError` for a session that has no turns.
         """
-        return self._control(session_id, "close_episode")
+        return self._control(session_id, "close_episode", namespace)
 
-    def close_session(self, session_id: str) -> int:
+    def close_session(self, session_id: str, *, namespace: str | None = None) -> int:
         """The session is over: its open episode closes, whatever its size."""
-        return self._control(session_id, "close_session")
+        return self._control(session_id, "close_session", namespace)
 
-    def _control(self, session_id: str, action: str) -> int:
+    def check_session(self, session_id: str, namespace: str) -> None:
+        """`OutOfScope` unless the session has turns and belongs to `namespace` (a service
+        answers another namespace's session like a missing one)."""
         check_id("session_id", session_id)
+        self._state.check_scope(session_id, check_namespace(namespace), must_exist=True)
+
+    def _in_namespace(self, session_id: str, namespace: str | None) -> None:
+        """With a namespace: `OutOfScope` unless the session exists and is that one's."""
+        if namespace is not None:
+            self._state.check_scope(session_id, check_namespace(namespace), must_exist=True)
+
+    def _control(self, session_id: str, action: str, namespace: str | None = None) -> int:
+        check_id("session_id", session_id)
+        self._in_namespace(session_id, namespace)
         seq = self._state.append_control(session_id, action)
         if seq is None:
             raise ValidationError("session_id", f"unknown session {session_id!r} (no turns)")
         return seq
 
-    def episodes(self, session_id: str) -> list[Episode]:
+    def episodes(self, session_id: str, *, namespace: str | None = None) -> list[Episode]:
         """The session's closed episodes, oldest first."""
-        return self._episodes.episodes(check_id("session_id", session_id))
+        check_id("session_id", session_id)
+        self._in_namespace(session_id, namespace)
+        return self._episodes.episodes(session_id)
 
     def wait_until_processed(
         self, session_id: str, timeout: float = 30.0, *, stage: str = "embed"
@@ -267,6 +301,8 @@ class MemoryClient(LifecycleMixin):
         include_archived: bool = False,
         explain: bool = False,
         related_sessions: Sequence[str] = (),
+        agent_id: str | None = None,
+        namespace: str | None = None,
     ) -> RecallResult:
         """The context that matters for `query`, best first, within `token_budget` tokens.
 
@@ -277,9 +313,14 @@ class MemoryClient(LifecycleMixin):
         always appear, flagged `metadata["conflict"]`. `related_sessions` are searched too,
         with a smaller session boost. With `explain`, `result.excluded` lists every
         candidate left out and why (budget, threshold, duplicate, superseded, quota, limit).
+
+        Scope: `agent_id` sees its own memories plus the shared ones of `namespace`
+        (default ``"default"``); without an agent, only shared ones. A session (or related
+        session) of another namespace raises `OutOfScope`.
         """
         check_id("session_id", session_id)
         check_query(query)
+        access = scope_for(namespace, agent_id)
         policy = resolve_policy(preset, self.settings.recall.default_preset)
         budget = check_budget(
             token_budget, policy.token_budget or self.settings.recall.default_token_budget
@@ -295,6 +336,8 @@ class MemoryClient(LifecycleMixin):
             raise ValidationError("related_sessions", "must be a list of session ids")
         for other in related_sessions:
             check_id("related_sessions", other)
+        for sid in (session_id, *related_sessions):
+            self._state.check_scope(sid, access.namespace)
         updates: dict[str, Any] = {}
         if limit is not None:
             updates["limit"] = limit
@@ -306,27 +349,42 @@ class MemoryClient(LifecycleMixin):
             policy = policy.model_copy(update=updates)
         return self._get_recaller().recall(
             session_id, query, budget, policy,
-            related_sessions=list(related_sessions), explain=bool(explain),
+            related_sessions=list(related_sessions), explain=bool(explain), access=access,
         )
 
     def facts(
         self, session_id: str, *, include_history: bool = False,
+        agent_id: str | None = None, namespace: str | None = None,
         include_inactive: bool = False, include_archived: bool = False,
     ) -> list[Fact]:
         """The session's facts (current ones; with history, every version), oldest first.
 
         Current: active and conflicted. `include_inactive` adds superseded versions,
         `include_archived` archived facts (compacted or retracted); `include_history`, both.
-        """
+
+        Without `namespace` and `agent_id`, every fact (an operator's view); with either,
+        what that agent of that namespace may see."""
         check_id("session_id", session_id)
+        access: Scope | None = None
+        if namespace is not None or agent_id is not None:
+            access = scope_for(namespace, agent_id)
+            self._state.check_scope(session_id, access.namespace)
         self._get_recaller()
         assert self._vectors is not None
         statuses = None if include_history else lifecycle_statuses(
             include_inactive=include_inactive, include_archived=include_archived)
-        return self._vectors.list_facts(session_id, statuses)
+        return self._vectors.list_facts(session_id, statuses, access)
 
-    def traces(self, count: int = 20, session_id: str | None = None) -> list[dict[str, Any]]:
-        """The newest reflection traces (secrets redacted)."""
+    def traces(
+        self, count: int = 20, session_id: str | None = None, *, namespace: str | None = None
+    ) -> list[dict[str, Any]]:
+        """The newest reflection traces (secrets redacted). With `namespace`, only of
+        `session_id`, which must be that namespace's."""
+        if namespace is not None:
+            if session_id is None:
+                raise ValidationError("session_id", "is required with a namespace")
+            check_id("session_id", session_id)
+            self._in_namespace(session_id, namespace)
         return ReflectionState(self._redis, self.keys).traces(count, session_id)
 
     def replay_reflection(self, session_id: str, episode_id: str | None = None) -> list[str]:
@@ -353,6 +411,10 @@ class MemoryClient(LifecycleMixin):
                 raise ProcessingTimeout(session_id, done, target, timeout)
             time.sleep(0.01)
         return done
+
+    def vector_store(self) -> VectorStore:
+        """The vector store recall reads (opened, with the query model, on first use)."""
+        return self._get_recaller().vectors
 
     def _get_recaller(self) -> Recaller:
         # The model and the vector store load on first recall: ingest-only producers skip both.
@@ -404,5 +466,7 @@ def _turn(draft: TurnDraft, seq: int, duplicate: bool) -> Turn:
         timestamp=draft.timestamp,
         seq=seq,
         token_count=draft.token_count,
+        namespace=draft.namespace,
+        visibility=draft.visibility,
         duplicate=duplicate,
     )

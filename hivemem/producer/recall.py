@@ -20,6 +20,7 @@ from hivemem.memory.tokens import estimate_tokens
 from hivemem.models import ContextItem, ExcludedItem, RecallResult, ScoreComponents, Turn
 from hivemem.providers.embedders import Embedder
 from hivemem.providers.lexical import LexicalEncoder
+from hivemem.scope import Scope
 from hivemem.store.episodes import EpisodeStore
 from hivemem.store.state import SessionState
 from hivemem.store.vectors import FactHit, TurnHit, Vector, VectorStore
@@ -76,21 +77,26 @@ class Recaller:
         *,
         related_sessions: Sequence[str] = (),
         explain: bool = False,
+        access: Scope | None = None,
     ) -> RecallResult:
+        """`access`: who asks; every store read is limited to what it may see."""
         sessions = [session_id, *(s for s in related_sessions if s != session_id)]
         scope: str | list[str] = session_id if len(sessions) == 1 else sessions
         embedding = self._embedding.submit(self.embedder.embed_query, query)
         try:
             sparse = self.lexical.query(query) if policy.lexical else None
-            recent = self.state.recent_turns(session_id, policy.recent_turns)
+            recent = self.state.recent_turns(session_id, policy.recent_turns, access)
             assigned, _closed, open_ep, _markers = self.episodes.progress(session_id)
             limit = policy.search_limit
             lexical_turns = (
-                self.vectors.search_turns_lexical(scope, sparse, limit) if sparse else []
+                self.vectors.search_turns_lexical(scope, sparse, limit, access) if sparse
+                else []
             )
             statuses = _statuses(policy)
             lexical_facts = (
-                self.vectors.search_facts_lexical(scope, sparse, policy.fact_limit, statuses)
+                self.vectors.search_facts_lexical(
+                    scope, sparse, policy.fact_limit, statuses, access
+                )
                 if sparse and policy.fact_limit else []
             )
         finally:
@@ -98,17 +104,19 @@ class Recaller:
         current_from = open_ep.seq_start if open_ep and open_ep.turn_ids else assigned + 1
 
         pool: dict[str, _Entry] = {}
-        self._add_turn_hits(pool, self.vectors.search_turns(scope, query_vector, limit), "dense")
+        self._add_turn_hits(
+            pool, self.vectors.search_turns(scope, query_vector, limit, access), "dense"
+        )
         self._add_turn_hits(pool, lexical_turns, "lexical")
         for entry in pool.values():
             if entry.signals.dense_rank is None:  # a lexical-only hit: its real similarity
                 entry.signals.dense = _dot(entry.vector, query_vector)
         superseded, stale_turns = self._add_facts(
-            pool, scope, query_vector, lexical_facts, policy
+            pool, scope, query_vector, lexical_facts, policy, access
         )
-        self._add_recent(pool, recent, query_vector)
+        self._add_recent(pool, recent, query_vector, access)
         if policy.neighbours:
-            self._add_neighbours(pool, query_vector, policy)
+            self._add_neighbours(pool, query_vector, policy, access)
 
         for entry in pool.values():
             sig = entry.signals
@@ -186,6 +194,7 @@ class Recaller:
         query_vector: Vector,
         lexical: list[FactHit],
         policy: RecallPolicy,
+        access: Scope | None = None,
     ) -> tuple[list[FactHit], set[str]]:
         """Add the facts that match (dense hits searched here, lexical ones given). Returns
         the superseded ones left out (no history asked) and the turns that stated only
@@ -193,7 +202,9 @@ class Recaller:
         if not policy.fact_limit:
             return [], set()
         statuses = _statuses(policy)
-        dense = self.vectors.search_facts(scope, query_vector, policy.fact_limit, statuses)
+        dense = self.vectors.search_facts(
+            scope, query_vector, policy.fact_limit, statuses, access
+        )
         hits: dict[str, tuple[FactHit, int | None, FactHit | None, int | None]] = {}
         for rank, hit in enumerate(dense, 1):
             hits[hit.fact.fact_id] = (hit, rank, None, None)
@@ -227,14 +238,17 @@ class Recaller:
             )
         return left_out, stale_turns
 
-    def _add_recent(self, pool: dict[str, _Entry], recent: list[Turn], query: Vector) -> None:
+    def _add_recent(
+        self, pool: dict[str, _Entry], recent: list[Turn], query: Vector,
+        access: Scope | None = None,
+    ) -> None:
         """The newest turns compete too, embedded or not (recallable before embedding)."""
         missing = [t for t in recent if f"turn:{t.session_id}:{t.turn_id}" not in pool]
         if not missing:
             return
         found = {
             h.turn.turn_id: h for h in self.vectors.get_turns(
-                missing[0].session_id, [t.turn_id for t in missing]
+                missing[0].session_id, [t.turn_id for t in missing], access
             )
         }
         queued = [t for t in missing if t.turn_id not in found]
@@ -253,7 +267,8 @@ class Recaller:
             )
 
     def _add_neighbours(
-        self, pool: dict[str, _Entry], query: Vector, policy: RecallPolicy
+        self, pool: dict[str, _Entry], query: Vector, policy: RecallPolicy,
+        access: Scope | None = None,
     ) -> None:
         """The turns right before and after the best turn hits."""
         lexical_max = max((e.signals.lexical_raw or 0.0 for e in pool.values()), default=0.0)
@@ -267,7 +282,7 @@ class Recaller:
                 if seq >= 1 and (entry.turn.session_id, seq) not in have:
                     wanted.setdefault(entry.turn.session_id, set()).add(seq)
         for session, seqs in wanted.items():
-            for hit in self.vectors.turns_by_seq(session, sorted(seqs)):
+            for hit in self.vectors.turns_by_seq(session, sorted(seqs), access):
                 key = f"turn:{session}:{hit.turn.turn_id}"
                 if key in pool:
                     continue
@@ -335,6 +350,8 @@ def _item(candidate: Candidate) -> ContextItem:
             timestamp=turn.timestamp,
             markers=turn.markers,
             metadata=turn.metadata,
+            namespace=turn.namespace,
+            visibility=turn.visibility,
         )
     assert entry.fact is not None
     return _fact_item(entry.fact, components, candidate.token_count)
@@ -351,6 +368,8 @@ def _fact_item(fact: Fact, components: ScoreComponents, token_count: int) -> Con
         source_id=fact.fact_id,
         session_id=fact.session_id,
         agent_id=fact.agent_id,
+        namespace=fact.namespace,
+        visibility=fact.visibility,
         timestamp=fact.valid_from,
         metadata={
             "kind": fact.kind.value,

@@ -13,6 +13,7 @@ from hivemem.config import IngestSettings
 from hivemem.errors import ValidationError
 from hivemem.memory.tokens import estimate_tokens
 from hivemem.models import BUILTIN_MARKERS, Role
+from hivemem.scope import Visibility, check_namespace, check_visibility
 
 ID_PATTERN = re.compile(r"^[A-Za-z0-9._:-]{1,128}$")
 _CUSTOM_MARKER = re.compile(r"^custom:[A-Za-z0-9_.-]{1,64}$")
@@ -132,11 +133,13 @@ class TurnDraft:
         "content",
         "markers",
         "metadata",
+        "namespace",
         "role",
         "session_id",
         "timestamp",
         "token_count",
         "turn_id",
+        "visibility",
     )
 
     def __init__(
@@ -151,6 +154,8 @@ class TurnDraft:
         metadata: Mapping[str, Any] | None = None,
         timestamp: object = None,
         turn_id: object = None,
+        namespace: object = None,
+        visibility: object = "shared",
     ) -> None:
         self.session_id = check_id("session_id", session_id)
         self.role = check_role(role)
@@ -161,3 +166,7 @@ class TurnDraft:
         self.timestamp = check_timestamp(timestamp)
         self.turn_id = check_turn_id(turn_id)
         self.token_count = estimate_tokens(self.content)
+        self.namespace: str = check_namespace(namespace)
+        self.visibility: Visibility = check_visibility(visibility)
+        if self.visibility == "private" and self.agent_id is None:
+            raise ValidationError("visibility", "a private turn needs an agent_id (its owner)")

@@ -16,12 +16,14 @@ import structlog
 
 from hivemem.errors import StoreUnavailable
 from hivemem.providers.lexical import SparseVector
+from hivemem.scope import DEFAULT_NAMESPACE, Scope
 from hivemem.store.vectors import (
     COLLECTIONS,
     DENSE,
     INTEGER_FIELDS,
     KEYWORD_FIELDS,
     LEXICAL,
+    SCOPE,
     Hit,
     Point,
     Vector,
@@ -171,13 +173,36 @@ class EdgeVectorStore(VectorStore):
         qe = self._qe
         if not where:
             return None
-        must = []
+        must: list[Any] = []
+        must_not: list[Any] = []
         for field, value in where.items():
-            if isinstance(value, list | tuple):
+            if isinstance(value, Scope):
+                if field != SCOPE:
+                    raise ValueError(f"a Scope goes under {SCOPE!r}, not {field!r}")
+                must.append(self._in_namespace(value.namespace))
+                must_not.append(self._others_private(value.agent_id))
+            elif isinstance(value, list | tuple):
                 must.append(qe.FieldCondition(key=field, match=qe.MatchAny(list(value))))
             else:
                 must.append(qe.FieldCondition(key=field, match=qe.MatchValue(value)))
-        return qe.Filter(must=must)
+        return qe.Filter(must=must, must_not=must_not or None)
+
+    def _in_namespace(self, namespace: str) -> Any:
+        qe = self._qe
+        match = qe.FieldCondition(key="namespace", match=qe.MatchValue(namespace))
+        if namespace != DEFAULT_NAMESPACE:
+            return match
+        # Points written before namespaces carry none: they are the default namespace's.
+        return qe.Filter(should=[match, qe.IsEmptyCondition("namespace")])
+
+    def _others_private(self, agent_id: str | None) -> Any:
+        """Private points of any other agent (excluded: `must_not`)."""
+        qe = self._qe
+        private = qe.FieldCondition(key="visibility", match=qe.MatchValue("private"))
+        if agent_id is None:
+            return private
+        mine = qe.FieldCondition(key="agent_id", match=qe.MatchValue(agent_id))
+        return qe.Filter(must=[private], must_not=[mine])
 
     def _call(self, action: str, fn: Any, *args: Any) -> Any:
         with self._lock:

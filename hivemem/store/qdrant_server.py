@@ -13,12 +13,14 @@ from qdrant_client.http.exceptions import ResponseHandlingException, UnexpectedR
 from hivemem.config import QdrantSettings
 from hivemem.errors import StoreUnavailable
 from hivemem.providers.lexical import SparseVector
+from hivemem.scope import DEFAULT_NAMESPACE, Scope
 from hivemem.store.vectors import (
     COLLECTIONS,
     DENSE,
     INTEGER_FIELDS,
     KEYWORD_FIELDS,
     LEXICAL,
+    SCOPE,
     Hit,
     Point,
     Vector,
@@ -47,6 +49,7 @@ class ServerVectorStore(VectorStore):
                 self._client = QdrantClient(
                     url=settings.url,
                     api_key=settings.api_key.get_secret_value() if settings.api_key else None,
+                    https=settings.https,
                     timeout=int(settings.timeout),
                 )
             for name in COLLECTIONS:
@@ -70,6 +73,13 @@ class ServerVectorStore(VectorStore):
                 self._without_lexical.add(collection)
                 log.warning("store.no_lexical", collection=collection,
                             fix="re-create the collection and re-ingest to get keyword search")
+            if not self._local:
+                indexed = set(info.payload_schema or {})
+                for name in KEYWORD_FIELDS:
+                    if name not in indexed:  # fields added since (namespace, visibility)
+                        self._client.create_payload_index(
+                            collection, name, qm.PayloadSchemaType.KEYWORD, wait=True
+                        )
             return
         self._client.create_collection(
             collection,
@@ -92,13 +102,19 @@ class ServerVectorStore(VectorStore):
         if not where:
             return None
         must: list[qm.Condition] = []
+        must_not: list[qm.Condition] = []
         for field, value in where.items():
-            if isinstance(value, str | int | bool):
+            if isinstance(value, Scope):
+                if field != SCOPE:
+                    raise ValueError(f"a Scope goes under {SCOPE!r}, not {field!r}")
+                must.append(_in_namespace(value.namespace))
+                must_not.append(_others_private(value.agent_id))
+            elif isinstance(value, str | int | bool):
                 must.append(qm.FieldCondition(key=field, match=qm.MatchValue(value=value)))
             else:
                 values: list[Any] = list(value)
                 must.append(qm.FieldCondition(key=field, match=qm.MatchAny(any=values)))
-        return qm.Filter(must=must)
+        return qm.Filter(must=must, must_not=must_not or None)
 
     def _call(self, action: str, fn: Any, *args: Any, **kwargs: Any) -> Any:
         try:
@@ -195,6 +211,27 @@ class ServerVectorStore(VectorStore):
 
     def close(self) -> None:
         self._client.close()
+
+
+def _in_namespace(namespace: str) -> qm.Condition:
+    match = qm.FieldCondition(key="namespace", match=qm.MatchValue(value=namespace))
+    if namespace != DEFAULT_NAMESPACE:
+        return match
+    # Points written before namespaces carry none: they are the default namespace's.
+    return qm.Filter(should=[
+        match, qm.IsEmptyCondition(is_empty=qm.PayloadField(key="namespace"))
+    ])
+
+
+def _others_private(agent_id: str | None) -> qm.Condition:
+    """Private points of any other agent (excluded: `must_not`)."""
+    private = qm.FieldCondition(key="visibility", match=qm.MatchValue(value="private"))
+    if agent_id is None:
+        return private
+    return qm.Filter(
+        must=[private],
+        must_not=[qm.FieldCondition(key="agent_id", match=qm.MatchValue(value=agent_id))],
+    )
 
 
 def _vectors(point: Point, lexical: bool = True) -> dict[str, Any]:

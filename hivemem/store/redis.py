@@ -17,16 +17,28 @@ Redis = redis.Redis
 def connect(settings: RedisSettings) -> Redis:
     """A client for the configured URL (redis://, rediss://, unix://). Checks it answers."""
     try:
-        client = redis.Redis.from_url(
-            settings.url,
-            socket_timeout=settings.socket_timeout,
-            socket_connect_timeout=settings.connect_timeout,
-            health_check_interval=30,
-        )
+        client = redis.Redis.from_url(settings.url, **connection_options(settings))
         client.ping()
     except (redis.RedisError, ValueError) as exc:
         raise StoreUnavailable("redis", f"{_redact(settings.url)}: {exc}") from None
     return client
+
+
+def connection_options(settings: RedisSettings) -> dict[str, Any]:
+    """Keyword options beside the URL: timeouts, the ACL user and password, the TLS CA
+    (credentials in the URL win, as redis-py merges them over these)."""
+    options: dict[str, Any] = {
+        "socket_timeout": settings.socket_timeout,
+        "socket_connect_timeout": settings.connect_timeout,
+        "health_check_interval": 30,
+    }
+    if settings.username:
+        options["username"] = settings.username
+    if settings.password is not None:
+        options["password"] = settings.password.get_secret_value()
+    if settings.ssl_ca_certs is not None and settings.url.startswith("rediss://"):
+        options["ssl_ca_certs"] = str(settings.ssl_ca_certs)
+    return options
 
 
 def fake_server() -> Any:

@@ -10,13 +10,23 @@ from collections.abc import Sequence
 from datetime import datetime
 from typing import Any, cast
 
+from hivemem.errors import OutOfScope
 from hivemem.keys import Keys
 from hivemem.models import SessionStats, Turn, TurnFields, wire_json
+from hivemem.scope import DEFAULT_NAMESPACE, Scope
 from hivemem.store.redis import Redis, redis_errors
 
-# One atomic step per turn: a repeated turn id returns the seq it already had; otherwise
-# the next seq is taken, the turn is appended to the stream and to the recent window.
+# One atomic step per turn: a session belongs to the namespace of its first turn (a turn of
+# another namespace gets -1, nothing written; sessions from before namespaces are
+# "default"); a repeated turn id returns the seq it already had; otherwise the next seq is
+# taken, the turn is appended to the stream and to the recent window.
 _APPEND_TURN = """
+local owner = redis.call('GET', KEYS[7])
+if not owner then
+  if redis.call('EXISTS', KEYS[1]) == 1 then owner = 'default' end
+  if not owner or owner == ARGV[6] then redis.call('SET', KEYS[7], ARGV[6]) end
+end
+if owner and owner ~= ARGV[6] then return {-1, 0} end
 local existing = redis.call('HGET', KEYS[2], ARGV[1])
 if existing then return {tonumber(existing), 1} end
 local seq = redis.call('INCR', KEYS[1])
@@ -74,6 +84,7 @@ class SessionState:
             k.turns_stream,
             k.session_meta(sid),
             k.sessions,
+            k.session_namespace(sid),
         ]
         args: list[str | int] = [
             draft.turn_id,
@@ -81,18 +92,25 @@ class SessionState:
             self.recent_window,
             draft.timestamp.isoformat(),
             sid,
+            draft.namespace,
         ]
         return keys, args
 
     def append_turn(self, draft: TurnFields) -> tuple[int, bool]:
-        """Returns (seq, duplicate)."""
+        """Returns (seq, duplicate). `OutOfScope` if the session is another namespace's."""
         keys, args = self._append_args(draft)
         with redis_errors("append turn"):
             seq, dup = self._append(keys=keys, args=args)
+        if int(seq) < 0:
+            raise OutOfScope()
         return int(seq), bool(dup)
 
     def append_turns(self, drafts: Sequence[TurnFields]) -> list[tuple[int, bool]]:
-        """Pipelined: one round trip for the batch, each turn still atomic on its own."""
+        """Pipelined: one round trip for the batch, each turn still atomic on its own.
+
+        Callers check the sessions' namespaces first (`check_scope`): a turn refused here
+        (a session claimed by another namespace in between) raises `OutOfScope` after the
+        others were written."""
         if not drafts:
             return []
         with redis_errors("append turns"):
@@ -101,6 +119,8 @@ class SessionState:
                 keys, args = self._append_args(draft)
                 self._append(keys=keys, args=args, client=pipe)
             replies = pipe.execute()
+        if any(int(seq) < 0 for seq, _dup in replies):
+            raise OutOfScope()
         return [(int(seq), bool(dup)) for seq, dup in replies]
 
     def append_control(self, session_id: str, action: str) -> int | None:
@@ -148,8 +168,30 @@ class SessionState:
             seq, done, dead = pipe.execute()
         return (0 if seq is None else int(seq)), int(done), int(dead)
 
-    def recent_turns(self, session_id: str, limit: int) -> list[Turn]:
-        """The newest `limit` turns, newest first, including ones not yet embedded."""
+    def namespace_of(self, session_id: str) -> str | None:
+        """The namespace that owns the session; None for a session with no turns yet."""
+        k = self.keys
+        with redis_errors("read session namespace"):
+            pipe = self._r.pipeline(transaction=False)
+            pipe.get(k.session_namespace(session_id))
+            pipe.exists(k.session_seq(session_id))
+            owner, exists = pipe.execute()
+        if owner is not None:
+            return _text(owner)
+        return DEFAULT_NAMESPACE if exists else None
+
+    def check_scope(self, session_id: str, namespace: str, *, must_exist: bool = False) -> None:
+        """`OutOfScope` when the session is another namespace's (or, with `must_exist`,
+        unknown): the two look the same to the caller."""
+        owner = self.namespace_of(session_id)
+        if (owner is None and must_exist) or (owner is not None and owner != namespace):
+            raise OutOfScope()
+
+    def recent_turns(
+        self, session_id: str, limit: int, scope: Scope | None = None
+    ) -> list[Turn]:
+        """The newest `limit` turns, newest first, including ones not yet embedded; with a
+        scope, only those it may see (another agent's private turns are left out)."""
         if limit <= 0:
             return []
         with redis_errors("read recent turns"):
@@ -159,7 +201,10 @@ class SessionState:
                     self.keys.session_recent(session_id), 0, limit - 1, withscores=True
                 ),
             )
-        return [turn_from_json(member, int(score)) for member, score in rows]
+        turns = [turn_from_json(member, int(score)) for member, score in rows]
+        if scope is None:
+            return turns
+        return [t for t in turns if scope.admits(t.namespace, t.visibility, t.agent_id)]
 
     def stats(self, session_id: str) -> SessionStats:
         last, done, dead = self.progress(session_id)
@@ -220,5 +265,6 @@ class SessionState:
             pipe.hsetnx(k.session_meta(session_id), "first_ts", ordered[0].timestamp.isoformat())
             pipe.hset(k.session_meta(session_id), "last_ts", ordered[-1].timestamp.isoformat())
             pipe.sadd(k.sessions, session_id)
+            pipe.setnx(k.session_namespace(session_id), ordered[0].namespace)
             pipe.execute()
 

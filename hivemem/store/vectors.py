@@ -19,6 +19,7 @@ import numpy.typing as npt
 from hivemem.memory.facts import Fact
 from hivemem.models import Role, Turn
 from hivemem.providers.lexical import SparseVector
+from hivemem.scope import Scope
 
 TURNS = "turns"
 FACTS = "facts"
@@ -27,7 +28,10 @@ DENSE = "dense"
 # BM25 term weights; the collection's IDF modifier supplies the IDF (see providers/lexical.py).
 LEXICAL = "lexical"
 # Fields recall and rebuild filter or order on: each gets a payload index.
-KEYWORD_FIELDS = ("session_id", "agent_id", "role", "markers", "status", "subject", "kind")
+KEYWORD_FIELDS = (
+    "session_id", "agent_id", "role", "markers", "status", "subject", "kind",
+    "namespace", "visibility",
+)
 INTEGER_FIELDS = ("seq",)
 
 _POINT_NAMESPACE = uuid.UUID("7d1c6f4e-8f0b-4c52-9a61-3f0c2b9e8a11")
@@ -53,6 +57,8 @@ def turn_payload(turn: Turn) -> dict[str, Any]:
         "ts": turn.timestamp.timestamp(),
         "seq": turn.seq,
         "token_count": turn.token_count,
+        "namespace": turn.namespace,
+        "visibility": turn.visibility,
     }
 
 
@@ -70,6 +76,8 @@ def turn_from_payload(payload: dict[str, Any]) -> Turn:
         timestamp=datetime.fromisoformat(payload["timestamp"]),
         seq=int(payload["seq"]),
         token_count=int(payload.get("token_count", 0)),
+        namespace=payload.get("namespace") or "default",
+        visibility=payload.get("visibility") or "shared",
         duplicate=False,
     )
 
@@ -97,8 +105,15 @@ class Hit:
     vector: Vector | None
 
 
-# Payload conditions, all of which must hold: field -> value, or field -> list (any of).
-Where = Mapping[str, str | int | bool | Sequence[str] | Sequence[int]]
+# Payload conditions, all of which must hold: field -> value, or field -> list (any of);
+# under SCOPE, a `Scope`: what that agent may see (backends turn it into a filter).
+Where = Mapping[str, str | int | bool | Sequence[str] | Sequence[int] | Scope]
+SCOPE = "$scope"
+
+
+def scoped(scope: Scope | None) -> dict[str, Scope]:
+    """The `Where` entry that limits a read to what `scope` may see (none: no limit)."""
+    return {} if scope is None else {SCOPE: scope}
 
 
 class VectorStore(ABC):
@@ -164,34 +179,45 @@ class VectorStore(ABC):
             self.upsert(TURNS, points)
 
     def search_turns(
-        self, sessions: str | Sequence[str], vector: Vector, limit: int
+        self, sessions: str | Sequence[str], vector: Vector, limit: int,
+        scope: Scope | None = None,
     ) -> list[TurnHit]:
-        hits = self.search(TURNS, vector, limit, _sessions(sessions))
+        hits = self.search(TURNS, vector, limit, {**_sessions(sessions), **scoped(scope)})
         return [TurnHit(turn_from_payload(h.payload), h.score, h.vector) for h in hits]
 
     def search_turns_lexical(
-        self, sessions: str | Sequence[str], sparse: SparseVector, limit: int
+        self, sessions: str | Sequence[str], sparse: SparseVector, limit: int,
+        scope: Scope | None = None,
     ) -> list[TurnHit]:
         if not sparse:
             return []
-        hits = self.search_sparse(TURNS, sparse, limit, _sessions(sessions))
+        hits = self.search_sparse(
+            TURNS, sparse, limit, {**_sessions(sessions), **scoped(scope)}
+        )
         return [TurnHit(turn_from_payload(h.payload), h.score, h.vector) for h in hits]
 
-    def turns_by_seq(self, session_id: str, seqs: Sequence[int]) -> list[TurnHit]:
+    def turns_by_seq(
+        self, session_id: str, seqs: Sequence[int], scope: Scope | None = None
+    ) -> list[TurnHit]:
         """The session's turns with these sequence numbers (those that are embedded)."""
         if not seqs:
             return []
-        where: Where = {"session_id": session_id, "seq": sorted(set(seqs))}
+        where: Where = {"session_id": session_id, "seq": sorted(set(seqs)), **scoped(scope)}
         return [
             TurnHit(turn_from_payload(h.payload), 0.0, h.vector)
             for h in self.scroll(TURNS, where, with_vectors=True)
         ]
 
-    def get_turns(self, session_id: str, turn_ids: Sequence[str]) -> list[TurnHit]:
+    def get_turns(
+        self, session_id: str, turn_ids: Sequence[str], scope: Scope | None = None
+    ) -> list[TurnHit]:
         if not turn_ids:
             return []
         hits = self.retrieve(TURNS, [turn_point_id(session_id, t) for t in turn_ids])
-        return [TurnHit(turn_from_payload(h.payload), 0.0, h.vector) for h in hits]
+        return [
+            TurnHit(turn_from_payload(h.payload), 0.0, h.vector)
+            for h in hits if scope is None or scope.allows(h.payload)
+        ]
 
     def iter_turns(self, session_id: str | None = None) -> Iterator[Turn]:
         where = None if session_id is None else {"session_id": session_id}
@@ -227,8 +253,11 @@ class VectorStore(ABC):
         vector: Vector,
         limit: int,
         statuses: Sequence[str],
+        scope: Scope | None = None,
     ) -> list[FactHit]:
-        where: dict[str, Any] = {**_sessions(sessions), "status": list(statuses)}
+        where: dict[str, Any] = {
+            **_sessions(sessions), "status": list(statuses), **scoped(scope)
+        }
         hits = self.search(FACTS, vector, limit, where)
         return [FactHit(Fact.model_validate(h.payload), h.score, h.vector) for h in hits]
 
@@ -238,10 +267,13 @@ class VectorStore(ABC):
         sparse: SparseVector,
         limit: int,
         statuses: Sequence[str],
+        scope: Scope | None = None,
     ) -> list[FactHit]:
         if not sparse:
             return []
-        where: dict[str, Any] = {**_sessions(sessions), "status": list(statuses)}
+        where: dict[str, Any] = {
+            **_sessions(sessions), "status": list(statuses), **scoped(scope)
+        }
         hits = self.search_sparse(FACTS, sparse, limit, where)
         return [FactHit(Fact.model_validate(h.payload), h.score, h.vector) for h in hits]
 
@@ -251,8 +283,11 @@ class VectorStore(ABC):
         hits = self.retrieve(FACTS, list(fact_ids))
         return [FactHit(Fact.model_validate(h.payload), 0.0, h.vector) for h in hits]
 
-    def list_facts(self, session_id: str, statuses: Sequence[str] | None = None) -> list[Fact]:
-        where: dict[str, Any] = {"session_id": session_id}
+    def list_facts(
+        self, session_id: str, statuses: Sequence[str] | None = None,
+        scope: Scope | None = None,
+    ) -> list[Fact]:
+        where: dict[str, Any] = {"session_id": session_id, **scoped(scope)}
         if statuses is not None:
             where["status"] = list(statuses)
         facts = [Fact.model_validate(h.payload) for h in self.scroll(FACTS, where)]

@@ -10,6 +10,7 @@ overwrites what a crashed attempt wrote.
 from __future__ import annotations
 
 import time
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from typing import Any
@@ -23,10 +24,12 @@ from hivemem.keys import Keys
 from hivemem.memory.consolidation import Plan, plan_actions
 from hivemem.memory.episodes import Episode
 from hivemem.memory.facts import VISIBLE, Fact
+from hivemem.models import Turn
 from hivemem.providers.embedders import Embedder
 from hivemem.providers.lexical import LexicalEncoder
 from hivemem.providers.reflector import ReflectionRequest, Reflector
 from hivemem.redact import redact
+from hivemem.scope import owner_of
 from hivemem.store.episodes import EpisodeStore
 from hivemem.store.redis import Redis
 from hivemem.store.reflection import ReflectionState, SessionLock
@@ -48,6 +51,12 @@ class ReflectContext:
     embedder: Embedder
     reflector: Reflector
     lexical: LexicalEncoder = field(default_factory=LexicalEncoder)
+    # Called with "reflected", "retry" or "failed" per episode (metrics).
+    on_outcome: Callable[[str], None] | None = None
+
+    def outcome(self, name: str) -> None:
+        if self.on_outcome is not None:
+            self.on_outcome(name)
 
 
 # Contexts by the Redis connection pool of the worker that runs the job: one per worker
@@ -175,6 +184,7 @@ class Reflection:
         try:
             result = ctx.reflector.reflect(request)
         except RetryLater:
+            ctx.outcome("retry")
             raise  # transient: the job retries; the pointer stays on this episode
         except ProviderError as exc:
             # Permanent: the session moves on (later episodes must not wait behind a bad
@@ -183,8 +193,10 @@ class Reflection:
                          elapsed_ms=round((time.perf_counter() - started) * 1000, 1))
             ctx.state.add_trace(redact(trace))
             ctx.state.advance(session_id, lock, episode.index)
+            ctx.outcome("failed")
             raise
         plan = self._plan(episode, prior, result.actions)
+        _scope_new_facts(plan, turns, turns[0].namespace if turns else episode.namespace)
         writes = list(plan.writes.values())
         if writes:
             vectors = ctx.embedder.embed_documents([f.content for f in writes])
@@ -203,6 +215,7 @@ class Reflection:
         # The trace first: whoever sees the pointer move can read the trace.
         ctx.state.add_trace(redact(trace))
         ctx.state.advance(session_id, lock, episode.index)
+        ctx.outcome("reflected")
         log.info(
             "episode.reflected", session_id=session_id, episode_id=episode.episode_id,
             added=len(plan.added), superseded=len(plan.superseded),
@@ -236,6 +249,27 @@ class Reflection:
             dedup_threshold=self.settings.dedup_threshold,
             min_confidence=self.settings.min_confidence,
         )
+
+
+def _scope_new_facts(plan: Plan, turns: list[Turn], namespace: str) -> None:
+    """A new fact lives in its session's namespace and is private when a turn it came from
+    is (`hivemem.scope.owner_of`); facts citing no turn of the episode take the episode's."""
+    by_id = {t.turn_id: t for t in turns}
+    everyone = [_scope_record(t) for t in turns]
+    for fact_id in plan.added:
+        fact = plan.writes.get(fact_id)
+        if fact is None:
+            continue
+        sources = [_scope_record(by_id[t]) for t in fact.source_turn_ids if t in by_id]
+        owner = owner_of(sources or everyone)
+        update: dict[str, Any] = {"namespace": namespace, "visibility": owner.visibility}
+        if owner.visibility == "private":
+            update["agent_id"] = owner.agent_id
+        plan.writes[fact_id] = fact.model_copy(update=update)
+
+
+def _scope_record(turn: Turn) -> dict[str, Any]:
+    return {"visibility": turn.visibility, "agent_id": turn.agent_id}
 
 
 def _audit(ctx: ReflectContext, plan: Plan, prior: list[Fact], episode: Episode) -> None:

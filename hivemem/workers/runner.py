@@ -4,12 +4,16 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from contextlib import ExitStack
+from typing import TYPE_CHECKING
 
 from hivemem.config import Settings
 from hivemem.keys import Keys
 from hivemem.store.redis import Redis, connect
 from hivemem.store.streams import StreamStore
 from hivemem.workers.stream import StreamWorker, WorkerKind, WorkerReport
+
+if TYPE_CHECKING:
+    from hivemem.metrics import Metrics
 
 KINDS = ("embed", "boundary", "reflect")
 
@@ -51,7 +55,23 @@ BUILDERS: dict[str, Callable[[Settings, Keys, Redis, ExitStack], WorkerKind[obje
 }
 
 
-def run_reflect_worker(settings: Settings, *, burst: bool = False, name: str | None = None) -> int:
+def _metrics(settings: Settings, conn: Redis, port: int | None) -> Metrics | None:
+    """Serve /metrics on `port` (its own thread) with the pipeline's backlog; None: off."""
+    if port is None:
+        return None
+    from hivemem.metrics import Metrics
+
+    metrics = Metrics()
+    metrics.watch_pipeline(conn, Keys(settings.redis.key_prefix),
+                           settings.episodes.reflect_queue)
+    metrics.serve(port)
+    return metrics
+
+
+def run_reflect_worker(
+    settings: Settings, *, burst: bool = False, name: str | None = None,
+    metrics_port: int | None = None,
+) -> int:
     """An rq worker for reflection jobs (with rq's scheduler, for retry back-off)."""
     from rq import SimpleWorker
 
@@ -64,6 +84,9 @@ def run_reflect_worker(settings: Settings, *, burst: bool = False, name: str | N
     vectors = open_vector_store(settings.qdrant, embedder.dim)
     try:
         context = build_context(settings, conn, vectors, embedder, build_reflector_from(settings))
+        metrics = _metrics(settings, conn, metrics_port)
+        if metrics is not None:
+            context.on_outcome = metrics.reflection_outcome
         install_context(context)
         # SimpleWorker: jobs run in this process, so the model and clients load once.
         worker = SimpleWorker([settings.episodes.reflect_queue], connection=conn, name=name)
@@ -75,18 +98,23 @@ def run_reflect_worker(settings: Settings, *, burst: bool = False, name: str | N
 
 
 def run_worker(
-    kind: str, settings: Settings, *, burst: bool = False, name: str | None = None
+    kind: str, settings: Settings, *, burst: bool = False, name: str | None = None,
+    metrics_port: int | None = None,
 ) -> WorkerReport:
+    """`metrics_port`: serve Prometheus metrics there while the worker runs."""
     if kind == "reflect":
-        return WorkerReport(handled=run_reflect_worker(settings, burst=burst, name=name))
+        return WorkerReport(handled=run_reflect_worker(
+            settings, burst=burst, name=name, metrics_port=metrics_port))
     if kind not in BUILDERS:
         raise ValueError(f"unknown worker kind {kind!r}; known: {', '.join(KINDS)}")
     keys = Keys(settings.redis.key_prefix)
     with ExitStack() as stack:
         conn = connect(settings.redis)
         stack.callback(conn.close)
+        stage = BUILDERS[kind](settings, keys, conn, stack)
+        metrics = _metrics(settings, conn, metrics_port)
         worker = StreamWorker(
-            BUILDERS[kind](settings, keys, conn, stack),
+            stage if metrics is None else metrics.instrument(stage),
             StreamStore(conn, keys),
             settings.worker,
             consumer=name,

@@ -1,0 +1,141 @@
+"""The HTTP API: `create_app(settings)` builds it; `hivemem serve` runs it under uvicorn.
+
+Nothing global: the app owns its `MemoryClient`, API key store and metrics registry (or
+uses the ones passed in, for tests and embedding in another app).
+"""
+
+from __future__ import annotations
+
+import time
+import uuid
+from collections.abc import AsyncIterator, Awaitable, Callable
+from contextlib import asynccontextmanager
+from typing import Any
+
+import structlog
+from fastapi import FastAPI, Request, Response
+from fastapi.responses import JSONResponse
+
+from hivemem import __version__
+from hivemem.api import problems
+from hivemem.api.auth import authenticator
+from hivemem.api.limits import BodyLimit
+from hivemem.api.routes import build_router
+from hivemem.api.schemas import Health
+from hivemem.config import Settings
+from hivemem.metrics import CONTENT_TYPE, Metrics
+from hivemem.producer.client import MemoryClient
+from hivemem.store.apikeys import ApiKeyStore
+
+log = structlog.get_logger(__name__)
+
+DESCRIPTION = """Shared, session-scoped memory for AI agents.
+
+Authenticate with an API key (`hivemem apikey create NAMESPACE`) as
+`Authorization: Bearer hm_...` or `X-API-Key: hm_...`. A key belongs to one namespace: every
+call reads and writes that namespace only, and another namespace's session answers 404 like
+a missing one. Errors are RFC 9457 problem details (`application/problem+json`) with the
+offending `field` for invalid input.
+"""
+
+
+def create_app(
+    settings: Settings,
+    *,
+    client: MemoryClient | None = None,
+    metrics: Metrics | None = None,
+) -> FastAPI:
+    owned = client is None
+    memory = client or MemoryClient(settings)
+    redis = memory._redis
+    keys = ApiKeyStore(redis, memory.keys)
+    registry = metrics or Metrics()
+    if metrics is None:
+        registry.watch_pipeline(redis, memory.keys, settings.episodes.reflect_queue)
+
+    @asynccontextmanager
+    async def lifespan(_app: FastAPI) -> AsyncIterator[None]:
+        log.info("api.started", version=__version__)
+        yield
+        if owned:
+            memory.close()
+
+    app = FastAPI(
+        title="hivemem", version=__version__, description=DESCRIPTION, lifespan=lifespan,
+        docs_url="/docs", redoc_url=None,
+    )
+    problems.install(app)
+    app.include_router(build_router(memory, registry, authenticator(keys),
+                                    settings.api.max_batch))
+
+    _operations(app, memory, registry)
+    _observe(app, registry)
+    app.add_middleware(BodyLimit, max_bytes=settings.api.max_body_bytes)
+    return app
+
+
+def _operations(app: FastAPI, memory: MemoryClient, registry: Metrics) -> None:
+    """Liveness, readiness and metrics (no API key: they reveal no memory)."""
+    redis = memory._redis
+
+    @app.get("/healthz", response_model=Health, tags=["operations"],
+             summary="Liveness: the process answers")
+    def healthz() -> Health:
+        return Health(status="ok")
+
+    @app.get("/readyz", response_model=Health, tags=["operations"],
+             summary="Readiness: Redis and the vector store answer",
+             responses={503: {"model": Health}})
+    def readyz() -> Any:
+        checks: dict[str, str] = {}
+        try:
+            redis.ping()
+            checks["redis"] = "ok"
+        except Exception as exc:
+            checks["redis"] = f"unavailable: {type(exc).__name__}"
+        try:
+            memory.vector_store().count("turns", {"session_id": "__readyz__"})
+            checks["vectors"] = "ok"
+        except Exception as exc:
+            checks["vectors"] = f"unavailable: {type(exc).__name__}"
+        ok = all(v == "ok" for v in checks.values())
+        health = Health(status="ok" if ok else "unavailable", checks=checks)
+        return JSONResponse(health.model_dump(), status_code=200 if ok else 503)
+
+    @app.get("/metrics", tags=["operations"], summary="Prometheus metrics",
+             response_class=Response)
+    def metrics_endpoint() -> Response:
+        return Response(registry.exposition(), media_type=CONTENT_TYPE)
+
+
+def _observe(app: FastAPI, registry: Metrics) -> None:
+    """Per request: a request id in the logs' context and the response header, one log
+    line, and the HTTP metrics by route template (never the raw path)."""
+
+    @app.middleware("http")
+    async def observe(
+        request: Request, call_next: Callable[[Request], Awaitable[Response]]
+    ) -> Response:
+        request_id = request.headers.get("x-request-id") or uuid.uuid4().hex[:16]
+        structlog.contextvars.clear_contextvars()
+        structlog.contextvars.bind_contextvars(request_id=request_id)
+        started = time.perf_counter()
+        status = 500
+        try:
+            response = await call_next(request)
+            status = response.status_code
+        finally:
+            elapsed = time.perf_counter() - started
+            route = request.scope.get("route")
+            template = getattr(route, "path", "unmatched")
+            registry.http_requests.labels(request.method, template, str(status)).inc()
+            registry.http_seconds.labels(request.method, template).observe(elapsed)
+            log.info(
+                "http.request", method=request.method, route=template, status=status,
+                ms=round(elapsed * 1000, 2),
+                namespace=getattr(request.state, "namespace", None),
+                session_id=(request.scope.get("path_params") or {}).get("session_id"),
+            )
+            structlog.contextvars.clear_contextvars()
+        response.headers["X-Request-ID"] = request_id
+        return response

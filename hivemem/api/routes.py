@@ -1,0 +1,152 @@
+"""The API's routes. Every one acts in the namespace of the caller's API key.
+
+Handlers are plain functions: FastAPI runs them in its thread pool, where the synchronous
+SDK (`MemoryClient`) does the work.
+"""
+
+from collections.abc import Callable
+from typing import Annotated, Any
+
+import structlog
+from fastapi import APIRouter, Depends, Path, Query, Request
+
+from hivemem.api.schemas import (
+    BatchIn,
+    BatchOut,
+    CloseIn,
+    CloseOut,
+    FactOut,
+    FactsOut,
+    Problem,
+    RecallIn,
+    RecallOut,
+    StatsOut,
+    TracesOut,
+    TurnIn,
+    TurnOut,
+)
+from hivemem.errors import ValidationError
+from hivemem.memory.facts import Fact
+from hivemem.metrics import Metrics, timed
+from hivemem.models import Turn
+from hivemem.producer.client import MemoryClient
+from hivemem.store.apikeys import ApiKeyInfo
+
+log = structlog.get_logger(__name__)
+
+SessionId = Annotated[str, Path(pattern=r"^[A-Za-z0-9._:-]{1,128}$", max_length=128)]
+PROBLEM: dict[str, Any] = {"model": Problem, "content": {"application/problem+json": {}}}
+ERRORS: dict[int | str, dict[str, Any]] = {
+    401: {"description": "No or a bad API key", **PROBLEM},
+    404: {"description": "No such session in the key's namespace", **PROBLEM},
+    413: {"description": "Body too large", **PROBLEM},
+    422: {"description": "Invalid input (the problem names the field)", **PROBLEM},
+    503: {"description": "A store is unavailable", **PROBLEM},
+}
+
+
+def _turn_out(turn: Turn) -> TurnOut:
+    return TurnOut(
+        session_id=turn.session_id, turn_id=turn.turn_id, seq=turn.seq,
+        duplicate=turn.duplicate, namespace=turn.namespace, visibility=turn.visibility,
+        agent_id=turn.agent_id, token_count=turn.token_count,
+    )
+
+
+def _fact_out(fact: Fact) -> FactOut:
+    return FactOut(
+        fact_id=fact.fact_id, session_id=fact.session_id, content=fact.content,
+        kind=fact.kind.value, subject=fact.subject, status=fact.status.value,
+        confidence=fact.confidence, stated_by=fact.agent_id, visibility=fact.visibility,
+        valid_from=fact.valid_from, valid_to=fact.valid_to, superseded_by=fact.superseded_by,
+        source_turn_ids=fact.source_turn_ids, version=fact.version,
+    )
+
+
+def build_router(
+    client: MemoryClient, metrics: Metrics, authenticate: Callable[..., ApiKeyInfo],
+    max_batch: int,
+) -> APIRouter:
+    Key = Annotated[ApiKeyInfo, Depends(authenticate)]  # noqa: N806 (a type alias)
+    router = APIRouter(prefix="/v1", responses=ERRORS)
+
+    @router.post("/sessions/{session_id}/turns", response_model=TurnOut, status_code=201,
+                 tags=["memory"], summary="Remember one turn")
+    def ingest(session_id: SessionId, body: TurnIn, key: Key, request: Request) -> TurnOut:
+        structlog.contextvars.bind_contextvars(session_id=session_id)
+        turn = client.ingest(
+            session_id, body.role, body.content, agent_id=body.agent_id,
+            markers=body.markers, metadata=body.metadata, timestamp=body.timestamp,
+            turn_id=body.turn_id, namespace=key.namespace, visibility=body.visibility,
+        )
+        metrics.ingested.inc()
+        request.state.session_id = session_id
+        log.debug("api.ingested", session_id=session_id, turn_id=turn.turn_id, seq=turn.seq)
+        return _turn_out(turn)
+
+    @router.post("/turns/batch", response_model=BatchOut, status_code=201, tags=["memory"],
+                 summary="Remember many turns (all or nothing on invalid input)")
+    def ingest_batch(body: BatchIn, key: Key) -> BatchOut:
+        if len(body.turns) > max_batch:
+            raise ValidationError("turns", f"at most {max_batch} turns per batch")
+        rows: list[dict[str, Any]] = []
+        for turn in body.turns:
+            row = turn.model_dump(exclude_none=True)
+            row["namespace"] = key.namespace
+            rows.append(row)
+        turns = client.ingest_many(rows)
+        metrics.ingested.inc(len(turns))
+        return BatchOut(turns=[_turn_out(t) for t in turns])
+
+    @router.post("/sessions/{session_id}/recall", response_model=RecallOut, tags=["memory"],
+                 summary="Recall the context for a query, within a token budget")
+    def recall(session_id: SessionId, body: RecallIn, key: Key, request: Request) -> RecallOut:
+        request.state.session_id = session_id
+        client.check_session(session_id, key.namespace)
+        done = timed(metrics.recall_seconds, body.preset or client.settings.recall.default_preset)
+        result = client.recall(
+            session_id, body.query, body.token_budget, preset=body.preset, limit=body.limit,
+            include_history=body.include_history, explain=body.explain,
+            related_sessions=body.related_sessions, agent_id=body.agent_id,
+            namespace=key.namespace,
+        )
+        done()
+        data = result.to_dict()
+        return RecallOut(**data, context=result.render())
+
+    @router.post("/sessions/{session_id}/episodes/close", response_model=CloseOut,
+                 tags=["memory"], summary="Close the open episode (or the session)")
+    def close_episode(session_id: SessionId, body: CloseIn, key: Key) -> CloseOut:
+        if body.session_end:
+            seq = client.close_session(session_id, namespace=key.namespace)
+        else:
+            seq = client.close_episode(session_id, namespace=key.namespace)
+        return CloseOut(session_id=session_id, seq=seq)
+
+    @router.get("/sessions/{session_id}/stats", response_model=StatsOut, tags=["sessions"],
+                summary="A session's progress through the pipeline")
+    def stats(session_id: SessionId, key: Key) -> StatsOut:
+        found = client.get_session_stats(session_id, namespace=key.namespace)
+        return StatsOut.of(found)
+
+    @router.get("/sessions/{session_id}/facts", response_model=FactsOut, tags=["memory"],
+                summary="What is known: the session's facts, and who stated them")
+    def facts(
+        session_id: SessionId, key: Key,
+        agent_id: Annotated[str | None, Query(max_length=128)] = None,
+        include_history: bool = False,
+    ) -> FactsOut:
+        client.check_session(session_id, key.namespace)
+        found = client.facts(session_id, include_history=include_history,
+                             agent_id=agent_id, namespace=key.namespace)
+        return FactsOut(facts=[_fact_out(f) for f in found])
+
+    @router.get("/sessions/{session_id}/traces", response_model=TracesOut,
+                tags=["sessions"], summary="Reflection traces of the session (redacted)")
+    def traces(
+        session_id: SessionId, key: Key,
+        count: Annotated[int, Query(ge=1, le=200)] = 20,
+    ) -> TracesOut:
+        return TracesOut(traces=client.traces(count, session_id, namespace=key.namespace))
+
+    return router

@@ -1,0 +1,151 @@
+"""Request and response bodies of the HTTP API (pydantic; they make the OpenAPI spec).
+
+Request models check shapes and sizes only; the SDK's validators (`ValidationError` with the
+field) still decide what a valid turn or query is, so the API and the SDK agree.
+"""
+
+from __future__ import annotations
+
+from datetime import datetime
+from typing import Any, Literal
+
+from pydantic import BaseModel, ConfigDict, Field
+
+from hivemem.models import SessionStats, StageLag
+
+Visibility = Literal["private", "shared"]
+Preset = Literal["cheap", "balanced", "high_recall", "agent_state"]
+
+
+class _Body(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+
+class TurnIn(_Body):
+    role: Literal["user", "assistant", "system", "tool"]
+    content: str = Field(min_length=1, description="The message text (size limit from config)")
+    agent_id: str | None = Field(default=None, description="Who wrote it")
+    visibility: Visibility = Field(
+        default="shared", description="shared with the namespace, or private to agent_id"
+    )
+    markers: list[str] | None = None
+    metadata: dict[str, Any] | None = None
+    timestamp: datetime | None = Field(default=None, description="timezone-aware; default now")
+    turn_id: str | None = Field(default=None, description="Your id: a retry with it is a no-op")
+
+
+class BatchTurnIn(TurnIn):
+    session_id: str
+
+
+class BatchIn(_Body):
+    turns: list[BatchTurnIn] = Field(min_length=1)
+
+
+class TurnOut(BaseModel):
+    session_id: str
+    turn_id: str
+    seq: int
+    duplicate: bool
+    namespace: str
+    visibility: Visibility
+    agent_id: str | None
+    token_count: int
+
+
+class BatchOut(BaseModel):
+    turns: list[TurnOut]
+
+
+class RecallIn(_Body):
+    query: str = Field(min_length=1)
+    agent_id: str | None = Field(
+        default=None, description="Who asks: its private memories join the shared ones"
+    )
+    token_budget: int | None = Field(default=None, gt=0)
+    preset: Preset | None = None
+    limit: int | None = Field(default=None, gt=0)
+    include_history: bool = False
+    explain: bool = False
+    related_sessions: list[str] = Field(default_factory=list, max_length=20)
+
+
+class RecallOut(BaseModel):
+    preset: str
+    token_budget: int
+    used_tokens: int
+    items: list[dict[str, Any]]
+    excluded: list[dict[str, Any]]
+    context: str = Field(description="The items as prompt text, oldest first")
+
+
+class CloseIn(_Body):
+    session_end: bool = Field(default=False, description="The session is over")
+
+
+class CloseOut(BaseModel):
+    session_id: str
+    seq: int
+
+
+class StatsOut(BaseModel):
+    """`SessionStats` with the pending count (its property) as a field."""
+
+    session_id: str
+    turns_enqueued: int
+    turns_processed: int
+    turns_dead_lettered: int
+    turns_pending: int
+    last_seq: int
+    first_activity: datetime | None = None
+    last_activity: datetime | None = None
+    turns_assigned: int = 0
+    episodes: int = 0
+    open_episode_turns: int = 0
+    markers: dict[str, int] = Field(default_factory=dict)
+    stages: list[StageLag] = Field(default_factory=list)
+
+    @classmethod
+    def of(cls, stats: SessionStats) -> StatsOut:
+        return cls(**stats.model_dump(), turns_pending=stats.turns_pending)
+
+
+class FactOut(BaseModel):
+    fact_id: str
+    session_id: str
+    content: str
+    kind: str
+    subject: str
+    status: str
+    confidence: float
+    stated_by: str | None = Field(description="The agent that stated or decided it")
+    visibility: Visibility
+    valid_from: datetime
+    valid_to: datetime | None
+    superseded_by: str | None
+    source_turn_ids: list[str]
+    version: int
+
+
+class FactsOut(BaseModel):
+    facts: list[FactOut]
+
+
+class TracesOut(BaseModel):
+    traces: list[dict[str, Any]]
+
+
+class Health(BaseModel):
+    status: Literal["ok", "unavailable"]
+    checks: dict[str, str] = Field(default_factory=dict)
+
+
+class Problem(BaseModel):
+    """RFC 9457 problem details."""
+
+    type: str = "about:blank"
+    title: str
+    status: int
+    detail: str | None = None
+    instance: str | None = None
+    field: str | None = Field(default=None, description="The offending input, when one is")

@@ -1,0 +1,34 @@
+"""Write the API's OpenAPI spec: ``python -m hivemem.api.spec [docs/openapi.json]``.
+
+The checked-in ``docs/openapi.json`` is compared with the served one by a test.
+"""
+
+from __future__ import annotations
+
+import json
+import sys
+from pathlib import Path
+from typing import Any
+
+
+def openapi() -> dict[str, Any]:
+    from hivemem.api.app import create_app
+    from hivemem.config import Settings
+    from hivemem.producer.client import MemoryClient
+    from hivemem.store.redis import connect_fake, fake_server
+
+    settings = Settings.model_validate({})
+    client = MemoryClient(settings, redis_client=connect_fake(fake_server()))
+    spec: dict[str, Any] = create_app(settings, client=client).openapi()
+    return spec
+
+
+def main(argv: list[str] | None = None) -> None:
+    args = sys.argv[1:] if argv is None else argv
+    path = Path(args[0] if args else "docs/openapi.json")
+    path.write_text(json.dumps(openapi(), indent=2, sort_keys=True) + "\n")
+    print(f"wrote {path}")
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,236 @@
+"""Scopes: namespaces and visibility, enforced in the store layer, through the SDK."""
+
+from __future__ import annotations
+
+import threading
+from collections.abc import Callable, Iterator
+from datetime import UTC, datetime
+from pathlib import Path
+
+import pytest
+import redis
+
+from hivemem import MemoryClient, ValidationError
+from hivemem.config import QdrantSettings
+from hivemem.errors import OutOfScope
+from hivemem.memory.consolidation import Plan
+from hivemem.memory.facts import Fact
+from hivemem.models import Role, Turn
+from hivemem.providers.embedders import HashingEmbedder
+from hivemem.scope import Owner, Scope, owner_of
+from hivemem.store.qdrant_edge import EdgeVectorStore
+from hivemem.store.qdrant_server import ServerVectorStore
+from hivemem.store.vectors import TURNS, Point, VectorStore
+from hivemem.workers.reflect import _scope_new_facts
+
+EMB = HashingEmbedder(64)
+Pipeline = tuple[MemoryClient, Callable[[], None]]
+
+
+def test_scope_rules() -> None:
+    me = Scope("team-a", "alice")
+    assert me.allows({"namespace": "team-a", "visibility": "shared", "agent_id": "bob"})
+    assert me.allows({"namespace": "team-a", "visibility": "private", "agent_id": "alice"})
+    assert not me.allows({"namespace": "team-a", "visibility": "private", "agent_id": "bob"})
+    assert not me.allows({"namespace": "team-b", "visibility": "shared"})
+    # Records from before scopes: the default namespace, shared.
+    assert Scope().allows({"agent_id": "x"})
+    assert not me.allows({"agent_id": "x"})
+    assert not Scope("team-a").allows({"namespace": "team-a", "visibility": "private",
+                                       "agent_id": "alice"})
+
+
+def test_owner_of_derived_memories() -> None:
+    shared = {"visibility": "shared", "agent_id": "a"}
+    mine = {"visibility": "private", "agent_id": "a"}
+    theirs = {"visibility": "private", "agent_id": "b"}
+    assert owner_of([shared, shared]) == Owner("shared", None)
+    assert owner_of([shared, mine]) == Owner("private", "a")
+    assert owner_of([mine, theirs]) == Owner("private", None)
+
+
+def _turn(session: str, seq: int, content: str, **kw: object) -> Turn:
+    return Turn(turn_id=f"t{seq}", session_id=session, role=Role.USER, content=content,
+                timestamp=datetime(2026, 1, 1, tzinfo=UTC), seq=seq, token_count=3,
+                **kw)  # type: ignore[arg-type]
+
+
+@pytest.fixture(params=["server-memory", "edge"])
+def store(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[VectorStore]:
+    s: VectorStore
+    if request.param == "edge":
+        s = EdgeVectorStore(tmp_path / "q", EMB.dim)
+    else:
+        s = ServerVectorStore(QdrantSettings(), EMB.dim, location=":memory:")
+    yield s
+    s.close()
+
+
+def test_store_filters_by_scope(store: VectorStore) -> None:
+    turns = [
+        _turn("s", 1, "shared plan", namespace="a", agent_id="alice"),
+        _turn("s", 2, "alice secret plan", namespace="a", agent_id="alice",
+              visibility="private"),
+        _turn("s", 3, "bob secret plan", namespace="a", agent_id="bob", visibility="private"),
+        _turn("s", 4, "other tenant plan", namespace="b", agent_id="alice"),
+    ]
+    store.upsert_turns(turns, EMB.embed_documents([t.content for t in turns]))
+    query = EMB.embed_query("plan")
+
+    def seqs(scope: Scope | None) -> set[int]:
+        return {h.turn.seq for h in store.search_turns("s", query, 10, scope)}
+
+    assert seqs(None) == {1, 2, 3, 4}
+    assert seqs(Scope("a", "alice")) == {1, 2}
+    assert seqs(Scope("a", "bob")) == {1, 3}
+    assert seqs(Scope("a")) == {1}
+    assert seqs(Scope("b", "bob")) == {4}
+    assert {h.turn.seq for h in store.turns_by_seq("s", [1, 2, 3, 4], Scope("a", "bob"))} \
+        == {1, 3}
+    got = store.get_turns("s", ["t1", "t2", "t3", "t4"], Scope("a", "alice"))
+    assert {h.turn.seq for h in got} == {1, 2}
+    assert store.get_turns("s", ["t2"])[0].turn.visibility == "private"
+
+
+def test_points_from_before_scopes_are_default_and_shared(store: VectorStore) -> None:
+    legacy = {"kind": "turn", "turn_id": "old", "session_id": "s", "agent_id": None,
+              "role": "user", "content": "legacy", "markers": [], "metadata": {},
+              "timestamp": "2026-01-01T00:00:00+00:00", "ts": 0.0, "seq": 1,
+              "token_count": 1}
+    store.upsert(TURNS, [Point("00000000-0000-0000-0000-000000000001",
+                               EMB.embed_query("legacy"), legacy)])
+    query = EMB.embed_query("legacy")
+    assert [h.turn.turn_id for h in store.search_turns("s", query, 5, Scope())] == ["old"]
+    assert store.search_turns("s", query, 5, Scope("other")) == []
+
+
+def test_fact_scope_follows_its_source_turns(store: VectorStore) -> None:
+    now = datetime(2026, 1, 1, tzinfo=UTC)
+    turns = [
+        _turn("s", 1, "we use postgres", namespace="a", agent_id="alice"),
+        _turn("s", 2, "my api token rotates", namespace="a", agent_id="bob",
+              visibility="private"),
+    ]
+    facts = {
+        f"f{i}": Fact(fact_id=f"0000000000000000000000000000000{i}", session_id="s",
+                      agent_id=agent, content=text, source_turn_ids=[source],
+                      created_at=now, valid_from=now)
+        for i, (agent, text, source) in enumerate(
+            [("alice", "we use postgres", "t1"), ("bob", "bob's token rotates", "t2")], 1)
+    }
+    plan = Plan(writes={f.fact_id: f for f in facts.values()},
+                added=[f.fact_id for f in facts.values()])
+    _scope_new_facts(plan, turns, "a")
+    written = list(plan.writes.values())
+    assert [(f.namespace, f.visibility, f.agent_id) for f in written] == [
+        ("a", "shared", "alice"), ("a", "private", "bob")]
+    store.upsert_facts(written, EMB.embed_documents([f.content for f in written]))
+    visible = store.list_facts("s", None, Scope("a", "alice"))
+    assert [f.content for f in visible] == ["we use postgres"]
+    assert len(store.list_facts("s", None, Scope("a", "bob"))) == 2
+    assert store.list_facts("s", None, Scope("b", "bob")) == []
+    hits = store.search_facts("s", EMB.embed_query("token"), 5, ["active"], Scope("a", "x"))
+    assert [h.fact.content for h in hits] == ["we use postgres"]
+
+
+# -- through the SDK ------------------------------------------------------------------------
+
+
+def test_recall_sees_own_and_shared_never_other_namespaces(pipeline: Pipeline) -> None:
+    client, drain = pipeline
+    client.ingest("a-1", "user", "The deploy target is Kubernetes", agent_id="alice",
+                  namespace="team-a")
+    client.ingest("a-1", "assistant", "Alice private note about the deploy", agent_id="alice",
+                  namespace="team-a", visibility="private")
+    client.ingest("a-1", "assistant", "Bob private note about the deploy", agent_id="bob",
+                  namespace="team-a", visibility="private")
+    client.ingest("b-1", "user", "Team B deploy runs on bare metal", agent_id="alice",
+                  namespace="team-b")
+    for drained in (False, True):  # from the recent window, then from the vector store
+        if drained:
+            drain()
+
+        def contents(agent: str | None, ns: str = "team-a") -> set[str]:
+            return {i.content for i in client.recall("a-1", "deploy", agent_id=agent,
+                                                     namespace=ns)}
+
+        assert contents("alice") == {"The deploy target is Kubernetes",
+                                     "Alice private note about the deploy"}
+        assert contents("bob") == {"The deploy target is Kubernetes",
+                                   "Bob private note about the deploy"}
+        assert contents(None) == {"The deploy target is Kubernetes"}
+        items = client.recall("b-1", "deploy", agent_id="alice", namespace="team-b")
+        assert {i.namespace for i in items} == {"team-b"}
+        # Another namespace's session is refused, directly or as a related session.
+        with pytest.raises(OutOfScope):
+            client.recall("a-1", "deploy", agent_id="alice", namespace="team-b")
+        with pytest.raises(OutOfScope):
+            client.recall("b-1", "deploy", namespace="team-b", related_sessions=["a-1"])
+        with pytest.raises(OutOfScope):  # the default namespace is a namespace too
+            client.recall("a-1", "deploy")
+
+
+def test_a_session_belongs_to_one_namespace(pipeline: Pipeline, redis_client: redis.Redis) -> None:
+    client, _drain = pipeline
+    client.ingest("s", "user", "first", namespace="team-a")
+    with pytest.raises(OutOfScope) as caught:
+        client.ingest("s", "user", "intruder", namespace="team-b")
+    assert isinstance(caught.value, ValidationError) and caught.value.field == "session_id"
+    before = redis_client.xlen(client.keys.turns_stream)
+    with pytest.raises(OutOfScope):  # a batch is all or nothing
+        client.ingest_many([
+            {"session_id": "new", "role": "user", "content": "ok", "namespace": "team-b"},
+            {"session_id": "s", "role": "user", "content": "no", "namespace": "team-b"},
+        ])
+    assert redis_client.xlen(client.keys.turns_stream) == before
+    with pytest.raises(OutOfScope):
+        client.get_session_stats("s", namespace="team-b")
+    with pytest.raises(OutOfScope):
+        client.close_episode("s", namespace="team-b")
+    with pytest.raises(OutOfScope):
+        client.facts("s", namespace="team-b")
+    assert client.get_session_stats("s", namespace="team-a").turns_enqueued == 1
+    with pytest.raises(ValidationError, match="agent_id"):
+        client.ingest("s", "user", "x", namespace="team-a", visibility="private")
+    with pytest.raises(ValidationError, match="visibility"):
+        client.ingest("s", "user", "x", namespace="team-a", visibility="secret")
+
+
+def test_sessions_from_before_namespaces_are_default(
+    pipeline: Pipeline, redis_client: redis.Redis
+) -> None:
+    client, _drain = pipeline
+    client.ingest("old", "user", "hello")
+    redis_client.delete(client.keys.session_namespace("old"))  # as written before scopes
+    client.ingest("old", "user", "again")  # the default namespace still owns it
+    with pytest.raises(OutOfScope):
+        client.ingest("old", "user", "claim", namespace="team-a")
+
+
+def test_two_agents_writing_one_session_lose_nothing(pipeline: Pipeline) -> None:
+    client, drain = pipeline
+    per_agent = 150
+    got: dict[str, list[int]] = {"alice": [], "bob": []}
+    start = threading.Barrier(2)
+
+    def write(agent: str) -> None:
+        start.wait()
+        for i in range(per_agent):
+            turn = client.ingest("shared", "assistant", f"{agent} says {i}", agent_id=agent,
+                                 namespace="team-a")
+            got[agent].append(turn.seq)
+
+    threads = [threading.Thread(target=write, args=(a,)) for a in got]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    seqs = got["alice"] + got["bob"]
+    assert sorted(seqs) == list(range(1, 2 * per_agent + 1))  # one total order, no gap
+    for agent_seqs in got.values():
+        assert agent_seqs == sorted(agent_seqs)  # each writer's own order holds
+    drain()
+    stats = client.get_session_stats("shared", namespace="team-a")
+    assert stats.turns_enqueued == stats.turns_processed == 2 * per_agent
+    stored = sorted(t.seq for t in client.vector_store().iter_turns("shared"))
+    assert stored == list(range(1, 2 * per_agent + 1))
