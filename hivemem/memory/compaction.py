@@ -194,18 +194,21 @@ def _unit_matrix(vectors: npt.NDArray[np.float32] | None, n: int) -> npt.NDArray
 
 
 def _neighbours(
-    matrix: npt.NDArray[np.float32], threshold: float
+    matrix: npt.NDArray[np.float32], threshold: float, groups: Sequence[Sequence[int]]
 ) -> list[dict[int, float]]:
-    """For each row, the other rows at cosine >= threshold (blockwise: bounded memory)."""
-    n = len(matrix)
-    out: list[dict[int, float]] = [{} for _ in range(n)]
-    for start in range(0, n, _BLOCK):
-        block = matrix[start:start + _BLOCK] @ matrix.T
-        rows, cols = np.nonzero(block >= threshold)
-        for r, c in zip(rows.tolist(), cols.tolist(), strict=True):
-            i = start + r
-            if i != c:
-                out[i][c] = float(block[r, c])
+    """For each row, the other rows of its group at cosine >= threshold. Blockwise (bounded
+    memory) and over the upper triangle only: each pair is computed once."""
+    out: list[dict[int, float]] = [{} for _ in range(len(matrix))]
+    for group in groups:
+        index = np.asarray(group, dtype=np.int64)
+        sub = matrix[index]
+        for start in range(0, len(index), _BLOCK):
+            block = sub[start:start + _BLOCK] @ sub[start:].T
+            rows, cols = np.nonzero(block >= threshold)
+            for r, c in zip(rows.tolist(), cols.tolist(), strict=True):
+                if c > r:
+                    i, j = int(index[start + r]), int(index[start + c])
+                    out[i][j] = out[j][i] = float(block[r, c])
     return out
 
 
@@ -245,8 +248,11 @@ class _Planner:
         facts = self.facts
         active = [i for i in self.visible if facts[i].status == FactStatus.ACTIVE]
         matrix = _unit_matrix(None if vectors is None else vectors[active], len(active))
-        near = (_neighbours(matrix, self.policy.merge_threshold) if len(active) > 1
-                else [{} for _ in active])
+        by_kind: dict[str, list[int]] = {}
+        for local, i in enumerate(active):
+            by_kind.setdefault(facts[i].kind.value, []).append(local)
+        near = (_neighbours(matrix, self.policy.merge_threshold, list(by_kind.values()))
+                if len(active) > 1 else [{} for _ in active])
         by_text: dict[tuple[str, str], list[int]] = {}
         for local, i in enumerate(active):
             key = (facts[i].kind.value, normalise(facts[i].content))
