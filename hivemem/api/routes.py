@@ -5,7 +5,7 @@ SDK (`MemoryClient`) does the work.
 """
 
 from collections.abc import Callable
-from typing import Annotated, Any
+from typing import Annotated, Any, Literal
 
 import structlog
 from fastapi import APIRouter, Depends, Path, Query, Request
@@ -21,6 +21,7 @@ from hivemem.api.schemas import (
     RecallIn,
     RecallOut,
     StatsOut,
+    TimelineOut,
     TracesOut,
     TurnIn,
     TurnOut,
@@ -30,6 +31,7 @@ from hivemem.memory.facts import Fact
 from hivemem.metrics import Metrics, timed
 from hivemem.models import Turn
 from hivemem.producer.client import MemoryClient
+from hivemem.scope import scope_for
 from hivemem.store.apikeys import ApiKeyInfo
 
 log = structlog.get_logger(__name__)
@@ -148,5 +150,20 @@ def build_router(
         count: Annotated[int, Query(ge=1, le=200)] = 20,
     ) -> TracesOut:
         return TracesOut(traces=client.traces(count, session_id, namespace=key.namespace))
+
+    @router.get("/sessions/{session_id}/timeline", response_model=TimelineOut,
+                tags=["sessions"],
+                summary="Turns, episode closes and fact changes, oldest first (scoped)")
+    def timeline(
+        session_id: SessionId, key: Key,
+        agent_id: Annotated[str | None, Query(max_length=128)] = None,
+        kinds: Annotated[list[Literal["turn", "episode", "fact"]] | None, Query()] = None,
+        limit: Annotated[int | None, Query(ge=1, le=10_000)] = None,
+    ) -> TimelineOut:
+        from hivemem.api.timeline import scoped_timeline
+
+        access = scope_for(key.namespace, agent_id)
+        events = scoped_timeline(client, session_id, access, kinds=kinds, limit=limit)
+        return TimelineOut(events=[e.model_dump(mode="json") for e in events])
 
     return router

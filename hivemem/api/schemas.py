@@ -131,6 +131,11 @@ class FactsOut(BaseModel):
     facts: list[FactOut]
 
 
+class TimelineOut(BaseModel):
+    events: list[dict[str, Any]] = Field(
+        description="at, seq, kind (turn, episode, fact), session_id, ref_id, actor, summary")
+
+
 class TracesOut(BaseModel):
     traces: list[dict[str, Any]]
 

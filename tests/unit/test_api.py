@@ -168,6 +168,11 @@ def test_isolation_between_namespaces_and_agents(api: Api) -> None:
         assert recalled(ha, a, "bob") == {"The launch date is Friday",
                                           "Bob has the launch password"}
         assert recalled(hb, b, None) == {"Team B launch is Monday"}
+        timeline = ha.get(f"/v1/sessions/{a}/timeline",
+                          params={"agent_id": "alice", "kinds": ["turn"]})
+        assert timeline.status_code == 200, timeline.text
+        assert [e["summary"] for e in timeline.json()["events"]] == [
+            "The launch date is Friday", "Alice thinks the launch will slip"]
         # Guessed ids from the other namespace look exactly like missing sessions.
         missing = sid()
         for session in (a, missing):
@@ -176,6 +181,7 @@ def test_isolation_between_namespaces_and_agents(api: Api) -> None:
                 ("GET", f"/v1/sessions/{session}/stats", None),
                 ("GET", f"/v1/sessions/{session}/facts", None),
                 ("GET", f"/v1/sessions/{session}/traces", None),
+                ("GET", f"/v1/sessions/{session}/timeline", None),
                 ("POST", f"/v1/sessions/{session}/episodes/close", {}),
             ):
                 r = hb.request(method, path, json=body)
