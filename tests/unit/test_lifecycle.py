@@ -6,6 +6,7 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from datetime import timedelta
+from pathlib import Path
 
 import pytest
 import redis
@@ -172,3 +173,20 @@ def test_scheduled_compaction_runs_as_a_job(
     assert all(e.cause.endswith("(schedule)") for e in client.audit_log("s1"))
     assert {f.status for f in client.facts("s1", include_history=True)} == {
         FactStatus.ACTIVE, FactStatus.ARCHIVED}
+
+
+def test_embedded_mode_compacts_on_its_schedule(tmp_path: Path, settings: Settings) -> None:
+    scheduled = settings.model_copy(update={
+        "compaction": settings.compaction.model_copy(update={"every_episodes": 1}),
+        "episodes": settings.episodes.model_copy(update={"max_turns": 2})})
+    with MemoryClient.local(tmp_path / "m", scheduled, embedder=HashingEmbedder(1024)) as client:
+        for i, text in enumerate(["We decided to use PostgreSQL for the database",
+                                  "The API must never return more than 100 orders per page"]):
+            client.ingest("e1", "user", text, timestamp=T0 + timedelta(minutes=i))
+        client.wait_until_processed("e1", timeout=30, stage="boundary")
+        client.wait_until_reflected("e1", timeout=30)
+        assert client._runtime is not None and client._runtime.drain(30)
+        log = client.audit_log("e1")
+        assert {e.actor for e in log} == {"reflection", "compaction"}
+        assert any(e.cause.endswith("(schedule)") for e in log)
+        assert {f.layer for f in client.facts("e1")} == {"operational"}
