@@ -6,20 +6,19 @@ uses the ones passed in, for tests and embedding in another app).
 
 from __future__ import annotations
 
-import time
-import uuid
-from collections.abc import AsyncIterator, Awaitable, Callable
+from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 from typing import Any
 
 import structlog
-from fastapi import FastAPI, Request, Response
+from fastapi import FastAPI, Response
 from fastapi.responses import JSONResponse
 
 from hivemem import __version__
 from hivemem.api import problems
 from hivemem.api.auth import authenticator
 from hivemem.api.limits import BodyLimit
+from hivemem.api.observe import Observe
 from hivemem.api.routes import build_router
 from hivemem.api.schemas import Health
 from hivemem.config import Settings
@@ -69,7 +68,7 @@ def create_app(
                                     settings.api.max_batch))
 
     _operations(app, memory, registry)
-    _observe(app, registry)
+    app.add_middleware(Observe, registry=registry)
     app.add_middleware(BodyLimit, max_bytes=settings.api.max_body_bytes)
     return app
 
@@ -106,36 +105,3 @@ def _operations(app: FastAPI, memory: MemoryClient, registry: Metrics) -> None:
              response_class=Response)
     def metrics_endpoint() -> Response:
         return Response(registry.exposition(), media_type=CONTENT_TYPE)
-
-
-def _observe(app: FastAPI, registry: Metrics) -> None:
-    """Per request: a request id in the logs' context and the response header, one log
-    line, and the HTTP metrics by route template (never the raw path)."""
-
-    @app.middleware("http")
-    async def observe(
-        request: Request, call_next: Callable[[Request], Awaitable[Response]]
-    ) -> Response:
-        request_id = request.headers.get("x-request-id") or uuid.uuid4().hex[:16]
-        structlog.contextvars.clear_contextvars()
-        structlog.contextvars.bind_contextvars(request_id=request_id)
-        started = time.perf_counter()
-        status = 500
-        try:
-            response = await call_next(request)
-            status = response.status_code
-        finally:
-            elapsed = time.perf_counter() - started
-            route = request.scope.get("route")
-            template = getattr(route, "path", "unmatched")
-            registry.http_requests.labels(request.method, template, str(status)).inc()
-            registry.http_seconds.labels(request.method, template).observe(elapsed)
-            log.info(
-                "http.request", method=request.method, route=template, status=status,
-                ms=round(elapsed * 1000, 2),
-                namespace=getattr(request.state, "namespace", None),
-                session_id=(request.scope.get("path_params") or {}).get("session_id"),
-            )
-            structlog.contextvars.clear_contextvars()
-        response.headers["X-Request-ID"] = request_id
-        return response

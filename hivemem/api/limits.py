@@ -31,6 +31,12 @@ class BodyLimit:
                 await self._refuse(scope, send, 400, "bad Content-Length")
                 return
             if size > self.max_bytes:
+                if size <= 16 * self.max_bytes:  # let a modest upload finish: no reset
+                    more = True
+                    while more:
+                        message = await receive()
+                        more = message["type"] == "http.request" and bool(
+                            message.get("more_body", False))
                 await self._refuse(scope, send, 413, self._detail())
                 return
             await self.app(scope, receive, send)
@@ -45,6 +51,11 @@ class BodyLimit:
             body = message.get("body", b"")
             total += len(body)
             if total > self.max_bytes:
+                # Read (and drop) the rest first, up to a bound, so the client gets the
+                # answer instead of a reset connection mid-upload.
+                while message.get("more_body", False) and total <= 16 * self.max_bytes:
+                    message = await receive()
+                    total += len(message.get("body", b""))
                 await self._refuse(scope, send, 413, self._detail())
                 return
             chunks.append(body)

@@ -4,7 +4,7 @@ Handlers are plain functions: FastAPI runs them in its thread pool, where the sy
 SDK (`MemoryClient`) does the work.
 """
 
-from collections.abc import Callable
+from collections.abc import Awaitable, Callable
 from typing import Annotated, Any, Literal
 
 import structlog
@@ -66,7 +66,8 @@ def _fact_out(fact: Fact) -> FactOut:
 
 
 def build_router(
-    client: MemoryClient, metrics: Metrics, authenticate: Callable[..., ApiKeyInfo],
+    client: MemoryClient, metrics: Metrics,
+    authenticate: Callable[..., Awaitable[ApiKeyInfo]],
     max_batch: int,
 ) -> APIRouter:
     Key = Annotated[ApiKeyInfo, Depends(authenticate)]  # noqa: N806 (a type alias)
