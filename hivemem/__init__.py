@@ -6,6 +6,7 @@ embedded Qdrant engine; those load when a worker or a recall first needs them.
 
 from hivemem.config import Settings
 from hivemem.errors import (
+    Backpressure,
     HivememError,
     ModelUnavailable,
     ProcessingTimeout,
@@ -33,6 +34,7 @@ __version__ = "0.1.0"
 __all__ = [
     "PRESETS",
     "AsyncMemoryClient",
+    "Backpressure",
     "ContextItem",
     "DeadLetter",
     "ExcludedItem",

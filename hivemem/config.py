@@ -77,6 +77,18 @@ class IngestSettings(BaseModel):
     max_metadata_bytes: int = Field(default=16 * 1024, ge=2)
     # Turns written to the session's recent window at ingest: recallable before embedding.
     recent_window: int = Field(default=50, ge=0, le=10_000)
+    # Backpressure: refuse (`Backpressure`) or block `ingest` while more than this many
+    # turns wait for the embed workers (not yet read or not yet acked); 0: off. Measured
+    # every `backlog_check_every` turns or `backlog_check_interval_s`, whichever comes first.
+    max_backlog: int = Field(default=0, ge=0)
+    backpressure: Literal["raise", "block"] = "raise"
+    block_timeout_s: float = Field(default=10.0, ge=0)
+    backlog_check_every: int = Field(default=256, ge=1)
+    backlog_check_interval_s: float = Field(default=0.05, ge=0)
+    # `ingest(..., durable=True)` (or this on by default) returns only once the turn is in
+    # the server's AOF on disk: WAITAOF on Redis >= 7.2, a no-op with appendfsync always.
+    durable: bool = False
+    durable_timeout_ms: int = Field(default=1000, ge=1)
 
 
 class WorkerSettings(BaseModel):

@@ -36,6 +36,20 @@ class RetryLater(HivememError):
     """A transient condition: the work should be retried without counting as a failure."""
 
 
+class Backpressure(HivememError):
+    """The turns stream's backlog (entries the embed workers have not consumed yet) is over
+    `ingest.max_backlog`: nothing was written. Retry later, or start more embed workers."""
+
+    def __init__(self, backlog: int, limit: int, waited_s: float = 0.0) -> None:
+        waited = f" after waiting {waited_s:.1f}s" if waited_s else ""
+        super().__init__(
+            f"backlog of {backlog} turns not yet embedded is over ingest.max_backlog={limit}"
+            f"{waited}; nothing was written (retry later or add embed workers)"
+        )
+        self.backlog = backlog
+        self.limit = limit
+
+
 class ProcessingTimeout(HivememError, TimeoutError):
     """`wait_until_processed` ran out of time before the workers caught up."""
 

@@ -13,10 +13,13 @@ import redis
 class RedisServer:
     """A redis-server of its own, on a unix socket in `folder` (AOF on, like production)."""
 
-    def __init__(self, folder: Path, *, appendonly: bool = True) -> None:
+    def __init__(
+        self, folder: Path, *, appendonly: bool = True, appendfsync: str = "everysec"
+    ) -> None:
         self.folder = folder
         self.socket = folder / "redis.sock"
         self.appendonly = appendonly
+        self.appendfsync = appendfsync
         self.process: subprocess.Popen[bytes] | None = None
 
     @property
@@ -39,7 +42,7 @@ class RedisServer:
                 "--unixsocketperm", "700",
                 "--dir", str(self.folder),
                 "--appendonly", "yes" if self.appendonly else "no",
-                "--appendfsync", "everysec",
+                "--appendfsync", self.appendfsync,
                 "--save", "",
                 "--logfile", str(self.folder / "redis.log"),
             ],
@@ -57,6 +60,13 @@ class RedisServer:
 
     def client(self) -> redis.Redis:
         return redis.Redis(unix_socket_path=str(self.socket), socket_timeout=5)
+
+    def kill(self) -> None:
+        """kill -9: no shutdown, no final fsync (what a crash or power loss leaves)."""
+        if self.process is not None:
+            self.process.kill()
+            self.process.wait(timeout=10)
+            self.process = None
 
     def stop(self) -> None:
         if self.process is not None:

@@ -15,7 +15,13 @@ from fastapi.exceptions import RequestValidationError
 from fastapi.responses import JSONResponse
 from starlette.exceptions import HTTPException as StarletteHTTPException
 
-from hivemem.errors import HivememError, OutOfScope, ProcessingTimeout, StoreUnavailable
+from hivemem.errors import (
+    Backpressure,
+    HivememError,
+    OutOfScope,
+    ProcessingTimeout,
+    StoreUnavailable,
+)
 from hivemem.errors import ValidationError as HivememValidationError
 
 MEDIA_TYPE = "application/problem+json"
@@ -25,7 +31,8 @@ log = structlog.get_logger(__name__)
 _TITLES = {
     400: "Bad request", 401: "Unauthorized", 403: "Forbidden", 404: "Not found",
     405: "Method not allowed", 413: "Request too large", 415: "Unsupported media type",
-    422: "Invalid input", 500: "Internal error", 503: "Unavailable", 504: "Timeout",
+    422: "Invalid input", 429: "Too many requests", 500: "Internal error", 503: "Unavailable",
+    504: "Timeout",
 }
 
 
@@ -84,6 +91,11 @@ def install(app: FastAPI) -> None:
         log.warning("api.store_unavailable", store=exc.store, error=str(exc))
         return problem(503, f"{exc.store} is unavailable; retry later", kind="unavailable",
                        instance=request.url.path, headers={"Retry-After": "1"})
+
+    @app.exception_handler(Backpressure)
+    async def _backpressure(request: Request, exc: Backpressure) -> JSONResponse:
+        return problem(429, str(exc), kind="backpressure", instance=request.url.path,
+                       headers={"Retry-After": "1"})
 
     @app.exception_handler(ProcessingTimeout)
     async def _timeout(request: Request, exc: ProcessingTimeout) -> JSONResponse:

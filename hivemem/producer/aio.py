@@ -45,6 +45,7 @@ class AsyncMemoryClient:
         turn_id: str | None = None,
         namespace: str | None = None,
         visibility: str = "shared",
+        durable: bool | None = None,
     ) -> Turn:
         return await asyncio.to_thread(
             self._client.ingest,
@@ -58,10 +59,15 @@ class AsyncMemoryClient:
             turn_id=turn_id,
             namespace=namespace,
             visibility=visibility,
+            durable=durable,
         )
 
-    async def ingest_many(self, turns: Iterable[TurnInput | Mapping[str, Any]]) -> list[Turn]:
-        return await asyncio.to_thread(self._client.ingest_many, list(turns))
+    async def ingest_many(
+        self, turns: Iterable[TurnInput | Mapping[str, Any]], *, durable: bool | None = None
+    ) -> list[Turn]:
+        return await asyncio.to_thread(
+            functools.partial(self._client.ingest_many, list(turns), durable=durable)
+        )
 
     async def recall(
         self,

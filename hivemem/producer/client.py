@@ -18,6 +18,7 @@ from hivemem.memory.episodes import Episode
 from hivemem.memory.facts import Fact
 from hivemem.memory.policy import RecallPolicy, resolve_policy
 from hivemem.models import DeadLetter, RecallResult, Role, SessionStats, Turn
+from hivemem.producer.guard import IngestGuard
 from hivemem.producer.validation import TurnDraft, check_budget, check_id, check_query
 from hivemem.scope import Scope, check_namespace, scope_for
 from hivemem.store.episodes import EpisodeStore
@@ -74,6 +75,7 @@ class MemoryClient(LifecycleMixin):
         self.keys = Keys(self.settings.redis.key_prefix)
         self._state = SessionState(self._redis, self.keys, self.settings.ingest.recent_window)
         self._streams = StreamStore(self._redis, self.keys)
+        self._guard = IngestGuard(self._redis, self.keys.turns_stream, self.settings.ingest)
         self._episodes = EpisodeStore(self._redis, self.keys, self.settings.episodes.lease_ms)
         self._vectors = vector_store
         self._embedder = embedder
@@ -126,6 +128,7 @@ class MemoryClient(LifecycleMixin):
         turn_id: str | None = None,
         namespace: str | None = None,
         visibility: str = "shared",
+        durable: bool | None = None,
     ) -> Turn:
         """Validate and enqueue one turn; returns at once with its sequence number.
 
@@ -134,6 +137,11 @@ class MemoryClient(LifecycleMixin):
         session belongs to the namespace of its first turn, a turn of another one is
         refused (`OutOfScope`, a `ValidationError`). `visibility`: ``"shared"`` with the
         namespace, or ``"private"`` to `agent_id`.
+
+        With `ingest.max_backlog` set, raises `Backpressure` (or blocks, per
+        `ingest.backpressure`) before writing while the embed backlog is over it.
+        `durable=True` (default `ingest.durable`) returns only once the turn is fsynced to
+        the server's AOF (`hivemem.producer.guard`).
         """
         draft = TurnDraft(
             session_id,
@@ -148,11 +156,20 @@ class MemoryClient(LifecycleMixin):
             namespace=namespace,
             visibility=visibility,
         )
+        durable = self.settings.ingest.durable if durable is None else durable
+        if durable:
+            self._guard.require_durable()
+        self._guard.admit(1)
         seq, duplicate = self._state.append_turn(draft)
+        if durable:
+            self._guard.wait_durable()
         return _turn(draft, seq, duplicate)
 
-    def ingest_many(self, turns: Iterable[TurnInput | Mapping[str, Any]]) -> list[Turn]:
-        """Validate every turn first (nothing is written if one is bad), then pipeline them."""
+    def ingest_many(
+        self, turns: Iterable[TurnInput | Mapping[str, Any]], *, durable: bool | None = None
+    ) -> list[Turn]:
+        """Validate every turn first (nothing is written if one is bad), then pipeline them.
+        Backpressure and `durable` as for `ingest`, for the batch as a whole."""
         drafts: list[TurnDraft] = []
         for index, raw in enumerate(turns):
             if not isinstance(raw, Mapping):
@@ -184,7 +201,13 @@ class MemoryClient(LifecycleMixin):
         # Nothing is written when one turn names another namespace's session.
         for session_id, namespace in dict.fromkeys((d.session_id, d.namespace) for d in drafts):
             self._state.check_scope(session_id, namespace)
+        durable = self.settings.ingest.durable if durable is None else durable
+        if durable:
+            self._guard.require_durable()
+        self._guard.admit(len(drafts))
         results = self._state.append_turns(drafts)
+        if durable and drafts:
+            self._guard.wait_durable()
         return [_turn(d, seq, dup) for d, (seq, dup) in zip(drafts, results, strict=True)]
 
     # -- progress --------------------------------------------------------------------------

@@ -7,6 +7,7 @@ import hivemem
 def test_all_is_pinned() -> None:
     assert sorted(hivemem.__all__) == [
         "AsyncMemoryClient",
+        "Backpressure",
         "ContextItem",
         "DeadLetter",
         "ExcludedItem",
@@ -49,5 +50,5 @@ def test_import_loads_no_heavy_dependency() -> None:
 
 def test_errors_share_one_root() -> None:
     for name in ("ValidationError", "StoreUnavailable", "ProviderError", "ModelUnavailable",
-                 "RetryLater", "ProcessingTimeout"):
+                 "RetryLater", "ProcessingTimeout", "Backpressure"):
         assert issubclass(getattr(hivemem, name), hivemem.HivememError)

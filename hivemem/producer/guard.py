@@ -1,0 +1,151 @@
+"""What `ingest` checks around its write: the embed backlog (backpressure) and, when asked,
+that the write reached the server's disk (durability).
+
+Backpressure costs one XINFO GROUPS round trip every `backlog_check_every` turns or
+`backlog_check_interval_s` (whichever first), not one per turn, so the bound can be passed by
+at most that much; once over it, every ingest measures again until the backlog drains.
+
+Durability: Redis acknowledges a write once it is in memory; with ``appendfsync everysec``
+the AOF reaches the disk about once a second, so a server killed (power loss, kill -9) can
+lose the last second of acknowledged turns. `durable=True` closes that window: WAITAOF
+(Redis >= 7.2) waits until the local AOF has it; a server with ``appendfsync always`` is
+durable on every write already. Anything else is refused before the turn is written.
+"""
+
+from __future__ import annotations
+
+import threading
+import time
+from typing import Any
+
+import redis
+import structlog
+
+from hivemem.config import IngestSettings
+from hivemem.errors import Backpressure, StoreUnavailable
+from hivemem.store.redis import Redis, redis_errors
+
+log = structlog.get_logger(__name__)
+
+EMBED_GROUP = "embed"
+_POLL_S = 0.05
+
+
+def _text(value: Any) -> str:
+    return value.decode("utf-8", "replace") if isinstance(value, bytes) else str(value)
+
+
+class IngestGuard:
+    def __init__(self, client: Redis, stream: str, settings: IngestSettings) -> None:
+        self._r = client
+        self.stream = stream
+        self.settings = settings
+        self._lock = threading.Lock()
+        self._since_check = 0
+        self._checked_at = 0.0
+        self._over = False
+        self._durable_mode: str | None = None  # "waitaof" | "always", once probed
+
+    # -- backpressure ----------------------------------------------------------------------
+
+    def backlog(self) -> int:
+        """Turns the embed group has not consumed: never delivered (lag) plus delivered but
+        not acked (pending). Before the group exists: the stream's length."""
+        with redis_errors("read embed backlog"):
+            try:
+                groups = self._r.xinfo_groups(self.stream)
+            except redis.ResponseError:  # no stream yet
+                return 0
+            for info in groups:
+                if _text(info["name"]) == EMBED_GROUP:
+                    lag = info.get("lag")
+                    pending = int(info.get("pending") or 0)
+                    if lag is None:  # Redis cannot tell after deletions: count it all
+                        return int(self._r.xlen(self.stream))
+                    return int(lag) + pending
+            return int(self._r.xlen(self.stream))
+
+    def admit(self, count: int = 1) -> None:
+        """Before writing `count` turns: raise `Backpressure` (or block, per settings) while
+        the backlog is over `max_backlog`. Cheap when it is not due for a measurement."""
+        limit = self.settings.max_backlog
+        if limit <= 0:
+            return
+        with self._lock:
+            self._since_check += count
+            now = time.monotonic()
+            due = (
+                self._over
+                or self._since_check >= self.settings.backlog_check_every
+                or now - self._checked_at >= self.settings.backlog_check_interval_s
+            )
+            if not due:
+                return
+            self._since_check = 0
+            self._checked_at = now
+        backlog = self.backlog()
+        if backlog + count <= limit:
+            self._over = False
+            return
+        self._over = True
+        if self.settings.backpressure == "raise":
+            log.warning("ingest.backpressure", backlog=backlog, limit=limit)
+            raise Backpressure(backlog, limit)
+        started = time.monotonic()
+        deadline = started + self.settings.block_timeout_s
+        while True:
+            remaining = deadline - time.monotonic()
+            if remaining <= 0:
+                log.warning("ingest.backpressure", backlog=backlog, limit=limit,
+                            waited_s=round(time.monotonic() - started, 2))
+                raise Backpressure(backlog, limit, time.monotonic() - started)
+            time.sleep(min(_POLL_S, remaining))
+            backlog = self.backlog()
+            if backlog + count <= limit:
+                self._over = False
+                return
+
+    # -- durability ------------------------------------------------------------------------
+
+    def require_durable(self) -> None:
+        """Before a durable write: make sure the server can confirm it (probed once)."""
+        if self._durable_mode is not None:
+            return
+        with redis_errors("probe durability"):
+            try:
+                fsync = self._r.config_get("appendfsync").get("appendfsync")
+                aof = self._r.config_get("appendonly").get("appendonly")
+                version = _text(self._r.info("server").get("redis_version", "0"))
+            except redis.ResponseError as exc:
+                raise StoreUnavailable(
+                    "redis", f"durable ingest: cannot read the server's persistence settings"
+                    f" ({exc}); not supported by this store (embedded mode persists by"
+                    " snapshot)") from None
+        if _text(aof) != "yes":
+            raise StoreUnavailable(
+                "redis", "durable ingest needs appendonly yes on the Redis server")
+        if _text(fsync) == "always":
+            self._durable_mode = "always"
+            return
+        major, minor = (int(p) for p in [*version.split("."), "0", "0"][:2])
+        if (major, minor) >= (7, 2):
+            self._durable_mode = "waitaof"
+            return
+        raise StoreUnavailable(
+            "redis",
+            f"durable ingest needs Redis >= 7.2 (WAITAOF) or appendfsync always; this server"
+            f" is {version} with appendfsync {_text(fsync)}",
+        )
+
+    def wait_durable(self) -> None:
+        """After the write: block until the local AOF has it (or raise `StoreUnavailable`)."""
+        if self._durable_mode != "waitaof":
+            return
+        with redis_errors("wait for AOF fsync"):
+            local, _replicas = self._r.execute_command(  # type: ignore[no-untyped-call]
+                "WAITAOF", 1, 0, self.settings.durable_timeout_ms
+            )
+        if int(local) < 1:
+            raise StoreUnavailable(
+                "redis", f"the turn was written but not fsynced to the AOF within"
+                f" {self.settings.durable_timeout_ms} ms")
