@@ -5,6 +5,8 @@ from __future__ import annotations
 import asyncio
 import json
 import os
+import socket
+import subprocess
 import sys
 import time
 from pathlib import Path
@@ -70,3 +72,43 @@ async def _session(tmp_path: Path) -> None:
 
 def test_mcp_over_stdio(tmp_path: Path) -> None:
     asyncio.run(asyncio.wait_for(_session(tmp_path), timeout=60))
+
+
+async def _over_http(url: str) -> None:
+    from mcp.client.streamable_http import streamable_http_client
+
+    async with streamable_http_client(url) as (read, write), \
+            ClientSession(read, write) as session:
+        await session.initialize()
+        stored = _data(await session.call_tool("remember", {
+            "session_id": "web", "content": "The staging database is db-3"}))
+        assert stored["seq"] == 1
+        found = _data(await session.call_tool("recall", {
+            "session_id": "web", "query": "staging database"}))
+        assert "db-3" in found["context"]
+
+
+def test_mcp_over_streamable_http(tmp_path: Path) -> None:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        port = int(s.getsockname()[1])
+    env = {k: v for k, v in os.environ.items() if not k.startswith("HIVEMEM_")}
+    env["HIVEMEM_EMBEDDING__PROVIDER"] = "hashing"
+    server = subprocess.Popen(
+        [sys.executable, "-c", "from hivemem.cli import main; main()", "--local",
+         str(tmp_path / "m"), "mcp", "--transport", "http", "--port", str(port)],
+        env=env, cwd=str(tmp_path), stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
+    )
+    try:
+        deadline = time.monotonic() + 30
+        while True:
+            try:
+                with socket.create_connection(("127.0.0.1", port), timeout=0.5):
+                    break
+            except OSError:
+                assert server.poll() is None and time.monotonic() < deadline
+                time.sleep(0.1)
+        asyncio.run(asyncio.wait_for(_over_http(f"http://127.0.0.1:{port}/mcp"), timeout=60))
+    finally:
+        server.terminate()
+        server.wait(timeout=30)
