@@ -28,6 +28,9 @@ class ScoringWeights(BaseModel):
     rrf_k: int = Field(default=10, ge=1)  # only for fusion="rrf"
     neighbour: float = 0.3
     recency: float = 0.05
+    # The recency weight when the query asks for the current state ("now", "current",
+    # "latest", ...): the newer of two relevant statements should win.
+    latest: float = 1.0
     recency_half_life_turns: float = Field(default=8.0, gt=0)
     marker: float = 0.05
     episode: float = 0.05

@@ -6,6 +6,7 @@ Pure: the recall path gathers `Signals` from the stores and this module turns th
 
 from __future__ import annotations
 
+import re
 from collections.abc import Sequence
 from dataclasses import dataclass
 
@@ -32,6 +33,19 @@ class Signals:
     stale: bool = False  # superseded history, or a turn that stated only superseded facts
     history: bool = False  # a superseded fact shown because history was asked for
     in_current_episode: bool = False
+
+
+# "What is the current timeout?", "where do we deploy now?": the newest statement wins.
+_LATEST = re.compile(
+    r"\b(now|nowadays|current(ly)?|latest|newest|still|anymore|any more|updated|these days"
+    r"|at the moment|so far|most recent(ly)?)\b",
+    re.IGNORECASE,
+)
+
+
+def asks_for_latest(query: str) -> bool:
+    """Does the query ask for the current state (so recency should count for more)?"""
+    return _LATEST.search(query) is not None
 
 
 def recency(seq: int | None, newest_seq: int, half_life_turns: float) -> float:
@@ -67,8 +81,11 @@ def score_candidates(
     *,
     current_session: str,
     newest_seq: int,
+    latest: bool = False,
 ) -> dict[str, ScoreComponents]:
+    """`latest`: the query asks for the current state; recency weighs `weights.latest`."""
     w = policy.weights
+    recency_weight = max(w.recency, w.latest) if latest else w.recency
     lexical_max = max((s.lexical_raw or 0.0 for s in signals), default=0.0)
     fused = {s.key: relevance(s, lexical_max, policy) for s in signals}
     # Context around hits: a turn next to a relevant turn (same session, seq +-1) gains part
@@ -99,7 +116,7 @@ def score_candidates(
         if policy.gate_boosts:
             gate = min(1.0, max(0.0, rel / best)) if best > 0 else 0.0
         boosts = gate * (
-            w.recency * rec
+            recency_weight * rec
             + w.marker * marker
             + w.episode * episode
             + w.confidence * s.confidence

@@ -15,7 +15,7 @@ import numpy as np
 from hivemem.memory.budget import Candidate, Excluded, select
 from hivemem.memory.facts import VISIBLE, Fact, FactStatus
 from hivemem.memory.policy import RecallPolicy
-from hivemem.memory.scoring import Signals, relevance, score_candidates
+from hivemem.memory.scoring import Signals, asks_for_latest, relevance, score_candidates
 from hivemem.memory.tokens import estimate_tokens
 from hivemem.models import ContextItem, ExcludedItem, RecallResult, ScoreComponents, Turn
 from hivemem.providers.embedders import Embedder
@@ -133,7 +133,7 @@ class Recaller:
         )
         scores = score_candidates(
             [e.signals for e in pool.values()], policy,
-            current_session=session_id, newest_seq=newest,
+            current_session=session_id, newest_seq=newest, latest=asks_for_latest(query),
         )
         _facts_stand_for_their_turns(pool, scores, policy.dedup_threshold)
         candidates = [

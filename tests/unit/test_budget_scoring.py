@@ -143,3 +143,18 @@ def test_token_estimate_is_conservative() -> None:
     assert estimate_tokens("hello") >= 1
     text = "The quick brown fox jumps over the lazy dog."
     assert estimate_tokens(text) >= 10  # 9 words + period; GPT tokenizers give 10
+
+
+def test_questions_about_the_current_state_weigh_recency_more() -> None:
+    from hivemem.memory.scoring import asks_for_latest
+
+    assert asks_for_latest("What is the current session timeout?")
+    assert asks_for_latest("where do we deploy now")
+    assert not asks_for_latest("When did Caroline go to the support group?")
+    policy = PRESETS["balanced"]
+    sig = [Signals("old", "turn", "s", dense=0.62, seq=2),
+           Signals("new", "turn", "s", dense=0.55, seq=30)]
+    plain = score_candidates(sig, policy, current_session="s", newest_seq=30)
+    assert plain["old"].final > plain["new"].final  # similarity decides
+    latest = score_candidates(sig, policy, current_session="s", newest_seq=30, latest=True)
+    assert latest["new"].final > latest["old"].final  # the newer statement wins
