@@ -14,3 +14,8 @@ def register(group: click.Group) -> None:
         group.add_command(command)
     group.add_command(chat)
     group.add_command(eval_cmd)
+    from hivemem.cli_dlq import dlq_replay
+
+    dlq_group = group.commands.get("dlq")
+    if isinstance(dlq_group, click.Group):
+        dlq_group.add_command(dlq_replay)

@@ -307,6 +307,24 @@ class MemoryClient(LifecycleMixin):
     def dead_letters(self, count: int = 100) -> list[DeadLetter]:
         return self._streams.dead_letters(self.keys.turns_stream, count)
 
+    def replay_dead_letters(
+        self, entry_ids: Sequence[str] | None = None, *, stage: str = "embed",
+        count: int = 1000,
+    ) -> list[str]:
+        """Put dead letters of `stage` ("embed": the turns stream, "boundary": the embedded
+        stream) back on their stream, all or only these original entry ids; returns the
+        original ids replayed. See `hivemem.store.dlq`."""
+        from hivemem.store.dlq import replay_dead_letters
+
+        streams = {"embed": self.keys.turns_stream, "boundary": self.keys.embedded_stream}
+        if stage not in streams:
+            raise ValidationError("stage", f"one of {sorted(streams)}")
+        done = replay_dead_letters(
+            self._redis, self.keys, streams[stage],
+            entry_ids=None if entry_ids is None else set(entry_ids), count=count,
+        )
+        return [r.original_entry_id for r in done]
+
     def sessions(self) -> list[str]:
         return self._state.session_ids()
 

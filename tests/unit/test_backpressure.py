@@ -4,6 +4,7 @@ where the server cannot confirm it."""
 
 from __future__ import annotations
 
+import contextlib
 import threading
 import time
 
@@ -27,10 +28,8 @@ def _client(redis_client: redis.Redis, **ingest: object) -> MemoryClient:
 
 def _consume(redis_client: redis.Redis, count: int) -> None:
     """What an embed worker does: read and ack `count` entries."""
-    try:
+    with contextlib.suppress(redis.ResponseError):
         redis_client.xgroup_create(KEYS.turns_stream, "embed", id="0", mkstream=True)
-    except redis.ResponseError:
-        pass
     rows = redis_client.xreadgroup("embed", "c1", {KEYS.turns_stream: ">"}, count=count)
     ids = [entry_id for _stream, entries in rows for entry_id, _ in entries]
     if ids:
