@@ -55,5 +55,6 @@ class Observe:
                 "http.request", method=method, route=template, status=status,
                 ms=round(elapsed * 1000, 2), namespace=state.get("namespace"),
                 session_id=(scope.get("path_params") or {}).get("session_id"),
+                turn_id=state.get("turn_id"), seq=state.get("seq"),
             )
             structlog.contextvars.clear_contextvars()

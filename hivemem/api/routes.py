@@ -7,7 +7,6 @@ SDK (`MemoryClient`) does the work.
 from collections.abc import Awaitable, Callable
 from typing import Annotated, Any, Literal
 
-import structlog
 from fastapi import APIRouter, Depends, Path, Query, Request
 
 from hivemem.api.schemas import (
@@ -33,8 +32,6 @@ from hivemem.models import Turn
 from hivemem.producer.client import MemoryClient
 from hivemem.scope import scope_for
 from hivemem.store.apikeys import ApiKeyInfo
-
-log = structlog.get_logger(__name__)
 
 SessionId = Annotated[str, Path(pattern=r"^[A-Za-z0-9._:-]{1,128}$", max_length=128)]
 PROBLEM: dict[str, Any] = {"model": Problem, "content": {"application/problem+json": {}}}
@@ -76,15 +73,14 @@ def build_router(
     @router.post("/sessions/{session_id}/turns", response_model=TurnOut, status_code=201,
                  tags=["memory"], summary="Remember one turn")
     def ingest(session_id: SessionId, body: TurnIn, key: Key, request: Request) -> TurnOut:
-        structlog.contextvars.bind_contextvars(session_id=session_id)
         turn = client.ingest(
             session_id, body.role, body.content, agent_id=body.agent_id,
             markers=body.markers, metadata=body.metadata, timestamp=body.timestamp,
             turn_id=body.turn_id, namespace=key.namespace, visibility=body.visibility,
         )
         metrics.ingested.inc()
-        request.state.session_id = session_id
-        log.debug("api.ingested", session_id=session_id, turn_id=turn.turn_id, seq=turn.seq)
+        request.state.turn_id = turn.turn_id  # the request's log line carries it
+        request.state.seq = turn.seq
         return _turn_out(turn)
 
     @router.post("/turns/batch", response_model=BatchOut, status_code=201, tags=["memory"],
@@ -103,8 +99,7 @@ def build_router(
 
     @router.post("/sessions/{session_id}/recall", response_model=RecallOut, tags=["memory"],
                  summary="Recall the context for a query, within a token budget")
-    def recall(session_id: SessionId, body: RecallIn, key: Key, request: Request) -> RecallOut:
-        request.state.session_id = session_id
+    def recall(session_id: SessionId, body: RecallIn, key: Key) -> RecallOut:
         client.check_session(session_id, key.namespace)
         done = timed(metrics.recall_seconds, body.preset or client.settings.recall.default_preset)
         result = client.recall(

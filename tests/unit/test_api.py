@@ -118,10 +118,13 @@ def test_ingest_recall_stats_facts_traces(api: Api) -> None:
             "role": "user", "content": "We decided to use PostgreSQL for the database",
             "agent_id": "planner", "turn_id": "t-1"})
         assert r.status_code == 201, r.text
+        assert len(r.headers["x-request-id"]) == 16
         body = r.json()
         assert (body["seq"], body["namespace"], body["visibility"]) == (1, "team-a", "shared")
         again = http.post(f"/v1/sessions/{session}/turns", json={
-            "role": "user", "content": "We decided to use PostgreSQL", "turn_id": "t-1"})
+            "role": "user", "content": "We decided to use PostgreSQL", "turn_id": "t-1"},
+            headers={"X-Request-ID": "trace-42"})
+        assert again.headers["x-request-id"] == "trace-42"
         assert again.json()["duplicate"] is True
         batch = http.post("/v1/turns/batch", json={"turns": [
             {"session_id": session, "role": "assistant", "content": f"noted {i}",
@@ -293,5 +296,6 @@ def test_metrics_move_and_secrets_never_reach_the_logs(api: Api) -> None:
     text = logs.getvalue()
     assert '"event": "http.request"' in text and '"request_id"' in text
     assert session in text and '"namespace": "team-a"' in text
+    assert '"turn_id": "' in text and '"seq": 3' in text
     for secret in (api.key_a, api.key_b, api.key_a.split("_")[-1]):
         assert secret not in text
