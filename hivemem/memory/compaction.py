@@ -7,9 +7,9 @@ to write and a `CompactionDiff` that says, for every fact, what happens to it an
   into the best-worded one (higher confidence, more provenance, newer), which keeps the union
   of their `source_turn_ids`; the duplicate is archived with `superseded_by` = the keeper.
   Facts that contradict each other (different names for one thing) never merge.
-- **archived** (stale): an unconfirmed fact in the `short_term` layer, older than
-  `stale_after_days` on the session's own clock, whose value (confidence x use x recency)
-  fell below `archive_below`.
+- **archived** (stale): while the session holds more than `stale_above` active facts, an
+  unconfirmed fact in the `short_term` layer, older than `stale_after_days` on the session's
+  own clock, whose value (confidence x use x recency) fell below `archive_below`.
 - **archived** (cap): beyond `max_active_facts` visible facts, the lowest-valued active ones.
 - **promoted** / **demoted**: the fact moves between layers (see `target_layer`).
 - **kept**: everything else, with why it stays.
@@ -56,6 +56,10 @@ class CompactionPolicy(BaseModel):
     merge: bool = True
     merge_threshold: float = Field(default=0.92, gt=0, le=1.0)
     archive_stale: bool = True
+    # Age alone archives nothing in a small session: staleness prunes only while the session
+    # holds more than this many active facts (on LoCoMo, ~40 facts a conversation, an old
+    # fact was sometimes the only way recall reached its turn).
+    stale_above: int = Field(default=200, ge=0)
     stale_after_days: float = Field(default=30.0, ge=0)
     archive_below: float = Field(default=0.3, ge=0)
     half_life_days: float = Field(default=30.0, gt=0)
@@ -290,7 +294,10 @@ class _Planner:
     def archive_stale(self) -> None:
         """Unconfirmed short-term facts past `stale_after_days` whose value fell too low."""
         policy, clock = self.policy, self.clock
-        for fact in self.survivors():
+        survivors = self.survivors()
+        if len(survivors) <= policy.stale_above:
+            return
+        for fact in survivors:
             if fact.status != FactStatus.ACTIVE or fact.fact_id in self.absorbed:
                 continue
             age = age_days(fact, clock)

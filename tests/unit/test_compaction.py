@@ -84,7 +84,8 @@ def test_stale_unconfirmed_facts_age_out_and_durable_or_operational_ones_stay() 
     confirmed = fact("conf", "The office is in Berlin", days_old=90, sources=("t1", "t2"))
     goal = fact("goal", "Ship the beta", kind=FactKind.GOAL, days_old=90, confidence=0.6)
     fresh = fact("fresh", "The printer is broken today", days_old=0.2, confidence=0.6)
-    p = plan([old_note, confirmed, goal, fresh])
+    assert plan([old_note, confirmed, goal, fresh]).diff.archived == []  # a small session
+    p = plan([old_note, confirmed, goal, fresh], stale_above=3)
     assert [e.fact_id for e in p.diff.archived] == ["note"]
     assert "stale" in p.diff.archived[0].reason and p.writes["note"].layer == "archived"
     layers = {e.fact_id: e.to_layer for e in p.diff.kept}
@@ -125,7 +126,7 @@ def test_compaction_events_cover_every_change() -> None:
     a = fact("a", "same words", sources=("t1",))
     b = fact("b", "same words", sources=("t2",), confidence=0.9)
     note = fact("note", "stale thing", days_old=200, confidence=0.5)
-    p = plan([a, b, note], [unit(1, 0), unit(1, 0), unit(0, 1)])
+    p = plan([a, b, note], [unit(1, 0), unit(1, 0), unit(0, 1)], stale_above=0)
     events = compaction_events(p, [a, b, note], at=CLOCK)
     actions = sorted((e.fact_id, e.action) for e in events)
     assert ("a", "merged") in actions and ("b", "reinforced") in actions

@@ -23,6 +23,13 @@ from hivemem.store.sessions import SessionStore
 Pipeline = tuple[MemoryClient, Callable[[], None]]
 
 
+@pytest.fixture
+def settings(settings: Settings) -> Settings:
+    """Staleness prunes even these small sessions (by default only above 200 facts)."""
+    return settings.model_copy(update={
+        "compaction": settings.compaction.model_copy(update={"stale_above": 0})})
+
+
 def test_preview_then_compact_applies_exactly_the_preview(pipeline: Pipeline) -> None:
     client, drain = pipeline
     seed(client, drain)

@@ -21,6 +21,13 @@ from hivemem.store.qdrant_server import ServerVectorStore
 from hivemem.store.sessions import SessionStore
 
 Pipeline = tuple[MemoryClient, Callable[[], None]]
+
+
+@pytest.fixture
+def settings(settings: Settings) -> Settings:
+    """Staleness prunes even these small sessions (by default only above 200 facts)."""
+    return settings.model_copy(update={
+        "compaction": settings.compaction.model_copy(update={"stale_above": 0})})
 MakeClient = Callable[[str], MemoryClient]
 
 
