@@ -39,7 +39,7 @@ class BatchTurnIn(TurnIn):
 
 
 class BatchIn(_Body):
-    turns: list[BatchTurnIn] = Field(min_length=1)
+    turns: list[BatchTurnIn] = Field(min_length=1, description="at most api.max_batch (500)")
 
 
 class TurnOut(BaseModel):
@@ -58,7 +58,7 @@ class BatchOut(BaseModel):
 
 
 class RecallIn(_Body):
-    query: str = Field(min_length=1)
+    query: str = Field(min_length=1, max_length=8192)
     agent_id: str | None = Field(
         default=None, description="Who asks: its private memories join the shared ones"
     )
