@@ -9,6 +9,8 @@ nearest workspace.
 from __future__ import annotations
 
 import json
+import os
+from typing import Any
 
 import click
 
@@ -27,10 +29,12 @@ def _missing(extra: str, module: str) -> click.ClickException:
 @click.option("--host", default=None, help="Bind address (default HIVEMEM_API__HOST, 127.0.0.1).")
 @click.option("--port", type=click.IntRange(0, 65535), default=None,
               help="Port (default HIVEMEM_API__PORT, 8080).")
+@click.option("--workers", type=click.IntRange(1, 64), default=1, show_default=True,
+              help="API processes (a deployment only: embedded mode is one process).")
 @server_options
 @click.pass_context
-def serve(ctx: click.Context, host: str | None, port: int | None, redis_url: str | None,
-          qdrant_url: str | None) -> None:
+def serve(ctx: click.Context, host: str | None, port: int | None, workers: int,
+          redis_url: str | None, qdrant_url: str | None) -> None:
     """Run the HTTP API (OpenAPI at /docs and /openapi.json, metrics at /metrics)."""
     try:
         import uvicorn
@@ -44,10 +48,19 @@ def serve(ctx: click.Context, host: str | None, port: int | None, redis_url: str
         from hivemem.logs import configure_logging
 
         configure_logging(settings.log_level, settings.log_json)
+    bind: dict[str, Any] = {"host": host or settings.api.host, "port": port or settings.api.port,
+            "log_level": "warning", "access_log": False}
+    if workers > 1:
+        if target.mode != "server" or target.settings.qdrant.path is not None:
+            raise click.UsageError("--workers needs a deployment (Redis and a Qdrant server)")
+        # Each process builds its app from the environment (hivemem.api.app:from_env).
+        os.environ["HIVEMEM_REDIS__URL"] = settings.redis.url
+        if settings.qdrant.url:
+            os.environ["HIVEMEM_QDRANT__URL"] = settings.qdrant.url
+        uvicorn.run("hivemem.api.app:from_env", factory=True, workers=workers, **bind)
+        return
     with Opened(target) as client:
-        app = create_app(settings, client=client)
-        uvicorn.run(app, host=host or settings.api.host, port=port or settings.api.port,
-                    log_level="warning", access_log=False)
+        uvicorn.run(create_app(settings, client=client), **bind)
 
 
 @click.command("mcp")

@@ -105,3 +105,12 @@ def _operations(app: FastAPI, memory: MemoryClient, registry: Metrics) -> None:
              response_class=Response)
     def metrics_endpoint() -> Response:
         return Response(registry.exposition(), media_type=CONTENT_TYPE)
+
+
+def from_env() -> FastAPI:
+    """The app from `Settings()` (the environment): what each `serve --workers` process runs."""
+    from hivemem.logs import configure_logging
+
+    settings = Settings()
+    configure_logging(settings.log_level, settings.log_json)
+    return create_app(settings)
