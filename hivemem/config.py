@@ -100,6 +100,9 @@ class WorkerSettings(BaseModel):
     # Entries pending longer than this on any consumer are presumed orphaned and reclaimed.
     claim_idle_ms: int = Field(default=30_000, ge=100)
     claim_interval_s: float = Field(default=5.0, gt=0)
+    # Every so often a worker drops the entries every group of its stream has acknowledged
+    # (XTRIM MINID), so streams do not grow without bound. 0: never.
+    trim_interval_s: float = Field(default=60.0, ge=0)
     max_deliveries: int = Field(default=5, ge=1)
     # Back-off while a store is down: the batch is retried in place, never dead-lettered.
     backoff_initial_s: float = Field(default=0.2, gt=0)

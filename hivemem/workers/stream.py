@@ -75,6 +75,7 @@ class StreamWorker(Generic[M]):
         self.report = WorkerReport()
         self._stop = threading.Event()
         self._next_claim = 0.0
+        self._next_trim = time.monotonic() + settings.trim_interval_s
         self._log = log.bind(worker=kind.name, consumer=self.consumer)
 
     # -- lifecycle -------------------------------------------------------------------------
@@ -149,6 +150,9 @@ class StreamWorker(Generic[M]):
         if now >= self._next_claim:
             self._next_claim = now + self.settings.claim_interval_s
             handled += self._reclaim()
+        if self.settings.trim_interval_s and now >= self._next_trim:
+            self._next_trim = now + self.settings.trim_interval_s
+            self._trim()
         entries = self.streams.read(
             k.stream,
             k.group,
@@ -162,6 +166,16 @@ class StreamWorker(Generic[M]):
             # Nothing new: orphans are all that can be left, so look for them now.
             self._next_claim = 0.0
         return handled
+
+    def _trim(self) -> None:
+        """Drop what every group has acknowledged; a failure only delays it to next time."""
+        try:
+            removed = self.streams.trim_consumed(self.kind.stream)
+        except StoreUnavailable as exc:
+            self._log.warning("stream.trim_failed", stream=self.kind.stream, error=str(exc))
+            return
+        if removed:
+            self._log.info("stream.trimmed", stream=self.kind.stream, removed=removed)
 
     def _reclaim(self) -> int:
         k = self.kind

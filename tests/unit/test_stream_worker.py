@@ -374,3 +374,26 @@ def test_a_restarted_consumer_dead_letters_its_own_entry_past_max_deliveries(
     (letter,) = streams.dead_letters(STREAM)
     assert letter.entry_id == killer
     assert letter.deliveries == settings.worker.max_deliveries
+
+
+def test_acknowledged_entries_are_trimmed_pending_and_unread_ones_kept(
+    redis_client: redis.Redis, settings: Settings
+) -> None:
+    settings.worker.trim_interval_s = 1e-9  # due at every step
+    settings.worker.batch_size = 4
+    add(redis_client, *range(10))
+    failing = Recorder(fail=lambda batch: RuntimeError("boom") if 9 in batch else None)
+    worker = make_worker(redis_client, settings, failing)
+    worker.streams.ensure_group(STREAM, GROUP)
+    worker.step()  # 0-3 handled and acked
+    worker.step()  # trims 0-2: below the group's last delivered entry (3), all acknowledged
+    assert [int(f[b"m"]) for _id, f in redis_client.xrange(STREAM)] == list(range(3, 10))
+    worker.step()  # 4-7 acked
+    worker.step()  # 8, 9: the batch fails, one by one 8 is acked and 9 stays pending
+    worker.step()
+    remaining = [int(f[b"m"]) for _id, f in redis_client.xrange(STREAM)]
+    assert remaining == [9]  # the pending entry is never trimmed
+    assert len(pending(redis_client)) == 1
+    # A second group that has read nothing yet holds everything back.
+    redis_client.xgroup_create(STREAM, "late", id="0")
+    assert StreamStore(redis_client, KEYS).trim_consumed(STREAM) == 0
