@@ -152,16 +152,20 @@ def _facts_table(facts: Sequence[Fact]) -> Table:
               help="Recall policy (default: balanced).")
 @click.option("--explain", is_flag=True, help="Also list what was left out, and why.")
 @click.option("--related", "related", multiple=True, help="Also search this session.")
+@click.option("--namespace", default=None, help="The session's namespace (default: default).")
+@click.option("--agent", default=None, help="Recall as this agent (adds its private memories).")
 @click.option("--json", "as_json", is_flag=True, help="Print JSON.")
 @click.pass_context
 def recall(
     ctx: click.Context, session_id: str, query: str, budget: int | None, limit: int | None,
-    preset: str | None, explain: bool, related: tuple[str, ...], as_json: bool,
+    preset: str | None, explain: bool, related: tuple[str, ...], namespace: str | None,
+    agent: str | None, as_json: bool,
 ) -> None:
     """Print the recalled context for QUERY in SESSION_ID."""
     with _client(ctx) as client:
         result = client.recall(session_id, query, token_budget=budget, limit=limit,
-                               preset=preset, explain=explain, related_sessions=related)
+                               preset=preset, explain=explain, related_sessions=related,
+                               agent_id=agent, namespace=namespace)
     if as_json:
         click.echo(json.dumps(result.to_dict(), indent=2))
         return
@@ -184,14 +188,17 @@ def recall(
 @click.argument("content")
 @click.option("--agent", default=None)
 @click.option("--marker", "markers", multiple=True)
+@click.option("--namespace", default=None, help="The session's namespace (default: default).")
+@click.option("--private", is_flag=True, help="Visible to --agent only (default: shared).")
 @click.pass_context
 def ingest(
     ctx: click.Context, session_id: str, role: str, content: str, agent: str | None,
-    markers: tuple[str, ...],
+    markers: tuple[str, ...], namespace: str | None, private: bool,
 ) -> None:
     """Enqueue one turn."""
     with _client(ctx) as client:
-        turn = client.ingest(session_id, role, content, agent_id=agent, markers=markers or None)
+        turn = client.ingest(session_id, role, content, agent_id=agent, markers=markers or None,
+                             namespace=namespace, visibility="private" if private else "shared")
     click.echo(json.dumps({"turn_id": turn.turn_id, "seq": turn.seq, "duplicate": turn.duplicate}))
 
 
