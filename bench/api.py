@@ -64,6 +64,9 @@ class Agent(threading.Thread):
         self.errors: Counter[str] = Counter()
         self.leaks: list[dict[str, Any]] = []
         self.items_checked = 0
+        self.ingested: Counter[str] = Counter()  # session -> turns accepted
+        self.guesses = 0
+        self.guess_leaks = 0
 
     def session(self) -> str:
         return f"{self.namespace}-s{self.rng.randrange(SESSIONS_PER_NAMESPACE)}"
@@ -82,7 +85,15 @@ class Agent(threading.Thread):
                     "content": f"[{self.namespace}] {self.name} note {n} about the {topic}:"
                                f" we keep the {topic} settings in {self.namespace} only",
                 }
-                self._call(http, "ingest", f"/v1/sessions/{self.session()}/turns", body)
+                session = self.session()
+                if self._call(http, "ingest", f"/v1/sessions/{session}/turns", body):
+                    self.ingested[session] += 1
+                if n % 10 == 0:  # a guessed id of the other namespace must look missing
+                    other = f"{'ns-1' if self.namespace == 'ns-0' else 'ns-0'}-s{n % 3}"
+                    self.guesses += 1
+                    r = http.post(f"/v1/sessions/{other}/recall", json={"query": "settings"})
+                    if r.status_code != 404:
+                        self.guess_leaks += 1
                 query = {"query": f"what about the {self.rng.choice(TOPICS)}?",
                          "agent_id": self.name, "token_budget": 400}
                 result = self._call(http, "recall", f"/v1/sessions/{self.session()}/recall",
@@ -170,15 +181,24 @@ def main() -> None:
                 agent.join()
             wall = time.perf_counter() - started
         metrics = httpx.get(f"{url}/metrics", timeout=10).text
-        stats = {}
-        for namespace in NAMESPACES:
-            for s in range(SESSIONS_PER_NAMESPACE):
-                session = f"{namespace}-s{s}"
-                r = httpx.get(f"{url}/v1/sessions/{session}/stats", timeout=10,
-                              headers={"Authorization": f"Bearer {keys[namespace]}"})
-                if r.status_code == 200:
-                    stats[session] = {k: r.json()[k] for k in
-                                      ("turns_enqueued", "turns_processed", "episodes")}
+        accepted: Counter[str] = Counter()
+        for agent in agents:
+            accepted.update(agent.ingested)
+        stats: dict[str, dict[str, int]] = {}
+        settle_deadline = time.monotonic() + 120  # let the embed threads catch up
+        while True:
+            for namespace in NAMESPACES:
+                for s in range(SESSIONS_PER_NAMESPACE):
+                    session = f"{namespace}-s{s}"
+                    r = httpx.get(f"{url}/v1/sessions/{session}/stats", timeout=10,
+                                  headers={"Authorization": f"Bearer {keys[namespace]}"})
+                    if r.status_code == 200:
+                        stats[session] = {k: r.json()[k] for k in
+                                          ("turns_enqueued", "turns_processed", "episodes")}
+            settled = all(v["turns_processed"] >= v["turns_enqueued"] for v in stats.values())
+            if settled or time.monotonic() > settle_deadline:
+                break
+            time.sleep(1)
     finally:
         server.terminate()
         try:
@@ -204,6 +224,13 @@ def main() -> None:
         "cross_namespace_results": sum(1 for x in leaks if x["foreign"]),
         "other_agents_private_results": sum(1 for x in leaks if x["private_of_other"]),
         "leak_examples": leaks[:5],
+        "guessed_other_namespace_ids": sum(a.guesses for a in agents),
+        "guessed_ids_not_404": sum(a.guess_leaks for a in agents),
+        "turns_accepted": sum(accepted.values()),
+        "turns_lost": sum(max(0, accepted[k] - v["turns_enqueued"]) for k, v in stats.items())
+        + sum(n for k, n in accepted.items() if k not in stats),
+        "turns_unprocessed_after_settling": sum(
+            v["turns_enqueued"] - v["turns_processed"] for v in stats.values()),
         "sessions_after": stats,
         "server_metrics_lines": [line for line in metrics.splitlines()
                                  if line.startswith(("hivemem_ingested_turns_total",
@@ -224,6 +251,10 @@ def main() -> None:
           f" cross-namespace results {result['cross_namespace_results']};"
           f" other agents' private results {result['other_agents_private_results']}"
           f" (of {result['recalled_items_checked']} items checked)")
+    print(f"guessed ids of the other namespace: {result['guessed_other_namespace_ids']},"
+          f" not 404: {result['guessed_ids_not_404']}; turns accepted"
+          f" {result['turns_accepted']}, lost {result['turns_lost']}, unprocessed after"
+          f" settling {result['turns_unprocessed_after_settling']}")
     print(f"cpu: {cpu.result}")
     print(f"saved {args.out}")
 
