@@ -72,7 +72,8 @@ def run_reflect_worker(
     settings: Settings, *, burst: bool = False, name: str | None = None,
     metrics_port: int | None = None,
 ) -> int:
-    """An rq worker for reflection jobs (with rq's scheduler, for retry back-off)."""
+    """An rq worker for reflection jobs; retry back-off by a thread, not rq's forked
+    scheduler (see `hivemem.workers.retries`)."""
     from rq import SimpleWorker
 
     from hivemem.providers.embedders import build_embedder
@@ -90,7 +91,17 @@ def run_reflect_worker(
         install_context(context)
         # SimpleWorker: jobs run in this process, so the model and clients load once.
         worker = SimpleWorker([settings.episodes.reflect_queue], connection=conn, name=name)
-        worker.work(burst=burst, with_scheduler=not burst, logging_level="WARNING")
+        promoter = None
+        if not burst:
+            from hivemem.workers.retries import RetryPromoter
+
+            promoter = RetryPromoter(conn, settings.episodes.reflect_queue)
+            promoter.start()
+        try:
+            worker.work(burst=burst, with_scheduler=False, logging_level="WARNING")
+        finally:
+            if promoter is not None:
+                promoter.stop()
         return int(worker.successful_job_count)
     finally:
         vectors.close()
