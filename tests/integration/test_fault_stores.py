@@ -146,3 +146,44 @@ def test_poison_entry_dead_letters_rest_flows_and_dlq_replay_recovers_it(
     assert pending_count(real_redis) == 0
     assert real_redis.hlen(KEYS.delivery_errors(STREAM, GROUP)) == 0
     vectors.close()
+
+
+def test_backpressure_bounds_the_backlog_under_a_slow_worker(
+    tmp_path: Path, redis_url: str, real_redis: redis.Redis
+) -> None:
+    """Producers faster than the embed worker: with `block`, ingest waits, the backlog stays
+    within `max_backlog` (+ one check interval), and every turn still arrives once."""
+    limit, every = 200, 16
+    settings = _settings(redis_url, batch_size=32).model_copy(update={
+        "ingest": Settings().ingest.model_copy(update={
+            "max_backlog": limit, "backpressure": "block", "block_timeout_s": 30.0,
+            "backlog_check_every": every, "backlog_check_interval_s": 1.0})})
+    vectors = FlakyVectors(EdgeVectorStore(tmp_path / "qdrant", DIM))
+    slow_upsert = vectors.upsert
+
+    def upsert(collection: str, points: object) -> None:
+        time.sleep(0.05)  # ~600 turns/s at most: slower than the producer
+        slow_upsert(collection, points)  # type: ignore[arg-type]
+
+    vectors.upsert = upsert  # type: ignore[method-assign]
+    worker = _embed_worker(real_redis, vectors, settings)
+    thread = threading.Thread(target=worker.run, daemon=True)
+    thread.start()
+    sessions = [f"bp-s{i}" for i in range(4)]
+    turns = conversation(sessions, 250)
+    peak = 0
+    with MemoryClient(settings) as producer:
+        for i, turn in enumerate(turns):
+            producer.ingest(**turn)
+            if i % 25 == 0:
+                peak = max(peak, producer._guard.backlog())
+        deadline = time.monotonic() + 60
+        while processed_count(real_redis, sessions) < len(turns):
+            assert time.monotonic() < deadline
+            time.sleep(0.05)
+    worker.stop()
+    thread.join(timeout=10)
+    assert limit // 2 < peak <= limit + every, peak
+    stored = list(vectors.inner.iter_turns())
+    assert len(stored) == len(turns)
+    vectors.close()
