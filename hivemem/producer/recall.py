@@ -28,22 +28,46 @@ from hivemem.store.vectors import FactHit, TurnHit, Vector, VectorStore
 
 @dataclass(slots=True)
 class _Entry:
+    """A candidate: a stored turn (`hit`, its Turn built only if chosen), a turn still in
+    the queue (`queued`), or a fact."""
+
     signals: Signals
     vector: Vector | None
-    turn: Turn | None = None
+    hit: TurnHit | None = None
+    queued: Turn | None = None
     fact: Fact | None = None
 
     @property
+    def is_turn(self) -> bool:
+        return self.hit is not None or self.queued is not None
+
+    @property
+    def turn(self) -> Turn | None:
+        if self.queued is not None:
+            return self.queued
+        return None if self.hit is None else self.hit.turn
+
+    @property
+    def turn_id(self) -> str:
+        if self.hit is not None:
+            return self.hit.turn_id
+        return self.queued.turn_id if self.queued is not None else ""
+
+    @property
     def text(self) -> str:
-        if self.turn is not None:
-            return self.turn.content
+        if self.hit is not None:
+            return self.hit.content
+        if self.queued is not None:
+            return self.queued.content
         assert self.fact is not None
         return self.fact.content
 
     @property
     def tokens(self) -> int:
-        if self.turn is not None:
-            return self.turn.token_count
+        if self.hit is not None:
+            return self.hit.token_count
+        if self.queued is not None:
+            return self.queued.token_count
         return estimate_tokens(self.text)
 
 
@@ -120,15 +144,16 @@ class Recaller:
 
         for entry in pool.values():
             sig = entry.signals
-            if entry.turn is not None:
+            if entry.is_turn:
                 sig.in_current_episode = (
-                    sig.session_id == session_id and entry.turn.seq >= current_from
+                    sig.session_id == session_id and (sig.seq or 0) >= current_from
                 )
                 # A turn that stated only superseded facts is history now.
-                sig.stale = entry.turn.turn_id in stale_turns
+                sig.stale = entry.turn_id in stale_turns
         newest = max(
             [t.seq for t in recent]
-            + [e.turn.seq for e in pool.values() if e.turn and e.turn.session_id == session_id]
+            + [e.signals.seq or 0 for e in pool.values()
+               if e.is_turn and e.signals.session_id == session_id]
             + [0]
         )
         scores = score_candidates(
@@ -172,13 +197,13 @@ class Recaller:
     @staticmethod
     def _add_turn_hits(pool: dict[str, _Entry], hits: list[TurnHit], kind: str) -> None:
         for rank, hit in enumerate(hits, 1):
-            key = f"turn:{hit.turn.session_id}:{hit.turn.turn_id}"
+            key = f"turn:{hit.session_id}:{hit.turn_id}"
             entry = pool.get(key)
             if entry is None:
                 entry = pool[key] = _Entry(
-                    Signals(key=key, source="turn", session_id=hit.turn.session_id,
-                            seq=hit.turn.seq, markers=hit.turn.markers),
-                    _unit(hit.vector), turn=hit.turn,
+                    Signals(key=key, source="turn", session_id=hit.session_id,
+                            seq=hit.seq, markers=hit.markers),
+                    _unit(hit.vector), hit=hit,
                 )
             if kind == "dense":
                 entry.signals.dense = hit.score
@@ -247,7 +272,7 @@ class Recaller:
         if not missing:
             return
         found = {
-            h.turn.turn_id: h for h in self.vectors.get_turns(
+            h.turn_id: h for h in self.vectors.get_turns(
                 missing[0].session_id, [t.turn_id for t in missing], access
             )
         }
@@ -261,9 +286,9 @@ class Recaller:
             key = f"turn:{turn.session_id}:{turn.turn_id}"
             pool[key] = _Entry(
                 Signals(key=key, source="turn", session_id=turn.session_id, seq=turn.seq,
-                        markers=(hit.turn if hit else turn).markers,
+                        markers=hit.markers if hit else turn.markers,
                         dense=_dot(vector, query)),
-                vector, turn=hit.turn if hit else turn,
+                vector, hit=hit, queued=None if hit else turn,
             )
 
     def _add_neighbours(
@@ -272,25 +297,26 @@ class Recaller:
     ) -> None:
         """The turns right before and after the best turn hits."""
         lexical_max = max((e.signals.lexical_raw or 0.0 for e in pool.values()), default=0.0)
-        turns = [e for e in pool.values() if e.turn is not None]
+        turns = [e for e in pool.values() if e.is_turn]
         turns.sort(key=lambda e: relevance(e.signals, lexical_max, policy)[1], reverse=True)
         have = {(e.signals.session_id, e.signals.seq) for e in turns}
         wanted: dict[str, set[int]] = {}
         for entry in turns[: policy.neighbours]:
-            assert entry.turn is not None
-            for seq in (entry.turn.seq - 1, entry.turn.seq + 1):
-                if seq >= 1 and (entry.turn.session_id, seq) not in have:
-                    wanted.setdefault(entry.turn.session_id, set()).add(seq)
+            sig = entry.signals
+            assert sig.seq is not None
+            for seq in (sig.seq - 1, sig.seq + 1):
+                if seq >= 1 and (sig.session_id, seq) not in have:
+                    wanted.setdefault(sig.session_id, set()).add(seq)
         for session, seqs in wanted.items():
             for hit in self.vectors.turns_by_seq(session, sorted(seqs), access):
-                key = f"turn:{session}:{hit.turn.turn_id}"
+                key = f"turn:{session}:{hit.turn_id}"
                 if key in pool:
                     continue
                 vector = _unit(hit.vector)
                 pool[key] = _Entry(
-                    Signals(key=key, source="turn", session_id=session, seq=hit.turn.seq,
-                            markers=hit.turn.markers, dense=_dot(vector, query)),
-                    vector, turn=hit.turn,
+                    Signals(key=key, source="turn", session_id=session, seq=hit.seq,
+                            markers=hit.markers, dense=_dot(vector, query)),
+                    vector, hit=hit,
                 )
 
 
@@ -300,7 +326,7 @@ def _facts_stand_for_their_turns(
     """A fact that restates a turn it came from (near-duplicate text) ranks at least as high
     as that turn, so dedup keeps the fact (it carries status, kind and validity) and the
     turn is dropped as its duplicate."""
-    turns = {e.turn.turn_id: key for key, e in pool.items() if e.turn is not None}
+    turns = {e.turn_id: key for key, e in pool.items() if e.is_turn}
     for key, entry in pool.items():
         fact = entry.fact
         if fact is None or entry.signals.history or entry.vector is None:

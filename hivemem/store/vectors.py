@@ -82,11 +82,47 @@ def turn_from_payload(payload: dict[str, Any]) -> Turn:
     )
 
 
-@dataclass(frozen=True, slots=True)
 class TurnHit:
-    turn: Turn
-    score: float
-    vector: Vector | None
+    """A turn the store returned. The `Turn` is built from the payload only when asked for:
+    recall reads a hundred hits a call and keeps about twenty."""
+
+    __slots__ = ("_turn", "payload", "score", "vector")
+
+    def __init__(self, payload: dict[str, Any], score: float, vector: Vector | None) -> None:
+        self.payload = payload
+        self.score = score
+        self.vector = vector
+        self._turn: Turn | None = None
+
+    @property
+    def turn(self) -> Turn:
+        if self._turn is None:
+            self._turn = turn_from_payload(self.payload)
+        return self._turn
+
+    @property
+    def turn_id(self) -> str:
+        return str(self.payload["turn_id"])
+
+    @property
+    def session_id(self) -> str:
+        return str(self.payload["session_id"])
+
+    @property
+    def seq(self) -> int:
+        return int(self.payload["seq"])
+
+    @property
+    def markers(self) -> tuple[str, ...]:
+        return tuple(self.payload.get("markers") or ())
+
+    @property
+    def content(self) -> str:
+        return str(self.payload["content"])
+
+    @property
+    def token_count(self) -> int:
+        return int(self.payload.get("token_count", 0))
 
 
 @dataclass(frozen=True, slots=True)
@@ -183,7 +219,7 @@ class VectorStore(ABC):
         scope: Scope | None = None,
     ) -> list[TurnHit]:
         hits = self.search(TURNS, vector, limit, {**_sessions(sessions), **scoped(scope)})
-        return [TurnHit(turn_from_payload(h.payload), h.score, h.vector) for h in hits]
+        return [TurnHit(h.payload, h.score, h.vector) for h in hits]
 
     def search_turns_lexical(
         self, sessions: str | Sequence[str], sparse: SparseVector, limit: int,
@@ -194,7 +230,7 @@ class VectorStore(ABC):
         hits = self.search_sparse(
             TURNS, sparse, limit, {**_sessions(sessions), **scoped(scope)}
         )
-        return [TurnHit(turn_from_payload(h.payload), h.score, h.vector) for h in hits]
+        return [TurnHit(h.payload, h.score, h.vector) for h in hits]
 
     def turns_by_seq(
         self, session_id: str, seqs: Sequence[int], scope: Scope | None = None
@@ -204,7 +240,7 @@ class VectorStore(ABC):
             return []
         where: Where = {"session_id": session_id, "seq": sorted(set(seqs)), **scoped(scope)}
         return [
-            TurnHit(turn_from_payload(h.payload), 0.0, h.vector)
+            TurnHit(h.payload, 0.0, h.vector)
             for h in self.scroll(TURNS, where, with_vectors=True)
         ]
 
@@ -215,7 +251,7 @@ class VectorStore(ABC):
             return []
         hits = self.retrieve(TURNS, [turn_point_id(session_id, t) for t in turn_ids])
         return [
-            TurnHit(turn_from_payload(h.payload), 0.0, h.vector)
+            TurnHit(h.payload, 0.0, h.vector)
             for h in hits if scope is None or scope.allows(h.payload)
         ]
 
