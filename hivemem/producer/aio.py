@@ -91,8 +91,12 @@ class AsyncMemoryClient:
             )
         )
 
-    async def get_session_stats(self, session_id: str) -> SessionStats:
-        return await asyncio.to_thread(self._client.get_session_stats, session_id)
+    async def get_session_stats(
+        self, session_id: str, *, namespace: str | None = None
+    ) -> SessionStats:
+        return await asyncio.to_thread(
+            functools.partial(self._client.get_session_stats, session_id, namespace=namespace)
+        )
 
     async def wait_until_processed(
         self, session_id: str, timeout: float = 30.0, *, stage: str = "embed"
@@ -101,11 +105,15 @@ class AsyncMemoryClient:
             self._client.wait_until_processed, session_id, timeout, stage=stage
         )
 
-    async def close_episode(self, session_id: str) -> int:
-        return await asyncio.to_thread(self._client.close_episode, session_id)
+    async def close_episode(self, session_id: str, *, namespace: str | None = None) -> int:
+        return await asyncio.to_thread(
+            functools.partial(self._client.close_episode, session_id, namespace=namespace)
+        )
 
-    async def close_session(self, session_id: str) -> int:
-        return await asyncio.to_thread(self._client.close_session, session_id)
+    async def close_session(self, session_id: str, *, namespace: str | None = None) -> int:
+        return await asyncio.to_thread(
+            functools.partial(self._client.close_session, session_id, namespace=namespace)
+        )
 
     async def episodes(self, session_id: str) -> list[Episode]:
         return await asyncio.to_thread(self._client.episodes, session_id)
