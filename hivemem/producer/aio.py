@@ -14,13 +14,14 @@ from pathlib import Path
 from typing import Any, Self
 
 from hivemem.config import Settings
+from hivemem.lifecycle.aio_api import AsyncLifecycleMixin
 from hivemem.memory.episodes import Episode
 from hivemem.memory.policy import RecallPolicy
 from hivemem.models import RecallResult, Role, SessionStats, Turn
 from hivemem.producer.client import MemoryClient, TurnInput
 
 
-class AsyncMemoryClient:
+class AsyncMemoryClient(AsyncLifecycleMixin):
     def __init__(self, settings: Settings | None = None, *, client: MemoryClient | None = None):
         self._client = client or MemoryClient(settings)
 

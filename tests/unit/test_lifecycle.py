@@ -197,3 +197,23 @@ def test_embedded_mode_compacts_on_its_schedule(tmp_path: Path, settings: Settin
         assert {e.actor for e in log} == {"reflection", "compaction"}
         assert any(e.cause.endswith("(schedule)") for e in log)
         assert {f.layer for f in client.facts("e1")} == {"operational"}
+
+
+def test_the_async_client_has_the_lifecycle_methods(pipeline: Pipeline) -> None:
+    import asyncio
+
+    from hivemem import AsyncMemoryClient
+
+    client, drain = pipeline
+    seed(client, drain)
+    memory = AsyncMemoryClient(client=client)
+
+    async def run() -> None:
+        preview = await memory.preview_compaction("s1")
+        assert (await memory.compact("s1", expect=preview)) == preview
+        assert (await memory.audit(fid("s1-a")))[0].action == "merged"
+        assert (await memory.set_session_metadata("s1", title="T")).title == "T"
+        assert [e.kind for e in await memory.build_timeline(["s1"], kinds=["turn"])] == [
+            "turn"] * 4
+
+    asyncio.run(run())
