@@ -234,3 +234,25 @@ def test_two_agents_writing_one_session_lose_nothing(pipeline: Pipeline) -> None
     assert stats.turns_enqueued == stats.turns_processed == 2 * per_agent
     stored = sorted(t.seq for t in client.vector_store().iter_turns("shared"))
     assert stored == list(range(1, 2 * per_agent + 1))
+
+
+def test_async_client_passes_scopes_through(pipeline: Pipeline) -> None:
+    import asyncio
+
+    from hivemem import AsyncMemoryClient
+
+    client, _drain = pipeline
+    aclient = AsyncMemoryClient(client=client)
+
+    async def run() -> None:
+        await aclient.ingest("x", "user", "hello from async", agent_id="a", namespace="team-a",
+                             visibility="private")
+        stats = await aclient.get_session_stats("x", namespace="team-a")
+        assert stats.turns_enqueued == 1
+        with pytest.raises(OutOfScope):
+            await aclient.close_episode("x", namespace="team-b")
+        mine = await aclient.recall("x", "hello", agent_id="a", namespace="team-a")
+        theirs = await aclient.recall("x", "hello", agent_id="b", namespace="team-a")
+        assert [i.content for i in mine] == ["hello from async"] and len(theirs) == 0
+
+    asyncio.run(run())
