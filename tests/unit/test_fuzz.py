@@ -1,0 +1,373 @@
+"""Bad input, generated: the SDK and the HTTP API answer only with documented errors.
+
+Hypothesis throws random unicode (lone surrogates, NULs, RTL marks, emoji), huge strings,
+deep and cyclic metadata, wrong types, hostile ids (``*``, ``{``, ``:``, key-like strings)
+and negative or huge budgets at `MemoryClient` (on fakeredis) and at the HTTP API (in
+process). The properties: the SDK raises `ValidationError` or succeeds (no other exception);
+a refused call writes nothing; an accepted turn reads back intact and decodes for the
+workers; the API answers 2xx or a 4xx problem JSON, never a 500.
+
+CI runs a few dozen examples per property; ``HIVEMEM_FUZZ_EXAMPLES=10000`` (or
+``bench/fuzz.py``) runs the benchmark mode. `OUTCOMES` counts what happened.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import tempfile
+from collections import Counter
+from collections.abc import Iterator
+from datetime import UTC, datetime, timedelta
+from pathlib import Path
+from typing import Any
+from urllib.parse import quote
+
+import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+from hivemem import MemoryClient, Settings, ValidationError
+from hivemem.keys import Keys
+from hivemem.providers.embedders import HashingEmbedder
+from hivemem.store.redis import connect_fake, fake_server
+from hivemem.store.state import turn_from_json
+
+EXAMPLES = int(os.environ.get("HIVEMEM_FUZZ_EXAMPLES", "40"))
+FUZZ = settings(
+    max_examples=EXAMPLES, deadline=None, derandomize=EXAMPLES <= 100,
+    suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large,
+                           HealthCheck.function_scoped_fixture],
+)
+OUTCOMES: Counter[str] = Counter()
+KEYS = Keys("hm")
+SETTINGS = Settings.model_validate({"embedding": {"provider": "hashing", "dim": 64}})
+
+# -- strategies -----------------------------------------------------------------------------
+
+NASTY = ["\ud800", "\udfff", "\x00", "\u202e", "\u200f", "\ufeff", "🦄", "👩‍👩‍👧", "\n",
+         "\r\n", "\t", "\u0301", "ﷺ", "\U0001d54f", "\x7f", "\\", "\"", "'", "%s", "{}", "${x}"]
+chars = st.characters(codec=None, exclude_categories=())  # lone surrogates included
+
+
+def _strings(max_size: int, min_size: int = 0) -> st.SearchStrategy[str]:
+    return st.lists(st.one_of(chars, st.sampled_from(NASTY)), min_size=min_size,
+                    max_size=max_size).map("".join)
+
+
+texts = st.one_of(
+    _strings(200),
+    # Huge: one piece repeated up to well past the 32 KiB content limit.
+    st.builds(lambda piece, n: piece * n, _strings(8, 1), st.integers(1, 20_000)),
+)
+HOSTILE_IDS = ["*", "{", "}", "{a}", ":", "a:b", "hm:s:x:seq", "x:seq", "x:ids", "*:*", "?",
+               "[a]", "..", ".", "-", "a" * 128, "a" * 129, "", " ", "a b", "a\nb", "é",
+               "s:ep:state", "0", "-1", "null", "None", "\x00", "%2F", "a/b"]
+
+
+def mostly(good: st.SearchStrategy[Any], bad: st.SearchStrategy[Any],
+           p: float = 0.75) -> st.SearchStrategy[Any]:
+    """`good` with probability ~p, else `bad` (one_of flattens nested branches, so a plain
+    one_of would drown the valid values): the accepted path gets exercised too."""
+    return st.integers(0, 99).flatmap(lambda i: good if i < p * 100 else bad)
+
+
+valid_ids = st.from_regex(r"[A-Za-z0-9._:-]{1,40}", fullmatch=True)
+ids = mostly(valid_ids, st.one_of(
+    st.sampled_from(HOSTILE_IDS),
+    st.from_regex(r"[A-Za-z0-9._:*{}\[\]-]{0,130}", fullmatch=True), texts))
+wrong_types = st.one_of(st.none(), st.booleans(), st.integers(), st.floats(allow_nan=True),
+                        st.binary(max_size=20), st.lists(st.integers(), max_size=3),
+                        st.dictionaries(st.text(max_size=3), st.integers(), max_size=2))
+json_leaves = st.one_of(st.none(), st.booleans(), st.integers(min_value=-(2**70),
+                        max_value=2**70), st.floats(allow_nan=True, allow_infinity=True),
+                        _strings(30))
+json_values = st.recursive(
+    json_leaves,
+    lambda inner: st.one_of(st.lists(inner, max_size=4),
+                            st.dictionaries(_strings(10), inner, max_size=4)),
+    max_leaves=20,
+)
+
+
+def _deep(depth: int) -> dict[str, Any]:
+    out: dict[str, Any] = {}
+    node = out
+    for _ in range(depth):
+        node["k"] = {}
+        node = node["k"]
+    return out
+
+
+def _cyclic() -> dict[str, Any]:
+    d: dict[str, Any] = {"a": 1}
+    d["self"] = d
+    return d
+
+
+metadata = mostly(st.none(), st.one_of(
+    st.dictionaries(_strings(10), json_values, max_size=5),
+    st.integers(0, 5000).map(_deep), st.just(None).map(lambda _: _cyclic()),
+    st.dictionaries(st.integers(), st.integers(), max_size=2),  # non-string keys
+    st.builds(lambda n: {"big": "x" * n}, st.integers(0, 40_000)),
+    wrong_types,
+), 0.5)
+valid_roles = st.sampled_from(["user", "assistant", "system", "tool"])
+roles = mostly(valid_roles, st.one_of(texts, wrong_types))
+markers = st.one_of(st.none(), st.lists(st.one_of(st.sampled_from(
+    ["decision", "constraint", "failure", "goal", "custom:x"]), texts), max_size=4), wrong_types)
+timestamps = st.one_of(
+    st.none(), st.datetimes(timezones=st.just(UTC)), st.datetimes(),  # naive: refused
+    st.just(datetime.max.replace(tzinfo=UTC)), st.just(datetime.min.replace(tzinfo=UTC)),
+    wrong_types,
+)
+budgets = mostly(st.one_of(st.none(), st.integers(1, 10**7)), st.one_of(
+    st.integers(-(2**70), 2**70), st.sampled_from([0, -1, 1, 2**31, 2**63, 10**30]),
+    wrong_types), 0.6)
+queries = mostly(st.text(min_size=1, max_size=80), st.one_of(texts, wrong_types), 0.6)
+
+
+def _outcome(kind: str) -> None:
+    OUTCOMES[kind] += 1
+
+
+# -- SDK ------------------------------------------------------------------------------------
+
+
+@pytest.fixture
+def fresh() -> Iterator[Any]:
+    """A factory of empty fakeredis-backed clients (one per example)."""
+
+    def _make() -> tuple[MemoryClient, Any]:
+        r = connect_fake(fake_server())
+        return MemoryClient(SETTINGS, redis_client=r), r
+
+    yield _make
+
+
+@FUZZ
+@given(session_id=ids, role=roles, content=mostly(texts, wrong_types, 0.9), agent_id=mostly(
+    st.none(), st.one_of(ids, wrong_types)), markers=mostly(st.none(), markers),
+    meta=metadata, ts=mostly(st.none(), timestamps),
+    turn_id=mostly(st.none(), st.one_of(ids, wrong_types), 0.5),
+    namespace=mostly(st.none(), ids),
+    visibility=mostly(st.sampled_from(["shared", "private"]), st.one_of(texts, wrong_types)))
+def test_sdk_ingest_documented_errors_only_and_nothing_partial(
+    fresh: Any, session_id: Any, role: Any, content: Any, agent_id: Any, markers: Any,
+    meta: Any, ts: Any, turn_id: Any, namespace: Any, visibility: Any,
+) -> None:
+    client, r = fresh()
+    try:
+        turn = client.ingest(session_id, role, content, agent_id=agent_id, markers=markers,
+                             metadata=meta, timestamp=ts, turn_id=turn_id, namespace=namespace,
+                             visibility=visibility)
+    except ValidationError as exc:
+        assert exc.field and exc.message
+        assert r.dbsize() == 0, f"refused ({exc}) but wrote {r.keys('*')}"
+        _outcome(f"sdk.ingest.refused.{exc.field.split('.')[0].split('[')[0]}")
+        return
+    _outcome("sdk.ingest.accepted")
+    # What was accepted reads back intact and decodes the way the embed worker decodes it.
+    assert turn.content == content and turn.session_id == session_id
+    [(_, fields)] = r.xrange(KEYS.turns_stream)
+    stored = turn_from_json(fields[b"turn"], int(fields[b"seq"]))
+    assert stored.content == content and stored.seq == turn.seq == 1
+    assert stored.metadata == turn.metadata
+    assert client.get_session_stats(session_id).turns_enqueued == 1
+
+
+@FUZZ
+@given(rows=st.lists(mostly(
+    st.fixed_dictionaries({"session_id": ids, "role": roles, "content": texts},
+                          optional={"metadata": metadata, "turn_id": ids}),
+    st.one_of(wrong_types, st.fixed_dictionaries({"session_id": ids, "extra": texts})), 0.9),
+    min_size=1, max_size=6))
+def test_sdk_ingest_many_is_all_or_nothing(fresh: Any, rows: list[Any]) -> None:
+    client, r = fresh()
+    try:
+        turns = client.ingest_many(rows)
+    except ValidationError as exc:
+        assert r.dbsize() == 0, f"refused ({exc}) but wrote {r.keys('*')}"
+        _outcome("sdk.ingest_many.refused")
+        return
+    _outcome("sdk.ingest_many.accepted")
+    assert r.xlen(KEYS.turns_stream) == len([t for t in turns if not t.duplicate])
+
+
+@FUZZ
+@given(suffix=st.sampled_from(["seq", "ids", "ep", "ep:state", "reflect", "ns", "x"]),
+       base=st.from_regex(r"[A-Za-z0-9._-]{1,20}", fullmatch=True))
+def test_key_like_session_ids_do_not_touch_each_other(
+    fresh: Any, suffix: str, base: str
+) -> None:
+    client, _r = fresh()
+    other = f"{base}:{suffix}"
+    client.ingest(base, "user", "one")
+    client.ingest(other, "user", "two")
+    client.ingest(other, "user", "three")
+    assert client.get_session_stats(base).turns_enqueued == 1
+    assert client.get_session_stats(other).turns_enqueued == 2
+    _outcome("sdk.key_isolation")
+
+
+@pytest.fixture(scope="module")
+def recall_client() -> Iterator[tuple[MemoryClient, Any]]:
+    from hivemem.store.qdrant_edge import EdgeVectorStore
+    from hivemem.store.state import SessionState
+    from hivemem.store.streams import StreamStore
+    from hivemem.workers.embed import EmbedHandler, embed_kind
+    from hivemem.workers.stream import StreamWorker
+
+    folder = Path(tempfile.mkdtemp(prefix="hivemem-fuzz-"))
+    r = connect_fake(fake_server())
+    embedder = HashingEmbedder(64)
+    vectors = EdgeVectorStore(folder, 64)
+    client = MemoryClient(SETTINGS, redis_client=r, vector_store=vectors, embedder=embedder)
+    for i in range(12):
+        client.ingest("known", "user" if i % 2 else "assistant",
+                      f"Turn {i}: we chose PostgreSQL 🦄 \u202e for orders, page size {i}")
+    state = SessionState(r, client.keys, SETTINGS.ingest.recent_window)
+    streams = StreamStore(r, client.keys)
+    StreamWorker(embed_kind(EmbedHandler(embedder, vectors, state, streams, client.keys)),
+                 streams, SETTINGS.worker).run(burst=True)
+    yield client, r
+    vectors.close()
+
+
+@FUZZ
+@given(session_id=mostly(st.just("known"), ids), query=queries, budget=budgets,
+       preset=mostly(st.one_of(st.none(), st.sampled_from(
+           ["cheap", "balanced", "high_recall", "agent_state"])), st.one_of(texts, wrong_types)),
+       limit=mostly(st.none(), st.one_of(st.integers(-5, 10**9), wrong_types)))
+def test_sdk_recall_documented_errors_only_within_budget_and_writes_nothing(
+    recall_client: tuple[MemoryClient, Any], session_id: Any, query: Any, budget: Any,
+    preset: Any, limit: Any,
+) -> None:
+    client, r = recall_client
+    before = r.dbsize()
+    try:
+        result = client.recall(session_id, query, budget, preset=preset, limit=limit)
+    except ValidationError as exc:
+        _outcome(f"sdk.recall.refused.{exc.field.split('.')[0]}")
+        return
+    finally:
+        assert r.dbsize() == before
+    _outcome("sdk.recall.answered")
+    assert result.used_tokens <= result.token_budget
+    if isinstance(budget, int) and not isinstance(budget, bool):
+        assert result.token_budget == budget
+    assert sum(i.token_count for i in result) <= result.token_budget
+
+
+# -- HTTP API -------------------------------------------------------------------------------
+
+
+@pytest.fixture(scope="module")
+def api(recall_client: tuple[MemoryClient, Any]) -> Iterator[tuple[Any, dict[str, str], Any]]:
+    pytest.importorskip("fastapi")
+    from fastapi.testclient import TestClient
+
+    from hivemem.api import create_app
+    from hivemem.store.apikeys import ApiKeyStore
+
+    client, r = recall_client
+    key, _ = ApiKeyStore(r, client.keys).create("default", "fuzz")
+    app = create_app(client.settings, client=client)
+    with TestClient(app, raise_server_exceptions=False) as http:
+        yield http, {"Authorization": f"Bearer {key}"}, r
+
+
+def _problem(response: Any) -> None:
+    assert response.status_code != 500 and response.status_code < 500, (
+        response.status_code, response.text[:500])
+    if response.status_code >= 400:
+        assert response.headers["content-type"].startswith("application/problem+json")
+        body = response.json()
+        assert body["status"] == response.status_code and body["title"]
+
+
+def _path_id(value: Any) -> str:
+    # HTTP clients refuse URLs past ~64 KiB before sending; servers answer 414 sooner.
+    return quote(str(value)[:2000], safe="", errors="surrogatepass")
+
+
+def _json_body(value: Any) -> bytes:
+    return json.dumps(value, allow_nan=True, default=str).encode("utf-8", "surrogatepass")
+
+
+@FUZZ
+@given(session_id=ids, body=st.one_of(
+    st.fixed_dictionaries({"role": roles, "content": st.one_of(texts, wrong_types)},
+                          optional={"metadata": metadata.filter(lambda m: m is None or (
+                              isinstance(m, dict) and "self" not in m)),
+                              "turn_id": st.one_of(ids, wrong_types), "markers": markers,
+                              "timestamp": st.one_of(texts, st.datetimes().map(str)),
+                              "visibility": texts, "extra": json_values}),
+    json_values))
+def test_api_ingest_never_500_and_refusals_write_nothing(
+    api: tuple[Any, dict[str, str], Any], session_id: str, body: Any
+) -> None:
+    http, headers, r = api
+    before = r.xlen(KEYS.turns_stream)
+    try:
+        payload = _json_body(body)
+    except (ValueError, RecursionError):
+        payload = b"{"
+    path = f"/v1/sessions/{_path_id(session_id)}/turns"
+    response = http.post(path, content=payload,
+                         headers={**headers, "content-type": "application/json"})
+    _problem(response)
+    _outcome(f"api.ingest.{response.status_code}")
+    if response.status_code >= 400:
+        assert r.xlen(KEYS.turns_stream) == before
+    else:
+        assert response.json()["duplicate"] or r.xlen(KEYS.turns_stream) == before + 1
+
+
+@FUZZ
+@given(session_id=mostly(st.just("known"), ids), body=mostly(
+    st.fixed_dictionaries({"query": queries},
+                          optional={"token_budget": budgets, "preset": st.one_of(
+                              texts, wrong_types), "limit": budgets, "explain": wrong_types,
+                              "related_sessions": st.lists(ids, max_size=25)}),
+    json_values))
+def test_api_recall_never_500(
+    api: tuple[Any, dict[str, str], Any], session_id: str, body: Any
+) -> None:
+    http, headers, _r = api
+    path = f"/v1/sessions/{_path_id(session_id)}/recall"
+    response = http.post(path, content=_json_body(body),
+                         headers={**headers, "content-type": "application/json"})
+    _problem(response)
+    _outcome(f"api.recall.{response.status_code}")
+    if response.status_code == 200:
+        data = response.json()
+        assert data["used_tokens"] <= data["token_budget"]
+
+
+@FUZZ
+@given(raw=st.one_of(st.binary(max_size=300), _strings(300).map(
+    lambda s: s.encode("utf-8", "surrogatepass"))),
+       content_type=st.sampled_from(["application/json", "text/plain", "", "application/x"]))
+def test_api_garbage_bodies_are_4xx(
+    api: tuple[Any, dict[str, str], Any], raw: bytes, content_type: str
+) -> None:
+    http, headers, r = api
+    before = r.xlen(KEYS.turns_stream)
+    response = http.post("/v1/sessions/known/turns", content=raw,
+                         headers={**headers, "content-type": content_type})
+    _problem(response)
+    _outcome(f"api.garbage.{response.status_code}")
+    if response.status_code >= 400:
+        assert r.xlen(KEYS.turns_stream) == before
+
+
+def test_timestamps_far_in_the_past_or_future_are_refused_or_kept(fresh: Any) -> None:
+    client, _r = fresh()
+    for ts in (datetime(1, 1, 1, tzinfo=UTC), datetime(9999, 12, 31, tzinfo=UTC),
+               datetime.now(UTC) + timedelta(days=3650)):
+        try:
+            turn = client.ingest("ts", "user", "hello", timestamp=ts)
+        except ValidationError:
+            continue
+        assert turn.timestamp == ts
