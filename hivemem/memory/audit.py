@@ -28,6 +28,13 @@ AuditAction = Literal[
     "imported",  # written by an import or a restore
 ]
 Actor = Literal["reflection", "compaction", "import", "user"]
+_EVENT_NAMESPACE = uuid.UUID("9d4c2b1e-6f3a-4e8d-b5c7-2a1f0e9d8c76")
+
+
+def event_id_for(cause: str, fact_id: str, action: str) -> str:
+    """Deterministic: a retried reflection (or compaction) names the same events, and the
+    log reads each once (`hivemem.store.audit` keeps the first)."""
+    return uuid.uuid5(_EVENT_NAMESPACE, f"{cause}/{fact_id}/{action}").hex
 
 
 class AuditEvent(BaseModel):
@@ -74,6 +81,7 @@ def reflection_events(
         if after is None:
             return
         events.append(AuditEvent(
+            event_id=event_id_for(cause, fact_id, action),
             at=at, session_id=after.session_id, fact_id=fact_id, action=action,
             actor="reflection", cause=cause, reason=reason or "",
             from_status=old.status.value if old else None, to_status=after.status.value,
@@ -117,6 +125,7 @@ def compaction_events(
         after = plan.writes[fact_id]
         prior = old.get(fact_id)
         events.append(AuditEvent(
+            event_id=event_id_for(cause, fact_id, action),
             at=at, session_id=after.session_id, fact_id=fact_id, action=action,
             actor="compaction", cause=cause, reason=reason,
             from_status=prior.status.value if prior else None, to_status=after.status.value,

@@ -69,9 +69,11 @@ class AuditLog:
             return int(self._r.xlen(self.keys.session_audit(session_id)))
 
     def iter_events(self, session_id: str) -> Iterator[AuditEvent]:
-        """The session's events, oldest first, read page by page."""
+        """The session's events, oldest first, read page by page. An event appended twice (a
+        retried job names its events the same) is read once, at its first position."""
         key = self.keys.session_audit(session_id)
         start = "-"
+        seen: set[str] = set()
         while True:
             with redis_errors("read audit events"):
                 rows = self._r.xrange(key, min=start, max="+", count=_PAGE)
@@ -79,7 +81,8 @@ class AuditLog:
                 return
             for _entry_id, fields in rows:
                 event = _event(fields)
-                if event is not None:
+                if event is not None and event.event_id not in seen:
+                    seen.add(event.event_id)
                     yield event
             if len(rows) < _PAGE:
                 return

@@ -156,3 +156,18 @@ def test_ten_thousand_facts_plan_quickly() -> None:
                         policy=CompactionPolicy(max_active_facts=5000))
     assert p.diff.active_after <= 5000
     assert len(p.diff.archived) >= n - 5000
+
+
+def test_a_retried_reflection_names_the_same_audit_events() -> None:
+    from hivemem.memory.audit import reflection_events
+    from hivemem.memory.consolidation import plan_actions
+    from hivemem.memory.facts import FactAction
+
+    def events() -> list[str]:
+        plan = plan_actions([], [FactAction(op="add", content="Use PostgreSQL")],
+                            session_id="s", episode_id="ep", namespace="default", now=CLOCK,
+                            valid_from=CLOCK, similarity=lambda _c, _f: 0.0)
+        return [e.event_id for e in reflection_events(plan, [], episode_id="ep", at=CLOCK)]
+
+    first = events()
+    assert len(first) == 1 and events() == first

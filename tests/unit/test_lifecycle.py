@@ -217,3 +217,19 @@ def test_the_async_client_has_the_lifecycle_methods(pipeline: Pipeline) -> None:
             "turn"] * 4
 
     asyncio.run(run())
+
+
+def test_the_audit_log_is_append_only_and_reads_a_repeated_event_once(
+    redis_client: redis.Redis,
+) -> None:
+    from hivemem.keys import Keys
+    from hivemem.memory.audit import AuditEvent
+    from hivemem.store.audit import AuditLog
+
+    log = AuditLog(redis_client, Keys("t"))
+    events = [AuditEvent(event_id=f"e{i}", at=T0, session_id="x", fact_id=f"f{i}",
+                         action="archived", actor="compaction") for i in range(3)]
+    log.append(events)
+    log.append(events[1:])  # a retried job
+    assert log.count("x") == 5
+    assert [(e.event_id, e.seq) for e in log.events("x")] == [("e0", 1), ("e1", 2), ("e2", 3)]
