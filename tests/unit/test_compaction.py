@@ -171,3 +171,33 @@ def test_a_retried_reflection_names_the_same_audit_events() -> None:
 
     first = events()
     assert len(first) == 1 and events() == first
+
+
+def test_reflection_events_record_supersede_conflict_and_archive() -> None:
+    from hivemem.memory.audit import reflection_events
+    from hivemem.memory.consolidation import plan_actions
+    from hivemem.memory.facts import FactAction
+
+    db = fact("db", "We use PostgreSQL", kind=FactKind.DECISION).model_copy(
+        update={"subject": "database"})
+    api = fact("api", "The API uses Django", kind=FactKind.DECISION).model_copy(
+        update={"subject": "api"})
+    old = fact("old", "Deadline is Friday", kind=FactKind.CONSTRAINT)
+    plan = plan_actions(
+        [db, api, old],
+        [FactAction(op="update", target="db", content="We use MySQL", subject="database",
+                    kind=FactKind.DECISION, reason="ops asked"),
+         FactAction(op="add", content="The API uses Flask", subject="api",
+                    kind=FactKind.DECISION),
+         FactAction(op="remove", target="old", reason="cancelled")],
+        session_id="s", episode_id="ep", namespace="default", now=CLOCK, valid_from=CLOCK,
+        similarity=lambda _c, _f: 0.0)
+    events = {(e.fact_id, e.action): e for e in reflection_events(
+        plan, [db, api, old], episode_id="ep", at=CLOCK)}
+    new_db = plan.writes["db"].superseded_by
+    assert events[("db", "superseded")].related == [new_db]
+    assert events[("db", "superseded")].reason == "ops asked"
+    assert events[("db", "superseded")].from_status == "active"
+    assert events[("api", "conflicted")].to_status == "conflicted"
+    assert events[("old", "archived")].reason == "cancelled"
+    assert events[(new_db, "created")].cause == "episode ep"
