@@ -182,6 +182,12 @@ def _why_layer(fact: Fact, layer: str) -> str:
     return "unconfirmed and aging: short-term"
 
 
+def _owner(fact: Fact) -> tuple[str, str | None]:
+    """Who may see the fact (`hivemem.scope`): a private fact folded into a shared one would
+    lend it its provenance, a shared one folded into a private one would vanish for others."""
+    return (fact.visibility, fact.agent_id if fact.visibility == "private" else None)
+
+
 def _quality(fact: Fact) -> tuple[float, int, float, str]:
     """Best wording first: confidence, provenance, newest."""
     return (-fact.confidence, -support(fact), -fact.valid_from.timestamp(), fact.fact_id)
@@ -273,7 +279,8 @@ class _Planner:
             for other, sim in sorted(near[local].items(), key=lambda kv: (-kv[1], kv[0])):
                 dup = facts[active[other]]
                 if (other in assigned or dup.kind != keeper.kind
-                        or contradicts(dup.content, keeper.content)):
+                        or contradicts(dup.content, keeper.content)
+                        or _owner(dup) != _owner(keeper)):  # scopes never merge
                     continue
                 assigned.add(other)
                 keeper = self._absorb(keeper, dup, sim)

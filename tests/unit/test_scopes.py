@@ -256,3 +256,26 @@ def test_async_client_passes_scopes_through(pipeline: Pipeline) -> None:
         assert [i.content for i in mine] == ["hello from async"] and len(theirs) == 0
 
     asyncio.run(run())
+
+
+def test_compaction_never_merges_across_scopes() -> None:
+    from hivemem.memory.compaction import CompactionPolicy, plan_compaction
+
+    now = datetime(2026, 1, 1, tzinfo=UTC)
+
+    def fact(i: int, visibility: str, agent: str) -> Fact:
+        return Fact(fact_id=f"{i:032x}", session_id="s", agent_id=agent, content="We use Postgres",
+                    visibility=visibility, created_at=now, valid_from=now)  # type: ignore[arg-type]
+
+    facts = [fact(1, "shared", "a"), fact(2, "private", "b"), fact(3, "private", "c"),
+             fact(4, "shared", "d"), fact(5, "private", "b")]
+    vectors = EMB.embed_documents([f.content for f in facts])
+    plan = plan_compaction(facts, vectors, session_id="s", clock=now,
+                           policy=CompactionPolicy(archive_stale=False))
+    merged = {(e.fact_id, e.into) for e in plan.diff.merged}
+    by_id = {f.fact_id: f for f in facts}
+    assert merged, "identical facts of one scope still merge"
+    for dup, into in merged:
+        assert by_id[dup].visibility == by_id[into].visibility
+        if by_id[dup].visibility == "private":
+            assert by_id[dup].agent_id == by_id[into].agent_id
