@@ -35,7 +35,7 @@ from hivemem.store.state import turn_from_json
 
 EXAMPLES = int(os.environ.get("HIVEMEM_FUZZ_EXAMPLES", "40"))
 FUZZ = settings(
-    max_examples=EXAMPLES, deadline=None, derandomize=EXAMPLES <= 100,
+    max_examples=EXAMPLES, deadline=None, derandomize=EXAMPLES <= 100, database=None,
     suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large,
                            HealthCheck.function_scoped_fixture],
 )
