@@ -196,7 +196,9 @@ def _phase_reflect(
         assert time.monotonic() < deadline, f"reflected {reflected()}/{total}"
         time.sleep(0.1)
     last.signal(signal.SIGTERM)
-    assert last.wait(timeout=60) == 0, last.output()[-3000:]
+    # 0: it finished its job and stopped; -SIGTERM: there was nothing left for it and the
+    # signal came while it was still starting (before rq installs its handlers).
+    assert last.wait(timeout=60) in (0, -signal.SIGTERM), last.output()[-3000:]
     return total
 
 
