@@ -74,7 +74,11 @@ class Chaos:
                                         command=WORKERS)
 
     def strike(self) -> None:
-        name = self.rng.choice(sorted(self.running))
+        """Kill a worker of the kind killed least so far (every kind gets its share)."""
+        kinds = sorted({n.split("-")[0] for n in self.running})
+        fewest = min(self.kills[k] for k in kinds)
+        kind = self.rng.choice([k for k in kinds if self.kills[k] == fewest])
+        name = self.rng.choice(sorted(n for n in self.running if n.startswith(kind)))
         proc = self.running[name]
         assert proc.process.poll() is None, f"{name} died by itself:\n{proc.output()[-3000:]}"
         proc.signal(signal.SIGKILL)
@@ -134,7 +138,9 @@ def _phase_load(
                 by_session[t["session_id"]] += 1
                 if by_session[t["session_id"]] == PER_SESSION:
                     producer.close_session(t["session_id"])
-            time.sleep(0.02)
+            time.sleep(pace)
+
+    pace = (30.0 if SOAK else 4.0) / (len(turns) / 40)  # the load lasts ~4 s (soak: ~30 s)
 
     def settled() -> bool:
         # Every turn embedded, every seq (turns + the close_session) assigned.
@@ -147,7 +153,10 @@ def _phase_load(
     loader.start()
     deadline = time.monotonic() + (900 if SOAK else 150)
     next_kill = time.monotonic() + rng.uniform(0.5, 1.5)
-    while loader.is_alive() or not settled():
+    def enough_kills() -> bool:
+        return chaos.kills["embed"] >= 2 and chaos.kills["boundary"] >= 2
+
+    while loader.is_alive() or not settled() or not enough_kills():
         if time.monotonic() >= deadline:
             stats = [producer.get_session_stats(sid) for sid in sessions]
             logs = {k: p.output()[-1500:] for k, p in chaos.running.items()}
@@ -156,7 +165,7 @@ def _phase_load(
                 f" assigned {[s.turns_assigned for s in stats]}, kills {dict(chaos.kills)},"
                 f" stages {stats[0].stages}\n{logs}"
             )
-        if time.monotonic() >= next_kill and (loader.is_alive() or chaos.kills.total() < 6):
+        if time.monotonic() >= next_kill and (loader.is_alive() or not enough_kills()):
             chaos.strike()
             next_kill = time.monotonic() + rng.uniform(0.5, 1.5)
         time.sleep(0.05)
