@@ -842,24 +842,9 @@ def aggregate(scores: Scores, convs: list[dict[str, Any]]) -> dict[str, Any]:
     return out
 
 
-def table(agg: dict[str, Any], group: str, *, latency: bool) -> list[str]:
-    head = ["system", *COLUMNS] + (["p50 ms", "p95 ms"] if latency else [])
-    lines = ["| " + " | ".join(head) + " |", "|" + "---|" * len(head)]
-    for system in [s for s in SYSTEM_ORDER if s in agg]:
-        r = agg[system].get(group)
-        if r is None:
-            continue
-        cells = [system] + [f"{r[c]:.3f}" for c in COLUMNS]
-        if latency:
-            lat = agg[system]["latency_ms"]
-            cells += [f"{lat['p50']:.1f}", f"{lat['p95']:.1f}"] if lat else ["-", "-"]
-        lines.append("| " + " | ".join(cells) + " |")
-    return lines
-
-
-def text_table(agg: dict[str, Any], group: str, *, latency: bool) -> str:
-    head = ["system", *COLUMNS] + (["p50ms", "p95ms"] if latency else [])
-    rows = [head]
+def table_rows(agg: dict[str, Any], group: str, *, latency: bool) -> list[list[str]]:
+    """Per system that has `group`: its name, the recall columns and (optionally) latency."""
+    rows = []
     for system in [s for s in SYSTEM_ORDER if s in agg]:
         r = agg[system].get(group)
         if r is None:
@@ -869,6 +854,19 @@ def text_table(agg: dict[str, Any], group: str, *, latency: bool) -> str:
             lat = agg[system]["latency_ms"]
             cells += [f"{lat['p50']:.1f}", f"{lat['p95']:.1f}"] if lat else ["-", "-"]
         rows.append(cells)
+    return rows
+
+
+def table(agg: dict[str, Any], group: str, *, latency: bool) -> list[str]:
+    head = ["system", *COLUMNS] + (["p50 ms", "p95 ms"] if latency else [])
+    lines = ["| " + " | ".join(head) + " |", "|" + "---|" * len(head)]
+    lines += ["| " + " | ".join(cells) + " |" for cells in table_rows(agg, group, latency=latency)]
+    return lines
+
+
+def text_table(agg: dict[str, Any], group: str, *, latency: bool) -> str:
+    head = ["system", *COLUMNS] + (["p50ms", "p95ms"] if latency else [])
+    rows = [head, *table_rows(agg, group, latency=latency)]
     widths = [max(len(r[i]) for r in rows) for i in range(len(head))]
     return "\n".join(
         "  ".join(c.ljust(w) if i == 0 else c.rjust(w)

@@ -133,6 +133,16 @@ def reflect_queue_length(client: MemoryClient) -> int:
 # -- init -----------------------------------------------------------------------------------
 
 
+def _target_session(
+    ctx: click.Context, session: str | None, redis_url: str | None, qdrant_url: str | None
+) -> tuple[Target, str]:
+    """Check --session (before anything is opened), then where to go and which session."""
+    if session is not None:
+        checked("--session", lambda v: check_id("session", v), session)
+    target = resolve_target(ctx, redis_url, qdrant_url)
+    return target, default_session(target, session)
+
+
 @click.command()
 @click.argument("folder", required=False, type=click.Path(file_okay=False, path_type=Path))
 @click.option("--json", "as_json", is_flag=True, help="Print JSON.")
@@ -240,10 +250,7 @@ def recent(
     include_archived: bool, as_json: bool, redis_url: str | None, qdrant_url: str | None,
 ) -> None:
     """The newest turns of the session and its current facts."""
-    if session is not None:
-        checked("--session", lambda v: check_id("session", v), session)
-    target = resolve_target(ctx, redis_url, qdrant_url)
-    session_id = default_session(target, session)
+    target, session_id = _target_session(ctx, session, redis_url, qdrant_url)
     shown = {FactStatus.ACTIVE, FactStatus.CONFLICTED}
     if include_inactive:
         shown.add(FactStatus.SUPERSEDED)
@@ -302,10 +309,7 @@ def search(
 ) -> None:
     """The session's memories ranked for QUERY, with scores and why."""
     checked("QUERY", check_query, query)
-    if session is not None:
-        checked("--session", lambda v: check_id("session", v), session)
-    target = resolve_target(ctx, redis_url, qdrant_url)
-    session_id = default_session(target, session)
+    target, session_id = _target_session(ctx, session, redis_url, qdrant_url)
     view = _recall(target, session_id, query, None, None, limit, explain=False)
     if as_json:
         emit_json({
@@ -333,10 +337,7 @@ def context(
 ) -> None:
     """The budgeted context recall would hand an agent for QUERY."""
     checked("QUERY", check_query, query)
-    if session is not None:
-        checked("--session", lambda v: check_id("session", v), session)
-    target = resolve_target(ctx, redis_url, qdrant_url)
-    session_id = default_session(target, session)
+    target, session_id = _target_session(ctx, session, redis_url, qdrant_url)
     view = _recall(target, session_id, query, budget, preset, None, explain=True)
     if as_json:
         data = view.model_dump(mode="json")
