@@ -47,7 +47,7 @@ def free_port() -> int:
 
 
 def hivemem(*args: str) -> list[str]:
-    return [sys.executable, "-c", "from hivemem.cli import main; main()", *args]
+    return [sys.executable, "-c", "from hivemem.cli.main import main; main()", *args]
 
 
 class Agent(threading.Thread):

@@ -66,7 +66,7 @@ import numpy as np  # noqa: E402
 import numpy.typing as npt  # noqa: E402
 
 from hivemem.config import EmbeddingSettings, EpisodeSettings, Settings  # noqa: E402
-from hivemem.memory.episodes import Episode  # noqa: E402
+from hivemem.domain.episode import Episode  # noqa: E402
 from hivemem.producer.client import MemoryClient  # noqa: E402
 from hivemem.providers.embedders import Embedder, build_embedder  # noqa: E402
 

@@ -52,7 +52,7 @@ DIM = 384
 
 
 def synthetic_facts(n: int, seed: int = 0) -> tuple[list[Any], np.ndarray, datetime]:
-    from hivemem.memory.facts import Fact, FactKind
+    from hivemem.domain.fact import Fact, FactKind
 
     rng = np.random.default_rng(seed)
     clock = datetime(2026, 6, 1, tzinfo=UTC)
@@ -100,9 +100,9 @@ def open_redis(tmp: Path) -> tuple[Any, str, Any]:
 
 def bench_compaction(n: int, log: Callable[[str], None]) -> dict[str, Any]:
     from hivemem.config import Settings
-    from hivemem.keys import Keys
-    from hivemem.memory.compaction import CompactionPolicy, plan_compaction
-    from hivemem.store.qdrant_edge import EdgeVectorStore
+    from hivemem.domain.compaction import CompactionPolicy, plan_compaction
+    from hivemem.pipeline.topology import Keys
+    from hivemem.store.vectors.edge import EdgeVectorStore
     from hivemem.workers.compact import Compactor
 
     facts, vectors, clock = synthetic_facts(n)
@@ -248,13 +248,13 @@ def bench_locomo(only: list[str] | None, log: Callable[[str], None]) -> dict[str
 
 
 def bench_transfer(records: int, log: Callable[[str], None]) -> dict[str, Any]:
-    from hivemem.keys import Keys
-    from hivemem.memory.facts import Fact
-    from hivemem.models import Role, Turn
+    from hivemem.domain.fact import Fact
+    from hivemem.domain.models import Role, Turn
+    from hivemem.pipeline.topology import Keys
     from hivemem.providers.embedders import HashingEmbedder
-    from hivemem.store.qdrant_edge import EdgeVectorStore
     from hivemem.store.state import SessionState
-    from hivemem.store.vectors import FACTS, TURNS
+    from hivemem.store.vectors.base import FACTS, TURNS
+    from hivemem.store.vectors.edge import EdgeVectorStore
     from hivemem.transfer.exporter import export_to
     from hivemem.transfer.importer import import_from
     from hivemem.transfer.stores import Stores

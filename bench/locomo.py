@@ -25,7 +25,7 @@ Metrics, per question, averaged over questions (overall and per category):
 - recall within a token budget B (500, 1000, 2000): the same share over everything returned for
   budget B. hivemem: `recall(session, q, token_budget=B)` (no limit). Baselines: their ranking
   packed greedily (an item that does not fit is skipped, smaller later ones may still go in, as
-  hivemem packs) with `hivemem.memory.tokens.estimate_tokens`. gleanr is given that estimate as
+  hivemem packs) with `hivemem.domain.tokens.estimate_tokens`. gleanr is given that estimate as
   its token counter; mneno's order is packed by this script (see bench/locomo_mneno.py).
 - latency: p50/p95 of one ranking call per question (hivemem: `recall(limit=20)`, query
   embedding included; dense: query embedding + matrix product + sort; BM25: tokenise + score +
@@ -604,7 +604,7 @@ def run_baselines(
     import numpy as np
     from fastembed import TextEmbedding
 
-    from hivemem.memory.tokens import estimate_tokens
+    from hivemem.domain.tokens import estimate_tokens
 
     info: dict[str, Any] = {"embed": {}, "cpu": {}}
     model = TextEmbedding(MODEL)
@@ -770,7 +770,7 @@ def score_reference(
     scores: Scores,
     wall: float,
 ) -> dict[str, Any]:
-    from hivemem.memory.tokens import estimate_tokens
+    from hivemem.domain.tokens import estimate_tokens
 
     out = json.loads(out_path.read_text(encoding="utf-8"))
     info: dict[str, Any] = {

@@ -4,7 +4,7 @@
     /work/venv/bin/python bench/markers.py
 
 1. Precision / recall / F1 per marker (and support) on tests/data/markers_labelled.jsonl, for
-   `hivemem.memory.markers.detect_markers` and for a baseline that only sees a leading
+   `hivemem.domain.markers.detect_markers` and for a baseline that only sees a leading
    "Decision:" / "Constraint:" / "Failure:" / "Goal:" (what gleanr detects).
 2. Held-out sanity check: how many LoCoMo turns (../shared/data/locomo-dev/*.json, raw turn text)
    get each marker, per 1000 turns, with 5 seeded random examples per marker for a human to judge.
@@ -27,7 +27,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 from common import RESULTS, locomo_conversations
 
-from hivemem.memory.markers import ORDER, detect_markers
+from hivemem.domain.markers import ORDER, detect_markers
 
 LABELLED = Path(__file__).resolve().parent.parent / "tests" / "data" / "markers_labelled.jsonl"
 SEED = 1234

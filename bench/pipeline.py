@@ -75,15 +75,15 @@ import numpy as np  # noqa: E402
 
 import hivemem.workers.embed as embed_mod  # noqa: E402
 from hivemem.config import EmbeddingSettings, Settings, WorkerSettings  # noqa: E402
-from hivemem.keys import Keys  # noqa: E402
+from hivemem.domain.models import wire_json  # noqa: E402
+from hivemem.domain.turn import TurnDraft  # noqa: E402
 from hivemem.logs import configure_logging  # noqa: E402
-from hivemem.models import wire_json  # noqa: E402
+from hivemem.pipeline.topology import Keys  # noqa: E402
 from hivemem.producer.client import MemoryClient  # noqa: E402
-from hivemem.producer.validation import TurnDraft  # noqa: E402
-from hivemem.store.qdrant_edge import EdgeVectorStore  # noqa: E402
 from hivemem.store.redis import connect  # noqa: E402
 from hivemem.store.state import SessionState  # noqa: E402
 from hivemem.store.streams import StreamStore  # noqa: E402
+from hivemem.store.vectors.edge import EdgeVectorStore  # noqa: E402
 from hivemem.workers.embed import EmbedHandler, embed_kind  # noqa: E402
 from hivemem.workers.stream import StreamWorker  # noqa: E402
 

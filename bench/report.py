@@ -90,11 +90,11 @@ def bench_scaling(server: Any, texts: list[str], tmp: Path) -> dict[str, Any]:
     same turns; baseline: raw fastembed on one thread over the same texts."""
     from hivemem import MemoryClient
     from hivemem.config import Settings
-    from hivemem.keys import Keys
-    from hivemem.store.qdrant_edge import EdgeVectorStore
+    from hivemem.pipeline.topology import Keys
     from hivemem.store.redis import connect
     from hivemem.store.state import SessionState
     from hivemem.store.streams import StreamStore
+    from hivemem.store.vectors.edge import EdgeVectorStore
     from hivemem.workers.embed import EmbedHandler, embed_kind
     from hivemem.workers.stream import StreamWorker
 
@@ -172,11 +172,11 @@ def build_memory(
         "redis": {"url": server.url, "key_prefix": prefix}, "log_level": "warning",
         "embedding": {"model": MODEL}})
     if backend == "edge":
-        from hivemem.store.qdrant_edge import EdgeVectorStore
+        from hivemem.store.vectors.edge import EdgeVectorStore
 
         store: Any = EdgeVectorStore(tmp / f"recall-{n}", 384)
     else:
-        from hivemem.store.qdrant_server import ServerVectorStore
+        from hivemem.store.vectors.server import ServerVectorStore
 
         store = ServerVectorStore(settings.qdrant, 384, location=":memory:")
     conn = connect(settings.redis)

@@ -5,6 +5,17 @@ embedded Qdrant engine; those load when a worker or a recall first needs them.
 """
 
 from hivemem.config import Settings
+from hivemem.domain.models import (
+    ContextItem,
+    DeadLetter,
+    ExcludedItem,
+    RecallResult,
+    Role,
+    ScoreComponents,
+    SessionStats,
+    Turn,
+)
+from hivemem.domain.recall.policy import PRESETS, RecallPolicy, ScoringWeights
 from hivemem.errors import (
     Backpressure,
     HivememError,
@@ -14,17 +25,6 @@ from hivemem.errors import (
     RetryLater,
     StoreUnavailable,
     ValidationError,
-)
-from hivemem.memory.policy import PRESETS, RecallPolicy, ScoringWeights
-from hivemem.models import (
-    ContextItem,
-    DeadLetter,
-    ExcludedItem,
-    RecallResult,
-    Role,
-    ScoreComponents,
-    SessionStats,
-    Turn,
 )
 from hivemem.producer.aio import AsyncMemoryClient
 from hivemem.producer.client import MemoryClient, TurnInput

@@ -1,5 +1,5 @@
 """`python -m hivemem ...` is the `hivemem` command."""
 
-from hivemem.cli import main
+from hivemem.cli.main import main
 
 main()

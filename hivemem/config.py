@@ -13,7 +13,7 @@ from typing import Literal
 from pydantic import BaseModel, Field, SecretStr, field_validator, model_validator
 from pydantic_settings import BaseSettings, SettingsConfigDict
 
-from hivemem.memory.compaction import CompactionPolicy
+from hivemem.domain.compaction import CompactionPolicy
 
 
 class RedisSettings(BaseModel):
@@ -138,7 +138,8 @@ class ReflectionSettings(BaseModel):
 
 
 class RecallSettings(BaseModel):
-    """Recall defaults; everything else a recall does is its policy (`hivemem.memory.policy`)."""
+    """Recall defaults; everything else a recall does is its policy
+    (`hivemem.domain.recall.policy`)."""
 
     default_token_budget: int = Field(default=4000, ge=1)
     # cheap, balanced, high_recall or agent_state.
@@ -147,7 +148,7 @@ class RecallSettings(BaseModel):
     @field_validator("default_preset")
     @classmethod
     def _known_preset(cls, value: str) -> str:
-        from hivemem.memory.policy import PRESETS
+        from hivemem.domain.recall.policy import PRESETS
 
         if value not in PRESETS:
             raise ValueError(f"unknown preset {value!r}; one of {sorted(PRESETS)}")
@@ -155,7 +156,7 @@ class RecallSettings(BaseModel):
 
 
 class CompactionSettings(CompactionPolicy):
-    """The compaction policy (`hivemem.memory.compaction`) and when it runs by itself."""
+    """The compaction policy (`hivemem.domain.compaction`) and when it runs by itself."""
 
     # Enqueue a compaction of the session after every this many reflected episodes (0: only
     # on demand: `hivemem compact`, `MemoryClient.compact`, `schedule_compaction`).

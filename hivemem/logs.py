@@ -17,8 +17,8 @@ def redact_secrets(
     _logger: object, _method: str, event: structlog.typing.EventDict
 ) -> structlog.typing.EventDict:
     """Last step before rendering: no key, password or token reaches a log line (by the
-    field's name, or by the value's shape: `hivemem.redact`)."""
-    from hivemem.redact import MASK, redact
+    field's name, or by the value's shape: `hivemem.domain.redact`)."""
+    from hivemem.domain.redact import MASK, redact
 
     for key, value in event.items():
         if _SECRET_FIELD.fullmatch(key) and value:

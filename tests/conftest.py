@@ -100,9 +100,9 @@ def pipeline(
     redis_client: redis.Redis, settings: Settings, embedder: HashingEmbedder
 ) -> Iterator[tuple[MemoryClient, Callable[[], None]]]:
     """A client on Redis + Qdrant `:memory:`, and `drain()` to run the embed worker (burst)."""
-    from hivemem.store.qdrant_server import ServerVectorStore
     from hivemem.store.state import SessionState
     from hivemem.store.streams import StreamStore
+    from hivemem.store.vectors.server import ServerVectorStore
     from hivemem.workers.embed import EmbedHandler, embed_kind
     from hivemem.workers.stream import StreamWorker
 

@@ -22,8 +22,8 @@ from hivemem.api.observe import Observe
 from hivemem.api.routes import build_router
 from hivemem.api.schemas import Health
 from hivemem.config import Settings
-from hivemem.metrics import CONTENT_TYPE, Metrics
 from hivemem.producer.client import MemoryClient
+from hivemem.runtime.metrics import CONTENT_TYPE, Metrics
 from hivemem.store.apikeys import ApiKeyStore
 
 log = structlog.get_logger(__name__)

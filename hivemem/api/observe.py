@@ -11,7 +11,7 @@ import uuid
 import structlog
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
-from hivemem.metrics import Metrics
+from hivemem.runtime.metrics import Metrics
 
 log = structlog.get_logger(__name__)
 _REQUEST_ID = re.compile(r"^[A-Za-z0-9._:-]{1,64}$")

@@ -25,12 +25,12 @@ from hivemem.api.schemas import (
     TurnIn,
     TurnOut,
 )
+from hivemem.domain.fact import Fact
+from hivemem.domain.models import Turn
+from hivemem.domain.scope import scope_for
 from hivemem.errors import ValidationError
-from hivemem.memory.facts import Fact
-from hivemem.metrics import Metrics, timed
-from hivemem.models import Turn
 from hivemem.producer.client import MemoryClient
-from hivemem.scope import scope_for
+from hivemem.runtime.metrics import Metrics, timed
 from hivemem.store.apikeys import ApiKeyInfo
 
 SessionId = Annotated[str, Path(pattern=r"^[A-Za-z0-9._:-]{1,128}$", max_length=128)]

@@ -11,7 +11,7 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
-from hivemem.models import SessionStats, StageLag
+from hivemem.domain.models import SessionStats, StageLag
 
 Visibility = Literal["private", "shared"]
 Preset = Literal["cheap", "balanced", "high_recall", "agent_state"]

@@ -6,9 +6,9 @@ keeps only the events whose turn, episode or fact the caller's scope admits.
 
 from collections.abc import Sequence
 
-from hivemem.lifecycle.timeline import TimelineEvent
+from hivemem.domain.scope import Scope
+from hivemem.domain.timeline import TimelineEvent
 from hivemem.producer.client import MemoryClient
-from hivemem.scope import Scope
 
 
 def scoped_timeline(

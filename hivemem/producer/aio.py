@@ -14,10 +14,10 @@ from pathlib import Path
 from typing import Any, Self
 
 from hivemem.config import Settings
-from hivemem.lifecycle.aio_api import AsyncLifecycleMixin
-from hivemem.memory.episodes import Episode
-from hivemem.memory.policy import RecallPolicy
-from hivemem.models import RecallResult, Role, SessionStats, Turn
+from hivemem.domain.episode import Episode
+from hivemem.domain.models import RecallResult, Role, SessionStats, Turn
+from hivemem.domain.recall.policy import RecallPolicy
+from hivemem.producer.aio_admin import AsyncLifecycleMixin
 from hivemem.producer.client import MemoryClient, TurnInput
 
 

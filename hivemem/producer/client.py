@@ -10,17 +10,17 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, NotRequired, Self, TypedDict
 
 from hivemem.config import Settings
+from hivemem.domain.episode import Episode
+from hivemem.domain.fact import Fact
+from hivemem.domain.models import DeadLetter, RecallResult, Role, SessionStats, Turn
+from hivemem.domain.recall.policy import RecallPolicy, resolve_policy
+from hivemem.domain.scope import Scope, check_namespace, scope_for
+from hivemem.domain.turn import TurnDraft, check_budget, check_id, check_query
 from hivemem.errors import ProcessingTimeout, ValidationError
-from hivemem.keys import Keys
-from hivemem.lifecycle.client_api import LifecycleMixin, lifecycle_statuses
 from hivemem.logs import ensure_quiet_default
-from hivemem.memory.episodes import Episode
-from hivemem.memory.facts import Fact
-from hivemem.memory.policy import RecallPolicy, resolve_policy
-from hivemem.models import DeadLetter, RecallResult, Role, SessionStats, Turn
+from hivemem.pipeline.topology import Keys
+from hivemem.producer.admin import LifecycleMixin, lifecycle_statuses
 from hivemem.producer.guard import IngestGuard
-from hivemem.producer.validation import TurnDraft, check_budget, check_id, check_query
-from hivemem.scope import Scope, check_namespace, scope_for
 from hivemem.store.episodes import EpisodeStore
 from hivemem.store.redis import Redis, connect
 from hivemem.store.reflection import ReflectionState
@@ -28,11 +28,11 @@ from hivemem.store.state import SessionState
 from hivemem.store.streams import StreamStore
 
 if TYPE_CHECKING:
-    from hivemem.embedded import EmbeddedRuntime
     from hivemem.producer.recall import Recaller
     from hivemem.providers.embedders import Embedder
     from hivemem.providers.reflector import Reflector
-    from hivemem.store.vectors import VectorStore
+    from hivemem.runtime.embedded import EmbeddedRuntime
+    from hivemem.store.vectors.base import VectorStore
 
 
 class TurnInput(TypedDict):
@@ -98,7 +98,7 @@ class MemoryClient(LifecycleMixin):
         `workers`: embed threads (default: one per core, at most four). Reflection uses
         `reflector`, else the configured LLM, else the heuristic reflector.
         """
-        from hivemem.embedded import EmbeddedRuntime
+        from hivemem.runtime.embedded import EmbeddedRuntime
 
         ensure_quiet_default()
         settings = settings or Settings()
@@ -463,7 +463,7 @@ class MemoryClient(LifecycleMixin):
             if self._recaller is None:
                 from hivemem.producer.recall import Recaller
                 from hivemem.providers.embedders import build_embedder
-                from hivemem.store.factory import open_vector_store
+                from hivemem.store.vectors.factory import open_vector_store
 
                 if self._embedder is None:
                     self._embedder = build_embedder(self.settings.embedding, for_queries=True)

@@ -12,18 +12,18 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from hivemem.memory.budget import Candidate, Excluded, select
-from hivemem.memory.facts import VISIBLE, Fact, FactStatus
-from hivemem.memory.policy import RecallPolicy
-from hivemem.memory.scoring import Signals, asks_for_latest, relevance, score_candidates
-from hivemem.memory.tokens import estimate_tokens
-from hivemem.models import ContextItem, ExcludedItem, RecallResult, ScoreComponents, Turn
+from hivemem.domain.fact import VISIBLE, Fact, FactStatus
+from hivemem.domain.models import ContextItem, ExcludedItem, RecallResult, ScoreComponents, Turn
+from hivemem.domain.recall.budget import Candidate, Excluded, select
+from hivemem.domain.recall.policy import RecallPolicy
+from hivemem.domain.recall.scoring import Signals, asks_for_latest, relevance, score_candidates
+from hivemem.domain.scope import Scope
+from hivemem.domain.tokens import estimate_tokens
 from hivemem.providers.embedders import Embedder
 from hivemem.providers.lexical import LexicalEncoder
-from hivemem.scope import Scope
 from hivemem.store.episodes import EpisodeStore
 from hivemem.store.state import SessionState
-from hivemem.store.vectors import FactHit, TurnHit, Vector, VectorStore
+from hivemem.store.vectors.base import FactHit, TurnHit, Vector, VectorStore
 
 
 @dataclass(slots=True)

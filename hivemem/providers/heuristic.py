@@ -13,9 +13,9 @@ from __future__ import annotations
 
 import re
 
-from hivemem.memory.consolidation import has_update_language, normalise
-from hivemem.memory.facts import Fact, FactAction, FactKind, FactStatus
-from hivemem.memory.markers import detect_markers
+from hivemem.domain.consolidation import has_update_language, normalise
+from hivemem.domain.fact import Fact, FactAction, FactKind, FactStatus
+from hivemem.domain.markers import detect_markers
 from hivemem.providers.reflector import ReflectionRequest, ReflectionResult
 
 # Topic vocabulary: a value's mention tells what the statement is about.

@@ -31,9 +31,9 @@ import structlog
 from pydantic import ValidationError as PydanticValidationError
 
 from hivemem.config import LLMConfig
+from hivemem.domain.fact import Fact, FactAction, FactKind
+from hivemem.domain.models import Turn
 from hivemem.errors import ProviderError, RetryLater
-from hivemem.memory.facts import Fact, FactAction, FactKind
-from hivemem.models import Turn
 from hivemem.providers.reflector import ReflectionRequest, ReflectionResult, Reflector
 
 log = structlog.get_logger(__name__)

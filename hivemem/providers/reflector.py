@@ -6,9 +6,9 @@ from typing import Literal, Protocol
 
 from pydantic import BaseModel, ConfigDict, Field
 
-from hivemem.memory.episodes import Episode
-from hivemem.memory.facts import Fact, FactAction
-from hivemem.models import Turn
+from hivemem.domain.episode import Episode
+from hivemem.domain.fact import Fact, FactAction
+from hivemem.domain.models import Turn
 
 
 class ReflectionRequest(BaseModel):

@@ -16,9 +16,9 @@ from typing import Any
 
 from pydantic import BaseModel
 
+from hivemem.domain.scope import check_namespace
 from hivemem.errors import ValidationError
-from hivemem.keys import Keys
-from hivemem.scope import check_namespace
+from hivemem.pipeline.topology import Keys
 from hivemem.store.redis import Redis, redis_errors
 
 _FORMAT = re.compile(r"^hm_([0-9a-f]{12})_([A-Za-z0-9_-]{20,128})$")

@@ -10,8 +10,8 @@ import json
 from collections.abc import Iterator, Sequence
 from typing import Any
 
-from hivemem.keys import Keys
-from hivemem.memory.audit import AuditEvent
+from hivemem.domain.audit import AuditEvent
+from hivemem.pipeline.topology import Keys
 from hivemem.store.redis import Redis, redis_errors
 
 # Append events in order; seq continues from the stream's length (it is never trimmed).

@@ -14,7 +14,7 @@ from collections.abc import Collection
 
 from pydantic import BaseModel, ConfigDict
 
-from hivemem.keys import Keys
+from hivemem.pipeline.topology import Keys
 from hivemem.store.redis import Redis, redis_errors
 from hivemem.store.streams import _entries
 

@@ -18,8 +18,8 @@ from typing import Any
 
 import redis
 
-from hivemem.keys import Keys
-from hivemem.memory.episodes import Episode, OpenEpisode, SessionEpisodes
+from hivemem.domain.episode import Episode, OpenEpisode, SessionEpisodes
+from hivemem.pipeline.topology import Keys
 from hivemem.store.redis import Redis, redis_errors
 
 # Buffer only what the pointer has not passed yet (a redelivery after a commit is a no-op).

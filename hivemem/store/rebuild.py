@@ -4,11 +4,11 @@ from __future__ import annotations
 
 from collections import defaultdict
 
-from hivemem.keys import Keys
-from hivemem.models import Turn
+from hivemem.domain.models import Turn
+from hivemem.pipeline.topology import Keys
 from hivemem.store.redis import Redis, redis_errors
 from hivemem.store.state import SessionState
-from hivemem.store.vectors import VectorStore
+from hivemem.store.vectors.base import VectorStore
 
 
 def rebuild_state(state: SessionState, vectors: VectorStore, session_id: str | None = None) -> int:
@@ -28,8 +28,8 @@ def refeed_boundary(client: Redis, keys: Keys, vectors: VectorStore) -> int:
     loss): the boundary stage would otherwise wait forever for those seqs. Entries it has
     already assigned are ignored by its pointer, so this is safe to run any time.
     """
-    from hivemem.memory.episodes import encode_vector
-    from hivemem.models import wire_json
+    from hivemem.domain.episode import encode_vector
+    from hivemem.domain.models import wire_json
     from hivemem.store.episodes import EpisodeStore
     from hivemem.store.streams import StreamStore
 

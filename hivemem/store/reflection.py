@@ -10,7 +10,7 @@ import time
 from typing import Any
 
 from hivemem.errors import RetryLater
-from hivemem.keys import Keys
+from hivemem.pipeline.topology import Keys
 from hivemem.store.redis import Redis, redis_errors
 
 _RENEW = """

@@ -8,9 +8,9 @@ from collections.abc import Sequence
 from datetime import datetime
 from typing import Any
 
-from hivemem.keys import Keys
-from hivemem.memory.episodes import Episode
-from hivemem.models import Turn, wire_json
+from hivemem.domain.episode import Episode
+from hivemem.domain.models import Turn, wire_json
+from hivemem.pipeline.topology import Keys
 from hivemem.store.redis import Redis, redis_errors
 
 _INFO_FIELDS = ("title", "agent_id", "created_at")

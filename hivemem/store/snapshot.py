@@ -13,7 +13,7 @@ from pathlib import Path
 from hivemem.store.redis import Redis, redis_errors
 
 SNAPSHOT = "redis.snapshot"
-_FORMAT = ("hivemem.embedded-redis", 1)
+_FORMAT = ("hivemem.runtime.embedded-redis", 1)
 
 
 def save_snapshot(client: Redis, path: Path) -> int:

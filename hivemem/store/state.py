@@ -10,10 +10,10 @@ from collections.abc import Sequence
 from datetime import datetime
 from typing import Any, cast
 
+from hivemem.domain.models import SessionStats, Turn, TurnFields, wire_json
+from hivemem.domain.scope import DEFAULT_NAMESPACE, Scope
 from hivemem.errors import OutOfScope
-from hivemem.keys import Keys
-from hivemem.models import SessionStats, Turn, TurnFields, wire_json
-from hivemem.scope import DEFAULT_NAMESPACE, Scope
+from hivemem.pipeline.topology import Keys
 from hivemem.store.redis import Redis, redis_errors
 
 # One atomic step per turn: a session belongs to the namespace of its first turn (a turn of

@@ -8,8 +8,8 @@ from typing import Any
 
 import redis
 
-from hivemem.keys import Keys
-from hivemem.models import DeadLetter, StageLag
+from hivemem.domain.models import DeadLetter, StageLag
+from hivemem.pipeline.topology import Keys
 from hivemem.store.redis import Redis, redis_errors
 
 

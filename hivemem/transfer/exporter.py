@@ -12,11 +12,11 @@ from pathlib import Path
 
 from pydantic import BaseModel, ConfigDict
 
+from hivemem.domain.fact import Fact
+from hivemem.domain.models import Turn
+from hivemem.domain.turn import check_id
 from hivemem.errors import ValidationError
-from hivemem.memory.facts import Fact
-from hivemem.models import Turn
-from hivemem.producer.validation import check_id
-from hivemem.store.vectors import FACTS, TURNS, Vector, turn_from_payload
+from hivemem.store.vectors.base import FACTS, TURNS, Vector, turn_from_payload
 from hivemem.transfer import files
 from hivemem.transfer.format import (
     AuditRecord,

@@ -20,11 +20,11 @@ from typing import Annotated, Any, Literal
 from pydantic import BaseModel, ConfigDict, Field, TypeAdapter
 from pydantic import ValidationError as PydanticError
 
+from hivemem.domain.audit import AuditEvent
+from hivemem.domain.episode import Episode
+from hivemem.domain.fact import Fact
+from hivemem.domain.models import Turn
 from hivemem.errors import ValidationError
-from hivemem.memory.audit import AuditEvent
-from hivemem.memory.episodes import Episode
-from hivemem.memory.facts import Fact
-from hivemem.models import Turn
 
 FORMAT = "hivemem.export"
 VERSION = 1

@@ -31,13 +31,13 @@ import numpy as np
 import structlog
 from pydantic import BaseModel, ConfigDict
 
+from hivemem.domain.audit import AuditEvent
+from hivemem.domain.episode import Episode, episode_id
+from hivemem.domain.fact import Fact
+from hivemem.domain.models import Turn
 from hivemem.errors import ValidationError
-from hivemem.memory.audit import AuditEvent
-from hivemem.memory.episodes import Episode, episode_id
-from hivemem.memory.facts import Fact
-from hivemem.models import Turn
 from hivemem.providers.lexical import LexicalEncoder
-from hivemem.store.vectors import FACTS, TURNS, Vector, turn_point_id
+from hivemem.store.vectors.base import FACTS, TURNS, Vector, turn_point_id
 from hivemem.transfer import files
 from hivemem.transfer.format import (
     AuditRecord,

@@ -9,14 +9,14 @@ from functools import cached_property
 
 import numpy as np
 
-from hivemem.keys import Keys
+from hivemem.pipeline.topology import Keys
 from hivemem.providers.embedders import Embedder
 from hivemem.store.audit import AuditLog
 from hivemem.store.episodes import EpisodeStore
 from hivemem.store.redis import Redis
 from hivemem.store.sessions import SessionStore
 from hivemem.store.state import SessionState
-from hivemem.store.vectors import Vector, VectorStore
+from hivemem.store.vectors.base import Vector, VectorStore
 
 Progress = Callable[[int], None]  # called with how many more records are done
 

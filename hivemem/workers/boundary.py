@@ -1,7 +1,7 @@
 """The boundary stage: embedded turns -> episodes, in seq order, with any number of workers.
 
 See `hivemem.store.episodes` for how the order holds across workers and crashes, and
-`hivemem.memory.episodes` for the rules themselves.
+`hivemem.domain.episode` for the rules themselves.
 """
 
 from __future__ import annotations
@@ -14,7 +14,7 @@ from typing import Any
 
 import structlog
 
-from hivemem.memory.episodes import (
+from hivemem.domain.episode import (
     BoundaryPolicy,
     Episode,
     SessionEpisodes,

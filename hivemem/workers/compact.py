@@ -1,7 +1,7 @@
 """Compaction: the rq job (on a schedule and on demand) and the code that runs it.
 
 A run loads the session's facts with their stored vectors, plans with
-`hivemem.memory.compaction.plan_compaction`, and applies exactly that plan: every changed fact
+`hivemem.domain.compaction.plan_compaction`, and applies exactly that plan: every changed fact
 in one Qdrant upsert, then every audit event in one Redis MULTI. It holds the session's
 reflection lock the whole time (plan and write), so it never interleaves with a reflection;
 the lease is checked right before the writes. A preview plans the same way and writes nothing.
@@ -20,22 +20,22 @@ import numpy as np
 import structlog
 
 from hivemem.config import Settings
-from hivemem.errors import ValidationError
-from hivemem.keys import Keys
-from hivemem.memory.audit import compaction_events
-from hivemem.memory.compaction import (
+from hivemem.domain.audit import compaction_events
+from hivemem.domain.compaction import (
     CompactionDiff,
     CompactionPlan,
     CompactionPolicy,
     plan_compaction,
 )
-from hivemem.memory.facts import Fact
+from hivemem.domain.fact import Fact
+from hivemem.errors import ValidationError
+from hivemem.pipeline.topology import Keys
 from hivemem.providers.lexical import LexicalEncoder
 from hivemem.store.audit import AuditLog
 from hivemem.store.redis import Redis
 from hivemem.store.reflection import ReflectionState
 from hivemem.store.sessions import SessionStore
-from hivemem.store.vectors import FACTS, Vector, VectorStore
+from hivemem.store.vectors.base import FACTS, Vector, VectorStore
 
 log = structlog.get_logger(__name__)
 

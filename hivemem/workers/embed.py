@@ -11,16 +11,16 @@ import time
 
 import structlog
 
+from hivemem.domain.episode import encode_vector
+from hivemem.domain.markers import detect_markers, merge_markers
+from hivemem.domain.models import Turn, wire_json
 from hivemem.errors import HivememError
-from hivemem.keys import Keys
-from hivemem.memory.episodes import encode_vector
-from hivemem.memory.markers import detect_markers, merge_markers
-from hivemem.models import Turn, wire_json
+from hivemem.pipeline.topology import Keys
 from hivemem.providers.embedders import Embedder
 from hivemem.providers.lexical import LexicalEncoder
 from hivemem.store.state import SessionState, turn_from_json
 from hivemem.store.streams import StreamEntry, StreamStore
-from hivemem.store.vectors import VectorStore
+from hivemem.store.vectors.base import VectorStore
 from hivemem.workers.stream import WorkerKind
 
 GROUP = "embed"

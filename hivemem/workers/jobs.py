@@ -6,7 +6,7 @@ import threading
 from typing import Any
 
 from hivemem.config import ReflectionSettings
-from hivemem.memory.episodes import Episode
+from hivemem.domain.episode import Episode
 from hivemem.store.episodes import Enqueue
 from hivemem.store.redis import Redis
 

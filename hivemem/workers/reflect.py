@@ -19,21 +19,21 @@ import numpy as np
 import structlog
 
 from hivemem.config import Settings
+from hivemem.domain.consolidation import Plan, plan_actions
+from hivemem.domain.episode import Episode
+from hivemem.domain.fact import VISIBLE, Fact
+from hivemem.domain.models import Turn
+from hivemem.domain.redact import redact
+from hivemem.domain.scope import owner_of
 from hivemem.errors import HivememError, ProviderError, RetryLater
-from hivemem.keys import Keys
-from hivemem.memory.consolidation import Plan, plan_actions
-from hivemem.memory.episodes import Episode
-from hivemem.memory.facts import VISIBLE, Fact
-from hivemem.models import Turn
+from hivemem.pipeline.topology import Keys
 from hivemem.providers.embedders import Embedder
 from hivemem.providers.lexical import LexicalEncoder
 from hivemem.providers.reflector import ReflectionRequest, Reflector
-from hivemem.redact import redact
-from hivemem.scope import owner_of
 from hivemem.store.episodes import EpisodeStore
 from hivemem.store.redis import Redis
 from hivemem.store.reflection import ReflectionState, SessionLock
-from hivemem.store.vectors import VectorStore
+from hivemem.store.vectors.base import VectorStore
 
 log = structlog.get_logger(__name__)
 
@@ -150,7 +150,7 @@ class Reflection:
         facts = ctx.vectors.list_facts(episode.session_id, [s.value for s in VISIBLE])
         if len(facts) <= self.settings.max_unscoped_facts or episode.centroid is None:
             return facts
-        from hivemem.memory.episodes import decode_vector
+        from hivemem.domain.episode import decode_vector
 
         hits = ctx.vectors.search_facts(
             episode.session_id, decode_vector(episode.centroid),
@@ -253,7 +253,7 @@ class Reflection:
 
 def _scope_new_facts(plan: Plan, turns: list[Turn], namespace: str) -> None:
     """A new fact lives in its session's namespace and is private when a turn it came from
-    is (`hivemem.scope.owner_of`); facts citing no turn of the episode take the episode's."""
+    is (`hivemem.domain.scope.owner_of`); facts citing no turn of the episode take the episode's."""
     by_id = {t.turn_id: t for t in turns}
     everyone = [_scope_record(t) for t in turns]
     for fact_id in plan.added:
@@ -274,7 +274,7 @@ def _scope_record(turn: Turn) -> dict[str, Any]:
 
 def _audit(ctx: ReflectContext, plan: Plan, prior: list[Fact], episode: Episode) -> None:
     """Every status change the plan made goes to the session's audit log."""
-    from hivemem.memory.audit import reflection_events
+    from hivemem.domain.audit import reflection_events
     from hivemem.store.audit import AuditLog
 
     events = reflection_events(plan, prior, episode_id=episode.episode_id, at=datetime.now(UTC))

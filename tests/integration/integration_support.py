@@ -20,7 +20,7 @@ import pytest
 import redis
 
 from hivemem.config import Settings
-from hivemem.keys import Keys
+from hivemem.pipeline.topology import Keys
 
 REPO = Path(__file__).resolve().parents[2]
 SHARED_MODELS = REPO.parent / "shared" / "models"

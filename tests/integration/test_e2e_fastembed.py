@@ -13,13 +13,13 @@ import pytest
 import redis
 
 from hivemem.config import Settings
-from hivemem.keys import Keys
-from hivemem.models import ContextItem
+from hivemem.domain.models import ContextItem
+from hivemem.pipeline.topology import Keys
 from hivemem.producer.client import MemoryClient
 from hivemem.providers.embedders import FastEmbedEmbedder
-from hivemem.store.qdrant_edge import EdgeVectorStore
 from hivemem.store.state import SessionState
 from hivemem.store.streams import StreamStore
+from hivemem.store.vectors.edge import EdgeVectorStore
 from hivemem.workers.embed import EmbedHandler, embed_kind
 from hivemem.workers.stream import StreamWorker
 

@@ -44,14 +44,14 @@ from integration_support import KEYS, worker_env
 from rq import Queue
 
 from hivemem.config import Settings
-from hivemem.keys import Keys
-from hivemem.memory.episodes import (
+from hivemem.domain.episode import (
     Episode,
     SessionEpisodes,
     decode_vector,
     step_control,
     step_turn,
 )
+from hivemem.pipeline.topology import Keys
 from hivemem.producer.client import MemoryClient
 from hivemem.store.episodes import EpisodeStore
 from hivemem.store.state import turn_from_json

@@ -36,8 +36,8 @@ from integration_support import KEYS, conversation, processed_count, worker_env
 from hivemem.config import Settings
 from hivemem.producer.client import MemoryClient
 from hivemem.store.episodes import EpisodeStore
-from hivemem.store.qdrant_edge import EdgeVectorStore
 from hivemem.store.reflection import ReflectionState
+from hivemem.store.vectors.edge import EdgeVectorStore
 from tests.support.scripted_llm import Reply, ScriptedLLM
 
 pytestmark = pytest.mark.integration

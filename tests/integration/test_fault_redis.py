@@ -24,7 +24,7 @@ from integration_support import KEYS, STREAM, conversation, processed_count, wor
 from hivemem.config import Settings
 from hivemem.errors import StoreUnavailable
 from hivemem.producer.client import MemoryClient
-from hivemem.store.qdrant_edge import EdgeVectorStore
+from hivemem.store.vectors.edge import EdgeVectorStore
 from hivemem.testing import RedisServer
 
 pytestmark = pytest.mark.integration

@@ -17,13 +17,13 @@ import redis
 from click.testing import CliRunner
 from integration_support import GROUP, KEYS, STREAM, conversation, pending_count, processed_count
 
-from hivemem.cli import cli
+from hivemem.cli.main import cli
 from hivemem.config import Settings
 from hivemem.producer.client import MemoryClient
 from hivemem.providers.embedders import HashingEmbedder
-from hivemem.store.qdrant_edge import EdgeVectorStore
 from hivemem.store.state import SessionState
 from hivemem.store.streams import StreamStore
+from hivemem.store.vectors.edge import EdgeVectorStore
 from hivemem.workers.embed import EmbedHandler, embed_kind
 from hivemem.workers.stream import StreamWorker
 from tests.support.faults import FlakyVectors

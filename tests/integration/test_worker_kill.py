@@ -33,8 +33,8 @@ from integration_support import (
 )
 
 from hivemem.producer.client import MemoryClient
-from hivemem.store.qdrant_edge import EdgeVectorStore
 from hivemem.store.state import SessionState
+from hivemem.store.vectors.edge import EdgeVectorStore
 
 pytestmark = [pytest.mark.integration, pytest.mark.model]
 

@@ -9,7 +9,7 @@ from typing import Any
 
 from hivemem.errors import StoreUnavailable
 from hivemem.providers.lexical import SparseVector
-from hivemem.store.vectors import Hit, Point, Vector, VectorStore, Where
+from hivemem.store.vectors.base import Hit, Point, Vector, VectorStore, Where
 
 
 class FlakyVectors(VectorStore):

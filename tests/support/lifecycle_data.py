@@ -7,7 +7,7 @@ from collections.abc import Callable
 from datetime import UTC, datetime, timedelta
 
 from hivemem import MemoryClient
-from hivemem.memory.facts import Fact, FactKind
+from hivemem.domain.fact import Fact, FactKind
 from hivemem.providers.embedders import HashingEmbedder
 
 T0 = datetime(2026, 3, 1, 9, 0, tzinfo=UTC)

@@ -9,8 +9,8 @@ import pytest
 import redis
 from click.testing import CliRunner
 
-from hivemem.cli import cli
-from hivemem.keys import Keys
+from hivemem.cli.main import cli
+from hivemem.pipeline.topology import Keys
 from hivemem.store.apikeys import ApiKeyStore
 
 

@@ -13,7 +13,7 @@ import redis
 
 from hivemem import Backpressure, HivememError, MemoryClient, StoreUnavailable
 from hivemem.config import Settings
-from hivemem.keys import Keys
+from hivemem.pipeline.topology import Keys
 
 KEYS = Keys("hm")
 

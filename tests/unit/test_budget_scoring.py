@@ -1,10 +1,10 @@
 import numpy as np
 import pytest
 
-from hivemem.memory.budget import Candidate, drop_near_duplicates, pack, select
-from hivemem.memory.policy import PRESETS, RecallPolicy, ScoringWeights
-from hivemem.memory.scoring import Signals, recency, score_candidates
-from hivemem.memory.tokens import estimate_tokens
+from hivemem.domain.recall.budget import Candidate, drop_near_duplicates, pack, select
+from hivemem.domain.recall.policy import PRESETS, RecallPolicy, ScoringWeights
+from hivemem.domain.recall.scoring import Signals, recency, score_candidates
+from hivemem.domain.tokens import estimate_tokens
 
 
 def cand(key: str, score: float, tokens: int, text: str | None = None,
@@ -146,7 +146,7 @@ def test_token_estimate_is_conservative() -> None:
 
 
 def test_questions_about_the_current_state_weigh_recency_more() -> None:
-    from hivemem.memory.scoring import asks_for_latest
+    from hivemem.domain.recall.scoring import asks_for_latest
 
     assert asks_for_latest("What is the current session timeout?")
     assert asks_for_latest("where do we deploy now")

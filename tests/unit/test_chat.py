@@ -11,7 +11,7 @@ from typing import Any
 import pytest
 from click.testing import CliRunner
 
-from hivemem.cli import cli
+from hivemem.cli.main import cli
 from tests.support.scripted_llm import Reply, ScriptedLLM
 
 REFLECTED = {"actions": [{

@@ -8,7 +8,7 @@ from pathlib import Path
 import pytest
 from click.testing import CliRunner
 
-from hivemem.cli import cli
+from hivemem.cli.main import cli
 
 
 @pytest.fixture

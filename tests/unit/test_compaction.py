@@ -7,14 +7,14 @@ from datetime import UTC, datetime, timedelta
 import numpy as np
 import pytest
 
-from hivemem.memory.audit import compaction_events
-from hivemem.memory.compaction import (
+from hivemem.domain.audit import compaction_events
+from hivemem.domain.compaction import (
     CompactionPolicy,
     plan_compaction,
     target_layer,
     value_of,
 )
-from hivemem.memory.facts import Fact, FactKind, FactStatus
+from hivemem.domain.fact import Fact, FactKind, FactStatus
 
 CLOCK = datetime(2026, 6, 1, 12, 0, tzinfo=UTC)
 
@@ -159,9 +159,9 @@ def test_ten_thousand_facts_plan_quickly() -> None:
 
 
 def test_a_retried_reflection_names_the_same_audit_events() -> None:
-    from hivemem.memory.audit import reflection_events
-    from hivemem.memory.consolidation import plan_actions
-    from hivemem.memory.facts import FactAction
+    from hivemem.domain.audit import reflection_events
+    from hivemem.domain.consolidation import plan_actions
+    from hivemem.domain.fact import FactAction
 
     def events() -> list[str]:
         plan = plan_actions([], [FactAction(op="add", content="Use PostgreSQL")],
@@ -174,9 +174,9 @@ def test_a_retried_reflection_names_the_same_audit_events() -> None:
 
 
 def test_reflection_events_record_supersede_conflict_and_archive() -> None:
-    from hivemem.memory.audit import reflection_events
-    from hivemem.memory.consolidation import plan_actions
-    from hivemem.memory.facts import FactAction
+    from hivemem.domain.audit import reflection_events
+    from hivemem.domain.consolidation import plan_actions
+    from hivemem.domain.fact import FactAction
 
     db = fact("db", "We use PostgreSQL", kind=FactKind.DECISION).model_copy(
         update={"subject": "database"})

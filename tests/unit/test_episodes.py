@@ -10,8 +10,7 @@ import numpy as np
 import pytest
 import redis
 
-from hivemem.keys import Keys
-from hivemem.memory.episodes import (
+from hivemem.domain.episode import (
     BoundaryPolicy,
     SessionEpisodes,
     encode_vector,
@@ -19,7 +18,8 @@ from hivemem.memory.episodes import (
     step_control,
     step_turn,
 )
-from hivemem.models import Role, Turn, wire_json
+from hivemem.domain.models import Role, Turn, wire_json
+from hivemem.pipeline.topology import Keys
 from hivemem.store.episodes import EpisodeStore
 from hivemem.store.streams import StreamEntry
 from hivemem.workers.boundary import BoundaryHandler, decode_item

@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 from click.testing import CliRunner
 
-from hivemem.cli import cli
+from hivemem.cli.main import cli
 from hivemem.evaluation import scenarios as sc
 from hivemem.evaluation.report import percentile
 

@@ -28,7 +28,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from hivemem import MemoryClient, Settings, ValidationError
-from hivemem.keys import Keys
+from hivemem.pipeline.topology import Keys
 from hivemem.providers.embedders import HashingEmbedder
 from hivemem.store.redis import connect_fake, fake_server
 from hivemem.store.state import turn_from_json
@@ -212,9 +212,9 @@ def test_key_like_session_ids_do_not_touch_each_other(
 
 @pytest.fixture(scope="module")
 def recall_client() -> Iterator[tuple[MemoryClient, Any]]:
-    from hivemem.store.qdrant_edge import EdgeVectorStore
     from hivemem.store.state import SessionState
     from hivemem.store.streams import StreamStore
+    from hivemem.store.vectors.edge import EdgeVectorStore
     from hivemem.workers.embed import EmbedHandler, embed_kind
     from hivemem.workers.stream import StreamWorker
 

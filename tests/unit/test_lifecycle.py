@@ -13,9 +13,9 @@ import redis
 from support.lifecycle_data import T0, fid, seed
 
 from hivemem import MemoryClient, Settings
+from hivemem.domain.episode import Episode
+from hivemem.domain.fact import FactStatus
 from hivemem.errors import RetryLater, ValidationError
-from hivemem.memory.episodes import Episode
-from hivemem.memory.facts import FactStatus
 from hivemem.providers.embedders import HashingEmbedder
 from hivemem.store.reflection import ReflectionState
 from hivemem.store.sessions import SessionStore
@@ -222,8 +222,8 @@ def test_the_async_client_has_the_lifecycle_methods(pipeline: Pipeline) -> None:
 def test_the_audit_log_is_append_only_and_reads_a_repeated_event_once(
     redis_client: redis.Redis,
 ) -> None:
-    from hivemem.keys import Keys
-    from hivemem.memory.audit import AuditEvent
+    from hivemem.domain.audit import AuditEvent
+    from hivemem.pipeline.topology import Keys
     from hivemem.store.audit import AuditLog
 
     log = AuditLog(redis_client, Keys("t"))

@@ -11,7 +11,7 @@ from typing import Any
 import pytest
 from click.testing import CliRunner, Result
 
-from hivemem.cli import cli
+from hivemem.cli.main import cli
 
 ENV = {
     "HIVEMEM_EMBEDDING__PROVIDER": "hashing",

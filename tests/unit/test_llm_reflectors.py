@@ -14,10 +14,10 @@ import structlog
 from pydantic import SecretStr
 from support.scripted_llm import Reply, ScriptedLLM, error_body
 
+from hivemem.domain.episode import Episode
+from hivemem.domain.fact import Fact, FactKind
+from hivemem.domain.models import Role, Turn
 from hivemem.errors import HivememError, ProviderError, RetryLater
-from hivemem.memory.episodes import Episode
-from hivemem.memory.facts import Fact, FactKind
-from hivemem.models import Role, Turn
 from hivemem.providers.llm import (
     AnthropicReflector,
     LLMConfig,

@@ -3,8 +3,8 @@ from pathlib import Path
 
 import pytest
 
-from hivemem.memory.markers import ORDER, detect_markers, merge_markers
-from hivemem.models import BUILTIN_MARKERS
+from hivemem.domain.markers import ORDER, detect_markers, merge_markers
+from hivemem.domain.models import BUILTIN_MARKERS
 
 LABELLED = Path(__file__).resolve().parent.parent / "data" / "markers_labelled.jsonl"
 

@@ -31,7 +31,7 @@ async def _session(tmp_path: Path) -> None:
                 "HIVEMEM_EPISODES__MAX_TURNS": "2", "HIVEMEM_LOG_LEVEL": "warning"})
     params = StdioServerParameters(
         command=sys.executable,
-        args=["-c", "from hivemem.cli import main; main()", "--local", str(tmp_path / "m"),
+        args=["-c", "from hivemem.cli.main import main; main()", "--local", str(tmp_path / "m"),
               "mcp", "--namespace", "team-a"],
         env=env, cwd=str(tmp_path),
     )
@@ -95,7 +95,7 @@ def test_mcp_over_streamable_http(tmp_path: Path) -> None:
     env = {k: v for k, v in os.environ.items() if not k.startswith("HIVEMEM_")}
     env["HIVEMEM_EMBEDDING__PROVIDER"] = "hashing"
     server = subprocess.Popen(
-        [sys.executable, "-c", "from hivemem.cli import main; main()", "--local",
+        [sys.executable, "-c", "from hivemem.cli.main import main; main()", "--local",
          str(tmp_path / "m"), "mcp", "--transport", "http", "--port", str(port)],
         env=env, cwd=str(tmp_path), stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
     )

@@ -140,7 +140,7 @@ def test_unreachable_redis_is_a_clear_error() -> None:
 
 def test_unreachable_qdrant_is_a_clear_error() -> None:
     from hivemem.config import QdrantSettings
-    from hivemem.store.qdrant_server import ServerVectorStore
+    from hivemem.store.vectors.server import ServerVectorStore
 
     with pytest.raises(StoreUnavailable) as info:
         ServerVectorStore(QdrantSettings(url="http://127.0.0.1:1", timeout=1), 8)
@@ -149,10 +149,10 @@ def test_unreachable_qdrant_is_a_clear_error() -> None:
 
 def test_state_rebuilds_from_qdrant(redis_client: redis.Redis, settings: Settings) -> None:
     from hivemem.providers.embedders import HashingEmbedder
-    from hivemem.store.qdrant_server import ServerVectorStore
     from hivemem.store.rebuild import rebuild_state
     from hivemem.store.state import SessionState
     from hivemem.store.streams import StreamStore
+    from hivemem.store.vectors.server import ServerVectorStore
     from hivemem.workers.embed import EmbedHandler, embed_kind
     from hivemem.workers.stream import StreamWorker
 

@@ -12,7 +12,7 @@ import numpy.typing as npt
 import pytest
 
 from hivemem import MemoryClient, RecallPolicy, ValidationError
-from hivemem.memory.policy import PRESETS
+from hivemem.domain.recall.policy import PRESETS
 
 Pipeline = tuple[MemoryClient, Callable[[], None]]
 T0 = datetime(2026, 3, 1, 9, 0, tzinfo=UTC)

@@ -16,9 +16,9 @@ from support.scripted_llm import Reply, ScriptedLLM
 
 from hivemem import MemoryClient, Settings
 from hivemem.config import LLMConfig
-from hivemem.keys import Keys
-from hivemem.memory.consolidation import plan_actions
-from hivemem.memory.facts import Fact, FactAction, FactKind, FactStatus
+from hivemem.domain.consolidation import plan_actions
+from hivemem.domain.fact import Fact, FactAction, FactKind, FactStatus
+from hivemem.pipeline.topology import Keys
 from hivemem.providers.embedders import HashingEmbedder
 from hivemem.providers.heuristic import HeuristicReflector, subject_of
 from hivemem.providers.llm import build_reflector
@@ -254,7 +254,7 @@ def test_concurrent_reflect_workers_never_leave_two_current_versions(
 ) -> None:
     """3 reflect workers (threads, own connections) on a real redis-server, 12 sessions
     whose episodes all close at once: every subject ends with exactly one current fact."""
-    from hivemem.store.qdrant_server import ServerVectorStore
+    from hivemem.store.vectors.server import ServerVectorStore
     from hivemem.workers.jobs import ThreadWorker
     from hivemem.workers.reflect import build_context, install_context, uninstall_context
 

@@ -12,15 +12,15 @@ import redis
 
 from hivemem import MemoryClient, ValidationError
 from hivemem.config import QdrantSettings
+from hivemem.domain.consolidation import Plan
+from hivemem.domain.fact import Fact
+from hivemem.domain.models import Role, Turn
+from hivemem.domain.scope import Owner, Scope, owner_of
 from hivemem.errors import OutOfScope
-from hivemem.memory.consolidation import Plan
-from hivemem.memory.facts import Fact
-from hivemem.models import Role, Turn
 from hivemem.providers.embedders import HashingEmbedder
-from hivemem.scope import Owner, Scope, owner_of
-from hivemem.store.qdrant_edge import EdgeVectorStore
-from hivemem.store.qdrant_server import ServerVectorStore
-from hivemem.store.vectors import TURNS, Point, VectorStore
+from hivemem.store.vectors.base import TURNS, Point, VectorStore
+from hivemem.store.vectors.edge import EdgeVectorStore
+from hivemem.store.vectors.server import ServerVectorStore
 from hivemem.workers.reflect import _scope_new_facts
 
 EMB = HashingEmbedder(64)
@@ -259,7 +259,7 @@ def test_async_client_passes_scopes_through(pipeline: Pipeline) -> None:
 
 
 def test_compaction_never_merges_across_scopes() -> None:
-    from hivemem.memory.compaction import CompactionPolicy, plan_compaction
+    from hivemem.domain.compaction import CompactionPolicy, plan_compaction
 
     now = datetime(2026, 1, 1, tzinfo=UTC)
 

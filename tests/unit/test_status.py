@@ -9,9 +9,9 @@ import pytest
 import redis
 from click.testing import CliRunner
 
-from hivemem.cli import cli
-from hivemem.keys import Keys
-from hivemem.store.pipeline_status import pipeline_status
+from hivemem.cli.main import cli
+from hivemem.pipeline.topology import Keys
+from hivemem.store.status import pipeline_status
 
 
 def test_pipeline_status_reads_groups_consumers_and_dead_letters(

@@ -16,7 +16,7 @@ import redis
 
 from hivemem.config import Settings
 from hivemem.errors import RetryLater, StoreUnavailable
-from hivemem.keys import Keys
+from hivemem.pipeline.topology import Keys
 from hivemem.store.streams import StreamEntry, StreamStore
 from hivemem.workers.stream import StreamWorker, WorkerKind
 

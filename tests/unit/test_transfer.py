@@ -14,11 +14,11 @@ import redis
 from support.lifecycle_data import T0, fid, seed
 
 from hivemem import MemoryClient, Settings
+from hivemem.domain.episode import Episode
 from hivemem.errors import ValidationError
-from hivemem.memory.episodes import Episode
 from hivemem.providers.embedders import HashingEmbedder
-from hivemem.store.qdrant_server import ServerVectorStore
 from hivemem.store.sessions import SessionStore
+from hivemem.store.vectors.server import ServerVectorStore
 
 Pipeline = tuple[MemoryClient, Callable[[], None]]
 

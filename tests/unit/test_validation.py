@@ -3,8 +3,8 @@ from datetime import datetime, timedelta, timezone
 import pytest
 
 from hivemem.config import IngestSettings
+from hivemem.domain.turn import TurnDraft, check_budget, check_query
 from hivemem.errors import ValidationError
-from hivemem.producer.validation import TurnDraft, check_budget, check_query
 
 S = IngestSettings(max_content_bytes=100, max_metadata_bytes=200)
 

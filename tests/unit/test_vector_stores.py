@@ -10,12 +10,12 @@ import numpy as np
 import pytest
 
 from hivemem.config import QdrantSettings
+from hivemem.domain.models import Role, Turn
 from hivemem.errors import StoreUnavailable
-from hivemem.models import Role, Turn
 from hivemem.providers.embedders import HashingEmbedder
-from hivemem.store.qdrant_edge import EdgeVectorStore
-from hivemem.store.qdrant_server import ServerVectorStore
-from hivemem.store.vectors import VectorStore
+from hivemem.store.vectors.base import VectorStore
+from hivemem.store.vectors.edge import EdgeVectorStore
+from hivemem.store.vectors.server import ServerVectorStore
 
 EMB = HashingEmbedder(64)
 
@@ -112,7 +112,7 @@ def test_edge_store_from_before_keyword_search_is_migrated(tmp_path: Path) -> No
     import qdrant_edge as qe
 
     from hivemem.providers.lexical import LexicalEncoder
-    from hivemem.store.vectors import turn_payload, turn_point_id
+    from hivemem.store.vectors.base import turn_payload, turn_point_id
 
     old = turn("s1", 1, "the invoice job crashed with error PG-4471")
     for name in ("turns", "facts"):

@@ -1,0 +1,3 @@
+from hivemem.cli.main import main
+
+__all__ = ["main"]

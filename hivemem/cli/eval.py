@@ -1,0 +1,161 @@
+"""`hivemem eval`: run the scenario suites on a fresh embedded memory and report."""
+
+from __future__ import annotations
+
+import json
+import shutil
+import tempfile
+from pathlib import Path
+
+import click
+from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
+from rich.table import Table
+
+from hivemem.cli.workspace import stderr, stdout
+from hivemem.config import Settings
+from hivemem.errors import HivememError
+from hivemem.evaluation.report import EvalReport, build_report, markdown
+from hivemem.evaluation.runner import ProbeResult, run_suite
+from hivemem.evaluation.scenarios import SCENARIOS, Conversation, Suite, build_suite
+from hivemem.logs import configure_logging
+
+DEFAULT_TURNS = "10,20,40,80"
+
+
+def parse_turns(raw: str) -> list[int]:
+    try:
+        turns = [int(x) for x in raw.split(",") if x.strip()]
+    except ValueError:
+        raise click.BadParameter("a comma-separated list of even numbers, e.g. 10,20,40",
+                                 param_hint="--turns") from None
+    if not turns or any(n < 10 or n % 2 for n in turns):
+        raise click.BadParameter("every turn count must be even and at least 10",
+                                 param_hint="--turns")
+    return turns
+
+
+def reflector_name(settings: Settings) -> str:
+    llm = settings.llm
+    return f"llm:{llm.provider}:{llm.model}" if llm else "heuristic"
+
+
+def _hit_table(report: EvalReport) -> Table:
+    summary = report.summaries[0]
+    table = Table(title=f"hit rate (budget {report.token_budget} tokens, "
+                        f"reflector {summary.reflector})")
+    table.add_column("scenario")
+    for n in report.turn_counts:
+        table.add_column(f"{n} turns", justify="right")
+    for scenario in report.scenarios:
+        row = []
+        for n in report.turn_counts:
+            rate = summary.cells.get(scenario, {}).get(str(n))
+            row.append("-" if rate is None or rate.rate is None
+                       else f"{100 * rate.rate:.0f}% ({rate.hits}/{rate.probes})")
+        table.add_row(scenario, *row)
+    return table
+
+
+def _latency_table(report: EvalReport) -> Table:
+    table = Table(title="latency (ms)")
+    for column in ("stage", "p50", "p95", "n"):
+        table.add_column(column, justify="right" if column != "stage" else "left")
+    for stage, p in report.summaries[0].latency_ms.items():
+        table.add_row(stage, str(p["p50"]), str(p["p95"]), str(int(p["n"] or 0)))
+    return table
+
+
+@click.command("eval")
+@click.option("--scenario", "scenarios", multiple=True,
+              help="Scenario to run (repeatable or comma-separated; default: all).")
+@click.option("--turns", default=DEFAULT_TURNS, show_default=True,
+              help="Conversation lengths, comma-separated.")
+@click.option("--iterations", type=click.IntRange(1, 1000), default=3, show_default=True)
+@click.option("--seed", type=int, default=0, show_default=True)
+@click.option("--budget", type=click.IntRange(min=1), default=200, show_default=True,
+              help="Token budget of each probe's recall.")
+@click.option("--quick", is_flag=True, help="Sanity check: 10 turns, 1 iteration.")
+@click.option("--list-scenarios", is_flag=True, help="List the scenarios and exit.")
+@click.option("--out", type=click.Path(file_okay=False, path_type=Path), default=None,
+              help="Write eval.json and eval.md into this folder.")
+@click.option("--json", "as_json", is_flag=True, help="Print the report as JSON.")
+@click.option("--timeout", type=float, default=120.0, show_default=True,
+              help="Seconds to wait for the pipeline per conversation.")
+@click.pass_context
+def eval_cmd(
+    ctx: click.Context, scenarios: tuple[str, ...], turns: str, iterations: int, seed: int,
+    budget: int, quick: bool, list_scenarios: bool, out: Path | None, as_json: bool,
+    timeout: float,
+) -> None:
+    """Plant information in generated conversations, probe recall for it later, report.
+
+    Runs on a fresh embedded memory in a temporary folder, with the configured embedder and
+    reflector (the heuristic one unless HIVEMEM_LLM__* configures an LLM).
+    """
+    if list_scenarios:
+        if as_json:
+            click.echo(json.dumps({n: s.description for n, s in SCENARIOS.items()}, indent=2))
+        else:
+            for name, spec in SCENARIOS.items():
+                stdout().print(f"[bold]{name}[/]  {spec.description}")
+        return
+    names = [n.strip() for raw in scenarios for n in raw.split(",") if n.strip()]
+    names = names or list(SCENARIOS)
+    unknown = [n for n in names if n not in SCENARIOS]
+    if unknown:
+        raise click.BadParameter(f"unknown {', '.join(unknown)}; known: "
+                                 f"{', '.join(SCENARIOS)}", param_hint="--scenario")
+    turn_counts = [10] if quick else parse_turns(turns)
+    suite = build_suite(names, turn_counts, 1 if quick else iterations, seed)
+    settings: Settings = ctx.obj["settings"]
+    if ctx.obj.get("log_level") is None:
+        configure_logging("warning", settings.log_json)
+    report = _run(settings, suite, budget, timeout)
+    if out is not None:
+        out.mkdir(parents=True, exist_ok=True)
+        (out / "eval.json").write_text(report.model_dump_json(indent=2) + "\n",
+                                       encoding="utf-8")
+        (out / "eval.md").write_text(markdown(report), encoding="utf-8")
+    if as_json:
+        click.echo(report.model_dump_json(indent=2))
+        return
+    console = stdout()
+    console.print(_hit_table(report))
+    console.print(_latency_table(report))
+    overall = report.summaries[0].overall
+    console.print(f"overall {overall.hits}/{overall.probes} probes hit"
+                  + (f"; wrote {out / 'eval.json'} and {out / 'eval.md'}" if out else ""))
+
+
+def _run(settings: Settings, suite: Suite, budget: int, timeout: float) -> EvalReport:
+    from hivemem import __version__
+    from hivemem.producer.client import MemoryClient
+
+    folder = Path(tempfile.mkdtemp(prefix="hivemem-eval-"))
+    progress = Progress(
+        TextColumn("[progress.description]{task.description}"), BarColumn(),
+        MofNCompleteColumn(), TimeElapsedColumn(), console=stderr(), transient=True,
+    )
+    try:
+        with progress:
+            task = progress.add_task("loading the embedder...", total=len(suite.conversations))
+            try:
+                client = MemoryClient.local(folder, settings)
+            except HivememError as exc:
+                raise click.ClickException(str(exc)) from None
+
+            def done(conversation: Conversation, results: list[ProbeResult]) -> None:
+                progress.update(task, advance=1, description=(
+                    f"{conversation.scenario} {conversation.turns_target} turns"))
+
+            progress.update(task, description="running")
+            try:
+                run = run_suite(client, suite, budget, reflector=reflector_name(settings),
+                                version=__version__, on_done=done, timeout=timeout)
+            except HivememError as exc:
+                raise click.ClickException(str(exc)) from None
+            finally:
+                client.close()
+    finally:
+        shutil.rmtree(folder, ignore_errors=True)
+    return build_report(suite, budget, [run])

@@ -1,0 +1,324 @@
+"""Memory-lifecycle commands: `hivemem compact`, `timeline`, `audit`, `session`, `export`,
+`import`, `backup`, `restore`.
+
+They run where the workspace commands run (a workspace, `--local`, or a deployment: see
+`hivemem.cli.target`). Every command takes `--json`; bad input exits with code 2 before
+anything is written.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+from datetime import UTC, datetime
+from pathlib import Path
+
+import click
+from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
+from rich.table import Table
+from rich.text import Text
+
+from hivemem.cli.target import resolve_target, server_options
+from hivemem.cli.workspace import Opened, checked, emit_json, stderr, stdout
+from hivemem.domain.turn import check_id
+from hivemem.errors import ValidationError
+
+IMPORT_MODES = ("append", "replace", "skip_existing", "overwrite")
+
+
+def _session_arg(value: str) -> str:
+    return str(checked("SESSION", lambda v: check_id("session", v), value))
+
+
+@contextmanager
+def _progress(label: str, total: int | None, quiet: bool) -> Iterator[Callable[[int], None]]:
+    """A rich progress bar on stderr (none with --json); yields the advance callback."""
+    if quiet:
+        yield lambda _n: None
+        return
+    columns = (TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(),
+               TimeElapsedColumn())
+    with Progress(*columns, console=stderr(), transient=True) as bar:
+        task = bar.add_task(label, total=total)
+        yield lambda n: bar.advance(task, n)
+
+
+def _bad_input(exc: ValidationError) -> click.BadParameter:
+    return click.BadParameter(exc.message, param_hint=exc.field)
+
+
+# -- compact --------------------------------------------------------------------------------
+
+
+@click.command()
+@click.argument("session")
+@click.option("--preview", is_flag=True, help="Show the diff without changing anything.")
+@click.option("--max-active", type=click.IntRange(1), default=None,
+              help="Cap on active facts (default: compaction.max_active_facts).")
+@click.option("--json", "as_json", is_flag=True, help="Print JSON.")
+@server_options
+@click.pass_context
+def compact(ctx: click.Context, session: str, preview: bool, max_active: int | None,
+            as_json: bool, redis_url: str | None, qdrant_url: str | None) -> None:
+    """Merge duplicates, archive stale facts, enforce the cap, move facts between layers."""
+    session_id = _session_arg(session)
+    target = resolve_target(ctx, redis_url, qdrant_url)
+    policy = target.settings.compaction.policy()
+    if max_active is not None:
+        policy = policy.model_copy(update={"max_active_facts": max_active})
+    with Opened(target) as client:
+        try:
+            diff = (client.preview_compaction(session_id, policy=policy) if preview
+                    else client.compact(session_id, policy=policy))
+        except ValidationError as exc:
+            raise _bad_input(exc) from None
+    if as_json:
+        emit_json({"preview": preview, **diff.model_dump(mode="json")})
+        return
+    console = stdout()
+    verb = "would change" if preview else "changed"
+    console.print(f"[bold]{session_id}[/]: {diff.active_before} -> {diff.active_after} active"
+                  f" facts; {verb} {diff.changes} (run {diff.run_id})")
+    table = Table(expand=True)
+    for column in ("action", "fact", "layer", "why", "content"):
+        table.add_column(column, ratio=3 if column in ("why", "content") else None)
+    sections = (("merged", diff.merged), ("archived", diff.archived),
+                ("promoted", diff.promoted), ("demoted", diff.demoted))
+    for action, entries in sections:
+        for e in entries:
+            why = e.reason + (f" -> {e.into}" if e.into else "")
+            table.add_row(action, e.fact_id[:12], f"{e.from_layer} -> {e.to_layer}", Text(why),
+                          Text(e.content))
+    if table.row_count:
+        console.print(table)
+    console.print(f"kept {len(diff.kept)} (--json lists each with its reason)")
+
+
+# -- audit ----------------------------------------------------------------------------------
+
+
+@click.command()
+@click.argument("memory_id")
+@click.option("--json", "as_json", is_flag=True, help="Print JSON.")
+@server_options
+@click.pass_context
+def audit(ctx: click.Context, memory_id: str, as_json: bool, redis_url: str | None,
+          qdrant_url: str | None) -> None:
+    """Why a memory (a fact id) has its status: every change, who made it, when and why."""
+    checked("MEMORY_ID", lambda v: check_id("memory_id", v), memory_id)
+    target = resolve_target(ctx, redis_url, qdrant_url)
+    with Opened(target) as client:
+        try:
+            events = client.audit(memory_id)
+            fact = client.get_fact(memory_id)
+        except ValidationError as exc:
+            raise _bad_input(exc) from None
+    if as_json:
+        emit_json({"fact": fact.model_dump(mode="json") if fact else None,
+                   "events": [e.model_dump(mode="json") for e in events]})
+        return
+    console = stdout()
+    if fact is not None:
+        console.print(f"[bold]{memory_id}[/] ({fact.kind.value}, session {fact.session_id}):"
+                      f" {fact.status.value}, layer {fact.layer}"
+                      + (f" - {fact.reason}" if fact.reason else ""))
+        console.print(Text(fact.content))
+    table = Table(title="audit log", expand=True)
+    for column in ("#", "when", "action", "change", "by", "why"):
+        table.add_column(column, ratio=3 if column == "why" else None)
+    for e in events:
+        change = (f"{e.from_status or 'new'} -> {e.to_status}" if e.from_status != e.to_status
+                  else f"{e.from_layer} -> {e.to_layer}")
+        table.add_row(str(e.seq), f"{e.at:%Y-%m-%d %H:%M:%S}", e.action, change,
+                      f"{e.actor} ({e.cause})", Text(e.reason + (
+                          f" [{', '.join(e.related)}]" if e.related else "")))
+    console.print(table if events else "no audit events for this memory")
+
+
+# -- sessions and timelines -----------------------------------------------------------------
+
+
+@click.command()
+@click.argument("session")
+@click.option("--title", default=None, help="Set the session's title.")
+@click.option("--agent", default=None, help="Set the session's agent.")
+@click.option("--related", type=click.IntRange(0, 100), default=5, show_default=True,
+              help="How many related sessions to list.")
+@click.option("--json", "as_json", is_flag=True, help="Print JSON.")
+@server_options
+@click.pass_context
+def session(ctx: click.Context, session: str, title: str | None, agent: str | None,
+            related: int, as_json: bool, redis_url: str | None, qdrant_url: str | None) -> None:
+    """Show (or, with --title/--agent, set) a session's metadata and its related sessions."""
+    session_id = _session_arg(session)
+    target = resolve_target(ctx, redis_url, qdrant_url)
+    with Opened(target) as client:
+        try:
+            if title is not None or agent is not None:
+                info = client.set_session_metadata(session_id, title=title, agent_id=agent)
+            else:
+                info = client.session_info(session_id)
+            others = client.find_related_sessions(session_id, limit=related) if related else []
+        except ValidationError as exc:
+            raise _bad_input(exc) from None
+    if as_json:
+        emit_json({**info.model_dump(mode="json"),
+                   "related": [r.model_dump(mode="json") for r in others]})
+        return
+    console = stdout()
+    console.print(Text(info.header()))
+    console.print(f"{info.turns} turns, {info.episodes} episodes, {info.facts_active} active"
+                  " facts")
+    if others:
+        table = Table(title="related sessions")
+        for column in ("session", "score", "similarity", "shared subjects"):
+            table.add_column(column)
+        for r in others:
+            table.add_row(r.session_id, f"{r.score:.3f}", f"{r.similarity:.3f}",
+                          ", ".join(r.shared_subjects))
+        console.print(table)
+
+
+@click.command()
+@click.argument("sessions", nargs=-1, required=True)
+@click.option("--kind", "kinds", multiple=True, type=click.Choice(["turn", "episode", "fact"]),
+              help="Only these kinds of event (repeatable).")
+@click.option("--limit", type=click.IntRange(1), default=None, help="Only the newest N events.")
+@click.option("--json", "as_json", is_flag=True, help="Print JSON.")
+@server_options
+@click.pass_context
+def timeline(ctx: click.Context, sessions: tuple[str, ...], kinds: tuple[str, ...],
+             limit: int | None, as_json: bool, redis_url: str | None,
+             qdrant_url: str | None) -> None:
+    """Turns, episode closes and fact changes of SESSIONS, in time order."""
+    session_ids = [_session_arg(s) for s in sessions]
+    target = resolve_target(ctx, redis_url, qdrant_url)
+    with Opened(target) as client:
+        try:
+            events = client.build_timeline(session_ids, kinds=list(kinds) or None, limit=limit)
+        except ValidationError as exc:
+            raise _bad_input(exc) from None
+    if as_json:
+        emit_json([e.model_dump(mode="json") for e in events])
+        return
+    table = Table(title=f"timeline of {', '.join(session_ids)}", expand=True)
+    for column in ("when", "session", "seq", "kind", "who", "what"):
+        table.add_column(column, ratio=4 if column == "what" else None)
+    for e in events:
+        table.add_row(f"{e.at:%Y-%m-%d %H:%M:%S}", e.session_id, str(e.seq), e.kind,
+                      e.actor or "", Text(e.summary))
+    stdout().print(table)
+
+
+# -- export / import / backup / restore -----------------------------------------------------
+
+
+def _export(ctx: click.Context, path: Path, sessions: list[str] | None, vectors: bool,
+            as_json: bool, redis_url: str | None, qdrant_url: str | None) -> None:
+    target = resolve_target(ctx, redis_url, qdrant_url)
+    with Opened(target) as client:
+        total = client.count_export_records(sessions) if not as_json else None
+        try:
+            with _progress(f"exporting to {path.name}", total, as_json) as advance:
+                summary = client.export(path, sessions, vectors=vectors, progress=advance)
+        except ValidationError as exc:
+            raise _bad_input(exc) from None
+    if as_json:
+        emit_json(summary.model_dump(mode="json"))
+        return
+    stdout().print(f"exported {len(summary.sessions)} session(s) to {summary.path}:"
+                   f" {_counts(summary.counts)} ({summary.bytes / 1e6:.1f} MB"
+                   f"{', with vectors' if summary.vectors else ''})")
+
+
+def _import(ctx: click.Context, path: Path, mode: str, as_json: bool, redis_url: str | None,
+            qdrant_url: str | None, verb: str) -> None:
+    from hivemem.transfer.importer import validate_file
+
+    target = resolve_target(ctx, redis_url, qdrant_url)
+    try:
+        # Checked before any store is opened: a bad file changes nothing.
+        manifest = validate_file(path)
+    except ValidationError as exc:
+        raise click.ClickException(f"{path}: {exc}") from None
+    with Opened(target) as client:
+        try:
+            with _progress(f"{verb} {path.name}", manifest.records, as_json) as advance:
+                summary = client.import_file(path, mode=mode, progress=advance)
+        except ValidationError as exc:
+            raise click.ClickException(f"{path}: {exc}") from None
+    if as_json:
+        emit_json(summary.model_dump(mode="json"))
+        return
+    renamed = {k: v for k, v in summary.sessions.items() if k != v}
+    stdout().print(f"{verb} {len(summary.sessions)} session(s) ({summary.mode}):"
+                   f" {_counts(summary.written)}"
+                   + (f"; skipped {_counts(summary.skipped)}" if summary.skipped else "")
+                   + (f"; renamed {renamed}" if renamed else ""))
+
+
+def _counts(counts: dict[str, int]) -> str:
+    return ", ".join(f"{n} {kind}s" for kind, n in counts.items() if n) or "nothing"
+
+
+@click.command("export")
+@click.argument("sessions", nargs=-1)
+@click.option("--out", "-o", "path", type=click.Path(dir_okay=False, path_type=Path),
+              required=True, help="File to write (.jsonl, or .jsonl.gz compressed).")
+@click.option("--vectors", is_flag=True, help="Include the vectors (no re-embedding on import).")
+@click.option("--json", "as_json", is_flag=True, help="Print JSON.")
+@server_options
+@click.pass_context
+def export_cmd(ctx: click.Context, sessions: tuple[str, ...], path: Path, vectors: bool,
+               as_json: bool, redis_url: str | None, qdrant_url: str | None) -> None:
+    """Export SESSIONS (default: every session) as versioned JSON Lines."""
+    ids = [_session_arg(s) for s in sessions] or None
+    _export(ctx, path, ids, vectors, as_json, redis_url, qdrant_url)
+
+
+@click.command("import")
+@click.argument("path", type=click.Path(dir_okay=False, path_type=Path))
+@click.option("--mode", type=click.Choice(IMPORT_MODES), default="append", show_default=True,
+              help="append: add (renaming taken sessions); replace: the file's version of each"
+                   " session wins entirely; skip_existing / overwrite: record by record.")
+@click.option("--json", "as_json", is_flag=True, help="Print JSON.")
+@server_options
+@click.pass_context
+def import_cmd(ctx: click.Context, path: Path, mode: str, as_json: bool,
+               redis_url: str | None, qdrant_url: str | None) -> None:
+    """Import an export file (validated whole before anything is written)."""
+    _import(ctx, path, mode, as_json, redis_url, qdrant_url, "imported")
+
+
+@click.command()
+@click.argument("path", required=False, type=click.Path(dir_okay=False, path_type=Path))
+@click.option("--json", "as_json", is_flag=True, help="Print JSON.")
+@server_options
+@click.pass_context
+def backup(ctx: click.Context, path: Path | None, as_json: bool, redis_url: str | None,
+           qdrant_url: str | None) -> None:
+    """Every session with its vectors, to PATH (default: hivemem-backup-<UTC time>.jsonl.gz)."""
+    path = path or Path(f"hivemem-backup-{datetime.now(UTC):%Y%m%dT%H%M%SZ}.jsonl.gz")
+    _export(ctx, path, None, True, as_json, redis_url, qdrant_url)
+
+
+@click.command()
+@click.argument("path", type=click.Path(dir_okay=False, path_type=Path))
+@click.option("--mode", type=click.Choice(IMPORT_MODES), default="replace", show_default=True)
+@click.option("--json", "as_json", is_flag=True, help="Print JSON.")
+@server_options
+@click.pass_context
+def restore(ctx: click.Context, path: Path, mode: str, as_json: bool, redis_url: str | None,
+            qdrant_url: str | None) -> None:
+    """Restore a backup: each of its sessions replaces the store's version."""
+    _import(ctx, path, mode, as_json, redis_url, qdrant_url, "restored")
+
+
+COMMANDS: tuple[click.Command, ...] = (
+    compact, audit, session, timeline, export_cmd, import_cmd, backup, restore,
+)
+
+
+def register(group: click.Group) -> None:
+    for command in COMMANDS:
+        group.add_command(command)

@@ -1,0 +1,146 @@
+"""The scoring model: every candidate (turn or fact) gets named components and one final score.
+
+Pure: the recall path gathers `Signals` from the stores and this module turns them into
+`ScoreComponents`. One model for every source, so turns and facts compete on one scale.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+from hivemem.domain.models import ScoreComponents, SourceType
+from hivemem.domain.recall.policy import RecallPolicy
+
+
+@dataclass(slots=True)
+class Signals:
+    """What the stores said about one candidate."""
+
+    key: str
+    source: SourceType
+    session_id: str
+    dense: float = 0.0
+    lexical_raw: float | None = None  # BM25 score (None: not among the lexical hits)
+    dense_rank: int | None = None  # 1-based rank among the dense hits of its source
+    lexical_rank: int | None = None
+    seq: int | None = None
+    markers: tuple[str, ...] = ()
+    kind: str | None = None  # a fact's kind
+    confidence: float = 0.0
+    conflicted: bool = False
+    stale: bool = False  # superseded history, or a turn that stated only superseded facts
+    history: bool = False  # a superseded fact shown because history was asked for
+    in_current_episode: bool = False
+
+
+# "What is the current timeout?", "where do we deploy now?": the newest statement wins.
+_LATEST = re.compile(
+    r"\b(now|nowadays|current(ly)?|latest|newest|still|anymore|any more|updated|these days"
+    r"|at the moment|so far|most recent(ly)?)\b",
+    re.IGNORECASE,
+)
+
+
+def asks_for_latest(query: str) -> bool:
+    """Does the query ask for the current state (so recency should count for more)?"""
+    return _LATEST.search(query) is not None
+
+
+def recency(seq: int | None, newest_seq: int, half_life_turns: float) -> float:
+    """1.0 for the newest turn, halving every `half_life_turns` turns back."""
+    if seq is None or newest_seq <= 0:
+        return 0.0
+    distance = max(0, newest_seq - seq)
+    return float(0.5 ** (distance / half_life_turns))
+
+
+def relevance(signal: Signals, lexical_max: float, policy: RecallPolicy) -> tuple[float, float]:
+    """(lexical in [0, 1], fused relevance) for one candidate."""
+    w = policy.weights
+    lexical = 0.0
+    if signal.lexical_raw is not None and lexical_max > 0:
+        lexical = max(0.0, signal.lexical_raw / lexical_max)
+    if policy.fusion == "rrf":
+        # Reciprocal rank fusion, scaled so rank 1 in every list gives 1.0.
+        k = w.rrf_k
+        total = (w.dense + w.lexical) or 1.0
+        fused = 0.0
+        if signal.dense_rank is not None:
+            fused += w.dense * (k + 1) / (k + signal.dense_rank)
+        if signal.lexical_rank is not None:
+            fused += w.lexical * (k + 1) / (k + signal.lexical_rank)
+        return lexical, fused / total
+    return lexical, w.dense * signal.dense + w.lexical * lexical
+
+
+def score_candidates(
+    signals: Sequence[Signals],
+    policy: RecallPolicy,
+    *,
+    current_session: str,
+    newest_seq: int,
+    latest: bool = False,
+) -> dict[str, ScoreComponents]:
+    """`latest`: the query asks for the current state; recency weighs `weights.latest`."""
+    w = policy.weights
+    recency_weight = max(w.recency, w.latest) if latest else w.recency
+    lexical_max = max((s.lexical_raw or 0.0 for s in signals), default=0.0)
+    fused = {s.key: relevance(s, lexical_max, policy) for s in signals}
+    # Context around hits: a turn next to a relevant turn (same session, seq +-1) gains part
+    # of that turn's relevance; an answer often sits right after the turn that matched.
+    by_position = {
+        (s.session_id, s.seq): fused[s.key][1]
+        for s in signals
+        if s.source == "turn" and s.seq is not None
+    }
+    best = max((rel for _lex, rel in fused.values()), default=0.0)
+    out: dict[str, ScoreComponents] = {}
+    for s in signals:
+        lexical, rel = fused[s.key]
+        neighbour = 0.0
+        if s.source == "turn" and s.seq is not None and w.neighbour:
+            neighbour = max(
+                by_position.get((s.session_id, s.seq - 1), 0.0),
+                by_position.get((s.session_id, s.seq + 1), 0.0),
+            )
+        current = s.session_id == current_session
+        rec = recency(s.seq, newest_seq, w.recency_half_life_turns) if current else 0.0
+        marker = 1.0 if s.markers else 0.0
+        kinds = [s.kind] if s.kind else list(s.markers)
+        kind = max((w.kind.get(k, 0.0) for k in kinds), default=0.0)
+        episode = 1.0 if s.in_current_episode and current else 0.0
+        session = 1.0 if current else 0.5
+        gate = 1.0
+        if policy.gate_boosts:
+            gate = min(1.0, max(0.0, rel / best)) if best > 0 else 0.0
+        boosts = gate * (
+            recency_weight * rec
+            + w.marker * marker
+            + w.episode * episode
+            + w.confidence * s.confidence
+            + w.session * session
+            + kind
+        )
+        final = rel + w.neighbour * neighbour + boosts + w.conflict * s.conflicted
+        if s.history:
+            final -= 1.0  # superseded versions rank below everything current
+        elif s.stale:
+            final -= w.stale
+        out[s.key] = ScoreComponents(
+            dense=s.dense,
+            lexical=lexical,
+            relevance=rel,
+            neighbour=neighbour,
+            recency=rec,
+            marker=marker,
+            kind=kind,
+            episode=episode,
+            confidence=s.confidence,
+            conflict=1.0 if s.conflicted else 0.0,
+            stale=1.0 if (s.stale or s.history) else 0.0,
+            session=session,
+            final=final,
+        )
+    return out

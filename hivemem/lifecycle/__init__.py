@@ -1,1 +1,0 @@
-"""Memory lifecycle: compaction and audit through the client, sessions and timelines."""

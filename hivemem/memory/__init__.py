@@ -1,1 +1,0 @@
-"""Pure domain logic: no I/O, unit-tested without Redis or Qdrant."""

@@ -1,0 +1,149 @@
+"""Prometheus metrics for the workers and the API (`prometheus-client`).
+
+Each process builds one `Metrics` on its own registry (no module-level state). Counters and
+histograms move as work happens; the pipeline's backlog (stream lag, pending entries, dead
+letters, consumers per stage, reflection jobs per state) is read from Redis at scrape time
+by `PipelineCollector`, so any one process shows the whole deployment's queues.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import time
+from collections.abc import Callable, Iterator
+from typing import Any, TypeVar
+
+from prometheus_client import CollectorRegistry, Counter, Histogram, generate_latest
+from prometheus_client.core import GaugeMetricFamily
+from prometheus_client.registry import Collector
+
+from hivemem.pipeline.topology import Keys
+from hivemem.store.redis import Redis
+from hivemem.store.status import pipeline_status
+from hivemem.workers.stream import WorkerKind
+
+M = TypeVar("M")
+
+LATENCY_BUCKETS = (0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0)
+CONTENT_TYPE = "text/plain; version=0.0.4; charset=utf-8"
+
+
+class Metrics:
+    def __init__(self, registry: CollectorRegistry | None = None) -> None:
+        self.registry = registry or CollectorRegistry()
+        r = self.registry
+        self.stage_items = Counter(
+            "hivemem_stage_items", "Stream entries a pipeline stage finished, by outcome",
+            ["stage", "outcome"], registry=r,
+        )
+        self.stage_batch_seconds = Histogram(
+            "hivemem_stage_batch_seconds", "Time a stage spent on one batch", ["stage"],
+            buckets=LATENCY_BUCKETS, registry=r,
+        )
+        self.reflections = Counter(
+            "hivemem_reflections", "Episode reflections, by outcome", ["outcome"], registry=r,
+        )
+        self.ingested = Counter(
+            "hivemem_ingested_turns", "Turns accepted by ingest (duplicates included)",
+            registry=r,
+        )
+        self.recall_seconds = Histogram(
+            "hivemem_recall_seconds", "Recall latency", ["preset"], buckets=LATENCY_BUCKETS,
+            registry=r,
+        )
+        self.http_requests = Counter(
+            "hivemem_http_requests", "HTTP requests, by route and status",
+            ["method", "route", "status"], registry=r,
+        )
+        self.http_seconds = Histogram(
+            "hivemem_http_request_seconds", "HTTP request latency", ["method", "route"],
+            buckets=LATENCY_BUCKETS, registry=r,
+        )
+
+    def watch_pipeline(self, redis: Redis, keys: Keys, reflect_queue: str) -> None:
+        """Report the deployment's backlog from Redis at every scrape."""
+        self.registry.register(PipelineCollector(redis, keys, reflect_queue))
+
+    def exposition(self) -> bytes:
+        return generate_latest(self.registry)
+
+    def serve(self, port: int, addr: str = "0.0.0.0") -> Any:
+        """Expose /metrics on its own HTTP thread (workers' ``--metrics-port``)."""
+        from prometheus_client import start_http_server
+
+        return start_http_server(port, addr=addr, registry=self.registry)
+
+    def instrument(self, kind: WorkerKind[M]) -> WorkerKind[M]:
+        """The same stage, counting what it handles and dead-letters and timing batches."""
+        stage = kind.name
+        handle = kind.handle
+        dead = kind.on_dead_letter
+
+        def handled(messages: list[M]) -> None:
+            started = time.perf_counter()
+            try:
+                handle(messages)
+            except Exception:
+                self.stage_items.labels(stage, "failed").inc(len(messages))
+                raise
+            self.stage_batch_seconds.labels(stage).observe(time.perf_counter() - started)
+            self.stage_items.labels(stage, "handled").inc(len(messages))
+
+        def dead_lettered(entry: Any, error: str) -> None:
+            self.stage_items.labels(stage, "dead_lettered").inc()
+            if dead is not None:
+                dead(entry, error)
+
+        return dataclasses.replace(kind, handle=handled, on_dead_letter=dead_lettered)
+
+    def reflection_outcome(self, outcome: str) -> None:
+        self.reflections.labels(outcome).inc()
+
+
+class PipelineCollector(Collector):
+    """Stream lag, pending entries, dead letters and consumers per stage; rq job counts."""
+
+    def __init__(self, redis: Redis, keys: Keys, reflect_queue: str) -> None:
+        self.redis = redis
+        self.keys = keys
+        self.reflect_queue = reflect_queue
+
+    def describe(self) -> list[Any]:
+        return []  # collected live: no fixed description at registration
+
+    def collect(self) -> Iterator[GaugeMetricFamily]:
+        lag = GaugeMetricFamily("hivemem_stream_lag", "Entries not yet delivered", labels=["stage"])
+        pending = GaugeMetricFamily(
+            "hivemem_stream_pending", "Entries delivered, not acknowledged", labels=["stage"]
+        )
+        dead = GaugeMetricFamily(
+            "hivemem_dead_letters", "Entries in the dead-letter stream", labels=["stage"]
+        )
+        consumers = GaugeMetricFamily(
+            "hivemem_stage_consumers", "Consumers in the stage's group", labels=["stage"]
+        )
+        jobs = GaugeMetricFamily(
+            "hivemem_reflect_jobs", "Reflection jobs by state", labels=["state"]
+        )
+        up = GaugeMetricFamily("hivemem_redis_up", "1 when Redis answered the scrape")
+        try:
+            status = pipeline_status(self.redis, self.keys, self.reflect_queue)
+        except Exception:
+            up.add_metric([], 0)
+            yield up
+            return
+        up.add_metric([], 1)
+        for stage in status.stages:
+            lag.add_metric([stage.stage], stage.lag)
+            pending.add_metric([stage.stage], stage.pending)
+            dead.add_metric([stage.stage], stage.dead_letters)
+            consumers.add_metric([stage.stage], len(stage.consumers))
+        for state, count in status.reflect_jobs.items():
+            jobs.add_metric([state], count)
+        yield from (lag, pending, dead, consumers, jobs, up)
+
+
+def timed(histogram: Histogram, *labels: str) -> Callable[[], None]:
+    """Start a timer; calling the result records the elapsed time."""
+    started = time.perf_counter()
+    return lambda: histogram.labels(*labels).observe(time.perf_counter() - started)

@@ -1,0 +1,139 @@
+"""Workspaces: a `.hivemem/` folder that holds one embedded memory, found like git finds `.git`.
+
+    .hivemem/
+        config.json     {"format": "hivemem.runtime.workspace", "version": 1, ...}
+        store/          the embedded mode's data (Qdrant Edge shards, the Redis snapshot)
+
+`init_workspace(folder)` creates one (or opens the one already there, keeping its data);
+`find_workspace(start)` walks up from `start` to the filesystem root and returns the nearest.
+The config records the embedding model the store was built with: vectors of one workspace
+must all come from the same model, so later commands use the recorded one.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import Literal
+
+from pydantic import BaseModel, ConfigDict, Field
+from pydantic import ValidationError as PydanticValidationError
+
+from hivemem.config import EmbeddingSettings, Settings
+from hivemem.errors import HivememError
+
+DIRNAME = ".hivemem"
+CONFIG_NAME = "config.json"
+FORMAT = "hivemem.runtime.workspace"
+VERSION = 1
+
+
+class WorkspaceError(HivememError):
+    """A workspace that cannot be used: missing, unreadable, or from a newer hivemem."""
+
+
+class WorkspaceEmbedding(BaseModel):
+    """The embedder a workspace's vectors come from (fixed for its lifetime)."""
+
+    model_config = ConfigDict(extra="ignore")
+
+    provider: Literal["fastembed", "hashing"] = "fastembed"
+    model: str = "sentence-transformers/all-MiniLM-L6-v2"
+    dim: int = 384  # the hashing provider's size; fastembed models have their own
+
+
+class WorkspaceConfig(BaseModel):
+    """The versioned `config.json` (unknown keys are kept out, never fatal)."""
+
+    model_config = ConfigDict(extra="ignore")
+
+    format: Literal["hivemem.runtime.workspace"] = "hivemem.runtime.workspace"
+    version: int = Field(default=VERSION, ge=1)
+    created_at: datetime = Field(default_factory=lambda: datetime.now(UTC))
+    store: str = "store"  # relative to the .hivemem folder
+    default_session: str = "default"
+    embedding: WorkspaceEmbedding = WorkspaceEmbedding()
+
+
+class Workspace(BaseModel):
+    """An opened workspace: `root` is the folder that contains `.hivemem/`."""
+
+    model_config = ConfigDict(frozen=True)
+
+    root: Path
+    config: WorkspaceConfig
+
+    @property
+    def dir(self) -> Path:
+        return self.root / DIRNAME
+
+    @property
+    def store_path(self) -> Path:
+        return self.dir / self.config.store
+
+    def settings(self, base: Settings) -> Settings:
+        """`base` with the workspace's embedder (cache folder, threads, batch stay `base`'s)."""
+        recorded = self.config.embedding
+        embedding: EmbeddingSettings = base.embedding.model_copy(
+            update={"provider": recorded.provider, "model": recorded.model, "dim": recorded.dim}
+        )
+        return base.model_copy(update={"embedding": embedding})
+
+
+def _write_config(path: Path, config: WorkspaceConfig) -> None:
+    tmp = path.with_suffix(".tmp")
+    tmp.write_text(config.model_dump_json(indent=2) + "\n", encoding="utf-8")
+    os.replace(tmp, path)
+
+
+def load_workspace(root: Path) -> Workspace:
+    """The workspace whose `.hivemem/` is directly in `root`."""
+    path = Path(root) / DIRNAME / CONFIG_NAME
+    try:
+        raw = json.loads(path.read_text(encoding="utf-8"))
+    except FileNotFoundError:
+        raise WorkspaceError(f"{path} is missing: run `hivemem init` in {root}") from None
+    except (OSError, ValueError) as exc:
+        raise WorkspaceError(f"cannot read {path}: {exc}") from None
+    if not isinstance(raw, dict) or raw.get("format") != FORMAT:
+        raise WorkspaceError(f"{path} is not a hivemem workspace config (format {FORMAT!r})")
+    version = raw.get("version")
+    if not isinstance(version, int) or version > VERSION:
+        raise WorkspaceError(
+            f"{path} has version {version!r}; this hivemem reads version {VERSION}: upgrade"
+        )
+    try:
+        config = WorkspaceConfig.model_validate(raw)
+    except PydanticValidationError as exc:
+        raise WorkspaceError(f"{path} is invalid: {exc}") from None
+    return Workspace(root=Path(root).resolve(), config=config)
+
+
+def find_workspace(start: Path | None = None) -> Workspace | None:
+    """The nearest workspace at or above `start` (default: the current folder), or None."""
+    here = Path(start if start is not None else Path.cwd()).resolve()
+    for folder in (here, *here.parents):
+        if (folder / DIRNAME / CONFIG_NAME).is_file():
+            return load_workspace(folder)
+    return None
+
+
+def init_workspace(folder: Path, settings: Settings) -> tuple[Workspace, bool]:
+    """Create `folder/.hivemem/` (recording `settings`' embedder). A workspace already
+    there is returned as is, data and config untouched. Returns (workspace, created)."""
+    root = Path(folder).resolve()
+    if (root / DIRNAME / CONFIG_NAME).is_file():
+        return load_workspace(root), False
+    embedding = settings.embedding
+    config = WorkspaceConfig(
+        embedding=WorkspaceEmbedding(
+            provider=embedding.provider, model=embedding.model, dim=embedding.dim
+        )
+    )
+    workspace = Workspace(root=root, config=config)
+    workspace.store_path.mkdir(parents=True, exist_ok=True)
+    _write_config(workspace.dir / CONFIG_NAME, config)
+    (workspace.dir / ".gitignore").write_text("*\n", encoding="utf-8")
+    return workspace, True

@@ -1,0 +1,86 @@
+"""The deployment's pipeline at a glance, from Redis: per stage the lag, pending entries,
+dead letters and consumers (XINFO CONSUMERS); the reflection jobs per state and rq workers.
+
+Read by `hivemem status` and by the metrics collector. Reads rq's keys directly (``rq:``
+prefix), so it does not import rq.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from pydantic import BaseModel, Field
+
+from hivemem.pipeline.topology import Keys
+from hivemem.store.redis import Redis, redis_errors
+
+
+class Consumer(BaseModel):
+    name: str
+    pending: int
+    idle_ms: int
+
+
+class StageStatus(BaseModel):
+    stage: str
+    stream: str
+    length: int = 0
+    lag: int = 0
+    pending: int = 0
+    dead_letters: int = 0
+    consumers: list[Consumer] = Field(default_factory=list)
+
+
+class PipelineStatus(BaseModel):
+    stages: list[StageStatus]
+    reflect_queue: str
+    reflect_jobs: dict[str, int]
+    reflect_workers: int
+
+
+def stages(keys: Keys) -> list[tuple[str, str, str]]:
+    """(stage, stream, consumer group) of the stream stages."""
+    return [("embed", keys.turns_stream, "embed"),
+            ("boundary", keys.embedded_stream, "boundary")]
+
+
+def _text(value: Any) -> str:
+    return value.decode("utf-8", "replace") if isinstance(value, bytes) else str(value)
+
+
+def _stage(redis: Redis, keys: Keys, stage: str, stream: str, group: str) -> StageStatus:
+    status = StageStatus(stage=stage, stream=stream)
+    pipe = redis.pipeline(transaction=False)
+    pipe.exists(stream)
+    pipe.xlen(keys.dead_letters(stream))
+    exists, dead = pipe.execute()
+    status.dead_letters = int(dead)
+    if not exists:
+        return status
+    status.length = int(redis.xlen(stream))
+    for info in redis.xinfo_groups(stream):
+        if _text(info["name"]) != group:
+            continue
+        status.lag = int(info.get("lag") or 0)
+        status.pending = int(info["pending"])
+        for consumer in redis.xinfo_consumers(stream, group):
+            status.consumers.append(Consumer(
+                name=_text(consumer["name"]), pending=int(consumer["pending"]),
+                idle_ms=int(consumer["idle"]),
+            ))
+    return status
+
+
+def pipeline_status(redis: Redis, keys: Keys, reflect_queue: str) -> PipelineStatus:
+    with redis_errors("read pipeline status"):
+        stage_rows = [_stage(redis, keys, *s) for s in stages(keys)]
+        pipe = redis.pipeline(transaction=False)
+        pipe.llen(f"rq:queue:{reflect_queue}")
+        for registry in ("wip", "scheduled", "failed", "finished", "deferred"):
+            pipe.zcard(f"rq:{registry}:{reflect_queue}")
+        pipe.scard(f"rq:workers:{reflect_queue}")
+        queued, started, scheduled, failed, finished, deferred, workers = pipe.execute()
+    jobs = {"queued": int(queued), "started": int(started), "scheduled": int(scheduled),
+            "failed": int(failed), "finished": int(finished), "deferred": int(deferred)}
+    return PipelineStatus(stages=stage_rows, reflect_queue=reflect_queue, reflect_jobs=jobs,
+                          reflect_workers=int(workers))
