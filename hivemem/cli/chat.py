@@ -6,10 +6,10 @@ import sys
 
 import click
 
-from hivemem.cli.target import default_session, resolve_target, server_options
-from hivemem.cli.workspace import Opened, checked, stdout
-from hivemem.config import Settings
-from hivemem.domain.turn import check_id
+from hivemem.cli.chat_loop import ChatLoop
+from hivemem.cli.output import id_param, stdout
+from hivemem.cli.target import Target, opened, with_target
+from hivemem.providers.chat import ChatModel
 
 NO_LLM = """\
 hivemem chat needs a chat model, and none is configured. Point it at any OpenAI-compatible
@@ -24,37 +24,29 @@ The same model then also reflects closed episodes into facts."""
 
 
 @click.command()
-@click.option("--session", default=None, help="Session id (default: the workspace's); "
+@click.option("--session", default=None, callback=id_param("session", "--session"),
+              help="Session id (default: the workspace's); "
               "an existing session resumes with its memory.")
 @click.option("--budget", type=click.IntRange(min=1), default=None,
               help="Token budget of the recalled context (default from config).")
 @click.option("--debug", is_flag=True, help="Show the recalled context before every answer.")
-@server_options
-@click.pass_context
-def chat(
-    ctx: click.Context, session: str | None, budget: int | None, debug: bool,
-    redis_url: str | None, qdrant_url: str | None,
-) -> None:
+@with_target
+def chat(target: Target, session: str | None, budget: int | None, debug: bool) -> None:
     """An agent loop with memory: recall, answer, remember both sides.
 
     Exits with 0 and instructions when no LLM is configured (HIVEMEM_LLM__*).
     """
-    from hivemem.cli.chat_loop import ChatLoop
-    from hivemem.providers.chat import ChatModel
-
-    settings: Settings = ctx.obj["settings"]
+    settings = target.settings
     console = stdout()
     if settings.llm is None:
         console.print(NO_LLM, markup=False)
         return
-    if session is not None:
-        checked("--session", lambda v: check_id("session", v), session)
-    target = resolve_target(ctx, redis_url, qdrant_url)
-    session_id = default_session(target, session)
+    session_id = target.default_session(session)
+
     def read_line() -> str | None:
         line = sys.stdin.readline()
         return line if line else None
 
-    with ChatModel(settings.llm) as model, Opened(target) as client:
+    with ChatModel(settings.llm) as model, opened(target) as client:
         ChatLoop(client, model, session_id, console, read_line, token_budget=budget,
                  debug=debug).run()

@@ -14,7 +14,7 @@ import structlog
 from rich.console import Console
 from rich.markup import escape
 
-from hivemem.cli.workspace import facts_table, items_table
+from hivemem.cli.output import facts_table, items_table
 from hivemem.domain.models import ContextItem
 from hivemem.errors import HivememError, ProcessingTimeout, ProviderError, ValidationError
 from hivemem.producer.client import MemoryClient

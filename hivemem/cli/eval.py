@@ -11,7 +11,7 @@ import click
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 from rich.table import Table
 
-from hivemem.cli.workspace import stderr, stdout
+from hivemem.cli.output import stderr, stdout
 from hivemem.config import Settings
 from hivemem.errors import HivememError
 from hivemem.evaluation.report import EvalReport, build_report, markdown

@@ -18,16 +18,14 @@ from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, T
 from rich.table import Table
 from rich.text import Text
 
-from hivemem.cli.target import resolve_target, server_options
-from hivemem.cli.workspace import Opened, checked, emit_json, stderr, stdout
-from hivemem.domain.turn import check_id
+from hivemem.cli.output import emit_json, id_param, stderr, stdout
+from hivemem.cli.target import Target, opened, with_target
 from hivemem.errors import ValidationError
 
 IMPORT_MODES = ("append", "replace", "skip_existing", "overwrite")
 
 
-def _session_arg(value: str) -> str:
-    return str(checked("SESSION", lambda v: check_id("session", v), value))
+SESSION = id_param("session", "SESSION")
 
 
 @contextmanager
@@ -51,22 +49,20 @@ def _bad_input(exc: ValidationError) -> click.BadParameter:
 
 
 @click.command()
-@click.argument("session")
+@click.argument("session", callback=SESSION)
 @click.option("--preview", is_flag=True, help="Show the diff without changing anything.")
 @click.option("--max-active", type=click.IntRange(1), default=None,
               help="Cap on active facts (default: compaction.max_active_facts).")
 @click.option("--json", "as_json", is_flag=True, help="Print JSON.")
-@server_options
-@click.pass_context
-def compact(ctx: click.Context, session: str, preview: bool, max_active: int | None,
-            as_json: bool, redis_url: str | None, qdrant_url: str | None) -> None:
+@with_target
+def compact(target: Target, session: str, preview: bool, max_active: int | None,
+            as_json: bool) -> None:
     """Merge duplicates, archive stale facts, enforce the cap, move facts between layers."""
-    session_id = _session_arg(session)
-    target = resolve_target(ctx, redis_url, qdrant_url)
+    session_id = session
     policy = target.settings.compaction.policy()
     if max_active is not None:
         policy = policy.model_copy(update={"max_active_facts": max_active})
-    with Opened(target) as client:
+    with opened(target) as client:
         try:
             diff = (client.preview_compaction(session_id, policy=policy) if preview
                     else client.compact(session_id, policy=policy))
@@ -98,16 +94,12 @@ def compact(ctx: click.Context, session: str, preview: bool, max_active: int | N
 
 
 @click.command()
-@click.argument("memory_id")
+@click.argument("memory_id", callback=id_param("memory_id", "MEMORY_ID"))
 @click.option("--json", "as_json", is_flag=True, help="Print JSON.")
-@server_options
-@click.pass_context
-def audit(ctx: click.Context, memory_id: str, as_json: bool, redis_url: str | None,
-          qdrant_url: str | None) -> None:
+@with_target
+def audit(target: Target, memory_id: str, as_json: bool) -> None:
     """Why a memory (a fact id) has its status: every change, who made it, when and why."""
-    checked("MEMORY_ID", lambda v: check_id("memory_id", v), memory_id)
-    target = resolve_target(ctx, redis_url, qdrant_url)
-    with Opened(target) as client:
+    with opened(target) as client:
         try:
             events = client.audit(memory_id)
             fact = client.get_fact(memory_id)
@@ -139,20 +131,18 @@ def audit(ctx: click.Context, memory_id: str, as_json: bool, redis_url: str | No
 
 
 @click.command()
-@click.argument("session")
+@click.argument("session", callback=SESSION)
 @click.option("--title", default=None, help="Set the session's title.")
 @click.option("--agent", default=None, help="Set the session's agent.")
 @click.option("--related", type=click.IntRange(0, 100), default=5, show_default=True,
               help="How many related sessions to list.")
 @click.option("--json", "as_json", is_flag=True, help="Print JSON.")
-@server_options
-@click.pass_context
-def session(ctx: click.Context, session: str, title: str | None, agent: str | None,
-            related: int, as_json: bool, redis_url: str | None, qdrant_url: str | None) -> None:
+@with_target
+def session(target: Target, session: str, title: str | None, agent: str | None,
+            related: int, as_json: bool) -> None:
     """Show (or, with --title/--agent, set) a session's metadata and its related sessions."""
-    session_id = _session_arg(session)
-    target = resolve_target(ctx, redis_url, qdrant_url)
-    with Opened(target) as client:
+    session_id = session
+    with opened(target) as client:
         try:
             if title is not None or agent is not None:
                 info = client.set_session_metadata(session_id, title=title, agent_id=agent)
@@ -180,20 +170,17 @@ def session(ctx: click.Context, session: str, title: str | None, agent: str | No
 
 
 @click.command()
-@click.argument("sessions", nargs=-1, required=True)
+@click.argument("sessions", nargs=-1, required=True, callback=SESSION)
 @click.option("--kind", "kinds", multiple=True, type=click.Choice(["turn", "episode", "fact"]),
               help="Only these kinds of event (repeatable).")
 @click.option("--limit", type=click.IntRange(1), default=None, help="Only the newest N events.")
 @click.option("--json", "as_json", is_flag=True, help="Print JSON.")
-@server_options
-@click.pass_context
-def timeline(ctx: click.Context, sessions: tuple[str, ...], kinds: tuple[str, ...],
-             limit: int | None, as_json: bool, redis_url: str | None,
-             qdrant_url: str | None) -> None:
+@with_target
+def timeline(target: Target, sessions: tuple[str, ...], kinds: tuple[str, ...],
+             limit: int | None, as_json: bool) -> None:
     """Turns, episode closes and fact changes of SESSIONS, in time order."""
-    session_ids = [_session_arg(s) for s in sessions]
-    target = resolve_target(ctx, redis_url, qdrant_url)
-    with Opened(target) as client:
+    session_ids = list(sessions)
+    with opened(target) as client:
         try:
             events = client.build_timeline(session_ids, kinds=list(kinds) or None, limit=limit)
         except ValidationError as exc:
@@ -213,10 +200,9 @@ def timeline(ctx: click.Context, sessions: tuple[str, ...], kinds: tuple[str, ..
 # -- export / import / backup / restore -----------------------------------------------------
 
 
-def _export(ctx: click.Context, path: Path, sessions: list[str] | None, vectors: bool,
-            as_json: bool, redis_url: str | None, qdrant_url: str | None) -> None:
-    target = resolve_target(ctx, redis_url, qdrant_url)
-    with Opened(target) as client:
+def _export(target: Target, path: Path, sessions: list[str] | None, vectors: bool,
+            as_json: bool) -> None:
+    with opened(target) as client:
         total = client.count_export_records(sessions) if not as_json else None
         try:
             with _progress(f"exporting to {path.name}", total, as_json) as advance:
@@ -231,17 +217,15 @@ def _export(ctx: click.Context, path: Path, sessions: list[str] | None, vectors:
                    f"{', with vectors' if summary.vectors else ''})")
 
 
-def _import(ctx: click.Context, path: Path, mode: str, as_json: bool, redis_url: str | None,
-            qdrant_url: str | None, verb: str) -> None:
+def _import(target: Target, path: Path, mode: str, as_json: bool, verb: str) -> None:
     from hivemem.transfer.importer import validate_file
 
-    target = resolve_target(ctx, redis_url, qdrant_url)
     try:
         # Checked before any store is opened: a bad file changes nothing.
         manifest = validate_file(path)
     except ValidationError as exc:
         raise click.ClickException(f"{path}: {exc}") from None
-    with Opened(target) as client:
+    with opened(target) as client:
         try:
             with _progress(f"{verb} {path.name}", manifest.records, as_json) as advance:
                 summary = client.import_file(path, mode=mode, progress=advance)
@@ -262,18 +246,17 @@ def _counts(counts: dict[str, int]) -> str:
 
 
 @click.command("export")
-@click.argument("sessions", nargs=-1)
+@click.argument("sessions", nargs=-1, callback=SESSION)
 @click.option("--out", "-o", "path", type=click.Path(dir_okay=False, path_type=Path),
               required=True, help="File to write (.jsonl, or .jsonl.gz compressed).")
 @click.option("--vectors", is_flag=True, help="Include the vectors (no re-embedding on import).")
 @click.option("--json", "as_json", is_flag=True, help="Print JSON.")
-@server_options
-@click.pass_context
-def export_cmd(ctx: click.Context, sessions: tuple[str, ...], path: Path, vectors: bool,
-               as_json: bool, redis_url: str | None, qdrant_url: str | None) -> None:
+@with_target
+def export_cmd(target: Target, sessions: tuple[str, ...], path: Path, vectors: bool,
+               as_json: bool) -> None:
     """Export SESSIONS (default: every session) as versioned JSON Lines."""
-    ids = [_session_arg(s) for s in sessions] or None
-    _export(ctx, path, ids, vectors, as_json, redis_url, qdrant_url)
+    ids = list(sessions) or None
+    _export(target, path, ids, vectors, as_json)
 
 
 @click.command("import")
@@ -282,43 +265,33 @@ def export_cmd(ctx: click.Context, sessions: tuple[str, ...], path: Path, vector
               help="append: add (renaming taken sessions); replace: the file's version of each"
                    " session wins entirely; skip_existing / overwrite: record by record.")
 @click.option("--json", "as_json", is_flag=True, help="Print JSON.")
-@server_options
-@click.pass_context
-def import_cmd(ctx: click.Context, path: Path, mode: str, as_json: bool,
-               redis_url: str | None, qdrant_url: str | None) -> None:
+@with_target
+def import_cmd(target: Target, path: Path, mode: str, as_json: bool) -> None:
     """Import an export file (validated whole before anything is written)."""
-    _import(ctx, path, mode, as_json, redis_url, qdrant_url, "imported")
+    _import(target, path, mode, as_json, "imported")
 
 
 @click.command()
 @click.argument("path", required=False, type=click.Path(dir_okay=False, path_type=Path))
 @click.option("--json", "as_json", is_flag=True, help="Print JSON.")
-@server_options
-@click.pass_context
-def backup(ctx: click.Context, path: Path | None, as_json: bool, redis_url: str | None,
-           qdrant_url: str | None) -> None:
+@with_target
+def backup(target: Target, path: Path | None, as_json: bool) -> None:
     """Every session with its vectors, to PATH (default: hivemem-backup-<UTC time>.jsonl.gz)."""
     path = path or Path(f"hivemem-backup-{datetime.now(UTC):%Y%m%dT%H%M%SZ}.jsonl.gz")
-    _export(ctx, path, None, True, as_json, redis_url, qdrant_url)
+    _export(target, path, None, True, as_json)
 
 
 @click.command()
 @click.argument("path", type=click.Path(dir_okay=False, path_type=Path))
 @click.option("--mode", type=click.Choice(IMPORT_MODES), default="replace", show_default=True)
 @click.option("--json", "as_json", is_flag=True, help="Print JSON.")
-@server_options
-@click.pass_context
-def restore(ctx: click.Context, path: Path, mode: str, as_json: bool, redis_url: str | None,
-            qdrant_url: str | None) -> None:
+@with_target
+def restore(target: Target, path: Path, mode: str, as_json: bool) -> None:
     """Restore a backup: each of its sessions replaces the store's version."""
-    _import(ctx, path, mode, as_json, redis_url, qdrant_url, "restored")
+    _import(target, path, mode, as_json, "restored")
 
 
 COMMANDS: tuple[click.Command, ...] = (
     compact, audit, session, timeline, export_cmd, import_cmd, backup, restore,
 )
 
-
-def register(group: click.Group) -> None:
-    for command in COMMANDS:
-        group.add_command(command)

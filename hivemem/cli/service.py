@@ -1,9 +1,8 @@
-"""Service commands: `hivemem serve` (HTTP API), `hivemem mcp` (MCP server) and
-`hivemem apikey create|revoke|list`.
+"""Service commands: `hivemem serve` (HTTP API), `hivemem mcp` (MCP server),
+`hivemem apikey create|revoke|list` and `hivemem worker`.
 
-They run on the same target as the workspace commands (`hivemem.cli.target`): a deployment
-(``--redis-url``/``--qdrant-url`` or the environment), ``hivemem --local PATH``, or the
-nearest workspace.
+They run on the target every memory command resolves (`hivemem.cli.target`); a worker
+needs a deployment (embedded mode runs its own worker threads).
 """
 
 from __future__ import annotations
@@ -13,10 +12,12 @@ import os
 from typing import Any
 
 import click
+from rich.table import Table
 
-from hivemem.cli.target import resolve_target, server_options
-from hivemem.cli.workspace import Opened, emit_json, stderr, stdout
+from hivemem.cli.output import emit_json, stderr, stdout
+from hivemem.cli.target import Target, opened, with_target
 from hivemem.errors import HivememError
+from hivemem.logs import configure_logging
 
 
 def _missing(extra: str, module: str) -> click.ClickException:
@@ -31,10 +32,8 @@ def _missing(extra: str, module: str) -> click.ClickException:
               help="Port (default HIVEMEM_API__PORT, 8080).")
 @click.option("--workers", type=click.IntRange(1, 64), default=1, show_default=True,
               help="API processes (a deployment only: embedded mode is one process).")
-@server_options
-@click.pass_context
-def serve(ctx: click.Context, host: str | None, port: int | None, workers: int,
-          redis_url: str | None, qdrant_url: str | None) -> None:
+@with_target
+def serve(target: Target, host: str | None, port: int | None, workers: int) -> None:
     """Run the HTTP API (OpenAPI at /docs and /openapi.json, metrics at /metrics)."""
     try:
         import uvicorn
@@ -42,11 +41,9 @@ def serve(ctx: click.Context, host: str | None, port: int | None, workers: int,
         from hivemem.api import create_app
     except ImportError as exc:
         raise _missing("api", exc.name or "fastapi") from None
-    target = resolve_target(ctx, redis_url, qdrant_url)
     settings = target.settings
-    if ctx.obj.get("log_level") is None:
-        from hivemem.logs import configure_logging
-
+    if click.get_current_context().obj.get("log_level") is None:
+        # A server's events are its output (the target resolution set "warning").
         configure_logging(settings.log_level, settings.log_json)
     bind: dict[str, Any] = {"host": host or settings.api.host, "port": port or settings.api.port,
             "log_level": "warning", "access_log": False}
@@ -59,7 +56,7 @@ def serve(ctx: click.Context, host: str | None, port: int | None, workers: int,
             os.environ["HIVEMEM_QDRANT__URL"] = settings.qdrant.url
         uvicorn.run("hivemem.api.app:from_env", factory=True, workers=workers, **bind)
         return
-    with Opened(target) as client:
+    with opened(target) as client:
         uvicorn.run(create_app(settings, client=client), **bind)
 
 
@@ -71,17 +68,14 @@ def serve(ctx: click.Context, host: str | None, port: int | None, workers: int,
 @click.option("--host", default="127.0.0.1", show_default=True, help="http transport only.")
 @click.option("--port", type=click.IntRange(0, 65535), default=8765, show_default=True,
               help="http transport only (path /mcp).")
-@server_options
-@click.pass_context
-def mcp_cmd(ctx: click.Context, transport: str, namespace: str, host: str, port: int,
-            redis_url: str | None, qdrant_url: str | None) -> None:
+@with_target
+def mcp_cmd(target: Target, transport: str, namespace: str, host: str, port: int) -> None:
     """Run an MCP server with the tools remember, recall and known_facts."""
     try:
         from hivemem.mcp import run
     except ImportError as exc:
         raise _missing("mcp", exc.name or "mcp") from None
-    target = resolve_target(ctx, redis_url, qdrant_url)
-    with Opened(target) as client:
+    with opened(target) as client:
         run(client, transport=transport, namespace=namespace, host=host, port=port)
 
 
@@ -94,17 +88,12 @@ def apikey() -> None:
 @click.argument("namespace")
 @click.option("--name", default="", help="A label (who or what uses the key).")
 @click.option("--json", "as_json", is_flag=True)
-@server_options
-@click.pass_context
-def apikey_create(ctx: click.Context, namespace: str, name: str, as_json: bool,
-                  redis_url: str | None, qdrant_url: str | None) -> None:
+@with_target
+def apikey_create(target: Target, namespace: str, name: str, as_json: bool) -> None:
     """Create a key for NAMESPACE; it is printed once and only its hash is stored."""
-    from hivemem.store.apikeys import ApiKeyStore
-
-    target = resolve_target(ctx, redis_url, qdrant_url)
-    with Opened(target) as client:
+    with opened(target) as client:
         try:
-            key, info = ApiKeyStore(client._redis, client.keys).create(namespace, name)
+            key, info = client.api_keys().create(namespace, name)
         except HivememError as exc:
             raise click.BadParameter(str(exc), param_hint="NAMESPACE") from None
     if as_json:
@@ -117,16 +106,11 @@ def apikey_create(ctx: click.Context, namespace: str, name: str, as_json: bool,
 
 @apikey.command("revoke")
 @click.argument("key_id")
-@server_options
-@click.pass_context
-def apikey_revoke(ctx: click.Context, key_id: str, redis_url: str | None,
-                  qdrant_url: str | None) -> None:
+@with_target
+def apikey_revoke(target: Target, key_id: str) -> None:
     """Revoke a key (its id, as `list` shows it, or the key itself)."""
-    from hivemem.store.apikeys import ApiKeyStore
-
-    target = resolve_target(ctx, redis_url, qdrant_url)
-    with Opened(target) as client:
-        removed = ApiKeyStore(client._redis, client.keys).revoke(key_id)
+    with opened(target) as client:
+        removed = client.api_keys().revoke(key_id)
     if not removed:
         raise click.ClickException(f"no API key {key_id!r}")
     click.echo(json.dumps({"revoked": key_id}))
@@ -134,18 +118,11 @@ def apikey_revoke(ctx: click.Context, key_id: str, redis_url: str | None,
 
 @apikey.command("list")
 @click.option("--json", "as_json", is_flag=True)
-@server_options
-@click.pass_context
-def apikey_list(ctx: click.Context, as_json: bool, redis_url: str | None,
-                qdrant_url: str | None) -> None:
+@with_target
+def apikey_list(target: Target, as_json: bool) -> None:
     """Every key's id, namespace, name and creation time (never the key)."""
-    from rich.table import Table
-
-    from hivemem.store.apikeys import ApiKeyStore
-
-    target = resolve_target(ctx, redis_url, qdrant_url)
-    with Opened(target) as client:
-        keys = ApiKeyStore(client._redis, client.keys).list()
+    with opened(target) as client:
+        keys = client.api_keys().list()
     if as_json:
         emit_json([k.model_dump(mode="json") for k in keys])
         return
@@ -157,7 +134,29 @@ def apikey_list(ctx: click.Context, as_json: bool, redis_url: str | None,
     stdout().print(table)
 
 
-def register(group: click.Group) -> None:
-    group.add_command(serve)
-    group.add_command(mcp_cmd)
-    group.add_command(apikey)
+@click.command()
+@click.argument("kind", type=click.Choice(["embed", "boundary", "reflect"]))
+@click.option("--burst", is_flag=True, help="Exit once there is nothing left to do.")
+@click.option("--name", default=None, help="Consumer name (default: host-pid-random).")
+@click.option("--metrics-port", type=click.IntRange(0, 65535), default=None,
+              help="Serve Prometheus metrics on this port.")
+@with_target
+def worker(
+    target: Target, kind: str, burst: bool, name: str | None, metrics_port: int | None
+) -> None:
+    """Run a pipeline worker (scale by starting more of them)."""
+    from hivemem.runtime.runner import run_worker
+
+    if target.embedded:
+        raise click.UsageError(
+            "workers run against Redis + Qdrant servers; embedded mode runs its own threads"
+        )
+    report = run_worker(kind, target.settings, burst=burst, name=name,
+                        metrics_port=metrics_port)
+    stderr().print(
+        f"handled={report.handled} dead_lettered={report.dead_lettered}"
+        f" reclaimed={report.reclaimed}"
+    )
+
+
+COMMANDS: tuple[click.Command, ...] = (serve, mcp_cmd, apikey, worker)

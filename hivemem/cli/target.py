@@ -1,19 +1,25 @@
-"""Where the workspace commands' memory lives: a server deployment, `--local`, or a workspace.
+"""Where a command's memory lives: the ONE resolution every memory command goes through.
 
 Precedence, first match wins:
 
 1. ``--redis-url`` / ``--qdrant-url`` on the command: that deployment;
 2. ``hivemem --local PATH``: the embedded mode on PATH;
-3. ``HIVEMEM_REDIS__URL`` / ``HIVEMEM_QDRANT__URL`` / ``HIVEMEM_QDRANT__PATH`` in the
-   environment: that deployment (like ``GIT_DIR``, explicit configuration beats discovery);
-4. the nearest `.hivemem/` workspace at or above the current folder;
-5. otherwise an error that says to run ``hivemem init``.
+3. the nearest `.hivemem/` workspace at or above the current folder (embedded mode);
+4. ``HIVEMEM_REDIS__URL`` / ``HIVEMEM_QDRANT__URL`` / ``HIVEMEM_QDRANT__PATH`` in the
+   environment: that deployment;
+5. otherwise `NoTarget` (exit 1): there is no silent fallback to a Redis on 127.0.0.1,
+   which would read some unrelated deployment's memory.
+
+Commands get the resolved `Target` from the `with_target` decorator, which also adds the
+``--redis-url``/``--qdrant-url`` options; `opened` turns it into a client for one command.
 """
 
 from __future__ import annotations
 
+import functools
 import os
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from pathlib import Path
 from typing import Any, Literal, TypeVar
 
@@ -21,13 +27,22 @@ import click
 from pydantic import BaseModel, ConfigDict
 
 from hivemem.config import Settings
+from hivemem.errors import HivememError, ValidationError
 from hivemem.logs import configure_logging
 from hivemem.producer.client import MemoryClient
 from hivemem.runtime.workspace import Workspace, WorkspaceError, find_workspace
 
 SERVER_ENV = ("HIVEMEM_REDIS__URL", "HIVEMEM_QDRANT__URL", "HIVEMEM_QDRANT__PATH")
+NO_TARGET = "no workspace here: run `hivemem init`, or pass --local / --redis-url"
 
-F = TypeVar("F", bound=Callable[..., Any])
+R = TypeVar("R")
+
+
+class NoTarget(HivememError):
+    """No flag, no `--local`, no workspace up the folder tree, no server in the environment."""
+
+    def __init__(self) -> None:
+        super().__init__(NO_TARGET)
 
 
 class Target(BaseModel):
@@ -38,21 +53,33 @@ class Target(BaseModel):
     workspace: Workspace | None = None
     store: Path | None = None  # the embedded store folder
 
+    @property
+    def embedded(self) -> bool:
+        return self.store is not None
+
     def open(self) -> MemoryClient:
         if self.store is not None:
             return MemoryClient.local(self.store, self.settings)
         return MemoryClient(self.settings)
 
+    def default_session(self, session: str | None = None) -> str:
+        """`session`, else the workspace's default session, else ``"default"``."""
+        if session:
+            return session
+        if self.workspace is not None:
+            return self.workspace.config.default_session
+        return "default"
+
     def describe(self) -> dict[str, Any]:
+        server = self.mode == "server"
+        qdrant = self.settings.qdrant
         return {
             "mode": self.mode,
             "workspace": str(self.workspace.root) if self.workspace else None,
             "store": str(self.store) if self.store else None,
-            "redis_url": _without_password(self.settings.redis.url)
-            if self.mode == "server" else None,
-            "qdrant": (self.settings.qdrant.url or (str(self.settings.qdrant.path)
-                       if self.settings.qdrant.path else None))
-            if self.mode == "server" else None,
+            "redis_url": _without_password(self.settings.redis.url) if server else None,
+            "qdrant": (qdrant.url or (str(qdrant.path) if qdrant.path else None))
+            if server else None,
         }
 
 
@@ -65,22 +92,18 @@ def _without_password(url: str) -> str:
     return f"{scheme}://{user + ':***@' if user else '***@'}{host}"
 
 
-def server_options(func: F) -> F:
-    """``--redis-url`` and ``--qdrant-url``: run this command against a deployment."""
-    func = click.option("--qdrant-url", default=None, help="Qdrant server URL (server mode).")(
-        func
-    )
-    func = click.option("--redis-url", default=None, help="Redis URL (server mode).")(func)
-    return func
-
-
 def resolve_target(
-    ctx: click.Context, redis_url: str | None = None, qdrant_url: str | None = None
+    settings: Settings,
+    *,
+    local: str | Path | None = None,
+    redis_url: str | None = None,
+    qdrant_url: str | None = None,
+    start: Path | None = None,
+    environ: dict[str, str] | None = None,
 ) -> Target:
-    settings: Settings = ctx.obj["settings"]
-    if ctx.obj.get("log_level") is None:
-        # These commands print results: pipeline events only with --log-level.
-        configure_logging("warning", settings.log_json)
+    """The target by the precedence above. `start`: where the workspace search begins
+    (default: the current folder). Raises `NoTarget`, or `WorkspaceError` for a workspace
+    whose config cannot be read."""
     if redis_url or qdrant_url:
         update: dict[str, Any] = {}
         if redis_url:
@@ -88,31 +111,59 @@ def resolve_target(
         if qdrant_url:
             update["qdrant"] = settings.qdrant.model_copy(update={"url": qdrant_url, "path": None})
         return Target(mode="server", settings=settings.model_copy(update=update))
-    local: str | None = ctx.obj.get("local")
     if local:
         return Target(mode="local", settings=settings, store=Path(local))
-    if any(os.environ.get(name) for name in SERVER_ENV):
+    workspace = find_workspace(start)
+    if workspace is not None:
+        return Target(mode="workspace", settings=workspace.settings(settings),
+                      workspace=workspace, store=workspace.store_path)
+    env = os.environ if environ is None else environ
+    if any(env.get(name) for name in SERVER_ENV):
         return Target(mode="server", settings=settings)
+    raise NoTarget()
+
+
+def with_target(func: Callable[..., R]) -> Callable[..., R]:
+    """Add ``--redis-url``/``--qdrant-url`` to a command and call it with ``target=`` the
+    resolved `Target` (the root group's ``--local`` and settings come from the context).
+
+    Put it under ``@click.command()`` and the command's own options. Click runs parameter
+    callbacks first, so argument checks still exit 2 before anything is resolved."""
+
+    @click.option("--redis-url", default=None, help="Redis URL (server mode).")
+    @click.option("--qdrant-url", default=None, help="Qdrant server URL (server mode).")
+    @functools.wraps(func)
+    def command(*args: Any, redis_url: str | None, qdrant_url: str | None,
+                **kwargs: Any) -> R:
+        ctx = click.get_current_context()
+        settings: Settings = ctx.obj["settings"]
+        if ctx.obj.get("log_level") is None:
+            # Commands print results: pipeline events only with --log-level.
+            configure_logging("warning", settings.log_json)
+        try:
+            target = resolve_target(settings, local=ctx.obj.get("local"),
+                                    redis_url=redis_url, qdrant_url=qdrant_url)
+        except (NoTarget, WorkspaceError) as exc:
+            raise click.ClickException(str(exc)) from None
+        return func(*args, target=target, **kwargs)
+
+    return command
+
+
+@contextmanager
+def opened(target: Target) -> Iterator[MemoryClient]:
+    """A client on `target` for one command, closed after it. Bad input found by the
+    client (`ValidationError`) is a usage error (exit 2); any other `HivememError` a clean
+    error (exit 1) instead of a traceback."""
     try:
-        workspace = find_workspace()
-    except WorkspaceError as exc:
+        client = target.open()
+    except HivememError as exc:
         raise click.ClickException(str(exc)) from None
-    if workspace is None:
-        raise click.ClickException(
-            "no hivemem workspace in this folder or any parent: run `hivemem init` here, "
-            "or point at a deployment with --redis-url/--qdrant-url (or HIVEMEM_REDIS__URL)"
-        )
-    return Target(
-        mode="workspace",
-        settings=workspace.settings(settings),
-        workspace=workspace,
-        store=workspace.store_path,
-    )
-
-
-def default_session(target: Target, session: str | None) -> str:
-    if session:
-        return session
-    if target.workspace is not None:
-        return target.workspace.config.default_session
-    return "default"
+    try:
+        yield client
+    except ValidationError as exc:
+        raise click.BadParameter(exc.message, param_hint=exc.field) from None
+    except HivememError as exc:
+        raise click.ClickException(str(exc)) from None
+    finally:
+        client.close()

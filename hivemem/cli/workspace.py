@@ -8,10 +8,7 @@ is rejected before any store is opened, with exit code 2.
 
 from __future__ import annotations
 
-import json
-import sys
 from collections import Counter
-from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
@@ -21,126 +18,50 @@ from rich.markup import escape
 from rich.table import Table
 from rich.text import Text
 
-from hivemem.cli.target import Target, default_session, resolve_target, server_options
+from hivemem.cli.output import (
+    checked,
+    emit_json,
+    facts_table,
+    id_param,
+    item_json,
+    items_table,
+    stdout,
+)
+from hivemem.cli.target import Target, opened, with_target
 from hivemem.config import Settings
-from hivemem.domain.fact import Fact, FactStatus
-from hivemem.domain.models import BUILTIN_MARKERS, ContextItem, Turn
-from hivemem.domain.turn import check_content, check_id, check_query
+from hivemem.domain.fact import FactStatus
+from hivemem.domain.models import BUILTIN_MARKERS
+from hivemem.domain.turn import check_content, check_query
 from hivemem.errors import HivememError, ValidationError
 from hivemem.producer.client import MemoryClient
 from hivemem.producer.recall_view import RecallView, recall_view
 from hivemem.runtime.workspace import init_workspace
-from hivemem.store.status import PipelineStatus, pipeline_status
+from hivemem.store.status import PipelineStatus
 
 KINDS = ("decision", "constraint", "failure", "goal", "preference")
 PRESETS = ("cheap", "balanced", "high_recall", "agent_state")
+SESSION = id_param("session", "--session")
 
 
-def stdout() -> Console:
-    # Piped output gets a wide table instead of rich's 80-column default.
-    return Console(width=None if sys.stdout.isatty() else 160, highlight=False)
+def _text_arg(ctx: click.Context, _param: click.Parameter, value: str) -> str:
+    settings: Settings = ctx.obj["settings"]
+    return str(checked("TEXT", lambda v: check_content(v, settings.ingest.max_content_bytes),
+                       value))
 
 
-def stderr() -> Console:
-    return Console(stderr=True, highlight=False)
+def _query_arg(_ctx: click.Context, _param: click.Parameter, value: str) -> str:
+    return str(checked("QUERY", check_query, value))
 
 
-def emit_json(data: Any) -> None:
-    click.echo(json.dumps(data, indent=2, default=str))
-
-
-def checked(field: str, check: Any, value: Any) -> Any:
-    """Run a validator on a CLI argument; a failure is a usage error (exit 2)."""
-    try:
-        return check(value)
-    except ValidationError as exc:
-        raise click.BadParameter(exc.message, param_hint=field) from None
-
-
-class Opened:
-    """``with Opened(target) as client``: HivememError becomes a clean CLI error."""
-
-    def __init__(self, target: Target) -> None:
-        self.target = target
-        self.client: MemoryClient | None = None
-
-    def __enter__(self) -> MemoryClient:
-        try:
-            self.client = self.target.open()
-        except HivememError as exc:
-            raise click.ClickException(str(exc)) from None
-        return self.client
-
-    def __exit__(self, exc_type: type[BaseException] | None, exc: BaseException | None,
-                 _tb: object) -> None:
-        if self.client is not None:
-            self.client.close()
-        if isinstance(exc, HivememError):
-            raise click.ClickException(str(exc)) from None
-
-
-def items_table(title: str, items: Sequence[ContextItem]) -> Table:
-    table = Table(title=title, expand=True)
-    table.add_column("#", justify="right", width=3)
-    table.add_column("score", justify="right", width=6)
-    table.add_column("why", width=28)
-    table.add_column("source", width=10)
-    table.add_column("tokens", justify="right", width=6)
-    table.add_column("content", ratio=1)
-    for rank, item in enumerate(items, 1):
-        source = f"{item.source_type}" + (f" #{item.seq}" if item.seq else "")
-        table.add_row(str(rank), f"{item.score:.3f}", ", ".join(item.components.reasons()),
-                      source, str(item.token_count), Text(item.content))
-    return table
-
-
-def item_json(rank: int, item: ContextItem) -> dict[str, Any]:
-    data: dict[str, Any] = item.model_dump(mode="json")
-    return {"rank": rank, "reasons": item.components.reasons(), **data}
-
-
-def facts_table(title: str, facts: Sequence[Fact]) -> Table:
-    table = Table(title=title, expand=True)
-    for column in ("status", "kind", "subject", "since", "content"):
-        table.add_column(column, ratio=4 if column == "content" else None)
-    for fact in facts:
-        style = "dim" if fact.status is not FactStatus.ACTIVE else ""
-        table.add_row(fact.status.value, fact.kind.value, fact.subject,
-                      f"{fact.valid_from:%Y-%m-%d %H:%M}", Text(fact.content), style=style)
-    return table
-
-
-def recent_turns(client: MemoryClient, session_id: str, limit: int) -> list[Turn]:
-    """The session's newest turns (the recent window), newest first.
-
-    After an embedded store is reopened, the window can hold a turn twice (as ingested and
-    as restored from Qdrant with its detected markers): one per seq, the restored one wins.
-    """
-    by_seq: dict[int, Turn] = {}
-    for turn in client._state.recent_turns(session_id, limit * 2):
-        known = by_seq.get(turn.seq)
-        if known is None or len(turn.markers) > len(known.markers):
-            by_seq[turn.seq] = turn
-    return [by_seq[seq] for seq in sorted(by_seq, reverse=True)[:limit]]
-
-
-def reflect_queue_length(client: MemoryClient) -> int:
-    """Reflection jobs waiting in the rq queue."""
-    queue = client.settings.episodes.reflect_queue
-    return int(client._redis.llen(f"rq:queue:{queue}"))
+def _tags(_ctx: click.Context, _param: click.Parameter, value: tuple[str, ...]
+          ) -> tuple[str, ...]:
+    for tag in value:
+        if not tag.strip():
+            raise click.BadParameter("must not be empty", param_hint="--tag")
+    return value
 
 
 # -- init -----------------------------------------------------------------------------------
-
-
-def _target_session(
-    ctx: click.Context, session: str | None, redis_url: str | None, qdrant_url: str | None
-) -> tuple[Target, str]:
-    """Check --session (before anything is opened), then where to go and which session."""
-    if session is not None:
-        checked("--session", lambda v: check_id("session", v), session)
-    target = resolve_target(ctx, redis_url, qdrant_url)
-    return target, default_session(target, session)
 
 
 @click.command()
@@ -174,34 +95,25 @@ def init(ctx: click.Context, folder: Path | None, as_json: bool) -> None:
 
 
 @click.command()
-@click.argument("text")
-@click.option("--tag", "tags", multiple=True, help="A tag (repeatable); kept in metadata.")
+@click.argument("text", callback=_text_arg)
+@click.option("--tag", "tags", multiple=True, callback=_tags,
+              help="A tag (repeatable); kept in metadata.")
 @click.option("--kind", type=click.Choice(KINDS), default=None,
               help="What the text is: sets the marker (preference: custom:preference).")
-@click.option("--session", default=None, help="Session id (default: the workspace's).")
+@click.option("--session", default=None, callback=SESSION,
+              help="Session id (default: the workspace's).")
 @click.option("--role", type=click.Choice(["user", "assistant", "system", "tool"]),
               default="user", show_default=True)
-@click.option("--agent", default=None, help="Agent id of the speaker.")
+@click.option("--agent", default=None, callback=id_param("agent", "--agent"),
+              help="Agent id of the speaker.")
 @click.option("--json", "as_json", is_flag=True, help="Print JSON.")
-@server_options
-@click.pass_context
+@with_target
 def add(
-    ctx: click.Context, text: str, tags: tuple[str, ...], kind: str | None,
+    target: Target, text: str, tags: tuple[str, ...], kind: str | None,
     session: str | None, role: str, agent: str | None, as_json: bool,
-    redis_url: str | None, qdrant_url: str | None,
 ) -> None:
     """Remember TEXT as a turn of the session (embedded and reflected before exit)."""
-    settings: Settings = ctx.obj["settings"]
-    checked("TEXT", lambda v: check_content(v, settings.ingest.max_content_bytes), text)
-    if session is not None:
-        checked("--session", lambda v: check_id("session", v), session)
-    if agent is not None:
-        checked("--agent", lambda v: check_id("agent", v), agent)
-    for tag in tags:
-        if not tag.strip():
-            raise click.BadParameter("must not be empty", param_hint="--tag")
-    target = resolve_target(ctx, redis_url, qdrant_url)
-    session_id = default_session(target, session)
+    session_id = target.default_session(session)
     markers: list[str] = []
     if kind in BUILTIN_MARKERS:
         markers.append(kind)
@@ -212,7 +124,7 @@ def add(
         metadata["tags"] = list(dict.fromkeys(tags))
     if kind:
         metadata["kind"] = kind
-    with Opened(target) as client:
+    with opened(target) as client:
         turn = client.ingest(session_id, role, text, agent_id=agent, markers=markers or None,
                              metadata=metadata)
     result = {
@@ -236,28 +148,28 @@ def add(
 
 
 @click.command()
-@click.option("--session", default=None, help="Session id (default: the workspace's).")
+@click.option("--session", default=None, callback=SESSION,
+              help="Session id (default: the workspace's).")
 @click.option("--limit", type=click.IntRange(1, 1000), default=10, show_default=True)
 @click.option("--include-inactive", is_flag=True,
               help="Also superseded facts (replaced by a newer version).")
 @click.option("--include-archived", is_flag=True,
               help="Also archived facts (retracted by reflection).")
 @click.option("--json", "as_json", is_flag=True, help="Print JSON.")
-@server_options
-@click.pass_context
+@with_target
 def recent(
-    ctx: click.Context, session: str | None, limit: int, include_inactive: bool,
-    include_archived: bool, as_json: bool, redis_url: str | None, qdrant_url: str | None,
+    target: Target, session: str | None, limit: int, include_inactive: bool,
+    include_archived: bool, as_json: bool,
 ) -> None:
     """The newest turns of the session and its current facts."""
-    target, session_id = _target_session(ctx, session, redis_url, qdrant_url)
+    session_id = target.default_session(session)
     shown = {FactStatus.ACTIVE, FactStatus.CONFLICTED}
     if include_inactive:
         shown.add(FactStatus.SUPERSEDED)
     if include_archived:
         shown.add(FactStatus.ARCHIVED)
-    with Opened(target) as client:
-        turns = recent_turns(client, session_id, limit)
+    with opened(target) as client:
+        turns = client.recent_turns(session_id, limit)
         facts = [f for f in client.facts(session_id, include_history=True) if f.status in shown]
     facts.sort(key=lambda f: f.valid_from, reverse=True)
     facts = facts[:limit]
@@ -288,7 +200,7 @@ def recent(
 
 def _recall(target: Target, session_id: str, query: str, budget: int | None,
             preset: str | None, limit: int | None, explain: bool) -> RecallView:
-    with Opened(target) as client:
+    with opened(target) as client:
         try:
             return recall_view(client, session_id, query, budget, preset=preset, limit=limit,
                                explain=explain)
@@ -297,19 +209,15 @@ def _recall(target: Target, session_id: str, query: str, budget: int | None,
 
 
 @click.command()
-@click.argument("query")
-@click.option("--session", default=None, help="Session id (default: the workspace's).")
+@click.argument("query", callback=_query_arg)
+@click.option("--session", default=None, callback=SESSION,
+              help="Session id (default: the workspace's).")
 @click.option("--limit", type=click.IntRange(1, 1000), default=10, show_default=True)
 @click.option("--json", "as_json", is_flag=True, help="Print JSON.")
-@server_options
-@click.pass_context
-def search(
-    ctx: click.Context, query: str, session: str | None, limit: int, as_json: bool,
-    redis_url: str | None, qdrant_url: str | None,
-) -> None:
+@with_target
+def search(target: Target, query: str, session: str | None, limit: int, as_json: bool) -> None:
     """The session's memories ranked for QUERY, with scores and why."""
-    checked("QUERY", check_query, query)
-    target, session_id = _target_session(ctx, session, redis_url, qdrant_url)
+    session_id = target.default_session(session)
     view = _recall(target, session_id, query, None, None, limit, explain=False)
     if as_json:
         emit_json({
@@ -322,22 +230,21 @@ def search(
 
 
 @click.command()
-@click.argument("query")
+@click.argument("query", callback=_query_arg)
 @click.option("--budget", type=click.IntRange(min=1), default=None,
               help="Token budget (default from config).")
 @click.option("--preset", type=click.Choice(PRESETS), default=None,
               help="Recall preset (default: balanced).")
-@click.option("--session", default=None, help="Session id (default: the workspace's).")
+@click.option("--session", default=None, callback=SESSION,
+              help="Session id (default: the workspace's).")
 @click.option("--json", "as_json", is_flag=True, help="Print JSON.")
-@server_options
-@click.pass_context
+@with_target
 def context(
-    ctx: click.Context, query: str, budget: int | None, preset: str | None,
-    session: str | None, as_json: bool, redis_url: str | None, qdrant_url: str | None,
+    target: Target, query: str, budget: int | None, preset: str | None,
+    session: str | None, as_json: bool,
 ) -> None:
     """The budgeted context recall would hand an agent for QUERY."""
-    checked("QUERY", check_query, query)
-    target, session_id = _target_session(ctx, session, redis_url, qdrant_url)
+    session_id = target.default_session(session)
     view = _recall(target, session_id, query, budget, preset, None, explain=True)
     if as_json:
         data = view.model_dump(mode="json")
@@ -382,26 +289,19 @@ def session_summary(client: MemoryClient, session_id: str) -> dict[str, Any]:
 
 
 @click.command()
-@click.option("--session", default=None, help="Only this session (default: every session).")
+@click.option("--session", default=None, callback=SESSION,
+              help="Only this session (default: every session).")
 @click.option("--json", "as_json", is_flag=True, help="Print JSON.")
-@server_options
-@click.pass_context
-def status(
-    ctx: click.Context, session: str | None, as_json: bool, redis_url: str | None,
-    qdrant_url: str | None,
-) -> None:
+@with_target
+def status(target: Target, session: str | None, as_json: bool) -> None:
     """Where memory lives, what it holds per session, and the pipeline's queues."""
-    if session is not None:
-        checked("--session", lambda v: check_id("session", v), session)
-    target = resolve_target(ctx, redis_url, qdrant_url)
-    with Opened(target) as client:
+    with opened(target) as client:
         sessions = [session] if session else client.sessions()
         summaries = {s: session_summary(client, s) for s in sessions}
-        probe = sessions[0] if sessions else default_session(target, None)
+        probe = sessions[0] if sessions else target.default_session()
         stages = [s.model_dump(mode="json") for s in client.get_session_stats(probe).stages]
-        reflect_jobs = reflect_queue_length(client)
-        pipeline = pipeline_status(client._redis, client.keys,
-                                   client.settings.episodes.reflect_queue)
+        pipeline = client.pipeline_status()
+    reflect_jobs = pipeline.reflect_jobs["queued"]
     data = {**target.describe(), "sessions": summaries, "stages": stages,
             "reflect_queue": reflect_jobs, "pipeline": pipeline.model_dump(mode="json")}
     if as_json:
@@ -456,4 +356,4 @@ def print_workers(console: Console, pipeline: PipelineStatus) -> None:
     console.print(f"reflect jobs: {jobs}\ndead letters: {dead} (hivemem dlq list)")
 
 
-COMMANDS = (init, add, recent, search, context, status)
+COMMANDS: tuple[click.Command, ...] = (init, add, recent, search, context, status)

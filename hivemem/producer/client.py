@@ -21,10 +21,13 @@ from hivemem.logs import ensure_quiet_default
 from hivemem.pipeline.topology import Keys
 from hivemem.producer.admin import LifecycleMixin, lifecycle_statuses
 from hivemem.producer.guard import IngestGuard
+from hivemem.store.apikeys import ApiKeyStore
 from hivemem.store.episodes import EpisodeStore
+from hivemem.store.rebuild import rebuild_state
 from hivemem.store.redis import Redis, connect
 from hivemem.store.reflection import ReflectionState
 from hivemem.store.state import SessionState
+from hivemem.store.status import PipelineStatus, pipeline_status
 from hivemem.store.streams import StreamStore
 
 if TYPE_CHECKING:
@@ -492,6 +495,37 @@ class MemoryClient(LifecycleMixin):
 
     def __exit__(self, *_exc: object) -> None:
         self.close()
+
+    # -- used by the CLI: numbers and stores it shows, so that it reads no private field
+
+    def recent_turns(self, session_id: str, limit: int = 10) -> list[Turn]:
+        """The session's newest `limit` turns (its recent window), newest first, one per seq.
+
+        After an embedded store is reopened the window can hold a turn twice (as ingested,
+        and as restored from Qdrant with its detected markers): the restored one wins."""
+        check_id("session_id", session_id)
+        by_seq: dict[int, Turn] = {}
+        for turn in self._state.recent_turns(session_id, limit * 2):
+            known = by_seq.get(turn.seq)
+            if known is None or len(turn.markers) > len(known.markers):
+                by_seq[turn.seq] = turn
+        return [by_seq[seq] for seq in sorted(by_seq, reverse=True)[:limit]]
+
+    def pipeline_status(self) -> PipelineStatus:
+        """Every stage's lag, pending entries, dead letters and consumers; the reflection
+        jobs by state (``reflect_jobs["queued"]``: waiting in the rq queue) and rq workers."""
+        return pipeline_status(self._redis, self.keys, self.settings.episodes.reflect_queue)
+
+    def api_keys(self) -> ApiKeyStore:
+        """The HTTP API's keys (create, revoke, list) in this deployment's Redis."""
+        return ApiKeyStore(self._redis, self.keys)
+
+    def rebuild_state(self, session_id: str | None = None) -> int:
+        """Rebuild Redis session state (seqs, idempotency ids, recent windows, progress) from
+        the vector store, for one session or all; returns the sessions rebuilt."""
+        if session_id is not None:
+            check_id("session_id", session_id)
+        return rebuild_state(self._state, self.vector_store(), session_id)
 
 
 def _turn(draft: TurnDraft, seq: int, duplicate: bool) -> Turn:

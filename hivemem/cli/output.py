@@ -1,0 +1,122 @@
+"""What every command group prints with: the consoles, JSON output, argument checks, tables."""
+
+from __future__ import annotations
+
+import json
+import sys
+from collections.abc import Callable, Sequence
+from typing import Any
+
+import click
+from rich.console import Console
+from rich.table import Table
+from rich.text import Text
+
+from hivemem.domain.fact import Fact, FactStatus
+from hivemem.domain.models import ContextItem
+from hivemem.domain.turn import check_id
+from hivemem.errors import ValidationError
+
+
+def stdout() -> Console:
+    # Piped output gets a wide table instead of rich's 80-column default.
+    return Console(width=None if sys.stdout.isatty() else 160, highlight=False)
+
+
+def stderr() -> Console:
+    return Console(stderr=True, highlight=False)
+
+
+def emit_json(data: Any) -> None:
+    click.echo(json.dumps(data, indent=2, default=str))
+
+
+def checked(field: str, check: Callable[[Any], Any], value: Any) -> Any:
+    """Run a validator on a CLI argument; a failure is a usage error (exit 2)."""
+    try:
+        return check(value)
+    except ValidationError as exc:
+        raise click.BadParameter(exc.message, param_hint=field) from None
+
+
+def id_param(kind: str, hint: str) -> Callable[[click.Context, click.Parameter, Any], Any]:
+    """A click callback checking an id argument (or each of several) as `check_id(kind)`.
+
+    Callbacks run while click parses, so bad input exits with 2 before the target is
+    resolved or any store opened."""
+
+    def callback(_ctx: click.Context, _param: click.Parameter, value: Any) -> Any:
+        if value is None:
+            return None
+        if isinstance(value, tuple):
+            return tuple(checked(hint, lambda v: check_id(kind, v), v) for v in value)
+        return checked(hint, lambda v: check_id(kind, v), value)
+
+    return callback
+
+
+def items_table(title: str, items: Sequence[ContextItem]) -> Table:
+    """A recalled context as the workspace commands and chat show it."""
+    table = Table(title=title, expand=True)
+    table.add_column("#", justify="right", width=3)
+    table.add_column("score", justify="right", width=6)
+    table.add_column("why", width=28)
+    table.add_column("source", width=10)
+    table.add_column("tokens", justify="right", width=6)
+    table.add_column("content", ratio=1)
+    for rank, item in enumerate(items, 1):
+        source = f"{item.source_type}" + (f" #{item.seq}" if item.seq else "")
+        table.add_row(str(rank), f"{item.score:.3f}", ", ".join(item.components.reasons()),
+                      source, str(item.token_count), Text(item.content))
+    return table
+
+
+def speaker_items_table(title: str, items: Sequence[ContextItem]) -> Table:
+    """A recalled context with who said each item (`hivemem recall`, the demo)."""
+    table = Table(title=title, show_lines=False, expand=True)
+    table.add_column("#", justify="right", width=3)
+    table.add_column("score", justify="right", width=6)
+    table.add_column("why", width=26)
+    table.add_column("who", width=10)
+    table.add_column("seq", justify="right", width=4)
+    table.add_column("content", ratio=1)
+    for rank, item in enumerate(items, 1):
+        who = item.agent_id or item.role or ""
+        table.add_row(
+            str(rank),
+            f"{item.score:.3f}",
+            ", ".join(item.components.reasons()),
+            str(who),
+            str(item.seq) if item.seq else item.source_type,
+            Text(item.content),
+        )
+    return table
+
+
+def item_json(rank: int, item: ContextItem) -> dict[str, Any]:
+    data: dict[str, Any] = item.model_dump(mode="json")
+    return {"rank": rank, "reasons": item.components.reasons(), **data}
+
+
+def facts_table(title: str, facts: Sequence[Fact]) -> Table:
+    table = Table(title=title, expand=True)
+    for column in ("status", "kind", "subject", "since", "content"):
+        table.add_column(column, ratio=4 if column == "content" else None)
+    for fact in facts:
+        style = "dim" if fact.status is not FactStatus.ACTIVE else ""
+        table.add_row(fact.status.value, fact.kind.value, fact.subject,
+                      f"{fact.valid_from:%Y-%m-%d %H:%M}", Text(fact.content), style=style)
+    return table
+
+
+def history_table(facts: Sequence[Fact]) -> Table:
+    """Every version of the facts, by subject, with its validity (`hivemem facts`, the demo)."""
+    table = Table(title="Facts reflected from the episodes (with history)", expand=True)
+    for column in ("status", "kind", "subject", "valid", "content"):
+        table.add_column(column, ratio=4 if column == "content" else None)
+    for fact in sorted(facts, key=lambda f: (f.subject, f.valid_from)):
+        until = fact.valid_to.strftime("%H:%M") if fact.valid_to else "now"
+        style = "dim strike" if fact.status is FactStatus.SUPERSEDED else ""
+        table.add_row(fact.status.value, fact.kind.value, fact.subject,
+                      f"{fact.valid_from:%H:%M}-{until}", Text(fact.content), style=style)
+    return table
