@@ -11,6 +11,7 @@ import click
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 from rich.table import Table
 
+from hivemem import __version__
 from hivemem.cli.output import stderr, stdout
 from hivemem.config import Settings
 from hivemem.errors import HivememError
@@ -18,6 +19,7 @@ from hivemem.evaluation.report import EvalReport, build_report, markdown
 from hivemem.evaluation.runner import ProbeResult, run_suite
 from hivemem.evaluation.scenarios import SCENARIOS, Conversation, Suite, build_suite
 from hivemem.logs import configure_logging
+from hivemem.producer.client import MemoryClient
 
 DEFAULT_TURNS = "10,20,40,80"
 
@@ -128,9 +130,6 @@ def eval_cmd(
 
 
 def _run(settings: Settings, suite: Suite, budget: int, timeout: float) -> EvalReport:
-    from hivemem import __version__
-    from hivemem.producer.client import MemoryClient
-
     folder = Path(tempfile.mkdtemp(prefix="hivemem-eval-"))
     progress = Progress(
         TextColumn("[progress.description]{task.description}"), BarColumn(),

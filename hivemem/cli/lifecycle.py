@@ -21,6 +21,7 @@ from rich.text import Text
 from hivemem.cli.output import emit_json, id_param, stderr, stdout
 from hivemem.cli.target import Target, opened, with_target
 from hivemem.errors import ValidationError
+from hivemem.transfer.importer import validate_file
 
 IMPORT_MODES = ("append", "replace", "skip_existing", "overwrite")
 
@@ -218,8 +219,6 @@ def _export(target: Target, path: Path, sessions: list[str] | None, vectors: boo
 
 
 def _import(target: Target, path: Path, mode: str, as_json: bool, verb: str) -> None:
-    from hivemem.transfer.importer import validate_file
-
     try:
         # Checked before any store is opened: a bad file changes nothing.
         manifest = validate_file(path)

@@ -18,6 +18,7 @@ from hivemem.cli.output import emit_json, stderr, stdout
 from hivemem.cli.target import Target, opened, with_target
 from hivemem.errors import HivememError
 from hivemem.logs import configure_logging
+from hivemem.runtime.runner import run_worker
 
 
 def _missing(extra: str, module: str) -> click.ClickException:
@@ -145,8 +146,6 @@ def worker(
     target: Target, kind: str, burst: bool, name: str | None, metrics_port: int | None
 ) -> None:
     """Run a pipeline worker (scale by starting more of them)."""
-    from hivemem.runtime.runner import run_worker
-
     if target.embedded:
         raise click.UsageError(
             "workers run against Redis + Qdrant servers; embedded mode runs its own threads"

@@ -31,7 +31,7 @@ TEST_ENV = {
 
 @pytest.fixture
 def clean_env(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> Iterator[Path]:
-    """No HIVEMEM_* from the outside (a server URL would switch to server mode); cwd tmp."""
+    """No HIVEMEM_* from the outside (a server URL is the target outside a workspace)."""
     for name in list(os.environ):
         if name.startswith("HIVEMEM_"):
             monkeypatch.delenv(name)
