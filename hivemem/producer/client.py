@@ -123,7 +123,7 @@ class MemoryClient:
         embedder: Embedder | None = None,
         reflector: Reflector | None = None,
         workers: int | None = None,
-    ) -> MemoryClient:
+    ) -> Self:
         """Embedded mode: in-process Redis, Qdrant Edge under `path`, worker threads.
 
         `workers`: embed threads (default: one per core, at most four). Reflection uses
