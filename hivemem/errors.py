@@ -63,9 +63,20 @@ class ProcessingTimeout(HivememError, TimeoutError):
         self.target = target
 
 
-class OutOfScope(ValidationError):
-    """A session (or anything in it) that belongs to another namespace. Reported like an
-    unknown one: a caller cannot tell another namespace's session from a missing one."""
+class NotFound(ValidationError):
+    """An unknown session, episode or fact. Also what a scoped caller gets for another
+    namespace's session or another agent's private fact: `OutOfScope` is this very class, so a
+    caller cannot tell the two apart. A `ValidationError` (the id argument is what is wrong), so
+    existing ``except ValidationError`` code keeps working; the API answers 404."""
 
     def __init__(self, field: str = "session_id", message: str = "no such session") -> None:
         super().__init__(field, message)
+
+
+# The same class, not a subclass: a type check must not reveal that a session exists elsewhere.
+OutOfScope = NotFound
+
+
+class ConfigurationError(HivememError):
+    """Configuration is missing or wrong (no vector store configured, a bad workspace file):
+    nothing the caller passed in, fixed by changing settings or the environment."""

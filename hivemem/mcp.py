@@ -4,14 +4,16 @@ streamable HTTP (``hivemem mcp --transport http``).
 
 Tools: ``remember`` (store a turn), ``recall`` (the context for a question within a token
 budget), ``known_facts`` (what is known: the session's facts and who stated them). The
-server acts in one namespace (``--namespace``); agents pass their ``agent_id`` to see their
-private memories beside the shared ones.
+server holds one `ScopedMemory` of its namespace (``--namespace``) and nothing unscoped;
+agents pass their ``agent_id`` to see their private memories beside the shared ones (the
+handle narrows to that agent, never to another namespace).
 """
 
 from typing import Any, Literal
 
 from hivemem import __version__
 from hivemem.producer.client import MemoryClient
+from hivemem.producer.scoped import ScopedMemory
 
 INSTRUCTIONS = (
     "hivemem is shared memory for agents. Call `remember` with each message worth keeping "
@@ -20,8 +22,8 @@ INSTRUCTIONS = (
 )
 
 
-def build_server(client: MemoryClient, *, namespace: str = "default") -> Any:
-    """An MCP server (mcp 2's `MCPServer`) on `client`, acting in `namespace`."""
+def build_server(memory: ScopedMemory) -> Any:
+    """An MCP server (mcp 2's `MCPServer`) acting through `memory` (one namespace)."""
     from mcp.server.mcpserver import MCPServer
 
     server = MCPServer("hivemem", instructions=INSTRUCTIONS, version=__version__)
@@ -37,8 +39,8 @@ def build_server(client: MemoryClient, *, namespace: str = "default") -> Any:
     ) -> dict[str, Any]:
         """Store one message in a session's memory. `visibility`: shared with every agent of
         the namespace, or private to `agent_id`. Returns its id and sequence number."""
-        turn = client.ingest(session_id, role, content, agent_id=agent_id, markers=markers,
-                             namespace=namespace, visibility=visibility)
+        turn = memory.for_agent(agent_id).ingest(session_id, role, content, markers=markers,
+                                                 visibility=visibility)
         return {"session_id": turn.session_id, "turn_id": turn.turn_id, "seq": turn.seq,
                 "visibility": turn.visibility, "duplicate": turn.duplicate}
 
@@ -52,8 +54,8 @@ def build_server(client: MemoryClient, *, namespace: str = "default") -> Any:
     ) -> dict[str, Any]:
         """The context that matters for `query` in the session, best first, within
         `token_budget` tokens: `context` is ready to put in a prompt (oldest first)."""
-        result = client.recall(session_id, query, token_budget, preset=preset,
-                               agent_id=agent_id, namespace=namespace)
+        result = memory.for_agent(agent_id).recall(session_id, query, token_budget,
+                                                   preset=preset)
         return {
             "context": result.render(),
             "used_tokens": result.used_tokens,
@@ -72,8 +74,7 @@ def build_server(client: MemoryClient, *, namespace: str = "default") -> Any:
         """What is known in the session: its current facts (decisions, constraints,
         failures, goals, preferences), each with who stated it; with `include_history`,
         superseded versions too."""
-        facts = client.facts(session_id, include_history=include_history, agent_id=agent_id,
-                             namespace=namespace)
+        facts = memory.for_agent(agent_id).facts(session_id, include_history=include_history)
         return {"facts": [
             {"fact_id": f.fact_id, "content": f.content, "kind": f.kind.value,
              "status": f.status.value, "stated_by": f.agent_id, "visibility": f.visibility,
@@ -85,7 +86,7 @@ def build_server(client: MemoryClient, *, namespace: str = "default") -> Any:
 
 
 def run(client: MemoryClient, *, transport: str, namespace: str, host: str, port: int) -> None:
-    server = build_server(client, namespace=namespace)
+    server = build_server(client.scoped(namespace=namespace))
     if transport == "stdio":
         server.run("stdio")
     else:

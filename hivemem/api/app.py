@@ -1,7 +1,9 @@
 """The HTTP API: `create_app(settings)` builds it; `hivemem serve` runs it under uvicorn.
 
 Nothing global: the app owns its `MemoryClient`, API key store and metrics registry (or
-uses the ones passed in, for tests and embedding in another app).
+uses the ones passed in, for tests and embedding in another app). The routes see only
+`ScopedMemory` handles, one per request from its API key's namespace; the app itself uses
+`memory.admin` for the API keys, readiness and the pipeline metrics.
 """
 
 from __future__ import annotations
@@ -22,9 +24,11 @@ from hivemem.api.observe import Observe
 from hivemem.api.routes import build_router
 from hivemem.api.schemas import Health
 from hivemem.config import Settings
+from hivemem.producer.admin import READY, Admin
 from hivemem.producer.client import MemoryClient
+from hivemem.producer.scoped import ScopedMemory
 from hivemem.runtime.metrics import CONTENT_TYPE, Metrics
-from hivemem.store.apikeys import ApiKeyStore
+from hivemem.store.apikeys import ApiKeyInfo
 
 log = structlog.get_logger(__name__)
 
@@ -46,11 +50,13 @@ def create_app(
 ) -> FastAPI:
     owned = client is None
     memory = client or MemoryClient(settings)
-    redis = memory._redis
-    keys = ApiKeyStore(redis, memory.keys)
+    admin = memory.admin
     registry = metrics or Metrics()
     if metrics is None:
-        registry.watch_pipeline(redis, memory.keys, settings.episodes.reflect_queue)
+        registry.watch_pipeline(admin.redis, memory.keys, settings.episodes.reflect_queue)
+
+    def tenant_of(key: ApiKeyInfo) -> ScopedMemory:
+        return memory.scoped(namespace=key.namespace)
 
     @asynccontextmanager
     async def lifespan(_app: FastAPI) -> AsyncIterator[None]:
@@ -64,18 +70,18 @@ def create_app(
         docs_url="/docs", redoc_url=None,
     )
     problems.install(app)
-    app.include_router(build_router(memory, registry, authenticator(keys),
-                                    settings.api.max_batch))
+    app.include_router(build_router(tenant_of, registry, authenticator(admin.api_keys()),
+                                    settings.api.max_batch,
+                                    settings.recall.default_preset))
 
-    _operations(app, memory, registry)
+    _operations(app, admin, registry)
     app.add_middleware(Observe, registry=registry)
     app.add_middleware(BodyLimit, max_bytes=settings.api.max_body_bytes)
     return app
 
 
-def _operations(app: FastAPI, memory: MemoryClient, registry: Metrics) -> None:
+def _operations(app: FastAPI, admin: Admin, registry: Metrics) -> None:
     """Liveness, readiness and metrics (no API key: they reveal no memory)."""
-    redis = memory._redis
 
     @app.get("/healthz", response_model=Health, tags=["operations"],
              summary="Liveness: the process answers")
@@ -86,18 +92,8 @@ def _operations(app: FastAPI, memory: MemoryClient, registry: Metrics) -> None:
              summary="Readiness: Redis and the vector store answer",
              responses={503: {"model": Health}})
     def readyz() -> Any:
-        checks: dict[str, str] = {}
-        try:
-            redis.ping()
-            checks["redis"] = "ok"
-        except Exception as exc:
-            checks["redis"] = f"unavailable: {type(exc).__name__}"
-        try:
-            memory.vector_store().count("turns", {"session_id": "__readyz__"})
-            checks["vectors"] = "ok"
-        except Exception as exc:
-            checks["vectors"] = f"unavailable: {type(exc).__name__}"
-        ok = all(v == "ok" for v in checks.values())
+        checks = admin.ready()
+        ok = all(v == READY for v in checks.values())
         health = Health(status="ok" if ok else "unavailable", checks=checks)
         return JSONResponse(health.model_dump(), status_code=200 if ok else 503)
 

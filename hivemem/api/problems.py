@@ -1,8 +1,10 @@
 """Errors as RFC 9457 problem details (``application/problem+json``).
 
 Bad input is always a 4xx: `ValidationError` -> 422 with its field, malformed JSON -> 400,
-another namespace's session (`OutOfScope`) -> 404 like a missing one, a body over the limit
--> 413. A store that is down is a 503. Only a bug is a 500, and it says nothing internal.
+an unknown session or fact (`NotFound`, which another namespace's session also is) -> 404, a
+body over the limit -> 413. A store that is down is a 503. A server configured wrongly
+(`ConfigurationError`) is a 500 that says so (the details go to the log); any other 500 is a
+bug, and it says nothing internal.
 """
 
 from __future__ import annotations
@@ -17,8 +19,9 @@ from starlette.exceptions import HTTPException as StarletteHTTPException
 
 from hivemem.errors import (
     Backpressure,
+    ConfigurationError,
     HivememError,
-    OutOfScope,
+    NotFound,
     ProcessingTimeout,
     StoreUnavailable,
 )
@@ -34,16 +37,17 @@ _TITLES = {
     422: "Invalid input", 429: "Too many requests", 500: "Internal error", 503: "Unavailable",
     504: "Timeout",
 }
+CONFIGURATION_TITLE = "Server misconfigured"
 
 
 def problem(
     status: int, detail: str | None = None, *, kind: str | None = None,
     field: str | None = None, instance: str | None = None,
-    headers: dict[str, str] | None = None,
+    headers: dict[str, str] | None = None, title: str | None = None,
 ) -> JSONResponse:
     body: dict[str, Any] = {
         "type": BASE + kind if kind else "about:blank",
-        "title": _TITLES.get(status, "Error"),
+        "title": title or _TITLES.get(status, "Error"),
         "status": status,
     }
     if detail:
@@ -76,9 +80,9 @@ def install(app: FastAPI) -> None:
         return problem(422, f"{field}: {message}", kind="validation", field=field,
                        instance=request.url.path)
 
-    @app.exception_handler(OutOfScope)
-    async def _out_of_scope(request: Request, exc: OutOfScope) -> JSONResponse:
-        return problem(404, "no such session", kind="not-found", field=exc.field,
+    @app.exception_handler(NotFound)
+    async def _not_found(request: Request, exc: NotFound) -> JSONResponse:
+        return problem(404, exc.message, kind="not-found", field=exc.field,
                        instance=request.url.path)
 
     @app.exception_handler(HivememValidationError)
@@ -100,6 +104,13 @@ def install(app: FastAPI) -> None:
     @app.exception_handler(ProcessingTimeout)
     async def _timeout(request: Request, exc: ProcessingTimeout) -> JSONResponse:
         return problem(504, str(exc), kind="timeout", instance=request.url.path)
+
+    @app.exception_handler(ConfigurationError)
+    async def _misconfigured(request: Request, exc: ConfigurationError) -> JSONResponse:
+        log.error("api.misconfigured", error=str(exc))
+        return problem(500, "the server's configuration is incomplete or invalid; its log"
+                       " says what to fix", kind="configuration", title=CONFIGURATION_TITLE,
+                       instance=request.url.path)
 
     @app.exception_handler(HivememError)
     async def _hivemem(request: Request, exc: HivememError) -> JSONResponse:

@@ -1,9 +1,11 @@
 """The API's routes. Every one acts in the namespace of the caller's API key.
 
-Handlers are plain functions: FastAPI runs them in its thread pool, where the synchronous
-SDK (`MemoryClient`) does the work.
+A request gets a `ScopedMemory` of its key's namespace (the `tenant` dependency), narrowed to
+the agent the request names: no route can reach an unscoped read. Handlers are plain
+functions: FastAPI runs them in its thread pool, where the synchronous SDK does the work.
 """
 
+import re
 from collections.abc import Awaitable, Callable
 from typing import Annotated, Any, Literal
 
@@ -27,9 +29,8 @@ from hivemem.api.schemas import (
 )
 from hivemem.domain.fact import Fact
 from hivemem.domain.models import Turn
-from hivemem.domain.scope import scope_for
 from hivemem.errors import ValidationError
-from hivemem.producer.client import MemoryClient
+from hivemem.producer.scoped import ScopedMemory
 from hivemem.runtime.metrics import Metrics, timed
 from hivemem.store.apikeys import ApiKeyInfo
 
@@ -62,21 +63,49 @@ def _fact_out(fact: Fact) -> FactOut:
     )
 
 
+_TURN_FIELD = re.compile(r"^turns\[(\d+)\]")
+
+
+def _shifted(exc: ValidationError, offset: int) -> ValidationError:
+    """The error of one run of a batch, with its index in the whole batch."""
+    field = _TURN_FIELD.sub(lambda m: f"turns[{int(m.group(1)) + offset}]", exc.field)
+    return type(exc)(field, exc.message)
+
+
+def _runs(rows: list[dict[str, Any]]) -> list[tuple[int, str | None, list[dict[str, Any]]]]:
+    """Consecutive turns of one author: (offset, agent, rows). Written in order, the runs
+    keep the batch's sequence numbers in the order of its turns."""
+    runs: list[tuple[int, str | None, list[dict[str, Any]]]] = []
+    for index, row in enumerate(rows):
+        agent = row.pop("agent_id", None)
+        if runs and runs[-1][1] == agent:
+            runs[-1][2].append(row)
+        else:
+            runs.append((index, agent, [row]))
+    return runs
+
+
 def build_router(
-    client: MemoryClient, metrics: Metrics,
+    tenant_of: Callable[[ApiKeyInfo], ScopedMemory], metrics: Metrics,
     authenticate: Callable[..., Awaitable[ApiKeyInfo]],
-    max_batch: int,
+    max_batch: int, default_preset: str,
 ) -> APIRouter:
-    Key = Annotated[ApiKeyInfo, Depends(authenticate)]  # noqa: N806 (a type alias)
+    """`tenant_of`: the scoped handle of a key's namespace (no agent: its shared memory)."""
+
+    def tenant(key: Annotated[ApiKeyInfo, Depends(authenticate)]) -> ScopedMemory:
+        return tenant_of(key)
+
+    Tenant = Annotated[ScopedMemory, Depends(tenant)]  # noqa: N806 (a type alias)
     router = APIRouter(prefix="/v1", responses=ERRORS)
 
     @router.post("/sessions/{session_id}/turns", response_model=TurnOut, status_code=201,
                  tags=["memory"], summary="Remember one turn")
-    def ingest(session_id: SessionId, body: TurnIn, key: Key, request: Request) -> TurnOut:
-        turn = client.ingest(
-            session_id, body.role, body.content, agent_id=body.agent_id,
-            markers=body.markers, metadata=body.metadata, timestamp=body.timestamp,
-            turn_id=body.turn_id, namespace=key.namespace, visibility=body.visibility,
+    def ingest(session_id: SessionId, body: TurnIn, memory: Tenant,
+               request: Request) -> TurnOut:
+        turn = memory.for_agent(body.agent_id).ingest(
+            session_id, body.role, body.content, markers=body.markers,
+            metadata=body.metadata, timestamp=body.timestamp, turn_id=body.turn_id,
+            visibility=body.visibility,
         )
         metrics.ingested.inc()
         request.state.turn_id = turn.turn_id  # the request's log line carries it
@@ -85,28 +114,31 @@ def build_router(
 
     @router.post("/turns/batch", response_model=BatchOut, status_code=201, tags=["memory"],
                  summary="Remember many turns (all or nothing on invalid input)")
-    def ingest_batch(body: BatchIn, key: Key) -> BatchOut:
+    def ingest_batch(body: BatchIn, memory: Tenant) -> BatchOut:
         if len(body.turns) > max_batch:
             raise ValidationError("turns", f"at most {max_batch} turns per batch")
-        rows: list[dict[str, Any]] = []
-        for turn in body.turns:
-            row = turn.model_dump(exclude_none=True)
-            row["namespace"] = key.namespace
-            rows.append(row)
-        turns = client.ingest_many(rows)
+        runs = [(offset, memory.for_agent(agent), rows)
+                for offset, agent, rows in _runs(
+                    [t.model_dump(exclude_none=True) for t in body.turns])]
+        # Every run is checked before any is written: invalid input writes nothing.
+        for offset, handle, rows in runs:
+            try:
+                handle.ingest_many(rows, validate_only=True)
+            except ValidationError as exc:
+                raise _shifted(exc, offset) from None
+        turns = [t for _offset, handle, rows in runs for t in handle.ingest_many(rows)]
         metrics.ingested.inc(len(turns))
         return BatchOut(turns=[_turn_out(t) for t in turns])
 
     @router.post("/sessions/{session_id}/recall", response_model=RecallOut, tags=["memory"],
                  summary="Recall the context for a query, within a token budget")
-    def recall(session_id: SessionId, body: RecallIn, key: Key) -> RecallOut:
-        client.check_session(session_id, key.namespace)
-        done = timed(metrics.recall_seconds, body.preset or client.settings.recall.default_preset)
-        result = client.recall(
+    def recall(session_id: SessionId, body: RecallIn, memory: Tenant) -> RecallOut:
+        asking = memory.for_agent(body.agent_id)
+        done = timed(metrics.recall_seconds, body.preset or default_preset)
+        result = asking.recall(
             session_id, body.query, body.token_budget, preset=body.preset, limit=body.limit,
             include_history=body.include_history, explain=body.explain,
-            related_sessions=body.related_sessions, agent_id=body.agent_id,
-            namespace=key.namespace,
+            related_sessions=body.related_sessions,
         )
         done()
         data = result.to_dict()
@@ -114,52 +146,47 @@ def build_router(
 
     @router.post("/sessions/{session_id}/episodes/close", response_model=CloseOut,
                  tags=["memory"], summary="Close the open episode (or the session)")
-    def close_episode(session_id: SessionId, body: CloseIn, key: Key) -> CloseOut:
+    def close_episode(session_id: SessionId, body: CloseIn, memory: Tenant) -> CloseOut:
         if body.session_end:
-            seq = client.close_session(session_id, namespace=key.namespace)
+            seq = memory.close_session(session_id)
         else:
-            seq = client.close_episode(session_id, namespace=key.namespace)
+            seq = memory.close_episode(session_id)
         return CloseOut(session_id=session_id, seq=seq)
 
     @router.get("/sessions/{session_id}/stats", response_model=StatsOut, tags=["sessions"],
                 summary="A session's progress through the pipeline")
-    def stats(session_id: SessionId, key: Key) -> StatsOut:
-        found = client.get_session_stats(session_id, namespace=key.namespace)
-        return StatsOut.of(found)
+    def stats(session_id: SessionId, memory: Tenant) -> StatsOut:
+        return StatsOut.of(memory.get_session_stats(session_id))
 
     @router.get("/sessions/{session_id}/facts", response_model=FactsOut, tags=["memory"],
                 summary="What is known: the session's facts, and who stated them")
     def facts(
-        session_id: SessionId, key: Key,
+        session_id: SessionId, memory: Tenant,
         agent_id: Annotated[str | None, Query(max_length=128)] = None,
         include_history: bool = False,
     ) -> FactsOut:
-        client.check_session(session_id, key.namespace)
-        found = client.facts(session_id, include_history=include_history,
-                             agent_id=agent_id, namespace=key.namespace)
+        found = memory.for_agent(agent_id).facts(session_id, include_history=include_history)
         return FactsOut(facts=[_fact_out(f) for f in found])
 
     @router.get("/sessions/{session_id}/traces", response_model=TracesOut,
                 tags=["sessions"], summary="Reflection traces of the session (redacted)")
     def traces(
-        session_id: SessionId, key: Key,
+        session_id: SessionId, memory: Tenant,
+        agent_id: Annotated[str | None, Query(max_length=128)] = None,
         count: Annotated[int, Query(ge=1, le=200)] = 20,
     ) -> TracesOut:
-        return TracesOut(traces=client.traces(count, session_id, namespace=key.namespace))
+        return TracesOut(traces=memory.for_agent(agent_id).traces(count, session_id))
 
     @router.get("/sessions/{session_id}/timeline", response_model=TimelineOut,
                 tags=["sessions"],
                 summary="Turns, episode closes and fact changes, oldest first (scoped)")
     def timeline(
-        session_id: SessionId, key: Key,
+        session_id: SessionId, memory: Tenant,
         agent_id: Annotated[str | None, Query(max_length=128)] = None,
         kinds: Annotated[list[Literal["turn", "episode", "fact"]] | None, Query()] = None,
         limit: Annotated[int | None, Query(ge=1, le=10_000)] = None,
     ) -> TimelineOut:
-        from hivemem.api.timeline import scoped_timeline
-
-        access = scope_for(key.namespace, agent_id)
-        events = scoped_timeline(client, session_id, access, kinds=kinds, limit=limit)
+        events = memory.for_agent(agent_id).timeline(session_id, kinds=kinds, limit=limit)
         return TimelineOut(events=[e.model_dump(mode="json") for e in events])
 
     return router

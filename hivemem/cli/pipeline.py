@@ -129,7 +129,7 @@ def close_episode(target: Target, session_id: str, session_end: bool) -> None:
 def rebuild_state(target: Target, session_id: str | None) -> None:
     """Rebuild Redis session state from Qdrant (after a Redis loss)."""
     with opened(target) as client, stderr().status("Scrolling Qdrant..."):
-        count = client.rebuild_state(session_id)
+        count = client.admin.rebuild_state(session_id)
     click.echo(f"rebuilt {count} session(s)")
 
 

@@ -94,7 +94,7 @@ def apikey_create(target: Target, namespace: str, name: str, as_json: bool) -> N
     """Create a key for NAMESPACE; it is printed once and only its hash is stored."""
     with opened(target) as client:
         try:
-            key, info = client.api_keys().create(namespace, name)
+            key, info = client.admin.api_keys().create(namespace, name)
         except HivememError as exc:
             raise click.BadParameter(str(exc), param_hint="NAMESPACE") from None
     if as_json:
@@ -111,7 +111,7 @@ def apikey_create(target: Target, namespace: str, name: str, as_json: bool) -> N
 def apikey_revoke(target: Target, key_id: str) -> None:
     """Revoke a key (its id, as `list` shows it, or the key itself)."""
     with opened(target) as client:
-        removed = client.api_keys().revoke(key_id)
+        removed = client.admin.api_keys().revoke(key_id)
     if not removed:
         raise click.ClickException(f"no API key {key_id!r}")
     click.echo(json.dumps({"revoked": key_id}))
@@ -123,7 +123,7 @@ def apikey_revoke(target: Target, key_id: str) -> None:
 def apikey_list(target: Target, as_json: bool) -> None:
     """Every key's id, namespace, name and creation time (never the key)."""
     with opened(target) as client:
-        keys = client.api_keys().list()
+        keys = client.admin.api_keys().list()
     if as_json:
         emit_json([k.model_dump(mode="json") for k in keys])
         return

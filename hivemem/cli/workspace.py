@@ -300,7 +300,7 @@ def status(target: Target, session: str | None, as_json: bool) -> None:
         summaries = {s: session_summary(client, s) for s in sessions}
         probe = sessions[0] if sessions else target.default_session()
         stages = [s.model_dump(mode="json") for s in client.get_session_stats(probe).stages]
-        pipeline = client.pipeline_status()
+        pipeline = client.admin.pipeline_status()
     reflect_jobs = pipeline.reflect_jobs["queued"]
     data = {**target.describe(), "sessions": summaries, "stages": stages,
             "reflect_queue": reflect_jobs, "pipeline": pipeline.model_dump(mode="json")}

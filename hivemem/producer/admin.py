@@ -1,90 +1,179 @@
-"""The memory-lifecycle half of `MemoryClient`: compaction, audit, sessions and timelines,
-export/import/backup/restore. A mixin, so the client module stays about ingest and recall."""
+"""`Admin`: the operations that deliberately cross scopes, for operators only.
+
+Compaction, dead letters and their replay, reflection replay, every session and trace, audit
+by fact id, timelines, export/import/backup/restore, API keys, readiness. `MemoryClient`
+composes one (`memory.admin`) from the same stores; tenants get a `ScopedMemory` instead,
+which has none of these.
+"""
 
 from __future__ import annotations
 
 from collections.abc import Sequence
 from datetime import UTC, datetime
 from pathlib import Path
-from typing import TYPE_CHECKING, cast
+from typing import TYPE_CHECKING, Any
 
-from hivemem.domain.fact import VISIBLE, Fact, FactStatus
+from hivemem.domain.audit import AuditEvent
+from hivemem.domain.compaction import CompactionDiff, CompactionPolicy
+from hivemem.domain.fact import Fact
+from hivemem.domain.models import DeadLetter
+from hivemem.domain.recall.policy import RecallPolicy
+from hivemem.domain.session import RelatedSession, SessionContext, SessionInfo
+from hivemem.domain.timeline import TimelineEvent
 from hivemem.domain.turn import check_id
-from hivemem.errors import ValidationError
+from hivemem.errors import NotFound, ValidationError
+from hivemem.producer import views
+from hivemem.store.apikeys import ApiKeyStore
+from hivemem.store.audit import AuditLog
+from hivemem.store.rebuild import rebuild_state
+from hivemem.store.redis import Redis
+from hivemem.store.reflection import ReflectionState
+from hivemem.store.sessions import SessionStore
+from hivemem.store.status import PipelineStatus, pipeline_status
+from hivemem.transfer.exporter import ExportSummary, count_records, export_to
+from hivemem.transfer.importer import ImportSummary
+from hivemem.transfer.stores import Progress, Stores
 
 if TYPE_CHECKING:
-    from hivemem.config import Settings
-    from hivemem.domain.audit import AuditEvent
-    from hivemem.domain.compaction import CompactionDiff, CompactionPolicy
-    from hivemem.domain.recall.policy import RecallPolicy
-    from hivemem.domain.session import RelatedSession, SessionContext, SessionInfo
-    from hivemem.domain.timeline import TimelineEvent
-    from hivemem.pipeline.topology import Keys
     from hivemem.producer.client import MemoryClient
-    from hivemem.producer.recall import Recaller
-    from hivemem.providers.embedders import Embedder
-    from hivemem.store.episodes import EpisodeStore
-    from hivemem.store.redis import Redis
-    from hivemem.store.state import SessionState
-    from hivemem.store.vectors.base import VectorStore
-    from hivemem.transfer.exporter import ExportSummary
-    from hivemem.transfer.importer import ImportSummary
-    from hivemem.transfer.stores import Progress, Stores
     from hivemem.workers.compact import Compactor
 
 _TITLE_MAX = 200
+READY = "ok"
 
 
-def lifecycle_statuses(*, include_inactive: bool = False,
-                       include_archived: bool = False) -> list[str]:
-    """Fact statuses to list: current ones (active, conflicted), plus what was asked for."""
-    statuses = [s.value for s in VISIBLE]
-    if include_inactive:
-        statuses.append(FactStatus.SUPERSEDED.value)
-    if include_archived:
-        statuses.append(FactStatus.ARCHIVED.value)
-    return statuses
+def check_title(title: object) -> str:
+    if not isinstance(title, str) or not title.strip() or len(title) > _TITLE_MAX:
+        raise ValidationError("title", f"must be 1-{_TITLE_MAX} characters")
+    return title.strip()
 
 
-class LifecycleMixin:
-    if TYPE_CHECKING:
-        settings: Settings
-        keys: Keys
-        _redis: Redis
-        _state: SessionState
-        _episodes: EpisodeStore
-        _vectors: VectorStore | None
-        _embedder: Embedder | None
+def transfer_stores(client: MemoryClient) -> Stores:
+    """The stores export and import read and write (opens the vector store on first use)."""
+    settings = client.settings
+    return Stores(client._redis, client.keys, client.vector_store(),
+                  recent_window=settings.ingest.recent_window,
+                  embedder=client._embedder, lease_ms=settings.episodes.lease_ms)
 
-        def _get_recaller(self) -> Recaller: ...
+
+class Admin:
+    """Cross-scope operations on one deployment (every namespace, every agent)."""
+
+    def __init__(self, client: MemoryClient) -> None:
+        self._client = client
+
+    @property
+    def redis(self) -> Redis:
+        """The deployment's Redis connection, for operators' tools (metrics, rq queues)."""
+        return self._client._redis
 
     # -- plumbing --------------------------------------------------------------------------
-
-    def _vector_store(self) -> VectorStore:
-        self._get_recaller()  # opens the vector store (and the query model) on first use
-        assert self._vectors is not None
-        return self._vectors
 
     def _compactor(self) -> Compactor:
         from hivemem.workers.compact import Compactor
 
-        return Compactor(self._redis, self.keys, self._vector_store(), self.settings)
-
-    def _stores(self) -> Stores:
-        from hivemem.transfer.stores import Stores
-
-        vectors = self._vector_store()
-        return Stores(self._redis, self.keys, vectors,
-                      recent_window=self.settings.ingest.recent_window,
-                      embedder=self._embedder, lease_ms=self.settings.episodes.lease_ms)
+        c = self._client
+        return Compactor(c._redis, c.keys, c.vector_store(), c.settings)
 
     def _known(self, session_id: str) -> str:
         check_id("session_id", session_id)
-        from hivemem.store.sessions import SessionStore
-
-        if not SessionStore(self._redis, self.keys).exists(session_id):
-            raise ValidationError("session_id", f"unknown session {session_id!r}")
+        if not SessionStore(self._client._redis, self._client.keys).exists(session_id):
+            raise NotFound("session_id", f"unknown session {session_id!r}")
         return session_id
+
+    # -- operations ------------------------------------------------------------------------
+
+    def ready(self) -> dict[str, str]:
+        """Whether Redis and the vector store answer: ``{"redis": "ok", "vectors": ...}``,
+        each "ok" or "unavailable: <error type>" (never raises)."""
+        checks: dict[str, str] = {}
+        try:
+            self._client._redis.ping()
+            checks["redis"] = READY
+        except Exception as exc:
+            checks["redis"] = f"unavailable: {type(exc).__name__}"
+        try:
+            self._client.vector_store().count("turns", {"session_id": "__readyz__"})
+            checks["vectors"] = READY
+        except Exception as exc:
+            checks["vectors"] = f"unavailable: {type(exc).__name__}"
+        return checks
+
+    def api_keys(self) -> ApiKeyStore:
+        """The API keys (create, revoke, list, authenticate)."""
+        return ApiKeyStore(self._client._redis, self._client.keys)
+
+    def pipeline_status(self) -> PipelineStatus:
+        """Every stage's lag, pending entries, dead letters and consumers; the reflection
+        jobs by state (``reflect_jobs["queued"]``: waiting in the rq queue) and rq workers."""
+        c = self._client
+        return pipeline_status(c._redis, c.keys, c.settings.episodes.reflect_queue)
+
+    def rebuild_state(self, session_id: str | None = None) -> int:
+        """Rebuild Redis session state (seqs, idempotency ids, recent windows, progress) from
+        the vector store, for one session or all; returns the sessions rebuilt."""
+        if session_id is not None:
+            check_id("session_id", session_id)
+        return rebuild_state(self._client._state, self._client.vector_store(), session_id)
+
+    def sessions(self) -> list[str]:
+        """Every session of every namespace."""
+        return self._client._state.session_ids()
+
+    def traces(self, count: int = 20, session_id: str | None = None) -> list[dict[str, Any]]:
+        """The newest reflection traces of any session (secrets redacted)."""
+        if session_id is not None:
+            check_id("session_id", session_id)
+        return ReflectionState(self._client._redis, self._client.keys).traces(count, session_id)
+
+    def facts(
+        self, session_id: str, *, include_history: bool = False,
+        include_inactive: bool = False, include_archived: bool = False,
+    ) -> list[Fact]:
+        """Every fact of the session, whoever may see it (oldest first)."""
+        check_id("session_id", session_id)
+        statuses = None if include_history else views.lifecycle_statuses(
+            include_inactive=include_inactive, include_archived=include_archived)
+        return self._client.vector_store().list_facts(session_id, statuses)
+
+    # -- dead letters and replays ----------------------------------------------------------
+
+    def dead_letters(self, count: int = 100) -> list[DeadLetter]:
+        c = self._client
+        return c._streams.dead_letters(c.keys.turns_stream, count)
+
+    def replay_dead_letters(
+        self, entry_ids: Sequence[str] | None = None, *, stage: str = "embed",
+        count: int = 1000,
+    ) -> list[str]:
+        """Put dead letters of `stage` ("embed": the turns stream, "boundary": the embedded
+        stream) back on their stream, all or only these original entry ids; returns the
+        original ids replayed. See `hivemem.store.dlq`."""
+        from hivemem.store.dlq import replay_dead_letters
+
+        c = self._client
+        streams = {"embed": c.keys.turns_stream, "boundary": c.keys.embedded_stream}
+        if stage not in streams:
+            raise ValidationError("stage", f"one of {sorted(streams)}")
+        done = replay_dead_letters(
+            c._redis, c.keys, streams[stage],
+            entry_ids=None if entry_ids is None else set(entry_ids), count=count,
+        )
+        return [r.original_entry_id for r in done]
+
+    def replay_reflection(self, session_id: str, episode_id: str | None = None) -> list[str]:
+        """Enqueue the reflection of one episode again, or of every episode of the session."""
+        from hivemem.workers.jobs import enqueue_replay
+
+        check_id("session_id", session_id)
+        c = self._client
+        episodes = c._episodes.episodes(session_id)
+        if episode_id is not None:
+            episodes = [e for e in episodes if e.episode_id == episode_id]
+            if not episodes:
+                raise NotFound("episode_id", f"no closed episode {episode_id!r}")
+        queue = c.settings.episodes.reflect_queue
+        return [enqueue_replay(c._redis, queue, e) for e in episodes]
 
     # -- compaction ------------------------------------------------------------------------
 
@@ -118,31 +207,26 @@ class LifecycleMixin:
         if delay_s < 0:
             raise ValidationError("delay_s", "must be >= 0")
         tag = f"demand-{datetime.now(UTC):%Y%m%dT%H%M%S%f}"
-        return enqueue_compaction(self._redis, self.settings.episodes.reflect_queue,
+        c = self._client
+        return enqueue_compaction(c._redis, c.settings.episodes.reflect_queue,
                                   session_id, tag=tag, trigger="on demand", delay_s=delay_s)
 
     # -- audit -----------------------------------------------------------------------------
 
     def audit(self, memory_id: str) -> list[AuditEvent]:
         """Why a fact has its status: every event about it (and naming it), oldest first."""
-        from hivemem.store.audit import AuditLog
-
-        fact = self.get_fact(memory_id)
-        if fact is None:
-            raise ValidationError("memory_id", f"no fact {memory_id!r}")
-        return AuditLog(self._redis, self.keys).for_fact(fact.session_id, memory_id)
+        check_id("memory_id", memory_id)
+        return views.fact_audit(self._client, memory_id, None)
 
     def get_fact(self, fact_id: str) -> Fact | None:
         """One fact by id, whatever its status (None if there is none)."""
         check_id("memory_id", fact_id)
-        hits = self._vector_store().get_facts([fact_id])
+        hits = self._client.vector_store().get_facts([fact_id])
         return hits[0].fact if hits else None
 
     def audit_log(self, session_id: str) -> list[AuditEvent]:
-        from hivemem.store.audit import AuditLog
-
         check_id("session_id", session_id)
-        return AuditLog(self._redis, self.keys).events(session_id)
+        return AuditLog(self._client._redis, self._client.keys).events(session_id)
 
     # -- sessions --------------------------------------------------------------------------
 
@@ -150,83 +234,39 @@ class LifecycleMixin:
         self, session_id: str, *, title: str | None = None, agent_id: str | None = None,
     ) -> SessionInfo:
         """Name a session and its agent (a session that does not exist yet is created)."""
-        from hivemem.store.sessions import SessionStore
-
         check_id("session_id", session_id)
         fields: dict[str, str] = {}
         if title is not None:
-            if not isinstance(title, str) or not title.strip() or len(title) > _TITLE_MAX:
-                raise ValidationError("title", f"must be 1-{_TITLE_MAX} characters")
-            fields["title"] = title.strip()
+            fields["title"] = check_title(title)
         if agent_id is not None:
             fields["agent_id"] = check_id("agent_id", agent_id)
-        SessionStore(self._redis, self.keys).set_info(session_id, fields, datetime.now(UTC))
+        SessionStore(self._client._redis, self._client.keys).set_info(
+            session_id, fields, datetime.now(UTC))
         return self.session_info(session_id)
 
     def session_info(self, session_id: str) -> SessionInfo:
         """Title, agent, created, last active, and how much the session holds."""
-        from hivemem.domain.session import SessionInfo, parse_time
-        from hivemem.store.sessions import SessionStore
-        from hivemem.store.vectors.base import FACTS
-
         self._known(session_id)
-        info, meta = SessionStore(self._redis, self.keys).info(session_id)
-        stats = self._state.stats(session_id)
-        closed = self._episodes.progress(session_id)[1]
-        active = self._vector_store().count(
-            FACTS, {"session_id": session_id, "status": [s.value for s in VISIBLE]})
-        return SessionInfo(
-            session_id=session_id, title=info.get("title"), agent_id=info.get("agent_id"),
-            created_at=parse_time(info.get("created_at")) or parse_time(meta.get("first_ts")),
-            last_active=parse_time(meta.get("last_ts")), turns=stats.turns_enqueued,
-            episodes=closed, facts_active=active,
-        )
+        return views.session_info(self._client, session_id, None)
 
     def find_related_sessions(
         self, session_id: str, *, limit: int = 5, min_score: float = 0.05,
     ) -> list[RelatedSession]:
-        """Other sessions about the same things: their centroids (the mean direction of their
-        episodes, or turns) and the subjects their facts share."""
-        import itertools
-
-        from hivemem.domain.session import (
-            Vector,
-            centroid,
-            episode_centroid,
-            rank_related,
-        )
-        from hivemem.store.vectors.base import TURNS
-
+        """Other sessions (of any namespace) about the same things."""
         self._known(session_id)
-        if isinstance(limit, bool) or not isinstance(limit, int) or limit <= 0:
-            raise ValidationError("limit", "must be a positive integer")
-        vectors = self._vector_store()
-        centroids: dict[str, Vector | None] = {}
-        subjects: dict[str, set[str]] = {}
-        for sid in self._state.session_ids():
-            found = episode_centroid(self._episodes.episodes(sid))
-            if found is None:
-                hits = itertools.islice(
-                    vectors.scroll(TURNS, {"session_id": sid}, with_vectors=True), 256)
-                found = centroid(h.vector for h in hits if h.vector is not None)
-            centroids[sid] = found
-            subjects[sid] = {f.subject for f in vectors.list_facts(sid, [s.value for s in VISIBLE])
-                             if f.subject}
-        return rank_related(session_id, centroids, subjects, limit=limit, min_score=min_score)
+        return views.related_sessions(self._client, session_id, None, limit=limit,
+                                      min_score=min_score)
 
     def session_context(
         self, session_id: str, query: str, token_budget: int | None = None, *,
         related: int = 0, preset: str | RecallPolicy | None = None,
     ) -> SessionContext:
-        """The session's header (title, agent, activity) and recall for `query` over it and,
-        with `related=n`, over its n most related sessions too."""
-        from hivemem.domain.session import SessionContext
-
+        """The session's header and recall for `query` over it and, with `related=n`, over
+        its n most related sessions too (shared memories of the default namespace)."""
         info = self.session_info(session_id)
         others = self.find_related_sessions(session_id, limit=related) if related > 0 else []
-        client = cast("MemoryClient", self)
-        result = client.recall(session_id, query, token_budget, preset=preset,
-                               related_sessions=[r.session_id for r in others])
+        result = self._client.recall(session_id, query, token_budget, preset=preset,
+                                     related_sessions=[r.session_id for r in others])
         return SessionContext(info=info, related=others, result=result)
 
     def build_timeline(
@@ -235,29 +275,14 @@ class LifecycleMixin:
     ) -> list[TimelineEvent]:
         """Turns, episode closes and fact changes of these sessions, by time then sequence
         (`limit`: only the newest that many)."""
-        from hivemem.domain.timeline import KINDS, merge_timeline, order
-        from hivemem.store.audit import AuditLog
-
         if isinstance(session_ids, str):
             session_ids = [session_ids]
         if not session_ids:
             raise ValidationError("session_ids", "name at least one session")
-        kinds = list(kinds or KINDS)
-        for kind in kinds:
-            if kind not in KINDS:
-                raise ValidationError("kinds", f"unknown kind {kind!r}; one of {list(KINDS)}")
+        views.check_kinds(kinds)
         for sid in session_ids:
             self._known(sid)
-        vectors = self._vector_store()
-        audit = AuditLog(self._redis, self.keys)
-        events: list[TimelineEvent] = []
-        for sid in dict.fromkeys(session_ids):
-            events.extend(merge_timeline(
-                vectors.iter_turns(sid) if "turn" in kinds else (),
-                self._episodes.episodes(sid) if "episode" in kinds else (),
-                audit.iter_events(sid) if "fact" in kinds else (), kinds=kinds))
-        ordered = order(events)
-        return ordered[-limit:] if limit else ordered
+        return views.timeline(self._client, session_ids, None, kinds=kinds, limit=limit)
 
     # -- export / import -------------------------------------------------------------------
 
@@ -266,10 +291,8 @@ class LifecycleMixin:
         vectors: bool = False, progress: Progress | None = None,
     ) -> ExportSummary:
         """Write sessions (default: all) to a versioned JSON Lines file (.gz: compressed)."""
-        from hivemem.transfer.exporter import export_to
-
-        return export_to(self._stores(), Path(path), session_ids, vectors=vectors,
-                         progress=progress)
+        return export_to(transfer_stores(self._client), Path(path), session_ids,
+                         vectors=vectors, progress=progress)
 
     def import_file(
         self, path: str | Path, *, mode: str = "append", progress: Progress | None = None,
@@ -279,11 +302,11 @@ class LifecycleMixin:
         from hivemem.transfer.importer import check_mode, import_from
 
         checked = check_mode(mode)
-        stores = self._stores()
+        stores = transfer_stores(self._client)
         if stores.embedder is None:
             from hivemem.providers.embedders import build_embedder
 
-            stores.embedder = build_embedder(self.settings.embedding)
+            stores.embedder = build_embedder(self._client.settings.embedding)
         return import_from(stores, Path(path), checked, progress=progress)
 
     def backup(self, path: str | Path, *, progress: Progress | None = None) -> ExportSummary:
@@ -298,8 +321,6 @@ class LifecycleMixin:
 
     def count_export_records(self, session_ids: Sequence[str] | None = None) -> int:
         """About how many records `export` would write (for a progress bar)."""
-        from hivemem.transfer.exporter import count_records
-
-        stores = self._stores()
+        stores = transfer_stores(self._client)
         return count_records(stores, session_ids if session_ids is not None
                              else stores.state.session_ids())

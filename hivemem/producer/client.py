@@ -1,4 +1,10 @@
-"""`MemoryClient`: the synchronous SDK. Ingest enqueues and returns; recall reads."""
+"""`MemoryClient`: the synchronous SDK. Ingest enqueues and returns; recall reads.
+
+A tenant's code holds `memory.scoped(namespace=..., agent_id=...)` (a `ScopedMemory`); what
+crosses scopes is on `memory.admin` (an `Admin`). The client's own methods that take a
+`namespace=` stay for single-tenant use; the ones without a scope are admin operations and
+say so.
+"""
 
 from __future__ import annotations
 
@@ -10,25 +16,31 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, NotRequired, Self, TypedDict
 
 from hivemem.config import Settings
+from hivemem.domain.audit import AuditEvent
+from hivemem.domain.compaction import CompactionDiff, CompactionPolicy
 from hivemem.domain.episode import Episode
 from hivemem.domain.fact import Fact
 from hivemem.domain.models import DeadLetter, RecallResult, Role, SessionStats, Turn
 from hivemem.domain.recall.policy import RecallPolicy, resolve_policy
-from hivemem.domain.scope import Scope, check_namespace, scope_for
+from hivemem.domain.scope import DEFAULT_NAMESPACE, Scope, check_namespace, scope_for
+from hivemem.domain.session import RelatedSession, SessionContext, SessionInfo
+from hivemem.domain.timeline import TimelineEvent
 from hivemem.domain.turn import TurnDraft, check_budget, check_id, check_query
-from hivemem.errors import ProcessingTimeout, ValidationError
+from hivemem.errors import NotFound, ProcessingTimeout, ValidationError
 from hivemem.logs import ensure_quiet_default
 from hivemem.pipeline.topology import Keys
-from hivemem.producer.admin import LifecycleMixin, lifecycle_statuses
+from hivemem.producer.admin import Admin
 from hivemem.producer.guard import IngestGuard
-from hivemem.store.apikeys import ApiKeyStore
+from hivemem.producer.scoped import ScopedMemory
+from hivemem.producer.views import lifecycle_statuses
 from hivemem.store.episodes import EpisodeStore
-from hivemem.store.rebuild import rebuild_state
 from hivemem.store.redis import Redis, connect
 from hivemem.store.reflection import ReflectionState
 from hivemem.store.state import SessionState
-from hivemem.store.status import PipelineStatus, pipeline_status
 from hivemem.store.streams import StreamStore
+from hivemem.transfer.exporter import ExportSummary
+from hivemem.transfer.importer import ImportSummary
+from hivemem.transfer.stores import Progress
 
 if TYPE_CHECKING:
     from hivemem.producer.recall import Recaller
@@ -56,7 +68,7 @@ class TurnInput(TypedDict):
 _TURN_INPUT_KEYS = frozenset(TurnInput.__annotations__)
 
 
-class MemoryClient(LifecycleMixin):
+class MemoryClient:
     """Shared memory for agents.
 
     Against servers: ``MemoryClient(Settings())`` (Redis URL and Qdrant URL from the
@@ -85,6 +97,22 @@ class MemoryClient(LifecycleMixin):
         self._runtime = runtime
         self._recaller: Recaller | None = None
         self._lock = threading.Lock()
+        self._admin = Admin(self)
+
+    # -- scopes ----------------------------------------------------------------------------
+
+    def scoped(
+        self, *, namespace: str = DEFAULT_NAMESPACE, agent_id: str | None = None
+    ) -> ScopedMemory:
+        """A handle bound to one namespace and (optionally) one agent: every read and write
+        through it is narrowed to what that agent may see (`hivemem.producer.scoped`)."""
+        return ScopedMemory(self, scope_for(namespace, agent_id))
+
+    @property
+    def admin(self) -> Admin:
+        """The cross-scope operations (compaction, dead letters, export/import, API keys):
+        for operators only."""
+        return self._admin
 
     @classmethod
     def local(
@@ -95,7 +123,7 @@ class MemoryClient(LifecycleMixin):
         embedder: Embedder | None = None,
         reflector: Reflector | None = None,
         workers: int | None = None,
-    ) -> MemoryClient:
+    ) -> Self:
         """Embedded mode: in-process Redis, Qdrant Edge under `path`, worker threads.
 
         `workers`: embed threads (default: one per core, at most four). Reflection uses
@@ -173,6 +201,12 @@ class MemoryClient(LifecycleMixin):
     ) -> list[Turn]:
         """Validate every turn first (nothing is written if one is bad), then pipeline them.
         Backpressure and `durable` as for `ingest`, for the batch as a whole."""
+        return self._ingest_rows(turns, durable=durable)
+
+    def _ingest_rows(
+        self, turns: Iterable[TurnInput | Mapping[str, Any]], *, durable: bool | None,
+        validate_only: bool = False,
+    ) -> list[Turn]:
         drafts: list[TurnDraft] = []
         for index, raw in enumerate(turns):
             if not isinstance(raw, Mapping):
@@ -204,6 +238,8 @@ class MemoryClient(LifecycleMixin):
         # Nothing is written when one turn names another namespace's session.
         for session_id, namespace in dict.fromkeys((d.session_id, d.namespace) for d in drafts):
             self._state.check_scope(session_id, namespace)
+        if validate_only:
+            return []
         durable = self.settings.ingest.durable if durable is None else durable
         if durable:
             self._guard.require_durable()
@@ -254,12 +290,6 @@ class MemoryClient(LifecycleMixin):
         """The session is over: its open episode closes, whatever its size."""
         return self._control(session_id, "close_session", namespace)
 
-    def check_session(self, session_id: str, namespace: str) -> None:
-        """`OutOfScope` unless the session has turns and belongs to `namespace` (a service
-        answers another namespace's session like a missing one)."""
-        check_id("session_id", session_id)
-        self._state.check_scope(session_id, check_namespace(namespace), must_exist=True)
-
     def _in_namespace(self, session_id: str, namespace: str | None) -> None:
         """With a namespace: `OutOfScope` unless the session exists and is that one's."""
         if namespace is not None:
@@ -270,7 +300,7 @@ class MemoryClient(LifecycleMixin):
         self._in_namespace(session_id, namespace)
         seq = self._state.append_control(session_id, action)
         if seq is None:
-            raise ValidationError("session_id", f"unknown session {session_id!r} (no turns)")
+            raise NotFound("session_id", f"unknown session {session_id!r} (no turns)")
         return seq
 
     def episodes(self, session_id: str, *, namespace: str | None = None) -> list[Episode]:
@@ -308,28 +338,19 @@ class MemoryClient(LifecycleMixin):
             delay = min(delay * 1.5, 0.05)
 
     def dead_letters(self, count: int = 100) -> list[DeadLetter]:
-        return self._streams.dead_letters(self.keys.turns_stream, count)
+        """Admin: the turns stream's dead letters (every namespace)."""
+        return self._admin.dead_letters(count)
 
     def replay_dead_letters(
         self, entry_ids: Sequence[str] | None = None, *, stage: str = "embed",
         count: int = 1000,
     ) -> list[str]:
-        """Put dead letters of `stage` ("embed": the turns stream, "boundary": the embedded
-        stream) back on their stream, all or only these original entry ids; returns the
-        original ids replayed. See `hivemem.store.dlq`."""
-        from hivemem.store.dlq import replay_dead_letters
-
-        streams = {"embed": self.keys.turns_stream, "boundary": self.keys.embedded_stream}
-        if stage not in streams:
-            raise ValidationError("stage", f"one of {sorted(streams)}")
-        done = replay_dead_letters(
-            self._redis, self.keys, streams[stage],
-            entry_ids=None if entry_ids is None else set(entry_ids), count=count,
-        )
-        return [r.original_entry_id for r in done]
+        """Admin: see `Admin.replay_dead_letters`."""
+        return self._admin.replay_dead_letters(entry_ids, stage=stage, count=count)
 
     def sessions(self) -> list[str]:
-        return self._state.session_ids()
+        """Admin: every session of every namespace."""
+        return self._admin.sessions()
 
     # -- recall ----------------------------------------------------------------------------
 
@@ -409,40 +430,31 @@ class MemoryClient(LifecycleMixin):
         Without `namespace` and `agent_id`, every fact (an operator's view); with either,
         what that agent of that namespace may see."""
         check_id("session_id", session_id)
-        access: Scope | None = None
-        if namespace is not None or agent_id is not None:
-            access = scope_for(namespace, agent_id)
-            self._state.check_scope(session_id, access.namespace)
-        self._get_recaller()
-        assert self._vectors is not None
+        if namespace is None and agent_id is None:  # the operator's view: every fact
+            return self._admin.facts(session_id, include_history=include_history,
+                                     include_inactive=include_inactive,
+                                     include_archived=include_archived)
+        access: Scope = scope_for(namespace, agent_id)
+        self._state.check_scope(session_id, access.namespace)
         statuses = None if include_history else lifecycle_statuses(
             include_inactive=include_inactive, include_archived=include_archived)
-        return self._vectors.list_facts(session_id, statuses, access)
+        return self.vector_store().list_facts(session_id, statuses, access)
 
     def traces(
         self, count: int = 20, session_id: str | None = None, *, namespace: str | None = None
     ) -> list[dict[str, Any]]:
-        """The newest reflection traces (secrets redacted). With `namespace`, only of
-        `session_id`, which must be that namespace's."""
-        if namespace is not None:
-            if session_id is None:
-                raise ValidationError("session_id", "is required with a namespace")
-            check_id("session_id", session_id)
-            self._in_namespace(session_id, namespace)
-        return ReflectionState(self._redis, self.keys).traces(count, session_id)
+        """The newest reflection traces (secrets redacted). Without `namespace`, an admin
+        read of every session's; with one, only of `session_id`, which must be that
+        namespace's, and only traces of its shared episodes."""
+        if namespace is None:
+            return self._admin.traces(count, session_id)
+        if session_id is None:
+            raise ValidationError("session_id", "is required with a namespace")
+        return self.scoped(namespace=namespace).traces(count, session_id)
 
     def replay_reflection(self, session_id: str, episode_id: str | None = None) -> list[str]:
-        """Enqueue the reflection of one episode again, or of every episode of the session."""
-        from hivemem.workers.jobs import enqueue_replay
-
-        check_id("session_id", session_id)
-        episodes = self._episodes.episodes(session_id)
-        if episode_id is not None:
-            episodes = [e for e in episodes if e.episode_id == episode_id]
-            if not episodes:
-                raise ValidationError("episode_id", f"no closed episode {episode_id!r}")
-        queue = self.settings.episodes.reflect_queue
-        return [enqueue_replay(self._redis, queue, e) for e in episodes]
+        """Admin: enqueue the reflection of one episode again, or of every episode."""
+        return self._admin.replay_reflection(session_id, episode_id)
 
     def wait_until_reflected(self, session_id: str, timeout: float = 30.0) -> int:
         """Block until every episode closed so far is reflected; returns the last index."""
@@ -477,6 +489,96 @@ class MemoryClient(LifecycleMixin):
                 )
             return self._recaller
 
+    # -- admin operations, kept here for single-tenant callers -----------------------------
+
+    def preview_compaction(
+        self, session_id: str, *, policy: CompactionPolicy | None = None,
+        now: datetime | None = None,
+    ) -> CompactionDiff:
+        """Admin: see `Admin.preview_compaction`."""
+        return self._admin.preview_compaction(session_id, policy=policy, now=now)
+
+    def compact(
+        self, session_id: str, *, policy: CompactionPolicy | None = None,
+        now: datetime | None = None, expect: CompactionDiff | str | None = None,
+    ) -> CompactionDiff:
+        """Admin: see `Admin.compact`."""
+        return self._admin.compact(session_id, policy=policy, now=now, expect=expect)
+
+    def schedule_compaction(self, session_id: str, *, delay_s: float = 0.0) -> str:
+        """Admin: see `Admin.schedule_compaction`."""
+        return self._admin.schedule_compaction(session_id, delay_s=delay_s)
+
+    def audit(self, memory_id: str) -> list[AuditEvent]:
+        """Admin: every audit event about a fact of any namespace."""
+        return self._admin.audit(memory_id)
+
+    def get_fact(self, fact_id: str) -> Fact | None:
+        """Admin: one fact by id, whatever its status or scope (None if there is none)."""
+        return self._admin.get_fact(fact_id)
+
+    def audit_log(self, session_id: str) -> list[AuditEvent]:
+        """Admin: the session's whole audit log."""
+        return self._admin.audit_log(session_id)
+
+    def set_session_metadata(
+        self, session_id: str, *, title: str | None = None, agent_id: str | None = None,
+    ) -> SessionInfo:
+        """Admin: see `Admin.set_session_metadata`."""
+        return self._admin.set_session_metadata(session_id, title=title, agent_id=agent_id)
+
+    def session_info(self, session_id: str) -> SessionInfo:
+        """Admin: see `Admin.session_info`."""
+        return self._admin.session_info(session_id)
+
+    def find_related_sessions(
+        self, session_id: str, *, limit: int = 5, min_score: float = 0.05,
+    ) -> list[RelatedSession]:
+        """Admin: related sessions of any namespace."""
+        return self._admin.find_related_sessions(session_id, limit=limit, min_score=min_score)
+
+    def session_context(
+        self, session_id: str, query: str, token_budget: int | None = None, *,
+        related: int = 0, preset: str | RecallPolicy | None = None,
+    ) -> SessionContext:
+        """Admin: see `Admin.session_context`."""
+        return self._admin.session_context(session_id, query, token_budget, related=related,
+                                           preset=preset)
+
+    def build_timeline(
+        self, session_ids: Sequence[str], *, kinds: Sequence[str] | None = None,
+        limit: int | None = None,
+    ) -> list[TimelineEvent]:
+        """Admin: every event of these sessions, whoever may see it."""
+        return self._admin.build_timeline(session_ids, kinds=kinds, limit=limit)
+
+    def export(
+        self, path: str | Path, session_ids: Sequence[str] | None = None, *,
+        vectors: bool = False, progress: Progress | None = None,
+    ) -> ExportSummary:
+        """Admin: export sessions of any namespace (default: all)."""
+        return self._admin.export(path, session_ids, vectors=vectors, progress=progress)
+
+    def import_file(
+        self, path: str | Path, *, mode: str = "append", progress: Progress | None = None,
+    ) -> ImportSummary:
+        """Admin: see `Admin.import_file`."""
+        return self._admin.import_file(path, mode=mode, progress=progress)
+
+    def backup(self, path: str | Path, *, progress: Progress | None = None) -> ExportSummary:
+        """Admin: every session, with vectors."""
+        return self._admin.backup(path, progress=progress)
+
+    def restore(
+        self, path: str | Path, *, mode: str = "replace", progress: Progress | None = None,
+    ) -> ImportSummary:
+        """Admin: see `Admin.restore`."""
+        return self._admin.restore(path, mode=mode, progress=progress)
+
+    def count_export_records(self, session_ids: Sequence[str] | None = None) -> int:
+        """Admin: about how many records `export` would write."""
+        return self._admin.count_export_records(session_ids)
+
     # -- lifecycle -------------------------------------------------------------------------
 
     def close(self) -> None:
@@ -510,22 +612,6 @@ class MemoryClient(LifecycleMixin):
             if known is None or len(turn.markers) > len(known.markers):
                 by_seq[turn.seq] = turn
         return [by_seq[seq] for seq in sorted(by_seq, reverse=True)[:limit]]
-
-    def pipeline_status(self) -> PipelineStatus:
-        """Every stage's lag, pending entries, dead letters and consumers; the reflection
-        jobs by state (``reflect_jobs["queued"]``: waiting in the rq queue) and rq workers."""
-        return pipeline_status(self._redis, self.keys, self.settings.episodes.reflect_queue)
-
-    def api_keys(self) -> ApiKeyStore:
-        """The HTTP API's keys (create, revoke, list) in this deployment's Redis."""
-        return ApiKeyStore(self._redis, self.keys)
-
-    def rebuild_state(self, session_id: str | None = None) -> int:
-        """Rebuild Redis session state (seqs, idempotency ids, recent windows, progress) from
-        the vector store, for one session or all; returns the sessions rebuilt."""
-        if session_id is not None:
-            check_id("session_id", session_id)
-        return rebuild_state(self._state, self.vector_store(), session_id)
 
 
 def _turn(draft: TurnDraft, seq: int, duplicate: bool) -> Turn:

@@ -2,23 +2,20 @@
 
 `MemoryClient.recall` returns a `RecallResult` (a sequence of `ContextItem` with
 `used_tokens`, `token_budget`, `preset` and, with ``explain=True``, the `excluded`
-candidates and why). `recall_view` calls it and turns the answer into a plain `RecallView`;
-with a client whose recall predates presets, it computes the accounting itself and rejects a
-preset instead of silently ignoring it.
+candidates and why). `recall_view` calls it (on a client or a scoped handle) and turns the
+answer into a plain `RecallView`.
 """
 
 from __future__ import annotations
 
 import dataclasses
-import inspect
-from collections.abc import Sequence
 from typing import Any
 
 from pydantic import BaseModel, Field
 
 from hivemem.domain.models import ContextItem
-from hivemem.errors import ValidationError
 from hivemem.producer.client import MemoryClient
+from hivemem.producer.scoped import ScopedMemory
 
 
 class Excluded(BaseModel):
@@ -42,13 +39,6 @@ class RecallView(BaseModel):
     preset: str | None = None
     excluded: list[Excluded] = Field(default_factory=list)
     explained: bool = False  # False: the recall could not say what it left out
-
-
-def _supports(client: MemoryClient, name: str) -> bool:
-    try:
-        return name in inspect.signature(client.recall).parameters
-    except (TypeError, ValueError):  # pragma: no cover - builtins only
-        return False
 
 
 def _excluded(raw: Any) -> Excluded:
@@ -88,7 +78,7 @@ def _int_or_none(value: Any) -> int | None:
 
 
 def recall_view(
-    client: MemoryClient,
+    client: MemoryClient | ScopedMemory,
     session_id: str,
     query: str,
     token_budget: int | None = None,
@@ -97,32 +87,17 @@ def recall_view(
     limit: int | None = None,
     explain: bool = False,
 ) -> RecallView:
-    """Recall and account for it. Raises `ValidationError` for a bad query or budget (before
-    anything is read) and for a preset this client's recall does not know."""
-    kwargs: dict[str, Any] = {"limit": limit}
-    if preset is not None:
-        if not _supports(client, "preset"):
-            raise ValidationError("preset", "this hivemem's recall has no presets")
-        kwargs["preset"] = preset
-    can_explain = _supports(client, "explain")
-    if explain and can_explain:
-        kwargs["explain"] = True
-    recall: Any = client.recall
-    result: Sequence[ContextItem] = recall(session_id, query, token_budget, **kwargs)
-    items = list(result)
-    used = getattr(result, "used_tokens", None)
-    budget = getattr(result, "token_budget", None)
-    raw_excluded = getattr(result, "excluded", None) or []
+    """Recall and account for it. Raises `ValidationError` for a bad query, budget or preset
+    (before anything is read)."""
+    result = client.recall(session_id, query, token_budget, preset=preset, limit=limit,
+                           explain=explain)
     return RecallView(
         session_id=session_id,
         query=query,
-        items=items,
-        used_tokens=used if isinstance(used, int) else sum(i.token_count for i in items),
-        token_budget=(
-            budget if isinstance(budget, int)
-            else token_budget or client.settings.recall.default_token_budget
-        ),
-        preset=getattr(result, "preset", None) or preset,
-        excluded=[_excluded(x) for x in raw_excluded],
-        explained=explain and can_explain,
+        items=list(result),
+        used_tokens=result.used_tokens,
+        token_budget=result.token_budget,
+        preset=result.preset or preset,
+        excluded=[_excluded(x) for x in result.excluded],
+        explained=explain,
     )

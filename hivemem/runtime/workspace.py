@@ -22,7 +22,7 @@ from pydantic import BaseModel, ConfigDict, Field
 from pydantic import ValidationError as PydanticValidationError
 
 from hivemem.config import EmbeddingSettings, Settings
-from hivemem.errors import HivememError
+from hivemem.errors import ConfigurationError
 
 DIRNAME = ".hivemem"
 CONFIG_NAME = "config.json"
@@ -30,7 +30,7 @@ FORMAT = "hivemem.runtime.workspace"
 VERSION = 1
 
 
-class WorkspaceError(HivememError):
+class WorkspaceError(ConfigurationError):
     """A workspace that cannot be used: missing, unreadable, or from a newer hivemem."""
 
 

@@ -7,7 +7,7 @@ script that appends it, so it is gapless and ordered) and the event as JSON.
 from __future__ import annotations
 
 import json
-from collections.abc import Iterator, Sequence
+from collections.abc import Collection, Iterator, Sequence
 from typing import Any
 
 from hivemem.domain.audit import AuditEvent
@@ -90,6 +90,20 @@ class AuditLog:
 
     def events(self, session_id: str) -> list[AuditEvent]:
         return list(self.iter_events(session_id))
+
+    def visible_events(
+        self, session_id: str, fact_ids: Collection[str]
+    ) -> Iterator[AuditEvent]:
+        """The session's events about these facts only (the ones a scope may see), each
+        naming no other fact than these: a scoped reader learns nothing of the rest."""
+        for event in self.iter_events(session_id):
+            if event.fact_id not in fact_ids:
+                continue
+            if all(r in fact_ids for r in event.related):
+                yield event
+            else:
+                yield event.model_copy(
+                    update={"related": [r for r in event.related if r in fact_ids]})
 
     def for_fact(self, session_id: str, fact_id: str) -> list[AuditEvent]:
         """Every event about one fact (it or another fact naming it: merged into, rivals)."""

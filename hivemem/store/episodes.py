@@ -19,6 +19,7 @@ from typing import Any
 import redis
 
 from hivemem.domain.episode import Episode, OpenEpisode, SessionEpisodes
+from hivemem.domain.scope import Scope
 from hivemem.pipeline.topology import Keys
 from hivemem.store.redis import Redis, redis_errors
 
@@ -171,13 +172,19 @@ class EpisodeStore:
             markers,
         )
 
-    def episodes(self, session_id: str, start: int = 0, end: int = -1) -> list[Episode]:
+    def episodes(
+        self, session_id: str, start: int = 0, end: int = -1, *, scope: Scope | None = None
+    ) -> list[Episode]:
+        """The session's closed episodes; with a scope, only those it may see."""
         with redis_errors("list episodes"):
             ids = self._r.lrange(self.keys.session_episodes(session_id), start, end)
             if not ids:
                 return []
             bodies = self._r.mget([self.keys.episode(_text(i)) for i in ids])
-        return [Episode.model_validate_json(b) for b in bodies if b is not None]
+        found = [Episode.model_validate_json(b) for b in bodies if b is not None]
+        if scope is None:
+            return found
+        return [e for e in found if scope.admits(e.namespace, e.visibility, e.agent_id)]
 
     def episode(self, episode_id: str) -> Episode | None:
         with redis_errors("read episode"):

@@ -9,6 +9,7 @@ import threading
 import time
 from typing import Any
 
+from hivemem.domain.scope import Scope
 from hivemem.errors import RetryLater
 from hivemem.pipeline.topology import Keys
 from hivemem.store.redis import Redis, redis_errors
@@ -119,10 +120,13 @@ class ReflectionState:
                 approximate=True,
             )
 
-    def traces(self, count: int = 20, session_id: str | None = None) -> list[dict[str, Any]]:
-        """Newest first."""
+    def traces(
+        self, count: int = 20, session_id: str | None = None, *, scope: Scope | None = None
+    ) -> list[dict[str, Any]]:
+        """Newest first. With a scope, only traces of episodes it may see (a trace shows
+        its episode's turns): their episode bodies are read in one round trip per page."""
         with redis_errors("read traces"):
-            scan = count * (5 if session_id else 1)
+            scan = count * (5 if session_id or scope else 1)
             rows = self._r.xrevrange(self.keys.traces_stream, count=scan)
         out: list[dict[str, Any]] = []
         for _entry_id, fields in rows or []:
@@ -132,4 +136,19 @@ class ReflectionState:
             trace = json.loads(decoded["trace"])
             if session_id is None or trace.get("session_id") == session_id:
                 out.append(trace)
+        if scope is not None:
+            out = self._visible(out, scope)
         return out[:count]
+
+    def _visible(self, traces: list[dict[str, Any]], scope: Scope) -> list[dict[str, Any]]:
+        if not traces:
+            return []
+        with redis_errors("read trace episodes"):
+            bodies = self._r.mget(
+                [self.keys.episode(str(t.get("episode_id") or "")) for t in traces])
+        kept: list[dict[str, Any]] = []
+        for trace, body in zip(traces, bodies, strict=True):
+            # No episode body (purged, or never one): nothing to prove the trace is visible.
+            if body is not None and scope.allows(json.loads(body)):
+                kept.append(trace)
+        return kept

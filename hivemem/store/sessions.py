@@ -10,6 +10,7 @@ from typing import Any
 
 from hivemem.domain.episode import Episode
 from hivemem.domain.models import Turn, wire_json
+from hivemem.domain.scope import DEFAULT_NAMESPACE
 from hivemem.pipeline.topology import Keys
 from hivemem.store.redis import Redis, redis_errors
 
@@ -22,12 +23,6 @@ def _text(value: Any) -> str:
 
 def _hash(raw: dict[Any, Any]) -> dict[str, str]:
     return {_text(k): _text(v) for k, v in sorted(raw.items(), key=lambda kv: _text(kv[0]))}
-
-
-def _namespace_key(keys: Keys, session_id: str) -> str | None:
-    # Sessions are owned by a namespace once scopes exist (issue 7); older stores have none.
-    method = getattr(keys, "session_namespace", None)
-    return None if method is None else str(method(session_id))
 
 
 class SessionStore:
@@ -66,13 +61,31 @@ class SessionStore:
         with redis_errors("check session"):
             return bool(self._r.sismember(self.keys.sessions, session_id))
 
+    def session_ids(self, namespace: str | None = None) -> list[str]:
+        """Every session id, sorted; with a namespace, only the sessions it owns (a session
+        with turns but no owner record predates namespaces: it is the default one's)."""
+        k = self.keys
+        with redis_errors("list sessions"):
+            ids = sorted(_text(s) for s in self._r.smembers(k.sessions))
+            if namespace is None or not ids:
+                return ids
+            pipe = self._r.pipeline(transaction=False)
+            for sid in ids:
+                pipe.get(k.session_namespace(sid))
+                pipe.exists(k.session_seq(sid))
+            replies = pipe.execute()
+        owners = [
+            _text(owner) if owner is not None else (DEFAULT_NAMESPACE if exists else None)
+            for owner, exists in zip(replies[::2], replies[1::2], strict=True)
+        ]
+        return [sid for sid, owner in zip(ids, owners, strict=True) if owner == namespace]
+
     # -- state as data (export / import) ---------------------------------------------------
 
     def dump_state(self, session_id: str) -> dict[str, Any]:
         """Everything about the session in Redis that its turns, episodes, facts and audit
         events do not already say. Transient keys (leases, locks, buffers) are left out."""
         k = self.keys
-        ns_key = _namespace_key(k, session_id)
         with redis_errors("dump session state"):
             pipe = self._r.pipeline(transaction=False)
             pipe.hgetall(k.session_meta(session_id))
@@ -82,11 +95,8 @@ class SessionStore:
             pipe.get(k.session_dead(session_id))
             pipe.hgetall(k.boundary_state(session_id))
             pipe.get(k.reflected(session_id))
-            if ns_key is not None:
-                pipe.get(ns_key)
-            replies = pipe.execute()
-        meta, info, seq, done, dead, boundary, reflected = replies[:7]
-        namespace = replies[7] if ns_key is not None else None
+            pipe.get(k.session_namespace(session_id))
+            meta, info, seq, done, dead, boundary, reflected, namespace = pipe.execute()
         return {
             "meta": _hash(meta),
             "info": _hash(info),
@@ -118,9 +128,8 @@ class SessionStore:
                     pipe.set(key, base64.b64decode(blob))
             if state.get("reflected"):
                 pipe.set(k.reflected(session_id), int(state["reflected"]))
-            ns_key = _namespace_key(k, session_id)
-            if ns_key is not None and state.get("namespace"):
-                pipe.set(ns_key, str(state["namespace"]))
+            if state.get("namespace"):
+                pipe.set(k.session_namespace(session_id), str(state["namespace"]))
             pipe.sadd(k.sessions, session_id)
             pipe.execute()
 

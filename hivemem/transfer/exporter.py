@@ -1,7 +1,9 @@
 """Export: stream sessions out as the versioned JSON Lines format (`hivemem.transfer.format`).
 
 Reads page by page (turns by seq ranges, facts' vectors in chunks, audit events by pages), so
-memory stays bounded by the largest session's fact list, not by the store.
+memory stays bounded by the largest session's fact list, not by the store. With a `Scope`,
+every read is narrowed in the stores: only the namespace's sessions, and in them only what
+that agent may see (a tenant's export never carries another agent's private memories).
 """
 
 from __future__ import annotations
@@ -14,9 +16,17 @@ from pydantic import BaseModel, ConfigDict
 
 from hivemem.domain.fact import Fact
 from hivemem.domain.models import Turn
+from hivemem.domain.scope import Scope
 from hivemem.domain.turn import check_id
-from hivemem.errors import ValidationError
-from hivemem.store.vectors.base import FACTS, TURNS, Vector, turn_from_payload
+from hivemem.errors import NotFound
+from hivemem.store.vectors.base import (
+    FACTS,
+    TURNS,
+    Vector,
+    Where,
+    scoped,
+    turn_from_payload,
+)
 from hivemem.transfer import files
 from hivemem.transfer.format import (
     AuditRecord,
@@ -43,24 +53,26 @@ class ExportSummary(BaseModel):
     bytes: int
 
 
-def _turns(stores: Stores, session_id: str, last_seq: int) -> Iterator[tuple[Turn, Vector | None]]:
+def _turns(stores: Stores, session_id: str, last_seq: int, scope: Scope | None
+           ) -> Iterator[tuple[Turn, Vector | None]]:
     """The session's stored turns in seq order, a seq range at a time."""
     vectors = stores.vectors
     if last_seq <= 0:
-        hits = sorted(vectors.scroll(TURNS, {"session_id": session_id}, with_vectors=True),
+        where: Where = {"session_id": session_id, **scoped(scope)}
+        hits = sorted(vectors.scroll(TURNS, where, with_vectors=True),
                       key=lambda h: int(h.payload["seq"]))
         for hit in hits:
             yield turn_from_payload(hit.payload), hit.vector
         return
     for start in range(1, last_seq + 1, _CHUNK):
         seqs = list(range(start, min(last_seq, start + _CHUNK - 1) + 1))
-        for found in sorted(vectors.turns_by_seq(session_id, seqs), key=lambda h: h.turn.seq):
+        found_turns = vectors.turns_by_seq(session_id, seqs, scope)
+        for found in sorted(found_turns, key=lambda h: h.turn.seq):
             yield found.turn, found.vector
 
 
-def _facts(stores: Stores, session_id: str, with_vectors: bool
+def _facts(facts: list[Fact], stores: Stores, with_vectors: bool
            ) -> Iterator[tuple[Fact, Vector | None]]:
-    facts = stores.vectors.list_facts(session_id)  # every status, by creation
     for start in range(0, len(facts), _CHUNK):
         chunk = facts[start:start + _CHUNK]
         found: dict[str, Vector | None] = {}
@@ -72,9 +84,10 @@ def _facts(stores: Stores, session_id: str, with_vectors: bool
 
 
 def export_records(
-    stores: Stores, session_ids: Sequence[str], *, vectors: bool = False
+    stores: Stores, session_ids: Sequence[str], *, vectors: bool = False,
+    scope: Scope | None = None,
 ) -> Iterator[BaseModel]:
-    """Header, then each session's records, then the end record."""
+    """Header, then each session's records, then the end record (`scope`: what it may see)."""
     yield Header(sessions=list(session_ids), vectors=vectors,
                  dim=stores.vectors.dim if vectors else None)
     counts: Counter[str] = Counter()
@@ -82,17 +95,20 @@ def export_records(
         state = stores.sessions.dump_state(session_id)
         yield SessionRecord(session_id=session_id, state=state)
         counts["session"] += 1
-        for turn, vector in _turns(stores, session_id, int(state["seq"])):
+        for turn, vector in _turns(stores, session_id, int(state["seq"]), scope):
             yield TurnRecord(turn=turn, vector=encode(vector) if vectors and vector is not None
                              else None)
             counts["turn"] += 1
-        for episode in stores.episodes.episodes(session_id):
+        for episode in stores.episodes.episodes(session_id, scope=scope):
             yield EpisodeRecord(episode=episode)
             counts["episode"] += 1
-        for fact, vector in _facts(stores, session_id, vectors):
+        facts = stores.vectors.list_facts(session_id, None, scope)  # every status, by creation
+        for fact, vector in _facts(facts, stores, vectors):
             yield FactRecord(fact=fact, vector=encode(vector) if vector is not None else None)
             counts["fact"] += 1
-        for event in stores.audit.iter_events(session_id):
+        events = (stores.audit.iter_events(session_id) if scope is None else
+                  stores.audit.visible_events(session_id, {f.fact_id for f in facts}))
+        for event in events:
             yield AuditRecord(event=event)
             counts["audit"] += 1
     yield EndRecord(counts={k: counts[k] for k in ("session", "turn", "episode", "fact",
@@ -110,24 +126,25 @@ def count_records(stores: Stores, session_ids: Sequence[str]) -> int:
 
 def export_to(
     stores: Stores, path: Path, session_ids: Sequence[str] | None = None, *,
-    vectors: bool = False, progress: Progress | None = None,
+    vectors: bool = False, progress: Progress | None = None, scope: Scope | None = None,
 ) -> ExportSummary:
     """Write the export to `path` (gzip when it ends in .gz). The file appears complete or
-    not at all: it is written beside it and renamed into place at the end."""
-    known = stores.state.session_ids()
+    not at all: it is written beside it and renamed into place at the end. With `scope`,
+    only its namespace's sessions (another one's is refused like a missing one)."""
+    known = stores.sessions.session_ids(None if scope is None else scope.namespace)
     if session_ids is None:
         session_ids = known
     else:
         for sid in session_ids:
             check_id("session_ids", sid)
             if sid not in known:
-                raise ValidationError("session_ids", f"unknown session {sid!r}")
+                raise NotFound("session_ids", f"unknown session {sid!r}")
         session_ids = list(dict.fromkeys(session_ids))
     counts: dict[str, int] = {}
     fh = files.open_write(path)
     try:
         with fh:
-            for record in export_records(stores, session_ids, vectors=vectors):
+            for record in export_records(stores, session_ids, vectors=vectors, scope=scope):
                 fh.write(dump(record))
                 fh.write("\n")
                 if isinstance(record, EndRecord):

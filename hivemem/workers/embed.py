@@ -14,7 +14,7 @@ import structlog
 from hivemem.domain.episode import encode_vector
 from hivemem.domain.markers import detect_markers, merge_markers
 from hivemem.domain.models import Turn, wire_json
-from hivemem.errors import HivememError
+from hivemem.errors import ConfigurationError
 from hivemem.pipeline.topology import Keys
 from hivemem.providers.embedders import Embedder
 from hivemem.providers.lexical import LexicalEncoder
@@ -47,7 +47,7 @@ class EmbedHandler:
         lexical: LexicalEncoder | None = None,
     ) -> None:
         if embedder.dim != vectors.dim:
-            raise HivememError(
+            raise ConfigurationError(
                 f"embedder makes {embedder.dim}-d vectors but the store holds {vectors.dim}-d"
             )
         self.embedder = embedder

@@ -25,7 +25,7 @@ from hivemem.domain.fact import VISIBLE, Fact
 from hivemem.domain.models import Turn
 from hivemem.domain.redact import redact
 from hivemem.domain.scope import owner_of
-from hivemem.errors import HivememError, ProviderError, RetryLater
+from hivemem.errors import ConfigurationError, NotFound, ProviderError, RetryLater
 from hivemem.pipeline.topology import Keys
 from hivemem.providers.embedders import Embedder
 from hivemem.providers.lexical import LexicalEncoder
@@ -86,7 +86,7 @@ def _current() -> ReflectContext:
             return found[1]
     if len(_contexts) == 1:
         return next(iter(_contexts.values()))[1]
-    raise HivememError("reflect job ran without a context (start it with hivemem worker)")
+    raise ConfigurationError("reflect job ran without a context (start it with hivemem worker)")
 
 
 def reflect_episode(episode_id: str, session_id: str) -> dict[str, Any]:
@@ -97,7 +97,7 @@ def reflect_episode(episode_id: str, session_id: str) -> dict[str, Any]:
     """
     try:
         return Reflection(_current()).reflect_up_to(session_id, episode_id)
-    except ProviderError:
+    except (ProviderError, NotFound):  # permanent: a retry would fail the same way
         _no_retries()
         raise
 
@@ -119,7 +119,7 @@ class Reflection:
         ctx = self.ctx
         episode = ctx.episodes.episode(episode_id)
         if episode is None:
-            raise ProviderError(f"unknown episode {episode_id}")
+            raise NotFound("episode_id", f"unknown episode {episode_id}")
         lock = ctx.state.lock(session_id, self.settings.lock_lease_ms)
         lock.acquire(self.settings.lock_wait_s)
         try:
@@ -286,7 +286,8 @@ def replay_episode(episode_id: str, session_id: str) -> dict[str, Any]:
     context = _current()
     episode = context.episodes.episode(episode_id)
     if episode is None or episode.session_id != session_id:
-        raise ProviderError(f"unknown episode {episode_id} in session {session_id}")
+        _no_retries()
+        raise NotFound("episode_id", f"unknown episode {episode_id} in session {session_id}")
     try:
         return Reflection(context).replay(session_id, episode)
     except ProviderError:

@@ -40,6 +40,6 @@ def seed(client: MemoryClient, drain: Callable[[], None], session: str = "s1",
              content=f"Ship the {topic} migration", subject="migration",
              source_turn_ids=["t3"], created_at=T0, valid_from=T0, layer="working"),
     ]
-    store = client._vector_store()
+    store = client.vector_store()
     store.upsert_facts(facts, HashingEmbedder(1024).embed_documents([f.content for f in facts]))
     return facts

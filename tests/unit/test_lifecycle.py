@@ -68,7 +68,7 @@ def test_compact_refuses_a_stale_preview_and_waits_for_reflection(pipeline: Pipe
     facts = seed(client, drain)
     preview = client.preview_compaction("s1")
     changed = facts[2].model_copy(update={"confidence": 0.95})
-    client._vector_store().upsert_facts([changed], HashingEmbedder(1024).embed_documents(
+    client.vector_store().upsert_facts([changed], HashingEmbedder(1024).embed_documents(
         [changed.content]))
     with pytest.raises(ValidationError, match="changed since that preview"):
         client.compact("s1", expect=preview.fingerprint)
@@ -170,7 +170,7 @@ def test_scheduled_compaction_runs_as_a_job(
     assert job_id == "compact-s1-ep2"
     queue = Queue(settings.episodes.reflect_queue, connection=redis_client)
     assert job_id in queue.job_ids
-    context = build_context(every, redis_client, client._vector_store(), HashingEmbedder(1024))
+    context = build_context(every, redis_client, client.vector_store(), HashingEmbedder(1024))
     install_context(context)
     try:
         summary = compact_session("s1", "schedule")

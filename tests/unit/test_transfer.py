@@ -114,7 +114,7 @@ def test_replace_skip_existing_and_overwrite(pipeline: Pipeline, tmp_path: Path)
     client = populated(pipeline)
     path = tmp_path / "all.jsonl"
     client.export(path, vectors=True)
-    store = client._vector_store()
+    store = client.vector_store()
     embed = HashingEmbedder(1024).embed_documents
     # Change one fact and add one after the export.
     goal = next(f for f in client.facts("s2") if f.fact_id == fid("s2-goal"))
@@ -167,7 +167,7 @@ def test_a_bad_file_is_refused_before_anything_is_written(
     with pytest.raises(ValidationError, match=message):
         target.import_file(bad, mode="append")
     assert target.sessions() == []
-    assert target._vector_store().count_turns() == 0
+    assert target.vector_store().count_turns() == 0
 
 
 def test_backup_and_restore(pipeline: Pipeline, make_client: MakeClient, tmp_path: Path) -> None:

@@ -255,9 +255,13 @@ class VectorStore(ABC):
             for h in hits if scope is None or scope.allows(h.payload)
         ]
 
-    def iter_turns(self, session_id: str | None = None) -> Iterator[Turn]:
-        where = None if session_id is None else {"session_id": session_id}
-        for hit in self.scroll(TURNS, where):
+    def iter_turns(
+        self, session_id: str | None = None, scope: Scope | None = None
+    ) -> Iterator[Turn]:
+        where: dict[str, Any] = {**scoped(scope)}
+        if session_id is not None:
+            where["session_id"] = session_id
+        for hit in self.scroll(TURNS, where or None):
             yield turn_from_payload(hit.payload)
 
     def count_turns(self, session_id: str | None = None) -> int:
@@ -313,11 +317,14 @@ class VectorStore(ABC):
         hits = self.search_sparse(FACTS, sparse, limit, where)
         return [FactHit(Fact.model_validate(h.payload), h.score, h.vector) for h in hits]
 
-    def get_facts(self, fact_ids: Sequence[str]) -> list[FactHit]:
+    def get_facts(
+        self, fact_ids: Sequence[str], scope: Scope | None = None
+    ) -> list[FactHit]:
         if not fact_ids:
             return []
         hits = self.retrieve(FACTS, list(fact_ids))
-        return [FactHit(Fact.model_validate(h.payload), 0.0, h.vector) for h in hits]
+        return [FactHit(Fact.model_validate(h.payload), 0.0, h.vector)
+                for h in hits if scope is None or scope.allows(h.payload)]
 
     def list_facts(
         self, session_id: str, statuses: Sequence[str] | None = None,

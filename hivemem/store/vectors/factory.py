@@ -5,7 +5,7 @@ from __future__ import annotations
 from pathlib import Path
 
 from hivemem.config import QdrantSettings
-from hivemem.errors import HivememError
+from hivemem.errors import ConfigurationError
 from hivemem.store.vectors.base import VectorStore
 
 
@@ -18,7 +18,7 @@ def open_vector_store(settings: QdrantSettings, dim: int) -> VectorStore:
         from hivemem.store.vectors.edge import EdgeVectorStore
 
         return EdgeVectorStore(Path(settings.path), dim)
-    raise HivememError(
+    raise ConfigurationError(
         "no vector store configured: set HIVEMEM_QDRANT__URL (a Qdrant server) or"
         " HIVEMEM_QDRANT__PATH (the embedded engine on a folder)"
     )

@@ -1,0 +1,255 @@
+"""`ScopedMemory`: one tenant's handle, bound to a `Scope` (namespace, agent) when it is made.
+
+``memory.scoped(namespace="team-a", agent_id="planner")``. No method takes a namespace or an
+agent: every read and write goes to the stores with the bound scope, and the stores filter
+(Qdrant payload filters, Redis reads narrowed in the store). A session of another namespace
+answers exactly like a missing one (`NotFound`), and another agent's private turns and facts
+never come back. The HTTP API and MCP hold only these handles; what crosses scopes is on
+`memory.admin`.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Mapping, Sequence
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from hivemem.domain.audit import AuditEvent
+from hivemem.domain.episode import Episode
+from hivemem.domain.fact import Fact
+from hivemem.domain.models import RecallResult, Role, SessionStats, Turn
+from hivemem.domain.recall.policy import RecallPolicy
+from hivemem.domain.scope import Scope, scope_for
+from hivemem.domain.session import RelatedSession, SessionContext, SessionInfo
+from hivemem.domain.timeline import TimelineEvent
+from hivemem.domain.turn import check_id
+from hivemem.errors import ValidationError
+from hivemem.producer import views
+from hivemem.producer.admin import check_title, transfer_stores
+from hivemem.store.reflection import ReflectionState
+from hivemem.store.sessions import SessionStore
+from hivemem.transfer.exporter import ExportSummary, export_to
+from hivemem.transfer.stores import Progress
+
+if TYPE_CHECKING:
+    from hivemem.producer.client import MemoryClient
+
+_BOUND = ("namespace", "agent_id")  # turn fields the handle sets, never the caller
+
+
+class ScopedMemory:
+    """What one agent of one namespace may do (``agent_id=None``: the namespace's shared
+    memory only; it writes shared turns with no author)."""
+
+    def __init__(self, client: MemoryClient, scope: Scope) -> None:
+        self._client = client
+        self._scope = scope
+
+    @property
+    def scope(self) -> Scope:
+        return self._scope
+
+    def for_agent(self, agent_id: str | None) -> ScopedMemory:
+        """The same namespace as another agent (or none): a handle never leaves its
+        namespace, so an entry point can hand each caller's agent its own view."""
+        return ScopedMemory(self._client, scope_for(self._scope.namespace, agent_id))
+
+    def _session(self, session_id: str) -> str:
+        """`NotFound` unless the session has turns and is this namespace's (the two look
+        the same to the caller)."""
+        check_id("session_id", session_id)
+        self._client._state.check_scope(session_id, self._scope.namespace, must_exist=True)
+        return session_id
+
+    # -- writes ----------------------------------------------------------------------------
+
+    def ingest(
+        self,
+        session_id: str,
+        role: str | Role,
+        content: str,
+        *,
+        markers: Iterable[str] | None = None,
+        metadata: Mapping[str, Any] | None = None,
+        timestamp: datetime | None = None,
+        turn_id: str | None = None,
+        visibility: str = "shared",
+        durable: bool | None = None,
+    ) -> Turn:
+        """Remember one turn, written by the bound agent. `visibility`: ``"shared"`` with
+        the namespace or ``"private"`` to the bound agent. A session of another namespace is
+        refused (`NotFound`), nothing is written."""
+        return self._client.ingest(
+            session_id, role, content, agent_id=self._scope.agent_id, markers=markers,
+            metadata=metadata, timestamp=timestamp, turn_id=turn_id,
+            namespace=self._scope.namespace, visibility=visibility, durable=durable,
+        )
+
+    def ingest_many(
+        self, turns: Iterable[Mapping[str, Any]], *, durable: bool | None = None,
+        validate_only: bool = False,
+    ) -> list[Turn]:
+        """Validate every turn first (nothing is written if one is bad, or names a session
+        of another namespace), then write them as the bound agent. A turn may not name a
+        namespace, nor an agent other than the bound one. `validate_only`: check and write
+        nothing (returns ``[]``)."""
+        rows: list[dict[str, Any]] = []
+        for index, raw in enumerate(turns):
+            if not isinstance(raw, Mapping):
+                raise ValidationError(f"turns[{index}]", "must be a mapping of turn fields")
+            if raw.get("namespace") not in (None, self._scope.namespace):
+                raise ValidationError(f"turns[{index}].namespace", "is the handle's")
+            if raw.get("agent_id") not in (None, self._scope.agent_id):
+                raise ValidationError(f"turns[{index}].agent_id", "is the handle's")
+            row = {k: v for k, v in raw.items() if k not in _BOUND}
+            rows.append({**row, "namespace": self._scope.namespace,
+                         "agent_id": self._scope.agent_id})
+        return self._client._ingest_rows(rows, durable=durable, validate_only=validate_only)
+
+    def close_episode(self, session_id: str) -> int:
+        """Close the session's open episode after the turns ingested so far."""
+        return self._client.close_episode(self._session(session_id))
+
+    def close_session(self, session_id: str) -> int:
+        """The session is over: its open episode closes, whatever its size."""
+        return self._client.close_session(self._session(session_id))
+
+    def set_session_info(self, session_id: str, *, title: str | None = None) -> SessionInfo:
+        """Name the session (and, with a bound agent, record it as the session's agent)."""
+        self._session(session_id)
+        fields: dict[str, str] = {}
+        if title is not None:
+            fields["title"] = check_title(title)
+        if self._scope.agent_id is not None:
+            fields["agent_id"] = self._scope.agent_id
+        c = self._client
+        SessionStore(c._redis, c.keys).set_info(session_id, fields, datetime.now(UTC))
+        return self.session_info(session_id)
+
+    # -- reads -----------------------------------------------------------------------------
+
+    def recall(
+        self,
+        session_id: str,
+        query: str,
+        token_budget: int | None = None,
+        *,
+        preset: str | RecallPolicy | None = None,
+        limit: int | None = None,
+        include_history: bool = False,
+        include_archived: bool = False,
+        explain: bool = False,
+        related_sessions: Sequence[str] = (),
+    ) -> RecallResult:
+        """The context that matters for `query` (see `MemoryClient.recall`): the bound
+        agent's memories plus the namespace's shared ones. Every session named, related
+        ones too, must be this namespace's (else `NotFound`)."""
+        self._session(session_id)
+        if isinstance(related_sessions, str):
+            raise ValidationError("related_sessions", "must be a list of session ids")
+        for other in related_sessions:
+            check_id("related_sessions", other)
+            self._session(other)
+        return self._client.recall(
+            session_id, query, token_budget, preset=preset, limit=limit,
+            include_history=include_history, include_archived=include_archived,
+            explain=explain, related_sessions=related_sessions,
+            agent_id=self._scope.agent_id, namespace=self._scope.namespace,
+        )
+
+    def facts(
+        self, session_id: str, *, include_history: bool = False,
+        include_inactive: bool = False, include_archived: bool = False,
+    ) -> list[Fact]:
+        """The session's facts this scope may see (current ones; with history, every
+        version), oldest first."""
+        self._session(session_id)
+        statuses = None if include_history else views.lifecycle_statuses(
+            include_inactive=include_inactive, include_archived=include_archived)
+        return self._client.vector_store().list_facts(session_id, statuses, self._scope)
+
+    def episodes(self, session_id: str) -> list[Episode]:
+        """The session's closed episodes this scope may see, oldest first."""
+        return self._client._episodes.episodes(self._session(session_id), scope=self._scope)
+
+    def get_session_stats(self, session_id: str) -> SessionStats:
+        """Turns, episodes, open-episode turns, markers, and each stage's backlog."""
+        return self._client.get_session_stats(self._session(session_id))
+
+    def wait_until_processed(
+        self, session_id: str, timeout: float = 30.0, *, stage: str = "embed"
+    ) -> SessionStats:
+        """Block until every turn enqueued so far for the session is recallable."""
+        return self._client.wait_until_processed(self._session(session_id), timeout,
+                                                 stage=stage)
+
+    def wait_until_reflected(self, session_id: str, timeout: float = 30.0) -> int:
+        """Block until every episode closed so far is reflected; returns the last index."""
+        return self._client.wait_until_reflected(self._session(session_id), timeout)
+
+    def sessions(self) -> list[str]:
+        """This namespace's sessions."""
+        c = self._client
+        return SessionStore(c._redis, c.keys).session_ids(self._scope.namespace)
+
+    def traces(self, count: int = 20, session_id: str | None = None) -> list[dict[str, Any]]:
+        """The newest reflection traces of episodes this scope may see (secrets redacted),
+        of one session or of the namespace's."""
+        if session_id is not None:
+            self._session(session_id)
+        c = self._client
+        return ReflectionState(c._redis, c.keys).traces(count, session_id, scope=self._scope)
+
+    def timeline(
+        self, session_id: str, *, kinds: Sequence[str] | None = None,
+        limit: int | None = None,
+    ) -> list[TimelineEvent]:
+        """Turns, episode closes and fact changes this scope may see, by time then
+        sequence (`limit`: only the newest that many)."""
+        self._session(session_id)
+        return views.timeline(self._client, [session_id], self._scope, kinds=kinds,
+                              limit=limit)
+
+    def audit(self, fact_id: str) -> list[AuditEvent]:
+        """Why a fact has its status (events about it and naming it, oldest first). A fact
+        this scope may not see is `NotFound`, like one that does not exist."""
+        check_id("memory_id", fact_id)
+        return views.fact_audit(self._client, fact_id, self._scope)
+
+    def session_info(self, session_id: str) -> SessionInfo:
+        """Title, agent, created, last active, and how much the session holds."""
+        return views.session_info(self._client, self._session(session_id), self._scope)
+
+    def related_sessions(
+        self, session_id: str, *, limit: int = 5, min_score: float = 0.05,
+    ) -> list[RelatedSession]:
+        """This namespace's other sessions about the same things."""
+        return views.related_sessions(self._client, self._session(session_id), self._scope,
+                                      limit=limit, min_score=min_score)
+
+    def session_context(
+        self, session_id: str, query: str, token_budget: int | None = None, *,
+        related: int = 0, preset: str | RecallPolicy | None = None,
+    ) -> SessionContext:
+        """The session's header and recall for `query` over it and, with `related=n`, over
+        its n most related sessions of the namespace too."""
+        info = self.session_info(session_id)
+        others = self.related_sessions(session_id, limit=related) if related > 0 else []
+        result = self.recall(session_id, query, token_budget, preset=preset,
+                             related_sessions=[r.session_id for r in others])
+        return SessionContext(info=info, related=others, result=result)
+
+    def export(
+        self, path: str | Path, session_ids: Sequence[str] | None = None, *,
+        vectors: bool = False, progress: Progress | None = None,
+    ) -> ExportSummary:
+        """Write this namespace's sessions (default: all of them), as this scope sees them,
+        to a versioned JSON Lines file (.gz: compressed)."""
+        if session_ids is not None:
+            if isinstance(session_ids, str):
+                session_ids = [session_ids]
+            for sid in session_ids:
+                self._session(sid)
+        return export_to(transfer_stores(self._client), Path(path), session_ids,
+                         vectors=vectors, progress=progress, scope=self._scope)
