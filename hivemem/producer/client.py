@@ -18,7 +18,7 @@ from hivemem.domain.scope import Scope, check_namespace, scope_for
 from hivemem.domain.turn import TurnDraft, check_budget, check_id, check_query
 from hivemem.errors import ProcessingTimeout, ValidationError
 from hivemem.logs import ensure_quiet_default
-from hivemem.pipeline.topology import Keys
+from hivemem.pipeline.topology import Keys, Topology
 from hivemem.producer.admin import LifecycleMixin, lifecycle_statuses
 from hivemem.producer.guard import IngestGuard
 from hivemem.store.episodes import EpisodeStore
@@ -75,7 +75,7 @@ class MemoryClient(LifecycleMixin):
         self.keys = Keys(self.settings.redis.key_prefix)
         self._state = SessionState(self._redis, self.keys, self.settings.ingest.recent_window)
         self._streams = StreamStore(self._redis, self.keys)
-        self._guard = IngestGuard(self._redis, self.keys.turns_stream, self.settings.ingest)
+        self._guard = IngestGuard(self._redis, Topology(self.keys).embed, self.settings.ingest)
         self._episodes = EpisodeStore(self._redis, self.keys, self.settings.episodes.lease_ms)
         self._vectors = vector_store
         self._embedder = embedder
@@ -222,13 +222,7 @@ class MemoryClient(LifecycleMixin):
         self._in_namespace(session_id, namespace)
         stats = self._state.stats(session_id)
         assigned, closed, open_ep, markers = self._episodes.progress(session_id)
-        stages = [
-            self._streams.stage_lag(stage, stream, group)
-            for stage, stream, group in (
-                ("embed", self.keys.turns_stream, "embed"),
-                ("boundary", self.keys.embedded_stream, "boundary"),
-            )
-        ]
+        stages = [self._streams.stage_lag(stage) for stage in Topology(self.keys).stages]
         return stats.model_copy(
             update={
                 "turns_assigned": assigned,
@@ -305,7 +299,7 @@ class MemoryClient(LifecycleMixin):
             delay = min(delay * 1.5, 0.05)
 
     def dead_letters(self, count: int = 100) -> list[DeadLetter]:
-        return self._streams.dead_letters(self.keys.turns_stream, count)
+        return self._streams.dead_letters(Topology(self.keys).embed.stream, count)
 
     def replay_dead_letters(
         self, entry_ids: Sequence[str] | None = None, *, stage: str = "embed",
@@ -316,11 +310,8 @@ class MemoryClient(LifecycleMixin):
         original ids replayed. See `hivemem.store.dlq`."""
         from hivemem.store.dlq import replay_dead_letters
 
-        streams = {"embed": self.keys.turns_stream, "boundary": self.keys.embedded_stream}
-        if stage not in streams:
-            raise ValidationError("stage", f"one of {sorted(streams)}")
         done = replay_dead_letters(
-            self._redis, self.keys, streams[stage],
+            self._redis, self.keys, Topology(self.keys).stage(stage),
             entry_ids=None if entry_ids is None else set(entry_ids), count=count,
         )
         return [r.original_entry_id for r in done]

@@ -3,13 +3,13 @@
 from __future__ import annotations
 
 import contextlib
-import json
 import secrets
 import threading
 import time
 from typing import Any
 
 from hivemem.errors import RetryLater
+from hivemem.pipeline.messages import MalformedEntry, TraceEntry
 from hivemem.pipeline.topology import Keys
 from hivemem.store.redis import Redis, redis_errors
 
@@ -114,7 +114,7 @@ class ReflectionState:
         with redis_errors("record trace"):
             self._r.xadd(
                 self.keys.traces_stream,
-                {"trace": json.dumps(trace, ensure_ascii=False, default=str)},
+                TraceEntry(trace=trace).to_fields(),  # type: ignore[arg-type]
                 maxlen=self.traces_maxlen,
                 approximate=True,
             )
@@ -127,9 +127,10 @@ class ReflectionState:
         out: list[dict[str, Any]] = []
         for _entry_id, fields in rows or []:
             decoded = {_text(k): _text(v) for k, v in (fields or {}).items()}
-            if "trace" not in decoded:
+            try:
+                trace = TraceEntry.from_fields(decoded).trace
+            except MalformedEntry:
                 continue
-            trace = json.loads(decoded["trace"])
             if session_id is None or trace.get("session_id") == session_id:
                 out.append(trace)
         return out[:count]

@@ -9,7 +9,8 @@ from datetime import datetime
 from typing import Any
 
 from hivemem.domain.episode import Episode
-from hivemem.domain.models import Turn, wire_json
+from hivemem.domain.models import Turn
+from hivemem.pipeline.messages import wire_json
 from hivemem.pipeline.topology import Keys
 from hivemem.store.redis import Redis, redis_errors
 
@@ -25,9 +26,7 @@ def _hash(raw: dict[Any, Any]) -> dict[str, str]:
 
 
 def _namespace_key(keys: Keys, session_id: str) -> str | None:
-    # Sessions are owned by a namespace once scopes exist (issue 7); older stores have none.
-    method = getattr(keys, "session_namespace", None)
-    return None if method is None else str(method(session_id))
+    return keys.session_namespace(session_id)
 
 
 class SessionStore:
