@@ -14,6 +14,8 @@ Entries and their fields:
 - dead-letter streams: `encode_dead_letter` / `decode_dead_letter` (the original entry's
   fields ride along prefixed with ``f:``).
 - traces stream, `TraceEntry`: ``trace`` (JSON).
+- a session's audit stream, `AuditEntry`: ``seq`` (assigned by the append script), ``event``
+  (the event as JSON, without its seq).
 """
 
 from __future__ import annotations
@@ -28,6 +30,7 @@ import numpy.typing as npt
 from pydantic import BaseModel, ConfigDict, Field
 from pydantic import ValidationError as PydanticValidationError
 
+from hivemem.domain.audit import AuditEvent
 from hivemem.domain.episode import ControlAction
 from hivemem.domain.models import DeadLetter, Turn, TurnFields
 from hivemem.errors import HivememError
@@ -41,6 +44,7 @@ VEC = "vec"
 SESSION_ID = "session_id"
 ACTION = "action"
 TRACE = "trace"
+EVENT = "event"
 _ORIGINAL = "f:"  # prefix of the original entry's fields inside a dead letter
 
 
@@ -329,3 +333,36 @@ class TraceEntry(Entry):
         if not isinstance(trace, dict):
             raise MalformedEntry("trace is not a JSON object")
         return cls(trace=trace)
+
+
+# -- audit ----------------------------------------------------------------------------------
+
+
+class AuditEntry(Entry):
+    """One event of a session's audit stream; its seq is its position in the stream."""
+
+    event: AuditEvent
+
+    # The append script assigns the seq, so it writes the entry from these names and `body`.
+    SEQ_FIELD: ClassVar[str] = SEQ
+    EVENT_FIELD: ClassVar[str] = EVENT
+
+    @staticmethod
+    def body(event: AuditEvent) -> str:
+        return event.model_dump_json(exclude={"seq"})
+
+    def to_fields(self) -> dict[str, str]:
+        return {SEQ: str(self.event.seq), EVENT: self.body(self.event)}
+
+    @classmethod
+    def from_fields(cls, fields: Mapping[str, str]) -> AuditEntry:
+        try:
+            data = json.loads(_field(fields, EVENT))
+            if not isinstance(data, dict):
+                raise MalformedEntry("audit event is not a JSON object")
+            data["seq"] = int(fields.get(SEQ, "0"))
+            return cls(event=AuditEvent.model_validate(data))
+        except (ValueError, PydanticValidationError) as exc:
+            if isinstance(exc, MalformedEntry):
+                raise
+            raise MalformedEntry(f"bad audit event: {exc}", cause=exc) from None

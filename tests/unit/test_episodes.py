@@ -19,8 +19,8 @@ from hivemem.domain.episode import (
 )
 from hivemem.domain.models import Role, Turn
 from hivemem.pipeline.messages import wire_json
-from hivemem.pipeline.vectors import encode_vector
 from hivemem.pipeline.topology import Keys
+from hivemem.pipeline.vectors import encode_vector
 from hivemem.store.episodes import EpisodeStore
 from hivemem.store.streams import StreamEntry
 from hivemem.workers.boundary import BoundaryHandler, decode_item

@@ -28,10 +28,10 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from hivemem import MemoryClient, Settings, ValidationError
+from hivemem.pipeline.messages import turn_from_wire
 from hivemem.pipeline.topology import Keys
 from hivemem.providers.embedders import HashingEmbedder
 from hivemem.store.redis import connect_fake, fake_server
-from hivemem.pipeline.messages import turn_from_wire
 
 EXAMPLES = int(os.environ.get("HIVEMEM_FUZZ_EXAMPLES", "40"))
 FUZZ = settings(
