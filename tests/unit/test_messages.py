@@ -40,7 +40,7 @@ from hivemem.pipeline.messages import (
 from hivemem.pipeline.topology import Keys, Topology, UnknownStage
 from hivemem.pipeline.vectors import VectorDecodeError, decode_vector, encode_vector
 from hivemem.store.state import SessionState
-from hivemem.store.streams import StreamEntry, StreamStore
+from hivemem.store.streams import StreamStore
 from hivemem.workers.boundary import decode_item
 from hivemem.workers.stream import StreamWorker, WorkerKind
 
