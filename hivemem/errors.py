@@ -80,3 +80,20 @@ OutOfScope = NotFound
 class ConfigurationError(HivememError):
     """Configuration is missing or wrong (no vector store configured, a bad workspace file):
     nothing the caller passed in, fixed by changing settings or the environment."""
+
+
+class MalformedEntry(HivememError, ValueError):
+    """A stream entry that does not decode to its stage's message (a poison entry).
+
+    `cause` is the underlying error (a JSON or validation error, a missing field), named in
+    the dead letter so that it says what was wrong."""
+
+    def __init__(self, message: str, *, cause: BaseException | None = None) -> None:
+        super().__init__(message)
+        self.cause = cause
+
+    @property
+    def reason(self) -> str:
+        """``<cause type>: <message>``, as a dead letter records it."""
+        kind = type(self.cause).__name__ if self.cause is not None else type(self).__name__
+        return f"{kind}: {self}"

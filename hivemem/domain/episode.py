@@ -12,7 +12,6 @@ episode, so a crash loses nothing). Explicit closes always close.
 
 from __future__ import annotations
 
-import base64
 import uuid
 from dataclasses import dataclass
 from datetime import datetime
@@ -24,6 +23,9 @@ from pydantic import BaseModel, ConfigDict, Field
 
 from hivemem.domain.models import Role, Turn
 from hivemem.domain.scope import owner_of
+
+# The one vector codec (centroids are stored as its text form).
+from hivemem.pipeline.vectors import decode_vector, encode_vector
 
 CloseReason = Literal["max_turns", "time_gap", "topic_shift", "tool_result", "manual", "session"]
 ControlAction = Literal["close_episode", "close_session"]
@@ -39,14 +41,6 @@ class BoundaryPolicy:
     topic_min_tokens: int = 8
     topic_min_turns: int = 3
     min_episode_turns: int = 2
-
-
-def encode_vector(vector: npt.NDArray[np.float32]) -> str:
-    return base64.b64encode(np.asarray(vector, dtype=np.float32).tobytes()).decode("ascii")
-
-
-def decode_vector(text: str) -> npt.NDArray[np.float32]:
-    return np.frombuffer(base64.b64decode(text), dtype=np.float32).copy()
 
 
 class OpenEpisode(BaseModel):

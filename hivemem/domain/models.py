@@ -1,11 +1,11 @@
-"""Pydantic models for what crosses a boundary: stream messages, results, stats.
+"""Pydantic models for what crosses a boundary: turns, results, stats. (Stream entries and
+their codecs are `hivemem.pipeline.messages`.)
 
 Messages are frozen and ignore unknown fields, so producers may upgrade before workers.
 """
 
 from __future__ import annotations
 
-import json
 from collections.abc import Sequence
 from datetime import UTC, datetime
 from enum import StrEnum
@@ -224,14 +224,6 @@ class RecallResult(Sequence[ContextItem]):
         }
 
 
-class Control(Message):
-    """An explicit episode close, ordered after the session's turn `after_seq`."""
-
-    session_id: str
-    after_seq: int = Field(ge=0)
-    action: Literal["close_episode", "close_session"]
-
-
 class StageLag(BaseModel):
     """A stream stage's backlog (for the whole deployment, not one session)."""
 
@@ -291,23 +283,3 @@ class TurnFields(Protocol):
     namespace: str
     visibility: Literal["private", "shared"]
 
-
-def wire_json(turn: TurnFields) -> str:
-    """The turn as the stream and the recent window carry it (the seq travels beside it)."""
-    return json.dumps(
-        {
-            "turn_id": turn.turn_id,
-            "session_id": turn.session_id,
-            "agent_id": turn.agent_id,
-            "role": turn.role.value,
-            "content": turn.content,
-            "markers": list(turn.markers),
-            "metadata": turn.metadata,
-            "timestamp": turn.timestamp.isoformat(),
-            "token_count": turn.token_count,
-            "namespace": turn.namespace,
-            "visibility": turn.visibility,
-        },
-        ensure_ascii=False,
-        separators=(",", ":"),
-    )

@@ -10,8 +10,9 @@ import numpy as np
 import numpy.typing as npt
 from pydantic import BaseModel, ConfigDict, Field
 
-from hivemem.domain.episode import Episode, decode_vector
+from hivemem.domain.episode import Episode
 from hivemem.domain.models import RecallResult
+from hivemem.pipeline.vectors import decode_vector
 
 Vector = npt.NDArray[np.float32]
 # Weights of the two signals of relatedness (they sum to 1).

@@ -22,9 +22,11 @@ from hivemem.domain.session import RelatedSession, SessionContext, SessionInfo
 from hivemem.domain.timeline import TimelineEvent
 from hivemem.domain.turn import check_id
 from hivemem.errors import NotFound, ValidationError
+from hivemem.pipeline.topology import Topology
 from hivemem.producer import views
 from hivemem.store.apikeys import ApiKeyStore
 from hivemem.store.audit import AuditLog
+from hivemem.store.dlq import replay_dead_letters
 from hivemem.store.rebuild import rebuild_state
 from hivemem.store.redis import Redis
 from hivemem.store.reflection import ReflectionState
@@ -140,7 +142,7 @@ class Admin:
 
     def dead_letters(self, count: int = 100) -> list[DeadLetter]:
         c = self._client
-        return c._streams.dead_letters(c.keys.turns_stream, count)
+        return c._streams.dead_letters(Topology(c.keys).embed.stream, count)
 
     def replay_dead_letters(
         self, entry_ids: Sequence[str] | None = None, *, stage: str = "embed",
@@ -149,14 +151,9 @@ class Admin:
         """Put dead letters of `stage` ("embed": the turns stream, "boundary": the embedded
         stream) back on their stream, all or only these original entry ids; returns the
         original ids replayed. See `hivemem.store.dlq`."""
-        from hivemem.store.dlq import replay_dead_letters
-
         c = self._client
-        streams = {"embed": c.keys.turns_stream, "boundary": c.keys.embedded_stream}
-        if stage not in streams:
-            raise ValidationError("stage", f"one of {sorted(streams)}")
         done = replay_dead_letters(
-            c._redis, c.keys, streams[stage],
+            c._redis, c.keys, Topology(c.keys).stage(stage),
             entry_ids=None if entry_ids is None else set(entry_ids), count=count,
         )
         return [r.original_entry_id for r in done]

@@ -28,7 +28,7 @@ from hivemem.domain.timeline import TimelineEvent
 from hivemem.domain.turn import TurnDraft, check_budget, check_id, check_query
 from hivemem.errors import NotFound, ProcessingTimeout, ValidationError
 from hivemem.logs import ensure_quiet_default
-from hivemem.pipeline.topology import Keys
+from hivemem.pipeline.topology import Keys, Topology
 from hivemem.producer.admin import Admin
 from hivemem.producer.guard import IngestGuard
 from hivemem.producer.scoped import ScopedMemory
@@ -90,7 +90,7 @@ class MemoryClient:
         self.keys = Keys(self.settings.redis.key_prefix)
         self._state = SessionState(self._redis, self.keys, self.settings.ingest.recent_window)
         self._streams = StreamStore(self._redis, self.keys)
-        self._guard = IngestGuard(self._redis, self.keys.turns_stream, self.settings.ingest)
+        self._guard = IngestGuard(self._redis, Topology(self.keys).embed, self.settings.ingest)
         self._episodes = EpisodeStore(self._redis, self.keys, self.settings.episodes.lease_ms)
         self._vectors = vector_store
         self._embedder = embedder
@@ -261,13 +261,7 @@ class MemoryClient:
         self._in_namespace(session_id, namespace)
         stats = self._state.stats(session_id)
         assigned, closed, open_ep, markers = self._episodes.progress(session_id)
-        stages = [
-            self._streams.stage_lag(stage, stream, group)
-            for stage, stream, group in (
-                ("embed", self.keys.turns_stream, "embed"),
-                ("boundary", self.keys.embedded_stream, "boundary"),
-            )
-        ]
+        stages = [self._streams.stage_lag(stage) for stage in Topology(self.keys).stages]
         return stats.model_copy(
             update={
                 "turns_assigned": assigned,

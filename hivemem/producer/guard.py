@@ -23,11 +23,11 @@ import structlog
 
 from hivemem.config import IngestSettings
 from hivemem.errors import Backpressure, StoreUnavailable
+from hivemem.pipeline.topology import Stage
 from hivemem.store.redis import Redis, redis_errors
 
 log = structlog.get_logger(__name__)
 
-EMBED_GROUP = "embed"
 _POLL_S = 0.05
 
 
@@ -36,9 +36,11 @@ def _text(value: Any) -> str:
 
 
 class IngestGuard:
-    def __init__(self, client: Redis, stream: str, settings: IngestSettings) -> None:
+    def __init__(self, client: Redis, stage: Stage, settings: IngestSettings) -> None:
+        """`stage`: the stage whose backlog bounds ingest (the embed stage)."""
         self._r = client
-        self.stream = stream
+        self.stage = stage
+        self.stream = stage.stream
         self.settings = settings
         self._lock = threading.Lock()
         self._since_check = 0
@@ -57,7 +59,7 @@ class IngestGuard:
             except redis.ResponseError:  # no stream yet
                 return 0
             for info in groups:
-                if _text(info["name"]) == EMBED_GROUP:
+                if _text(info["name"]) == self.stage.group:
                     lag = info.get("lag")
                     pending = int(info.get("pending") or 0)
                     if lag is None:  # Redis cannot tell after deletions: count it all

@@ -18,7 +18,7 @@ from typing import Any
 import structlog
 
 from hivemem.config import Settings, WorkerSettings
-from hivemem.pipeline.topology import Keys
+from hivemem.pipeline.topology import Keys, Topology
 from hivemem.providers.embedders import Embedder, build_embedder
 from hivemem.providers.reflector import Reflector
 from hivemem.store.episodes import EpisodeStore
@@ -111,7 +111,7 @@ class EmbeddedRuntime:
             reflect_enqueuer(conn, settings.episodes.reflect_queue, settings.reflection),
         )
         self._start(
-            boundary_kind(boundary, self.keys.embedded_stream), conn, worker_settings, "boundary"
+            boundary_kind(boundary), conn, worker_settings, "boundary"
         )
         if reflector is None:
             from hivemem.workers.reflect import build_reflector_from
@@ -151,10 +151,10 @@ class EmbeddedRuntime:
         """Wait until the embed stage has acked everything enqueued. True when it has."""
         streams = StreamStore(connect_fake(self._server), self.keys)
         deadline = time.monotonic() + timeout
-        stages = [(self.keys.turns_stream, "embed"), (self.keys.embedded_stream, "boundary")]
+        stages = Topology(self.keys).stages
         while time.monotonic() < deadline:
             if all(
-                self._stage_idle(streams, stream, group) for stream, group in stages
+                self._stage_idle(streams, s.stream, s.group) for s in stages
             ) and self._reflect.idle():
                 return True
             time.sleep(0.01)

@@ -7,7 +7,7 @@ from contextlib import ExitStack
 from typing import TYPE_CHECKING
 
 from hivemem.config import Settings
-from hivemem.pipeline.topology import Keys
+from hivemem.pipeline.topology import BOUNDARY, EMBED, STAGE_NAMES, Keys
 from hivemem.store.redis import Redis, connect
 from hivemem.store.streams import StreamStore
 from hivemem.workers.stream import StreamWorker, WorkerKind, WorkerReport
@@ -15,7 +15,7 @@ from hivemem.workers.stream import StreamWorker, WorkerKind, WorkerReport
 if TYPE_CHECKING:
     from hivemem.runtime.metrics import Metrics
 
-KINDS = ("embed", "boundary", "reflect")
+KINDS = (*STAGE_NAMES, "reflect")
 
 
 def build_embed(
@@ -46,12 +46,12 @@ def build_boundary(
         policy_from(settings.episodes),
         reflect_enqueuer(conn, settings.episodes.reflect_queue, settings.reflection),
     )
-    return boundary_kind(handler, keys.embedded_stream)  # type: ignore[return-value]
+    return boundary_kind(handler)  # type: ignore[return-value]
 
 
 BUILDERS: dict[str, Callable[[Settings, Keys, Redis, ExitStack], WorkerKind[object]]] = {
-    "embed": build_embed,
-    "boundary": build_boundary,
+    EMBED: build_embed,
+    BOUNDARY: build_boundary,
 }
 
 

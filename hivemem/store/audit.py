@@ -6,20 +6,21 @@ script that appends it, so it is gapless and ordered) and the event as JSON.
 
 from __future__ import annotations
 
-import json
 from collections.abc import Collection, Iterator, Sequence
 from typing import Any
 
 from hivemem.domain.audit import AuditEvent
+from hivemem.pipeline.messages import AuditEntry
 from hivemem.pipeline.topology import Keys
 from hivemem.store.redis import Redis, redis_errors
 
 # Append events in order; seq continues from the stream's length (it is never trimmed).
+# ARGV[1], ARGV[2]: the entry's field names (`AuditEntry`); then one body per event.
 _APPEND = """
 local n = redis.call('XLEN', KEYS[1])
-for i = 1, #ARGV do
+for i = 3, #ARGV do
   n = n + 1
-  redis.call('XADD', KEYS[1], '*', 'seq', n, 'event', ARGV[i])
+  redis.call('XADD', KEYS[1], '*', ARGV[1], n, ARGV[2], ARGV[i])
 end
 return n
 """
@@ -33,11 +34,9 @@ def _text(value: Any) -> str:
 
 def _event(fields: Any) -> AuditEvent | None:
     decoded = {_text(k): _text(v) for k, v in (fields or {}).items()}
-    if "event" not in decoded:
+    if AuditEntry.EVENT_FIELD not in decoded:
         return None
-    data = json.loads(decoded["event"])
-    data["seq"] = int(decoded.get("seq", 0))
-    return AuditEvent.model_validate(data)
+    return AuditEntry.from_fields(decoded).event
 
 
 class AuditLog:
@@ -52,15 +51,15 @@ class AuditLog:
             return 0
         by_session: dict[str, list[str]] = {}
         for event in events:
-            by_session.setdefault(event.session_id, []).append(
-                event.model_dump_json(exclude={"seq"})
-            )
+            by_session.setdefault(event.session_id, []).append(AuditEntry.body(event))
         with redis_errors("append audit events"):
             pipe = self._r.pipeline(transaction=True)
             for session_id, bodies in by_session.items():
                 key = self.keys.session_audit(session_id)
                 for start in range(0, len(bodies), _CHUNK):
-                    self._append(keys=[key], args=bodies[start:start + _CHUNK], client=pipe)
+                    args = [AuditEntry.SEQ_FIELD, AuditEntry.EVENT_FIELD,
+                            *bodies[start:start + _CHUNK]]
+                    self._append(keys=[key], args=args, client=pipe)
             pipe.execute()
         return len(events)
 

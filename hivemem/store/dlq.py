@@ -9,14 +9,15 @@ episode.) An entry that is still undecodable is dead-lettered again by the worke
 
 from __future__ import annotations
 
-import json
 from collections.abc import Collection
 
 from pydantic import BaseModel, ConfigDict
 
-from hivemem.pipeline.topology import Keys
+from hivemem.errors import MalformedEntry
+from hivemem.pipeline.messages import TurnEntry, decode_dead_letter
+from hivemem.pipeline.topology import Keys, Stage, Topology
 from hivemem.store.redis import Redis, redis_errors
-from hivemem.store.streams import _entries
+from hivemem.store.streams import decode_entries
 
 
 class Replayed(BaseModel):
@@ -29,36 +30,37 @@ class Replayed(BaseModel):
 
 
 def _turn_position(fields: dict[str, str]) -> tuple[str, int] | None:
-    """(session id, seq) of a dead-lettered turn, if it says so."""
+    """(session id, seq) of a dead-lettered turn, if it decodes as one."""
     try:
-        session_id = json.loads(fields["turn"])["session_id"]
-        return str(session_id), int(fields["seq"])
-    except (KeyError, ValueError, TypeError):
+        turn = TurnEntry.from_fields(fields).turn
+    except MalformedEntry:
         return None
+    return turn.session_id, turn.seq
 
 
 def replay_dead_letters(
     client: Redis,
     keys: Keys,
-    stream: str,
+    stage: Stage,
     *,
     entry_ids: Collection[str] | None = None,
     count: int = 1000,
 ) -> list[Replayed]:
-    """Move up to `count` dead letters of `stream` (only `entry_ids`, the entries' original
-    ids, when given) back onto the stream, oldest first."""
-    dead_stream = keys.dead_letters(stream)
+    """Move up to `count` dead letters of `stage` (only `entry_ids`, the entries' original
+    ids, when given) back onto the stream they died on, oldest first."""
+    dead_stream = stage.dead_letters
+    turns = Topology(keys).embed
     with redis_errors("read dead letters"):
-        rows = _entries(client.xrange(dead_stream, count=count))
+        rows = decode_entries(client.xrange(dead_stream, count=count))
     replayed: list[Replayed] = []
     for row in rows:
-        record = row.fields
-        original_id = record.get("entry_id", "")
+        letter = decode_dead_letter(row.fields, stage.stream)
+        original_id = letter.entry_id
         if entry_ids is not None and original_id not in entry_ids:
             continue
-        fields = {k[2:]: v for k, v in record.items() if k.startswith("f:")}
-        target = record.get("stream", stream)
-        position = _turn_position(fields) if target == keys.turns_stream else None
+        fields = letter.fields
+        target = letter.stream
+        position = _turn_position(fields) if target in turns.streams() else None
         with redis_errors("replay dead letter"):
             pipe = client.pipeline(transaction=True)
             pipe.xadd(target, fields)  # type: ignore[arg-type]

@@ -144,7 +144,6 @@ class EpisodeStore:
                     body = episode.model_dump_json()
                     pipe.set(k.episode(episode.episode_id), body)
                     pipe.rpush(k.session_episodes(session_id), episode.episode_id)
-                    pipe.xadd(k.episodes_stream, {"episode": body})
                     if enqueue is not None:
                         enqueue(pipe, episode)
                 pipe.execute()

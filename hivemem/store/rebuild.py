@@ -5,9 +5,12 @@ from __future__ import annotations
 from collections import defaultdict
 
 from hivemem.domain.models import Turn
-from hivemem.pipeline.topology import Keys
+from hivemem.pipeline.messages import EmbeddedTurn
+from hivemem.pipeline.topology import Keys, Topology
+from hivemem.store.episodes import EpisodeStore
 from hivemem.store.redis import Redis, redis_errors
 from hivemem.store.state import SessionState
+from hivemem.store.streams import StreamStore
 from hivemem.store.vectors.base import VectorStore
 
 
@@ -28,11 +31,6 @@ def refeed_boundary(client: Redis, keys: Keys, vectors: VectorStore) -> int:
     loss): the boundary stage would otherwise wait forever for those seqs. Entries it has
     already assigned are ignored by its pointer, so this is safe to run any time.
     """
-    from hivemem.domain.episode import encode_vector
-    from hivemem.domain.models import wire_json
-    from hivemem.store.episodes import EpisodeStore
-    from hivemem.store.streams import StreamStore
-
     episodes = EpisodeStore(client, keys, 1000)
     streams = StreamStore(client, keys)
     by_session: dict[str, list[Turn]] = defaultdict(list)
@@ -52,10 +50,8 @@ def refeed_boundary(client: Redis, keys: Keys, vectors: VectorStore) -> int:
         entries = []
         for turn in todo:
             hit = hits.get(turn.turn_id)
-            fields = {"kind": "turn", "seq": str(turn.seq), "turn": wire_json(turn)}
-            if hit is not None and hit.vector is not None:
-                fields["vec"] = encode_vector(hit.vector)
-            entries.append(fields)
-        streams.append(keys.embedded_stream, entries)
+            vector = hit.vector if hit is not None else None
+            entries.append(EmbeddedTurn.of(turn, vector).to_fields())
+        streams.append(Topology(keys).boundary.stream, entries)
         refed += len(entries)
     return refed

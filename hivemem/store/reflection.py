@@ -10,7 +10,8 @@ import time
 from typing import Any
 
 from hivemem.domain.scope import Scope
-from hivemem.errors import RetryLater
+from hivemem.errors import MalformedEntry, RetryLater
+from hivemem.pipeline.messages import TraceEntry
 from hivemem.pipeline.topology import Keys
 from hivemem.store.redis import Redis, redis_errors
 
@@ -115,7 +116,7 @@ class ReflectionState:
         with redis_errors("record trace"):
             self._r.xadd(
                 self.keys.traces_stream,
-                {"trace": json.dumps(trace, ensure_ascii=False, default=str)},
+                TraceEntry(trace=trace).to_fields(),  # type: ignore[arg-type]
                 maxlen=self.traces_maxlen,
                 approximate=True,
             )
@@ -131,9 +132,10 @@ class ReflectionState:
         out: list[dict[str, Any]] = []
         for _entry_id, fields in rows or []:
             decoded = {_text(k): _text(v) for k, v in (fields or {}).items()}
-            if "trace" not in decoded:
+            try:
+                trace = TraceEntry.from_fields(decoded).trace
+            except MalformedEntry:
                 continue
-            trace = json.loads(decoded["trace"])
             if session_id is None or trace.get("session_id") == session_id:
                 out.append(trace)
         if scope is not None:

@@ -9,8 +9,9 @@ from datetime import datetime
 from typing import Any
 
 from hivemem.domain.episode import Episode
-from hivemem.domain.models import Turn, wire_json
+from hivemem.domain.models import Turn
 from hivemem.domain.scope import DEFAULT_NAMESPACE
+from hivemem.pipeline.messages import wire_json
 from hivemem.pipeline.topology import Keys
 from hivemem.store.redis import Redis, redis_errors
 

@@ -5,21 +5,22 @@ All of it can be rebuilt from Qdrant (`restore_session`), which is the system of
 
 from __future__ import annotations
 
-import json
 from collections.abc import Sequence
 from datetime import datetime
 from typing import Any, cast
 
-from hivemem.domain.models import SessionStats, Turn, TurnFields, wire_json
+from hivemem.domain.models import SessionStats, Turn, TurnFields
 from hivemem.domain.scope import DEFAULT_NAMESPACE, Scope
 from hivemem.errors import OutOfScope
-from hivemem.pipeline.topology import Keys
+from hivemem.pipeline.messages import EpisodeControl, TurnEntry, turn_from_wire, wire_json
+from hivemem.pipeline.topology import Keys, Topology
 from hivemem.store.redis import Redis, redis_errors
 
 # One atomic step per turn: a session belongs to the namespace of its first turn (a turn of
 # another namespace gets -1, nothing written; sessions from before namespaces are
 # "default"); a repeated turn id returns the seq it already had; otherwise the next seq is
-# taken, the turn is appended to the stream and to the recent window.
+# taken, the turn is appended to the stream and to the recent window. The entry's field names
+# come from `TurnEntry` (ARGV[7], ARGV[8]).
 _APPEND_TURN = """
 local owner = redis.call('GET', KEYS[7])
 if not owner then
@@ -31,7 +32,7 @@ local existing = redis.call('HGET', KEYS[2], ARGV[1])
 if existing then return {tonumber(existing), 1} end
 local seq = redis.call('INCR', KEYS[1])
 redis.call('HSET', KEYS[2], ARGV[1], seq)
-redis.call('XADD', KEYS[4], '*', 'seq', seq, 'turn', ARGV[2])
+redis.call('XADD', KEYS[4], '*', ARGV[7], seq, ARGV[8], ARGV[2])
 local window = tonumber(ARGV[3])
 if window > 0 then
   redis.call('ZADD', KEYS[3], seq, ARGV[2])
@@ -45,14 +46,15 @@ return {seq, 0}
 
 
 # An explicit episode close takes the session's next seq, so the boundary stage meets it in
-# order with the turns. It skips the embed stage: its processed bit is set here.
+# order with the turns. It skips the embed stage: its processed bit is set here. The entry
+# is `EpisodeControl`: ARGV[1] names the seq field, ARGV[2..7] are its other three pairs.
 _APPEND_CONTROL = """
 if redis.call('EXISTS', KEYS[1]) == 0 then return -1 end
 local seq = redis.call('INCR', KEYS[1])
 redis.call('SETBIT', KEYS[2], seq, 1)
 redis.call('HINCRBY', KEYS[3], 'controls', 1)
-redis.call('XADD', KEYS[4], '*', 'kind', 'control', 'seq', seq, 'session_id', ARGV[1],
-           'action', ARGV[2])
+redis.call('XADD', KEYS[4], '*', ARGV[1], seq, ARGV[2], ARGV[3], ARGV[4], ARGV[5], ARGV[6],
+           ARGV[7])
 return seq
 """
 
@@ -61,16 +63,11 @@ def _text(value: Any) -> str:
     return value.decode("utf-8") if isinstance(value, bytes) else str(value)
 
 
-def turn_from_json(raw: str | bytes, seq: int) -> Turn:
-    data = json.loads(raw)
-    data["seq"] = seq
-    return Turn.model_validate(data)
-
-
 class SessionState:
     def __init__(self, client: Redis, keys: Keys, recent_window: int) -> None:
         self._r = client
         self.keys = keys
+        self.topology = Topology(keys)
         self.recent_window = recent_window
         self._append = client.register_script(_APPEND_TURN)
         self._control = client.register_script(_APPEND_CONTROL)
@@ -81,7 +78,7 @@ class SessionState:
             k.session_seq(sid),
             k.session_turn_ids(sid),
             k.session_recent(sid),
-            k.turns_stream,
+            self.topology.embed.stream,
             k.session_meta(sid),
             k.sessions,
             k.session_namespace(sid),
@@ -93,6 +90,8 @@ class SessionState:
             draft.timestamp.isoformat(),
             sid,
             draft.namespace,
+            TurnEntry.SEQ_FIELD,
+            TurnEntry.TURN_FIELD,
         ]
         return keys, args
 
@@ -132,9 +131,10 @@ class SessionState:
                     k.session_seq(session_id),
                     k.session_processed(session_id),
                     k.session_meta(session_id),
-                    k.embedded_stream,
+                    self.topology.boundary.stream,
                 ],
-                args=[session_id, action],
+                args=[EpisodeControl.SEQ_FIELD,
+                      *EpisodeControl.script_fields(session_id, action)],
             )
         return None if int(seq) < 0 else int(seq)
 
@@ -201,7 +201,7 @@ class SessionState:
                     self.keys.session_recent(session_id), 0, limit - 1, withscores=True
                 ),
             )
-        turns = [turn_from_json(member, int(score)) for member, score in rows]
+        turns = [turn_from_wire(member, int(score)) for member, score in rows]
         if scope is None:
             return turns
         return [t for t in turns if scope.admits(t.namespace, t.visibility, t.agent_id)]

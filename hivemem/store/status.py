@@ -11,7 +11,7 @@ from typing import Any
 
 from pydantic import BaseModel, Field
 
-from hivemem.pipeline.topology import Keys
+from hivemem.pipeline.topology import Keys, Stage, Topology
 from hivemem.store.redis import Redis, redis_errors
 
 
@@ -38,21 +38,16 @@ class PipelineStatus(BaseModel):
     reflect_workers: int
 
 
-def stages(keys: Keys) -> list[tuple[str, str, str]]:
-    """(stage, stream, consumer group) of the stream stages."""
-    return [("embed", keys.turns_stream, "embed"),
-            ("boundary", keys.embedded_stream, "boundary")]
-
-
 def _text(value: Any) -> str:
     return value.decode("utf-8", "replace") if isinstance(value, bytes) else str(value)
 
 
-def _stage(redis: Redis, keys: Keys, stage: str, stream: str, group: str) -> StageStatus:
-    status = StageStatus(stage=stage, stream=stream)
+def _stage(redis: Redis, stage: Stage) -> StageStatus:
+    stream, group = stage.stream, stage.group
+    status = StageStatus(stage=stage.name, stream=stream)
     pipe = redis.pipeline(transaction=False)
     pipe.exists(stream)
-    pipe.xlen(keys.dead_letters(stream))
+    pipe.xlen(stage.dead_letters)
     exists, dead = pipe.execute()
     status.dead_letters = int(dead)
     if not exists:
@@ -73,7 +68,7 @@ def _stage(redis: Redis, keys: Keys, stage: str, stream: str, group: str) -> Sta
 
 def pipeline_status(redis: Redis, keys: Keys, reflect_queue: str) -> PipelineStatus:
     with redis_errors("read pipeline status"):
-        stage_rows = [_stage(redis, keys, *s) for s in stages(keys)]
+        stage_rows = [_stage(redis, s) for s in Topology(keys).stages]
         pipe = redis.pipeline(transaction=False)
         pipe.llen(f"rq:queue:{reflect_queue}")
         for registry in ("wip", "scheduled", "failed", "finished", "deferred"):

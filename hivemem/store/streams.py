@@ -1,4 +1,8 @@
-"""Redis Streams with consumer groups: read, claim, ack, dead-letter, trim."""
+"""Redis Streams with consumer groups: read, claim, ack, dead-letter, trim.
+
+Redis replies are decoded here (bytes to str, the RESP2 and RESP3 XREADGROUP shapes): callers
+get `StreamEntry` rows, which a stage decodes to its typed message
+(`hivemem.pipeline.messages`)."""
 
 from __future__ import annotations
 
@@ -9,7 +13,8 @@ from typing import Any
 import redis
 
 from hivemem.domain.models import DeadLetter, StageLag
-from hivemem.pipeline.topology import Keys
+from hivemem.pipeline.messages import decode_dead_letter, encode_dead_letter
+from hivemem.pipeline.topology import Keys, Stage
 from hivemem.store.redis import Redis, redis_errors
 
 
@@ -23,7 +28,8 @@ def _text(value: Any) -> str:
     return value.decode("utf-8", "replace") if isinstance(value, bytes) else str(value)
 
 
-def _entries(raw: Any) -> list[StreamEntry]:
+def decode_entries(raw: Any) -> list[StreamEntry]:
+    """XRANGE / XREADGROUP / XAUTOCLAIM rows as `StreamEntry`s."""
     out: list[StreamEntry] = []
     for entry_id, fields in raw or []:
         if fields is None:  # deleted while pending
@@ -79,8 +85,8 @@ class StreamStore:
         if not reply:
             return []
         if isinstance(reply, dict):  # RESP3 shape
-            return _entries(next(iter(reply.values()))[0])
-        return _entries(reply[0][1])
+            return decode_entries(next(iter(reply.values()))[0])
+        return decode_entries(reply[0][1])
 
     def claim_idle(
         self, stream: str, group: str, consumer: str, *, min_idle_ms: int, count: int
@@ -90,7 +96,7 @@ class StreamStore:
             reply = self._r.xautoclaim(
                 stream, group, consumer, min_idle_time=min_idle_ms, start_id="0-0", count=count
             )
-        return _entries(reply[1])
+        return decode_entries(reply[1])
 
     def deliveries(self, stream: str, group: str, entry_ids: list[str]) -> dict[str, int]:
         """How many times each entry has been delivered (for dead-lettering)."""
@@ -131,15 +137,10 @@ class StreamStore:
         self, stream: str, group: str, entry: StreamEntry, error: str, deliveries: int
     ) -> None:
         """Move an entry to the stream's dead-letter stream and ack it, in one transaction."""
-        record = {
-            "stream": stream,
-            "group": group,
-            "entry_id": entry.entry_id,
-            "error": error[:2000],
-            "deliveries": str(deliveries),
-            "failed_at": datetime.now(UTC).isoformat(),
-        }
-        record.update({f"f:{k}": v for k, v in entry.fields.items()})
+        record = encode_dead_letter(DeadLetter(
+            stream=stream, group=group, entry_id=entry.entry_id, fields=entry.fields,
+            error=error, deliveries=deliveries, failed_at=datetime.now(UTC),
+        ))
         with redis_errors("dead-letter entry"):
             pipe = self._r.pipeline(transaction=True)
             pipe.xadd(self.keys.dead_letters(stream), record)  # type: ignore[arg-type]
@@ -150,21 +151,7 @@ class StreamStore:
     def dead_letters(self, stream: str, count: int = 100) -> list[DeadLetter]:
         with redis_errors("list dead letters"):
             rows = self._r.xrange(self.keys.dead_letters(stream), count=count)
-        out: list[DeadLetter] = []
-        for entry in _entries(rows):
-            f = entry.fields
-            out.append(
-                DeadLetter(
-                    stream=f.get("stream", stream),
-                    group=f.get("group", ""),
-                    entry_id=f.get("entry_id", ""),
-                    fields={k[2:]: v for k, v in f.items() if k.startswith("f:")},
-                    error=f.get("error", ""),
-                    deliveries=int(f.get("deliveries", "0")),
-                    failed_at=datetime.fromisoformat(f["failed_at"]),
-                )
-            )
-        return out
+        return [decode_dead_letter(entry.fields, stream) for entry in decode_entries(rows)]
 
     def pending_count(self, stream: str, group: str) -> int:
         with redis_errors("read pending summary"):
@@ -185,12 +172,13 @@ class StreamStore:
                 return int(lag) if lag is not None else 0
         return 0
 
-    def stage_lag(self, stage: str, stream: str, group: str) -> StageLag:
+    def stage_lag(self, stage: Stage) -> StageLag:
         """Backlog of one stage; zeros before the stage's group exists."""
+        stream, group = stage.stream, stage.group
         with redis_errors("read stage backlog"):
             pipe = self._r.pipeline(transaction=False)
             pipe.exists(stream)
-            pipe.xlen(self.keys.dead_letters(stream))
+            pipe.xlen(stage.dead_letters)
             exists, dead = pipe.execute()
             lag = pending = 0
             if exists:
@@ -198,7 +186,8 @@ class StreamStore:
                     if _text(info["name"]) == group:
                         lag = int(info.get("lag") or 0)
                         pending = int(info["pending"])
-        return StageLag(stage=stage, stream=stream, lag=lag, pending=pending, dead_letters=dead)
+        return StageLag(stage=stage.name, stream=stream, lag=lag, pending=pending,
+                        dead_letters=dead)
 
     def trim_consumed(self, stream: str) -> int:
         """Drop entries every group has acknowledged. Returns how many were removed."""

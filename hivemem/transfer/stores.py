@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import base64
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from functools import cached_property
@@ -10,6 +9,7 @@ from functools import cached_property
 import numpy as np
 
 from hivemem.pipeline.topology import Keys
+from hivemem.pipeline.vectors import decode_vector, encode_vector
 from hivemem.providers.embedders import Embedder
 from hivemem.store.audit import AuditLog
 from hivemem.store.episodes import EpisodeStore
@@ -65,8 +65,8 @@ def settle(vector: Vector, rounds: int = 8) -> Vector:
 
 
 def encode(vector: Vector) -> str:
-    return base64.b64encode(settle(vector).astype("<f4").tobytes()).decode("ascii")
+    return encode_vector(settle(vector))
 
 
 def decode(text: str) -> Vector:
-    return np.frombuffer(base64.b64decode(text, validate=True), dtype="<f4").astype(np.float32)
+    return decode_vector(text)

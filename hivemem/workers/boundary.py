@@ -6,10 +6,8 @@ See `hivemem.store.episodes` for how the order holds across workers and crashes,
 
 from __future__ import annotations
 
-import json
 import time
 from collections import Counter, defaultdict
-from dataclasses import dataclass
 from typing import Any
 
 import structlog
@@ -18,41 +16,27 @@ from hivemem.domain.episode import (
     BoundaryPolicy,
     Episode,
     SessionEpisodes,
-    decode_vector,
     step_control,
     step_turn,
 )
+from hivemem.pipeline.messages import (
+    EmbeddedEntry,
+    EmbeddedTurn,
+    EpisodeControl,
+    decode_embedded,
+    embedded_from_json,
+)
+from hivemem.pipeline.topology import Topology
 from hivemem.store.episodes import Enqueue, EpisodeStore
-from hivemem.store.state import turn_from_json
 from hivemem.store.streams import StreamEntry
 from hivemem.workers.stream import WorkerKind
 
-GROUP = "boundary"
 log = structlog.get_logger(__name__)
 
 
-@dataclass(frozen=True, slots=True)
-class BoundaryItem:
-    """One entry of the embedded stream: a turn with its vector, a control, or a skip."""
-
-    session_id: str
-    seq: int
-    payload: str  # what the buffer keeps: the entry's fields as JSON
-
-
-def decode_item(entry: StreamEntry) -> BoundaryItem:
-    f = entry.fields
-    kind = f["kind"]
-    seq = int(f["seq"])
-    if kind == "turn":
-        session_id = json.loads(f["turn"])["session_id"]
-    elif kind in ("control", "skip"):
-        session_id = f["session_id"]
-    else:
-        raise ValueError(f"unknown entry kind {kind!r}")
-    if seq < 1:
-        raise ValueError(f"bad seq {seq}")
-    return BoundaryItem(session_id, seq, json.dumps(f, separators=(",", ":")))
+def decode_item(entry: StreamEntry) -> EmbeddedEntry:
+    """An embedded-stream entry: a turn with its vector, a control, or a skip."""
+    return decode_embedded(entry.fields)
 
 
 class BoundaryHandler:
@@ -63,10 +47,11 @@ class BoundaryHandler:
         self.policy = policy
         self.enqueue = enqueue
 
-    def __call__(self, items: list[BoundaryItem]) -> None:
+    def __call__(self, items: list[EmbeddedEntry]) -> None:
+        # The buffer keeps each entry's fields as JSON until its predecessors are in.
         by_session: dict[str, list[tuple[str, int, str]]] = defaultdict(list)
         for item in items:
-            by_session[item.session_id].append((str(item.seq), item.seq, item.payload))
+            by_session[item.session_id].append((str(item.seq), item.seq, item.to_json()))
         for session_id, buffered in by_session.items():
             self.store.buffer(session_id, buffered)
             self.advance(session_id)
@@ -92,7 +77,7 @@ class BoundaryHandler:
         closed: list[Episode] = []
         markers: Counter[str] = Counter()
         while (raw := buffer.get(str(seq))) is not None:
-            closed.extend(self._apply(state, json.loads(raw), markers))
+            closed.extend(self._apply(state, embedded_from_json(raw), markers))
             consumed.append(str(seq))
             seq += 1
         if not consumed:
@@ -129,22 +114,19 @@ class BoundaryHandler:
         )
 
     def _apply(
-        self, state: SessionEpisodes, fields: dict[str, Any], markers: Counter[str]
+        self, state: SessionEpisodes, item: EmbeddedEntry, markers: Counter[str]
     ) -> list[Episode]:
-        kind = fields["kind"]
-        if kind == "turn":
-            turn = turn_from_json(fields["turn"], int(fields["seq"]))
-            vector = decode_vector(fields["vec"]) if fields.get("vec") else None
-            markers.update(turn.markers)
-            return step_turn(state, turn, vector, self.policy)
-        if kind == "control":
-            return step_control(state, fields["action"])
-        return []  # "skip": a turn the embed stage dead-lettered; the order moves past it
+        if isinstance(item, EmbeddedTurn):
+            markers.update(item.turn.markers)
+            return step_turn(state, item.turn, item.vector, self.policy)
+        if isinstance(item, EpisodeControl):
+            return step_control(state, item.action)
+        return []  # a skip: a turn the embed stage dead-lettered; the order moves past it
 
 
-def boundary_kind(handler: BoundaryHandler, stream: str) -> WorkerKind[BoundaryItem]:
-    return WorkerKind(name="boundary", stream=stream, group=GROUP, decode=decode_item,
-                      handle=handler)
+def boundary_kind(handler: BoundaryHandler) -> WorkerKind[EmbeddedEntry]:
+    stage = Topology(handler.store.keys).boundary
+    return WorkerKind.of(stage, decode_item, handler)
 
 
 def policy_from(settings: Any) -> BoundaryPolicy:

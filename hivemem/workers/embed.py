@@ -11,24 +11,23 @@ import time
 
 import structlog
 
-from hivemem.domain.episode import encode_vector
 from hivemem.domain.markers import detect_markers, merge_markers
-from hivemem.domain.models import Turn, wire_json
+from hivemem.domain.models import Turn
 from hivemem.errors import ConfigurationError
-from hivemem.pipeline.topology import Keys
+from hivemem.pipeline.messages import EmbeddedTurn, SkipEntry, TurnEntry
+from hivemem.pipeline.topology import Keys, Topology
 from hivemem.providers.embedders import Embedder
 from hivemem.providers.lexical import LexicalEncoder
-from hivemem.store.state import SessionState, turn_from_json
+from hivemem.store.state import SessionState
 from hivemem.store.streams import StreamEntry, StreamStore
 from hivemem.store.vectors.base import VectorStore
 from hivemem.workers.stream import WorkerKind
 
-GROUP = "embed"
 log = structlog.get_logger(__name__)
 
 
 def decode_turn(entry: StreamEntry) -> Turn:
-    return turn_from_json(entry.fields["turn"], int(entry.fields["seq"]))
+    return TurnEntry.from_fields(entry.fields).turn
 
 
 def with_detected_markers(turn: Turn) -> Turn:
@@ -55,6 +54,7 @@ class EmbedHandler:
         self.state = state
         self.streams = streams
         self.keys = keys
+        self.topology = Topology(keys)
         self.lexical = lexical or LexicalEncoder()
 
     def __call__(self, turns: list[Turn]) -> None:
@@ -66,12 +66,8 @@ class EmbedHandler:
         embedded = time.perf_counter()
         self.vectors.upsert_turns(turns, matrix, sparse)
         self.streams.append(
-            self.keys.embedded_stream,
-            [
-                {"kind": "turn", "seq": str(t.seq), "turn": wire_json(t),
-                 "vec": encode_vector(matrix[i])}
-                for i, t in enumerate(turns)
-            ],
+            self.topology.boundary.stream,
+            [EmbeddedTurn.of(t, matrix[i]).to_fields() for i, t in enumerate(turns)],
         )
         self.state.mark_processed(turns)
         log.debug(
@@ -89,17 +85,10 @@ class EmbedHandler:
             return  # undecodable: no session to account it to
         self.state.mark_dead(turn.session_id, turn.seq)
         self.streams.append(
-            self.keys.embedded_stream,
-            [{"kind": "skip", "seq": str(turn.seq), "session_id": turn.session_id}],
+            self.topology.boundary.stream,
+            [SkipEntry(session_id=turn.session_id, seq=turn.seq).to_fields()],
         )
 
 
 def embed_kind(handler: EmbedHandler) -> WorkerKind[Turn]:
-    return WorkerKind(
-        name="embed",
-        stream=handler.keys.turns_stream,
-        group=GROUP,
-        decode=decode_turn,
-        handle=handler,
-        on_dead_letter=handler.dead_lettered,
-    )
+    return WorkerKind.of(handler.topology.embed, decode_turn, handler, handler.dead_lettered)

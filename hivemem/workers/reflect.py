@@ -150,7 +150,7 @@ class Reflection:
         facts = ctx.vectors.list_facts(episode.session_id, [s.value for s in VISIBLE])
         if len(facts) <= self.settings.max_unscoped_facts or episode.centroid is None:
             return facts
-        from hivemem.domain.episode import decode_vector
+        from hivemem.pipeline.vectors import decode_vector
 
         hits = ctx.vectors.search_facts(
             episode.session_id, decode_vector(episode.centroid),

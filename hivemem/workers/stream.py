@@ -23,7 +23,8 @@ from typing import Generic, TypeVar
 import structlog
 
 from hivemem.config import WorkerSettings
-from hivemem.errors import RetryLater, StoreUnavailable
+from hivemem.errors import MalformedEntry, RetryLater, StoreUnavailable
+from hivemem.pipeline.topology import Stage
 from hivemem.store.streams import StreamEntry, StreamStore
 
 M = TypeVar("M")
@@ -43,6 +44,18 @@ class WorkerKind(Generic[M]):
     decode: Callable[[StreamEntry], M]
     handle: Callable[[list[M]], None]
     on_dead_letter: Callable[[StreamEntry, str], None] | None = None
+
+    @classmethod
+    def of(
+        cls,
+        stage: Stage,
+        decode: Callable[[StreamEntry], M],
+        handle: Callable[[list[M]], None],
+        on_dead_letter: Callable[[StreamEntry, str], None] | None = None,
+    ) -> WorkerKind[M]:
+        """The worker kind of a pipeline stage (its name, stream and group)."""
+        return cls(name=stage.name, stream=stage.stream, group=stage.group, decode=decode,
+                   handle=handle, on_dead_letter=on_dead_letter)
 
 
 @dataclass
@@ -217,8 +230,11 @@ class StreamWorker(Generic[M]):
         for entry in entries:
             try:
                 decoded.append((entry, k.decode(entry)))
-            except Exception as exc:
+            except MalformedEntry as exc:
                 # Undecodable now is undecodable forever: no point in retrying.
+                self._dead_letter(entry, f"undecodable: {exc.reason}", 1)
+            except Exception as exc:
+                # A stage's own decoder failing unexpectedly: just as permanent.
                 self._dead_letter(entry, f"undecodable: {type(exc).__name__}: {exc}", 1)
         if not decoded:
             return 0

@@ -13,13 +13,14 @@ import redis
 from hivemem.domain.episode import (
     BoundaryPolicy,
     SessionEpisodes,
-    encode_vector,
     episode_id,
     step_control,
     step_turn,
 )
-from hivemem.domain.models import Role, Turn, wire_json
+from hivemem.domain.models import Role, Turn
+from hivemem.pipeline.messages import wire_json
 from hivemem.pipeline.topology import Keys
+from hivemem.pipeline.vectors import encode_vector
 from hivemem.store.episodes import EpisodeStore
 from hivemem.store.streams import StreamEntry
 from hivemem.workers.boundary import BoundaryHandler, decode_item
@@ -194,8 +195,10 @@ def test_commit_enqueues_reflect_jobs_atomically(redis_client: redis.Redis) -> N
     assert len(eps) == 2
     queue = Queue("reflect-test", connection=redis_client)
     assert sorted(queue.job_ids) == sorted(reflect_job_id(e.episode_id) for e in eps)
-    assert redis_client.xlen(KEYS.episodes_stream) == 2
-    body = json.loads(redis_client.xrange(KEYS.episodes_stream)[0][1][b"episode"])
+    # Each closed episode is stored under its id, listed once for its session.
+    assert redis_client.lrange(KEYS.session_episodes("s1"), 0, -1) == [
+        e.episode_id.encode() for e in eps]
+    body = json.loads(redis_client.get(KEYS.episode(eps[0].episode_id)))
     assert body["episode_id"] == eps[0].episode_id
 
 

@@ -28,10 +28,10 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from hivemem import MemoryClient, Settings, ValidationError
+from hivemem.pipeline.messages import turn_from_wire
 from hivemem.pipeline.topology import Keys
 from hivemem.providers.embedders import HashingEmbedder
 from hivemem.store.redis import connect_fake, fake_server
-from hivemem.store.state import turn_from_json
 
 EXAMPLES = int(os.environ.get("HIVEMEM_FUZZ_EXAMPLES", "40"))
 FUZZ = settings(
@@ -170,7 +170,7 @@ def test_sdk_ingest_documented_errors_only_and_nothing_partial(
     # What was accepted reads back intact and decodes the way the embed worker decodes it.
     assert turn.content == content and turn.session_id == session_id
     [(_, fields)] = r.xrange(KEYS.turns_stream)
-    stored = turn_from_json(fields[b"turn"], int(fields[b"seq"]))
+    stored = turn_from_wire(fields[b"turn"], int(fields[b"seq"]))
     assert stored.content == content and stored.seq == turn.seq == 1
     assert stored.metadata == turn.metadata
     assert client.get_session_stats(session_id).turns_enqueued == 1

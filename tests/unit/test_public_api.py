@@ -32,6 +32,7 @@ def test_all_is_pinned() -> None:
         "Fact",
         "HivememError",
         "ImportSummary",
+        "MalformedEntry",
         "MemoryClient",
         "ModelUnavailable",
         "NotFound",

@@ -284,8 +284,8 @@ def test_concurrent_reflect_workers_never_leave_two_current_versions(
                  StreamStore(base, keys), settings.worker).run(burst=True)
     StreamWorker(boundary_kind(BoundaryHandler(
         EpisodeStore(base, keys, 5000), policy_from(settings.episodes),
-        reflect_enqueuer(base, settings.episodes.reflect_queue, settings.reflection)),
-        keys.embedded_stream), StreamStore(base, keys), settings.worker).run(burst=True)
+        reflect_enqueuer(base, settings.episodes.reflect_queue, settings.reflection))),
+        StreamStore(base, keys), settings.worker).run(burst=True)
 
     workers, threads, contexts = [], [], []
     for _ in range(3):

@@ -1,0 +1,351 @@
+"""Every stream entry as a typed message, with one codec each (to and from the Redis field
+dict), and the turn's one wire form.
+
+Messages are frozen and ignore unknown fields, so producers may upgrade before workers. A
+field dict that cannot be decoded raises `MalformedEntry`: undecodable now is undecodable
+forever, so the consume loop dead-letters it at once instead of retrying.
+
+Entries and their fields:
+- turns stream, `TurnEntry`: ``seq``, ``turn`` (the turn's wire JSON, `wire_json`); written
+  by the ingest script in `hivemem.store.state`, which gets the field names from here.
+- embedded stream (`EmbeddedEntry`), by ``kind``: ``turn`` (`EmbeddedTurn`: the turn and its
+  vector ``vec``), ``control`` (`EpisodeControl`: close_episode / close_session), ``skip``
+  (`SkipEntry`: a turn the embed stage dead-lettered).
+- dead-letter streams: `encode_dead_letter` / `decode_dead_letter` (the original entry's
+  fields ride along prefixed with ``f:``).
+- traces stream, `TraceEntry`: ``trace`` (JSON).
+- a session's audit stream, `AuditEntry`: ``seq`` (assigned by the append script), ``event``
+  (the event as JSON, without its seq).
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Mapping
+from datetime import datetime
+from typing import Any, ClassVar, Literal, TypeAlias
+
+import numpy as np
+import numpy.typing as npt
+from pydantic import BaseModel, ConfigDict, Field
+from pydantic import ValidationError as PydanticValidationError
+
+from hivemem.domain.audit import AuditEvent
+from hivemem.domain.episode import ControlAction
+from hivemem.domain.models import DeadLetter, Turn, TurnFields
+from hivemem.errors import MalformedEntry
+from hivemem.pipeline.vectors import VectorDecodeError, decode_vector, encode_vector
+
+# Field names, spelled once.
+SEQ = "seq"
+TURN = "turn"
+KIND = "kind"
+VEC = "vec"
+SESSION_ID = "session_id"
+ACTION = "action"
+TRACE = "trace"
+EVENT = "event"
+_ORIGINAL = "f:"  # prefix of the original entry's fields inside a dead letter
+
+
+class Entry(BaseModel):
+    """A stream entry. Subclasses define `to_fields` and `from_fields`."""
+
+    model_config = ConfigDict(frozen=True, extra="ignore")
+
+    def to_fields(self) -> dict[str, str]:
+        raise NotImplementedError
+
+    def to_json(self) -> str:
+        """The field dict as JSON: how a stage keeps an entry aside (the boundary buffer)."""
+        return json.dumps(self.to_fields(), ensure_ascii=False, separators=(",", ":"))
+
+
+def _field(fields: Mapping[str, str], name: str) -> str:
+    try:
+        return fields[name]
+    except KeyError as exc:
+        raise MalformedEntry(f"missing field {name!r}", cause=exc) from None
+
+
+def _seq(fields: Mapping[str, str]) -> int:
+    raw = _field(fields, SEQ)
+    try:
+        seq = int(raw)
+    except ValueError as exc:
+        raise MalformedEntry(f"bad seq {raw!r}", cause=exc) from None
+    if seq < 1:
+        raise MalformedEntry(f"bad seq {seq}")
+    return seq
+
+
+# -- the turn's wire form -------------------------------------------------------------------
+
+
+def wire_json(turn: TurnFields) -> str:
+    """The turn as the turns stream, the embedded stream and the recent window carry it (the
+    seq travels beside it). The Qdrant payload is the vector store's own form."""
+    return json.dumps(
+        {
+            "turn_id": turn.turn_id,
+            "session_id": turn.session_id,
+            "agent_id": turn.agent_id,
+            "role": turn.role.value,
+            "content": turn.content,
+            "markers": list(turn.markers),
+            "metadata": turn.metadata,
+            "timestamp": turn.timestamp.isoformat(),
+            "token_count": turn.token_count,
+            "namespace": turn.namespace,
+            "visibility": turn.visibility,
+        },
+        ensure_ascii=False,
+        separators=(",", ":"),
+    )
+
+
+def turn_from_wire(raw: str | bytes, seq: int) -> Turn:
+    """The inverse of `wire_json`; `MalformedEntry` when it is not a valid turn."""
+    try:
+        data = json.loads(raw)
+        if not isinstance(data, dict):
+            raise MalformedEntry("turn is not a JSON object")
+        data["seq"] = seq
+        return Turn.model_validate(data)
+    except (ValueError, PydanticValidationError) as exc:
+        if isinstance(exc, MalformedEntry):
+            raise
+        raise MalformedEntry(f"bad turn: {exc}", cause=exc) from None
+
+
+# -- turns stream ---------------------------------------------------------------------------
+
+
+class TurnEntry(Entry):
+    """A turn on the turns stream, for the embed stage."""
+
+    turn: Turn
+
+    def to_fields(self) -> dict[str, str]:
+        return {SEQ: str(self.turn.seq), TURN: wire_json(self.turn)}
+
+    @classmethod
+    def from_fields(cls, fields: Mapping[str, str]) -> TurnEntry:
+        return cls(turn=turn_from_wire(_field(fields, TURN), _seq(fields)))
+
+    # The ingest script assigns the seq itself, so it writes the entry from these names.
+    SEQ_FIELD: ClassVar[str] = SEQ
+    TURN_FIELD: ClassVar[str] = TURN
+
+
+def decode_turn_entry(fields: Mapping[str, str]) -> TurnEntry:
+    return TurnEntry.from_fields(fields)
+
+
+# -- embedded stream ------------------------------------------------------------------------
+
+
+class EmbeddedTurn(Entry):
+    """A turn durable in Qdrant, with its dense vector (base64, see `pipeline.vectors`)."""
+
+    kind: Literal["turn"] = "turn"
+    turn: Turn
+    vec: str | None = None
+
+    @classmethod
+    def of(cls, turn: Turn, vector: npt.ArrayLike | None) -> EmbeddedTurn:
+        return cls(turn=turn, vec=None if vector is None else encode_vector(vector))
+
+    @property
+    def session_id(self) -> str:
+        return self.turn.session_id
+
+    @property
+    def seq(self) -> int:
+        return self.turn.seq
+
+    @property
+    def vector(self) -> npt.NDArray[np.float32] | None:
+        return None if not self.vec else decode_vector(self.vec)
+
+    def to_fields(self) -> dict[str, str]:
+        fields = {KIND: self.kind, SEQ: str(self.turn.seq), TURN: wire_json(self.turn)}
+        if self.vec:
+            fields[VEC] = self.vec
+        return fields
+
+    @classmethod
+    def from_fields(cls, fields: Mapping[str, str]) -> EmbeddedTurn:
+        vec = fields.get(VEC) or None
+        if vec is not None:
+            try:
+                decode_vector(vec)
+            except VectorDecodeError as exc:
+                raise MalformedEntry(f"bad vector: {exc}", cause=exc) from None
+        return cls(turn=turn_from_wire(_field(fields, TURN), _seq(fields)), vec=vec)
+
+
+class EpisodeControl(Entry):
+    """An explicit episode close, ordered with the session's turns by its own seq."""
+
+    kind: Literal["control"] = "control"
+    session_id: str = Field(min_length=1)
+    seq: int = Field(ge=1)
+    action: ControlAction
+
+    def to_fields(self) -> dict[str, str]:
+        return {KIND: self.kind, SEQ: str(self.seq), SESSION_ID: self.session_id,
+                ACTION: self.action}
+
+    @classmethod
+    def from_fields(cls, fields: Mapping[str, str]) -> EpisodeControl:
+        try:
+            return cls(session_id=_field(fields, SESSION_ID), seq=_seq(fields),
+                       action=_field(fields, ACTION))  # type: ignore[arg-type]
+        except PydanticValidationError as exc:
+            raise MalformedEntry(f"bad control: {exc}", cause=exc) from None
+
+    @staticmethod
+    def script_fields(session_id: str, action: str) -> list[str]:
+        """The three field/value pairs besides the seq, for a script that assigns the seq
+        itself (`hivemem.store.state`): it writes ``SEQ_FIELD, seq, *these``."""
+        if action not in ("close_episode", "close_session"):
+            raise ValueError(f"unknown control action {action!r}")
+        return [KIND, "control", SESSION_ID, session_id, ACTION, action]
+
+    SEQ_FIELD: ClassVar[str] = SEQ
+
+
+class SkipEntry(Entry):
+    """A turn the embed stage dead-lettered: the boundary stage's order moves past its seq."""
+
+    kind: Literal["skip"] = "skip"
+    session_id: str = Field(min_length=1)
+    seq: int = Field(ge=1)
+
+    def to_fields(self) -> dict[str, str]:
+        return {KIND: self.kind, SEQ: str(self.seq), SESSION_ID: self.session_id}
+
+    @classmethod
+    def from_fields(cls, fields: Mapping[str, str]) -> SkipEntry:
+        try:
+            return cls(session_id=_field(fields, SESSION_ID), seq=_seq(fields))
+        except PydanticValidationError as exc:
+            raise MalformedEntry(f"bad skip: {exc}", cause=exc) from None
+
+
+EmbeddedEntry: TypeAlias = EmbeddedTurn | EpisodeControl | SkipEntry
+
+_EMBEDDED: dict[str, type[EmbeddedTurn] | type[EpisodeControl] | type[SkipEntry]] = {
+    "turn": EmbeddedTurn, "control": EpisodeControl, "skip": SkipEntry,
+}
+
+
+def decode_embedded(fields: Mapping[str, str]) -> EmbeddedEntry:
+    """An entry of the embedded stream, by its kind."""
+    kind = _field(fields, KIND)
+    message = _EMBEDDED.get(kind)
+    if message is None:
+        raise MalformedEntry(f"unknown entry kind {kind!r}")
+    return message.from_fields(fields)
+
+
+def embedded_from_json(raw: str | bytes) -> EmbeddedEntry:
+    """The inverse of `Entry.to_json` for embedded-stream entries."""
+    try:
+        fields = json.loads(raw)
+    except ValueError as exc:
+        raise MalformedEntry(f"bad JSON: {exc}", cause=exc) from None
+    if not isinstance(fields, dict):
+        raise MalformedEntry("entry JSON is not an object")
+    return decode_embedded(fields)
+
+
+# -- dead letters ---------------------------------------------------------------------------
+
+
+def encode_dead_letter(letter: DeadLetter) -> dict[str, str]:
+    record = {
+        "stream": letter.stream,
+        "group": letter.group,
+        "entry_id": letter.entry_id,
+        "error": letter.error[:2000],
+        "deliveries": str(letter.deliveries),
+        "failed_at": letter.failed_at.isoformat(),
+    }
+    record.update({f"{_ORIGINAL}{k}": v for k, v in letter.fields.items()})
+    return record
+
+
+def decode_dead_letter(fields: Mapping[str, str], stream: str) -> DeadLetter:
+    """A dead-letter record; `stream` (the stream it died on) when the record lacks it."""
+    try:
+        return DeadLetter(
+            stream=fields.get("stream", stream),
+            group=fields.get("group", ""),
+            entry_id=fields.get("entry_id", ""),
+            fields={k[len(_ORIGINAL):]: v for k, v in fields.items()
+                    if k.startswith(_ORIGINAL)},
+            error=fields.get("error", ""),
+            deliveries=int(fields.get("deliveries", "0")),
+            failed_at=datetime.fromisoformat(_field(fields, "failed_at")),
+        )
+    except (ValueError, PydanticValidationError) as exc:
+        if isinstance(exc, MalformedEntry):
+            raise
+        raise MalformedEntry(f"bad dead letter: {exc}", cause=exc) from None
+
+
+# -- traces ---------------------------------------------------------------------------------
+
+
+class TraceEntry(Entry):
+    """A reflection trace on the bounded traces stream."""
+
+    trace: dict[str, Any]
+
+    def to_fields(self) -> dict[str, str]:
+        return {TRACE: json.dumps(self.trace, ensure_ascii=False, default=str)}
+
+    @classmethod
+    def from_fields(cls, fields: Mapping[str, str]) -> TraceEntry:
+        try:
+            trace = json.loads(_field(fields, TRACE))
+        except ValueError as exc:
+            raise MalformedEntry(f"bad trace JSON: {exc}", cause=exc) from None
+        if not isinstance(trace, dict):
+            raise MalformedEntry("trace is not a JSON object")
+        return cls(trace=trace)
+
+
+# -- audit ----------------------------------------------------------------------------------
+
+
+class AuditEntry(Entry):
+    """One event of a session's audit stream; its seq is its position in the stream."""
+
+    event: AuditEvent
+
+    # The append script assigns the seq, so it writes the entry from these names and `body`.
+    SEQ_FIELD: ClassVar[str] = SEQ
+    EVENT_FIELD: ClassVar[str] = EVENT
+
+    @staticmethod
+    def body(event: AuditEvent) -> str:
+        return event.model_dump_json(exclude={"seq"})
+
+    def to_fields(self) -> dict[str, str]:
+        return {SEQ: str(self.event.seq), EVENT: self.body(self.event)}
+
+    @classmethod
+    def from_fields(cls, fields: Mapping[str, str]) -> AuditEntry:
+        try:
+            data = json.loads(_field(fields, EVENT))
+            if not isinstance(data, dict):
+                raise MalformedEntry("audit event is not a JSON object")
+            data["seq"] = int(fields.get(SEQ, "0"))
+            return cls(event=AuditEvent.model_validate(data))
+        except (ValueError, PydanticValidationError) as exc:
+            if isinstance(exc, MalformedEntry):
+                raise
+            raise MalformedEntry(f"bad audit event: {exc}", cause=exc) from None
