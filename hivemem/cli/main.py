@@ -247,22 +247,11 @@ def close_episode_cmd(ctx: click.Context, session_id: str, session_end: bool) ->
 @click.pass_context
 def rebuild_state_cmd(ctx: click.Context, session_id: str | None) -> None:
     """Rebuild Redis session state from Qdrant (after a Redis loss)."""
-    from hivemem.pipeline.topology import Keys
-    from hivemem.providers.embedders import build_embedder
+    from hivemem.runtime.wiring import Wiring
     from hivemem.store.rebuild import rebuild_state
-    from hivemem.store.redis import connect
-    from hivemem.store.state import SessionState
-    from hivemem.store.vectors.factory import open_vector_store
 
-    settings = _settings(ctx)
-    embedder = build_embedder(settings.embedding)
-    vectors = open_vector_store(settings.qdrant, embedder.dim)
-    state = SessionState(
-        connect(settings.redis), Keys(settings.redis.key_prefix), settings.ingest.recent_window
-    )
-    with console.status("Scrolling Qdrant..."):
-        count = rebuild_state(state, vectors, session_id)
-    vectors.close()
+    with Wiring(_settings(ctx)) as wiring, console.status("Scrolling Qdrant..."):
+        count = rebuild_state(wiring.state, wiring.vectors, session_id)
     click.echo(f"rebuilt {count} session(s)")
 
 

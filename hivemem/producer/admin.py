@@ -23,6 +23,7 @@ if TYPE_CHECKING:
     from hivemem.producer.client import MemoryClient
     from hivemem.producer.recall import Recaller
     from hivemem.providers.embedders import Embedder
+    from hivemem.runtime.wiring import Wiring
     from hivemem.store.episodes import EpisodeStore
     from hivemem.store.redis import Redis
     from hivemem.store.state import SessionState
@@ -55,6 +56,7 @@ class LifecycleMixin:
         _episodes: EpisodeStore
         _vectors: VectorStore | None
         _embedder: Embedder | None
+        _wiring: Wiring
 
         def _get_recaller(self) -> Recaller: ...
 
@@ -66,17 +68,12 @@ class LifecycleMixin:
         return self._vectors
 
     def _compactor(self) -> Compactor:
-        from hivemem.workers.compact import Compactor
-
-        return Compactor(self._redis, self.keys, self._vector_store(), self.settings)
+        self._vector_store()
+        return self._wiring.compactor()
 
     def _stores(self) -> Stores:
-        from hivemem.transfer.stores import Stores
-
-        vectors = self._vector_store()
-        return Stores(self._redis, self.keys, vectors,
-                      recent_window=self.settings.ingest.recent_window,
-                      embedder=self._embedder, lease_ms=self.settings.episodes.lease_ms)
+        self._vector_store()
+        return self._wiring.stores()
 
     def _known(self, session_id: str) -> str:
         check_id("session_id", session_id)
@@ -280,10 +277,6 @@ class LifecycleMixin:
 
         checked = check_mode(mode)
         stores = self._stores()
-        if stores.embedder is None:
-            from hivemem.providers.embedders import build_embedder
-
-            stores.embedder = build_embedder(self.settings.embedding)
         return import_from(stores, Path(path), checked, progress=progress)
 
     def backup(self, path: str | Path, *, progress: Progress | None = None) -> ExportSummary:
