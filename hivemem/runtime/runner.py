@@ -43,7 +43,7 @@ def run_reflect_worker(
         finally:
             if promoter is not None:
                 promoter.stop()
-        return int(worker.successful_job_count)
+        return worker.handled
 
 
 def run_worker(

@@ -48,11 +48,15 @@ class ContextWorker(SimpleWorker):
     ) -> None:
         super().__init__(queues, connection=connection, name=name, job_class=ContextJob)
         self.context = context
+        # rq counts successes in the worker's Redis hash only (gone once the worker quits).
+        self.handled = 0
 
     def perform_job(self, job: Job, queue: Queue, execution: Execution) -> bool:
         if isinstance(job, ContextJob):
             job.context = self.context
-        return bool(super().perform_job(job, queue, execution))
+        succeeded = bool(super().perform_job(job, queue, execution))
+        self.handled += succeeded
+        return succeeded
 
 
 class ThreadContextWorker(ContextWorker):
