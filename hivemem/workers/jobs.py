@@ -107,20 +107,29 @@ class ThreadWorker:
         )
         self.poll_s = poll_s
         self._stop = threading.Event()
+        # Set while this loop may hold a job: rq pops a job off the queue before it enters
+        # the started registry, and in that gap the queue and the registry both look empty.
+        self._busy = threading.Event()
 
     def idle(self) -> bool:
         """No job queued or running (retries scheduled for later do not count)."""
         from rq.registry import StartedJobRegistry
 
+        if self._busy.is_set():  # read first: nothing leaves the queue while it is clear
+            return False
         return self.queue.count == 0 and StartedJobRegistry(queue=self.queue).count == 0
 
     def run(self) -> None:
         while not self._stop.is_set():
             promote_due_retries(self.connection, self.queue.name)
-            if self.queue.count:
-                self.worker.work(burst=True, logging_level="WARNING")
-            else:
-                self._stop.wait(self.poll_s)
+            self._busy.set()
+            try:
+                if self.queue.count:
+                    self.worker.work(burst=True, logging_level="WARNING")
+                    continue
+            finally:
+                self._busy.clear()
+            self._stop.wait(self.poll_s)
 
     def stop(self) -> None:
         self._stop.set()
