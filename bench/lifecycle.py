@@ -248,11 +248,11 @@ def bench_locomo(only: list[str] | None, log: Callable[[str], None]) -> dict[str
 
 
 def bench_transfer(records: int, log: Callable[[str], None]) -> dict[str, Any]:
+    from hivemem.config import Settings
     from hivemem.domain.fact import Fact
     from hivemem.domain.models import Role, Turn
-    from hivemem.pipeline.topology import Keys
     from hivemem.providers.embedders import HashingEmbedder
-    from hivemem.store.state import SessionState
+    from hivemem.runtime.wiring import Wiring
     from hivemem.store.vectors.base import FACTS, TURNS
     from hivemem.store.vectors.edge import EdgeVectorStore
     from hivemem.transfer.exporter import export_to
@@ -268,11 +268,13 @@ def bench_transfer(records: int, log: Callable[[str], None]) -> dict[str, Any]:
     try:
         redis_client, kind, server = open_redis(tmp)
         out["redis"] = kind
-        source = Stores(redis_client, Keys("src"), EdgeVectorStore(tmp / "src", DIM),
-                        embedder=embedder)
-        target = Stores(redis_client, Keys("dst"), EdgeVectorStore(tmp / "dst", DIM),
-                        embedder=embedder)
-        state = SessionState(redis_client, source.keys, 50)
+        def stores(prefix: str) -> Stores:
+            settings = Settings.model_validate({"redis": {"key_prefix": prefix}})
+            return Wiring(settings, redis=redis_client, embedder=embedder,
+                          vectors=EdgeVectorStore(tmp / prefix, DIM)).stores()
+
+        source, target = stores("src"), stores("dst")
+        state = source.state
         upsert_s = 0.0
         t0 = time.perf_counter()
         base = datetime(2026, 1, 1, tzinfo=UTC)

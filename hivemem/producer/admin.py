@@ -52,10 +52,8 @@ def check_title(title: object) -> str:
 
 def transfer_stores(client: MemoryClient) -> Stores:
     """The stores export and import read and write (opens the vector store on first use)."""
-    settings = client.settings
-    return Stores(client._redis, client.keys, client.vector_store(),
-                  recent_window=settings.ingest.recent_window,
-                  embedder=client._embedder, lease_ms=settings.episodes.lease_ms)
+    client.vector_store()
+    return client._wiring.stores()
 
 
 class Admin:
@@ -72,10 +70,9 @@ class Admin:
     # -- plumbing --------------------------------------------------------------------------
 
     def _compactor(self) -> Compactor:
-        from hivemem.workers.compact import Compactor
-
         c = self._client
-        return Compactor(c._redis, c.keys, c.vector_store(), c.settings)
+        c.vector_store()  # opens the vector store (and the query model) on first use
+        return c._wiring.compactor()
 
     def _known(self, session_id: str) -> str:
         check_id("session_id", session_id)
@@ -300,10 +297,6 @@ class Admin:
 
         checked = check_mode(mode)
         stores = transfer_stores(self._client)
-        if stores.embedder is None:
-            from hivemem.providers.embedders import build_embedder
-
-            stores.embedder = build_embedder(self._client.settings.embedding)
         return import_from(stores, Path(path), checked, progress=progress)
 
     def backup(self, path: str | Path, *, progress: Progress | None = None) -> ExportSummary:

@@ -28,16 +28,14 @@ from hivemem.domain.timeline import TimelineEvent
 from hivemem.domain.turn import TurnDraft, check_budget, check_id, check_query
 from hivemem.errors import NotFound, ProcessingTimeout, ValidationError
 from hivemem.logs import ensure_quiet_default
-from hivemem.pipeline.topology import Keys, Topology
+from hivemem.pipeline.topology import Topology
 from hivemem.producer.admin import Admin
 from hivemem.producer.guard import IngestGuard
 from hivemem.producer.scoped import ScopedMemory
 from hivemem.producer.views import lifecycle_statuses
-from hivemem.store.episodes import EpisodeStore
-from hivemem.store.redis import Redis, connect
+from hivemem.runtime.wiring import Wiring
+from hivemem.store.redis import Redis
 from hivemem.store.reflection import ReflectionState
-from hivemem.store.state import SessionState
-from hivemem.store.streams import StreamStore
 from hivemem.transfer.exporter import ExportSummary
 from hivemem.transfer.importer import ImportSummary
 from hivemem.transfer.stores import Progress
@@ -86,12 +84,14 @@ class MemoryClient:
     ) -> None:
         ensure_quiet_default()
         self.settings = settings or Settings()
-        self._redis = redis_client or connect(self.settings.redis)
-        self.keys = Keys(self.settings.redis.key_prefix)
-        self._state = SessionState(self._redis, self.keys, self.settings.ingest.recent_window)
-        self._streams = StreamStore(self._redis, self.keys)
+        self._wiring = Wiring(self.settings, redis=redis_client, vectors=vector_store,
+                              embedder=embedder)
+        self._redis = self._wiring.redis
+        self.keys = self._wiring.keys
+        self._state = self._wiring.state
+        self._streams = self._wiring.streams
         self._guard = IngestGuard(self._redis, Topology(self.keys).embed, self.settings.ingest)
-        self._episodes = EpisodeStore(self._redis, self.keys, self.settings.episodes.lease_ms)
+        self._episodes = self._wiring.episodes
         self._vectors = vector_store
         self._embedder = embedder
         self._runtime = runtime
@@ -471,13 +471,9 @@ class MemoryClient:
         with self._lock:
             if self._recaller is None:
                 from hivemem.producer.recall import Recaller
-                from hivemem.providers.embedders import build_embedder
-                from hivemem.store.vectors.factory import open_vector_store
 
-                if self._embedder is None:
-                    self._embedder = build_embedder(self.settings.embedding, for_queries=True)
-                if self._vectors is None:
-                    self._vectors = open_vector_store(self.settings.qdrant, self._embedder.dim)
+                self._embedder = self._wiring.query_embedder
+                self._vectors = self._wiring.vectors
                 self._recaller = Recaller(
                     self._state, self._episodes, self._vectors, self._embedder
                 )

@@ -17,22 +17,16 @@ from typing import Any
 
 import structlog
 
-from hivemem.config import Settings, WorkerSettings
-from hivemem.pipeline.topology import Keys, Topology
-from hivemem.providers.embedders import Embedder, build_embedder
+from hivemem.config import Settings
+from hivemem.pipeline.topology import Topology
+from hivemem.providers.embedders import Embedder
 from hivemem.providers.reflector import Reflector
-from hivemem.store.episodes import EpisodeStore
+from hivemem.runtime.wiring import Wiring
 from hivemem.store.rebuild import rebuild_state, refeed_boundary
 from hivemem.store.redis import Redis, connect_fake, fake_server
 from hivemem.store.snapshot import SNAPSHOT, load_snapshot, save_snapshot
-from hivemem.store.state import SessionState
 from hivemem.store.streams import StreamStore
-from hivemem.store.vectors.edge import EdgeVectorStore
-from hivemem.workers.boundary import BoundaryHandler, boundary_kind, policy_from
-from hivemem.workers.embed import EmbedHandler, embed_kind
-from hivemem.workers.jobs import ThreadWorker, reflect_enqueuer
-from hivemem.workers.reflect import build_context, install_context, uninstall_context
-from hivemem.workers.stream import StreamWorker, WorkerKind
+from hivemem.workers.stream import StreamWorker
 
 log = structlog.get_logger(__name__)
 
@@ -59,29 +53,31 @@ class EmbeddedRuntime:
         self.path = Path(path)
         self.path.mkdir(parents=True, exist_ok=True)
         self.settings = settings
-        self.keys = Keys(settings.redis.key_prefix)
         self._server = fake_server()
         workers = workers or default_embed_workers()
-        # One embedder per embed thread (a model session is not shared between threads) with
-        # one ONNX thread each unless configured, and its own one for recall's queries.
-        one_thread = settings.embedding.model_copy(
-            update={"threads": settings.embedding.threads or 1}
+        # The vectors live in the folder whatever the settings say; each worker thread gets
+        # its own in-process connection, and each embed thread its own model session with
+        # one ONNX thread unless configured (recall's query model has its own).
+        folder = settings.qdrant.model_copy(update={"url": None, "path": self.path / "qdrant"})
+        server = self._server
+        self.wiring = Wiring(
+            settings.model_copy(update={"qdrant": folder}),
+            connector=lambda: connect_fake(server),
+            embedder=embedder,
+            reflector=reflector,
+            embed_threads=settings.embedding.threads or 1,
         )
-        if embedder is not None:
-            worker_embedders = [embedder] * workers
-            self.query_embedder = embedder
-        else:
-            worker_embedders = [build_embedder(one_thread) for _ in range(workers)]
-            self.query_embedder = build_embedder(settings.embedding, for_queries=True)
-        self.embedder = worker_embedders[0]
-        self.vectors = EdgeVectorStore(self.path / "qdrant", self.embedder.dim)
-        conn = connect_fake(self._server)
-        state = self._state(conn)
+        wiring = self.wiring
+        self.keys = wiring.keys
+        self.embedder = wiring.embedder
+        self.query_embedder = wiring.query_embedder
+        self.vectors = wiring.vectors
+        conn = wiring.redis
         started = time.perf_counter()
         restored = load_snapshot(conn, self.path / SNAPSHOT)
         # Turns written after the last snapshot (a crash) are recovered from Qdrant, and the
         # boundary stage is fed again from where its state stops.
-        sessions = rebuild_state(state, self.vectors)
+        sessions = rebuild_state(wiring.state, self.vectors)
         refed = refeed_boundary(conn, self.keys, self.vectors)
         log.info(
             "embedded.opened",
@@ -97,64 +93,39 @@ class EmbeddedRuntime:
         )
         self._workers: list[StreamWorker[Any]] = []
         self._threads: list[threading.Thread] = []
-        for i, worker_embedder in enumerate(worker_embedders):
-            conn = connect_fake(self._server)
-            handler = EmbedHandler(
-                worker_embedder, self.vectors, self._state(conn), StreamStore(conn, self.keys),
-                self.keys,
-            )
-            self._start(embed_kind(handler), conn, worker_settings, f"embed-{i}")
-        conn = connect_fake(self._server)
-        boundary = BoundaryHandler(
-            EpisodeStore(conn, self.keys, settings.episodes.lease_ms),
-            policy_from(settings.episodes),
-            reflect_enqueuer(conn, settings.episodes.reflect_queue, settings.reflection),
-        )
-        self._start(
-            boundary_kind(boundary), conn, worker_settings, "boundary"
-        )
-        if reflector is None:
-            from hivemem.workers.reflect import build_reflector_from
-
-            reflector = build_reflector_from(settings)
-        self._start_reflect(reflector)
-
-    def _start_reflect(self, reflector: Reflector | None) -> None:
-        conn = connect_fake(self._server)
-        self._reflect_context = build_context(
-            self.settings, conn, self.vectors, self.embedder, reflector
-        )
-        install_context(self._reflect_context)
-        self._reflect = ThreadWorker(conn, self.settings.episodes.reflect_queue)
+        for i in range(workers):
+            conn = wiring.connect()
+            worker_embedder = self.embedder if i == 0 else wiring.new_embedder()
+            self._start(wiring.embed_worker(
+                conn, embedder=worker_embedder, worker_settings=worker_settings,
+                consumer=f"embedded-embed-{i}",
+            ), f"embed-{i}")
+        self._start(wiring.boundary_worker(
+            wiring.connect(), worker_settings=worker_settings, consumer="embedded-boundary",
+        ), "boundary")
+        self._reflect = wiring.thread_worker()
         thread = threading.Thread(target=self._reflect.run, name="hivemem-reflect", daemon=True)
         self._threads.append(thread)
         thread.start()
 
-    def _start(
-        self, kind: WorkerKind[Any], conn: Redis, settings: WorkerSettings, name: str
-    ) -> None:
-        worker: StreamWorker[Any] = StreamWorker(
-            kind, StreamStore(conn, self.keys), settings, consumer=f"embedded-{name}"
-        )
+    def _start(self, worker: StreamWorker[Any], name: str) -> None:
         thread = threading.Thread(target=worker.run, name=f"hivemem-{name}", daemon=True)
         self._workers.append(worker)
         self._threads.append(thread)
         thread.start()
 
-    def _state(self, conn: Redis) -> SessionState:
-        return SessionState(conn, self.keys, self.settings.ingest.recent_window)
-
     def redis(self) -> Redis:
-        return connect_fake(self._server)
+        """A new connection to the in-process Redis (closed with the runtime)."""
+        return self.wiring.connect()
 
     def drain(self, timeout: float = 30.0) -> bool:
         """Wait until the embed stage has acked everything enqueued. True when it has."""
-        streams = StreamStore(connect_fake(self._server), self.keys)
+        streams = self.wiring.streams
         deadline = time.monotonic() + timeout
-        stages = Topology(self.keys).stages
+        stages = [(stage.stream, stage.group) for stage in Topology(self.keys).stages]
         while time.monotonic() < deadline:
             if all(
-                self._stage_idle(streams, s.stream, s.group) for s in stages
+                self._stage_idle(streams, stream, group) for stream, group in stages
             ) and self._reflect.idle():
                 return True
             time.sleep(0.01)
@@ -176,6 +147,5 @@ class EmbeddedRuntime:
         self._reflect.stop()
         for thread in self._threads:
             thread.join(timeout=5)
-        uninstall_context(self._reflect_context)
-        save_snapshot(connect_fake(self._server), self.path / SNAPSHOT)
-        self.vectors.close()
+        save_snapshot(self.wiring.redis, self.path / SNAPSHOT)
+        self.wiring.close()

@@ -13,7 +13,13 @@ import time
 from collections.abc import Callable, Iterator
 from typing import Any, TypeVar
 
-from prometheus_client import CollectorRegistry, Counter, Histogram, generate_latest
+from prometheus_client import (
+    CollectorRegistry,
+    Counter,
+    Histogram,
+    generate_latest,
+    start_http_server,
+)
 from prometheus_client.core import GaugeMetricFamily
 from prometheus_client.registry import Collector
 
@@ -69,8 +75,6 @@ class Metrics:
 
     def serve(self, port: int, addr: str = "0.0.0.0") -> Any:
         """Expose /metrics on its own HTTP thread (workers' ``--metrics-port``)."""
-        from prometheus_client import start_http_server
-
         return start_http_server(port, addr=addr, registry=self.registry)
 
     def instrument(self, kind: WorkerKind[M]) -> WorkerKind[M]:

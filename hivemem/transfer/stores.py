@@ -3,8 +3,7 @@
 from __future__ import annotations
 
 from collections.abc import Callable
-from dataclasses import dataclass, field
-from functools import cached_property
+from dataclasses import dataclass
 
 import numpy as np
 
@@ -23,28 +22,17 @@ Progress = Callable[[int], None]  # called with how many more records are done
 
 @dataclass
 class Stores:
+    """Built by `hivemem.runtime.wiring.Wiring.stores`."""
+
     redis: Redis
     keys: Keys
     vectors: VectorStore
+    state: SessionState
+    episodes: EpisodeStore
+    sessions: SessionStore
+    audit: AuditLog
     recent_window: int = 50
     embedder: Embedder | None = None  # needed only to import a file without vectors
-    lease_ms: int = field(default=10_000)
-
-    @cached_property
-    def sessions(self) -> SessionStore:
-        return SessionStore(self.redis, self.keys)
-
-    @cached_property
-    def audit(self) -> AuditLog:
-        return AuditLog(self.redis, self.keys)
-
-    @cached_property
-    def episodes(self) -> EpisodeStore:
-        return EpisodeStore(self.redis, self.keys, self.lease_ms)
-
-    @cached_property
-    def state(self) -> SessionState:
-        return SessionState(self.redis, self.keys, self.recent_window)
 
 
 def settle(vector: Vector, rounds: int = 8) -> Vector:

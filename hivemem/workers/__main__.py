@@ -1,6 +1,8 @@
 """`python -m hivemem.workers embed`: the same as `hivemem worker embed`."""
 
+import sys
+
 from hivemem.cli.main import main
 
 if __name__ == "__main__":
-    main(["worker", *__import__("sys").argv[1:]])
+    main(["worker", *sys.argv[1:]])

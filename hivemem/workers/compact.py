@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import time
 from dataclasses import dataclass, field
-from datetime import UTC, datetime
+from datetime import UTC, datetime, timedelta
 from typing import Any
 
 import numpy as np
@@ -36,6 +36,7 @@ from hivemem.store.redis import Redis
 from hivemem.store.reflection import ReflectionState
 from hivemem.store.sessions import SessionStore
 from hivemem.store.vectors.base import FACTS, Vector, VectorStore
+from hivemem.workers.jobs import JobContext
 
 log = structlog.get_logger(__name__)
 
@@ -136,12 +137,14 @@ class Compactor:
         return diff
 
 
-def compact_session(session_id: str, trigger: str = "schedule") -> dict[str, Any]:
-    """The rq job: compact one session with the configured policy. Returns the summary."""
-    from hivemem.workers.reflect import _current
-
-    ctx = _current()
-    compactor = Compactor(ctx.redis, ctx.keys, ctx.vectors, ctx.settings, ctx.lexical)
+def compact_session(
+    context: JobContext, session_id: str, trigger: str = "schedule"
+) -> dict[str, Any]:
+    """The rq job (its worker passes `context`): compact one session with the configured
+    policy. Returns the summary."""
+    compactor = Compactor(
+        context.redis, context.keys, context.vectors, context.settings, context.lexical
+    )
     diff = compactor.compact(session_id, trigger=trigger)
     return {"session_id": session_id, "run_id": diff.run_id, **diff.summary()}
 
@@ -155,8 +158,6 @@ def enqueue_compaction(
     delay_s: float = 0.0,
 ) -> str:
     """Put a compaction job on the reflect queue (after `delay_s`, via rq's scheduler)."""
-    from datetime import timedelta
-
     from rq import Queue
 
     queue = Queue(queue_name, connection=connection)

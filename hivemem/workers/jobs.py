@@ -1,16 +1,51 @@
-"""rq jobs enqueued by the stream stages, and the rq workers that run them."""
+"""rq jobs enqueued by the stream stages, what they run with, and the embedded-mode worker."""
 
 from __future__ import annotations
 
 import threading
-from typing import Any
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any
 
-from hivemem.config import ReflectionSettings
+from hivemem.config import ReflectionSettings, Settings
 from hivemem.domain.episode import Episode
-from hivemem.store.episodes import Enqueue
+from hivemem.pipeline.topology import Keys
+from hivemem.providers.embedders import Embedder
+from hivemem.providers.lexical import LexicalEncoder
+from hivemem.providers.reflector import Reflector
+from hivemem.store.episodes import Enqueue, EpisodeStore
 from hivemem.store.redis import Redis
+from hivemem.store.reflection import ReflectionState
+from hivemem.store.vectors.base import VectorStore
+from hivemem.workers.retries import promote_due_retries
+
+if TYPE_CHECKING:
+    from hivemem.workers.rqworker import ContextWorker
 
 REFLECT_JOB = "hivemem.workers.reflect.reflect_episode"
+REPLAY_JOB = "hivemem.workers.reflect.replay_episode"
+
+
+@dataclass
+class JobContext:
+    """What a job of the reflect queue (reflection, replay, compaction) runs with; built by
+    `hivemem.runtime.wiring` for the worker that runs the job, passed as its first argument."""
+
+    settings: Settings
+    redis: Redis
+    keys: Keys
+    episodes: EpisodeStore
+    state: ReflectionState
+    vectors: VectorStore
+    embedder: Embedder
+    reflector: Reflector
+    lexical: LexicalEncoder = field(default_factory=LexicalEncoder)
+    # Called with "reflected", "retry" or "failed" per episode (metrics).
+    on_outcome: Callable[[str], None] | None = None
+
+    def outcome(self, name: str) -> None:
+        if self.on_outcome is not None:
+            self.on_outcome(name)
 
 
 def reflect_job_id(episode_id: str) -> str:
@@ -45,7 +80,7 @@ def enqueue_replay(connection: Redis, queue_name: str, episode: Episode) -> str:
     from rq import Queue
 
     job = Queue(queue_name, connection=connection).enqueue_call(
-        "hivemem.workers.reflect.replay_episode",
+        REPLAY_JOB,
         args=(episode.episode_id, episode.session_id),
         job_id=f"replay-{episode.episode_id}-{threading.get_ident()}",
         failure_ttl=30 * 24 * 3600,
@@ -54,49 +89,47 @@ def enqueue_replay(connection: Redis, queue_name: str, episode: Episode) -> str:
 
 
 class ThreadWorker:
-    """An rq SimpleWorker that can live in a thread (embedded mode): no signal handlers,
-    timer-based job timeouts, and due retries moved back onto the queue by this loop."""
+    """Runs the reflect queue's jobs in a thread (embedded mode): a `ThreadContextWorker`
+    in burst passes, with due retries moved back onto the queue by this loop (there is no
+    rq scheduler process)."""
 
-    def __init__(self, connection: Redis, queue_name: str, *, poll_s: float = 0.05) -> None:
-        from rq import Queue, SimpleWorker
-        from rq.timeouts import TimerDeathPenalty
+    def __init__(
+        self, connection: Redis, queue_name: str, context: JobContext, *, poll_s: float = 0.05,
+    ) -> None:
+        from rq import Queue
 
-        class _Worker(SimpleWorker):
-            death_penalty_class = TimerDeathPenalty
+        from hivemem.workers.rqworker import ThreadContextWorker
 
-            def _install_signal_handlers(self) -> None:
-                pass
-
+        self.connection = connection
         self.queue = Queue(queue_name, connection=connection)
-        self.worker = _Worker([self.queue], connection=connection)
+        self.worker: ContextWorker = ThreadContextWorker(
+            [self.queue], context=context, connection=connection
+        )
         self.poll_s = poll_s
         self._stop = threading.Event()
-
-    def promote_due_retries(self) -> int:
-        from rq.job import Job
-        from rq.registry import ScheduledJobRegistry
-
-        registry = ScheduledJobRegistry(queue=self.queue)  # type: ignore[no-untyped-call]
-        ids = registry.get_jobs_to_schedule()
-        for job_id in ids:
-            job = Job.fetch(job_id, connection=self.queue.connection)
-            registry.remove(job)
-            self.queue.enqueue_job(job)
-        return len(ids)
+        # Set while this loop may hold a job: rq pops a job off the queue before it enters
+        # the started registry, and in that gap the queue and the registry both look empty.
+        self._busy = threading.Event()
 
     def idle(self) -> bool:
         """No job queued or running (retries scheduled for later do not count)."""
         from rq.registry import StartedJobRegistry
 
+        if self._busy.is_set():  # read first: nothing leaves the queue while it is clear
+            return False
         return self.queue.count == 0 and StartedJobRegistry(queue=self.queue).count == 0
 
     def run(self) -> None:
         while not self._stop.is_set():
-            self.promote_due_retries()
-            if self.queue.count:
-                self.worker.work(burst=True, logging_level="WARNING")
-            else:
-                self._stop.wait(self.poll_s)
+            promote_due_retries(self.connection, self.queue.name)
+            self._busy.set()
+            try:
+                if self.queue.count:
+                    self.worker.work(burst=True, logging_level="WARNING")
+                    continue
+            finally:
+                self._busy.clear()
+            self._stop.wait(self.poll_s)
 
     def stop(self) -> None:
         self._stop.set()

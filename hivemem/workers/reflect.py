@@ -10,93 +10,34 @@ overwrites what a crashed attempt wrote.
 from __future__ import annotations
 
 import time
-from collections.abc import Callable
-from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from typing import Any
 
 import numpy as np
 import structlog
 
-from hivemem.config import Settings
 from hivemem.domain.consolidation import Plan, plan_actions
 from hivemem.domain.episode import Episode
 from hivemem.domain.fact import VISIBLE, Fact
 from hivemem.domain.models import Turn
 from hivemem.domain.redact import redact
 from hivemem.domain.scope import owner_of
-from hivemem.errors import ConfigurationError, NotFound, ProviderError, RetryLater
-from hivemem.pipeline.topology import Keys
-from hivemem.providers.embedders import Embedder
-from hivemem.providers.lexical import LexicalEncoder
-from hivemem.providers.reflector import ReflectionRequest, Reflector
-from hivemem.store.episodes import EpisodeStore
-from hivemem.store.redis import Redis
-from hivemem.store.reflection import ReflectionState, SessionLock
-from hivemem.store.vectors.base import VectorStore
+from hivemem.errors import NotFound, ProviderError, RetryLater
+from hivemem.providers.reflector import ReflectionRequest
+from hivemem.store.reflection import SessionLock
+from hivemem.workers.jobs import JobContext
 
 log = structlog.get_logger(__name__)
 
 
-@dataclass
-class ReflectContext:
-    """What a reflect job needs; built once per worker process by its entry point."""
-
-    settings: Settings
-    redis: Redis
-    keys: Keys
-    episodes: EpisodeStore
-    state: ReflectionState
-    vectors: VectorStore
-    embedder: Embedder
-    reflector: Reflector
-    lexical: LexicalEncoder = field(default_factory=LexicalEncoder)
-    # Called with "reflected", "retry" or "failed" per episode (metrics).
-    on_outcome: Callable[[str], None] | None = None
-
-    def outcome(self, name: str) -> None:
-        if self.on_outcome is not None:
-            self.on_outcome(name)
-
-
-# Contexts by the Redis connection pool of the worker that runs the job: one per worker
-# process, or one per embedded runtime when several live in one process (tests).
-# (The pool is kept with the context: an id() alone could be reused by a later pool.)
-_contexts: dict[int, tuple[Any, ReflectContext]] = {}
-
-
-def install_context(context: ReflectContext) -> None:
-    """Called by `hivemem worker reflect` and by embedded mode before any job runs."""
-    pool = context.redis.connection_pool
-    _contexts[id(pool)] = (pool, context)
-
-
-def uninstall_context(context: ReflectContext) -> None:
-    _contexts.pop(id(context.redis.connection_pool), None)
-
-
-def _current() -> ReflectContext:
-    from rq import get_current_job
-
-    job = get_current_job()
-    if job is not None:
-        pool = job.connection.connection_pool
-        found = _contexts.get(id(pool))
-        if found is not None and found[0] is pool:
-            return found[1]
-    if len(_contexts) == 1:
-        return next(iter(_contexts.values()))[1]
-    raise ConfigurationError("reflect job ran without a context (start it with hivemem worker)")
-
-
-def reflect_episode(episode_id: str, session_id: str) -> dict[str, Any]:
-    """The rq job. Returns a summary (kept by rq as the job result).
+def reflect_episode(context: JobContext, episode_id: str, session_id: str) -> dict[str, Any]:
+    """The rq job (its worker passes `context`). Returns a summary (kept by rq as the job result).
 
     Transient failures (`RetryLater`) use the job's retries; a permanent one (bad output
     after the repair attempt, a 4xx) fails at once into rq's failed registry.
     """
     try:
-        return Reflection(_current()).reflect_up_to(session_id, episode_id)
+        return Reflection(context).reflect_up_to(session_id, episode_id)
     except (ProviderError, NotFound):  # permanent: a retry would fail the same way
         _no_retries()
         raise
@@ -111,7 +52,7 @@ def _no_retries() -> None:
 
 
 class Reflection:
-    def __init__(self, context: ReflectContext) -> None:
+    def __init__(self, context: JobContext) -> None:
         self.ctx = context
         self.settings = context.settings.reflection
 
@@ -272,7 +213,7 @@ def _scope_record(turn: Turn) -> dict[str, Any]:
     return {"visibility": turn.visibility, "agent_id": turn.agent_id}
 
 
-def _audit(ctx: ReflectContext, plan: Plan, prior: list[Fact], episode: Episode) -> None:
+def _audit(ctx: JobContext, plan: Plan, prior: list[Fact], episode: Episode) -> None:
     """Every status change the plan made goes to the session's audit log."""
     from hivemem.domain.audit import reflection_events
     from hivemem.store.audit import AuditLog
@@ -281,9 +222,8 @@ def _audit(ctx: ReflectContext, plan: Plan, prior: list[Fact], episode: Episode)
     AuditLog(ctx.redis, ctx.keys).append(events)
 
 
-def replay_episode(episode_id: str, session_id: str) -> dict[str, Any]:
+def replay_episode(context: JobContext, episode_id: str, session_id: str) -> dict[str, Any]:
     """rq job: reflect one episode again, out of order (see `Reflection.replay`)."""
-    context = _current()
     episode = context.episodes.episode(episode_id)
     if episode is None or episode.session_id != session_id:
         _no_retries()
@@ -293,33 +233,3 @@ def replay_episode(episode_id: str, session_id: str) -> dict[str, Any]:
     except ProviderError:
         _no_retries()
         raise
-
-
-def build_reflector_from(settings: Settings) -> Reflector:
-    """The configured LLM reflector, or the heuristic one when no LLM is configured."""
-    from hivemem.providers.heuristic import HeuristicReflector
-    from hivemem.providers.llm import build_reflector
-
-    return build_reflector(settings.llm) or HeuristicReflector()
-
-
-def build_context(
-    settings: Settings,
-    redis_client: Redis,
-    vectors: VectorStore,
-    embedder: Embedder,
-    reflector: Reflector | None = None,
-) -> ReflectContext:
-    from hivemem.providers.heuristic import HeuristicReflector
-
-    keys = Keys(settings.redis.key_prefix)
-    return ReflectContext(
-        settings=settings,
-        redis=redis_client,
-        keys=keys,
-        episodes=EpisodeStore(redis_client, keys, settings.episodes.lease_ms),
-        state=ReflectionState(redis_client, keys),
-        vectors=vectors,
-        embedder=embedder,
-        reflector=reflector or HeuristicReflector(),
-    )

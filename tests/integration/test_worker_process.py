@@ -27,6 +27,7 @@ from integration_support import (
 )
 
 from hivemem.producer.client import MemoryClient
+from hivemem.store.reflection import ReflectionState
 from hivemem.store.state import SessionState
 from hivemem.store.vectors.edge import EdgeVectorStore
 
@@ -296,3 +297,33 @@ def test_no_vector_store_configured_says_which_variable_to_set(redis_url: str) -
     assert code != 0
     assert "Traceback" not in output
     assert "HIVEMEM_QDRANT__PATH" in _flat(output) and "HIVEMEM_QDRANT__URL" in _flat(output)
+
+
+def test_reflect_worker_process_runs_the_jobs_enqueued_by_the_boundary_stage(
+    tmp_path: Path, redis_url: str, real_redis: redis.Redis, start_worker
+) -> None:
+    """embed, boundary and reflect workers as three processes (in turn, with --burst): the
+    reflect process hands the jobs it picks up (enqueued by name by the boundary process)
+    the context its wiring built, and reports how many it ran."""
+    env = worker_env(redis_url, tmp_path / "qdrant")
+    sessions = ["reflect-a", "reflect-b"]
+    with MemoryClient(server_settings(redis_url)) as producer:
+        for sid in sessions:
+            producer.ingest(sid, "user", "We decided to use PostgreSQL for the database")
+            producer.ingest(sid, "assistant", "Okay, PostgreSQL it is.")
+            producer.close_session(sid)
+    for kind in ("embed", "boundary"):
+        stage = start_worker(env, "--burst", command=[*WORKER_MODULE[:-1], kind])
+        assert stage.wait(timeout=60) == 0, stage.output()
+    reflect = start_worker(env, "--burst", command=[*WORKER_MODULE[:-1], "reflect"])
+    assert reflect.wait(timeout=60) == 0, reflect.output()
+    assert reflect.summary()["handled"] == len(sessions)
+    state = ReflectionState(real_redis, KEYS)
+    assert [state.reflected(sid) for sid in sessions] == [1, 1]
+    assert {t["reflector"] for t in state.traces(10)} == {"heuristic"}
+    store = EdgeVectorStore(tmp_path / "qdrant", 64)
+    try:
+        for sid in sessions:
+            assert store.list_facts(sid, ["active"]), sid
+    finally:
+        store.close()

@@ -158,8 +158,8 @@ def test_scheduled_compaction_runs_as_a_job(
 ) -> None:
     from rq import Queue
 
+    from hivemem.runtime.wiring import Wiring
     from hivemem.workers.compact import compact_session, schedule_after_reflection
-    from hivemem.workers.reflect import build_context, install_context, uninstall_context
 
     client, drain = pipeline
     seed(client, drain)
@@ -170,12 +170,9 @@ def test_scheduled_compaction_runs_as_a_job(
     assert job_id == "compact-s1-ep2"
     queue = Queue(settings.episodes.reflect_queue, connection=redis_client)
     assert job_id in queue.job_ids
-    context = build_context(every, redis_client, client.vector_store(), HashingEmbedder(1024))
-    install_context(context)
-    try:
-        summary = compact_session("s1", "schedule")
-    finally:
-        uninstall_context(context)
+    context = Wiring(every, redis=redis_client, vectors=client.vector_store(),
+                     embedder=HashingEmbedder(1024)).job_context()
+    summary = compact_session(context, "s1", "schedule")
     assert summary["merged"] == 1 and summary["archived"] == 1
     assert all(e.cause.endswith("(schedule)") for e in client.audit_log("s1"))
     assert {f.status for f in client.facts("s1", include_history=True)} == {

@@ -18,7 +18,6 @@ from hivemem import MemoryClient, Settings
 from hivemem.config import LLMConfig
 from hivemem.domain.consolidation import plan_actions
 from hivemem.domain.fact import Fact, FactAction, FactKind, FactStatus
-from hivemem.pipeline.topology import Keys
 from hivemem.providers.embedders import HashingEmbedder
 from hivemem.providers.heuristic import HeuristicReflector, subject_of
 from hivemem.providers.llm import build_reflector
@@ -254,24 +253,16 @@ def test_concurrent_reflect_workers_never_leave_two_current_versions(
 ) -> None:
     """3 reflect workers (threads, own connections) on a real redis-server, 12 sessions
     whose episodes all close at once: every subject ends with exactly one current fact."""
+    from hivemem.runtime.wiring import Wiring
     from hivemem.store.vectors.server import ServerVectorStore
-    from hivemem.workers.jobs import ThreadWorker
-    from hivemem.workers.reflect import build_context, install_context, uninstall_context
 
     base = redis_server.client()
     base.flushall()
     emb = HashingEmbedder(1024)
     vectors = ServerVectorStore(settings.qdrant, emb.dim, location=":memory:")
     client = MemoryClient(settings, redis_client=base, vector_store=vectors, embedder=emb)
-    from hivemem.store.episodes import EpisodeStore
-    from hivemem.store.state import SessionState
-    from hivemem.store.streams import StreamStore
-    from hivemem.workers.boundary import BoundaryHandler, boundary_kind, policy_from
-    from hivemem.workers.embed import EmbedHandler, embed_kind
-    from hivemem.workers.jobs import reflect_enqueuer
-    from hivemem.workers.stream import StreamWorker
+    wiring = Wiring(settings, redis=base, vectors=vectors, embedder=emb)
 
-    keys = Keys(settings.redis.key_prefix)
     sessions = [f"c{i}" for i in range(12)]
     for sid in sessions:
         for i, (role, text) in enumerate(SCRIPT):
@@ -279,21 +270,14 @@ def test_concurrent_reflect_workers_never_leave_two_current_versions(
             if i in (3, 5, 7):
                 client.close_episode(sid)
         client.close_session(sid)
-    StreamWorker(embed_kind(EmbedHandler(emb, vectors, SessionState(base, keys, 50),
-                                         StreamStore(base, keys), keys)),
-                 StreamStore(base, keys), settings.worker).run(burst=True)
-    StreamWorker(boundary_kind(BoundaryHandler(
-        EpisodeStore(base, keys, 5000), policy_from(settings.episodes),
-        reflect_enqueuer(base, settings.episodes.reflect_queue, settings.reflection))),
-        StreamStore(base, keys), settings.worker).run(burst=True)
+    wiring.embed_worker().run(burst=True)
+    wiring.boundary_worker().run(burst=True)
 
-    workers, threads, contexts = [], [], []
+    workers, threads = [], []
     for _ in range(3):
-        conn = redis_server.client()
-        ctx = build_context(settings, conn, vectors, emb)
-        install_context(ctx)
-        contexts.append(ctx)
-        worker = ThreadWorker(conn, settings.episodes.reflect_queue)
+        # Each worker: its own connection, and a context of its own on it.
+        worker = wiring.thread_worker(redis_server.client())
+        assert worker.worker.context.redis is worker.connection
         workers.append(worker)
         threads.append(threading.Thread(target=worker.run, daemon=True))
     for t in threads:
@@ -306,8 +290,6 @@ def test_concurrent_reflect_workers_never_leave_two_current_versions(
             w.stop()
         for t in threads:
             t.join(5)
-        for ctx in contexts:
-            uninstall_context(ctx)
     for sid in sessions:
         current = client.facts(sid)
         subjects = [f.subject for f in current if f.subject]

@@ -1,0 +1,278 @@
+"""The composition root: every store, provider and worker is built here, from `Settings`.
+
+Entry points (the SDK client, embedded mode, `hivemem worker KIND`, the CLI) make one
+`Wiring` and take what they need from it; nothing else constructs a store. Parts are built
+on first use and cached, so an ingest-only producer never loads a model or opens Qdrant.
+Tests (and embedded mode) hand in ready parts instead: a Redis connection (or how to open
+more of them), a vector store, an embedder, a reflector. `close()` closes what the wiring
+opened itself and nothing that was handed in.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from functools import cached_property
+from typing import TYPE_CHECKING, Any, Self
+
+from hivemem.config import Settings, WorkerSettings
+from hivemem.pipeline.topology import Keys
+from hivemem.providers.embedders import Embedder, build_embedder
+from hivemem.providers.heuristic import HeuristicReflector
+from hivemem.providers.llm import build_reflector
+from hivemem.providers.reflector import Reflector
+from hivemem.store.audit import AuditLog
+from hivemem.store.episodes import EpisodeStore
+from hivemem.store.redis import Redis, connect
+from hivemem.store.reflection import ReflectionState
+from hivemem.store.sessions import SessionStore
+from hivemem.store.state import SessionState
+from hivemem.store.streams import StreamStore
+from hivemem.store.vectors.base import VectorStore
+from hivemem.store.vectors.factory import open_vector_store
+from hivemem.transfer.stores import Stores
+from hivemem.workers.boundary import BoundaryHandler, boundary_kind, policy_from
+from hivemem.workers.compact import Compactor
+from hivemem.workers.embed import EmbedHandler, embed_kind
+from hivemem.workers.jobs import JobContext, ThreadWorker, reflect_enqueuer
+from hivemem.workers.stream import StreamWorker, WorkerKind
+
+if TYPE_CHECKING:
+    from hivemem.workers.rqworker import ContextWorker
+
+StageKind = WorkerKind[Any]
+
+
+class Wiring:
+    """Builds and caches the parts of one installation (one Redis, one vector store).
+
+    `redis`: use this connection (not closed here). `connector`: how to open another
+    connection for a worker thread (default: a new one from `settings.redis`, or `redis`
+    itself when only that was given). `vectors`, `embedder` (for documents and queries
+    alike), `reflector`: use these instead of building them from settings. `embed_threads`:
+    ONNX threads of each document embedder built here (embedded mode runs one per thread).
+    """
+
+    def __init__(
+        self,
+        settings: Settings,
+        *,
+        redis: Redis | None = None,
+        connector: Callable[[], Redis] | None = None,
+        vectors: VectorStore | None = None,
+        embedder: Embedder | None = None,
+        reflector: Reflector | None = None,
+        embed_threads: int | None = None,
+    ) -> None:
+        self.settings = settings
+        self._redis = redis
+        self._connector = connector
+        self._vectors = vectors
+        self._embedder = embedder
+        self._reflector = reflector
+        self.embed_threads = embed_threads
+        self._opened: list[Redis] = []
+        self._owns_vectors = False
+
+    # -- connections -----------------------------------------------------------------------
+
+    def connect(self) -> Redis:
+        """A connection of its own (a worker thread's); closed by `close()` if opened here."""
+        if self._connector is not None:
+            conn = self._connector()
+        elif self._redis is not None:
+            return self._redis  # handed in: its pool serves every thread
+        else:
+            conn = connect(self.settings.redis)
+        self._opened.append(conn)
+        return conn
+
+    @cached_property
+    def redis(self) -> Redis:
+        return self._redis if self._redis is not None else self.connect()
+
+    @cached_property
+    def keys(self) -> Keys:
+        return Keys(self.settings.redis.key_prefix)
+
+    # -- stores ----------------------------------------------------------------------------
+
+    @cached_property
+    def state(self) -> SessionState:
+        return self.session_state(self.redis)
+
+    def session_state(self, conn: Redis) -> SessionState:
+        return SessionState(conn, self.keys, self.settings.ingest.recent_window)
+
+    @cached_property
+    def streams(self) -> StreamStore:
+        return StreamStore(self.redis, self.keys)
+
+    @cached_property
+    def episodes(self) -> EpisodeStore:
+        return self.episode_store(self.redis)
+
+    def episode_store(self, conn: Redis) -> EpisodeStore:
+        return EpisodeStore(conn, self.keys, self.settings.episodes.lease_ms)
+
+    @cached_property
+    def sessions(self) -> SessionStore:
+        return SessionStore(self.redis, self.keys)
+
+    @cached_property
+    def audit(self) -> AuditLog:
+        return AuditLog(self.redis, self.keys)
+
+    @cached_property
+    def vectors(self) -> VectorStore:
+        """The configured vector store (a Qdrant server, or the embedded engine on a folder)."""
+        if self._vectors is not None:
+            return self._vectors
+        store = open_vector_store(self.settings.qdrant, self._dim())
+        self._owns_vectors = True
+        return store
+
+    def _dim(self) -> int:
+        # Both embedders run the same model: take the dimension from whichever is loaded
+        # already, so that a client (queries only) never loads a second model for it.
+        for name in ("query_embedder", "embedder"):
+            built = self.__dict__.get(name)
+            if built is not None:
+                return int(built.dim)
+        return self.embedder.dim
+
+    def stores(self) -> Stores:
+        """What export and import read and write (the query model embeds imported text)."""
+        return Stores(
+            redis=self.redis, keys=self.keys, vectors=self.vectors, state=self.state,
+            episodes=self.episodes, sessions=self.sessions, audit=self.audit,
+            recent_window=self.settings.ingest.recent_window, embedder=self.query_embedder,
+        )
+
+    def compactor(self) -> Compactor:
+        return Compactor(self.redis, self.keys, self.vectors, self.settings)
+
+    # -- providers -------------------------------------------------------------------------
+
+    @cached_property
+    def embedder(self) -> Embedder:
+        """The document embedder (embed workers, reflection)."""
+        return self.new_embedder()
+
+    def new_embedder(self) -> Embedder:
+        """Another document embedder (a model session is not shared between threads); the
+        handed-in embedder when there is one."""
+        if self._embedder is not None:
+            return self._embedder
+        embedding = self.settings.embedding
+        if self.embed_threads is not None:
+            embedding = embedding.model_copy(update={"threads": self.embed_threads})
+        return build_embedder(embedding)
+
+    @cached_property
+    def query_embedder(self) -> Embedder:
+        """Recall's embedder (its own ONNX threads)."""
+        if self._embedder is not None:
+            return self._embedder
+        return build_embedder(self.settings.embedding, for_queries=True)
+
+    @cached_property
+    def reflector(self) -> Reflector:
+        """The configured LLM reflector, or the heuristic one when no LLM is configured."""
+        if self._reflector is not None:
+            return self._reflector
+        return build_reflector(self.settings.llm) or HeuristicReflector()
+
+    # -- workers ---------------------------------------------------------------------------
+
+    def embed_stage(self, conn: Redis | None = None, embedder: Embedder | None = None) -> StageKind:
+        conn = conn or self.redis
+        handler = EmbedHandler(
+            embedder or self.embedder, self.vectors, self.session_state(conn),
+            StreamStore(conn, self.keys), self.keys,
+        )
+        return embed_kind(handler)
+
+    def boundary_stage(self, conn: Redis | None = None) -> StageKind:
+        conn = conn or self.redis
+        handler = BoundaryHandler(
+            self.episode_store(conn),
+            policy_from(self.settings.episodes),
+            reflect_enqueuer(conn, self.settings.episodes.reflect_queue, self.settings.reflection),
+        )
+        return boundary_kind(handler)
+
+    def stream_worker(
+        self, stage: StageKind, conn: Redis | None = None, *,
+        worker_settings: WorkerSettings | None = None, consumer: str | None = None,
+    ) -> StreamWorker[Any]:
+        return StreamWorker(
+            stage, StreamStore(conn or self.redis, self.keys),
+            worker_settings or self.settings.worker, consumer=consumer,
+        )
+
+    def embed_worker(
+        self, conn: Redis | None = None, *, embedder: Embedder | None = None,
+        worker_settings: WorkerSettings | None = None, consumer: str | None = None,
+    ) -> StreamWorker[Any]:
+        return self.stream_worker(
+            self.embed_stage(conn, embedder), conn,
+            worker_settings=worker_settings, consumer=consumer,
+        )
+
+    def boundary_worker(
+        self, conn: Redis | None = None, *,
+        worker_settings: WorkerSettings | None = None, consumer: str | None = None,
+    ) -> StreamWorker[Any]:
+        return self.stream_worker(
+            self.boundary_stage(conn), conn, worker_settings=worker_settings, consumer=consumer
+        )
+
+    def job_context(self, conn: Redis | None = None) -> JobContext:
+        """What the jobs of the reflect queue run with, on `conn` (default: `redis`)."""
+        conn = conn or self.redis
+        return JobContext(
+            settings=self.settings,
+            redis=conn,
+            keys=self.keys,
+            episodes=self.episode_store(conn),
+            state=ReflectionState(conn, self.keys),
+            vectors=self.vectors,
+            embedder=self.embedder,
+            reflector=self.reflector,
+        )
+
+    def reflect_worker(
+        self, conn: Redis | None = None, *, name: str | None = None,
+        context: JobContext | None = None,
+    ) -> ContextWorker:
+        """An rq worker of the reflect queue for this process (`hivemem worker reflect`)."""
+        from rq import Queue
+
+        from hivemem.workers.rqworker import ContextWorker
+
+        conn = conn or self.redis
+        queue = Queue(self.settings.episodes.reflect_queue, connection=conn)
+        return ContextWorker(
+            [queue], context=context or self.job_context(conn), connection=conn, name=name
+        )
+
+    def thread_worker(self, conn: Redis | None = None) -> ThreadWorker:
+        """The reflect queue's worker as a thread (embedded mode), on its own connection."""
+        conn = conn or self.connect()
+        return ThreadWorker(conn, self.settings.episodes.reflect_queue, self.job_context(conn))
+
+    # -- lifecycle -------------------------------------------------------------------------
+
+    def close(self) -> None:
+        """Close the vector store and the connections opened here (handed-in parts stay open)."""
+        if self._owns_vectors:
+            self.__dict__.pop("vectors").close()
+            self._owns_vectors = False
+        while self._opened:
+            self._opened.pop().close()
+
+    def __enter__(self) -> Self:
+        return self
+
+    def __exit__(self, *_exc: object) -> None:
+        self.close()

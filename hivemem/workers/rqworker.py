@@ -1,0 +1,69 @@
+"""rq workers that hand their `JobContext` to every job they run.
+
+A job function of the reflect queue takes the context as its first argument; the job
+itself carries only ids (enqueued by name, it runs in whichever worker process picks it
+up). The worker, built by `hivemem.runtime.wiring`, holds the context and passes it in, so
+several workers in one process (embedded runtimes in tests, threads on one server) never
+share or clobber each other's stores, models or reflectors.
+
+This module imports rq at the top: import it lazily (rq is a heavy optional dependency).
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from rq import Queue, SimpleWorker
+from rq.executions import Execution
+from rq.job import Job
+from rq.timeouts import TimerDeathPenalty
+
+from hivemem.errors import HivememError
+from hivemem.store.redis import Redis
+from hivemem.workers.jobs import JobContext
+
+
+class ContextJob(Job):
+    """A job whose function is called as ``func(context, *args, **kwargs)``."""
+
+    context: JobContext | None = None
+
+    def _execute(self) -> Any:
+        if self.context is None:
+            raise HivememError(
+                f"job {self.id} needs a hivemem worker (hivemem worker reflect) to run it"
+            )
+        return self.func(self.context, *self.args, **self.kwargs)
+
+
+class ContextWorker(SimpleWorker):
+    """A SimpleWorker (jobs run in this process, so models and clients load once) that
+    gives each job its context."""
+
+    job_class = ContextJob
+
+    def __init__(
+        self, queues: list[Queue], *, context: JobContext, connection: Redis,
+        name: str | None = None,
+    ) -> None:
+        super().__init__(queues, connection=connection, name=name, job_class=ContextJob)
+        self.context = context
+        # rq counts successes in the worker's Redis hash only (gone once the worker quits).
+        self.handled = 0
+
+    def perform_job(self, job: Job, queue: Queue, execution: Execution) -> bool:
+        if isinstance(job, ContextJob):
+            job.context = self.context
+        succeeded = bool(super().perform_job(job, queue, execution))
+        self.handled += succeeded
+        return succeeded
+
+
+class ThreadContextWorker(ContextWorker):
+    """A ContextWorker that can live in a thread (embedded mode): no signal handlers,
+    timer-based job timeouts."""
+
+    death_penalty_class = TimerDeathPenalty
+
+    def _install_signal_handlers(self) -> None:
+        pass  # signals reach the main thread only; the owner stops this worker itself
