@@ -99,8 +99,8 @@ def open_redis(tmp: Path) -> tuple[Any, str, Any]:
 
 
 def bench_compaction(n: int, log: Callable[[str], None]) -> dict[str, Any]:
-    from hivemem.config import Settings
-    from hivemem.domain.compaction import CompactionPolicy, plan_compaction
+    from hivemem.config import CompactionPolicy, Settings
+    from hivemem.domain.compaction import plan_compaction
     from hivemem.pipeline.topology import Keys
     from hivemem.store.vectors.edge import EdgeVectorStore
     from hivemem.workers.compact import Compactor

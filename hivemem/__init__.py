@@ -6,9 +6,9 @@ methods return, and every error they raise. Importing it loads neither rq, faste
 embedded Qdrant engine; those load when a worker or a recall first needs them.
 """
 
-from hivemem.config import Settings
+from hivemem.config import CompactionPolicy, Settings
 from hivemem.domain.audit import AuditEvent
-from hivemem.domain.compaction import CompactionDiff, CompactionPolicy
+from hivemem.domain.compaction import CompactionDiff
 from hivemem.domain.episode import Episode
 from hivemem.domain.fact import Fact
 from hivemem.domain.models import (

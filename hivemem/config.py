@@ -10,10 +10,8 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Literal
 
-from pydantic import BaseModel, Field, SecretStr, field_validator, model_validator
+from pydantic import BaseModel, ConfigDict, Field, SecretStr, model_validator
 from pydantic_settings import BaseSettings, SettingsConfigDict
-
-from hivemem.domain.compaction import CompactionPolicy
 
 
 class RedisSettings(BaseModel):
@@ -137,22 +135,51 @@ class ReflectionSettings(BaseModel):
     retry_intervals_s: list[int] = Field(default_factory=lambda: [5, 30, 120])
 
 
+# The recall presets (`hivemem.domain.recall.policy.PRESETS` is keyed by them; a test pins it).
+PresetName = Literal["cheap", "balanced", "high_recall", "agent_state"]
+
+
 class RecallSettings(BaseModel):
     """Recall defaults; everything else a recall does is its policy
     (`hivemem.domain.recall.policy`)."""
 
     default_token_budget: int = Field(default=4000, ge=1)
-    # cheap, balanced, high_recall or agent_state.
-    default_preset: str = "balanced"
+    default_preset: PresetName = "balanced"
 
-    @field_validator("default_preset")
-    @classmethod
-    def _known_preset(cls, value: str) -> str:
-        from hivemem.domain.recall.policy import PRESETS
 
-        if value not in PRESETS:
-            raise ValueError(f"unknown preset {value!r}; one of {sorted(PRESETS)}")
-        return value
+# The kinds of fact (`hivemem.domain.fact.FactKind` has the same values; a test pins it).
+FactKindName = Literal["decision", "constraint", "failure", "goal", "preference", "fact"]
+
+
+class CompactionPolicy(BaseModel):
+    """What a compaction run does. Ages are measured in days on the session's clock."""
+
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+    merge: bool = True
+    merge_threshold: float = Field(default=0.92, gt=0, le=1.0)
+    archive_stale: bool = True
+    # Age alone archives nothing in a small session: staleness prunes only while the session
+    # holds more than this many active facts (on LoCoMo, ~40 facts a conversation, an old
+    # fact was sometimes the only way recall reached its turn).
+    stale_above: int = Field(default=200, ge=0)
+    stale_after_days: float = Field(default=30.0, ge=0)
+    archive_below: float = Field(default=0.3, ge=0)
+    half_life_days: float = Field(default=30.0, gt=0)
+    max_active_facts: int = Field(default=1000, ge=1)
+    assign_layers: bool = True
+    # Kinds that are the agent's operational state (what it must keep doing or respecting).
+    operational_kinds: tuple[FactKindName, ...] = (
+        "goal", "constraint", "decision",
+    )
+    # Kinds that record something that happened (episodic memory).
+    episodic_kinds: tuple[FactKindName, ...] = ("failure",)
+    # Durable: stated this many times, or this confident.
+    durable_support: int = Field(default=2, ge=1)
+    durable_confidence: float = Field(default=0.9, ge=0, le=1.0)
+    # Newer than this, an unconfirmed fact is working memory; older, short-term (ages out).
+    working_days: float = Field(default=1.0, ge=0)
+
 
 
 class CompactionSettings(CompactionPolicy):

@@ -8,6 +8,8 @@ import sys
 
 import structlog
 
+from hivemem.domain.redact import MASK, redact
+
 _SECRET_FIELD = re.compile(
     r"(?i)(api_?key|password|passwd|secret|token|authorization|credentials?|private_key)"
 )
@@ -18,8 +20,6 @@ def redact_secrets(
 ) -> structlog.typing.EventDict:
     """Last step before rendering: no key, password or token reaches a log line (by the
     field's name, or by the value's shape: `hivemem.domain.redact`)."""
-    from hivemem.domain.redact import MASK, redact
-
     for key, value in event.items():
         if _SECRET_FIELD.fullmatch(key) and value:
             event[key] = MASK

@@ -24,7 +24,8 @@ INSTRUCTIONS = (
 
 def build_server(memory: ScopedMemory) -> Any:
     """An MCP server (mcp 2's `MCPServer`) acting through `memory` (one namespace)."""
-    from mcp.server.mcpserver import MCPServer
+    # Lazy like every heavy optional dependency (see pyproject's banned-module-level-imports).
+    from mcp.server.mcpserver import MCPServer  # noqa: PLC0415
 
     server = MCPServer("hivemem", instructions=INSTRUCTIONS, version=__version__)
 

@@ -24,6 +24,7 @@ from hivemem.api.observe import Observe
 from hivemem.api.routes import build_router
 from hivemem.api.schemas import Health
 from hivemem.config import Settings
+from hivemem.logs import configure_logging
 from hivemem.producer.admin import READY, Admin
 from hivemem.producer.client import MemoryClient
 from hivemem.producer.scoped import ScopedMemory
@@ -105,8 +106,6 @@ def _operations(app: FastAPI, admin: Admin, registry: Metrics) -> None:
 
 def from_env() -> FastAPI:
     """The app from `Settings()` (the environment): what each `serve --workers` process runs."""
-    from hivemem.logs import configure_logging
-
     settings = Settings()
     configure_logging(settings.log_level, settings.log_json)
     return create_app(settings)

@@ -10,13 +10,13 @@ import sys
 from pathlib import Path
 from typing import Any
 
+from hivemem.api.app import create_app
+from hivemem.config import Settings
+from hivemem.producer.client import MemoryClient
+from hivemem.store.redis import connect_fake, fake_server
+
 
 def openapi() -> dict[str, Any]:
-    from hivemem.api.app import create_app
-    from hivemem.config import Settings
-    from hivemem.producer.client import MemoryClient
-    from hivemem.store.redis import connect_fake, fake_server
-
     settings = Settings.model_validate({})
     client = MemoryClient(settings, redis_client=connect_fake(fake_server()))
     spec: dict[str, Any] = create_app(settings, client=client).openapi()

@@ -13,8 +13,8 @@ from rich.table import Table
 from rich.text import Text
 
 from hivemem.domain.fact import Fact, FactStatus
+from hivemem.domain.ids import check_id
 from hivemem.domain.models import ContextItem
-from hivemem.domain.turn import check_id
 from hivemem.errors import ValidationError
 
 

@@ -36,8 +36,9 @@ import numpy as np
 import numpy.typing as npt
 from pydantic import BaseModel, ConfigDict, Field
 
+from hivemem.config import CompactionPolicy
 from hivemem.domain.consolidation import contradicts, normalise
-from hivemem.domain.fact import Fact, FactKind, FactStatus
+from hivemem.domain.fact import Fact, FactStatus
 
 Layer = Literal["short_term", "working", "episodic", "semantic", "operational", "archived"]
 # Ordered from the most transient to the most durable (archived is outside the order).
@@ -46,36 +47,6 @@ ARCHIVED_LAYER = "archived"
 _RANK = {name: i for i, name in enumerate(LAYERS)}
 _DAY_S = 86400.0
 _BLOCK = 512  # rows per similarity block: 512 x 10k float32 = 20 MB
-
-
-class CompactionPolicy(BaseModel):
-    """What a compaction run does. Ages are measured in days on the session's clock."""
-
-    model_config = ConfigDict(frozen=True, extra="forbid")
-
-    merge: bool = True
-    merge_threshold: float = Field(default=0.92, gt=0, le=1.0)
-    archive_stale: bool = True
-    # Age alone archives nothing in a small session: staleness prunes only while the session
-    # holds more than this many active facts (on LoCoMo, ~40 facts a conversation, an old
-    # fact was sometimes the only way recall reached its turn).
-    stale_above: int = Field(default=200, ge=0)
-    stale_after_days: float = Field(default=30.0, ge=0)
-    archive_below: float = Field(default=0.3, ge=0)
-    half_life_days: float = Field(default=30.0, gt=0)
-    max_active_facts: int = Field(default=1000, ge=1)
-    assign_layers: bool = True
-    # Kinds that are the agent's operational state (what it must keep doing or respecting).
-    operational_kinds: tuple[FactKind, ...] = (
-        FactKind.GOAL, FactKind.CONSTRAINT, FactKind.DECISION,
-    )
-    # Kinds that record something that happened (episodic memory).
-    episodic_kinds: tuple[FactKind, ...] = (FactKind.FAILURE,)
-    # Durable: stated this many times, or this confident.
-    durable_support: int = Field(default=2, ge=1)
-    durable_confidence: float = Field(default=0.9, ge=0, le=1.0)
-    # Newer than this, an unconfirmed fact is working memory; older, short-term (ages out).
-    working_days: float = Field(default=1.0, ge=0)
 
 
 class DiffEntry(BaseModel):

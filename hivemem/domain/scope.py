@@ -13,6 +13,7 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from typing import Any, Literal
 
+from hivemem.domain.ids import check_id
 from hivemem.errors import ValidationError
 
 Visibility = Literal["private", "shared"]
@@ -56,8 +57,6 @@ def check_visibility(value: object) -> Visibility:
 
 
 def check_namespace(value: object) -> str:
-    from hivemem.domain.turn import check_id
-
     if value is None:
         return DEFAULT_NAMESPACE
     return check_id("namespace", value)
@@ -65,8 +64,6 @@ def check_namespace(value: object) -> str:
 
 def scope_for(namespace: object = None, agent_id: object = None) -> Scope:
     """A validated scope (``ValidationError`` on a bad namespace or agent id)."""
-    from hivemem.domain.turn import check_id
-
     agent = None if agent_id is None else check_id("agent_id", agent_id)
     return Scope(check_namespace(namespace), agent)
 

@@ -10,21 +10,13 @@ from datetime import UTC, datetime
 from typing import Any
 
 from hivemem.config import IngestSettings
+from hivemem.domain.ids import check_id
 from hivemem.domain.models import BUILTIN_MARKERS, Role
 from hivemem.domain.scope import Visibility, check_namespace, check_visibility
 from hivemem.domain.tokens import estimate_tokens
 from hivemem.errors import ValidationError
 
-ID_PATTERN = re.compile(r"^[A-Za-z0-9._:-]{1,128}$")
 _CUSTOM_MARKER = re.compile(r"^custom:[A-Za-z0-9_.-]{1,64}$")
-
-
-def check_id(field: str, value: object) -> str:
-    if not isinstance(value, str):
-        raise ValidationError(field, f"must be a string, got {type(value).__name__}")
-    if not ID_PATTERN.fullmatch(value):
-        raise ValidationError(field, "must match [A-Za-z0-9._:-]{1,128}")
-    return value
 
 
 def check_role(value: object) -> Role:

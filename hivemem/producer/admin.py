@@ -13,14 +13,15 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from hivemem.config import CompactionPolicy
 from hivemem.domain.audit import AuditEvent
-from hivemem.domain.compaction import CompactionDiff, CompactionPolicy
+from hivemem.domain.compaction import CompactionDiff
 from hivemem.domain.fact import Fact
+from hivemem.domain.ids import check_id
 from hivemem.domain.models import DeadLetter
 from hivemem.domain.recall.policy import RecallPolicy
 from hivemem.domain.session import RelatedSession, SessionContext, SessionInfo
 from hivemem.domain.timeline import TimelineEvent
-from hivemem.domain.turn import check_id
 from hivemem.errors import NotFound, ValidationError
 from hivemem.pipeline.topology import Topology
 from hivemem.producer import views
@@ -33,8 +34,10 @@ from hivemem.store.reflection import ReflectionState
 from hivemem.store.sessions import SessionStore
 from hivemem.store.status import PipelineStatus, pipeline_status
 from hivemem.transfer.exporter import ExportSummary, count_records, export_to
-from hivemem.transfer.importer import ImportSummary
+from hivemem.transfer.importer import ImportSummary, check_mode, import_from
 from hivemem.transfer.stores import Progress, Stores
+from hivemem.workers.compact import enqueue_compaction
+from hivemem.workers.jobs import enqueue_replay
 
 if TYPE_CHECKING:
     from hivemem.producer.client import MemoryClient
@@ -157,8 +160,6 @@ class Admin:
 
     def replay_reflection(self, session_id: str, episode_id: str | None = None) -> list[str]:
         """Enqueue the reflection of one episode again, or of every episode of the session."""
-        from hivemem.workers.jobs import enqueue_replay
-
         check_id("session_id", session_id)
         c = self._client
         episodes = c._episodes.episodes(session_id)
@@ -195,8 +196,6 @@ class Admin:
 
     def schedule_compaction(self, session_id: str, *, delay_s: float = 0.0) -> str:
         """Enqueue a compaction job (a reflect worker runs it); returns the rq job id."""
-        from hivemem.workers.compact import enqueue_compaction
-
         self._known(session_id)
         if delay_s < 0:
             raise ValidationError("delay_s", "must be >= 0")
@@ -293,8 +292,6 @@ class Admin:
     ) -> ImportSummary:
         """Read an export: validated whole first, then written (modes: append, replace,
         skip_existing, overwrite)."""
-        from hivemem.transfer.importer import check_mode, import_from
-
         checked = check_mode(mode)
         stores = transfer_stores(self._client)
         return import_from(stores, Path(path), checked, progress=progress)

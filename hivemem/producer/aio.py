@@ -13,9 +13,9 @@ from datetime import datetime
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Self
 
-from hivemem.config import Settings
+from hivemem.config import CompactionPolicy, Settings
 from hivemem.domain.audit import AuditEvent
-from hivemem.domain.compaction import CompactionDiff, CompactionPolicy
+from hivemem.domain.compaction import CompactionDiff
 from hivemem.domain.episode import Episode
 from hivemem.domain.fact import Fact
 from hivemem.domain.models import DeadLetter, RecallResult, Role, SessionStats, Turn

@@ -8,8 +8,9 @@ from datetime import datetime
 from pathlib import Path
 from typing import Any
 
+from hivemem.config import CompactionPolicy
 from hivemem.domain.audit import AuditEvent
-from hivemem.domain.compaction import CompactionDiff, CompactionPolicy
+from hivemem.domain.compaction import CompactionDiff
 from hivemem.domain.fact import Fact
 from hivemem.domain.models import DeadLetter
 from hivemem.domain.recall.policy import RecallPolicy

@@ -15,24 +15,27 @@ from datetime import datetime
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, NotRequired, Self, TypedDict
 
-from hivemem.config import Settings
+from hivemem.config import CompactionPolicy, Settings
 from hivemem.domain.audit import AuditEvent
-from hivemem.domain.compaction import CompactionDiff, CompactionPolicy
+from hivemem.domain.compaction import CompactionDiff
 from hivemem.domain.episode import Episode
 from hivemem.domain.fact import Fact
+from hivemem.domain.ids import check_id
 from hivemem.domain.models import DeadLetter, RecallResult, Role, SessionStats, Turn
 from hivemem.domain.recall.policy import RecallPolicy, resolve_policy
 from hivemem.domain.scope import DEFAULT_NAMESPACE, Scope, check_namespace, scope_for
 from hivemem.domain.session import RelatedSession, SessionContext, SessionInfo
 from hivemem.domain.timeline import TimelineEvent
-from hivemem.domain.turn import TurnDraft, check_budget, check_id, check_query
+from hivemem.domain.turn import TurnDraft, check_budget, check_query
 from hivemem.errors import NotFound, ProcessingTimeout, ValidationError
 from hivemem.logs import ensure_quiet_default
 from hivemem.pipeline.topology import Topology
 from hivemem.producer.admin import Admin
 from hivemem.producer.guard import IngestGuard
+from hivemem.producer.recall import Recaller
 from hivemem.producer.scoped import ScopedMemory
 from hivemem.producer.views import lifecycle_statuses
+from hivemem.runtime.embedded import EmbeddedRuntime
 from hivemem.runtime.wiring import Wiring
 from hivemem.store.redis import Redis
 from hivemem.store.reflection import ReflectionState
@@ -129,8 +132,6 @@ class MemoryClient:
         `workers`: embed threads (default: one per core, at most four). Reflection uses
         `reflector`, else the configured LLM, else the heuristic reflector.
         """
-        from hivemem.runtime.embedded import EmbeddedRuntime
-
         ensure_quiet_default()
         settings = settings or Settings()
         runtime = EmbeddedRuntime(
@@ -470,8 +471,6 @@ class MemoryClient:
         # The model and the vector store load on first recall: ingest-only producers skip both.
         with self._lock:
             if self._recaller is None:
-                from hivemem.producer.recall import Recaller
-
                 self._embedder = self._wiring.query_embedder
                 self._vectors = self._wiring.vectors
                 self._recaller = Recaller(

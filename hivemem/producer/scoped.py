@@ -18,12 +18,12 @@ from typing import TYPE_CHECKING, Any
 from hivemem.domain.audit import AuditEvent
 from hivemem.domain.episode import Episode
 from hivemem.domain.fact import Fact
+from hivemem.domain.ids import check_id
 from hivemem.domain.models import RecallResult, Role, SessionStats, Turn
 from hivemem.domain.recall.policy import RecallPolicy
 from hivemem.domain.scope import Scope, scope_for
 from hivemem.domain.session import RelatedSession, SessionContext, SessionInfo
 from hivemem.domain.timeline import TimelineEvent
-from hivemem.domain.turn import check_id
 from hivemem.errors import ValidationError
 from hivemem.producer import views
 from hivemem.producer.admin import check_title, transfer_stores

@@ -15,9 +15,9 @@ from pathlib import Path
 from pydantic import BaseModel, ConfigDict
 
 from hivemem.domain.fact import Fact
+from hivemem.domain.ids import check_id
 from hivemem.domain.models import Turn
 from hivemem.domain.scope import Scope
-from hivemem.domain.turn import check_id
 from hivemem.errors import NotFound
 from hivemem.store.vectors.base import (
     FACTS,

@@ -19,12 +19,11 @@ from typing import Any
 import numpy as np
 import structlog
 
-from hivemem.config import Settings
+from hivemem.config import CompactionPolicy, Settings
 from hivemem.domain.audit import compaction_events
 from hivemem.domain.compaction import (
     CompactionDiff,
     CompactionPlan,
-    CompactionPolicy,
     plan_compaction,
 )
 from hivemem.domain.fact import Fact

@@ -34,3 +34,36 @@ def test_secrets_do_not_print() -> None:
     s = Settings.model_validate({"qdrant": {"url": "http://q:6333", "api_key": "s3cret"}})
     assert "s3cret" not in repr(s)
     assert "s3cret" not in s.model_dump_json()
+
+
+def test_config_names_match_the_domain() -> None:
+    """config.py imports no domain code, so the names it validates are spelled there too."""
+    from typing import get_args
+
+    from hivemem.config import FactKindName, PresetName
+    from hivemem.domain.fact import FactKind
+    from hivemem.domain.recall.policy import PRESETS
+
+    assert set(get_args(PresetName)) == set(PRESETS)
+    assert set(get_args(FactKindName)) == {k.value for k in FactKind}
+
+
+def test_config_imports_no_domain_code() -> None:
+    import ast
+    from pathlib import Path
+
+    import hivemem.config
+
+    tree = ast.parse(Path(hivemem.config.__file__).read_text())
+    imported = [n.module for n in ast.walk(tree) if isinstance(n, ast.ImportFrom)]
+    assert not [m for m in imported if m and m.startswith("hivemem")], imported
+
+
+def test_unknown_default_preset_is_refused() -> None:
+    import pydantic
+    import pytest
+
+    from hivemem.config import RecallSettings
+
+    with pytest.raises(pydantic.ValidationError):
+        RecallSettings(default_preset="fastest")  # type: ignore[arg-type]

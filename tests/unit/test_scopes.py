@@ -259,7 +259,8 @@ def test_async_client_passes_scopes_through(pipeline: Pipeline) -> None:
 
 
 def test_compaction_never_merges_across_scopes() -> None:
-    from hivemem.domain.compaction import CompactionPolicy, plan_compaction
+    from hivemem.config import CompactionPolicy
+    from hivemem.domain.compaction import plan_compaction
 
     now = datetime(2026, 1, 1, tzinfo=UTC)
 

@@ -10,6 +10,8 @@ from typing import Literal
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator
 
+from hivemem.errors import ValidationError
+
 Fusion = Literal["weighted", "rrf"]
 
 
@@ -111,8 +113,6 @@ def resolve_policy(
     preset: str | RecallPolicy | None, default: str = DEFAULT_PRESET
 ) -> RecallPolicy:
     """A preset name or a policy -> the policy (unknown names are a `ValidationError`)."""
-    from hivemem.errors import ValidationError
-
     if isinstance(preset, RecallPolicy):
         return preset
     name = default if preset is None else preset

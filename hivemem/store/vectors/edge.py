@@ -12,11 +12,12 @@ from collections.abc import Iterator, Sequence
 from pathlib import Path
 from typing import Any
 
+import qdrant_edge as qe
 import structlog
 
 from hivemem.domain.scope import DEFAULT_NAMESPACE, Scope
 from hivemem.errors import StoreUnavailable
-from hivemem.providers.lexical import SparseVector
+from hivemem.providers.lexical import LexicalEncoder, SparseVector
 from hivemem.store.vectors.base import (
     COLLECTIONS,
     DENSE,
@@ -37,8 +38,6 @@ log = structlog.get_logger(__name__)
 
 class EdgeVectorStore(VectorStore):
     def __init__(self, path: Path, dim: int) -> None:
-        import qdrant_edge as qe
-
         self._qe = qe
         self.dim = dim
         self.path = Path(path)
@@ -79,8 +78,6 @@ class EdgeVectorStore(VectorStore):
         """Migrate a shard made before keyword search: copy every point, with BM25 vectors
         from its stored text, into a new shard, then swap the folders (the old one is kept
         as `<name>.pre-lexical` until the copy is complete)."""
-        from hivemem.providers.lexical import LexicalEncoder
-
         started = time.perf_counter()
         lexical = LexicalEncoder()
         old_path = self.path / collection
