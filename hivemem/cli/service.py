@@ -18,7 +18,7 @@ from hivemem.cli.output import emit_json, stderr, stdout
 from hivemem.cli.target import Target, opened, with_target
 from hivemem.errors import HivememError
 from hivemem.logs import configure_logging
-from hivemem.runtime.runner import run_worker
+from hivemem.runtime.runner import KINDS, run_worker
 
 
 def _missing(extra: str, module: str) -> click.ClickException:
@@ -136,7 +136,7 @@ def apikey_list(target: Target, as_json: bool) -> None:
 
 
 @click.command()
-@click.argument("kind", type=click.Choice(["embed", "boundary", "reflect"]))
+@click.argument("kind", type=click.Choice(KINDS))
 @click.option("--burst", is_flag=True, help="Exit once there is nothing left to do.")
 @click.option("--name", default=None, help="Consumer name (default: host-pid-random).")
 @click.option("--metrics-port", type=click.IntRange(0, 65535), default=None,
@@ -150,6 +150,9 @@ def worker(
         raise click.UsageError(
             "workers run against Redis + Qdrant servers; embedded mode runs its own threads"
         )
+    if click.get_current_context().obj.get("log_level") is None:
+        # A worker's events are its output (the target resolution set "warning").
+        configure_logging(target.settings.log_level, target.settings.log_json)
     report = run_worker(kind, target.settings, burst=burst, name=name,
                         metrics_port=metrics_port)
     stderr().print(
