@@ -25,6 +25,7 @@ from hivemem.domain.fact import VISIBLE, Fact
 from hivemem.domain.models import Turn
 from hivemem.domain.redact import redact
 from hivemem.domain.scope import owner_of
+from hivemem.domain.slots import canonical_slot
 from hivemem.errors import HivememError, ProviderError, RetryLater
 from hivemem.pipeline.topology import Keys
 from hivemem.providers.embedders import Embedder
@@ -96,10 +97,19 @@ def reflect_episode(episode_id: str, session_id: str) -> dict[str, Any]:
     after the repair attempt, a 4xx) fails at once into rq's failed registry.
     """
     try:
-        return Reflection(_current()).reflect_up_to(session_id, episode_id)
+        return Reflection(_current(), last_attempt=_last_attempt()).reflect_up_to(
+            session_id, episode_id)
     except ProviderError:
         _no_retries()
         raise
+
+
+def _last_attempt() -> bool:
+    """No rq retry is left for the running job: a transient failure now is final."""
+    from rq import get_current_job
+
+    job = get_current_job()
+    return job is not None and not job.retries_left
 
 
 def _no_retries() -> None:
@@ -111,9 +121,12 @@ def _no_retries() -> None:
 
 
 class Reflection:
-    def __init__(self, context: ReflectContext) -> None:
+    def __init__(self, context: ReflectContext, *, last_attempt: bool = False) -> None:
         self.ctx = context
         self.settings = context.settings.reflection
+        # On the job's last attempt a transient failure is recorded like a permanent one,
+        # so the session's later episodes are not blocked behind it forever.
+        self.last_attempt = last_attempt
 
     def reflect_up_to(self, session_id: str, episode_id: str) -> dict[str, Any]:
         ctx = self.ctx
@@ -183,17 +196,14 @@ class Reflection:
         }
         try:
             result = ctx.reflector.reflect(request)
-        except RetryLater:
-            ctx.outcome("retry")
-            raise  # transient: the job retries; the pointer stays on this episode
+        except RetryLater as exc:
+            if not self.last_attempt:
+                ctx.outcome("retry")
+                raise  # transient: the job retries; the pointer stays on this episode
+            self._failed(trace, exc, started, lock, episode, retries_exhausted=True)
+            raise
         except ProviderError as exc:
-            # Permanent: the session moves on (later episodes must not wait behind a bad
-            # one); the job fails with the raw output kept, and `replay` can redo it.
-            trace.update(error=str(exc), raw_output=getattr(exc, "raw_output", None),
-                         elapsed_ms=round((time.perf_counter() - started) * 1000, 1))
-            ctx.state.add_trace(redact(trace))
-            ctx.state.advance(session_id, lock, episode.index)
-            ctx.outcome("failed")
+            self._failed(trace, exc, started, lock, episode, retries_exhausted=False)
             raise
         plan = self._plan(episode, prior, result.actions)
         _scope_new_facts(plan, turns, turns[0].namespace if turns else episode.namespace)
@@ -209,7 +219,8 @@ class Reflection:
             raw_output=result.raw_output,
             actions=[a.model_dump(mode="json") for a in result.actions],
             saved=plan.added, superseded=plan.superseded, conflicted=plan.conflicted,
-            archived=plan.archived, merged=plan.merged, kept=plan.kept, dropped=plan.dropped,
+            archived=plan.archived, merged=plan.merged, kept=plan.kept,
+            retracted=plan.retracted, dropped=[*result.dropped, *plan.dropped],
             elapsed_ms=elapsed,
         )
         # The trace first: whoever sees the pointer move can read the trace.
@@ -223,6 +234,22 @@ class Reflection:
         )
         return {"episode_id": episode.episode_id, "added": plan.added,
                 "superseded": plan.superseded, "conflicted": plan.conflicted}
+
+    def _failed(self, trace: dict[str, Any], exc: Exception, started: float,
+                lock: SessionLock, episode: Episode, *, retries_exhausted: bool) -> None:
+        """The session moves on (later episodes must not wait behind a bad one): a trace
+        with the error, the pointer past the episode, a `reflection.failed` event; the job
+        then fails with the raw output kept, and `replay` can redo it."""
+        ctx = self.ctx
+        trace.update(error=str(exc), failed=True, retries_exhausted=retries_exhausted,
+                     raw_output=getattr(exc, "raw_output", None),
+                     elapsed_ms=round((time.perf_counter() - started) * 1000, 1))
+        ctx.state.add_trace(redact(trace))
+        ctx.state.advance(episode.session_id, lock, episode.index)
+        ctx.outcome("failed")
+        log.error("reflection.failed", session_id=episode.session_id,
+                  episode_id=episode.episode_id, index=episode.index,
+                  retries_exhausted=retries_exhausted, error=str(exc)[:300])
 
     def _plan(self, episode: Episode, prior: list[Fact], actions: list[Any]) -> Plan:
         ctx = self.ctx
@@ -239,7 +266,21 @@ class Reflection:
         def similarity(content: str, fact: Fact) -> float:
             a = content_vectors.get(content)
             b = prior_vectors.get(fact.fact_id)
+            if b is None:  # a fact written earlier in this batch
+                b = content_vectors.get(fact.content)
             return float(np.dot(a, b)) if a is not None and b is not None else 0.0
+
+        # Subject phrases are embedded too: "the database" and "our datastore" are one slot.
+        subjects = sorted({canonical_slot(x) for x in [
+            *(a.subject for a in actions if a.subject), *(f.subject for f in prior if f.subject)
+        ]} - {""})
+        subject_vectors = dict(
+            zip(subjects, ctx.embedder.embed_documents(subjects), strict=True)
+        ) if len(subjects) > 1 else {}
+
+        def slot_similarity(a: str, b: str) -> float:
+            va, vb = subject_vectors.get(a), subject_vectors.get(b)
+            return float(np.dot(va, vb)) if va is not None and vb is not None else 0.0
 
         return plan_actions(
             prior, actions,
@@ -248,6 +289,7 @@ class Reflection:
             valid_from=episode.ended_at, similarity=similarity,
             dedup_threshold=self.settings.dedup_threshold,
             min_confidence=self.settings.min_confidence,
+            slot_similarity=slot_similarity,
         )
 
 
