@@ -19,6 +19,7 @@ _SYNONYMS = {"db": "database", "dbs": "database", "datastore": "database",
 _NOT_SLOTS = frozenset(re.findall(r"\S+",
     "it this that them me us you him her now today tomorrow tonight while moment time "
     "sure example instance reference record way lot bit one thing things sake real"))
+_TRAILING = frozenset(("back", "over", "again", "now", "then", "too", "also", "finally"))
 _WORDS = r"[a-z][a-z0-9/+#.-]*"
 _PHRASE = rf"((?:{_WORDS} ){{0,2}}?{_WORDS})"
 _OWNER = r"(?:the|our|my|your|their|team's|project's)"
@@ -62,6 +63,8 @@ def canonical_slot(subject: str) -> str:
     text = " ".join(re.findall(r"[\w'/+#.-]+", subject.lower())).strip(" .,'")
     text = _DETERMINERS.sub("", text)
     words = [_SYNONYMS.get(w, w) for w in text.split()]
+    while words and words[-1] in _TRAILING:  # "switch the database back to ..."
+        words.pop()
     if not words:
         return ""
     head = words[-1]

@@ -321,3 +321,16 @@ def test_concurrent_reflect_workers_never_leave_two_current_versions(
         assert "MySQL" in next(f.content for f in current if f.subject == "database")
     vectors.close()
     assert isinstance(base, redis.Redis)
+
+
+def test_wait_until_reflected_waits_for_a_close_the_boundary_stage_has_not_seen(
+    tmp_path: Path, settings: Settings
+) -> None:
+    with MemoryClient.local(tmp_path / "m", settings, embedder=HashingEmbedder(1024)) as client:
+        for i, (role, text) in enumerate(SCRIPT[:3]):
+            client.ingest("w", role, text, turn_id=f"w{i}")
+        client.close_episode("w")
+        # Right after the close: before, this returned at once (0 episodes closed yet).
+        assert client.wait_until_reflected("w", 20) == 1
+        assert client.facts("w")
+        assert client.get_session_stats("w").reflections_failed == []

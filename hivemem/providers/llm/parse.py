@@ -44,7 +44,7 @@ _FENCE = re.compile(r"```[A-Za-z0-9_-]*[ \t]*\n?(.*?)```", re.DOTALL)
 _THINK = re.compile(r"<think>.*?</think>", re.DOTALL | re.IGNORECASE)
 _TRAILING_COMMA = re.compile(r",(\s*[}\]])")
 _OPEN = re.compile(r"[\[{]")
-_ID_WRAPPING = " \t\n<>[]()\"'`{}"
+_ID_WRAPPING = " \t\n<>[]()\"'`{}.…"  # "<3f9a...>": a shortened id
 _WORD = re.compile(r"[a-z0-9][a-z0-9+#.-]*[a-z0-9+#]|[a-z0-9]")
 _STOP = frozenset(re.findall(r"\w+",
     "the a an and or of to for in on at by is are was were be been it its this that these "
