@@ -11,6 +11,7 @@ from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any
 
+import pytest
 import redis
 from support.scripted_llm import Reply, ScriptedLLM
 
@@ -18,6 +19,7 @@ from hivemem import MemoryClient, Settings
 from hivemem.config import LLMConfig
 from hivemem.domain.consolidation import plan_actions
 from hivemem.domain.fact import Fact, FactAction, FactKind, FactStatus
+from hivemem.errors import ReflectionFailed
 from hivemem.pipeline.topology import Keys
 from hivemem.providers.embedders import HashingEmbedder
 from hivemem.providers.heuristic import HeuristicReflector, subject_of
@@ -219,7 +221,10 @@ def test_a_broken_llm_fails_the_job_keeps_the_output_and_recall_still_works(
                                               model="scripted", timeout_s=5))
         with MemoryClient.local(tmp_path / "m", settings, embedder=HashingEmbedder(1024),
                                 reflector=reflector) as client:
-            run_scenario(client)  # the pointer moves past failed episodes
+            # The pointer moves past failed episodes, and the wait says they failed.
+            with pytest.raises(ReflectionFailed):
+                run_scenario(client)
+            assert client.get_session_stats("p1").reflections_failed
             assert client.facts("p1") == []
             traces = client.traces(5, session_id="p1")
             assert traces and "not JSON" in (traces[0]["raw_output"] or "")
