@@ -63,6 +63,33 @@ class ProcessingTimeout(HivememError, TimeoutError):
         self.target = target
 
 
+class ReflectionTimeout(ProcessingTimeout):
+    """`wait_until_reflected` ran out of time before the episodes closed so far were
+    reflected (the reflect workers, or a slow LLM, are behind)."""
+
+    def __init__(self, session_id: str, done: int, target: int, timeout: float) -> None:
+        HivememError.__init__(
+            self,
+            f"session {session_id!r}: {done} of {target} episodes reflected after "
+            f"{timeout:.1f}s (are the reflect workers running? is the LLM reachable?)",
+        )
+        self.session_id = session_id
+        self.processed = done
+        self.target = target
+
+
+class ReflectionFailed(HivememError):
+    """An episode's reflection failed for good (its trace holds the error); the session
+    moved on past it, and `replay` can redo it."""
+
+    def __init__(self, session_id: str, index: int, error: str) -> None:
+        super().__init__(f"session {session_id!r}: reflection of episode {index} failed: "
+                         f"{error[:300]}")
+        self.session_id = session_id
+        self.index = index
+        self.error = error
+
+
 class NotFound(ValidationError):
     """An unknown session, episode or fact. Also what a scoped caller gets for another
     namespace's session or another agent's private fact: `OutOfScope` is this very class, so a

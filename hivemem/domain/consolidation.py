@@ -1,12 +1,22 @@
 """Consolidation: apply a reflector's actions to the known facts, as a plan (pure).
 
-- add: a new fact, unless it paraphrases an active fact on the same subject (then it merges
-  into that fact: provenance and confidence grow, no copy is stored). A new fact that
-  contradicts an active one on the same subject without update language marks both
-  `conflicted`; recall shows both, flagged.
-- update: a new version supersedes the target (`superseded_by`, `valid_to`, reason).
-- remove: the target is archived (never deleted).
-- keep: nothing changes.
+One step for every reflector, heuristic and LLM alike. Each new statement is classified
+(`hivemem.domain.change.intent_of`) and placed on its subject slot
+(`hivemem.domain.slots`); then:
+
+- a question, a hypothetical or a rejected proposal creates and changes nothing;
+- a retraction ("scrap that", "X is dropped", "no longer required") archives the fact it
+  withdraws, without a successor;
+- a newer statement of a slot with another value supersedes the slot's current fact
+  (`superseded_by`, `valid_to`, reason), with update language, or without it when the same
+  speaker says it; two speakers stating different values without update language is a
+  conflict (both `conflicted`, both visible); a personal slot (a preference, a home) is
+  changed only by its owner;
+- an addition ("we also use X") never supersedes;
+- a paraphrase of an active fact merges into it (provenance and confidence grow);
+- update: the target is superseded (an explicit target wins over the slot);
+- remove: the target is archived (never deleted); keep: nothing changes.
+A revert (A, then B, then A again) is a new version superseding B; history stays intact.
 Targets may name a fact added earlier in the same batch as ``new:<index of its action>``.
 """
 
@@ -17,32 +27,48 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime
 
-from hivemem.domain.fact import Fact, FactAction, FactStatus, fact_id_for
+from hivemem.domain.change import UPDATE_LANGUAGE, Intent, has_update_language, intent_of
+from hivemem.domain.fact import Fact, FactAction, FactKind, FactStatus, fact_id_for
+from hivemem.domain.slots import canonical_slot, is_personal
 
-# Words that say a statement replaces an earlier one.
-UPDATE_LANGUAGE = re.compile(
-    r"\b(switch(?:ed|ing)? (?:to|over)|chang(?:e|ed|ing) (?:it )?to|no longer|actually|instead"
-    r"|from now on|moving to|move to|migrat(?:e|ed|ing) to|replac(?:e|ed|ing)|now (?:use|we|it|"
-    r"the|is|are)|going forward|rather than|not .{1,30} anymore|updated?)\b",
-    re.IGNORECASE,
-)
-
-
-def has_update_language(text: str) -> bool:
-    return bool(UPDATE_LANGUAGE.search(text))
-
+__all__ = ["UPDATE_LANGUAGE", "Plan", "contradicts", "has_update_language", "named_values",
+           "normalise", "plan_actions"]
 
 _NAME = re.compile(r"(?<![.!?]\s)(?<!^)\b([A-Z][A-Za-z0-9.+#-]*[A-Za-z0-9+#]|[A-Z]{2,})\b")
+_FIRST_NAME = re.compile(r"([A-Z][a-z0-9.+#-]*[A-Z0-9+#][A-Za-z0-9.+#-]*)\b")
+_NUMBER = re.compile(r"\$?\d+(?:[.,:]\d+)*\s?(?:%|ms|s|gb|mb|k|m|am|pm)?\b", re.IGNORECASE)
+_CONTENT_WORD = re.compile(r"[a-z][a-z0-9+#-]{2,}")
+_FILLER = frozenset(re.findall(r"\w+", (
+    "the and that this those these with from for our your their them they have has had was "
+    "were are will would should could can not now also just then than what when which who "
+    "scrap scratch forget never mind doing going dropped lifted again fine longer required "
+    "needed anymore any more we're let's it's that's")))
 
 
 def named_values(text: str) -> set[str]:
     """Proper names and acronyms in a statement (PostgreSQL, MySQL, GraphQL, AWS...)."""
     # Short all-caps words are mostly generic (API, GET, VM): they name no choice.
-    return {
+    text = text.strip()
+    names = {
         m.group(1).lower()
-        for m in _NAME.finditer(text.strip())
+        for m in _NAME.finditer(text)
         if not (m.group(1).isupper() and len(m.group(1)) <= 4)
     }
+    # A sentence's first word counts when it could not be an ordinary capitalised word.
+    first = _FIRST_NAME.match(text)
+    if first and not (first.group(1).isupper() and len(first.group(1)) <= 4):
+        names.add(first.group(1).lower())
+    return names
+
+
+def values_of(text: str) -> set[str]:
+    """What a statement sets: its names and its numbers."""
+    numbers = {" ".join(m.group(0).lower().split()) for m in _NUMBER.finditer(text)}
+    return named_values(text) | numbers
+
+
+def _overlap(xs: set[str], ys: set[str]) -> bool:
+    return any(x.startswith(y) or y.startswith(x) for x in xs for y in ys)
 
 
 def contradicts(a: str, b: str) -> bool:
@@ -51,11 +77,27 @@ def contradicts(a: str, b: str) -> bool:
     va, vb = named_values(a), named_values(b)
     if not va or not vb:
         return False
-    return not any(x.startswith(y) or y.startswith(x) for x in va for y in vb)
+    return not _overlap(va, vb)
+
+
+def differs(a: str, b: str) -> bool:
+    """Each statement sets a value (a name or a number) and they share none."""
+    va, vb = values_of(a), values_of(b)
+    return bool(va) and bool(vb) and not _overlap(va, vb)
+
+
+def restates(text: str, fact: Fact) -> bool:
+    """Every value `text` sets is one `fact` already holds."""
+    said, held = values_of(text), values_of(fact.content)
+    return bool(said) and all(_overlap({v}, held) for v in said)
 
 
 def normalise(text: str) -> str:
     return " ".join(re.findall(r"\w+", text.lower()))
+
+
+def _content_words(text: str) -> set[str]:
+    return {canonical_slot(w) for w in _CONTENT_WORD.findall(text.lower())} - _FILLER
 
 
 @dataclass
@@ -70,21 +112,28 @@ class Plan:
     merged: list[tuple[str, str]] = field(default_factory=list)  # (new action index, into id)
     kept: list[str] = field(default_factory=list)
     dropped: list[str] = field(default_factory=list)  # actions that could not apply, and why
+    retracted: list[str] = field(default_factory=list)  # archived by a retraction (no successor)
 
 
 # similarity(new content, existing fact) -> cosine in [-1, 1]
 Similarity = Callable[[str, Fact], float]
+# slot_similarity(subject a, subject b) -> cosine of the subject phrases' embeddings
+SlotSimilarity = Callable[[str, str], float]
+SLOT_MATCH = 0.85  # subject phrases this similar name one slot ("the database", "our DB")
+RETRACT_MATCH = 0.5  # a retraction without a slot withdraws the fact it resembles this much
 
 
 class _Planner:
     def __init__(self, prior: Sequence[Fact], similarity: Similarity, dedup_threshold: float,
-                 valid_from: datetime) -> None:
+                 valid_from: datetime, slot_similarity: SlotSimilarity | None = None) -> None:
         self.plan = Plan()
         self.facts: dict[str, Fact] = {f.fact_id: f for f in prior}
         self.new_ids: dict[int, str] = {}
         self.similarity = similarity
+        self.slot_similarity = slot_similarity
         self.dedup_threshold = dedup_threshold
         self.valid_from = valid_from
+        self.order: dict[str, int] = {}  # fact id -> when this batch wrote it
 
     def current(self, fact_id: str | None) -> Fact | None:
         if fact_id is None:
@@ -94,26 +143,47 @@ class _Planner:
             return None
         return fact
 
+    def active(self) -> list[Fact]:
+        pool = {**self.facts, **self.plan.writes}
+        return [f for f in pool.values() if self.current(f.fact_id) is not None]
+
     def write(self, fact: Fact) -> None:
         self.plan.writes[fact.fact_id] = fact
+        self.order[fact.fact_id] = len(self.order)
 
     def resolve(self, target: str | None) -> str | None:
         if target is not None and target.startswith("new:") and target[4:].isdigit():
             return self.new_ids.get(int(target[4:]))
         return target
 
-    def active_on(self, subject: str, excluding: str | None) -> list[Fact]:
-        if not subject:
+    def same_slot(self, a: str, b: str) -> bool:
+        ca, cb = canonical_slot(a), canonical_slot(b)
+        if not ca or not cb:
+            return False
+        if ca == cb:
+            return True
+        return (self.slot_similarity is not None
+                and self.slot_similarity(ca, cb) >= SLOT_MATCH)
+
+    def on_slot(self, new: Fact, excluding: str | None) -> list[Fact]:
+        """Active facts on `new`'s slot. A personal slot (a preference, a person's own
+        attribute) is its owner's: another speaker's statement is on another slot."""
+        if not new.subject:
             return []
-        pool = {**self.facts, **self.plan.writes}
-        return [
-            f for f in pool.values()
-            if f.subject == subject and f.fact_id != excluding and self.current(f.fact_id)
-        ]
+        out = []
+        for fact in self.active():
+            if fact.fact_id == excluding or not self.same_slot(fact.subject, new.subject):
+                continue
+            personal = fact.kind == FactKind.PREFERENCE or is_personal(
+                fact.subject, fact.agent_id)
+            if personal and fact.agent_id and new.agent_id and fact.agent_id != new.agent_id:
+                continue
+            out.append(fact)
+        return out
 
     def twin_of(self, new: Fact, same_subject: list[Fact]) -> Fact | None:
         """An active fact `new` paraphrases (same subject, or any when it has none)."""
-        pool = same_subject if new.subject else [self.current(i) for i in self.facts]
+        pool = same_subject if new.subject else self.active()
         for fact in pool:
             if fact is not None and (
                 normalise(fact.content) == normalise(new.content)
@@ -127,7 +197,9 @@ class _Planner:
             "status": FactStatus.SUPERSEDED, "superseded_by": new.fact_id,
             "valid_to": self.valid_from, "reason": reason}))
         self.plan.superseded.append(old.fact_id)
-        return new.model_copy(update={"supersedes": old.fact_id, "version": old.version + 1})
+        return new.model_copy(update={
+            "supersedes": old.fact_id, "version": max(new.version, old.version + 1),
+            "subject": new.subject or old.subject})
 
     def conflict(self, new: Fact, rivals: list[Fact]) -> Fact:
         for rival in rivals:
@@ -139,42 +211,122 @@ class _Planner:
         return new.model_copy(update={
             "status": FactStatus.CONFLICTED, "conflicts_with": sorted(r.fact_id for r in rivals)})
 
+    def archive(self, old: Fact, reason: str) -> None:
+        self.write(old.model_copy(update={
+            "status": FactStatus.ARCHIVED, "valid_to": self.valid_from, "reason": reason}))
+        self.plan.archived.append(old.fact_id)
+
     def remove(self, index: int, action: FactAction) -> None:
         old = self.current(self.resolve(action.target))
         if old is None:
             self.plan.dropped.append(f"{index}: remove of unknown or inactive {action.target}")
             return
-        self.write(old.model_copy(update={
-            "status": FactStatus.ARCHIVED, "valid_to": self.valid_from,
-            "reason": action.reason or "no longer true"}))
-        self.plan.archived.append(old.fact_id)
+        self.archive(old, action.reason or "no longer true")
+
+    def recency(self, fact: Fact) -> tuple[int, datetime, int]:
+        written = self.order.get(fact.fact_id)
+        return (0 if written is None else 1, fact.valid_from, written or 0)
+
+    def mentioned_in(self, text: str) -> list[Fact]:
+        """Active facts whose values (names, numbers) `text` mentions."""
+        said = values_of(text)
+        return [f for f in self.active() if said and _overlap(values_of(f.content), said)]
+
+    def withdrawn_by(self, new: Fact) -> Fact | None:
+        """The fact a retraction withdraws: its slot's, the one whose value it names, the
+        one whose words it repeats, the most similar; a bare "scrap that" the latest."""
+        active = self.active()
+        if not active:
+            return None
+        latest = sorted(active, key=self.recency, reverse=True)
+        for pool in (self.on_slot(new, None), self.mentioned_in(new.content)):
+            if pool:
+                return max(pool, key=self.recency)
+        words = _content_words(new.content)
+        if words:
+            scored = [(len(words & _content_words(f.content)), f) for f in latest]
+            best_overlap, best = max(scored, key=lambda p: p[0])
+            if best_overlap:
+                return best
+            similar = max(latest, key=lambda f: self.similarity(new.content, f))
+            if self.similarity(new.content, similar) >= RETRACT_MATCH:
+                return similar
+            return None
+        return latest[0]
+
+    def replaced_by_value(self, new: Fact) -> Fact | None:
+        """For a change on no known slot: the fact whose value it replaces ("move from
+        Jenkins to ..."), else the one it resembles most (same kind)."""
+        named = [f for f in self.mentioned_in(new.content) if f.kind == new.kind]
+        if named:
+            return max(named, key=self.recency)
+        same_kind = [f for f in self.active() if f.kind == new.kind]
+        if not same_kind:
+            return None
+        best = max(same_kind, key=lambda f: self.similarity(new.content, f))
+        return best if self.similarity(new.content, best) >= RETRACT_MATCH else None
+
+    def merge(self, index: int, new: Fact, twin: Fact) -> None:
+        """Store-level dedup: a paraphrase merges into the fact it repeats."""
+        self.write(twin.model_copy(update={
+            "source_turn_ids": sorted(set(twin.source_turn_ids) | set(new.source_turn_ids)),
+            "confidence": max(twin.confidence, new.confidence)}))
+        self.plan.merged.append((str(index), twin.fact_id))
+        self.new_ids[index] = twin.fact_id
 
     def add_or_update(self, index: int, action: FactAction, new: Fact) -> None:
+        intent = intent_of(new.content)
+        if intent == Intent.NON_ASSERTION:
+            self.plan.dropped.append(f"{index}: a question, hypothetical or rejected proposal")
+            return
         old = self.current(self.resolve(action.target)) if action.op == "update" else None
         if action.op == "update" and old is None:
             self.plan.dropped.append(f"{index}: update of unknown or inactive {action.target}")
-        same_subject = self.active_on(new.subject, old.fact_id if old else None)
+        if intent == Intent.RETRACT:
+            gone = old or self.withdrawn_by(new)
+            if gone is not None and not (values_of(new.content) - values_of(gone.content)
+                                         and differs(new.content, gone.content)):
+                self.archive(gone, "retracted: " + new.content[:120])
+                self.plan.retracted.append(gone.fact_id)
+                return
+            if gone is None:
+                self.plan.dropped.append(f"{index}: retraction of nothing known")
+                return
+            intent = Intent.UPDATE  # "no longer X, we use Y": a change, not a withdrawal
+        if not new.subject and old is None and intent == Intent.UPDATE:
+            old = self.replaced_by_value(new)
+        if old is not None and not new.subject:
+            new = new.model_copy(update={"subject": old.subject})
+        same_subject = self.on_slot(new, old.fact_id if old else None)
         twin = None if old is not None else self.twin_of(new, same_subject)
         if twin is not None:
-            # Store-level dedup: a paraphrase merges into the fact it repeats.
-            self.write(twin.model_copy(update={
-                "source_turn_ids": sorted(set(twin.source_turn_ids) | set(new.source_turn_ids)),
-                "confidence": max(twin.confidence, new.confidence)}))
-            self.plan.merged.append((str(index), twin.fact_id))
-            self.new_ids[index] = twin.fact_id
+            self.merge(index, new, twin)
             return
-        rivals = [f for f in same_subject if f.kind == new.kind]
-        updating = has_update_language(new.content)
+        rivals = [f for f in same_subject if f.kind == new.kind or action.op == "update"]
+        if action.op != "update" and intent == Intent.UPDATE:
+            # "Switching the database to MySQL then" after "switch to MySQL": the same value
+            # restated with change words is a restatement, not one more version.
+            same = [f for f in ([old] if old else []) + rivals if restates(new.content, f)]
+            if same:
+                self.merge(index, new, same[0])
+                return
         if old is not None:
-            new = self.supersede(old, new, action.reason or "updated")
-        if rivals and updating:
-            # A change replaces what was said on the subject, named as target or not.
-            for rival in sorted(rivals, key=lambda f: f.valid_from):
-                new = self.supersede(rival, new, "updated: " + new.content[:120])
-        elif old is None and (
-            clashing := [f for f in rivals if contradicts(f.content, new.content)]
-        ):
-            new = self.conflict(new, clashing)
+            new = self.supersede(old, new, action.reason or "updated: " + new.content[:120])
+        if intent == Intent.ADDITION:
+            rivals = []  # "we also use X": one more value beside the known ones
+        elif intent == Intent.STATE:
+            # Without update words only a different value replaces (or clashes).
+            rivals = [f for f in rivals if differs(f.content, new.content)]
+        # Only the same known speaker restating a slot replaces it without change words;
+        # anyone else (or nobody known) stating another value makes a visible conflict.
+        speakers_differ = [f for f in rivals
+                           if not (f.agent_id and new.agent_id and f.agent_id == new.agent_id)]
+        if rivals and intent == Intent.STATE and speakers_differ:
+            new = self.conflict(new, speakers_differ)
+            rivals = [f for f in rivals if f not in speakers_differ]
+        for rival in sorted(rivals, key=lambda f: f.valid_from):
+            # A change replaces what was said on the slot, named as target or not.
+            new = self.supersede(rival, new, "updated: " + new.content[:120])
         self.write(new)
         self.plan.added.append(new.fact_id)
         self.new_ids[index] = new.fact_id
@@ -192,8 +344,9 @@ def plan_actions(
     similarity: Similarity,
     dedup_threshold: float = 0.9,
     min_confidence: float = 0.0,
+    slot_similarity: SlotSimilarity | None = None,
 ) -> Plan:
-    planner = _Planner(prior, similarity, dedup_threshold, valid_from)
+    planner = _Planner(prior, similarity, dedup_threshold, valid_from, slot_similarity)
     plan = planner.plan
     for index, action in enumerate(actions):
         if action.op == "keep":
@@ -214,7 +367,7 @@ def plan_actions(
                 agent_id=action.agent_id,
                 content=action.content.strip(),
                 kind=action.kind,
-                subject=action.subject.strip().lower(),
+                subject=canonical_slot(action.subject),
                 confidence=action.confidence,
                 source_turn_ids=list(action.source_turn_ids),
                 episode_id=episode_id,

@@ -248,6 +248,8 @@ class SessionStats(BaseModel):
     open_episode_turns: int = 0
     markers: dict[str, int] = Field(default_factory=dict)
     stages: list[StageLag] = Field(default_factory=list)
+    # Episodes whose reflection failed for good (newest traces); their traces say why.
+    reflections_failed: list[int] = Field(default_factory=list)
 
     @property
     def turns_pending(self) -> int:

@@ -27,7 +27,13 @@ from hivemem.domain.scope import DEFAULT_NAMESPACE, Scope, check_namespace, scop
 from hivemem.domain.session import RelatedSession, SessionContext, SessionInfo
 from hivemem.domain.timeline import TimelineEvent
 from hivemem.domain.turn import TurnDraft, check_budget, check_query
-from hivemem.errors import NotFound, ProcessingTimeout, ValidationError
+from hivemem.errors import (
+    NotFound,
+    ProcessingTimeout,
+    ReflectionFailed,
+    ReflectionTimeout,
+    ValidationError,
+)
 from hivemem.logs import ensure_quiet_default
 from hivemem.pipeline.topology import Topology
 from hivemem.producer.admin import Admin
@@ -270,6 +276,8 @@ class MemoryClient:
                 "open_episode_turns": open_ep.size if open_ep else 0,
                 "markers": markers,
                 "stages": stages,
+                "reflections_failed": _failed_reflections(
+                    ReflectionState(self._redis, self.keys), session_id),
             }
         )
 
@@ -454,13 +462,27 @@ class MemoryClient:
     def wait_until_reflected(self, session_id: str, timeout: float = 30.0) -> int:
         """Block until every episode closed so far is reflected; returns the last index."""
         check_id("session_id", session_id)
+        deadline = time.monotonic() + timeout
+        # Every close issued before this call: first the boundary stage must have passed
+        # the session's last seq (a close is a control entry with a seq), then reflection.
+        last = self._state.last_seq(session_id)
+        while (assigned := self._episodes.progress(session_id)[0]) < last:
+            if time.monotonic() >= deadline:
+                raise ProcessingTimeout(session_id, assigned, last, timeout)
+            time.sleep(0.01)
         target = self._episodes.progress(session_id)[1]
         state = ReflectionState(self._redis, self.keys)
-        deadline = time.monotonic() + timeout
+        before = state.reflected(session_id)
         while (done := state.reflected(session_id)) < target:
             if time.monotonic() >= deadline:
-                raise ProcessingTimeout(session_id, done, target, timeout)
+                raise ReflectionTimeout(session_id, done, target, timeout)
             time.sleep(0.01)
+        if done > before:
+            failed = [t for t in state.traces(50, session_id)
+                      if t.get("failed") and before < int(t.get("index", 0)) <= done]
+            if failed:
+                raise ReflectionFailed(session_id, int(failed[0]["index"]),
+                                       str(failed[0].get("error", "")))
         return done
 
     def vector_store(self) -> VectorStore:
@@ -601,6 +623,14 @@ class MemoryClient:
             if known is None or len(turn.markers) > len(known.markers):
                 by_seq[turn.seq] = turn
         return [by_seq[seq] for seq in sorted(by_seq, reverse=True)[:limit]]
+
+
+def _failed_reflections(state: ReflectionState, session_id: str) -> list[int]:
+    """Indexes of the session's episodes whose newest trace says the reflection failed."""
+    newest: dict[int, bool] = {}
+    for trace in state.traces(50, session_id):  # newest first
+        newest.setdefault(int(trace.get("index", 0)), bool(trace.get("failed")))
+    return sorted(i for i, failed in newest.items() if failed)
 
 
 def _turn(draft: TurnDraft, seq: int, duplicate: bool) -> Turn:

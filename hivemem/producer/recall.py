@@ -15,6 +15,7 @@ import numpy as np
 from hivemem.domain.fact import VISIBLE, Fact, FactStatus
 from hivemem.domain.models import ContextItem, ExcludedItem, RecallResult, ScoreComponents, Turn
 from hivemem.domain.recall.budget import Candidate, Excluded, select
+from hivemem.domain.recall.currency import asks_about_past, stale_statements
 from hivemem.domain.recall.policy import RecallPolicy
 from hivemem.domain.recall.scoring import Signals, asks_for_latest, relevance, score_candidates
 from hivemem.domain.scope import Scope
@@ -135,21 +136,28 @@ class Recaller:
         for entry in pool.values():
             if entry.signals.dense_rank is None:  # a lexical-only hit: its real similarity
                 entry.signals.dense = _dot(entry.vector, query_vector)
-        superseded, stale_turns = self._add_facts(
+        superseded = self._add_facts(
             pool, scope, query_vector, lexical_facts, policy, access
         )
         self._add_recent(pool, recent, query_vector, access)
         if policy.neighbours:
             self._add_neighbours(pool, query_vector, policy, access)
 
-        for entry in pool.values():
+        # Which statements are history, from the facts of the sessions asked (a filtered
+        # scroll on indexed fields: cheap next to the searches).
+        replaced = stale_statements(
+            f for s in sessions for f in self.vectors.list_facts(s, None, access)
+        ) if policy.fact_limit else {}
+        past = asks_about_past(query)
+        for key, entry in pool.items():
             sig = entry.signals
+            sig.successors = replaced.get(key, ())
             if entry.is_turn:
                 sig.in_current_episode = (
                     sig.session_id == session_id and (sig.seq or 0) >= current_from
                 )
-                # A turn that stated only superseded facts is history now.
-                sig.stale = entry.turn_id in stale_turns
+                # A turn that stated only superseded or retracted facts is history now.
+                sig.stale = key in replaced
         newest = max(
             [t.seq for t in recent]
             + [e.signals.seq or 0 for e in pool.values()
@@ -159,6 +167,7 @@ class Recaller:
         scores = score_candidates(
             [e.signals for e in pool.values()], policy,
             current_session=session_id, newest_seq=newest, latest=asks_for_latest(query),
+            past=past,
         )
         _facts_stand_for_their_turns(pool, scores, policy.dedup_threshold)
         candidates = [
@@ -175,13 +184,8 @@ class Recaller:
             for key, entry in pool.items()
         ]
         budget = max(0, token_budget - policy.reserve_tokens)
-        chosen, excluded = select(
-            candidates,
-            budget=budget,
-            min_score=policy.min_score,
-            dedup_threshold=policy.dedup_threshold,
-            quotas=policy.quotas,
-            limit=policy.limit,
+        chosen, excluded = _select_current(
+            candidates, budget, policy, keep_history=past or policy.include_history
         )
         explained: list[ExcludedItem] = []
         if explain:
@@ -220,12 +224,11 @@ class Recaller:
         lexical: list[FactHit],
         policy: RecallPolicy,
         access: Scope | None = None,
-    ) -> tuple[list[FactHit], set[str]]:
+    ) -> list[FactHit]:
         """Add the facts that match (dense hits searched here, lexical ones given). Returns
-        the superseded ones left out (no history asked) and the turns that stated only
-        superseded facts."""
+        the superseded ones left out (no history asked)."""
         if not policy.fact_limit:
-            return [], set()
+            return []
         statuses = _statuses(policy)
         dense = self.vectors.search_facts(
             scope, query_vector, policy.fact_limit, statuses, access
@@ -236,11 +239,6 @@ class Recaller:
         for rank, hit in enumerate(lexical, 1):
             d_hit, d_rank, _l, _r = hits.get(hit.fact.fact_id, (hit, None, None, None))
             hits[hit.fact.fact_id] = (d_hit, d_rank, hit, rank)
-        facts = [h[0].fact for h in hits.values()]
-        current = {t for f in facts if f.status in VISIBLE for t in f.source_turn_ids}
-        stale_turns = {
-            t for f in facts if f.status == FactStatus.SUPERSEDED for t in f.source_turn_ids
-        } - current
         left_out: list[FactHit] = []
         for d_hit, d_rank, l_hit, l_rank in hits.values():
             fact = d_hit.fact
@@ -261,7 +259,7 @@ class Recaller:
                 ),
                 vector, fact=fact,
             )
-        return left_out, stale_turns
+        return left_out
 
     def _add_recent(
         self, pool: dict[str, _Entry], recent: list[Turn], query: Vector,
@@ -318,6 +316,38 @@ class Recaller:
                             markers=hit.markers, dense=_dot(vector, query)),
                     vector, hit=hit,
                 )
+
+
+def _select_current(
+    candidates: list[Candidate], budget: int, policy: RecallPolicy, *, keep_history: bool
+) -> tuple[list[Candidate], list[Excluded]]:
+    """`select`, then (unless history is wanted) leave out every stale statement whose
+    successor made it into the context, and fill the room it leaves."""
+    left_out: list[Excluded] = []
+    pool = list(candidates)
+    for _round in range(4):
+        chosen, excluded = select(
+            pool,
+            budget=budget,
+            min_score=policy.min_score,
+            dedup_threshold=policy.dedup_threshold,
+            quotas=policy.quotas,
+            limit=policy.limit,
+        )
+        if keep_history:
+            return chosen, excluded
+        keys = {c.key for c in chosen}
+        replaced = {
+            c.key: next(k for k in _entry(c)[0].signals.successors if k in keys)
+            for c in chosen
+            if any(k in keys for k in _entry(c)[0].signals.successors)
+        }
+        if not replaced:
+            return chosen, excluded + left_out
+        left_out += [Excluded(c, "superseded", f"replaced by {replaced[c.key]}")
+                     for c in pool if c.key in replaced]
+        pool = [c for c in pool if c.key not in replaced]
+    return chosen, excluded + left_out
 
 
 def _facts_stand_for_their_turns(

@@ -1,11 +1,12 @@
 """The deterministic reflector: the default when no LLM is configured.
 
-It reads an episode sentence by sentence. A sentence becomes a fact when it is marked (by
-the caller or the marker detector) or states a preference or a plain personal/project fact;
-its kind follows the marker, its subject comes from a vocabulary of common project topics
-(database, api style, frontend framework, ...) or from "the X is / for the X" phrasing. A
-sentence with update language ("switch to", "instead", "no longer", "actually", "now") on a
-subject that already has an active fact becomes an update that supersedes it.
+It reads an episode sentence by sentence. A sentence becomes a candidate fact when it is
+marked (by the caller or the marker detector), states a preference or a plain personal or
+project fact, or says that something changed or was withdrawn. Its slot comes from the
+sentence itself (`hivemem.domain.slots.slot_of`: "switch the X to", "for the X", "the X
+is", a speaker's own preference); its kind follows the marker, or the slot's known fact.
+What a statement does to the known facts (supersede, retract, conflict, add beside) is
+decided by consolidation, the same step the LLM reflectors' actions go through.
 Deterministic: the same episode and facts give the same actions.
 """
 
@@ -13,39 +14,13 @@ from __future__ import annotations
 
 import re
 
-from hivemem.domain.consolidation import has_update_language, normalise
+from hivemem.domain.change import Intent, intent_of
+from hivemem.domain.consolidation import normalise
 from hivemem.domain.fact import Fact, FactAction, FactKind, FactStatus
 from hivemem.domain.markers import detect_markers
+from hivemem.domain.slots import canonical_slot, slot_of
 from hivemem.providers.reflector import ReflectionRequest, ReflectionResult
 
-# Topic vocabulary: a value's mention tells what the statement is about.
-_TOPICS: dict[str, tuple[str, ...]] = {
-    "database": ("postgres", "postgresql", "mysql", "mariadb", "sqlite", "mongodb", "mongo",
-                 "dynamodb", "cassandra", "oracle", "sql server", "cockroachdb", "database"),
-    "api style": ("rest", "restful", "graphql", "grpc", "soap", "json-rpc", "trpc"),
-    "frontend framework": ("react", "vue", "angular", "svelte", "solid", "next.js", "nextjs",
-                           "nuxt", "ember", "frontend"),
-    "backend framework": ("django", "flask", "fastapi", "express", "rails", "spring", "laravel",
-                          "phoenix", "gin"),
-    "language": ("python", "typescript", "javascript", "golang", " go ", "rust", "java",
-                 "kotlin", "ruby", "c#", "elixir", "scala"),
-    "cloud": ("aws", "gcp", "azure", "google cloud", "heroku", "vercel", "fly.io",
-              "digitalocean"),
-    "cache": ("redis", "memcached", "cache"),
-    "queue": ("kafka", "rabbitmq", "sqs", "nats", "celery", "rq ", "queue"),
-    "search": ("elasticsearch", "opensearch", "meilisearch", "full-text search"),
-    "auth": ("oauth", "jwt", "saml", "sso", "auth0", "authentication"),
-    "deployment": ("kubernetes", "k8s", "helm", "docker", "staging", "deploy"),
-    "testing": ("pytest", "jest", "unit test", "integration test", "test suite"),
-    "budget": ("budget", "cost", "$"),
-    "deadline": ("deadline", "by the end of", "launch date", "ship date"),
-    "page size": ("page size", "per page", "pagination"),
-}
-_THE_X = re.compile(
-    r"\b(?:the|our|my) ((?:[a-z][a-z-]+ ){0,2}[a-z][a-z-]+?)(?: is| will be| should be| has to"
-    r"| must| are)\b"
-)
-_FOR_THE_X = re.compile(r"\bfor (?:the|our|my) ((?:[a-z][a-z-]+ ){0,1}[a-z][a-z-]+)\b")
 _PREFERENCE = re.compile(
     r"\b(?:i|we) (?:really |strongly |much |would )?(?:prefer|like|love|hate|dislike|enjoy"
     r"|favou?r|'d rather|would rather)\b|\bmy favou?rite\b|\bi'm (?:a fan|not a fan) of\b",
@@ -66,53 +41,52 @@ _KIND_BY_MARKER = {
 }
 
 
-_TOPIC_PATTERNS = {
-    topic: re.compile(
-        r"(?<![\w.])(?:" + "|".join(re.escape(n.strip()) for n in needles) + r")(?![\w])"
-    )
-    for topic, needles in _TOPICS.items()
-}
+def subject_of(sentence: str, kind: FactKind, speaker: str | None = None) -> str:
+    """The sentence's slot ("" when it names none: consolidation then versions the fact by
+    the values it names). `kind` is kept for callers; the slot does not depend on it."""
+    del kind
+    return slot_of(sentence, speaker)
 
 
-def subject_of(sentence: str, kind: FactKind) -> str:
-    text = f" {sentence.lower()} "
-    for topic, pattern in _TOPIC_PATTERNS.items():
-        if pattern.search(text):
-            return topic
-    for pattern in (_FOR_THE_X, _THE_X):
-        match = pattern.search(text)
-        if match:
-            return match.group(1).strip()
-    # Without a topic, failures and goals are about themselves: no versioning across them.
-    return "" if kind in (FactKind.FAILURE, FactKind.GOAL, FactKind.FACT) else kind.value
+def _kind(sentence: str, role: str, marked: list[str], alone: bool,
+          changes: bool, known: Fact | None) -> FactKind | None:
+    detected = detect_markers(sentence, role)
+    if detected:
+        return _KIND_BY_MARKER[detected[0]]
+    if _PREFERENCE.search(sentence):
+        return FactKind.PREFERENCE
+    if _PLAIN_FACT.search(sentence):
+        return FactKind.FACT
+    if marked and alone:
+        return _KIND_BY_MARKER[marked[0]]
+    if changes:  # a change or a withdrawal: of the slot's fact, or a decision
+        return known.kind if known is not None else FactKind.DECISION
+    return None
 
 
-def _candidates(request: ReflectionRequest) -> list[tuple[FactKind, str, str, str | None, str]]:
+def _candidates(
+    request: ReflectionRequest, active: dict[str, Fact]
+) -> list[tuple[FactKind, str, str, str | None, str]]:
     """(kind, subject, content, agent, turn id) for every sentence worth keeping."""
     out: list[tuple[FactKind, str, str, str | None, str]] = []
     for turn in request.turns:
         marked_turn = [m for m in turn.markers if m in _KIND_BY_MARKER]
         sentences = [s.strip() for s in _SENTENCES.split(turn.content) if s.strip()]
+        agent = turn.agent_id or turn.role.value
         for sentence in sentences:
-            if sentence.endswith("?"):
+            content = _LABEL.sub("", sentence).strip()
+            intent = intent_of(content)
+            if intent == Intent.NON_ASSERTION:
                 continue
-            detected = detect_markers(sentence, turn.role.value)
-            kind: FactKind | None = None
-            if detected:
-                kind = _KIND_BY_MARKER[detected[0]]
-            elif _PREFERENCE.search(sentence):
-                kind = FactKind.PREFERENCE
-            elif _PLAIN_FACT.search(sentence):
-                kind = FactKind.FACT
-            elif marked_turn and len(sentences) == 1:
-                kind = _KIND_BY_MARKER[marked_turn[0]]
+            subject = slot_of(content, agent)
+            changes = intent in (Intent.UPDATE, Intent.RETRACT)
+            kind = _kind(sentence, turn.role.value, marked_turn, len(sentences) == 1,
+                         changes, active.get(subject))
             if kind is None:
                 continue
-            content = _LABEL.sub("", sentence).strip()
-            if len(content) < 8:
+            if len(content) < 8 and intent != Intent.RETRACT:
                 continue
-            agent = turn.agent_id or turn.role.value
-            out.append((kind, subject_of(content, kind), content, agent, turn.turn_id))
+            out.append((kind, subject, content, agent, turn.turn_id))
     return out
 
 
@@ -123,33 +97,24 @@ class HeuristicReflector:
         active: dict[str, Fact] = {}
         for fact in sorted(request.prior_facts, key=lambda f: f.valid_from):
             if fact.status in (FactStatus.ACTIVE, FactStatus.CONFLICTED) and fact.subject:
-                active[fact.subject] = fact
+                active[canonical_slot(fact.subject)] = fact
         actions: list[FactAction] = []
-        latest_new: dict[str, int] = {}  # subject -> index of the action that added it
         seen: set[str] = set()
-        for kind, subject, content, agent, turn_id in _candidates(request):
+        for kind, subject, content, agent, turn_id in _candidates(request, active):
             key = normalise(content)
             if key in seen:
                 continue
             seen.add(key)
-            action = FactAction(
+            known = active.get(subject)
+            if known is not None and normalise(known.content) == key:
+                actions.append(FactAction(op="keep", target=known.fact_id))
+                continue
+            # Consolidation decides what the statement changes (supersede, retract,
+            # conflict, add beside): one set of rules for every reflector.
+            actions.append(FactAction(
                 op="add", content=content, kind=kind, subject=subject, confidence=0.8,
                 source_turn_ids=[turn_id], agent_id=agent,
-            )
-            updating = subject and has_update_language(content)
-            if updating and subject in latest_new:
-                action = action.model_copy(update={
-                    "op": "update", "target": f"new:{latest_new[subject]}",
-                    "reason": f"changed: {content[:120]}"})
-            elif updating and subject in active:
-                action = action.model_copy(update={
-                    "op": "update", "target": active[subject].fact_id,
-                    "reason": f"changed: {content[:120]}"})
-            elif subject in active and normalise(active[subject].content) == key:
-                action = FactAction(op="keep", target=active[subject].fact_id)
-            actions.append(action)
-            if action.op in ("add", "update") and subject:
-                latest_new[subject] = len(actions) - 1
+            ))
             if len([a for a in actions if a.op != "keep"]) >= request.max_facts:
                 break
         return ReflectionResult(actions=actions, model=self.name)

@@ -30,6 +30,8 @@ class ReflectionResult(BaseModel):
     actions: list[FactAction]
     raw_output: str | None = None  # what the model said, kept for traces and failed jobs
     model: str | None = None
+    # Actions the reflector did not use as written, and why (kept in the trace's `dropped`).
+    dropped: list[str] = Field(default_factory=list)
 
 
 class Reflector(Protocol):

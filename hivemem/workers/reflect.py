@@ -16,15 +16,20 @@ from typing import Any
 import numpy as np
 import structlog
 
+from hivemem.domain.audit import reflection_events
 from hivemem.domain.consolidation import Plan, plan_actions
 from hivemem.domain.episode import Episode
 from hivemem.domain.fact import VISIBLE, Fact
 from hivemem.domain.models import Turn
 from hivemem.domain.redact import redact
 from hivemem.domain.scope import owner_of
+from hivemem.domain.slots import canonical_slot
 from hivemem.errors import NotFound, ProviderError, RetryLater
+from hivemem.pipeline.vectors import decode_vector
 from hivemem.providers.reflector import ReflectionRequest
+from hivemem.store.audit import AuditLog
 from hivemem.store.reflection import SessionLock
+from hivemem.workers.compact import schedule_after_reflection
 from hivemem.workers.jobs import JobContext
 
 log = structlog.get_logger(__name__)
@@ -37,10 +42,19 @@ def reflect_episode(context: JobContext, episode_id: str, session_id: str) -> di
     after the repair attempt, a 4xx) fails at once into rq's failed registry.
     """
     try:
-        return Reflection(context).reflect_up_to(session_id, episode_id)
+        return Reflection(context, last_attempt=_last_attempt()).reflect_up_to(
+            session_id, episode_id)
     except (ProviderError, NotFound):  # permanent: a retry would fail the same way
         _no_retries()
         raise
+
+
+def _last_attempt() -> bool:
+    """No rq retry is left for the running job: a transient failure now is final."""
+    from rq import get_current_job
+
+    job = get_current_job()
+    return job is not None and not job.retries_left
 
 
 def _no_retries() -> None:
@@ -52,9 +66,12 @@ def _no_retries() -> None:
 
 
 class Reflection:
-    def __init__(self, context: JobContext) -> None:
+    def __init__(self, context: JobContext, *, last_attempt: bool = False) -> None:
         self.ctx = context
         self.settings = context.settings.reflection
+        # On the job's last attempt a transient failure is recorded like a permanent one,
+        # so the session's later episodes are not blocked behind it forever.
+        self.last_attempt = last_attempt
 
     def reflect_up_to(self, session_id: str, episode_id: str) -> dict[str, Any]:
         ctx = self.ctx
@@ -70,8 +87,6 @@ class Reflection:
             summary: dict[str, Any] = {"episode_id": episode_id, "reflected": []}
             for pending in ctx.episodes.episodes(session_id, done, episode.index - 1):
                 summary["reflected"].append(self._reflect_one(pending, lock))
-            from hivemem.workers.compact import schedule_after_reflection
-
             schedule_after_reflection(ctx.redis, ctx.settings, session_id, done, episode.index)
             return summary
         finally:
@@ -91,8 +106,6 @@ class Reflection:
         facts = ctx.vectors.list_facts(episode.session_id, [s.value for s in VISIBLE])
         if len(facts) <= self.settings.max_unscoped_facts or episode.centroid is None:
             return facts
-        from hivemem.pipeline.vectors import decode_vector
-
         hits = ctx.vectors.search_facts(
             episode.session_id, decode_vector(episode.centroid),
             self.settings.max_unscoped_facts, [s.value for s in VISIBLE],
@@ -124,17 +137,14 @@ class Reflection:
         }
         try:
             result = ctx.reflector.reflect(request)
-        except RetryLater:
-            ctx.outcome("retry")
-            raise  # transient: the job retries; the pointer stays on this episode
+        except RetryLater as exc:
+            if not self.last_attempt:
+                ctx.outcome("retry")
+                raise  # transient: the job retries; the pointer stays on this episode
+            self._failed(trace, exc, started, lock, episode, retries_exhausted=True)
+            raise
         except ProviderError as exc:
-            # Permanent: the session moves on (later episodes must not wait behind a bad
-            # one); the job fails with the raw output kept, and `replay` can redo it.
-            trace.update(error=str(exc), raw_output=getattr(exc, "raw_output", None),
-                         elapsed_ms=round((time.perf_counter() - started) * 1000, 1))
-            ctx.state.add_trace(redact(trace))
-            ctx.state.advance(session_id, lock, episode.index)
-            ctx.outcome("failed")
+            self._failed(trace, exc, started, lock, episode, retries_exhausted=False)
             raise
         plan = self._plan(episode, prior, result.actions)
         _scope_new_facts(plan, turns, turns[0].namespace if turns else episode.namespace)
@@ -150,7 +160,8 @@ class Reflection:
             raw_output=result.raw_output,
             actions=[a.model_dump(mode="json") for a in result.actions],
             saved=plan.added, superseded=plan.superseded, conflicted=plan.conflicted,
-            archived=plan.archived, merged=plan.merged, kept=plan.kept, dropped=plan.dropped,
+            archived=plan.archived, merged=plan.merged, kept=plan.kept,
+            retracted=plan.retracted, dropped=[*result.dropped, *plan.dropped],
             elapsed_ms=elapsed,
         )
         # The trace first: whoever sees the pointer move can read the trace.
@@ -164,6 +175,22 @@ class Reflection:
         )
         return {"episode_id": episode.episode_id, "added": plan.added,
                 "superseded": plan.superseded, "conflicted": plan.conflicted}
+
+    def _failed(self, trace: dict[str, Any], exc: Exception, started: float,
+                lock: SessionLock, episode: Episode, *, retries_exhausted: bool) -> None:
+        """The session moves on (later episodes must not wait behind a bad one): a trace
+        with the error, the pointer past the episode, a `reflection.failed` event; the job
+        then fails with the raw output kept, and `replay` can redo it."""
+        ctx = self.ctx
+        trace.update(error=str(exc), failed=True, retries_exhausted=retries_exhausted,
+                     raw_output=getattr(exc, "raw_output", None),
+                     elapsed_ms=round((time.perf_counter() - started) * 1000, 1))
+        ctx.state.add_trace(redact(trace))
+        ctx.state.advance(episode.session_id, lock, episode.index)
+        ctx.outcome("failed")
+        log.error("reflection.failed", session_id=episode.session_id,
+                  episode_id=episode.episode_id, index=episode.index,
+                  retries_exhausted=retries_exhausted, error=str(exc)[:300])
 
     def _plan(self, episode: Episode, prior: list[Fact], actions: list[Any]) -> Plan:
         ctx = self.ctx
@@ -180,7 +207,21 @@ class Reflection:
         def similarity(content: str, fact: Fact) -> float:
             a = content_vectors.get(content)
             b = prior_vectors.get(fact.fact_id)
+            if b is None:  # a fact written earlier in this batch
+                b = content_vectors.get(fact.content)
             return float(np.dot(a, b)) if a is not None and b is not None else 0.0
+
+        # Subject phrases are embedded too: "the database" and "our datastore" are one slot.
+        subjects = sorted({canonical_slot(x) for x in [
+            *(a.subject for a in actions if a.subject), *(f.subject for f in prior if f.subject)
+        ]} - {""})
+        subject_vectors = dict(
+            zip(subjects, ctx.embedder.embed_documents(subjects), strict=True)
+        ) if len(subjects) > 1 else {}
+
+        def slot_similarity(a: str, b: str) -> float:
+            va, vb = subject_vectors.get(a), subject_vectors.get(b)
+            return float(np.dot(va, vb)) if va is not None and vb is not None else 0.0
 
         return plan_actions(
             prior, actions,
@@ -189,6 +230,7 @@ class Reflection:
             valid_from=episode.ended_at, similarity=similarity,
             dedup_threshold=self.settings.dedup_threshold,
             min_confidence=self.settings.min_confidence,
+            slot_similarity=slot_similarity,
         )
 
 
@@ -215,9 +257,6 @@ def _scope_record(turn: Turn) -> dict[str, Any]:
 
 def _audit(ctx: JobContext, plan: Plan, prior: list[Fact], episode: Episode) -> None:
     """Every status change the plan made goes to the session's audit log."""
-    from hivemem.domain.audit import reflection_events
-    from hivemem.store.audit import AuditLog
-
     events = reflection_events(plan, prior, episode_id=episode.episode_id, at=datetime.now(UTC))
     AuditLog(ctx.redis, ctx.keys).append(events)
 

@@ -100,3 +100,40 @@ def test_a_slow_llm_holds_up_neither_ingest_nor_recall(
             assert slowest < 500 and recall_ms < 1000, (slowest, recall_ms)
             client.wait_until_reflected("llm", 30)
             assert client.facts("llm")
+
+
+def test_when_retries_run_out_the_failure_is_recorded_and_the_session_moves_on(
+    tmp_path: Path, settings: Settings
+) -> None:
+    import pytest
+    import structlog
+
+    from hivemem.errors import ReflectionFailed
+
+    with ScriptedLLM(default=Reply(body=_answer)) as llm:
+        # 2 job attempts x 2 requests each, all 500: the first episode's reflection fails.
+        llm.push(*[Reply(status=500, text="boom") for _ in range(4)])
+        reflector = build_reflector(LLMConfig(
+            provider="openai", base_url=llm.url, model="m", timeout_s=2, max_retries=1,
+            backoff_initial_s=0.01, backoff_max_s=0.02,
+        ))
+        tight = settings.model_copy(update={"reflection": settings.reflection.model_copy(
+            update={"retries": 1, "retry_intervals_s": [0]})})
+        with structlog.testing.capture_logs() as logs, MemoryClient.local(
+            tmp_path / "m", tight, embedder=HashingEmbedder(1024), reflector=reflector
+        ) as client:
+            for i, (role, text) in enumerate(TURNS[:2]):
+                client.ingest("llm", role, text, turn_id=f"t{i}")
+            client.close_episode("llm")
+            with pytest.raises(ReflectionFailed) as failed:
+                client.wait_until_reflected("llm", 30)
+            assert failed.value.index == 1 and "embed workers" not in str(failed.value)
+            assert client.get_session_stats("llm").reflections_failed == [1]
+            [trace] = client.traces(5, session_id="llm")
+            assert trace["failed"] and trace["retries_exhausted"] and "500" in trace["error"]
+            # The next episode is not blocked behind the failed one.
+            for i, (role, text) in enumerate(TURNS[2:], 2):
+                client.ingest("llm", role, text, turn_id=f"t{i}")
+            client.close_episode("llm")
+            assert client.wait_until_reflected("llm", 30) == 2
+        assert any(e["event"] == "reflection.failed" for e in logs)

@@ -211,7 +211,7 @@ def test_tolerant_parsing(llm: ScriptedLLM, provider: str, text: str) -> None:
 
 def test_action_normalisation() -> None:
     text = actions_json(
-        {"op": "ADD", "content": "The service runs on port 8080.", "kind": "architecture",
+        {"op": "ADD", "content": "The API stays REST on port 8080.", "kind": "architecture",
          "subject": "  Service   Port ", "confidence": "85", "source_turn_ids": "[t3]",
          "agent_id": "someone-else"},
         {"op": "add", "content": "Prefers PostgreSQL.", "kind": "preferences",
@@ -228,9 +228,11 @@ def test_action_normalisation() -> None:
 
 
 def test_max_facts_caps_new_facts() -> None:
-    many = [{**ADD_PG, "content": f"Fact number {i}."} for i in range(5)]
+    # (contents the episode states: an add the turns do not support is rejected first)
+    many = [{**ADD_PG, "content": f"PostgreSQL database number {i}."} for i in range(5)]
     actions = parse_actions(actions_json(*many), make_request(max_facts=2))
-    assert [a.content for a in actions] == ["Fact number 0.", "Fact number 1."]
+    assert [a.content for a in actions] == ["PostgreSQL database number 0.",
+                                            "PostgreSQL database number 1."]
 
 
 def test_empty_actions_is_valid(llm: ScriptedLLM) -> None:
@@ -404,8 +406,9 @@ def test_other_400_is_provider_error(llm: ScriptedLLM) -> None:
 
 def test_consolidate_prompt_lists_prior_facts() -> None:
     prompt = build_prompt(make_request(prior_facts()))
-    assert f"[{PRIOR_DB}] decision, database: Use MySQL as the database." in prompt.user
-    assert f"[{PRIOR_STYLE}] decision, api style: The API is REST." in prompt.user
+    # Facts are shown by short aliases (f1, f2) that the parser maps back to their ids.
+    assert "[f1] decision, database: Use MySQL as the database." in prompt.user
+    assert "[f2] decision, api style: The API is REST." in prompt.user
     for op in ('"update"', '"remove"', '"keep"', '"add"'):
         assert op in prompt.user
     extract = build_prompt(make_request())
@@ -417,7 +420,7 @@ def test_consolidate_prompt_lists_prior_facts() -> None:
 def test_consolidate_actions_and_unknown_targets_dropped(llm: ScriptedLLM) -> None:
     def answer(request_json: Any) -> Reply:
         user = request_json["messages"][-1]["content"]
-        assert PRIOR_DB in user and PRIOR_STYLE in user  # the prompt names the fact ids
+        assert "[f1]" in user and "[f2]" in user  # the prompt names the facts by alias
         return Reply(text=actions_json(
             {"op": "update", "target": PRIOR_DB, "content": "Use PostgreSQL as the database.",
              "kind": "decision", "subject": "database", "reason": "switched for JSONB",

@@ -11,6 +11,7 @@ from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any
 
+import pytest
 import redis
 from support.scripted_llm import Reply, ScriptedLLM
 
@@ -18,6 +19,7 @@ from hivemem import MemoryClient, Settings
 from hivemem.config import LLMConfig
 from hivemem.domain.consolidation import plan_actions
 from hivemem.domain.fact import Fact, FactAction, FactKind, FactStatus
+from hivemem.errors import ReflectionFailed
 from hivemem.providers.embedders import HashingEmbedder
 from hivemem.providers.heuristic import HeuristicReflector, subject_of
 from hivemem.providers.llm import build_reflector
@@ -94,9 +96,11 @@ def test_chained_update_within_one_episode() -> None:
 
 
 def test_heuristic_subjects() -> None:
-    assert subject_of("Let's use PostgreSQL for storage", FactKind.DECISION) == "database"
-    assert subject_of("We'll use GraphQL", FactKind.DECISION) == "api style"
+    # Slots come from the sentence (what the value is for), not from a vocabulary of values.
+    assert subject_of("Let's use PostgreSQL for storage", FactKind.DECISION) == "storage"
+    assert subject_of("We'll use GraphQL for the API", FactKind.DECISION) == "api"
     assert subject_of("The deadline is March 3", FactKind.CONSTRAINT) == "deadline"
+    assert subject_of("Let's go with Jenkins", FactKind.DECISION) != "language"
     assert HeuristicReflector().name == "heuristic"
 
 
@@ -130,8 +134,8 @@ def run_scenario(client: MemoryClient, session: str = "p1") -> None:
 def check_progressive(client: MemoryClient, session: str = "p1") -> None:
     current = {f.subject: f for f in client.facts(session)}
     assert "MySQL" in current["database"].content
-    assert "GraphQL" in current["api style"].content
-    assert "React" in current["frontend framework"].content
+    assert "GraphQL" in current["api"].content
+    assert "React" in current["frontend"].content
     history = [f for f in client.facts(session, include_history=True) if f.subject == "database"]
     old = next(f for f in history if "PostgreSQL" in f.content)
     new = next(f for f in history if "MySQL" in f.content)
@@ -163,14 +167,14 @@ def test_progressive_requirements_heuristic(tmp_path: Path, settings: Settings) 
         check_progressive(client)
 
 
-_KNOWN = re.compile(r"\[([0-9a-f]{32})\] (\w+), ([a-z ]+):")
+_KNOWN = re.compile(r"\[(f\d+)\] (\w+), ([a-z ]+):")  # facts are shown by alias
 
 
 def scripted_model(request: dict[str, Any]) -> Reply:
     """A stand-in LLM: reads the prompt the reflector sent and answers like a model would."""
     prompt = "\n".join(m["content"] for m in request["messages"] if m["role"] == "user")
     known = {subject: fid for fid, _kind, subject in _KNOWN.findall(prompt)}
-    lines = re.findall(r"\[(turn-\d+)\][^\n]*?\) (.*)", prompt)
+    lines = re.findall(r"\[(t\d+)\][^\n]*?\) (.*)", prompt)  # turns too
     actions: list[dict[str, Any]] = []
 
     def act(op: str, subject: str, content: str, said: str, target: str | None = None) -> None:
@@ -179,16 +183,20 @@ def scripted_model(request: dict[str, Any]) -> Reply:
                         "subject": subject, "confidence": 0.9, "source_turn_ids": sources,
                         "reason": "changed" if target else None})
 
+    # (each fact only from the episode that states it: an add the turns do not support
+    # is rejected as invented)
     if "PostgreSQL for the database" in prompt:
         act("add", "database", "The database is PostgreSQL.", "PostgreSQL")
-        act("add", "api style", "The API is REST.", "REST for the API")
-        act("add", "frontend framework", "The frontend uses React.", "React")
+    if "REST for the API" in prompt:
+        act("add", "api", "The API is REST.", "REST for the API")
+    if "will use React" in prompt:
+        act("add", "frontend", "The frontend uses React.", "React")
     if "switch to MySQL" in prompt:
         act("update", "database", "The database is MySQL.", "switch to MySQL",
             known.get("database"))
     if "GraphQL instead of REST" in prompt:
-        act("update", "api style", "The API is GraphQL.", "GraphQL instead",
-            known.get("api style"))
+        act("update", "api", "The API is GraphQL.", "GraphQL instead",
+            known.get("api"))
     return Reply(text="```json\n" + json.dumps({"actions": actions}) + "\n```")
 
 
@@ -212,7 +220,10 @@ def test_a_broken_llm_fails_the_job_keeps_the_output_and_recall_still_works(
                                               model="scripted", timeout_s=5))
         with MemoryClient.local(tmp_path / "m", settings, embedder=HashingEmbedder(1024),
                                 reflector=reflector) as client:
-            run_scenario(client)  # the pointer moves past failed episodes
+            # The pointer moves past failed episodes, and the wait says they failed.
+            with pytest.raises(ReflectionFailed):
+                run_scenario(client)
+            assert client.get_session_stats("p1").reflections_failed
             assert client.facts("p1") == []
             traces = client.traces(5, session_id="p1")
             assert traces and "not JSON" in (traces[0]["raw_output"] or "")
@@ -297,3 +308,16 @@ def test_concurrent_reflect_workers_never_leave_two_current_versions(
         assert "MySQL" in next(f.content for f in current if f.subject == "database")
     vectors.close()
     assert isinstance(base, redis.Redis)
+
+
+def test_wait_until_reflected_waits_for_a_close_the_boundary_stage_has_not_seen(
+    tmp_path: Path, settings: Settings
+) -> None:
+    with MemoryClient.local(tmp_path / "m", settings, embedder=HashingEmbedder(1024)) as client:
+        for i, (role, text) in enumerate(SCRIPT[:3]):
+            client.ingest("w", role, text, turn_id=f"w{i}")
+        client.close_episode("w")
+        # Right after the close: before, this returned at once (0 episodes closed yet).
+        assert client.wait_until_reflected("w", 20) == 1
+        assert client.facts("w")
+        assert client.get_session_stats("w").reflections_failed == []

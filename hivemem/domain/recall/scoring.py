@@ -33,6 +33,9 @@ class Signals:
     stale: bool = False  # superseded history, or a turn that stated only superseded facts
     history: bool = False  # a superseded fact shown because history was asked for
     in_current_episode: bool = False
+    # Keys of the candidates that replaced this one (its facts' current versions and the
+    # turns that stated them); set for stale statements only.
+    successors: tuple[str, ...] = ()
 
 
 # "What is the current timeout?", "where do we deploy now?": the newest statement wins.
@@ -82,8 +85,11 @@ def score_candidates(
     current_session: str,
     newest_seq: int,
     latest: bool = False,
+    past: bool = False,
 ) -> dict[str, ScoreComponents]:
-    """`latest`: the query asks for the current state; recency weighs `weights.latest`."""
+    """`latest`: the query asks for the current state; recency weighs `weights.latest`.
+    `past`: it asks what was true before; stale statements are the answer, not history.
+    Otherwise a stale statement never outranks a successor of it that is a candidate."""
     w = policy.weights
     recency_weight = max(w.recency, w.latest) if latest else w.recency
     lexical_max = max((s.lexical_raw or 0.0 for s in signals), default=0.0)
@@ -124,7 +130,9 @@ def score_candidates(
             + kind
         )
         final = rel + w.neighbour * neighbour + boosts + w.conflict * s.conflicted
-        if s.history:
+        if past:
+            pass  # the old value is what is asked for
+        elif s.history:
             final -= 1.0  # superseded versions rank below everything current
         elif s.stale:
             final -= w.stale
@@ -143,4 +151,15 @@ def score_candidates(
             session=session,
             final=final,
         )
+    if not past:
+        _below_successors(signals, out)
     return out
+
+
+def _below_successors(signals: Sequence[Signals], out: dict[str, ScoreComponents]) -> None:
+    """Current state first: a stale statement ranks just below its best-scored successor
+    among the candidates (a turn that chose PostgreSQL below the fact that says MySQL)."""
+    for s in signals:
+        rivals = [out[k].final for k in s.successors if k in out and k != s.key]
+        if s.successors and rivals and out[s.key].final >= (ceiling := max(rivals)):
+            out[s.key] = out[s.key].model_copy(update={"final": ceiling - 1e-3})

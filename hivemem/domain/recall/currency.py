@@ -1,0 +1,74 @@
+"""Which statements are history: turns whose facts were all superseded or retracted (pure).
+
+A turn is stale when every fact that cites it is superseded or archived and no current fact
+cites it (so the statement that made a switch never counts as stale because an older fact
+in the chain cites it too). Each stale statement knows its successors: the current head of
+each of its facts' version chains, and the turns that stated that head. Recall uses this in
+the one scoring model: for a question about the present, a stale statement ranks below its
+successor, and is left out when the successor is in the context.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Iterable
+
+from hivemem.domain.fact import VISIBLE, Fact
+
+# "What did we use before?", "what was it originally?", "until March": the old value answers.
+_PAST = re.compile(
+    r"\b(before|used to|originally|original|until|previously|previous|earlier|at first"
+    r"|initially|in the past|formerly|back then|prior|old|first (?:chose|picked|decided)"
+    r"|what (?:did|was|were) (?:we|they|you|i) (?:use|have|pick|choose|decide|plan)"
+    r"|history|changed from|switched from|moved from)\b",
+    re.IGNORECASE,
+)
+
+
+def asks_about_past(query: str) -> bool:
+    return _PAST.search(query) is not None
+
+
+def fact_key(fact_id: str) -> str:
+    return f"fact:{fact_id}"
+
+
+def turn_key(session_id: str, turn_id: str) -> str:
+    return f"turn:{session_id}:{turn_id}"
+
+
+def _head(fact: Fact, by_id: dict[str, Fact]) -> Fact | None:
+    """The current version at the end of `fact`'s chain (None: retracted, or not known)."""
+    seen: set[str] = set()
+    while fact.status not in VISIBLE:
+        nxt = by_id.get(fact.superseded_by or "")
+        if nxt is None or nxt.fact_id in seen:
+            return None
+        seen.add(nxt.fact_id)
+        fact = nxt
+    return fact
+
+
+def stale_statements(facts: Iterable[Fact]) -> dict[str, tuple[str, ...]]:
+    """Candidate key (turn or non-current fact) -> the keys of what replaced it (empty for
+    a retraction). Current facts and turns that state something current are not in it."""
+    facts = list(facts)
+    by_id = {f.fact_id: f for f in facts}
+    current_turns = {(f.session_id, t) for f in facts if f.status in VISIBLE
+                     for t in f.source_turn_ids}
+    out: dict[str, set[str]] = {}
+    for fact in facts:
+        if fact.status in VISIBLE:
+            continue
+        head = _head(fact, by_id)
+        successors: set[str] = set()
+        if head is not None:
+            successors.add(fact_key(head.fact_id))
+            successors.update(turn_key(head.session_id, t) for t in head.source_turn_ids)
+        out.setdefault(fact_key(fact.fact_id), set()).update(successors)
+        for turn_id in fact.source_turn_ids:
+            if (fact.session_id, turn_id) in current_turns:
+                continue
+            key = turn_key(fact.session_id, turn_id)
+            out.setdefault(key, set()).update(successors - {key})
+    return {k: tuple(sorted(v)) for k, v in out.items()}

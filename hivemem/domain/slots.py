@@ -1,0 +1,99 @@
+"""Subject slots: who or what a statement is about, and which attribute of it (pure).
+
+A fact's slot ("database", "sam's preferred python version", "friday deploys") is what its
+versions share: a newer statement on the same slot with another value replaces the older one.
+The slot is read from the sentence itself (the object of "switch the X to", "for the X",
+"the X is ...", a speaker's own preference or home), never from a list of known values, and
+compared after normalisation ("the database", "our DB" and "databases" are one slot).
+"""
+
+from __future__ import annotations
+
+import re
+
+_DETERMINERS = re.compile(r"^(?:(?:the|our|my|your|their|a|an|this|that|team|team's|project"
+                          r"|project's|current|new|old)\s+)+")
+# Short forms people use for the same slot.
+_SYNONYMS = {"db": "database", "dbs": "database", "datastore": "database",
+             "repo": "repository", "k8s": "kubernetes", "ci/cd": "ci", "pipeline": "ci"}
+_NOT_SLOTS = frozenset(re.findall(r"\S+",
+    "it this that them me us you him her now today tomorrow tonight while moment time "
+    "sure example instance reference record way lot bit one thing things sake real"))
+_TRAILING = frozenset(("back", "over", "again", "now", "then", "too", "also", "finally"))
+_WORDS = r"[a-z][a-z0-9/+#.-]*"
+_PHRASE = rf"((?:{_WORDS} ){{0,2}}?{_WORDS})"
+_OWNER = r"(?:the|our|my|your|their|team's|project's)"
+
+# Ordered: the most explicit phrasing first.
+_PATTERNS: tuple[re.Pattern[str], ...] = (
+    # "we switch the database to MySQL", "moving our CI from Jenkins to ..."
+    re.compile(rf"\b(?:switch|switching|switched|move|moving|moved|migrate|migrating|migrated"
+               rf"|change|changing|changed|replace|replacing|replaced) {_OWNER} {_PHRASE}"
+               r" (?:to|from|over|with)\b"),
+    # "use X for the database", "Redis for caching", "X as our queue"
+    re.compile(rf"\b(?:for|as) {_OWNER} {_PHRASE}(?=[ ,.;:!)]|$)"),
+    # "the deadline is", "our budget will be", "the freeze is lifted"
+    re.compile(rf"\b{_OWNER} {_PHRASE} (?:is|are|was|will be|should be|has to|have to|must"
+               r"|stays|stay|remains|goes|becomes|moves|moved|changed|needs to|will use|uses"
+               r"|runs on|will run on|lives in)\b"),
+    # "for caching", "for CI", "for deployment"
+    re.compile(rf"\bfor ({_WORDS}(?:ing)?)(?=[ ,.;:!)]|$)"),
+    # "Friday deploys are fine again", "deploys on Fridays are frozen"
+    re.compile(rf"^{_PHRASE} (?:are|is) (?:fine|ok|okay|allowed|frozen|banned|blocked|off"
+               r"|lifted|dropped|cancell?ed)\b"),
+)
+_PERSONAL: tuple[tuple[re.Pattern[str], str], ...] = (
+    (re.compile(rf"\bmy favou?rite {_PHRASE} (?:is|are)\b"), "favourite {0}"),
+    (re.compile(r"\bi (?:live|moved|relocated) (?:in|to)\b|\bi'm (?:now )?based in\b"), "home"),
+    (re.compile(r"\bi work (?:at|for)\b|\bi joined\b"), "employer"),
+    (re.compile(r"\bi work as\b|\bi'm an? \w+ (?:engineer|developer|designer|manager)\b"),
+     "job"),
+    (re.compile(r"\bmy name is\b|\bcall me\b"), "name"),
+    (re.compile(r"\b(?:vegan|vegetarian|pescatarian|gluten|dairy|allergic|diet|keto)\b"),
+     "diet"),
+    (re.compile(r"\bi (?:really |strongly |much )?(?:prefer|like|love|want|use) (?:to use )?"
+                r"([a-z]+) ?(\d+(?:\.\d+)*)\b"), "preferred {0} version"),
+    (re.compile(rf"\bi (?:really |strongly |much )?prefer {_OWNER}? ?{_PHRASE}"
+                r"(?= over| to| rather|[,.;!]|$)"), "preference"),
+)
+
+
+def canonical_slot(subject: str) -> str:
+    """Lowercased, determiners dropped, short forms expanded, the head noun singular."""
+    text = " ".join(re.findall(r"[\w'/+#.-]+", subject.lower())).strip(" .,'")
+    text = _DETERMINERS.sub("", text)
+    words = [_SYNONYMS.get(w, w) for w in text.split()]
+    while words and words[-1] in _TRAILING:  # "switch the database back to ..."
+        words.pop()
+    if not words:
+        return ""
+    head = words[-1]
+    if len(head) > 3 and head.endswith("s") and not head.endswith(("ss", "us", "is")):
+        words[-1] = head[:-1]
+    return " ".join(words)
+
+
+def slot_of(sentence: str, speaker: str | None = None) -> str:
+    """The slot a sentence fills, or "" when it names none."""
+    text = sentence.lower().strip()
+    for pattern, template in _PERSONAL:
+        match = pattern.search(text)
+        if match:
+            attr = template.format(*(canonical_slot(g) for g in match.groups() if g))
+            owner = f"{speaker.lower()}'s " if speaker else ""
+            return f"{owner}{attr}".strip()
+    for pattern in _PATTERNS:
+        for match in pattern.finditer(text):
+            slot = canonical_slot(match.group(1))
+            if slot and slot.split()[-1] not in _NOT_SLOTS:
+                return slot
+    return ""
+
+
+def is_personal(subject: str, owner: str | None) -> bool:
+    """A person's own slot (their preference, home, diet): only they change it."""
+    return bool(owner) and subject.startswith(f"{(owner or '').lower()}'s ")
+
+
+def same_slot(a: str, b: str) -> bool:
+    return bool(a) and canonical_slot(a) == canonical_slot(b)

@@ -1,0 +1,73 @@
+"""Recall leads with the current state: a superseded statement never outranks its successor
+and is left out when the successor is in the context, unless history is asked for."""
+
+from __future__ import annotations
+
+from datetime import UTC, datetime, timedelta
+from pathlib import Path
+
+from hivemem import MemoryClient, Settings
+from hivemem.domain.fact import Fact, FactKind, FactStatus
+from hivemem.domain.recall.currency import asks_about_past, stale_statements
+from hivemem.providers.embedders import HashingEmbedder
+
+T0 = datetime(2026, 3, 1, 9, 0, tzinfo=UTC)
+
+
+def _three_adds(client: MemoryClient, session: str) -> None:
+    client.ingest(session, "user", "We decided to use PostgreSQL for the database",
+                  markers=["decision"], timestamp=T0, turn_id="pg")
+    client.ingest(session, "user", "The API must stay under 200 ms p95",
+                  markers=["constraint"], timestamp=T0 + timedelta(minutes=1), turn_id="api")
+    client.ingest(session, "user",
+                  "Change of plan: we switch the database to MySQL, ops only supports it",
+                  timestamp=T0 + timedelta(minutes=2), turn_id="mysql")
+    client.close_episode(session)
+    client.wait_until_reflected(session, 30)
+
+
+def test_which_database_now_puts_mysql_first_without_the_postgres_turn(
+    tmp_path: Path, settings: Settings
+) -> None:
+    with MemoryClient.local(tmp_path / "m", settings, embedder=HashingEmbedder(1024)) as client:
+        _three_adds(client, "s")
+        result = client.recall("s", "which database are we using now?", token_budget=40,
+                               explain=True)
+        items = list(result)
+        assert items and "MySQL" in items[0].content
+        assert not any("PostgreSQL" in i.content for i in items)
+        # History is still there when asked for, and for questions about the past.
+        past = client.recall("s", "which database did we use before?", token_budget=80)
+        assert any("PostgreSQL" in i.content for i in past)
+        with_history = client.recall("s", "which database are we using now?",
+                                     token_budget=80, include_history=True)
+        contents = [i.content for i in with_history]
+        assert any("PostgreSQL" in c for c in contents)
+        assert "MySQL" in contents[0]
+
+
+def _fact(fid: str, status: FactStatus, turns: list[str], by: str | None = None) -> Fact:
+    return Fact(fact_id=fid, session_id="s", content=fid, kind=FactKind.DECISION,
+                subject="database", source_turn_ids=turns, created_at=T0, valid_from=T0,
+                status=status, superseded_by=by)
+
+
+def test_stale_statements_follow_the_chain_and_spare_the_switch_turn() -> None:
+    facts = [
+        _fact("a", FactStatus.SUPERSEDED, ["t1"], by="b"),
+        _fact("b", FactStatus.SUPERSEDED, ["t2", "t3"], by="c"),
+        _fact("c", FactStatus.ACTIVE, ["t3"]),  # t3 made the switch and states the current
+        _fact("d", FactStatus.ARCHIVED, ["t4"]),  # retracted: stale, no successor
+    ]
+    stale = stale_statements(facts)
+    assert set(stale["turn:s:t1"]) == {"fact:c", "turn:s:t3"}
+    assert "turn:s:t3" not in stale  # the switch statement is never stale
+    assert set(stale["turn:s:t2"]) == {"fact:c", "turn:s:t3"}
+    assert stale["turn:s:t4"] == ()
+    assert "fact:c" not in stale and stale["fact:a"] == ("fact:c", "turn:s:t3")
+
+
+def test_past_questions() -> None:
+    assert asks_about_past("what did we use before MySQL?")
+    assert asks_about_past("which database did we originally pick?")
+    assert not asks_about_past("which database are we using now?")
