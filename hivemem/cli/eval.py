@@ -15,6 +15,14 @@ from hivemem import __version__
 from hivemem.cli.output import stderr, stdout
 from hivemem.config import Settings
 from hivemem.errors import HivememError
+from hivemem.evaluation.change import (
+    ChangeConversation,
+    ChangeProbeResult,
+    markdown_table,
+    score,
+)
+from hivemem.evaluation.change_runner import DEFAULT_BUDGET as CHANGE_BUDGET
+from hivemem.evaluation.change_runner import load_change_suite, run_change_suite
 from hivemem.evaluation.report import EvalReport, build_report, markdown
 from hivemem.evaluation.runner import ProbeResult, run_suite
 from hivemem.evaluation.scenarios import SCENARIOS, Conversation, Suite, build_suite
@@ -68,14 +76,20 @@ def _latency_table(report: EvalReport) -> Table:
 
 
 @click.command("eval")
+@click.option("--suite", type=click.Choice(["scenarios", "change"]), default="scenarios",
+              show_default=True,
+              help="scenarios: planted values in generated conversations; change: the "
+                   "hand-written conversations where something changes (memory that stays "
+                   "current), judged strict and ranked per change rule.")
 @click.option("--scenario", "scenarios", multiple=True,
               help="Scenario to run (repeatable or comma-separated; default: all).")
 @click.option("--turns", default=DEFAULT_TURNS, show_default=True,
               help="Conversation lengths, comma-separated.")
 @click.option("--iterations", type=click.IntRange(1, 1000), default=3, show_default=True)
 @click.option("--seed", type=int, default=0, show_default=True)
-@click.option("--budget", type=click.IntRange(min=1), default=200, show_default=True,
-              help="Token budget of each probe's recall.")
+@click.option("--budget", type=click.IntRange(min=1), default=None,
+              help="Token budget of each probe's recall (default: 200 for scenarios, 300 for "
+                   "change).")
 @click.option("--quick", is_flag=True, help="Sanity check: 10 turns, 1 iteration.")
 @click.option("--list-scenarios", is_flag=True, help="List the scenarios and exit.")
 @click.option("--out", type=click.Path(file_okay=False, path_type=Path), default=None,
@@ -85,15 +99,22 @@ def _latency_table(report: EvalReport) -> Table:
               help="Seconds to wait for the pipeline per conversation.")
 @click.pass_context
 def eval_cmd(
-    ctx: click.Context, scenarios: tuple[str, ...], turns: str, iterations: int, seed: int,
-    budget: int, quick: bool, list_scenarios: bool, out: Path | None, as_json: bool,
-    timeout: float,
+    ctx: click.Context, suite: str, scenarios: tuple[str, ...], turns: str, iterations: int,
+    seed: int, budget: int | None, quick: bool, list_scenarios: bool, out: Path | None,
+    as_json: bool, timeout: float,
 ) -> None:
     """Plant information in generated conversations, probe recall for it later, report.
 
     Runs on a fresh embedded memory in a temporary folder, with the configured embedder and
     reflector (the heuristic one unless HIVEMEM_LLM__* configures an LLM).
     """
+    settings: Settings = ctx.obj["settings"]
+    if suite == "change":
+        if ctx.obj.get("log_level") is None:
+            configure_logging("warning", settings.log_json)
+        _change(settings, budget or CHANGE_BUDGET, timeout, out, as_json)
+        return
+    budget = budget or 200
     if list_scenarios:
         if as_json:
             click.echo(json.dumps({n: s.description for n, s in SCENARIOS.items()}, indent=2))
@@ -108,11 +129,10 @@ def eval_cmd(
         raise click.BadParameter(f"unknown {', '.join(unknown)}; known: "
                                  f"{', '.join(SCENARIOS)}", param_hint="--scenario")
     turn_counts = [10] if quick else parse_turns(turns)
-    suite = build_suite(names, turn_counts, 1 if quick else iterations, seed)
-    settings: Settings = ctx.obj["settings"]
+    generated = build_suite(names, turn_counts, 1 if quick else iterations, seed)
     if ctx.obj.get("log_level") is None:
         configure_logging("warning", settings.log_json)
-    report = _run(settings, suite, budget, timeout)
+    report = _run(settings, generated, budget, timeout)
     if out is not None:
         out.mkdir(parents=True, exist_ok=True)
         (out / "eval.json").write_text(report.model_dump_json(indent=2) + "\n",
@@ -158,3 +178,46 @@ def _run(settings: Settings, suite: Suite, budget: int, timeout: float) -> EvalR
     finally:
         shutil.rmtree(folder, ignore_errors=True)
     return build_report(suite, budget, [run])
+
+
+def _change(settings: Settings, budget: int, timeout: float, out: Path | None,
+            as_json: bool) -> None:
+    """The change suite on a fresh embedded memory: strict and ranked per change rule."""
+    suite = load_change_suite()
+    progress = Progress(
+        TextColumn("[progress.description]{task.description}"), BarColumn(),
+        MofNCompleteColumn(), TimeElapsedColumn(), console=stderr(), transient=True,
+    )
+    with progress:
+        task = progress.add_task("loading the embedder...", total=len(suite.conversations))
+
+        def done(conversation: ChangeConversation, _results: list[ChangeProbeResult]) -> None:
+            progress.update(task, advance=1, description=conversation.id)
+
+        try:
+            run = run_change_suite(settings, token_budget=budget, suite=suite,
+                                   reflector_name=reflector_name(settings), on_done=done,
+                                   timeout=timeout)
+        except HivememError as exc:
+            raise click.ClickException(str(exc)) from None
+    result = score(run)
+    if out is not None:
+        out.mkdir(parents=True, exist_ok=True)
+        (out / "change.json").write_text(
+            json.dumps({"score": result.model_dump(), "run": run.model_dump(mode="json")},
+                       indent=2) + "\n", encoding="utf-8")
+        (out / "change.md").write_text(markdown_table([result]) + "\n", encoding="utf-8")
+    if as_json:
+        click.echo(result.model_dump_json(indent=2))
+        return
+    table = Table(title=f"change suite (budget {budget} tokens, reflector {result.reflector})")
+    for column in ("category", "probes", "strict", "ranked"):
+        table.add_column(column, justify="left" if column == "category" else "right")
+    rows = [*result.categories.items(), ("overall", result.overall)]
+    for name, cell in rows:
+        table.add_row(name, str(cell.probes), f"{cell.strict}/{cell.probes}",
+                      f"{cell.ranked}/{cell.probes}")
+    stdout().print(table)
+    strict, ranked = result.overall.strict_rate or 0.0, result.overall.ranked_rate or 0.0
+    stdout().print(f"overall strict {100 * strict:.0f}%, ranked {100 * ranked:.0f}%"
+                   + (f"; wrote {out / 'change.json'} and {out / 'change.md'}" if out else ""))
