@@ -1,7 +1,7 @@
 """Workspaces: a `.hivemem/` folder that holds one embedded memory, found like git finds `.git`.
 
     .hivemem/
-        config.json     {"format": "hivemem.runtime.workspace", "version": 1, ...}
+        config.json     {"format": "hivemem.workspace", "version": 1, ...}
         store/          the embedded mode's data (Qdrant Edge shards, the Redis snapshot)
 
 `init_workspace(folder)` creates one (or opens the one already there, keeping its data);
@@ -26,7 +26,7 @@ from hivemem.errors import ConfigurationError
 
 DIRNAME = ".hivemem"
 CONFIG_NAME = "config.json"
-FORMAT = "hivemem.runtime.workspace"
+FORMAT = "hivemem.workspace"
 VERSION = 1
 
 
@@ -49,7 +49,7 @@ class WorkspaceConfig(BaseModel):
 
     model_config = ConfigDict(extra="ignore")
 
-    format: Literal["hivemem.runtime.workspace"] = "hivemem.runtime.workspace"
+    format: Literal["hivemem.workspace"] = "hivemem.workspace"
     version: int = Field(default=VERSION, ge=1)
     created_at: datetime = Field(default_factory=lambda: datetime.now(UTC))
     store: str = "store"  # relative to the .hivemem folder

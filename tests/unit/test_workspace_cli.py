@@ -68,7 +68,7 @@ def test_find_workspace_walks_up_to_the_nearest(tmp_path: Path) -> None:
 def test_workspace_config_is_versioned(tmp_path: Path) -> None:
     workspace, _ = init_workspace(tmp_path, Settings())
     raw = json.loads((tmp_path / DIRNAME / CONFIG_NAME).read_text())
-    assert raw["format"] == "hivemem.runtime.workspace" and raw["version"] == 1
+    assert raw["format"] == "hivemem.workspace" and raw["version"] == 1
     assert workspace.store_path.is_dir()
     raw["version"] = 99
     (tmp_path / DIRNAME / CONFIG_NAME).write_text(json.dumps(raw))
@@ -79,7 +79,7 @@ def test_workspace_config_is_versioned(tmp_path: Path) -> None:
 def test_init_twice_keeps_data_and_nested_folders_find_it(clean_env: Path) -> None:
     first = run_json("init")
     assert first["created"] is True
-    assert first["config"]["format"] == "hivemem.runtime.workspace"
+    assert first["config"]["format"] == "hivemem.workspace"
     nested = clean_env / "src" / "deep"
     nested.mkdir(parents=True)
     os.chdir(nested)
