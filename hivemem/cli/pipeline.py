@@ -176,7 +176,7 @@ def episodes(target: Target, session_id: str, as_json: bool) -> None:
 def reflect(target: Target, session_id: str, episode_id: str | None) -> None:
     """Enqueue reflection jobs again; a reflect worker runs them."""
     with opened(target) as client:
-        jobs = client.replay_reflection(session_id, episode_id)
+        jobs = client.admin.replay_reflection(session_id, episode_id)
     click.echo(json.dumps({"session_id": session_id, "jobs": jobs}))
 
 
@@ -203,7 +203,7 @@ def dlq() -> None:
 def dlq_list(target: Target, count: int) -> None:
     """Entries a worker gave up on, with the error and delivery count (JSON lines)."""
     with opened(target) as client:
-        letters = client.dead_letters(count)
+        letters = client.admin.dead_letters(count)
     for letter in letters:
         click.echo(json.dumps(letter.model_dump(mode="json")))
     if not letters:
@@ -219,7 +219,7 @@ def dlq_list(target: Target, count: int) -> None:
 def dlq_replay(target: Target, entry_ids: tuple[str, ...], stage: str, count: int) -> None:
     """Re-enqueue dead letters (all, or only these original entry ids)."""
     with opened(target) as client:
-        replayed = client.replay_dead_letters(
+        replayed = client.admin.replay_dead_letters(
             list(entry_ids) if entry_ids else None, stage=stage, count=count
         )
     click.echo(json.dumps({"stage": stage, "replayed": replayed}))
