@@ -13,7 +13,7 @@ from typing import Any
 import click
 from rich.table import Table
 
-from hivemem.cli.output import emit_json, history_table, id_param, speaker_items_table, stderr
+from hivemem.cli.output import emit_json, history_table, id_param, items_table, stderr
 from hivemem.cli.output import stdout as out
 from hivemem.cli.target import Target, opened, with_target
 from hivemem.domain.recall.policy import PRESETS
@@ -48,9 +48,9 @@ def recall(
         click.echo(json.dumps(result.to_dict(), indent=2))
         return
     console = out()
-    console.print(speaker_items_table(
+    console.print(items_table(
         f"{query}  ({result.preset}: {result.used_tokens}/{result.token_budget} tokens)",
-        result,
+        result, speakers=True,
     ))
     if explain and result.excluded:
         table = Table(title=f"left out ({len(result.excluded)})", expand=True)

@@ -36,7 +36,7 @@ from hivemem.producer.admin import Admin
 from hivemem.producer.guard import IngestGuard
 from hivemem.producer.recall import Recaller
 from hivemem.producer.scoped import ScopedMemory
-from hivemem.producer.views import lifecycle_statuses
+from hivemem.producer.views import check_related, lifecycle_statuses
 from hivemem.runtime.embedded import EmbeddedRuntime
 from hivemem.runtime.wiring import Wiring
 from hivemem.store.redis import Redis
@@ -378,11 +378,8 @@ class MemoryClient:
         bad_limit = isinstance(limit, bool) or not isinstance(limit, int) or limit <= 0
         if limit is not None and bad_limit:
             raise ValidationError("limit", "must be a positive integer")
-        if isinstance(related_sessions, str):
-            raise ValidationError("related_sessions", "must be a list of session ids")
-        for other in related_sessions:
-            check_id("related_sessions", other)
-        for sid in (session_id, *related_sessions):
+        related = check_related(related_sessions)
+        for sid in (session_id, *related):
             self._state.check_scope(sid, access.namespace)
         updates: dict[str, Any] = {}
         if limit is not None:
@@ -395,7 +392,7 @@ class MemoryClient:
             policy = policy.model_copy(update=updates)
         return self._get_recaller().recall(
             session_id, query, budget, policy,
-            related_sessions=list(related_sessions), explain=bool(explain), access=access,
+            related_sessions=related, explain=bool(explain), access=access,
         )
 
     def facts(

@@ -146,10 +146,8 @@ class ScopedMemory:
         agent's memories plus the namespace's shared ones. Every session named, related
         ones too, must be this namespace's (else `NotFound`)."""
         self._session(session_id)
-        if isinstance(related_sessions, str):
-            raise ValidationError("related_sessions", "must be a list of session ids")
+        related_sessions = views.check_related(related_sessions)
         for other in related_sessions:
-            check_id("related_sessions", other)
             self._session(other)
         return self._client.recall(
             session_id, query, token_budget, preset=preset, limit=limit,

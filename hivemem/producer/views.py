@@ -13,6 +13,7 @@ from typing import TYPE_CHECKING
 
 from hivemem.domain.audit import AuditEvent
 from hivemem.domain.fact import VISIBLE, FactStatus
+from hivemem.domain.ids import check_id
 from hivemem.domain.scope import Scope
 from hivemem.domain.session import (
     RelatedSession,
@@ -85,6 +86,14 @@ def related_sessions(
         subjects[sid] = {f.subject for f in vectors.list_facts(sid, visible, scope)
                          if f.subject}
     return rank_related(session_id, centroids, subjects, limit=limit, min_score=min_score)
+
+
+def check_related(related_sessions: Sequence[str]) -> list[str]:
+    """Recall's `related_sessions`: a list of ids (a lone string is refused rather than read
+    as its characters)."""
+    if isinstance(related_sessions, str):
+        raise ValidationError("related_sessions", "must be a list of session ids")
+    return [check_id("related_sessions", other) for other in related_sessions]
 
 
 def check_kinds(kinds: Sequence[str] | None) -> list[str]:
