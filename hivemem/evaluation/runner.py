@@ -15,6 +15,7 @@ from datetime import UTC, datetime, timedelta
 import structlog
 from pydantic import BaseModel, Field
 
+from hivemem.evaluation.run_info import RunInfo
 from hivemem.evaluation.scenarios import Conversation, Probe, Suite, judge
 from hivemem.producer.client import MemoryClient
 
@@ -53,11 +54,7 @@ class ConversationTiming(BaseModel):
     facts: int | None = None
 
 
-class SystemRun(BaseModel):
-    system: str
-    version: str
-    reflector: str
-    token_budget: int
+class SystemRun(RunInfo):
     probes: list[ProbeResult] = Field(default_factory=list)
     conversations: list[ConversationTiming] = Field(default_factory=list)
 
