@@ -15,18 +15,18 @@ from hivemem.domain.scope import DEFAULT_NAMESPACE
 from hivemem.producer.aio_admin import AsyncAdmin
 from hivemem.producer.aio_scoped import AsyncScopedMemory
 from hivemem.producer.client import MemoryClient
-from hivemem.producer.threads import twin
+from hivemem.producer.threads import AsyncHandle, twin
 
 if TYPE_CHECKING:
     from hivemem.providers.embedders import Embedder
     from hivemem.providers.reflector import Reflector
 
 
-class AsyncMemoryClient:
+class AsyncMemoryClient(AsyncHandle[MemoryClient]):
     """Shared memory for agents, as coroutines (see `MemoryClient`)."""
 
     def __init__(self, settings: Settings | None = None, *, client: MemoryClient | None = None):
-        self._sync = client or MemoryClient(settings)
+        super().__init__(client or MemoryClient(settings))
         self._admin = AsyncAdmin(self._sync.admin)
 
     @classmethod
@@ -42,10 +42,6 @@ class AsyncMemoryClient:
         """Embedded mode (see `MemoryClient.local`)."""
         return cls(client=MemoryClient.local(path, settings, embedder=embedder,
                                              reflector=reflector, workers=workers))
-
-    @property
-    def sync(self) -> MemoryClient:
-        return self._sync
 
     def scoped(
         self, *, namespace: str = DEFAULT_NAMESPACE, agent_id: str | None = None

@@ -4,19 +4,12 @@ method in a worker thread, see `twin`). A test pins the two to the same methods.
 from __future__ import annotations
 
 from hivemem.producer.admin import Admin
-from hivemem.producer.threads import twin
+from hivemem.producer.threads import AsyncHandle, twin
 from hivemem.store.redis import Redis
 
 
-class AsyncAdmin:
+class AsyncAdmin(AsyncHandle[Admin]):
     """Cross-scope operations, as coroutines (see `Admin`)."""
-
-    def __init__(self, admin: Admin) -> None:
-        self._sync = admin
-
-    @property
-    def sync(self) -> Admin:
-        return self._sync
 
     @property
     def redis(self) -> Redis:

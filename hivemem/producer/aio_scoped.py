@@ -6,18 +6,11 @@ from __future__ import annotations
 
 from hivemem.domain.scope import Scope
 from hivemem.producer.scoped import ScopedMemory
-from hivemem.producer.threads import twin
+from hivemem.producer.threads import AsyncHandle, twin
 
 
-class AsyncScopedMemory:
+class AsyncScopedMemory(AsyncHandle[ScopedMemory]):
     """What one agent of one namespace may do, as coroutines (see `ScopedMemory`)."""
-
-    def __init__(self, scoped: ScopedMemory) -> None:
-        self._sync = scoped
-
-    @property
-    def sync(self) -> ScopedMemory:
-        return self._sync
 
     @property
     def scope(self) -> Scope:

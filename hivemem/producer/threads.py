@@ -12,7 +12,7 @@ from __future__ import annotations
 import asyncio
 import functools
 from collections.abc import Callable, Coroutine
-from typing import Any, Concatenate, ParamSpec, Protocol, TypeVar
+from typing import Any, Concatenate, Generic, ParamSpec, Protocol, TypeVar
 
 P = ParamSpec("P")
 R = TypeVar("R")
@@ -22,6 +22,18 @@ S = TypeVar("S")
 class _HasSync(Protocol):
     @property
     def sync(self) -> Any: ...
+
+
+class AsyncHandle(Generic[S]):
+    """An async handle over a synchronous one (its methods are `twin`s)."""
+
+    def __init__(self, sync: S) -> None:
+        self._sync = sync
+
+    @property
+    def sync(self) -> S:
+        """The synchronous handle every call runs on."""
+        return self._sync
 
 
 async def in_thread(fn: Callable[P, R], *args: P.args, **kwargs: P.kwargs) -> R:
