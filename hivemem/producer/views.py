@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import itertools
 from collections.abc import Iterable, Sequence
+from datetime import UTC, datetime
 from typing import TYPE_CHECKING
 
 from hivemem.domain.audit import AuditEvent
@@ -32,6 +33,26 @@ from hivemem.store.vectors.base import FACTS, TURNS, scoped
 
 if TYPE_CHECKING:
     from hivemem.producer.client import MemoryClient
+
+_TITLE_MAX = 200
+
+
+def set_session_info(
+    client: MemoryClient, session_id: str, *, title: str | None, agent_id: str | None,
+) -> None:
+    """Record a session's title and agent (the ones given; a new session is created)."""
+    fields: dict[str, str] = {}
+    if title is not None:
+        fields["title"] = check_title(title)
+    if agent_id is not None:
+        fields["agent_id"] = check_id("agent_id", agent_id)
+    SessionStore(client._redis, client.keys).set_info(session_id, fields, datetime.now(UTC))
+
+
+def check_title(title: object) -> str:
+    if not isinstance(title, str) or not title.strip() or len(title) > _TITLE_MAX:
+        raise ValidationError("title", f"must be 1-{_TITLE_MAX} characters")
+    return title.strip()
 
 
 def lifecycle_statuses(*, include_inactive: bool = False,
