@@ -27,7 +27,7 @@ from typing import Any, Literal, get_args
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 
-from hivemem.evaluation.run_info import RunInfo
+from hivemem.evaluation.runs import RunInfo
 
 Category = Literal[
     "supersede_update_words",
