@@ -7,7 +7,6 @@ of `ScopedMemory` and `Admin`; a test pins the three to the synchronous ones' me
 
 from __future__ import annotations
 
-from pathlib import Path
 from typing import TYPE_CHECKING, Self
 
 from hivemem.config import Settings
@@ -15,11 +14,14 @@ from hivemem.domain.scope import DEFAULT_NAMESPACE
 from hivemem.producer.aio_admin import AsyncAdmin
 from hivemem.producer.aio_scoped import AsyncScopedMemory
 from hivemem.producer.client import MemoryClient
-from hivemem.producer.threads import AsyncHandle, twin
+from hivemem.producer.threads import AsyncHandle, twin, twin_classmethod
 
 if TYPE_CHECKING:
-    from hivemem.providers.embedders import Embedder
-    from hivemem.providers.reflector import Reflector
+    pass
+
+
+def _adopt(cls: type[AsyncMemoryClient], sync: MemoryClient) -> AsyncMemoryClient:
+    return cls(client=sync)
 
 
 class AsyncMemoryClient(AsyncHandle[MemoryClient]):
@@ -29,19 +31,7 @@ class AsyncMemoryClient(AsyncHandle[MemoryClient]):
         super().__init__(client or MemoryClient(settings))
         self._admin = AsyncAdmin(self._sync.admin)
 
-    @classmethod
-    def local(
-        cls,
-        path: str | Path,
-        settings: Settings | None = None,
-        *,
-        embedder: Embedder | None = None,
-        reflector: Reflector | None = None,
-        workers: int | None = None,
-    ) -> Self:
-        """Embedded mode (see `MemoryClient.local`)."""
-        return cls(client=MemoryClient.local(path, settings, embedder=embedder,
-                                             reflector=reflector, workers=workers))
+    local = twin_classmethod(MemoryClient.local, _adopt)
 
     def scoped(
         self, *, namespace: str = DEFAULT_NAMESPACE, agent_id: str | None = None

@@ -17,6 +17,7 @@ from typing import Any, Concatenate, Generic, ParamSpec, Protocol, TypeVar
 P = ParamSpec("P")
 R = TypeVar("R")
 S = TypeVar("S")
+H = TypeVar("H")
 
 
 class _HasSync(Protocol):
@@ -56,3 +57,19 @@ def twin(
     # synchronous parameters.
     functools.update_wrapper(call, method)
     return call
+
+
+def twin_classmethod(
+    make: Callable[P, S], wrap: Callable[[type[H], S], H],
+) -> classmethod[H, P, H]:
+    """An async handle's constructor from a synchronous one's (`MemoryClient.local`): the
+    same parameters; `wrap` puts the synchronous handle it makes into the async one. It
+    does no I/O worth a thread, so it stays a plain classmethod."""
+
+    def build(cls: type[H], /, *args: P.args, **kwargs: P.kwargs) -> H:
+        return wrap(cls, make(*args, **kwargs))
+
+    # `make` is bound to its class: its function (with `cls`) is what `inspect.signature`
+    # must unwrap to, so that binding the twin drops `cls` and not the first parameter.
+    functools.update_wrapper(build, getattr(make, "__func__", make))
+    return classmethod(build)
