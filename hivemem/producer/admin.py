@@ -127,9 +127,8 @@ class Admin:
     ) -> list[Fact]:
         """Every fact of the session, whoever may see it (oldest first)."""
         check_id("session_id", session_id)
-        statuses = None if include_history else views.lifecycle_statuses(
-            include_inactive=include_inactive, include_archived=include_archived)
-        return self._client.vector_store().list_facts(session_id, statuses)
+        return views.facts(self._client, session_id, None, include_history=include_history,
+                           include_inactive=include_inactive, include_archived=include_archived)
 
     # -- dead letters and replays ----------------------------------------------------------
 

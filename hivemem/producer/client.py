@@ -32,11 +32,11 @@ from hivemem.errors import (
 )
 from hivemem.logs import ensure_quiet_default
 from hivemem.pipeline.topology import Topology
+from hivemem.producer import views
 from hivemem.producer.admin import Admin
 from hivemem.producer.guard import IngestGuard
 from hivemem.producer.recall import Recaller
 from hivemem.producer.scoped import ScopedMemory
-from hivemem.producer.views import check_related, lifecycle_statuses
 from hivemem.runtime.embedded import EmbeddedRuntime
 from hivemem.runtime.wiring import Wiring
 from hivemem.store.redis import Redis
@@ -378,7 +378,7 @@ class MemoryClient:
         bad_limit = isinstance(limit, bool) or not isinstance(limit, int) or limit <= 0
         if limit is not None and bad_limit:
             raise ValidationError("limit", "must be a positive integer")
-        related = check_related(related_sessions)
+        related = views.check_related(related_sessions)
         for sid in (session_id, *related):
             self._state.check_scope(sid, access.namespace)
         updates: dict[str, Any] = {}
@@ -414,9 +414,8 @@ class MemoryClient:
                                      include_archived=include_archived)
         access: Scope = scope_for(namespace, agent_id)
         self._state.check_scope(session_id, access.namespace)
-        statuses = None if include_history else lifecycle_statuses(
-            include_inactive=include_inactive, include_archived=include_archived)
-        return self.vector_store().list_facts(session_id, statuses, access)
+        return views.facts(self, session_id, access, include_history=include_history,
+                           include_inactive=include_inactive, include_archived=include_archived)
 
     def traces(
         self, count: int = 20, session_id: str | None = None, *, namespace: str | None = None

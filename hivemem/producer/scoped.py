@@ -157,9 +157,9 @@ class ScopedMemory:
         """The session's facts this scope may see (current ones; with history, every
         version), oldest first."""
         self._session(session_id)
-        statuses = None if include_history else views.lifecycle_statuses(
-            include_inactive=include_inactive, include_archived=include_archived)
-        return self._client.vector_store().list_facts(session_id, statuses, self._scope)
+        return views.facts(self._client, session_id, self._scope,
+                           include_history=include_history, include_inactive=include_inactive,
+                           include_archived=include_archived)
 
     def episodes(self, session_id: str) -> list[Episode]:
         """The session's closed episodes this scope may see, oldest first."""

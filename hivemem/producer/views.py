@@ -13,7 +13,7 @@ from datetime import UTC, datetime
 from typing import TYPE_CHECKING
 
 from hivemem.domain.audit import AuditEvent
-from hivemem.domain.fact import VISIBLE, FactStatus
+from hivemem.domain.fact import VISIBLE, Fact, FactStatus
 from hivemem.domain.ids import check_id
 from hivemem.domain.scope import Scope
 from hivemem.domain.session import (
@@ -64,6 +64,17 @@ def lifecycle_statuses(*, include_inactive: bool = False,
     if include_archived:
         statuses.append(FactStatus.ARCHIVED.value)
     return statuses
+
+
+def facts(
+    client: MemoryClient, session_id: str, scope: Scope | None, *, include_history: bool,
+    include_inactive: bool, include_archived: bool,
+) -> list[Fact]:
+    """The session's facts `scope` may see (None: all), oldest first: current ones, plus
+    what was asked for (`include_history`: every version and status)."""
+    statuses = None if include_history else lifecycle_statuses(
+        include_inactive=include_inactive, include_archived=include_archived)
+    return client.vector_store().list_facts(session_id, statuses, scope)
 
 
 def session_info(client: MemoryClient, session_id: str, scope: Scope | None) -> SessionInfo:
