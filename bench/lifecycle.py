@@ -214,13 +214,13 @@ def bench_locomo(only: list[str] | None, log: Callable[[str], None]) -> dict[str
             result["runs"]["before"] = score("before compaction")
             backup = tmp / "backup.jsonl.gz"
             t0 = time.perf_counter()
-            summary = client.backup(backup)
+            summary = client.admin.backup(backup)
             result["backup"] = {"s": round(time.perf_counter() - t0, 2),
                                 "bytes": summary.bytes, "counts": summary.counts}
             for name in ("default", "aggressive"):
                 if name == "aggressive":
                     t0 = time.perf_counter()
-                    client.restore(backup)
+                    client.admin.restore(backup)
                     result["restore_s"] = round(time.perf_counter() - t0, 2)
                 diffs = {}
                 for conv in convs:
@@ -230,7 +230,7 @@ def bench_locomo(only: list[str] | None, log: Callable[[str], None]) -> dict[str
                         active = len(client.facts(session))
                         policy = Settings().compaction.policy().model_copy(
                             update={"max_active_facts": max(1, active // 4)})
-                    diffs[session] = client.compact(session, policy=policy).summary()
+                    diffs[session] = client.admin.compact(session, policy=policy).summary()
                 result["runs"][name] = {**score(f"after {name} compaction"), "diffs": diffs}
             # Every question whose R@10 moved, with the top 10 before and after.
             result["changed_questions"] = {

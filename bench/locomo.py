@@ -362,7 +362,7 @@ def run_hivemem(
                     + (f", {facts} current facts ({facts_all} with history),"
                        f" reflected at {t_refl:.1f} s" if facts is not None else "")
                 )
-            dead = client.dead_letters()
+            dead = client.admin.dead_letters()
             if dead:
                 log(f"  WARNING: {len(dead)} dead-lettered turns")
             info["dead_letters"] = len(dead)

@@ -186,7 +186,7 @@ class CompactionSettings(CompactionPolicy):
     """The compaction policy (`hivemem.domain.compaction`) and when it runs by itself."""
 
     # Enqueue a compaction of the session after every this many reflected episodes (0: only
-    # on demand: `hivemem compact`, `MemoryClient.compact`, `schedule_compaction`).
+    # on demand: `hivemem compact`, `Admin.compact`, `Admin.schedule_compaction`).
     every_episodes: int = Field(default=0, ge=0)
 
     def policy(self) -> CompactionPolicy:

@@ -13,7 +13,7 @@ from pathlib import Path
 import click
 
 from hivemem.cli import demo_script as script
-from hivemem.cli.output import history_table, speaker_items_table, stderr, stdout
+from hivemem.cli.output import history_table, items_table, stderr, stdout
 from hivemem.cli.target import Target
 from hivemem.config import Settings
 from hivemem.logs import configure_logging
@@ -63,7 +63,7 @@ def demo(ctx: click.Context, path: str | None, budget: int) -> None:
         for question in script.QUESTIONS:
             items = client.recall(session, question, token_budget=budget)
             used = sum(i.token_count for i in items)
-            out.print(speaker_items_table(f"{question}  [{used}/{budget} tokens]", items))
+            out.print(items_table(f"{question}  [{used}/{budget} tokens]", items, speakers=True))
             out.print()
     finally:
         client.close()

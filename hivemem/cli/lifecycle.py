@@ -65,8 +65,8 @@ def compact(target: Target, session: str, preview: bool, max_active: int | None,
         policy = policy.model_copy(update={"max_active_facts": max_active})
     with opened(target) as client:
         try:
-            diff = (client.preview_compaction(session_id, policy=policy) if preview
-                    else client.compact(session_id, policy=policy))
+            diff = (client.admin.preview_compaction(session_id, policy=policy) if preview
+                    else client.admin.compact(session_id, policy=policy))
         except ValidationError as exc:
             raise _bad_input(exc) from None
     if as_json:
@@ -102,8 +102,8 @@ def audit(target: Target, memory_id: str, as_json: bool) -> None:
     """Why a memory (a fact id) has its status: every change, who made it, when and why."""
     with opened(target) as client:
         try:
-            events = client.audit(memory_id)
-            fact = client.get_fact(memory_id)
+            events = client.admin.audit(memory_id)
+            fact = client.admin.get_fact(memory_id)
         except ValidationError as exc:
             raise _bad_input(exc) from None
     if as_json:
@@ -146,10 +146,11 @@ def session(target: Target, session: str, title: str | None, agent: str | None,
     with opened(target) as client:
         try:
             if title is not None or agent is not None:
-                info = client.set_session_metadata(session_id, title=title, agent_id=agent)
+                info = client.admin.set_session_metadata(session_id, title=title, agent_id=agent)
             else:
-                info = client.session_info(session_id)
-            others = client.find_related_sessions(session_id, limit=related) if related else []
+                info = client.admin.session_info(session_id)
+            others = (client.admin.find_related_sessions(session_id, limit=related)
+                      if related else [])
         except ValidationError as exc:
             raise _bad_input(exc) from None
     if as_json:
@@ -183,7 +184,8 @@ def timeline(target: Target, sessions: tuple[str, ...], kinds: tuple[str, ...],
     session_ids = list(sessions)
     with opened(target) as client:
         try:
-            events = client.build_timeline(session_ids, kinds=list(kinds) or None, limit=limit)
+            events = client.admin.build_timeline(session_ids, kinds=list(kinds) or None,
+                                                 limit=limit)
         except ValidationError as exc:
             raise _bad_input(exc) from None
     if as_json:
@@ -204,10 +206,10 @@ def timeline(target: Target, sessions: tuple[str, ...], kinds: tuple[str, ...],
 def _export(target: Target, path: Path, sessions: list[str] | None, vectors: bool,
             as_json: bool) -> None:
     with opened(target) as client:
-        total = client.count_export_records(sessions) if not as_json else None
+        total = client.admin.count_export_records(sessions) if not as_json else None
         try:
             with _progress(f"exporting to {path.name}", total, as_json) as advance:
-                summary = client.export(path, sessions, vectors=vectors, progress=advance)
+                summary = client.admin.export(path, sessions, vectors=vectors, progress=advance)
         except ValidationError as exc:
             raise _bad_input(exc) from None
     if as_json:
@@ -227,7 +229,7 @@ def _import(target: Target, path: Path, mode: str, as_json: bool, verb: str) -> 
     with opened(target) as client:
         try:
             with _progress(f"{verb} {path.name}", manifest.records, as_json) as advance:
-                summary = client.import_file(path, mode=mode, progress=advance)
+                summary = client.admin.import_file(path, mode=mode, progress=advance)
         except ValidationError as exc:
             raise click.ClickException(f"{path}: {exc}") from None
     if as_json:

@@ -55,41 +55,29 @@ def id_param(kind: str, hint: str) -> Callable[[click.Context, click.Parameter, 
     return callback
 
 
-def items_table(title: str, items: Sequence[ContextItem]) -> Table:
-    """A recalled context as the workspace commands and chat show it."""
+def items_table(title: str, items: Sequence[ContextItem], *, speakers: bool = False) -> Table:
+    """A recalled context: rank, score and why, then where each item comes from (the
+    workspace commands, chat) or, with `speakers`, who said it (`hivemem recall`, the demo)."""
     table = Table(title=title, expand=True)
     table.add_column("#", justify="right", width=3)
     table.add_column("score", justify="right", width=6)
-    table.add_column("why", width=28)
-    table.add_column("source", width=10)
-    table.add_column("tokens", justify="right", width=6)
+    table.add_column("why", width=26 if speakers else 28)
+    if speakers:
+        table.add_column("who", width=10)
+        table.add_column("seq", justify="right", width=4)
+    else:
+        table.add_column("source", width=10)
+        table.add_column("tokens", justify="right", width=6)
     table.add_column("content", ratio=1)
     for rank, item in enumerate(items, 1):
-        source = f"{item.source_type}" + (f" #{item.seq}" if item.seq else "")
+        if speakers:
+            where = str(item.agent_id or item.role or "")
+            size = str(item.seq) if item.seq else item.source_type
+        else:
+            where = f"{item.source_type}" + (f" #{item.seq}" if item.seq else "")
+            size = str(item.token_count)
         table.add_row(str(rank), f"{item.score:.3f}", ", ".join(item.components.reasons()),
-                      source, str(item.token_count), Text(item.content))
-    return table
-
-
-def speaker_items_table(title: str, items: Sequence[ContextItem]) -> Table:
-    """A recalled context with who said each item (`hivemem recall`, the demo)."""
-    table = Table(title=title, show_lines=False, expand=True)
-    table.add_column("#", justify="right", width=3)
-    table.add_column("score", justify="right", width=6)
-    table.add_column("why", width=26)
-    table.add_column("who", width=10)
-    table.add_column("seq", justify="right", width=4)
-    table.add_column("content", ratio=1)
-    for rank, item in enumerate(items, 1):
-        who = item.agent_id or item.role or ""
-        table.add_row(
-            str(rank),
-            f"{item.score:.3f}",
-            ", ".join(item.components.reasons()),
-            str(who),
-            str(item.seq) if item.seq else item.source_type,
-            Text(item.content),
-        )
+                      where, size, Text(item.content))
     return table
 
 

@@ -13,7 +13,7 @@ from typing import Any
 import click
 from rich.table import Table
 
-from hivemem.cli.output import emit_json, history_table, id_param, speaker_items_table, stderr
+from hivemem.cli.output import emit_json, history_table, id_param, items_table, stderr
 from hivemem.cli.output import stdout as out
 from hivemem.cli.target import Target, opened, with_target
 from hivemem.domain.recall.policy import PRESETS
@@ -48,9 +48,9 @@ def recall(
         click.echo(json.dumps(result.to_dict(), indent=2))
         return
     console = out()
-    console.print(speaker_items_table(
+    console.print(items_table(
         f"{query}  ({result.preset}: {result.used_tokens}/{result.token_budget} tokens)",
-        result,
+        result, speakers=True,
     ))
     if explain and result.excluded:
         table = Table(title=f"left out ({len(result.excluded)})", expand=True)
@@ -176,7 +176,7 @@ def episodes(target: Target, session_id: str, as_json: bool) -> None:
 def reflect(target: Target, session_id: str, episode_id: str | None) -> None:
     """Enqueue reflection jobs again; a reflect worker runs them."""
     with opened(target) as client:
-        jobs = client.replay_reflection(session_id, episode_id)
+        jobs = client.admin.replay_reflection(session_id, episode_id)
     click.echo(json.dumps({"session_id": session_id, "jobs": jobs}))
 
 
@@ -203,7 +203,7 @@ def dlq() -> None:
 def dlq_list(target: Target, count: int) -> None:
     """Entries a worker gave up on, with the error and delivery count (JSON lines)."""
     with opened(target) as client:
-        letters = client.dead_letters(count)
+        letters = client.admin.dead_letters(count)
     for letter in letters:
         click.echo(json.dumps(letter.model_dump(mode="json")))
     if not letters:
@@ -219,7 +219,7 @@ def dlq_list(target: Target, count: int) -> None:
 def dlq_replay(target: Target, entry_ids: tuple[str, ...], stage: str, count: int) -> None:
     """Re-enqueue dead letters (all, or only these original entry ids)."""
     with opened(target) as client:
-        replayed = client.replay_dead_letters(
+        replayed = client.admin.replay_dead_letters(
             list(entry_ids) if entry_ids else None, stage=stage, count=count
         )
     click.echo(json.dumps({"stage": stage, "replayed": replayed}))

@@ -296,7 +296,7 @@ def session_summary(client: MemoryClient, session_id: str) -> dict[str, Any]:
 def status(target: Target, session: str | None, as_json: bool) -> None:
     """Where memory lives, what it holds per session, and the pipeline's queues."""
     with opened(target) as client:
-        sessions = [session] if session else client.sessions()
+        sessions = [session] if session else client.admin.sessions()
         summaries = {s: session_summary(client, s) for s in sessions}
         probe = sessions[0] if sessions else target.default_session()
         stages = [s.model_dump(mode="json") for s in client.get_session_stats(probe).stages]

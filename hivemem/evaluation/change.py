@@ -27,6 +27,8 @@ from typing import Any, Literal, get_args
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 
+from hivemem.evaluation.runs import RunInfo
+
 Category = Literal[
     "supersede_update_words",
     "supersede_plain",
@@ -206,11 +208,7 @@ class ConversationPlay(BaseModel):
     play_ms: float = 0.0
 
 
-class ChangeRun(BaseModel):
-    system: str
-    version: str
-    reflector: str
-    token_budget: int
+class ChangeRun(RunInfo):
     probes: list[ChangeProbeResult] = Field(default_factory=list)
     conversations: list[ConversationPlay] = Field(default_factory=list)
 

@@ -30,6 +30,7 @@ from hivemem.evaluation.change import (
     parse_suite,
     probe_result,
 )
+from hivemem.evaluation.runs import timed_recall
 from hivemem.producer.client import MemoryClient
 from hivemem.providers.embedders import Embedder
 from hivemem.providers.reflector import Reflector
@@ -70,9 +71,7 @@ def play_conversation(
                             play_ms=round((time.perf_counter() - started) * 1000, 3))
     results = []
     for probe in conversation.probes:
-        asked = time.perf_counter()
-        items = client.recall(session, probe.query, token_budget)
-        recall_ms = (time.perf_counter() - asked) * 1000
+        items, recall_ms = timed_recall(client, session, probe.query, token_budget)
         results.append(probe_result(system, conversation, probe,
                                     [item.content for item in items], items.used_tokens,
                                     recall_ms))

@@ -10,6 +10,7 @@ from typing import Any
 from pydantic import BaseModel, Field
 
 from hivemem.evaluation.runner import SystemRun
+from hivemem.evaluation.runs import RunInfo
 from hivemem.evaluation.scenarios import SCENARIOS, Suite
 
 HIT_DEFINITION = (
@@ -40,11 +41,7 @@ class Rate(BaseModel):
         return self.hits / self.probes if self.probes else None
 
 
-class SystemSummary(BaseModel):
-    system: str
-    version: str
-    reflector: str
-    token_budget: int
+class SystemSummary(RunInfo):
     overall: Rate
     # scenario -> str(turns) -> Rate
     cells: dict[str, dict[str, Rate]] = Field(default_factory=dict)
@@ -92,8 +89,7 @@ def summarize(run: SystemRun) -> SystemSummary:
     }
     facts = [c.facts for c in timings if c.facts is not None]
     return SystemSummary(
-        system=run.system, version=run.version, reflector=run.reflector,
-        token_budget=run.token_budget, overall=overall, cells=dict(cells),
+        **run.model_dump(include=set(RunInfo.model_fields)), overall=overall, cells=dict(cells),
         latency_ms={k: v for k, v in latency.items() if v["n"]},
         facts_per_conversation=round(sum(facts) / len(facts), 2) if facts else None,
     )

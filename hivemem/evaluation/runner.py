@@ -15,6 +15,7 @@ from datetime import UTC, datetime, timedelta
 import structlog
 from pydantic import BaseModel, Field
 
+from hivemem.evaluation.runs import RunInfo, timed_recall
 from hivemem.evaluation.scenarios import Conversation, Probe, Suite, judge
 from hivemem.producer.client import MemoryClient
 
@@ -53,11 +54,7 @@ class ConversationTiming(BaseModel):
     facts: int | None = None
 
 
-class SystemRun(BaseModel):
-    system: str
-    version: str
-    reflector: str
-    token_budget: int
+class SystemRun(RunInfo):
     probes: list[ProbeResult] = Field(default_factory=list)
     conversations: list[ConversationTiming] = Field(default_factory=list)
 
@@ -105,9 +102,7 @@ def run_conversation(
     timing.facts = len(client.facts(session))
     results = []
     for probe in conversation.probes:
-        started = time.perf_counter()
-        items = client.recall(session, probe.query, token_budget)
-        recall_ms = (time.perf_counter() - started) * 1000
+        items, recall_ms = timed_recall(client, session, probe.query, token_budget)
         texts = [item.content for item in items]
         used = sum(item.token_count for item in items)
         results.append(probe_result(system, conversation, probe, texts, used, recall_ms))

@@ -82,26 +82,28 @@ def _seq(fields: Mapping[str, str]) -> int:
 # -- the turn's wire form -------------------------------------------------------------------
 
 
+def turn_fields(turn: TurnFields) -> dict[str, Any]:
+    """The turn's fields as JSON-ready values, before and after it has a seq: the one
+    mapping the wire form (`wire_json`) and the vector store's payload are built from."""
+    return {
+        "turn_id": turn.turn_id,
+        "session_id": turn.session_id,
+        "agent_id": turn.agent_id,
+        "role": turn.role.value,
+        "content": turn.content,
+        "markers": list(turn.markers),
+        "metadata": turn.metadata,
+        "timestamp": turn.timestamp.isoformat(),
+        "token_count": turn.token_count,
+        "namespace": turn.namespace,
+        "visibility": turn.visibility,
+    }
+
+
 def wire_json(turn: TurnFields) -> str:
     """The turn as the turns stream, the embedded stream and the recent window carry it (the
-    seq travels beside it). The Qdrant payload is the vector store's own form."""
-    return json.dumps(
-        {
-            "turn_id": turn.turn_id,
-            "session_id": turn.session_id,
-            "agent_id": turn.agent_id,
-            "role": turn.role.value,
-            "content": turn.content,
-            "markers": list(turn.markers),
-            "metadata": turn.metadata,
-            "timestamp": turn.timestamp.isoformat(),
-            "token_count": turn.token_count,
-            "namespace": turn.namespace,
-            "visibility": turn.visibility,
-        },
-        ensure_ascii=False,
-        separators=(",", ":"),
-    )
+    seq travels beside it). The Qdrant payload adds its own fields to `turn_fields`."""
+    return json.dumps(turn_fields(turn), ensure_ascii=False, separators=(",", ":"))
 
 
 def turn_from_wire(raw: str | bytes, seq: int) -> Turn:

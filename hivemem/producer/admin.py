@@ -43,14 +43,7 @@ if TYPE_CHECKING:
     from hivemem.producer.client import MemoryClient
     from hivemem.workers.compact import Compactor
 
-_TITLE_MAX = 200
 READY = "ok"
-
-
-def check_title(title: object) -> str:
-    if not isinstance(title, str) or not title.strip() or len(title) > _TITLE_MAX:
-        raise ValidationError("title", f"must be 1-{_TITLE_MAX} characters")
-    return title.strip()
 
 
 def transfer_stores(client: MemoryClient) -> Stores:
@@ -134,9 +127,8 @@ class Admin:
     ) -> list[Fact]:
         """Every fact of the session, whoever may see it (oldest first)."""
         check_id("session_id", session_id)
-        statuses = None if include_history else views.lifecycle_statuses(
-            include_inactive=include_inactive, include_archived=include_archived)
-        return self._client.vector_store().list_facts(session_id, statuses)
+        return views.facts(self._client, session_id, None, include_history=include_history,
+                           include_inactive=include_inactive, include_archived=include_archived)
 
     # -- dead letters and replays ----------------------------------------------------------
 
@@ -228,13 +220,7 @@ class Admin:
     ) -> SessionInfo:
         """Name a session and its agent (a session that does not exist yet is created)."""
         check_id("session_id", session_id)
-        fields: dict[str, str] = {}
-        if title is not None:
-            fields["title"] = check_title(title)
-        if agent_id is not None:
-            fields["agent_id"] = check_id("agent_id", agent_id)
-        SessionStore(self._client._redis, self._client.keys).set_info(
-            session_id, fields, datetime.now(UTC))
+        views.set_session_info(self._client, session_id, title=title, agent_id=agent_id)
         return self.session_info(session_id)
 
     def session_info(self, session_id: str) -> SessionInfo:

@@ -1,9 +1,9 @@
 """`MemoryClient`: the synchronous SDK. Ingest enqueues and returns; recall reads.
 
 A tenant's code holds `memory.scoped(namespace=..., agent_id=...)` (a `ScopedMemory`); what
-crosses scopes is on `memory.admin` (an `Admin`). The client's own methods that take a
-`namespace=` stay for single-tenant use; the ones without a scope are admin operations and
-say so.
+crosses scopes (compaction, audit, session metadata, timelines, export/import, dead letters)
+is only on `memory.admin` (an `Admin`): the client does not repeat it. The client's own
+methods that take a `namespace=` stay for single-tenant use.
 """
 
 from __future__ import annotations
@@ -15,17 +15,13 @@ from datetime import datetime
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, NotRequired, Self, TypedDict
 
-from hivemem.config import CompactionPolicy, Settings
-from hivemem.domain.audit import AuditEvent
-from hivemem.domain.compaction import CompactionDiff
+from hivemem.config import Settings
 from hivemem.domain.episode import Episode
 from hivemem.domain.fact import Fact
 from hivemem.domain.ids import check_id
-from hivemem.domain.models import DeadLetter, RecallResult, Role, SessionStats, Turn
+from hivemem.domain.models import RecallResult, Role, SessionStats, Turn
 from hivemem.domain.recall.policy import RecallPolicy, resolve_policy
 from hivemem.domain.scope import DEFAULT_NAMESPACE, Scope, check_namespace, scope_for
-from hivemem.domain.session import RelatedSession, SessionContext, SessionInfo
-from hivemem.domain.timeline import TimelineEvent
 from hivemem.domain.turn import TurnDraft, check_budget, check_query
 from hivemem.errors import (
     NotFound,
@@ -36,18 +32,15 @@ from hivemem.errors import (
 )
 from hivemem.logs import ensure_quiet_default
 from hivemem.pipeline.topology import Topology
+from hivemem.producer import views
 from hivemem.producer.admin import Admin
 from hivemem.producer.guard import IngestGuard
 from hivemem.producer.recall import Recaller
 from hivemem.producer.scoped import ScopedMemory
-from hivemem.producer.views import lifecycle_statuses
 from hivemem.runtime.embedded import EmbeddedRuntime
 from hivemem.runtime.wiring import Wiring
 from hivemem.store.redis import Redis
 from hivemem.store.reflection import ReflectionState
-from hivemem.transfer.exporter import ExportSummary
-from hivemem.transfer.importer import ImportSummary
-from hivemem.transfer.stores import Progress
 
 if TYPE_CHECKING:
     from hivemem.producer.recall import Recaller
@@ -340,21 +333,6 @@ class MemoryClient:
             time.sleep(delay)
             delay = min(delay * 1.5, 0.05)
 
-    def dead_letters(self, count: int = 100) -> list[DeadLetter]:
-        """Admin: the turns stream's dead letters (every namespace)."""
-        return self._admin.dead_letters(count)
-
-    def replay_dead_letters(
-        self, entry_ids: Sequence[str] | None = None, *, stage: str = "embed",
-        count: int = 1000,
-    ) -> list[str]:
-        """Admin: see `Admin.replay_dead_letters`."""
-        return self._admin.replay_dead_letters(entry_ids, stage=stage, count=count)
-
-    def sessions(self) -> list[str]:
-        """Admin: every session of every namespace."""
-        return self._admin.sessions()
-
     # -- recall ----------------------------------------------------------------------------
 
     def recall(
@@ -400,11 +378,8 @@ class MemoryClient:
         bad_limit = isinstance(limit, bool) or not isinstance(limit, int) or limit <= 0
         if limit is not None and bad_limit:
             raise ValidationError("limit", "must be a positive integer")
-        if isinstance(related_sessions, str):
-            raise ValidationError("related_sessions", "must be a list of session ids")
-        for other in related_sessions:
-            check_id("related_sessions", other)
-        for sid in (session_id, *related_sessions):
+        related = views.check_related(related_sessions)
+        for sid in (session_id, *related):
             self._state.check_scope(sid, access.namespace)
         updates: dict[str, Any] = {}
         if limit is not None:
@@ -417,7 +392,7 @@ class MemoryClient:
             policy = policy.model_copy(update=updates)
         return self._get_recaller().recall(
             session_id, query, budget, policy,
-            related_sessions=list(related_sessions), explain=bool(explain), access=access,
+            related_sessions=related, explain=bool(explain), access=access,
         )
 
     def facts(
@@ -439,9 +414,8 @@ class MemoryClient:
                                      include_archived=include_archived)
         access: Scope = scope_for(namespace, agent_id)
         self._state.check_scope(session_id, access.namespace)
-        statuses = None if include_history else lifecycle_statuses(
-            include_inactive=include_inactive, include_archived=include_archived)
-        return self.vector_store().list_facts(session_id, statuses, access)
+        return views.facts(self, session_id, access, include_history=include_history,
+                           include_inactive=include_inactive, include_archived=include_archived)
 
     def traces(
         self, count: int = 20, session_id: str | None = None, *, namespace: str | None = None
@@ -454,10 +428,6 @@ class MemoryClient:
         if session_id is None:
             raise ValidationError("session_id", "is required with a namespace")
         return self.scoped(namespace=namespace).traces(count, session_id)
-
-    def replay_reflection(self, session_id: str, episode_id: str | None = None) -> list[str]:
-        """Admin: enqueue the reflection of one episode again, or of every episode."""
-        return self._admin.replay_reflection(session_id, episode_id)
 
     def wait_until_reflected(self, session_id: str, timeout: float = 30.0) -> int:
         """Block until every episode closed so far is reflected; returns the last index."""
@@ -499,96 +469,6 @@ class MemoryClient:
                     self._state, self._episodes, self._vectors, self._embedder
                 )
             return self._recaller
-
-    # -- admin operations, kept here for single-tenant callers -----------------------------
-
-    def preview_compaction(
-        self, session_id: str, *, policy: CompactionPolicy | None = None,
-        now: datetime | None = None,
-    ) -> CompactionDiff:
-        """Admin: see `Admin.preview_compaction`."""
-        return self._admin.preview_compaction(session_id, policy=policy, now=now)
-
-    def compact(
-        self, session_id: str, *, policy: CompactionPolicy | None = None,
-        now: datetime | None = None, expect: CompactionDiff | str | None = None,
-    ) -> CompactionDiff:
-        """Admin: see `Admin.compact`."""
-        return self._admin.compact(session_id, policy=policy, now=now, expect=expect)
-
-    def schedule_compaction(self, session_id: str, *, delay_s: float = 0.0) -> str:
-        """Admin: see `Admin.schedule_compaction`."""
-        return self._admin.schedule_compaction(session_id, delay_s=delay_s)
-
-    def audit(self, memory_id: str) -> list[AuditEvent]:
-        """Admin: every audit event about a fact of any namespace."""
-        return self._admin.audit(memory_id)
-
-    def get_fact(self, fact_id: str) -> Fact | None:
-        """Admin: one fact by id, whatever its status or scope (None if there is none)."""
-        return self._admin.get_fact(fact_id)
-
-    def audit_log(self, session_id: str) -> list[AuditEvent]:
-        """Admin: the session's whole audit log."""
-        return self._admin.audit_log(session_id)
-
-    def set_session_metadata(
-        self, session_id: str, *, title: str | None = None, agent_id: str | None = None,
-    ) -> SessionInfo:
-        """Admin: see `Admin.set_session_metadata`."""
-        return self._admin.set_session_metadata(session_id, title=title, agent_id=agent_id)
-
-    def session_info(self, session_id: str) -> SessionInfo:
-        """Admin: see `Admin.session_info`."""
-        return self._admin.session_info(session_id)
-
-    def find_related_sessions(
-        self, session_id: str, *, limit: int = 5, min_score: float = 0.05,
-    ) -> list[RelatedSession]:
-        """Admin: related sessions of any namespace."""
-        return self._admin.find_related_sessions(session_id, limit=limit, min_score=min_score)
-
-    def session_context(
-        self, session_id: str, query: str, token_budget: int | None = None, *,
-        related: int = 0, preset: str | RecallPolicy | None = None,
-    ) -> SessionContext:
-        """Admin: see `Admin.session_context`."""
-        return self._admin.session_context(session_id, query, token_budget, related=related,
-                                           preset=preset)
-
-    def build_timeline(
-        self, session_ids: Sequence[str], *, kinds: Sequence[str] | None = None,
-        limit: int | None = None,
-    ) -> list[TimelineEvent]:
-        """Admin: every event of these sessions, whoever may see it."""
-        return self._admin.build_timeline(session_ids, kinds=kinds, limit=limit)
-
-    def export(
-        self, path: str | Path, session_ids: Sequence[str] | None = None, *,
-        vectors: bool = False, progress: Progress | None = None,
-    ) -> ExportSummary:
-        """Admin: export sessions of any namespace (default: all)."""
-        return self._admin.export(path, session_ids, vectors=vectors, progress=progress)
-
-    def import_file(
-        self, path: str | Path, *, mode: str = "append", progress: Progress | None = None,
-    ) -> ImportSummary:
-        """Admin: see `Admin.import_file`."""
-        return self._admin.import_file(path, mode=mode, progress=progress)
-
-    def backup(self, path: str | Path, *, progress: Progress | None = None) -> ExportSummary:
-        """Admin: every session, with vectors."""
-        return self._admin.backup(path, progress=progress)
-
-    def restore(
-        self, path: str | Path, *, mode: str = "replace", progress: Progress | None = None,
-    ) -> ImportSummary:
-        """Admin: see `Admin.restore`."""
-        return self._admin.restore(path, mode=mode, progress=progress)
-
-    def count_export_records(self, session_ids: Sequence[str] | None = None) -> int:
-        """Admin: about how many records `export` would write."""
-        return self._admin.count_export_records(session_ids)
 
     # -- lifecycle -------------------------------------------------------------------------
 

@@ -11,7 +11,7 @@ never come back. The HTTP API and MCP hold only these handles; what crosses scop
 from __future__ import annotations
 
 from collections.abc import Iterable, Mapping, Sequence
-from datetime import UTC, datetime
+from datetime import datetime
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -26,7 +26,7 @@ from hivemem.domain.session import RelatedSession, SessionContext, SessionInfo
 from hivemem.domain.timeline import TimelineEvent
 from hivemem.errors import ValidationError
 from hivemem.producer import views
-from hivemem.producer.admin import check_title, transfer_stores
+from hivemem.producer.admin import transfer_stores
 from hivemem.store.reflection import ReflectionState
 from hivemem.store.sessions import SessionStore
 from hivemem.transfer.exporter import ExportSummary, export_to
@@ -117,14 +117,8 @@ class ScopedMemory:
 
     def set_session_info(self, session_id: str, *, title: str | None = None) -> SessionInfo:
         """Name the session (and, with a bound agent, record it as the session's agent)."""
-        self._session(session_id)
-        fields: dict[str, str] = {}
-        if title is not None:
-            fields["title"] = check_title(title)
-        if self._scope.agent_id is not None:
-            fields["agent_id"] = self._scope.agent_id
-        c = self._client
-        SessionStore(c._redis, c.keys).set_info(session_id, fields, datetime.now(UTC))
+        views.set_session_info(self._client, self._session(session_id), title=title,
+                               agent_id=self._scope.agent_id)
         return self.session_info(session_id)
 
     # -- reads -----------------------------------------------------------------------------
@@ -146,10 +140,8 @@ class ScopedMemory:
         agent's memories plus the namespace's shared ones. Every session named, related
         ones too, must be this namespace's (else `NotFound`)."""
         self._session(session_id)
-        if isinstance(related_sessions, str):
-            raise ValidationError("related_sessions", "must be a list of session ids")
+        related_sessions = views.check_related(related_sessions)
         for other in related_sessions:
-            check_id("related_sessions", other)
             self._session(other)
         return self._client.recall(
             session_id, query, token_budget, preset=preset, limit=limit,
@@ -165,9 +157,9 @@ class ScopedMemory:
         """The session's facts this scope may see (current ones; with history, every
         version), oldest first."""
         self._session(session_id)
-        statuses = None if include_history else views.lifecycle_statuses(
-            include_inactive=include_inactive, include_archived=include_archived)
-        return self._client.vector_store().list_facts(session_id, statuses, self._scope)
+        return views.facts(self._client, session_id, self._scope,
+                           include_history=include_history, include_inactive=include_inactive,
+                           include_archived=include_archived)
 
     def episodes(self, session_id: str) -> list[Episode]:
         """The session's closed episodes this scope may see, oldest first."""

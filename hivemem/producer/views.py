@@ -9,10 +9,12 @@ from __future__ import annotations
 
 import itertools
 from collections.abc import Iterable, Sequence
+from datetime import UTC, datetime
 from typing import TYPE_CHECKING
 
 from hivemem.domain.audit import AuditEvent
-from hivemem.domain.fact import VISIBLE, FactStatus
+from hivemem.domain.fact import VISIBLE, Fact, FactStatus
+from hivemem.domain.ids import check_id
 from hivemem.domain.scope import Scope
 from hivemem.domain.session import (
     RelatedSession,
@@ -32,6 +34,26 @@ from hivemem.store.vectors.base import FACTS, TURNS, scoped
 if TYPE_CHECKING:
     from hivemem.producer.client import MemoryClient
 
+_TITLE_MAX = 200
+
+
+def set_session_info(
+    client: MemoryClient, session_id: str, *, title: str | None, agent_id: str | None,
+) -> None:
+    """Record a session's title and agent (the ones given; a new session is created)."""
+    fields: dict[str, str] = {}
+    if title is not None:
+        fields["title"] = check_title(title)
+    if agent_id is not None:
+        fields["agent_id"] = check_id("agent_id", agent_id)
+    SessionStore(client._redis, client.keys).set_info(session_id, fields, datetime.now(UTC))
+
+
+def check_title(title: object) -> str:
+    if not isinstance(title, str) or not title.strip() or len(title) > _TITLE_MAX:
+        raise ValidationError("title", f"must be 1-{_TITLE_MAX} characters")
+    return title.strip()
+
 
 def lifecycle_statuses(*, include_inactive: bool = False,
                        include_archived: bool = False) -> list[str]:
@@ -42,6 +64,17 @@ def lifecycle_statuses(*, include_inactive: bool = False,
     if include_archived:
         statuses.append(FactStatus.ARCHIVED.value)
     return statuses
+
+
+def facts(
+    client: MemoryClient, session_id: str, scope: Scope | None, *, include_history: bool,
+    include_inactive: bool, include_archived: bool,
+) -> list[Fact]:
+    """The session's facts `scope` may see (None: all), oldest first: current ones, plus
+    what was asked for (`include_history`: every version and status)."""
+    statuses = None if include_history else lifecycle_statuses(
+        include_inactive=include_inactive, include_archived=include_archived)
+    return client.vector_store().list_facts(session_id, statuses, scope)
 
 
 def session_info(client: MemoryClient, session_id: str, scope: Scope | None) -> SessionInfo:
@@ -85,6 +118,14 @@ def related_sessions(
         subjects[sid] = {f.subject for f in vectors.list_facts(sid, visible, scope)
                          if f.subject}
     return rank_related(session_id, centroids, subjects, limit=limit, min_score=min_score)
+
+
+def check_related(related_sessions: Sequence[str]) -> list[str]:
+    """Recall's `related_sessions`: a list of ids (a lone string is refused rather than read
+    as its characters)."""
+    if isinstance(related_sessions, str):
+        raise ValidationError("related_sessions", "must be a list of session ids")
+    return [check_id("related_sessions", other) for other in related_sessions]
 
 
 def check_kinds(kinds: Sequence[str] | None) -> list[str]:

@@ -8,7 +8,6 @@ with JSON mode off: the REPL wants prose, not a JSON object.
 from __future__ import annotations
 
 from collections.abc import Sequence
-from types import TracebackType
 from typing import Self
 
 import httpx
@@ -32,15 +31,11 @@ class ChatModel:
         return self._backend._complete(system, messages).strip()
 
     def close(self) -> None:
+        """Closes the backend's HTTP client (the transport owns it and its lifecycle)."""
         self._backend.close()
 
     def __enter__(self) -> Self:
         return self
 
-    def __exit__(
-        self,
-        exc_type: type[BaseException] | None,
-        exc: BaseException | None,
-        tb: TracebackType | None,
-    ) -> None:
+    def __exit__(self, *_exc: object) -> None:
         self.close()

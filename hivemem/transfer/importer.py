@@ -21,11 +21,11 @@ from __future__ import annotations
 
 import uuid
 from collections import Counter
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from enum import StrEnum
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeVar
 
 import numpy as np
 import structlog
@@ -36,7 +36,7 @@ from hivemem.domain.episode import Episode, episode_id
 from hivemem.domain.fact import Fact
 from hivemem.domain.models import Turn
 from hivemem.errors import ValidationError
-from hivemem.providers.lexical import LexicalEncoder
+from hivemem.providers.lexical import LexicalEncoder, SparseVector
 from hivemem.store.vectors.base import FACTS, TURNS, Vector, turn_point_id
 from hivemem.transfer import files
 from hivemem.transfer.format import (
@@ -55,6 +55,7 @@ from hivemem.transfer.stores import Progress, Stores, decode
 log = structlog.get_logger(__name__)
 
 _BATCH = 512
+_R = TypeVar("_R", Turn, Fact)  # a record the importer writes to the vector store
 _REMAP = uuid.UUID("3f6d1f0a-9c1b-4d7e-8a51-6b2f0c9d4e17")
 
 
@@ -332,23 +333,38 @@ class _Writer:
         self.embedded += len(texts)
         return embedder.embed_documents(texts)
 
+    def _unstored(
+        self, kind: str, collection: str, batch: list[tuple[_R, str | None]],
+        ident: Callable[[_R], str], point_id: Callable[[_R], str],
+    ) -> list[tuple[_R, str | None]]:
+        """With a mode that keeps what the store holds: the batch without the records it
+        holds already (those count as skipped). Otherwise the batch as it is."""
+        if not batch or not self._keep_existing():
+            return batch
+        have = {str(h.payload.get(f"{kind}_id"))
+                for h in self.stores.vectors.retrieve(collection, [point_id(r) for r, _ in batch])}
+        kept = [(r, v) for r, v in batch if ident(r) not in have]
+        self.skipped[kind] += len(batch) - len(kept)
+        return kept
+
+    def _encoded(
+        self, batch: list[tuple[_R, str | None]], text: Callable[[_R], str],
+    ) -> tuple[list[_R], Vector, list[SparseVector]]:
+        """The records, their dense vectors (the exported ones, else embedded) and their
+        keyword vectors."""
+        records = [r for r, _ in batch]
+        texts = [text(r) for r in records]
+        return records, self._vectors(texts, [v for _, v in batch]), self.lexical.documents(texts)
+
     def _flush_turns(self) -> None:
-        if not self.turns:
-            return
         batch, self.turns = self.turns, []
-        if self._keep_existing():
-            sid = self.target
-            have = {str(h.payload.get("turn_id")) for h in self.stores.vectors.retrieve(
-                TURNS, [turn_point_id(sid, t.turn_id) for t, _ in batch])}
-            kept = [(t, v) for t, v in batch if t.turn_id not in have]
-            self.skipped["turn"] += len(batch) - len(kept)
-            batch = kept
+        sid = self.target
+        batch = self._unstored("turn", TURNS, batch, lambda t: t.turn_id,
+                               lambda t: turn_point_id(sid, t.turn_id))
         if not batch:
             return
-        turns = [t for t, _ in batch]
-        texts = [t.content for t in turns]
-        self.stores.vectors.upsert_turns(turns, self._vectors(texts, [v for _, v in batch]),
-                                         self.lexical.documents(texts))
+        turns, dense, sparse = self._encoded(batch, lambda t: t.content)
+        self.stores.vectors.upsert_turns(turns, dense, sparse)
         self.stores.sessions.add_turn_ids(self.target, turns)
         window = self.stores.recent_window
         self.newest = sorted([*self.newest, *turns], key=lambda t: t.seq)[-window:] if window \
@@ -356,21 +372,12 @@ class _Writer:
         self.written["turn"] += len(turns)
 
     def _flush_facts(self) -> None:
-        if not self.facts:
-            return
         batch, self.facts = self.facts, []
-        if self._keep_existing():
-            have = {str(h.payload.get("fact_id")) for h in self.stores.vectors.retrieve(
-                FACTS, [f.fact_id for f, _ in batch])}
-            kept = [(f, v) for f, v in batch if f.fact_id not in have]
-            self.skipped["fact"] += len(batch) - len(kept)
-            batch = kept
+        batch = self._unstored("fact", FACTS, batch, lambda f: f.fact_id, lambda f: f.fact_id)
         if not batch:
             return
-        facts = [f for f, _ in batch]
-        texts = [f.content for f in facts]
-        self.stores.vectors.upsert_facts(facts, self._vectors(texts, [v for _, v in batch]),
-                                         self.lexical.documents(texts))
+        facts, dense, sparse = self._encoded(batch, lambda f: f.content)
+        self.stores.vectors.upsert_facts(facts, dense, sparse)
         self.written["fact"] += len(facts)
 
     def _flush_episodes(self) -> None:

@@ -112,7 +112,7 @@ def test_embedded_mode_recalls_the_answer_and_persists_across_reopen(
         assert (stats.turns_enqueued, stats.turns_processed, stats.last_seq) == (n, n, n)
         assert stats.first_activity == START
         assert stats.last_activity == START + timedelta(minutes=5 * (n - 1))
-        assert reopened.sessions() == [SESSION]
+        assert reopened.admin.sessions() == [SESSION]
         _assert_recall(reopened)
 
         again = reopened.ingest(SESSION, "assistant", "Decision: PostgreSQL, again.",

@@ -116,7 +116,7 @@ def test_poison_entry_dead_letters_rest_flows_and_dlq_replay_recovers_it(
         garbage = real_redis.xadd(STREAM, {"seq": "x", "turn": "{not json"}).decode()
         worker = _embed_worker(real_redis, vectors, settings)
         worker.run(burst=True)
-        letters = {d.entry_id: d for d in client.dead_letters()}
+        letters = {d.entry_id: d for d in client.admin.dead_letters()}
         assert len(letters) == 2 and garbage in letters
         bad = next(d for d in letters.values() if d.entry_id != garbage)
         assert "injected: this payload is refused" in bad.error
@@ -131,16 +131,16 @@ def test_poison_entry_dead_letters_rest_flows_and_dlq_replay_recovers_it(
         result = CliRunner().invoke(cli, ["dlq", "replay", bad.entry_id])
         assert result.exit_code == 0, result.output
         assert bad.entry_id in result.output
-        assert [d.entry_id for d in client.dead_letters()] == [garbage]
+        assert [d.entry_id for d in client.admin.dead_letters()] == [garbage]
         _embed_worker(real_redis, vectors, settings).run(burst=True)
         stats = client.get_session_stats("poison-a")
         assert (stats.turns_processed, stats.turns_dead_lettered) == (30, 0)
         assert vectors.inner.count_turns("poison-a") == 30
 
         # Replaying the undecodable one just dead-letters it again, with its error.
-        assert client.replay_dead_letters() == [garbage]
+        assert client.admin.replay_dead_letters() == [garbage]
         _embed_worker(real_redis, vectors, settings).run(burst=True)
-        again = client.dead_letters()
+        again = client.admin.dead_letters()
         assert len(again) == 1 and again[0].error.startswith("undecodable")
         assert again[0].fields == {"seq": "x", "turn": "{not json"}
     assert pending_count(real_redis) == 0

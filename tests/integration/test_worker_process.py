@@ -151,7 +151,7 @@ def test_poison_entries_are_dead_lettered_and_the_rest_keeps_flowing(
     assert summary["handled"] == total
 
     with MemoryClient(server_settings(redis_url)) as client:
-        letters = {d.entry_id: d for d in client.dead_letters()}
+        letters = {d.entry_id: d for d in client.admin.dead_letters()}
         assert set(letters) == {bad_json, not_a_turn, refused}
         assert letters[bad_json].fields == {"seq": "x", "turn": "{not json"}
         assert letters[bad_json].error.startswith("undecodable: ")

@@ -34,14 +34,14 @@ def test_preview_then_compact_applies_exactly_the_preview(pipeline: Pipeline) ->
     client, drain = pipeline
     seed(client, drain)
     before = client.facts("s1", include_history=True)
-    preview = client.preview_compaction("s1")
+    preview = client.admin.preview_compaction("s1")
     assert client.facts("s1", include_history=True) == before  # a preview writes nothing
-    assert client.audit_log("s1") == []
+    assert client.admin.audit_log("s1") == []
     assert [(e.fact_id, e.into) for e in preview.merged] == [(fid("s1-a"), fid("s1-b"))]
     assert [e.fact_id for e in preview.archived] == [fid("s1-mug")]
     assert [(e.fact_id, e.to_layer) for e in preview.promoted] == [(fid("s1-goal"), "operational")]
 
-    applied = client.compact("s1", expect=preview)
+    applied = client.admin.compact("s1", expect=preview)
     assert applied == preview
     current = {f.fact_id: f for f in client.facts("s1")}
     assert set(current) == {fid("s1-b"), fid("s1-goal")}
@@ -51,28 +51,28 @@ def test_preview_then_compact_applies_exactly_the_preview(pipeline: Pipeline) ->
     assert archived == {fid("s1-a"), fid("s1-mug")}
     assert len(client.facts("s1", include_history=True)) == 4  # nothing deleted
 
-    log = client.audit_log("s1")
+    log = client.admin.audit_log("s1")
     assert [e.seq for e in log] == list(range(1, len(log) + 1))
     assert {(e.fact_id, e.action) for e in log} == {
         (fid("s1-a"), "merged"), (fid("s1-b"), "reinforced"), (fid("s1-mug"), "archived"),
         (fid("s1-goal"), "moved")}
-    why = client.audit(fid("s1-a"))
+    why = client.admin.audit(fid("s1-a"))
     assert why[0].action == "merged" and why[0].related == [fid("s1-b")]
     assert why[0].cause == f"compaction {preview.run_id} (on demand)"
-    assert {e.fact_id for e in client.audit(fid("s1-b"))} == {fid("s1-a"), fid("s1-b")}
-    assert client.preview_compaction("s1").changes == 0  # settled
+    assert {e.fact_id for e in client.admin.audit(fid("s1-b"))} == {fid("s1-a"), fid("s1-b")}
+    assert client.admin.preview_compaction("s1").changes == 0  # settled
 
 
 def test_compact_refuses_a_stale_preview_and_waits_for_reflection(pipeline: Pipeline) -> None:
     client, drain = pipeline
     facts = seed(client, drain)
-    preview = client.preview_compaction("s1")
+    preview = client.admin.preview_compaction("s1")
     changed = facts[2].model_copy(update={"confidence": 0.95})
     client.vector_store().upsert_facts([changed], HashingEmbedder(1024).embed_documents(
         [changed.content]))
     with pytest.raises(ValidationError, match="changed since that preview"):
-        client.compact("s1", expect=preview.fingerprint)
-    assert client.audit_log("s1") == []
+        client.admin.compact("s1", expect=preview.fingerprint)
+    assert client.admin.audit_log("s1") == []
 
     client.settings = client.settings.model_copy(update={
         "reflection": client.settings.reflection.model_copy(update={"lock_wait_s": 0.1})})
@@ -80,16 +80,16 @@ def test_compact_refuses_a_stale_preview_and_waits_for_reflection(pipeline: Pipe
     lock.acquire(1)
     try:
         with pytest.raises(RetryLater):
-            client.compact("s1")
+            client.admin.compact("s1")
     finally:
         lock.release()
-    assert client.compact("s1").changes > 0
+    assert client.admin.compact("s1").changes > 0
 
 
 def test_recall_leaves_archived_facts_out_unless_asked(pipeline: Pipeline) -> None:
     client, drain = pipeline
     seed(client, drain)
-    client.compact("s1")
+    client.admin.compact("s1")
 
     def fact_ids(**kwargs: bool) -> set[str]:
         result = client.recall("s1", "blue mug mentioned", token_budget=2000, **kwargs)
@@ -104,17 +104,17 @@ def test_recall_leaves_archived_facts_out_unless_asked(pipeline: Pipeline) -> No
 def test_session_metadata_and_info(pipeline: Pipeline) -> None:
     client, drain = pipeline
     seed(client, drain)
-    info = client.set_session_metadata("s1", title="DB migration", agent_id="planner")
+    info = client.admin.set_session_metadata("s1", title="DB migration", agent_id="planner")
     assert (info.title, info.agent_id) == ("DB migration", "planner")
     assert info.last_active == T0 + timedelta(days=3)
     assert info.turns == 4 and info.facts_active == 4 and info.created_at is not None
-    assert client.session_info("s1").title == "DB migration"
+    assert client.admin.session_info("s1").title == "DB migration"
     with pytest.raises(ValidationError, match="title"):
-        client.set_session_metadata("s1", title="  ")
+        client.admin.set_session_metadata("s1", title="  ")
     with pytest.raises(ValidationError, match="unknown session"):
-        client.session_info("nope")
-    fresh = client.set_session_metadata("planned", title="Later")
-    assert fresh.turns == 0 and "planned" in client.sessions()
+        client.admin.session_info("nope")
+    fresh = client.admin.set_session_metadata("planned", title="Later")
+    assert fresh.turns == 0 and "planned" in client.admin.sessions()
 
 
 def test_timeline_orders_turns_episodes_and_fact_changes(pipeline: Pipeline) -> None:
@@ -124,17 +124,17 @@ def test_timeline_orders_turns_episodes_and_fact_changes(pipeline: Pipeline) -> 
                       seq_start=1, seq_end=2, started_at=T0,
                       ended_at=T0 + timedelta(days=1), close_reason="manual")
     SessionStore(client._redis, client.keys).add_episodes("s1", [episode])
-    client.compact("s1")
-    events = client.build_timeline(["s1"])
+    client.admin.compact("s1")
+    events = client.admin.build_timeline(["s1"])
     assert [e.kind for e in events[:3]] == ["turn", "turn", "episode"]
     assert [e.ref_id for e in events if e.kind == "turn"] == ["t0", "t1", "t2", "t3"]
     assert sum(e.kind == "fact" for e in events) == 4
     assert events == sorted(events, key=lambda e: e.sort_key())
-    assert client.build_timeline(["s1"]) == events
-    assert [e.kind for e in client.build_timeline(["s1"], kinds=["episode"])] == ["episode"]
-    assert len(client.build_timeline(["s1"], limit=2)) == 2
+    assert client.admin.build_timeline(["s1"]) == events
+    assert [e.kind for e in client.admin.build_timeline(["s1"], kinds=["episode"])] == ["episode"]
+    assert len(client.admin.build_timeline(["s1"], limit=2)) == 2
     with pytest.raises(ValidationError):
-        client.build_timeline(["s1"], kinds=["nope"])
+        client.admin.build_timeline(["s1"], kinds=["nope"])
 
 
 def test_related_sessions_and_session_context(pipeline: Pipeline) -> None:
@@ -144,10 +144,10 @@ def test_related_sessions_and_session_context(pipeline: Pipeline) -> None:
     for i, text in enumerate(["Bake bread at dawn", "Sourdough needs a starter"]):
         client.ingest("s3", "user", text, turn_id=f"b{i}", timestamp=T0)
     drain()
-    related = client.find_related_sessions("s1", limit=2)
+    related = client.admin.find_related_sessions("s1", limit=2)
     assert related[0].session_id == "s2" and "database" in related[0].shared_subjects
     assert related[0].score > (related[1].score if len(related) > 1 else 0)
-    context = client.session_context("s1", "which database?", 500, related=1)
+    context = client.admin.session_context("s1", "which database?", 500, related=1)
     assert context.related[0].session_id == "s2"
     assert context.render().startswith("Session s1")
     assert {i.session_id for i in context.result} <= {"s1", "s2"}
@@ -174,7 +174,7 @@ def test_scheduled_compaction_runs_as_a_job(
                      embedder=HashingEmbedder(1024)).job_context()
     summary = compact_session(context, "s1", "schedule")
     assert summary["merged"] == 1 and summary["archived"] == 1
-    assert all(e.cause.endswith("(schedule)") for e in client.audit_log("s1"))
+    assert all(e.cause.endswith("(schedule)") for e in client.admin.audit_log("s1"))
     assert {f.status for f in client.facts("s1", include_history=True)} == {
         FactStatus.ACTIVE, FactStatus.ARCHIVED}
 
@@ -190,7 +190,7 @@ def test_embedded_mode_compacts_on_its_schedule(tmp_path: Path, settings: Settin
         client.wait_until_processed("e1", timeout=30, stage="boundary")
         client.wait_until_reflected("e1", timeout=30)
         assert client._runtime is not None and client._runtime.drain(30)
-        log = client.audit_log("e1")
+        log = client.admin.audit_log("e1")
         assert {e.actor for e in log} == {"reflection", "compaction"}
         assert any(e.cause.endswith("(schedule)") for e in log)
         assert {f.layer for f in client.facts("e1")} == {"operational"}
@@ -206,11 +206,11 @@ def test_the_async_client_has_the_lifecycle_methods(pipeline: Pipeline) -> None:
     memory = AsyncMemoryClient(client=client)
 
     async def run() -> None:
-        preview = await memory.preview_compaction("s1")
-        assert (await memory.compact("s1", expect=preview)) == preview
-        assert (await memory.audit(fid("s1-a")))[0].action == "merged"
-        assert (await memory.set_session_metadata("s1", title="T")).title == "T"
-        assert [e.kind for e in await memory.build_timeline(["s1"], kinds=["turn"])] == [
+        preview = await memory.admin.preview_compaction("s1")
+        assert (await memory.admin.compact("s1", expect=preview)) == preview
+        assert (await memory.admin.audit(fid("s1-a")))[0].action == "merged"
+        assert (await memory.admin.set_session_metadata("s1", title="T")).title == "T"
+        assert [e.kind for e in await memory.admin.build_timeline(["s1"], kinds=["turn"])] == [
             "turn"] * 4
 
     asyncio.run(run())

@@ -174,7 +174,7 @@ def test_state_rebuilds_from_qdrant(redis_client: redis.Redis, settings: Setting
     assert client._state.recent_turns("s1", 50) == before
     assert client.ingest("s1", "user", "again", turn_id="id3").duplicate
     assert client.ingest("s1", "user", "next").seq == 16
-    assert client.sessions() == ["s1", "s2"]
+    assert client.admin.sessions() == ["s1", "s2"]
     # Rebuilding over a live window (embedded mode reopening) keeps one entry per turn, even
     # when the stored version differs from the ingested one (detected markers).
     client.ingest("s1", "user", "Decision: we ship on Friday", turn_id="marked")

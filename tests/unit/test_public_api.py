@@ -185,3 +185,50 @@ def _package_modules() -> Iterator[Any]:
                 "hivemem.cli", "hivemem.api", "hivemem.mcp", "hivemem.evaluation")):
             continue  # entry points with optional dependencies; they define no errors
         yield importlib.import_module(info.name)
+
+
+def test_a_twin_runs_the_sync_method_of_its_handle_in_a_worker_thread() -> None:
+    import asyncio
+    import threading
+
+    from hivemem.producer.threads import AsyncHandle, twin
+
+    class Sync:
+        def work(self, x: int, *, y: int = 2) -> tuple[int, str]:
+            """Doc."""
+            return x * y, threading.current_thread().name
+
+    class Louder(Sync):  # the instance's own method runs, not the one twinned
+        def work(self, x: int, *, y: int = 2) -> tuple[int, str]:
+            return -x * y, threading.current_thread().name
+
+    class Async(AsyncHandle[Sync]):
+        work = twin(Sync.work)
+
+    value, thread = asyncio.run(Async(Sync()).work(3, y=4))
+    assert value == 12 and thread != threading.current_thread().name
+    assert asyncio.run(Async(Louder()).work(3))[0] == -6
+    assert inspect.signature(Async.work) == inspect.signature(Sync.work)
+    assert Async.work.__doc__ == "Doc." and Async.work.__name__ == "work"
+    assert inspect.iscoroutinefunction(Async.work)
+
+
+def test_a_constructor_twin_makes_the_async_handle_from_the_sync_constructor() -> None:
+    from hivemem.producer.threads import AsyncHandle, twin_classmethod
+
+    class Sync:
+        def __init__(self, n: int) -> None:
+            self.n = n
+
+        @classmethod
+        def make(cls, n: int, *, twice: bool = False) -> "Sync":
+            """Doc."""
+            return cls(n * 2 if twice else n)
+
+    class Async(AsyncHandle[Sync]):
+        make = twin_classmethod(Sync.make, lambda cls, sync: cls(sync))
+
+    made = Async.make(3, twice=True)
+    assert isinstance(made, Async) and made.sync.n == 6
+    assert inspect.signature(Async.make) == inspect.signature(Sync.make)
+    assert Async.make.__doc__ == "Doc." and not inspect.iscoroutinefunction(Async.make)

@@ -83,7 +83,7 @@ def test_embedded_mode_persists_across_restarts(tmp_path: Path, settings: Settin
         client.wait_until_processed("s1", timeout=10)
         items = client.recall("s1", "when is the launch date")
         assert items[0].content == "The launch date is March 3rd"
-        assert client.sessions() == ["s1"]
+        assert client.admin.sessions() == ["s1"]
 
 
 def test_close_drains_the_queue(tmp_path: Path, settings: Settings) -> None:

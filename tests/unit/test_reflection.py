@@ -239,7 +239,7 @@ def test_a_broken_llm_fails_the_job_keeps_the_output_and_recall_still_works(
             assert any("MySQL" in i.content for i in items)
             # Once the LLM is fixed, replay brings the facts.
             llm.default = Reply(body=scripted_model)
-            client.replay_reflection("p1")
+            client.admin.replay_reflection("p1")
             deadline = time.monotonic() + 20
             while not client.facts("p1") and time.monotonic() < deadline:
                 time.sleep(0.05)

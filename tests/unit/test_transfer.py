@@ -59,8 +59,8 @@ def populated(pipeline: Pipeline) -> MemoryClient:
     store.add_episodes("s1", [Episode(
         episode_id="ep-s1-1", session_id="s1", index=1, turn_ids=("t0", "t1"), seq_start=1,
         seq_end=2, started_at=T0, ended_at=T0 + timedelta(days=1), close_reason="manual")])
-    client.set_session_metadata("s1", title="Database work", agent_id="planner")
-    client.compact("s1")  # superseded_by references and audit events to carry over
+    client.admin.set_session_metadata("s1", title="Database work", agent_id="planner")
+    client.admin.compact("s1")  # superseded_by references and audit events to carry over
     return client
 
 
@@ -70,20 +70,20 @@ def test_export_import_export_is_identical(
 ) -> None:
     source = populated(pipeline)
     first = tmp_path / "first.jsonl"
-    summary = source.export(first, vectors=vectors)
+    summary = source.admin.export(first, vectors=vectors)
     assert summary.counts == {"session": 2, "turn": 8, "episode": 1, "fact": 8, "audit": 4}
     header = json.loads(first.read_text().splitlines()[0])
     assert header["format"] == "hivemem.export" and header["version"] == 1
     target = make_client("copy")
-    done = target.import_file(first, mode="append")
+    done = target.admin.import_file(first, mode="append")
     assert done.sessions == {"s1": "s1", "s2": "s2"} and done.embedded == (0 if vectors else 16)
     second = tmp_path / "second.jsonl"
-    target.export(second, vectors=vectors)
+    target.admin.export(second, vectors=vectors)
     assert second.read_bytes() == first.read_bytes()
     # What was imported works: stats, facts, audit, recall.
     assert target.get_session_stats("s1").turns_processed == 4
-    assert target.session_info("s1").title == "Database work"
-    assert [e.action for e in target.audit(fid("s1-a"))] == ["merged", "reinforced"]
+    assert target.admin.session_info("s1").title == "Database work"
+    assert [e.action for e in target.admin.audit(fid("s1-a"))] == ["merged", "reinforced"]
     assert target.recall("s1", "which database?", token_budget=300)
 
 
@@ -92,10 +92,10 @@ def test_append_renames_a_taken_session_and_remaps_every_reference(
 ) -> None:
     client = populated(pipeline)
     path = tmp_path / "s1.jsonl.gz"
-    client.export(path, ["s1"], vectors=True)
+    client.admin.export(path, ["s1"], vectors=True)
     with gzip.open(path, "rt") as fh:
         assert json.loads(fh.readline())["sessions"] == ["s1"]
-    done = client.import_file(path, mode="append")
+    done = client.admin.import_file(path, mode="append")
     assert done.sessions == {"s1": "s1.2"}
     copy = {f.content: f for f in client.facts("s1.2", include_history=True)}
     original = {f.content: f for f in client.facts("s1", include_history=True)}
@@ -104,7 +104,7 @@ def test_append_renames_a_taken_session_and_remaps_every_reference(
     assert merged.fact_id != fid("s1-a") and merged.session_id == "s1.2"
     keeper = copy["the database is postgresql!"]
     assert merged.superseded_by == keeper.fact_id  # the reference follows the new id
-    events = client.audit(merged.fact_id)
+    events = client.admin.audit(merged.fact_id)
     assert events[0].related == [keeper.fact_id] and events[0].session_id == "s1.2"
     assert client.episodes("s1.2")[0].episode_id != "ep-s1-1"
     assert len(client.facts("s1", include_history=True)) == 4  # the original is untouched
@@ -113,7 +113,7 @@ def test_append_renames_a_taken_session_and_remaps_every_reference(
 def test_replace_skip_existing_and_overwrite(pipeline: Pipeline, tmp_path: Path) -> None:
     client = populated(pipeline)
     path = tmp_path / "all.jsonl"
-    client.export(path, vectors=True)
+    client.admin.export(path, vectors=True)
     store = client.vector_store()
     embed = HashingEmbedder(1024).embed_documents
     # Change one fact and add one after the export.
@@ -122,21 +122,21 @@ def test_replace_skip_existing_and_overwrite(pipeline: Pipeline, tmp_path: Path)
     extra = goal.model_copy(update={"fact_id": fid("s2-extra"), "content": "An extra fact"})
     store.upsert_facts([edited, extra], embed([edited.content, extra.content]))
 
-    client.import_file(path, mode="skip_existing")
+    client.admin.import_file(path, mode="skip_existing")
     facts = {f.fact_id: f.content for f in client.facts("s2")}
     assert facts[fid("s2-goal")] == "Ship it next week" and fid("s2-extra") in facts
 
-    summary = client.import_file(path, mode="overwrite")
+    summary = client.admin.import_file(path, mode="overwrite")
     facts = {f.fact_id: f.content for f in client.facts("s2")}
     assert facts[fid("s2-goal")] == "Ship the frontend migration" and fid("s2-extra") in facts
     assert summary.skipped.get("audit", 0) == 4  # events are never written twice
-    assert len(client.audit_log("s1")) == 4
+    assert len(client.admin.audit_log("s1")) == 4
 
-    client.import_file(path, mode="replace")
+    client.admin.import_file(path, mode="replace")
     facts = {f.fact_id: f.content for f in client.facts("s2")}
     assert fid("s2-extra") not in facts and facts[fid("s2-goal")] == "Ship the frontend migration"
     again = tmp_path / "again.jsonl"
-    client.export(again, vectors=True)
+    client.admin.export(again, vectors=True)
     assert again.read_bytes() == path.read_bytes()
 
 
@@ -160,28 +160,28 @@ def test_a_bad_file_is_refused_before_anything_is_written(
 ) -> None:
     source = populated(pipeline)
     good = tmp_path / "good.jsonl"
-    source.export(good, vectors=True)
+    source.admin.export(good, vectors=True)
     bad = tmp_path / "bad.jsonl"
     bad.write_text("\n".join(damage(_lines(good))) + "\n")
     target = make_client("empty")
     with pytest.raises(ValidationError, match=message):
-        target.import_file(bad, mode="append")
-    assert target.sessions() == []
+        target.admin.import_file(bad, mode="append")
+    assert target.admin.sessions() == []
     assert target.vector_store().count_turns() == 0
 
 
 def test_backup_and_restore(pipeline: Pipeline, make_client: MakeClient, tmp_path: Path) -> None:
     source = populated(pipeline)
     path = tmp_path / "backup.jsonl.gz"
-    summary = source.backup(path)
+    summary = source.admin.backup(path)
     assert summary.vectors and summary.sessions == ["s1", "s2"]
     target = make_client("restored")
-    restored = target.restore(path)
+    restored = target.admin.restore(path)
     assert restored.mode == "replace" and restored.embedded == 0
     assert [f.fact_id for f in target.facts("s1")] == [f.fact_id for f in source.facts("s1")]
     with pytest.raises(ValidationError, match="mode"):
-        target.import_file(path, mode="merge")
+        target.admin.import_file(path, mode="merge")
     with pytest.raises(ValidationError, match="no such file"):
-        target.import_file(tmp_path / "missing.jsonl")
+        target.admin.import_file(tmp_path / "missing.jsonl")
     with pytest.raises(ValidationError, match="unknown session"):
-        source.export(tmp_path / "x.jsonl", ["nope"])
+        source.admin.export(tmp_path / "x.jsonl", ["nope"])
