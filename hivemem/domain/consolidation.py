@@ -34,8 +34,13 @@ from hivemem.domain.slots import canonical_slot, is_personal
 __all__ = ["UPDATE_LANGUAGE", "Plan", "contradicts", "has_update_language", "named_values",
            "normalise", "plan_actions"]
 
-_NAME = re.compile(r"(?<![.!?]\s)(?<!^)\b([A-Z][A-Za-z0-9.+#-]*[A-Za-z0-9+#]|[A-Z]{2,})\b")
+# A word after a sentence end or a label ("Sam: The build...") is capitalised anyway.
+_NAME = re.compile(r"(?<![.!?:]\s)(?<!^)\b([A-Z][A-Za-z0-9.+#-]*[A-Za-z0-9+#]|[A-Z]{2,})\b")
 _FIRST_NAME = re.compile(r"([A-Z][a-z0-9.+#-]*[A-Z0-9+#][A-Za-z0-9.+#-]*)\b")
+# "Jonas owns the billing service": a capitalised first word acting on something is a name.
+_FIRST_ACTOR = re.compile(r"([A-Z][a-z]{2,}) (?:owns|leads|maintains|manages|runs|handles"
+                          r"|writes|approves|reviews|hosts|is responsible)\b")
+_LABELLED = re.compile(r"^[A-Z][a-z]+:\s+")  # "Sam: ..." names the speaker, not a value
 _NUMBER = re.compile(r"\$?\d+(?:[.,:]\d+)*\s?(?:%|ms|s|gb|mb|k|m|am|pm)?\b", re.IGNORECASE)
 _CONTENT_WORD = re.compile(r"[a-z][a-z0-9+#-]{2,}")
 _FILLER = frozenset(re.findall(r"\w+", (
@@ -48,7 +53,7 @@ _FILLER = frozenset(re.findall(r"\w+", (
 def named_values(text: str) -> set[str]:
     """Proper names and acronyms in a statement (PostgreSQL, MySQL, GraphQL, AWS...)."""
     # Short all-caps words are mostly generic (API, GET, VM): they name no choice.
-    text = text.strip()
+    text = _LABELLED.sub("", text.strip())
     names = {
         m.group(1).lower()
         for m in _NAME.finditer(text)
@@ -58,6 +63,9 @@ def named_values(text: str) -> set[str]:
     first = _FIRST_NAME.match(text)
     if first and not (first.group(1).isupper() and len(first.group(1)) <= 4):
         names.add(first.group(1).lower())
+    actor = _FIRST_ACTOR.match(text)
+    if actor and actor.group(1) not in ("The", "This", "That", "Our", "Everyone", "Nobody"):
+        names.add(actor.group(1).lower())
     return names
 
 
@@ -67,8 +75,18 @@ def values_of(text: str) -> set[str]:
     return named_values(text) | numbers
 
 
+def _same_value(x: str, y: str) -> bool:
+    """One value, allowing a prefix for names ("Postgres", "PostgreSQL"); numbers only
+    match exactly ("1" is not "15")."""
+    if x == y:
+        return True
+    if x[:1].isdigit() or y[:1].isdigit() or x[:1] == "$" or y[:1] == "$":
+        return False
+    return x.startswith(y) or y.startswith(x)
+
+
 def _overlap(xs: set[str], ys: set[str]) -> bool:
-    return any(x.startswith(y) or y.startswith(x) for x in xs for y in ys)
+    return any(_same_value(x, y) for x in xs for y in ys)
 
 
 def contradicts(a: str, b: str) -> bool:
@@ -81,9 +99,13 @@ def contradicts(a: str, b: str) -> bool:
 
 
 def differs(a: str, b: str) -> bool:
-    """Each statement sets a value (a name or a number) and they share none."""
+    """Each statement sets a value (a name or a number) the other does not: "Node 18" and
+    "Node 22" differ, "Dublin" and "Dublin, three zones" do not (nothing of the first is
+    gone)."""
     va, vb = values_of(a), values_of(b)
-    return bool(va) and bool(vb) and not _overlap(va, vb)
+    if not va or not vb:
+        return False
+    return any(not _overlap({x}, vb) for x in va) and any(not _overlap({y}, va) for y in vb)
 
 
 def restates(text: str, fact: Fact) -> bool:
@@ -121,6 +143,8 @@ Similarity = Callable[[str, Fact], float]
 SlotSimilarity = Callable[[str, str], float]
 SLOT_MATCH = 0.85  # subject phrases this similar name one slot ("the database", "our DB")
 RETRACT_MATCH = 0.5  # a retraction without a slot withdraws the fact it resembles this much
+# A slotless statement this similar to a fact, with another value, is its new version.
+RESTATE_MATCH = 0.8
 
 
 class _Planner:
@@ -162,6 +186,11 @@ class _Planner:
             return False
         if ca == cb:
             return True
+        # "standup" and "daily standup", "timeout" and "request timeout": one names the
+        # other more precisely.
+        wa, wb = set(ca.split()), set(cb.split())
+        if wa <= wb or wb <= wa:
+            return True
         return (self.slot_similarity is not None
                 and self.slot_similarity(ca, cb) >= SLOT_MATCH)
 
@@ -185,10 +214,10 @@ class _Planner:
         """An active fact `new` paraphrases (same subject, or any when it has none)."""
         pool = same_subject if new.subject else self.active()
         for fact in pool:
-            if fact is not None and (
-                normalise(fact.content) == normalise(new.content)
-                or self.similarity(new.content, fact) >= self.dedup_threshold
-            ):
+            if fact is None or differs(fact.content, new.content):
+                continue  # "limit is 100/min" and "limit is 600/min" are two versions
+            if (normalise(fact.content) == normalise(new.content)
+                    or self.similarity(new.content, fact) >= self.dedup_threshold):
                 return fact
         return None
 
@@ -211,9 +240,10 @@ class _Planner:
         return new.model_copy(update={
             "status": FactStatus.CONFLICTED, "conflicts_with": sorted(r.fact_id for r in rivals)})
 
-    def archive(self, old: Fact, reason: str) -> None:
+    def archive(self, old: Fact, reason: str, by_turns: Sequence[str] = ()) -> None:
         self.write(old.model_copy(update={
-            "status": FactStatus.ARCHIVED, "valid_to": self.valid_from, "reason": reason}))
+            "status": FactStatus.ARCHIVED, "valid_to": self.valid_from, "reason": reason,
+            "retracted_by": sorted(set(old.retracted_by) | set(by_turns))}))
         self.plan.archived.append(old.fact_id)
 
     def remove(self, index: int, action: FactAction) -> None:
@@ -260,11 +290,23 @@ class _Planner:
         named = [f for f in self.mentioned_in(new.content) if f.kind == new.kind]
         if named:
             return max(named, key=self.recency)
-        same_kind = [f for f in self.active() if f.kind == new.kind]
-        if not same_kind:
+        # The kind of a plain statement says little ("CI runs on Jenkins" is a fact, the
+        # switch a decision): any fact setting another value of what the change is about.
+        pool = [f for f in self.active()
+                if not values_of(f.content) or differs(f.content, new.content)]
+        if not pool:
             return None
-        best = max(same_kind, key=lambda f: self.similarity(new.content, f))
+        best = max(pool, key=lambda f: (self.similarity(new.content, f), self.recency(f)))
         return best if self.similarity(new.content, best) >= RETRACT_MATCH else None
+
+    def restated_slot(self, new: Fact) -> list[Fact]:
+        """For a plain statement on no known slot: the facts it restates with another value
+        ("Product pages are cached for 1 hour", later "... for 15 minutes")."""
+        if not values_of(new.content):
+            return []
+        return [f for f in self.active()
+                if differs(f.content, new.content)
+                and self.similarity(new.content, f) >= RESTATE_MATCH]
 
     def merge(self, index: int, new: Fact, twin: Fact) -> None:
         """Store-level dedup: a paraphrase merges into the fact it repeats."""
@@ -286,18 +328,21 @@ class _Planner:
             gone = old or self.withdrawn_by(new)
             if gone is not None and not (values_of(new.content) - values_of(gone.content)
                                          and differs(new.content, gone.content)):
-                self.archive(gone, "retracted: " + new.content[:120])
+                self.archive(gone, "retracted: " + new.content[:120], new.source_turn_ids)
                 self.plan.retracted.append(gone.fact_id)
                 return
             if gone is None:
                 self.plan.dropped.append(f"{index}: retraction of nothing known")
                 return
             intent = Intent.UPDATE  # "no longer X, we use Y": a change, not a withdrawal
-        if not new.subject and old is None and intent == Intent.UPDATE:
+        if old is None and intent == Intent.UPDATE and not self.on_slot(new, None):
+            # A change on no known slot replaces the value it names or resembles.
             old = self.replaced_by_value(new)
-        if old is not None and not new.subject:
+        if old is not None and old.subject:
             new = new.model_copy(update={"subject": old.subject})
         same_subject = self.on_slot(new, old.fact_id if old else None)
+        if not same_subject and old is None and intent == Intent.STATE:
+            same_subject = self.restated_slot(new)
         twin = None if old is not None else self.twin_of(new, same_subject)
         if twin is not None:
             self.merge(index, new, twin)

@@ -57,6 +57,8 @@ class Fact(BaseModel):
     layer: str = "semantic"
     conflicts_with: list[str] = Field(default_factory=list)
     version: int = 1
+    # The turns that withdrew this fact ("scrap that"): what recall shows in its place.
+    retracted_by: list[str] = Field(default_factory=list)
 
 
 _FACT_NAMESPACE = uuid.UUID("5b0e9c1e-44a7-4f5e-a0c3-7c1d2f6b9e30")

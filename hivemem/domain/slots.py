@@ -17,7 +17,8 @@ _DETERMINERS = re.compile(r"^(?:(?:the|our|my|your|their|a|an|this|that|team|tea
 _SYNONYMS = {"db": "database", "dbs": "database", "datastore": "database",
              "repo": "repository", "k8s": "kubernetes", "ci/cd": "ci", "pipeline": "ci"}
 _NOT_SLOTS = frozenset(re.findall(r"\S+",
-    "it this that them me us you him her now today tomorrow tonight while moment time "
+    "it this that them me us you him her we i they he she everyone everything nothing "
+    "what which who there here now today tomorrow tonight while moment time "
     "sure example instance reference record way lot bit one thing things sake real"))
 _TRAILING = frozenset(("back", "over", "again", "now", "then", "too", "also", "finally"))
 _WORDS = r"[a-z][a-z0-9/+#.-]*"
@@ -36,6 +37,13 @@ _PATTERNS: tuple[re.Pattern[str], ...] = (
     re.compile(rf"\b{_OWNER} {_PHRASE} (?:is|are|was|will be|should be|has to|have to|must"
                r"|stays|stay|remains|goes|becomes|moves|moved|changed|needs to|will use|uses"
                r"|runs on|will run on|lives in)\b"),
+    # "Daily standup is at 9:30", "CI runs on Jenkins", "product pages are cached for..."
+    re.compile(rf"^{_PHRASE} (?:is|are|was|were|will be|runs on|run on|runs in|moved to"
+               r"|moves to|uses|use|lives in|live in|goes to|go to|happens|happen|stays|stay"
+               r"|is owned by|are owned by|is cached|are cached)\b"),
+    # "Jonas owns the billing service": the owner is the value, the service the slot
+    re.compile(rf"\b(?:owns|own|leads|maintains|is responsible for) {_OWNER} {_PHRASE}"
+               r"(?=[ ,.;:!)]|$)"),
     # "for caching", "for CI", "for deployment"
     re.compile(rf"\bfor ({_WORDS}(?:ing)?)(?=[ ,.;:!)]|$)"),
     # "Friday deploys are fine again", "deploys on Fridays are frozen"
@@ -73,9 +81,15 @@ def canonical_slot(subject: str) -> str:
     return " ".join(words)
 
 
+# What opens a sentence without being its subject: "Sam: ", "From now on, ", "Heads up, ".
+_LEAD = re.compile(
+    r"^(?:[a-z]+:\s+)?(?:(?:from now on|going forward|actually|okay|ok|so|well|heads up|fyi"
+    r"|correction|update|also|and|but|now|again|anyway|good news|agreed)[,:;!]?\s+)*")
+
+
 def slot_of(sentence: str, speaker: str | None = None) -> str:
     """The slot a sentence fills, or "" when it names none."""
-    text = sentence.lower().strip()
+    text = _LEAD.sub("", sentence.lower().strip())
     for pattern, template in _PERSONAL:
         match = pattern.search(text)
         if match:

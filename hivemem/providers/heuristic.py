@@ -15,7 +15,7 @@ from __future__ import annotations
 import re
 
 from hivemem.domain.change import Intent, intent_of
-from hivemem.domain.consolidation import normalise
+from hivemem.domain.consolidation import normalise, values_of
 from hivemem.domain.fact import Fact, FactAction, FactKind, FactStatus
 from hivemem.domain.markers import detect_markers
 from hivemem.domain.slots import canonical_slot, slot_of
@@ -31,6 +31,12 @@ _PLAIN_FACT = re.compile(
     r"|i have (?:a|two|three)|i moved to|i'm from|i am from|the deadline is)\b",
     re.IGNORECASE,
 )
+# "Let's add a dark mode toggle", "We'll build the portal with Vue": a commitment a later
+# "scrap that" or "instead" can withdraw or replace. Agenda talk ("let's talk about") is not.
+_COMMITMENT = re.compile(
+    r"^(?:[A-Z][a-z]+:\s+)?(?:let's|let us|we'll|we will|we're going to|we are going to"
+    r"|we'll be) (?!talk|discuss|see|check|go over|review|look|think|start with|get back"
+    r"|fill in|keep)\w+", re.IGNORECASE)
 _LABEL = re.compile(r"^\s*(?:decision|constraint|failure|goal|note|update)\s*:\s*", re.IGNORECASE)
 _SENTENCES = re.compile(r"(?<=[.!?])\s+|\n+")
 _KIND_BY_MARKER = {
@@ -48,8 +54,16 @@ def subject_of(sentence: str, kind: FactKind, speaker: str | None = None) -> str
     return slot_of(sentence, speaker)
 
 
+def _states_value(content: str, subject: str) -> bool:
+    """A plain statement that sets something: it names a value, a name or a number ("The
+    weekly deploy is on Tuesday", "Product pages are cached for 1 hour", "Jonas owns the
+    billing service"); later statements of its slot replace it."""
+    del subject  # a slot alone ("Recorded as the messaging decision") sets nothing
+    return bool(values_of(content))
+
+
 def _kind(sentence: str, role: str, marked: list[str], alone: bool,
-          changes: bool, known: Fact | None) -> FactKind | None:
+          changes: bool, known: Fact | None, states: bool = False) -> FactKind | None:
     detected = detect_markers(sentence, role)
     if detected:
         return _KIND_BY_MARKER[detected[0]]
@@ -57,10 +71,14 @@ def _kind(sentence: str, role: str, marked: list[str], alone: bool,
         return FactKind.PREFERENCE
     if _PLAIN_FACT.search(sentence):
         return FactKind.FACT
+    if _COMMITMENT.search(sentence):
+        return FactKind.DECISION
     if marked and alone:
         return _KIND_BY_MARKER[marked[0]]
     if changes:  # a change or a withdrawal: of the slot's fact, or a decision
         return known.kind if known is not None else FactKind.DECISION
+    if states:  # a plain statement of a value: what later changes replace
+        return known.kind if known is not None else FactKind.FACT
     return None
 
 
@@ -79,9 +97,15 @@ def _candidates(
             if intent == Intent.NON_ASSERTION:
                 continue
             subject = slot_of(content, agent)
+            if intent == Intent.UPDATE and not subject and not values_of(content):
+                # "Updated your entry.", "I'll update the doc": an acknowledgement names
+                # neither what changed nor its new value; the statement it follows does.
+                continue
             changes = intent in (Intent.UPDATE, Intent.RETRACT)
+            states = intent in (Intent.STATE, Intent.ADDITION) and _states_value(
+                content, subject)
             kind = _kind(sentence, turn.role.value, marked_turn, len(sentences) == 1,
-                         changes, active.get(subject))
+                         changes, active.get(subject), states)
             if kind is None:
                 continue
             if len(content) < 8 and intent != Intent.RETRACT:

@@ -65,6 +65,9 @@ def stale_statements(facts: Iterable[Fact]) -> dict[str, tuple[str, ...]]:
         if head is not None:
             successors.add(fact_key(head.fact_id))
             successors.update(turn_key(head.session_id, t) for t in head.source_turn_ids)
+        elif fact.retracted_by:
+            # A withdrawn fact's successor is the statement that withdrew it.
+            successors.update(turn_key(fact.session_id, t) for t in fact.retracted_by)
         out.setdefault(fact_key(fact.fact_id), set()).update(successors)
         for turn_id in fact.source_turn_ids:
             if (fact.session_id, turn_id) in current_turns:
