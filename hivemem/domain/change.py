@@ -22,7 +22,8 @@ UPDATE_LANGUAGE = re.compile(
     r"\b(switch(?:ed|ing)? (?:to|over|\w+ to|the \w+(?: \w+)? to)|chang(?:e|ed|ing) (?:it )?to"
     r"|change of plans?|no longer|actually|instead|correction|from now on|moving to|move to"
     r"|moved (?:to|from|over)|migrat(?:e|ed|ing) to"
-    r"|(?:moved|switched|migrated|changed) (?:the |our |my )?[\w-]+(?: [\w-]+)? (?:over )?to|replac(?:e|ed|ing)|now (?:use|we|it|the|is"
+    r"|(?:moved|switched|migrated|changed) (?:the |our |my )?[\w-]+(?: [\w-]+)? (?:over )?to"
+    r"|replac(?:e|ed|ing)|now (?:use|we|it|the|is"
     r"|are|on|at|in)|(?:is|are) now|going forward|rather than|not .{1,30} anymore|updated?"
     r"|changed (?:my|our) minds?|on second thought|scratch that|turns out)\b",
     re.IGNORECASE,
