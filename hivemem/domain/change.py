@@ -46,7 +46,9 @@ _NON_ASSERTION = re.compile(
     r"|do we|are we|maybe|perhaps|how about|what about|would it|wouldn't it|is it)\b"
     r"|\b(?:we|i|they) (?:considered|thought about|looked at|discussed|debated) .{1,60}\bbut\b"
     r"|\b(?:was|were|got) (?:rejected|turned down|vetoed|ruled out)\b"
-    r"|\b(?:rejected|ruled out|vetoed) (?:the )?(?:idea|proposal|suggestion)\b"
+    r"|\b(?:rejected|ruled out|vetoed) (?:the |that |this )?(?:[\w-]+ )?(?:idea|proposal"
+    r"|suggestion)\b"
+    r"|\b(?:i|we) (?:propose|suggest)\b|\bmy proposal\b"
     r"|\bwhat if\b|\bhypothetically\b",
     re.IGNORECASE,
 )

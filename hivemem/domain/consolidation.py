@@ -114,6 +114,13 @@ def restates(text: str, fact: Fact) -> bool:
     return bool(said) and all(_overlap({v}, held) for v in said)
 
 
+def _shape(value: str) -> str:
+    """A number's shape ("3.11" -> "9.9", "10:15" -> "9:9"); names have none."""
+    if not value[:1].isdigit():
+        return ""
+    return re.sub(r"\d+", "9", value)
+
+
 def normalise(text: str) -> str:
     return " ".join(re.findall(r"\w+", text.lower()))
 
@@ -145,6 +152,7 @@ SLOT_MATCH = 0.85  # subject phrases this similar name one slot ("the database",
 RETRACT_MATCH = 0.5  # a retraction without a slot withdraws the fact it resembles this much
 # A slotless statement this similar to a fact, with another value, is its new version.
 RESTATE_MATCH = 0.8
+ASKED_MATCH = 0.35  # a question or proposal this much about a fact is answered by it
 
 
 class _Planner:
@@ -308,6 +316,28 @@ class _Planner:
                 if differs(f.content, new.content)
                 and self.similarity(new.content, f) >= RESTATE_MATCH]
 
+    def answered(self, asked: Fact) -> None:
+        """Link a question or a proposal that changed nothing to the fact that answers it
+        (its slot's, else the one it resembles most), so recall shows that fact instead."""
+        if not asked.source_turn_ids:
+            return
+        pool = self.on_slot(asked, None) or [
+            f for f in self.active() if self.about(asked.content, f) >= ASKED_MATCH]
+        if not pool:
+            return
+        fact = max(pool, key=lambda f: (self.about(asked.content, f), self.recency(f)))
+        if set(asked.source_turn_ids) & set(fact.source_turn_ids):
+            return
+        self.write(fact.model_copy(update={"considered_in": sorted(
+            set(fact.considered_in) | set(asked.source_turn_ids))}))
+
+    def about(self, text: str, fact: Fact) -> float:
+        """How much `text` is about what `fact` says: similarity, plus the words they share
+        ("flags", "review") and values of one shape ("3.13" beside "3.11")."""
+        shared = len(_content_words(text) & _content_words(fact.content))
+        shapes = {_shape(v) for v in values_of(text)} & {_shape(v) for v in values_of(fact.content)}
+        return self.similarity(text, fact) + 0.2 * shared + 0.2 * bool(shapes - {""})
+
     def merge(self, index: int, new: Fact, twin: Fact) -> None:
         """Store-level dedup: a paraphrase merges into the fact it repeats."""
         self.write(twin.model_copy(update={
@@ -320,6 +350,7 @@ class _Planner:
         intent = intent_of(new.content)
         if intent == Intent.NON_ASSERTION:
             self.plan.dropped.append(f"{index}: a question, hypothetical or rejected proposal")
+            self.answered(new)
             return
         old = self.current(self.resolve(action.target)) if action.op == "update" else None
         if action.op == "update" and old is None:

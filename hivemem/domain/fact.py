@@ -59,6 +59,9 @@ class Fact(BaseModel):
     version: int = 1
     # The turns that withdrew this fact ("scrap that"): what recall shows in its place.
     retracted_by: list[str] = Field(default_factory=list)
+    # Turns that only asked about, imagined or proposed another value of this fact's slot
+    # ("what if we used MySQL?"): it answers them, so recall shows it in their place.
+    considered_in: list[str] = Field(default_factory=list)
 
 
 _FACT_NAMESPACE = uuid.UUID("5b0e9c1e-44a7-4f5e-a0c3-7c1d2f6b9e30")

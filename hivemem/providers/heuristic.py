@@ -36,7 +36,7 @@ _PLAIN_FACT = re.compile(
 _COMMITMENT = re.compile(
     r"^(?:[A-Z][a-z]+:\s+)?(?:let's|let us|we'll|we will|we're going to|we are going to"
     r"|we'll be) (?!talk|discuss|see|check|go over|review|look|think|start with|get back"
-    r"|fill in|keep)\w+", re.IGNORECASE)
+    r"|fill in|keep|not)\w+", re.IGNORECASE)
 _LABEL = re.compile(r"^\s*(?:decision|constraint|failure|goal|note|update)\s*:\s*", re.IGNORECASE)
 _SENTENCES = re.compile(r"(?<=[.!?])\s+|\n+")
 _KIND_BY_MARKER = {
@@ -94,9 +94,13 @@ def _candidates(
         for sentence in sentences:
             content = _LABEL.sub("", sentence).strip()
             intent = intent_of(content)
-            if intent == Intent.NON_ASSERTION:
-                continue
             subject = slot_of(content, agent)
+            if intent == Intent.NON_ASSERTION:
+                # Kept so consolidation links it to the fact that answers it; it never
+                # becomes a fact itself.
+                if values_of(content) or subject:
+                    out.append((FactKind.FACT, subject, content, agent, turn.turn_id))
+                continue
             if intent == Intent.UPDATE and not subject and not values_of(content):
                 # "Updated your entry.", "I'll update the doc": an acknowledgement names
                 # neither what changed nor its new value; the statement it follows does.

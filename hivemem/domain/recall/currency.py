@@ -59,6 +59,12 @@ def stale_statements(facts: Iterable[Fact]) -> dict[str, tuple[str, ...]]:
     out: dict[str, set[str]] = {}
     for fact in facts:
         if fact.status in VISIBLE:
+            # A question or a dropped proposal about the slot is answered by its current fact.
+            answer = {fact_key(fact.fact_id)} | {
+                turn_key(fact.session_id, t) for t in fact.source_turn_ids}
+            for turn_id in fact.considered_in:
+                if (fact.session_id, turn_id) not in current_turns:
+                    out.setdefault(turn_key(fact.session_id, turn_id), set()).update(answer)
             continue
         head = _head(fact, by_id)
         successors: set[str] = set()
