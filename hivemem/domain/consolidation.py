@@ -378,7 +378,12 @@ class _Planner:
         if twin is not None:
             self.merge(index, new, twin)
             return
-        rivals = [f for f in same_subject if f.kind == new.kind or action.op == "update"]
+        # A change replaces its slot's value whatever the kinds ("CI runs on Jenkins" is a
+        # plain fact, the switch a decision); a plain statement replaces its own kind, or
+        # a plain fact.
+        rivals = [f for f in same_subject
+                  if f.kind == new.kind or action.op == "update" or intent == Intent.UPDATE
+                  or FactKind.FACT in (f.kind, new.kind)]
         if action.op != "update" and intent == Intent.UPDATE:
             # "Switching the database to MySQL then" after "switch to MySQL": the same value
             # restated with change words is a restatement, not one more version.

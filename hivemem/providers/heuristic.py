@@ -82,12 +82,59 @@ def _kind(sentence: str, role: str, marked: list[str], alone: bool,
     return None
 
 
+# "Noted as the logging standard.", "Recorded as the messaging decision.": the assistant
+# names what the previous statement was about.
+_ACK = re.compile(r"^(?:noted|recorded|logged|saved|filed)\b(?:[^.]*?\bas (?:the |a |an |our )?"
+                  r"(?P<slot>[a-z][\w -]{1,40}?))?[.!]?$", re.IGNORECASE)
+_ACK_KINDS = {"decision": FactKind.DECISION, "constraint": FactKind.CONSTRAINT,
+              "goal": FactKind.GOAL, "standard": FactKind.DECISION, "rule": FactKind.CONSTRAINT}
+
+Candidate = tuple[FactKind, str, str, str | None, list[str]]
+
+
+def _acknowledged(ack: str, previous: Candidate | None, prev_turn: str | None,
+                  prev_content: str, turn_id: str, agent: str | None) -> Candidate | None:
+    """The statement an acknowledgement confirms, with the slot and kind it names."""
+    match = _ACK.match(ack.strip())
+    if match is None or prev_turn is None:
+        return None
+    named = match.group("slot") or ""
+    words = named.lower().split()
+    kind = next((_ACK_KINDS[w] for w in reversed(words) if w in _ACK_KINDS), None)
+    slot = canonical_slot(" ".join(w for w in words if w not in ("decision", "constraint",
+                                                                "goal", "rule", "item")))
+    if previous is not None:
+        k, subject, content, who, turns = previous
+        return (kind or k, subject or slot, content, who, sorted({*turns, turn_id}))
+    if not (slot or kind) or intent_of(prev_content) == Intent.NON_ASSERTION:
+        return None
+    return (kind or FactKind.FACT, slot, prev_content, agent, [prev_turn, turn_id])
+
+
 def _candidates(
     request: ReflectionRequest, active: dict[str, Fact]
-) -> list[tuple[FactKind, str, str, str | None, str]]:
-    """(kind, subject, content, agent, turn id) for every sentence worth keeping."""
-    out: list[tuple[FactKind, str, str, str | None, str]] = []
+) -> list[tuple[FactKind, str, str, str | None, list[str]]]:
+    """(kind, subject, content, agent, turn ids) for every sentence worth keeping."""
+    out: list[Candidate] = []
+    prev_turn: str | None = None
+    prev_content = ""
+    prev_agent: str | None = None
     for turn in request.turns:
+        if turn.role.value == "assistant" and prev_turn is not None:
+            index = next((i for i in range(len(out) - 1, -1, -1) if prev_turn in out[i][4]),
+                         None)
+            confirmed = _acknowledged(turn.content, None if index is None else out[index],
+                                      prev_turn, prev_content, turn.turn_id, prev_agent)
+            if confirmed is not None:
+                if index is None:
+                    out.append(confirmed)
+                else:
+                    out[index] = confirmed
+                prev_turn = None
+                continue
+        prev_turn = turn.turn_id if turn.role.value == "user" else None
+        prev_content = _LABEL.sub("", turn.content).strip()
+        prev_agent = turn.agent_id or turn.role.value
         marked_turn = [m for m in turn.markers if m in _KIND_BY_MARKER]
         sentences = [s.strip() for s in _SENTENCES.split(turn.content) if s.strip()]
         agent = turn.agent_id or turn.role.value
@@ -99,7 +146,7 @@ def _candidates(
                 # Kept so consolidation links it to the fact that answers it; it never
                 # becomes a fact itself.
                 if values_of(content) or subject:
-                    out.append((FactKind.FACT, subject, content, agent, turn.turn_id))
+                    out.append((FactKind.FACT, subject, content, agent, [turn.turn_id]))
                 continue
             if intent == Intent.UPDATE and not subject and not values_of(content):
                 # "Updated your entry.", "I'll update the doc": an acknowledgement names
@@ -114,7 +161,7 @@ def _candidates(
                 continue
             if len(content) < 8 and intent != Intent.RETRACT:
                 continue
-            out.append((kind, subject, content, agent, turn.turn_id))
+            out.append((kind, subject, content, agent, [turn.turn_id]))
     return out
 
 
@@ -128,7 +175,7 @@ class HeuristicReflector:
                 active[canonical_slot(fact.subject)] = fact
         actions: list[FactAction] = []
         seen: set[str] = set()
-        for kind, subject, content, agent, turn_id in _candidates(request, active):
+        for kind, subject, content, agent, turn_ids in _candidates(request, active):
             key = normalise(content)
             if key in seen:
                 continue
@@ -141,7 +188,7 @@ class HeuristicReflector:
             # conflict, add beside): one set of rules for every reflector.
             actions.append(FactAction(
                 op="add", content=content, kind=kind, subject=subject, confidence=0.8,
-                source_turn_ids=[turn_id], agent_id=agent,
+                source_turn_ids=turn_ids, agent_id=agent,
             ))
             if len([a for a in actions if a.op != "keep"]) >= request.max_facts:
                 break
