@@ -25,7 +25,10 @@ UPDATE_LANGUAGE = re.compile(
     r"|(?:moved|switched|migrated|changed) (?:the |our |my )?[\w-]+(?: [\w-]+)? (?:over )?to"
     r"|replac(?:e|ed|ing)|now (?:use|we|it|the|is"
     r"|are|on|at|in)|(?:is|are) now|going forward|rather than|not .{1,30} anymore|updated?"
-    r"|changed (?:my|our) minds?|on second thought|scratch that|turns out)\b",
+    r"|changed (?:my|our) minds?|on second thought|scratch that|turns out"
+    # a revert names the old value again: "we're going back to Jenkins", "back to UTC"
+    r"|(?:go|goes|going|went|get|getting|move|moving|switch|switching|come|coming) back to"
+    r"|^(?:[a-z]+:\s+)?back to|return(?:s|ed|ing)? to|revert(?:s|ed|ing)?(?: [\w-]+){0,3} to)\b",
     re.IGNORECASE,
 )
 RETRACTION = re.compile(

@@ -40,8 +40,15 @@ _FIRST_NAME = re.compile(r"([A-Z][a-z0-9.+#-]*[A-Z0-9+#][A-Za-z0-9.+#-]*)\b")
 # "Jonas owns the billing service": a capitalised first word acting on something is a name.
 _FIRST_ACTOR = re.compile(r"([A-Z][a-z]{2,}) (?:owns|leads|maintains|manages|runs|handles"
                           r"|writes|approves|reviews|hosts|is responsible)\b")
+_IDENTIFIER = re.compile(r"(?<![\w.:$-])([a-z][a-z]+\d[a-z0-9]*)(?![\w.-]*\d*\s?(?:%|ms))\b")
+# Short acronyms that name no choice (API, PR, VM); UTC, AWS or CET do.
+_GENERIC = frozenset(re.findall(r"\w+", (
+    "api apis get post put patch delete vm vms pr prs ci cd qa ui ux id ids url urls sdk cli db "
+    "ok fyi eta pm am todo json http https sql csv mb gb kb tb cpu ram sla slo dns ssr io os "
+    "it i tl dr asap faq rfc poc mvp q1 q2 q3 q4")))
 _LABELLED = re.compile(r"^[A-Z][a-z]+:\s+")  # "Sam: ..." names the speaker, not a value
-_NUMBER = re.compile(r"\$?\d+(?:[.,:]\d+)*\s?(?:%|ms|s|gb|mb|k|m|am|pm)?\b", re.IGNORECASE)
+_NUMBER = re.compile(r"(?<![A-Za-z])\$?\d+(?:[.,:]\d+)*\s?(?:%|ms|s|gb|mb|k|m|am|pm)?\b",
+                     re.IGNORECASE)
 _CONTENT_WORD = re.compile(r"[a-z][a-z0-9+#-]{2,}")
 _FILLER = frozenset(re.findall(r"\w+", (
     "the and that this those these with from for our your their them they have has had was "
@@ -54,15 +61,14 @@ def named_values(text: str) -> set[str]:
     """Proper names and acronyms in a statement (PostgreSQL, MySQL, GraphQL, AWS...)."""
     # Short all-caps words are mostly generic (API, GET, VM): they name no choice.
     text = _LABELLED.sub("", text.strip())
-    names = {
-        m.group(1).lower()
-        for m in _NAME.finditer(text)
-        if not (m.group(1).isupper() and len(m.group(1)) <= 4)
-    }
+    names = {m.group(1).lower() for m in _NAME.finditer(text)
+             if m.group(1).lower() not in _GENERIC}
     # A sentence's first word counts when it could not be an ordinary capitalised word.
     first = _FIRST_NAME.match(text)
-    if first and not (first.group(1).isupper() and len(first.group(1)) <= 4):
+    if first and first.group(1).lower() not in _GENERIC:
         names.add(first.group(1).lower())
+    # Tool names are often lowercase with a digit: autopep8, s3, http2.
+    names.update(m.lower() for m in _IDENTIFIER.findall(text))
     actor = _FIRST_ACTOR.match(text)
     if actor and actor.group(1) not in ("The", "This", "That", "Our", "Everyone", "Nobody"):
         names.add(actor.group(1).lower())
@@ -298,14 +304,34 @@ class _Planner:
         named = [f for f in self.mentioned_in(new.content) if f.kind == new.kind]
         if named:
             return max(named, key=self.recency)
+        # A revert names an old value ("back to Jenkins"): what replaced that value since.
+        said = values_of(new.content)
+        everything = {**self.facts, **self.plan.writes}
+        for old in sorted(everything.values(), key=self.recency, reverse=True):
+            if old.status != FactStatus.SUPERSEDED or not _overlap(values_of(old.content), said):
+                continue
+            head = self.head_of(old, everything)
+            if head is not None and differs(head.content, new.content):
+                return head
         # The kind of a plain statement says little ("CI runs on Jenkins" is a fact, the
         # switch a decision): any fact setting another value of what the change is about.
         pool = [f for f in self.active()
                 if not values_of(f.content) or differs(f.content, new.content)]
         if not pool:
             return None
-        best = max(pool, key=lambda f: (self.similarity(new.content, f), self.recency(f)))
-        return best if self.similarity(new.content, best) >= RETRACT_MATCH else None
+        best = max(pool, key=lambda f: (self.about(new.content, f), self.recency(f)))
+        return best if self.about(new.content, best) >= RETRACT_MATCH else None
+
+    def head_of(self, fact: Fact, everything: dict[str, Fact]) -> Fact | None:
+        """The current version at the end of `fact`'s chain."""
+        seen: set[str] = set()
+        while fact.status == FactStatus.SUPERSEDED and fact.superseded_by not in seen:
+            seen.add(fact.fact_id)
+            nxt = everything.get(fact.superseded_by or "")
+            if nxt is None:
+                return None
+            fact = nxt
+        return self.current(fact.fact_id)
 
     def restated_slot(self, new: Fact) -> list[Fact]:
         """For a plain statement on no known slot: the facts it restates with another value

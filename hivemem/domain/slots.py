@@ -29,8 +29,8 @@ _OWNER = r"(?:the|our|my|your|their|team's|project's)"
 _PATTERNS: tuple[re.Pattern[str], ...] = (
     # "we switch the database to MySQL", "moving our CI from Jenkins to ..."
     re.compile(rf"\b(?:switch|switching|switched|move|moving|moved|migrate|migrating|migrated"
-               rf"|change|changing|changed|replace|replacing|replaced) {_OWNER} {_PHRASE}"
-               r" (?:to|from|over|with)\b"),
+               rf"|change|changing|changed|replace|replacing|replaced|revert|reverting"
+               rf"|reverted) (?:{_OWNER} )?{_PHRASE}(?: back)? (?:to|from|over|with)\b"),
     # "use X for the database", "Redis for caching", "X as our queue"
     re.compile(rf"\b(?:for|as) {_OWNER} {_PHRASE}(?=[ ,.;:!)]|$)"),
     # "the deadline is", "our budget will be", "the freeze is lifted"
@@ -66,9 +66,15 @@ _PERSONAL: tuple[tuple[re.Pattern[str], str], ...] = (
 )
 
 
+_PHRASES = {"continuous integration": "ci", "continuous delivery": "cd",
+            "data base": "database"}
+
+
 def canonical_slot(subject: str) -> str:
     """Lowercased, determiners dropped, short forms expanded, the head noun singular."""
     text = " ".join(re.findall(r"[\w'/+#.-]+", subject.lower())).strip(" .,'")
+    for phrase, short in _PHRASES.items():
+        text = text.replace(phrase, short)
     text = _DETERMINERS.sub("", text)
     words = [_SYNONYMS.get(w, w) for w in text.split()]
     while words and words[-1] in _TRAILING:  # "switch the database back to ..."
