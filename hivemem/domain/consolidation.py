@@ -362,7 +362,7 @@ class _Planner:
         ("flags", "review") and values of one shape ("3.13" beside "3.11")."""
         shared = len(_content_words(text) & _content_words(fact.content))
         shapes = {_shape(v) for v in values_of(text)} & {_shape(v) for v in values_of(fact.content)}
-        return self.similarity(text, fact) + 0.2 * shared + 0.2 * bool(shapes - {""})
+        return self.similarity(text, fact) + 0.2 * shared + 0.3 * bool(shapes - {""})
 
     def merge(self, index: int, new: Fact, twin: Fact) -> None:
         """Store-level dedup: a paraphrase merges into the fact it repeats."""
@@ -400,6 +400,12 @@ class _Planner:
         same_subject = self.on_slot(new, old.fact_id if old else None)
         if not same_subject and old is None and intent == Intent.STATE:
             same_subject = self.restated_slot(new)
+            # "Done, the hook runs autopep8": a statement that only repeats the values of a
+            # known fact is more provenance for it (and history with it when it changes).
+            repeated = [f for f in self.active() if restates(new.content, f)]
+            if not same_subject and repeated:
+                self.merge(index, new, max(repeated, key=self.recency))
+                return
         twin = None if old is not None else self.twin_of(new, same_subject)
         if twin is not None:
             self.merge(index, new, twin)

@@ -42,7 +42,8 @@ _PATTERNS: tuple[re.Pattern[str], ...] = (
                r"|moves to|uses|use|lives in|live in|goes to|go to|happens|happen|stays|stay"
                r"|is owned by|are owned by|is cached|are cached)\b"),
     # "Jonas owns the billing service": the owner is the value, the service the slot
-    re.compile(rf"\b(?:owns|own|leads|maintains|is responsible for) {_OWNER} {_PHRASE}"
+    re.compile(rf"\b(?:owns|own|leads|maintains|is responsible for|writes|handles|approves"
+               rf"|reviews|runs|hosts) {_OWNER} {_PHRASE}"
                r"(?=[ ,.;:!)]|$)"),
     # "for caching", "for CI", "for deployment"
     re.compile(rf"\bfor ({_WORDS}(?:ing)?)(?=[ ,.;:!)]|$)"),
@@ -89,8 +90,9 @@ def canonical_slot(subject: str) -> str:
 
 # What opens a sentence without being its subject: "Sam: ", "From now on, ", "Heads up, ".
 _LEAD = re.compile(
-    r"^(?:[a-z]+:\s+)?(?:(?:from now on|going forward|actually|okay|ok|so|well|heads up|fyi"
-    r"|correction|update|also|and|but|now|again|anyway|good news|agreed)[,:;!]?\s+)*")
+    r"^(?:[a-z]+(?: [a-z]+)?:\s+)?(?:(?:from now on|going forward|actually|okay|ok|so|well"
+    r"|heads up|fyi|correction|update|also|and|but|now|again|anyway|good news|agreed|done"
+    r"|sure|right|good|great|thanks|yes|no)[,:;!]?\s+)*")
 
 
 def slot_of(sentence: str, speaker: str | None = None) -> str:

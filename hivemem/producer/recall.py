@@ -136,8 +136,9 @@ class Recaller:
         for entry in pool.values():
             if entry.signals.dense_rank is None:  # a lexical-only hit: its real similarity
                 entry.signals.dense = _dot(entry.vector, query_vector)
+        past = asks_about_past(query)
         superseded = self._add_facts(
-            pool, scope, query_vector, lexical_facts, policy, access
+            pool, scope, query_vector, lexical_facts, policy, access, past=past
         )
         self._add_recent(pool, recent, query_vector, access)
         if policy.neighbours:
@@ -148,7 +149,6 @@ class Recaller:
         replaced = stale_statements(
             f for s in sessions for f in self.vectors.list_facts(s, None, access)
         ) if policy.fact_limit else {}
-        past = asks_about_past(query)
         for key, entry in pool.items():
             sig = entry.signals
             sig.successors = replaced.get(key, ())
@@ -224,9 +224,12 @@ class Recaller:
         lexical: list[FactHit],
         policy: RecallPolicy,
         access: Scope | None = None,
+        *,
+        past: bool = False,
     ) -> list[FactHit]:
         """Add the facts that match (dense hits searched here, lexical ones given). Returns
-        the superseded ones left out (no history asked)."""
+        the superseded ones left out (no history asked). `past`: the query asks what was
+        true before, so superseded versions are candidates (they hold the answer)."""
         if not policy.fact_limit:
             return []
         statuses = _statuses(policy)
@@ -244,6 +247,7 @@ class Recaller:
             fact = d_hit.fact
             history = fact.status not in VISIBLE
             if history and not (policy.include_history or (
+                    past and fact.status == FactStatus.SUPERSEDED) or (
                     policy.include_archived and fact.status == FactStatus.ARCHIVED)):
                 left_out.append(d_hit)
                 continue

@@ -106,7 +106,11 @@ def _acknowledged(ack: str, previous: Candidate | None, prev_turn: str | None,
     if previous is not None:
         k, subject, content, who, turns = previous
         return (kind or k, subject or slot, content, who, sorted({*turns, turn_id}))
-    if not (slot or kind) or intent_of(prev_content) == Intent.NON_ASSERTION:
+    if intent_of(prev_content) != Intent.STATE:
+        return None
+    # A bare "Recorded." confirms a statement of something: kept when it names its slot.
+    slot = slot or slot_of(prev_content, agent)
+    if not (slot or kind):
         return None
     return (kind or FactKind.FACT, slot, prev_content, agent, [prev_turn, turn_id])
 
