@@ -43,8 +43,7 @@ _PATTERNS: tuple[re.Pattern[str], ...] = (
                r"|is owned by|are owned by|is cached|are cached)\b"),
     # "Jonas owns the billing service": the owner is the value, the service the slot
     re.compile(rf"\b(?:owns|own|leads|maintains|is responsible for|writes|handles|approves"
-               rf"|reviews|runs|hosts) {_OWNER} {_PHRASE}"
-               r"(?=[ ,.;:!)]|$)"),
+               rf"|reviews|runs|hosts) {_OWNER} ((?:{_WORDS} ){{0,2}}{_WORDS})(?=[,.;:!)]|$)"),
     # "for caching", "for CI", "for deployment"
     re.compile(rf"\bfor ({_WORDS}(?:ing)?)(?=[ ,.;:!)]|$)"),
     # "Friday deploys are fine again", "deploys on Fridays are frozen"
