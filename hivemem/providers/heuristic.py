@@ -37,6 +37,9 @@ _COMMITMENT = re.compile(
     r"^(?:[A-Z][a-z]+:\s+)?(?:let's|let us|we'll|we will|we're going to|we are going to"
     r"|we'll be) (?!talk|discuss|see|check|go over|review|look|think|start with|get back"
     r"|fill in|keep|not)\w+", re.IGNORECASE)
+# "Don't use the staging cluster", "Never deploy on Fridays": a rule until it is lifted.
+_PROHIBITION = re.compile(r"^(?:[A-Z][a-z]+:\s+)?(?:don't|do not|never|avoid|stop) [a-z]+",
+                          re.IGNORECASE)
 _LABEL = re.compile(r"^\s*(?:decision|constraint|failure|goal|note|update)\s*:\s*", re.IGNORECASE)
 _SENTENCES = re.compile(r"(?<=[.!?])\s+|\n+")
 _KIND_BY_MARKER = {
@@ -73,6 +76,8 @@ def _kind(sentence: str, role: str, marked: list[str], alone: bool,
         return FactKind.FACT
     if _COMMITMENT.search(sentence):
         return FactKind.DECISION
+    if _PROHIBITION.search(sentence):
+        return FactKind.CONSTRAINT
     if marked and alone:
         return _KIND_BY_MARKER[marked[0]]
     if changes:  # a change or a withdrawal: of the slot's fact, or a decision
