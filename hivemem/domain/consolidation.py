@@ -401,10 +401,14 @@ class _Planner:
         if not same_subject and old is None and intent == Intent.STATE:
             same_subject = self.restated_slot(new)
             # "Done, the hook runs autopep8": a statement that only repeats the values of a
-            # known fact is more provenance for it (and history with it when it changes).
+            # known fact is a mention of it (history with it when it changes).
             repeated = [f for f in self.active() if restates(new.content, f)]
             if not same_subject and repeated:
-                self.merge(index, new, max(repeated, key=self.recency))
+                fact = max(repeated, key=self.recency)
+                self.write(fact.model_copy(update={"mentioned_in": sorted(
+                    set(fact.mentioned_in) | set(new.source_turn_ids))}))
+                self.plan.merged.append((str(index), fact.fact_id))
+                self.new_ids[index] = fact.fact_id
                 return
         twin = None if old is not None else self.twin_of(new, same_subject)
         if twin is not None:

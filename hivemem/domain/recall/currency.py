@@ -75,7 +75,7 @@ def stale_statements(facts: Iterable[Fact]) -> dict[str, tuple[str, ...]]:
             # A withdrawn fact's successor is the statement that withdrew it.
             successors.update(turn_key(fact.session_id, t) for t in fact.retracted_by)
         out.setdefault(fact_key(fact.fact_id), set()).update(successors)
-        for turn_id in fact.source_turn_ids:
+        for turn_id in [*fact.source_turn_ids, *fact.mentioned_in]:
             if (fact.session_id, turn_id) in current_turns:
                 continue
             key = turn_key(fact.session_id, turn_id)
