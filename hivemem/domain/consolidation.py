@@ -172,6 +172,7 @@ class _Planner:
         self.dedup_threshold = dedup_threshold
         self.valid_from = valid_from
         self.order: dict[str, int] = {}  # fact id -> when this batch wrote it
+        self.asked: dict[str, str] = {}  # a value only asked about -> the fact answering it
 
     def current(self, fact_id: str | None) -> Fact | None:
         if fact_id is None:
@@ -217,12 +218,17 @@ class _Planner:
         for fact in self.active():
             if fact.fact_id == excluding or not self.same_slot(fact.subject, new.subject):
                 continue
-            personal = fact.kind == FactKind.PREFERENCE or is_personal(
-                fact.subject, fact.agent_id)
-            if personal and fact.agent_id and new.agent_id and fact.agent_id != new.agent_id:
+            if self.owned_by_other(fact, new):
                 continue
             out.append(fact)
         return out
+
+    @staticmethod
+    def owned_by_other(fact: Fact, new: Fact) -> bool:
+        """`fact` is someone's own (a preference, their home) and `new` is someone else's."""
+        personal = fact.kind == FactKind.PREFERENCE or is_personal(fact.subject, fact.agent_id)
+        return bool(personal and fact.agent_id and new.agent_id
+                    and fact.agent_id != new.agent_id)
 
     def twin_of(self, new: Fact, same_subject: list[Fact]) -> Fact | None:
         """An active fact `new` paraphrases (same subject, or any when it has none)."""
@@ -311,12 +317,13 @@ class _Planner:
             if old.status != FactStatus.SUPERSEDED or not _overlap(values_of(old.content), said):
                 continue
             head = self.head_of(old, everything)
-            if head is not None and differs(head.content, new.content):
+            if (head is not None and differs(head.content, new.content)
+                    and not self.owned_by_other(head, new)):
                 return head
         # The kind of a plain statement says little ("CI runs on Jenkins" is a fact, the
         # switch a decision): any fact setting another value of what the change is about.
-        pool = [f for f in self.active()
-                if not values_of(f.content) or differs(f.content, new.content)]
+        pool = [f for f in self.active() if not self.owned_by_other(f, new)
+                and (not values_of(f.content) or differs(f.content, new.content))]
         if not pool:
             return None
         best = max(pool, key=lambda f: (self.about(new.content, f), self.recency(f)))
@@ -339,7 +346,7 @@ class _Planner:
         if not values_of(new.content):
             return []
         return [f for f in self.active()
-                if differs(f.content, new.content)
+                if differs(f.content, new.content) and not self.owned_by_other(f, new)
                 and self.similarity(new.content, f) >= RESTATE_MATCH]
 
     def answered(self, asked: Fact) -> None:
@@ -347,8 +354,13 @@ class _Planner:
         (its slot's, else the one it resembles most), so recall shows that fact instead."""
         if not asked.source_turn_ids:
             return
+        said = values_of(asked.content)
         pool = self.on_slot(asked, None) or [
-            f for f in self.active() if self.about(asked.content, f) >= ASKED_MATCH]
+            f for f in self.active() if self.about(asked.content, f) >= ASKED_MATCH] or [
+            # "...and rejected the Unleash proposal": the fact an earlier question or
+            # proposal naming the same value was about.
+            f for f in self.active() if f.fact_id in {
+                self.asked.get(v) for v in said}]
         if not pool:
             return
         fact = max(pool, key=lambda f: (self.about(asked.content, f), self.recency(f)))
@@ -356,6 +368,8 @@ class _Planner:
             return
         self.write(fact.model_copy(update={"considered_in": sorted(
             set(fact.considered_in) | set(asked.source_turn_ids))}))
+        for value in said - values_of(fact.content):
+            self.asked.setdefault(value, fact.fact_id)
 
     def about(self, text: str, fact: Fact) -> float:
         """How much `text` is about what `fact` says: similarity, plus the words they share

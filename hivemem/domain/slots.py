@@ -107,7 +107,9 @@ def slot_of(sentence: str, speaker: str | None = None) -> str:
         for match in pattern.finditer(text):
             slot = canonical_slot(match.group(1))
             if slot and slot.split()[-1] not in _NOT_SLOTS:
-                return slot
+                # "my preferred editor is ...": the speaker's own slot
+                mine = text[max(0, match.start(1) - 3):match.start(1)] == "my "
+                return f"{speaker.lower()}'s {slot}" if mine and speaker else slot
     return ""
 
 

@@ -40,6 +40,7 @@ _COMMITMENT = re.compile(
 # "Don't use the staging cluster", "Never deploy on Fridays": a rule until it is lifted.
 _PROHIBITION = re.compile(r"^(?:[A-Z][a-z]+:\s+)?(?:don't|do not|never|avoid|stop) [a-z]+",
                           re.IGNORECASE)
+_ONLY_UPDATED = re.compile(r"\bupdated?\b", re.IGNORECASE)
 _LABEL = re.compile(r"^\s*(?:decision|constraint|failure|goal|note|update)\s*:\s*", re.IGNORECASE)
 _SENTENCES = re.compile(r"(?<=[.!?])\s+|\n+")
 _KIND_BY_MARKER = {
@@ -157,7 +158,8 @@ def _candidates(
                 if values_of(content) or subject:
                     out.append((FactKind.FACT, subject, content, agent, [turn.turn_id]))
                 continue
-            if intent == Intent.UPDATE and not subject and not values_of(content):
+            if (intent == Intent.UPDATE and not subject and not values_of(content)
+                    and (turn.role.value == "assistant" or _ONLY_UPDATED.search(content))):
                 # "Updated your entry.", "I'll update the doc": an acknowledgement names
                 # neither what changed nor its new value; the statement it follows does.
                 continue
