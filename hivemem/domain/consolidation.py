@@ -172,7 +172,6 @@ class _Planner:
         self.dedup_threshold = dedup_threshold
         self.valid_from = valid_from
         self.order: dict[str, int] = {}  # fact id -> when this batch wrote it
-        self.asked: dict[str, str] = {}  # a value only asked about -> the fact answering it
 
     def current(self, fact_id: str | None) -> Fact | None:
         if fact_id is None:
@@ -359,17 +358,16 @@ class _Planner:
             f for f in self.active() if self.about(asked.content, f) >= ASKED_MATCH] or [
             # "...and rejected the Unleash proposal": the fact an earlier question or
             # proposal naming the same value was about.
-            f for f in self.active() if f.fact_id in {
-                self.asked.get(v) for v in said}]
+            f for f in self.active() if set(f.considered_values) & said]
         if not pool:
             return
         fact = max(pool, key=lambda f: (self.about(asked.content, f), self.recency(f)))
         if set(asked.source_turn_ids) & set(fact.source_turn_ids):
             return
-        self.write(fact.model_copy(update={"considered_in": sorted(
-            set(fact.considered_in) | set(asked.source_turn_ids))}))
-        for value in said - values_of(fact.content):
-            self.asked.setdefault(value, fact.fact_id)
+        self.write(fact.model_copy(update={
+            "considered_in": sorted(set(fact.considered_in) | set(asked.source_turn_ids)),
+            "considered_values": sorted(
+                set(fact.considered_values) | (said - values_of(fact.content)))}))
 
     def about(self, text: str, fact: Fact) -> float:
         """How much `text` is about what `fact` says: similarity, plus the words they share

@@ -62,6 +62,7 @@ class Fact(BaseModel):
     # Turns that only asked about, imagined or proposed another value of this fact's slot
     # ("what if we used MySQL?"): it answers them, so recall shows it in their place.
     considered_in: list[str] = Field(default_factory=list)
+    considered_values: list[str] = Field(default_factory=list)  # the values they named
     # Turns that only repeat this fact's value ("Done, the hook runs autopep8"): not its
     # provenance (their scope stays theirs), but history with it when it changes.
     mentioned_in: list[str] = Field(default_factory=list)

@@ -15,7 +15,12 @@ import numpy as np
 from hivemem.domain.fact import VISIBLE, Fact, FactStatus
 from hivemem.domain.models import ContextItem, ExcludedItem, RecallResult, ScoreComponents, Turn
 from hivemem.domain.recall.budget import Candidate, Excluded, select
-from hivemem.domain.recall.currency import asks_about_past, stale_statements
+from hivemem.domain.recall.currency import (
+    asks_about_past,
+    people_asked_about,
+    personal_statements,
+    stale_statements,
+)
 from hivemem.domain.recall.policy import RecallPolicy
 from hivemem.domain.recall.scoring import Signals, asks_for_latest, relevance, score_candidates
 from hivemem.domain.scope import Scope
@@ -146,12 +151,17 @@ class Recaller:
 
         # Which statements are history, from the facts of the sessions asked (a filtered
         # scroll on indexed fields: cheap next to the searches).
-        replaced = stale_statements(
-            f for s in sessions for f in self.vectors.list_facts(s, None, access)
-        ) if policy.fact_limit else {}
+        known = [f for s in sessions for f in self.vectors.list_facts(s, None, access)
+                 ] if policy.fact_limit else []
+        replaced = stale_statements(known)
+        personal = personal_statements(known)
+        asked_about = people_asked_about(query, set(personal.values()))
         for key, entry in pool.items():
             sig = entry.signals
             sig.successors = replaced.get(key, ())
+            owner = personal.get(key)
+            sig.other_person = bool(asked_about) and owner is not None and (
+                owner not in asked_about)
             if entry.is_turn:
                 sig.in_current_episode = (
                     sig.session_id == session_id and (sig.seq or 0) >= current_from

@@ -11,7 +11,12 @@ from hivemem.domain.episode import Episode
 from hivemem.domain.fact import Fact, FactStatus
 from hivemem.domain.models import Role, Turn
 from hivemem.domain.recall.budget import Candidate, select
-from hivemem.domain.recall.currency import stale_statements, turn_key
+from hivemem.domain.recall.currency import (
+    people_asked_about,
+    personal_statements,
+    stale_statements,
+    turn_key,
+)
 from hivemem.domain.slots import canonical_slot, slot_of
 from hivemem.providers.heuristic import HeuristicReflector
 from hivemem.providers.reflector import ReflectionRequest
@@ -247,3 +252,38 @@ def test_near_duplicates_that_set_another_value_are_both_kept() -> None:
                               dedup_threshold=0.95, quotas={})
     assert [c.key for c in chosen] == ["t1", "t2"]
     assert [(x.candidate.key, x.reason) for x in excluded] == [("t3", "duplicate")]
+
+
+def test_a_rejection_naming_a_value_asked_about_earlier_is_answered_by_the_same_fact() -> None:
+    s = Session()
+    s.say("Feature flags are managed in LaunchDarkly.")
+    s.say(("priya", "Priya: I propose we move flags to Unleash and self-host it."))
+    fact = next(f for f in s.facts.values() if "LaunchDarkly" in f.content)
+    assert fact.considered_in == ["e2t0"] and fact.considered_values == ["unleash"]
+    s.say("We discussed it in the architecture meeting and rejected the Unleash proposal.")
+    fact = s.facts[fact.fact_id]
+    assert fact.considered_in == ["e2t0", "e3t0"] and fact.status == FactStatus.ACTIVE
+
+
+def test_another_persons_own_slot_is_known_when_a_query_names_someone() -> None:
+    s = Session()
+    s.say(("sam", "Sam: I'm based in Lisbon."))
+    s.say(("priya", "Priya: I moved to Porto last month."))
+    personal = personal_statements(s.facts.values())
+    assert personal[turn_key("s", "e1t0")] == "sam"
+    assert personal[turn_key("s", "e2t0")] == "priya"
+    assert people_asked_about("Which city is Sam based in?", set(personal.values())) == {"sam"}
+    assert people_asked_about("Where does everyone live?", set(personal.values())) == set()
+
+
+def test_another_persons_own_statement_ranks_below_zero_for_a_question_about_someone() -> None:
+    from hivemem.domain.recall.policy import PRESETS
+    from hivemem.domain.recall.scoring import Signals, score_candidates
+
+    mine = Signals(key="turn:s:a", source="turn", session_id="s", dense=0.5, seq=1)
+    theirs = Signals(key="turn:s:b", source="turn", session_id="s", dense=0.5, seq=2,
+                     other_person=True)
+    scores = score_candidates([mine, theirs], PRESETS["balanced"], current_session="s",
+                              newest_seq=2)
+    assert scores["turn:s:b"].other_person == 1.0
+    assert scores["turn:s:b"].final < 0 < scores["turn:s:a"].final

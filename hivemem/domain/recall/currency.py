@@ -13,7 +13,8 @@ from __future__ import annotations
 import re
 from collections.abc import Iterable
 
-from hivemem.domain.fact import VISIBLE, Fact
+from hivemem.domain.fact import VISIBLE, Fact, FactKind
+from hivemem.domain.slots import is_personal
 
 # "What did we use before?", "what was it originally?", "until March": the old value answers.
 _PAST = re.compile(
@@ -81,3 +82,23 @@ def stale_statements(facts: Iterable[Fact]) -> dict[str, tuple[str, ...]]:
             key = turn_key(fact.session_id, turn_id)
             out.setdefault(key, set()).update(successors - {key})
     return {k: tuple(sorted(v)) for k, v in out.items()}
+
+
+def personal_statements(facts: Iterable[Fact]) -> dict[str, str]:
+    """Candidate key (fact or turn) -> whose own slot it states (a preference, a home)."""
+    out: dict[str, str] = {}
+    for fact in facts:
+        owner = (fact.agent_id or "").lower()
+        if not owner or not (fact.kind == FactKind.PREFERENCE
+                             or is_personal(fact.subject, fact.agent_id)):
+            continue
+        out[fact_key(fact.fact_id)] = owner
+        for turn_id in fact.source_turn_ids:
+            out.setdefault(turn_key(fact.session_id, turn_id), owner)
+    return out
+
+
+def people_asked_about(query: str, people: Iterable[str]) -> set[str]:
+    """The known speakers a query names ("which city is Sam based in?" -> {"sam"})."""
+    words = set(re.findall(r"[a-z][\w-]*", query.lower().replace("'s", "")))
+    return {p for p in people if p in words}
