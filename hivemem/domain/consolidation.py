@@ -4,7 +4,8 @@ One step for every reflector, heuristic and LLM alike. Each new statement is cla
 (`hivemem.domain.change.intent_of`) and placed on its subject slot
 (`hivemem.domain.slots`); then:
 
-- a question, a hypothetical or a rejected proposal creates and changes nothing;
+- a question, a hypothetical or a rejected proposal creates and changes nothing; it is
+  linked to the fact that answers it (`considered_in`), so recall shows that fact instead;
 - a retraction ("scrap that", "X is dropped", "no longer required") archives the fact it
   withdraws, without a successor;
 - a newer statement of a slot with another value supersedes the slot's current fact
@@ -16,7 +17,9 @@ One step for every reflector, heuristic and LLM alike. Each new statement is cla
 - a paraphrase of an active fact merges into it (provenance and confidence grow);
 - update: the target is superseded (an explicit target wins over the slot);
 - remove: the target is archived (never deleted); keep: nothing changes.
-A revert (A, then B, then A again) is a new version superseding B; history stays intact.
+A revert (A, then B, then A again) is a new version superseding B; history stays intact
+("back to A" names A, whose chain leads to B). A statement that only repeats a known value
+("Done, the hook runs autopep8") is a mention of that fact (`mentioned_in`): history with it.
 Targets may name a fact added earlier in the same batch as ``new:<index of its action>``.
 """
 
@@ -59,7 +62,7 @@ _FILLER = frozenset(re.findall(r"\w+", (
 
 def named_values(text: str) -> set[str]:
     """Proper names and acronyms in a statement (PostgreSQL, MySQL, GraphQL, AWS...)."""
-    # Short all-caps words are mostly generic (API, GET, VM): they name no choice.
+    # Generic acronyms (API, GET, VM) name no choice; UTC, AWS or RQ do.
     text = _LABELLED.sub("", text.strip())
     names = {m.group(1).lower() for m in _NAME.finditer(text)
              if m.group(1).lower() not in _GENERIC}
@@ -67,7 +70,7 @@ def named_values(text: str) -> set[str]:
     first = _FIRST_NAME.match(text)
     if first and first.group(1).lower() not in _GENERIC:
         names.add(first.group(1).lower())
-    # Tool names are often lowercase with a digit: autopep8, s3, http2.
+    # Tool names are often lowercase with a digit: autopep8, python3, http2.
     names.update(m.lower() for m in _IDENTIFIER.findall(text))
     actor = _FIRST_ACTOR.match(text)
     if actor and actor.group(1) not in ("The", "This", "That", "Our", "Everyone", "Nobody"):

@@ -58,11 +58,11 @@ def subject_of(sentence: str, kind: FactKind, speaker: str | None = None) -> str
     return slot_of(sentence, speaker)
 
 
-def _states_value(content: str, subject: str) -> bool:
+def _states_value(content: str) -> bool:
     """A plain statement that sets something: it names a value, a name or a number ("The
     weekly deploy is on Tuesday", "Product pages are cached for 1 hour", "Jonas owns the
-    billing service"); later statements of its slot replace it."""
-    del subject  # a slot alone ("Recorded as the messaging decision") sets nothing
+    billing service"); later statements of its slot replace it. A slot alone ("Recorded as
+    the messaging decision") sets nothing."""
     return bool(values_of(content))
 
 
@@ -164,8 +164,7 @@ def _candidates(
                 # neither what changed nor its new value; the statement it follows does.
                 continue
             changes = intent in (Intent.UPDATE, Intent.RETRACT)
-            states = intent in (Intent.STATE, Intent.ADDITION) and _states_value(
-                content, subject)
+            states = intent in (Intent.STATE, Intent.ADDITION) and _states_value(content)
             kind = _kind(sentence, turn.role.value, marked_turn, len(sentences) == 1,
                          changes, active.get(subject), states)
             if kind is None:
@@ -201,6 +200,8 @@ class HeuristicReflector:
                 op="add", content=content, kind=kind, subject=subject, confidence=0.8,
                 source_turn_ids=turn_ids, agent_id=agent,
             ))
-            if len([a for a in actions if a.op != "keep"]) >= request.max_facts:
+            # Questions and proposals only link to facts: they do not use up the cap.
+            if len([a for a in actions if a.op != "keep" and a.content
+                    and intent_of(a.content) != Intent.NON_ASSERTION]) >= request.max_facts:
                 break
         return ReflectionResult(actions=actions, model=self.name)
