@@ -21,9 +21,15 @@ class Intent(StrEnum):
 UPDATE_LANGUAGE = re.compile(
     r"\b(switch(?:ed|ing)? (?:to|over|\w+ to|the \w+(?: \w+)? to)|chang(?:e|ed|ing) (?:it )?to"
     r"|change of plans?|no longer|actually|instead|correction|from now on|moving to|move to"
-    r"|moved (?:to|from|over)|migrat(?:e|ed|ing) to|replac(?:e|ed|ing)|now (?:use|we|it|the|is"
+    r"|moved (?:to|from|over)|migrat(?:e|ed|ing) to"
+    r"|(?:mov|switch|migrat|chang)(?:e|es|ed|ing)? (?:the |our |my )?[\w-]+(?: [\w-]+)?"
+    r" (?:over |back )?to"
+    r"|replac(?:e|ed|ing)|now (?:use|we|it|the|is"
     r"|are|on|at|in)|(?:is|are) now|going forward|rather than|not .{1,30} anymore|updated?"
-    r"|changed (?:my|our) minds?|on second thought|scratch that|turns out)\b",
+    r"|changed (?:my|our) minds?|on second thought|scratch that|turns out"
+    # a revert names the old value again: "we're going back to Jenkins", "back to UTC"
+    r"|(?:go|goes|going|went|get|getting|move|moving|switch|switching|come|coming) back to"
+    r"|^(?:[a-z]+:\s+)?back to|return(?:s|ed|ing)? to|revert(?:s|ed|ing)?(?: [\w-]+){0,3} to)\b",
     re.IGNORECASE,
 )
 RETRACTION = re.compile(
@@ -44,7 +50,9 @@ _NON_ASSERTION = re.compile(
     r"|do we|are we|maybe|perhaps|how about|what about|would it|wouldn't it|is it)\b"
     r"|\b(?:we|i|they) (?:considered|thought about|looked at|discussed|debated) .{1,60}\bbut\b"
     r"|\b(?:was|were|got) (?:rejected|turned down|vetoed|ruled out)\b"
-    r"|\b(?:rejected|ruled out|vetoed) (?:the )?(?:idea|proposal|suggestion)\b"
+    r"|\b(?:rejected|ruled out|vetoed) (?:the |that |this )?(?:[\w-]+ )?(?:idea|proposal"
+    r"|suggestion)\b"
+    r"|\b(?:i|we) (?:propose|suggest)\b|\bmy proposal\b"
     r"|\bwhat if\b|\bhypothetically\b",
     re.IGNORECASE,
 )

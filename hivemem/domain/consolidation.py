@@ -4,7 +4,8 @@ One step for every reflector, heuristic and LLM alike. Each new statement is cla
 (`hivemem.domain.change.intent_of`) and placed on its subject slot
 (`hivemem.domain.slots`); then:
 
-- a question, a hypothetical or a rejected proposal creates and changes nothing;
+- a question, a hypothetical or a rejected proposal creates and changes nothing; it is
+  linked to the fact that answers it (`considered_in`), so recall shows that fact instead;
 - a retraction ("scrap that", "X is dropped", "no longer required") archives the fact it
   withdraws, without a successor;
 - a newer statement of a slot with another value supersedes the slot's current fact
@@ -16,7 +17,9 @@ One step for every reflector, heuristic and LLM alike. Each new statement is cla
 - a paraphrase of an active fact merges into it (provenance and confidence grow);
 - update: the target is superseded (an explicit target wins over the slot);
 - remove: the target is archived (never deleted); keep: nothing changes.
-A revert (A, then B, then A again) is a new version superseding B; history stays intact.
+A revert (A, then B, then A again) is a new version superseding B; history stays intact
+("back to A" names A, whose chain leads to B). A statement that only repeats a known value
+("Done, the hook runs autopep8") is a mention of that fact (`mentioned_in`): history with it.
 Targets may name a fact added earlier in the same batch as ``new:<index of its action>``.
 """
 
@@ -34,9 +37,21 @@ from hivemem.domain.slots import canonical_slot, is_personal
 __all__ = ["UPDATE_LANGUAGE", "Plan", "contradicts", "has_update_language", "named_values",
            "normalise", "plan_actions"]
 
-_NAME = re.compile(r"(?<![.!?]\s)(?<!^)\b([A-Z][A-Za-z0-9.+#-]*[A-Za-z0-9+#]|[A-Z]{2,})\b")
+# A word after a sentence end or a label ("Sam: The build...") is capitalised anyway.
+_NAME = re.compile(r"(?<![.!?:]\s)(?<!^)\b([A-Z][A-Za-z0-9.+#-]*[A-Za-z0-9+#]|[A-Z]{2,})\b")
 _FIRST_NAME = re.compile(r"([A-Z][a-z0-9.+#-]*[A-Z0-9+#][A-Za-z0-9.+#-]*)\b")
-_NUMBER = re.compile(r"\$?\d+(?:[.,:]\d+)*\s?(?:%|ms|s|gb|mb|k|m|am|pm)?\b", re.IGNORECASE)
+# "Jonas owns the billing service": a capitalised first word acting on something is a name.
+_FIRST_ACTOR = re.compile(r"([A-Z][a-z]{2,}) (?:owns|leads|maintains|manages|runs|handles"
+                          r"|writes|approves|reviews|hosts|is responsible)\b")
+_IDENTIFIER = re.compile(r"(?<![\w.:$-])([a-z][a-z]+\d[a-z0-9]*)(?![\w.-]*\d*\s?(?:%|ms))\b")
+# Short acronyms that name no choice (API, PR, VM); UTC, AWS or CET do.
+_GENERIC = frozenset(re.findall(r"\w+", (
+    "api apis get post put patch delete vm vms pr prs ci cd qa ui ux id ids url urls sdk cli db "
+    "ok fyi eta pm am todo json http https sql csv mb gb kb tb cpu ram sla slo dns ssr io os "
+    "it i tl dr asap faq rfc poc mvp q1 q2 q3 q4")))
+_LABELLED = re.compile(r"^[A-Z][a-z]+:\s+")  # "Sam: ..." names the speaker, not a value
+_NUMBER = re.compile(r"(?<![A-Za-z])\$?\d+(?:[.,:]\d+)*\s?(?:%|ms|s|gb|mb|k|m|am|pm)?\b",
+                     re.IGNORECASE)
 _CONTENT_WORD = re.compile(r"[a-z][a-z0-9+#-]{2,}")
 _FILLER = frozenset(re.findall(r"\w+", (
     "the and that this those these with from for our your their them they have has had was "
@@ -47,17 +62,19 @@ _FILLER = frozenset(re.findall(r"\w+", (
 
 def named_values(text: str) -> set[str]:
     """Proper names and acronyms in a statement (PostgreSQL, MySQL, GraphQL, AWS...)."""
-    # Short all-caps words are mostly generic (API, GET, VM): they name no choice.
-    text = text.strip()
-    names = {
-        m.group(1).lower()
-        for m in _NAME.finditer(text)
-        if not (m.group(1).isupper() and len(m.group(1)) <= 4)
-    }
+    # Generic acronyms (API, GET, VM) name no choice; UTC, AWS or RQ do.
+    text = _LABELLED.sub("", text.strip())
+    names = {m.group(1).lower() for m in _NAME.finditer(text)
+             if m.group(1).lower() not in _GENERIC}
     # A sentence's first word counts when it could not be an ordinary capitalised word.
     first = _FIRST_NAME.match(text)
-    if first and not (first.group(1).isupper() and len(first.group(1)) <= 4):
+    if first and first.group(1).lower() not in _GENERIC:
         names.add(first.group(1).lower())
+    # Tool names are often lowercase with a digit: autopep8, python3, http2.
+    names.update(m.lower() for m in _IDENTIFIER.findall(text))
+    actor = _FIRST_ACTOR.match(text)
+    if actor and actor.group(1) not in ("The", "This", "That", "Our", "Everyone", "Nobody"):
+        names.add(actor.group(1).lower())
     return names
 
 
@@ -67,8 +84,18 @@ def values_of(text: str) -> set[str]:
     return named_values(text) | numbers
 
 
+def _same_value(x: str, y: str) -> bool:
+    """One value, allowing a prefix for names ("Postgres", "PostgreSQL"); numbers only
+    match exactly ("1" is not "15")."""
+    if x == y:
+        return True
+    if x[:1].isdigit() or y[:1].isdigit() or x[:1] == "$" or y[:1] == "$":
+        return False
+    return x.startswith(y) or y.startswith(x)
+
+
 def _overlap(xs: set[str], ys: set[str]) -> bool:
-    return any(x.startswith(y) or y.startswith(x) for x in xs for y in ys)
+    return any(_same_value(x, y) for x in xs for y in ys)
 
 
 def contradicts(a: str, b: str) -> bool:
@@ -81,15 +108,26 @@ def contradicts(a: str, b: str) -> bool:
 
 
 def differs(a: str, b: str) -> bool:
-    """Each statement sets a value (a name or a number) and they share none."""
+    """Each statement sets a value (a name or a number) the other does not: "Node 18" and
+    "Node 22" differ, "Dublin" and "Dublin, three zones" do not (nothing of the first is
+    gone)."""
     va, vb = values_of(a), values_of(b)
-    return bool(va) and bool(vb) and not _overlap(va, vb)
+    if not va or not vb:
+        return False
+    return any(not _overlap({x}, vb) for x in va) and any(not _overlap({y}, va) for y in vb)
 
 
 def restates(text: str, fact: Fact) -> bool:
     """Every value `text` sets is one `fact` already holds."""
     said, held = values_of(text), values_of(fact.content)
     return bool(said) and all(_overlap({v}, held) for v in said)
+
+
+def _shape(value: str) -> str:
+    """A number's shape ("3.11" -> "9.9", "10:15" -> "9:9"); names have none."""
+    if not value[:1].isdigit():
+        return ""
+    return re.sub(r"\d+", "9", value)
 
 
 def normalise(text: str) -> str:
@@ -121,6 +159,9 @@ Similarity = Callable[[str, Fact], float]
 SlotSimilarity = Callable[[str, str], float]
 SLOT_MATCH = 0.85  # subject phrases this similar name one slot ("the database", "our DB")
 RETRACT_MATCH = 0.5  # a retraction without a slot withdraws the fact it resembles this much
+# A slotless statement this similar to a fact, with another value, is its new version.
+RESTATE_MATCH = 0.8
+ASKED_MATCH = 0.35  # a question or proposal this much about a fact is answered by it
 
 
 class _Planner:
@@ -162,6 +203,11 @@ class _Planner:
             return False
         if ca == cb:
             return True
+        # "standup" and "daily standup", "timeout" and "request timeout": one names the
+        # other more precisely.
+        wa, wb = set(ca.split()), set(cb.split())
+        if wa <= wb or wb <= wa:
+            return True
         return (self.slot_similarity is not None
                 and self.slot_similarity(ca, cb) >= SLOT_MATCH)
 
@@ -174,21 +220,26 @@ class _Planner:
         for fact in self.active():
             if fact.fact_id == excluding or not self.same_slot(fact.subject, new.subject):
                 continue
-            personal = fact.kind == FactKind.PREFERENCE or is_personal(
-                fact.subject, fact.agent_id)
-            if personal and fact.agent_id and new.agent_id and fact.agent_id != new.agent_id:
+            if self.owned_by_other(fact, new):
                 continue
             out.append(fact)
         return out
+
+    @staticmethod
+    def owned_by_other(fact: Fact, new: Fact) -> bool:
+        """`fact` is someone's own (a preference, their home) and `new` is someone else's."""
+        personal = fact.kind == FactKind.PREFERENCE or is_personal(fact.subject, fact.agent_id)
+        return bool(personal and fact.agent_id and new.agent_id
+                    and fact.agent_id != new.agent_id)
 
     def twin_of(self, new: Fact, same_subject: list[Fact]) -> Fact | None:
         """An active fact `new` paraphrases (same subject, or any when it has none)."""
         pool = same_subject if new.subject else self.active()
         for fact in pool:
-            if fact is not None and (
-                normalise(fact.content) == normalise(new.content)
-                or self.similarity(new.content, fact) >= self.dedup_threshold
-            ):
+            if fact is None or differs(fact.content, new.content):
+                continue  # "limit is 100/min" and "limit is 600/min" are two versions
+            if (normalise(fact.content) == normalise(new.content)
+                    or self.similarity(new.content, fact) >= self.dedup_threshold):
                 return fact
         return None
 
@@ -211,9 +262,10 @@ class _Planner:
         return new.model_copy(update={
             "status": FactStatus.CONFLICTED, "conflicts_with": sorted(r.fact_id for r in rivals)})
 
-    def archive(self, old: Fact, reason: str) -> None:
+    def archive(self, old: Fact, reason: str, by_turns: Sequence[str] = ()) -> None:
         self.write(old.model_copy(update={
-            "status": FactStatus.ARCHIVED, "valid_to": self.valid_from, "reason": reason}))
+            "status": FactStatus.ARCHIVED, "valid_to": self.valid_from, "reason": reason,
+            "retracted_by": sorted(set(old.retracted_by) | set(by_turns))}))
         self.plan.archived.append(old.fact_id)
 
     def remove(self, index: int, action: FactAction) -> None:
@@ -260,11 +312,72 @@ class _Planner:
         named = [f for f in self.mentioned_in(new.content) if f.kind == new.kind]
         if named:
             return max(named, key=self.recency)
-        same_kind = [f for f in self.active() if f.kind == new.kind]
-        if not same_kind:
+        # A revert names an old value ("back to Jenkins"): what replaced that value since.
+        said = values_of(new.content)
+        everything = {**self.facts, **self.plan.writes}
+        for old in sorted(everything.values(), key=self.recency, reverse=True):
+            if old.status != FactStatus.SUPERSEDED or not _overlap(values_of(old.content), said):
+                continue
+            head = self.head_of(old, everything)
+            if (head is not None and differs(head.content, new.content)
+                    and not self.owned_by_other(head, new)):
+                return head
+        # The kind of a plain statement says little ("CI runs on Jenkins" is a fact, the
+        # switch a decision): any fact setting another value of what the change is about.
+        pool = [f for f in self.active() if not self.owned_by_other(f, new)
+                and (not values_of(f.content) or differs(f.content, new.content))]
+        if not pool:
             return None
-        best = max(same_kind, key=lambda f: self.similarity(new.content, f))
-        return best if self.similarity(new.content, best) >= RETRACT_MATCH else None
+        best = max(pool, key=lambda f: (self.about(new.content, f), self.recency(f)))
+        return best if self.about(new.content, best) >= RETRACT_MATCH else None
+
+    def head_of(self, fact: Fact, everything: dict[str, Fact]) -> Fact | None:
+        """The current version at the end of `fact`'s chain."""
+        seen: set[str] = set()
+        while fact.status == FactStatus.SUPERSEDED and fact.superseded_by not in seen:
+            seen.add(fact.fact_id)
+            nxt = everything.get(fact.superseded_by or "")
+            if nxt is None:
+                return None
+            fact = nxt
+        return self.current(fact.fact_id)
+
+    def restated_slot(self, new: Fact) -> list[Fact]:
+        """For a plain statement on no known slot: the facts it restates with another value
+        ("Product pages are cached for 1 hour", later "... for 15 minutes")."""
+        if not values_of(new.content):
+            return []
+        return [f for f in self.active()
+                if differs(f.content, new.content) and not self.owned_by_other(f, new)
+                and self.similarity(new.content, f) >= RESTATE_MATCH]
+
+    def answered(self, asked: Fact) -> None:
+        """Link a question or a proposal that changed nothing to the fact that answers it
+        (its slot's, else the one it resembles most), so recall shows that fact instead."""
+        if not asked.source_turn_ids:
+            return
+        said = values_of(asked.content)
+        pool = self.on_slot(asked, None) or [
+            f for f in self.active() if self.about(asked.content, f) >= ASKED_MATCH] or [
+            # "...and rejected the Unleash proposal": the fact an earlier question or
+            # proposal naming the same value was about.
+            f for f in self.active() if set(f.considered_values) & said]
+        if not pool:
+            return
+        fact = max(pool, key=lambda f: (self.about(asked.content, f), self.recency(f)))
+        if set(asked.source_turn_ids) & set(fact.source_turn_ids):
+            return
+        self.write(fact.model_copy(update={
+            "considered_in": sorted(set(fact.considered_in) | set(asked.source_turn_ids)),
+            "considered_values": sorted(
+                set(fact.considered_values) | (said - values_of(fact.content)))}))
+
+    def about(self, text: str, fact: Fact) -> float:
+        """How much `text` is about what `fact` says: similarity, plus the words they share
+        ("flags", "review") and values of one shape ("3.13" beside "3.11")."""
+        shared = len(_content_words(text) & _content_words(fact.content))
+        shapes = {_shape(v) for v in values_of(text)} & {_shape(v) for v in values_of(fact.content)}
+        return self.similarity(text, fact) + 0.2 * shared + 0.3 * bool(shapes - {""})
 
     def merge(self, index: int, new: Fact, twin: Fact) -> None:
         """Store-level dedup: a paraphrase merges into the fact it repeats."""
@@ -278,6 +391,7 @@ class _Planner:
         intent = intent_of(new.content)
         if intent == Intent.NON_ASSERTION:
             self.plan.dropped.append(f"{index}: a question, hypothetical or rejected proposal")
+            self.answered(new)
             return
         old = self.current(self.resolve(action.target)) if action.op == "update" else None
         if action.op == "update" and old is None:
@@ -286,23 +400,41 @@ class _Planner:
             gone = old or self.withdrawn_by(new)
             if gone is not None and not (values_of(new.content) - values_of(gone.content)
                                          and differs(new.content, gone.content)):
-                self.archive(gone, "retracted: " + new.content[:120])
+                self.archive(gone, "retracted: " + new.content[:120], new.source_turn_ids)
                 self.plan.retracted.append(gone.fact_id)
                 return
             if gone is None:
                 self.plan.dropped.append(f"{index}: retraction of nothing known")
                 return
             intent = Intent.UPDATE  # "no longer X, we use Y": a change, not a withdrawal
-        if not new.subject and old is None and intent == Intent.UPDATE:
+        if old is None and intent == Intent.UPDATE and not self.on_slot(new, None):
+            # A change on no known slot replaces the value it names or resembles.
             old = self.replaced_by_value(new)
-        if old is not None and not new.subject:
+        if old is not None and old.subject:
             new = new.model_copy(update={"subject": old.subject})
         same_subject = self.on_slot(new, old.fact_id if old else None)
+        if not same_subject and old is None and intent == Intent.STATE:
+            same_subject = self.restated_slot(new)
+            # "Done, the hook runs autopep8": a statement that only repeats the values of a
+            # known fact is a mention of it (history with it when it changes).
+            repeated = [f for f in self.active() if restates(new.content, f)]
+            if not same_subject and repeated:
+                fact = max(repeated, key=self.recency)
+                self.write(fact.model_copy(update={"mentioned_in": sorted(
+                    set(fact.mentioned_in) | set(new.source_turn_ids))}))
+                self.plan.merged.append((str(index), fact.fact_id))
+                self.new_ids[index] = fact.fact_id
+                return
         twin = None if old is not None else self.twin_of(new, same_subject)
         if twin is not None:
             self.merge(index, new, twin)
             return
-        rivals = [f for f in same_subject if f.kind == new.kind or action.op == "update"]
+        # A change replaces its slot's value whatever the kinds ("CI runs on Jenkins" is a
+        # plain fact, the switch a decision); a plain statement replaces its own kind, or
+        # a plain fact.
+        rivals = [f for f in same_subject
+                  if f.kind == new.kind or action.op == "update" or intent == Intent.UPDATE
+                  or FactKind.FACT in (f.kind, new.kind)]
         if action.op != "update" and intent == Intent.UPDATE:
             # "Switching the database to MySQL then" after "switch to MySQL": the same value
             # restated with change words is a restatement, not one more version.

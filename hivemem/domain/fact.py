@@ -57,6 +57,15 @@ class Fact(BaseModel):
     layer: str = "semantic"
     conflicts_with: list[str] = Field(default_factory=list)
     version: int = 1
+    # The turns that withdrew this fact ("scrap that"): what recall shows in its place.
+    retracted_by: list[str] = Field(default_factory=list)
+    # Turns that only asked about, imagined or proposed another value of this fact's slot
+    # ("what if we used MySQL?"): it answers them, so recall shows it in their place.
+    considered_in: list[str] = Field(default_factory=list)
+    considered_values: list[str] = Field(default_factory=list)  # the values they named
+    # Turns that only repeat this fact's value ("Done, the hook runs autopep8"): not its
+    # provenance (their scope stays theirs), but history with it when it changes.
+    mentioned_in: list[str] = Field(default_factory=list)
 
 
 _FACT_NAMESPACE = uuid.UUID("5b0e9c1e-44a7-4f5e-a0c3-7c1d2f6b9e30")

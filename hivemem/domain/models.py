@@ -73,6 +73,8 @@ class ScoreComponents(BaseModel):
     confidence: float = 0.0  # a fact's confidence
     conflict: float = 0.0  # 1.0: a fact in conflict with another
     stale: float = 0.0  # 1.0: superseded history, or a turn that stated only superseded facts
+    # 1.0: another person's own slot (their home, their editor) when the query names someone
+    other_person: float = 0.0
     session: float = 0.0  # 1.0: the session asked about; less for a related session
     # A fact that restates a turn it came from ranks with that turn (this is the turn's score).
     restates: float = 0.0

@@ -17,7 +17,8 @@ _DETERMINERS = re.compile(r"^(?:(?:the|our|my|your|their|a|an|this|that|team|tea
 _SYNONYMS = {"db": "database", "dbs": "database", "datastore": "database",
              "repo": "repository", "k8s": "kubernetes", "ci/cd": "ci", "pipeline": "ci"}
 _NOT_SLOTS = frozenset(re.findall(r"\S+",
-    "it this that them me us you him her now today tomorrow tonight while moment time "
+    "it this that them me us you him her we i they he she everyone everything nothing "
+    "what which who there here now today tomorrow tonight while moment time "
     "sure example instance reference record way lot bit one thing things sake real"))
 _TRAILING = frozenset(("back", "over", "again", "now", "then", "too", "also", "finally"))
 _WORDS = r"[a-z][a-z0-9/+#.-]*"
@@ -28,14 +29,21 @@ _OWNER = r"(?:the|our|my|your|their|team's|project's)"
 _PATTERNS: tuple[re.Pattern[str], ...] = (
     # "we switch the database to MySQL", "moving our CI from Jenkins to ..."
     re.compile(rf"\b(?:switch|switching|switched|move|moving|moved|migrate|migrating|migrated"
-               rf"|change|changing|changed|replace|replacing|replaced) {_OWNER} {_PHRASE}"
-               r" (?:to|from|over|with)\b"),
+               rf"|change|changing|changed|replace|replacing|replaced|revert|reverting"
+               rf"|reverted) (?:{_OWNER} )?{_PHRASE}(?: back)? (?:to|from|over|with)\b"),
     # "use X for the database", "Redis for caching", "X as our queue"
     re.compile(rf"\b(?:for|as) {_OWNER} {_PHRASE}(?=[ ,.;:!)]|$)"),
     # "the deadline is", "our budget will be", "the freeze is lifted"
     re.compile(rf"\b{_OWNER} {_PHRASE} (?:is|are|was|will be|should be|has to|have to|must"
                r"|stays|stay|remains|goes|becomes|moves|moved|changed|needs to|will use|uses"
                r"|runs on|will run on|lives in)\b"),
+    # "Daily standup is at 9:30", "CI runs on Jenkins", "product pages are cached for..."
+    re.compile(rf"^{_PHRASE} (?:is|are|was|were|will be|runs on|run on|runs in|moved to"
+               r"|moves to|uses|use|lives in|live in|goes to|go to|happens|happen|stays|stay"
+               r"|is owned by|are owned by|is cached|are cached)\b"),
+    # "Jonas owns the billing service": the owner is the value, the service the slot
+    re.compile(rf"\b(?:owns|own|leads|maintains|is responsible for|writes|handles|approves"
+               rf"|reviews|runs|hosts) {_OWNER} ((?:{_WORDS} ){{0,2}}{_WORDS})(?=[,.;:!)]|$)"),
     # "for caching", "for CI", "for deployment"
     re.compile(rf"\bfor ({_WORDS}(?:ing)?)(?=[ ,.;:!)]|$)"),
     # "Friday deploys are fine again", "deploys on Fridays are frozen"
@@ -58,9 +66,15 @@ _PERSONAL: tuple[tuple[re.Pattern[str], str], ...] = (
 )
 
 
+_PHRASES = {"continuous integration": "ci", "continuous delivery": "cd",
+            "data base": "database"}
+
+
 def canonical_slot(subject: str) -> str:
     """Lowercased, determiners dropped, short forms expanded, the head noun singular."""
     text = " ".join(re.findall(r"[\w'/+#.-]+", subject.lower())).strip(" .,'")
+    for phrase, short in _PHRASES.items():
+        text = text.replace(phrase, short)
     text = _DETERMINERS.sub("", text)
     words = [_SYNONYMS.get(w, w) for w in text.split()]
     while words and words[-1] in _TRAILING:  # "switch the database back to ..."
@@ -73,9 +87,16 @@ def canonical_slot(subject: str) -> str:
     return " ".join(words)
 
 
+# What opens a sentence without being its subject: "Sam: ", "From now on, ", "Heads up, ".
+_LEAD = re.compile(
+    r"^(?:[a-z]+(?: [a-z]+)?:\s+)?(?:(?:from now on|going forward|actually|okay|ok|so|well"
+    r"|heads up|fyi|correction|update|also|and|but|now|again|anyway|good news|agreed|done"
+    r"|sure|right|good|great|thanks|yes|no)[,:;!]?\s+)*")
+
+
 def slot_of(sentence: str, speaker: str | None = None) -> str:
     """The slot a sentence fills, or "" when it names none."""
-    text = sentence.lower().strip()
+    text = _LEAD.sub("", sentence.lower().strip())
     for pattern, template in _PERSONAL:
         match = pattern.search(text)
         if match:
@@ -86,7 +107,9 @@ def slot_of(sentence: str, speaker: str | None = None) -> str:
         for match in pattern.finditer(text):
             slot = canonical_slot(match.group(1))
             if slot and slot.split()[-1] not in _NOT_SLOTS:
-                return slot
+                # "my preferred editor is ...": the speaker's own slot
+                mine = text[max(0, match.start(1) - 3):match.start(1)] == "my "
+                return f"{speaker.lower()}'s {slot}" if mine and speaker else slot
     return ""
 
 

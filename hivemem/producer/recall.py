@@ -15,7 +15,12 @@ import numpy as np
 from hivemem.domain.fact import VISIBLE, Fact, FactStatus
 from hivemem.domain.models import ContextItem, ExcludedItem, RecallResult, ScoreComponents, Turn
 from hivemem.domain.recall.budget import Candidate, Excluded, select
-from hivemem.domain.recall.currency import asks_about_past, stale_statements
+from hivemem.domain.recall.currency import (
+    asks_about_past,
+    people_asked_about,
+    personal_statements,
+    stale_statements,
+)
 from hivemem.domain.recall.policy import RecallPolicy
 from hivemem.domain.recall.scoring import Signals, asks_for_latest, relevance, score_candidates
 from hivemem.domain.scope import Scope
@@ -136,8 +141,9 @@ class Recaller:
         for entry in pool.values():
             if entry.signals.dense_rank is None:  # a lexical-only hit: its real similarity
                 entry.signals.dense = _dot(entry.vector, query_vector)
+        past = asks_about_past(query)
         superseded = self._add_facts(
-            pool, scope, query_vector, lexical_facts, policy, access
+            pool, scope, query_vector, lexical_facts, policy, access, past=past
         )
         self._add_recent(pool, recent, query_vector, access)
         if policy.neighbours:
@@ -145,13 +151,17 @@ class Recaller:
 
         # Which statements are history, from the facts of the sessions asked (a filtered
         # scroll on indexed fields: cheap next to the searches).
-        replaced = stale_statements(
-            f for s in sessions for f in self.vectors.list_facts(s, None, access)
-        ) if policy.fact_limit else {}
-        past = asks_about_past(query)
+        known = [f for s in sessions for f in self.vectors.list_facts(s, None, access)
+                 ] if policy.fact_limit else []
+        replaced = stale_statements(known)
+        personal = personal_statements(known)
+        asked_about = people_asked_about(query, set(personal.values()))
         for key, entry in pool.items():
             sig = entry.signals
             sig.successors = replaced.get(key, ())
+            owner = personal.get(key)
+            sig.other_person = bool(asked_about) and owner is not None and (
+                owner not in asked_about)
             if entry.is_turn:
                 sig.in_current_episode = (
                     sig.session_id == session_id and (sig.seq or 0) >= current_from
@@ -224,9 +234,12 @@ class Recaller:
         lexical: list[FactHit],
         policy: RecallPolicy,
         access: Scope | None = None,
+        *,
+        past: bool = False,
     ) -> list[FactHit]:
         """Add the facts that match (dense hits searched here, lexical ones given). Returns
-        the superseded ones left out (no history asked)."""
+        the superseded ones left out (no history asked). `past`: the query asks what was
+        true before, so superseded versions are candidates (they hold the answer)."""
         if not policy.fact_limit:
             return []
         statuses = _statuses(policy)
@@ -244,6 +257,7 @@ class Recaller:
             fact = d_hit.fact
             history = fact.status not in VISIBLE
             if history and not (policy.include_history or (
+                    past and fact.status == FactStatus.SUPERSEDED) or (
                     policy.include_archived and fact.status == FactStatus.ARCHIVED)):
                 left_out.append(d_hit)
                 continue

@@ -19,7 +19,7 @@ import structlog
 from hivemem.domain.audit import reflection_events
 from hivemem.domain.consolidation import Plan, plan_actions
 from hivemem.domain.episode import Episode
-from hivemem.domain.fact import VISIBLE, Fact
+from hivemem.domain.fact import VISIBLE, Fact, FactStatus
 from hivemem.domain.models import Turn
 from hivemem.domain.redact import redact
 from hivemem.domain.scope import owner_of
@@ -146,7 +146,10 @@ class Reflection:
         except ProviderError as exc:
             self._failed(trace, exc, started, lock, episode, retries_exhausted=False)
             raise
-        plan = self._plan(episode, prior, result.actions)
+        # Superseded versions let consolidation see a revert ("back to Jenkins" names the
+        # value Jenkins held before); only the current facts go to the reflector.
+        history = ctx.vectors.list_facts(session_id, [FactStatus.SUPERSEDED.value])
+        plan = self._plan(episode, prior + history, result.actions)
         _scope_new_facts(plan, turns, turns[0].namespace if turns else episode.namespace)
         writes = list(plan.writes.values())
         if writes:

@@ -4,10 +4,19 @@ from __future__ import annotations
 
 from datetime import UTC, datetime, timedelta
 
+import numpy as np
+
 from hivemem.domain.consolidation import Plan, plan_actions
 from hivemem.domain.episode import Episode
 from hivemem.domain.fact import Fact, FactStatus
 from hivemem.domain.models import Role, Turn
+from hivemem.domain.recall.budget import Candidate, select
+from hivemem.domain.recall.currency import (
+    people_asked_about,
+    personal_statements,
+    stale_statements,
+    turn_key,
+)
 from hivemem.domain.slots import canonical_slot, slot_of
 from hivemem.providers.heuristic import HeuristicReflector
 from hivemem.providers.reflector import ReflectionRequest
@@ -41,7 +50,9 @@ class Session:
         request = ReflectionRequest(session_id="s", episode=episode, turns=turns,
                                     prior_facts=prior)
         actions = HeuristicReflector().reflect(request).actions
-        plan = plan_actions(prior, actions, session_id="s", episode_id=episode.episode_id,
+        # As the reflect job does: consolidation also sees superseded versions (reverts).
+        known = list(self.facts.values())
+        plan = plan_actions(known, actions, session_id="s", episode_id=episode.episode_id,
                             namespace="default", now=episode.ended_at,
                             valid_from=episode.ended_at, similarity=lambda _c, _f: 0.0)
         self.facts.update(plan.writes)
@@ -145,3 +156,134 @@ def test_an_empty_subject_is_still_versioned() -> None:
     s.say("Let's go with Jenkins.")
     s.say("Actually, replace Jenkins with GitHub Actions.")
     assert s.status_of("go with Jenkins") == [FactStatus.SUPERSEDED]
+
+
+def test_plain_statements_of_a_value_are_facts_and_versioned() -> None:
+    s = Session()
+    s.say("The weekly production deploy is on Tuesday.")
+    s.say("The weekly production deploy is on Thursday.")
+    assert s.status_of("Tuesday") == [FactStatus.SUPERSEDED]
+    assert s.status_of("Thursday") == [FactStatus.ACTIVE]
+    # Numbers are values: "1 hour" and "15 minutes" differ ("1" is no prefix of "15").
+    s.say("Product pages are cached for 1 hour.")
+    s.say("Product pages are cached for 15 minutes.")
+    assert s.status_of("1 hour") == [FactStatus.SUPERSEDED]
+    # Chatter that sets nothing is no fact.
+    plan = s.say("Recorded as the messaging decision.")
+    assert plan.added == []
+
+
+def test_a_revert_names_the_old_value_and_replaces_what_replaced_it() -> None:
+    s = Session()
+    s.say("Decision: continuous integration runs on Jenkins.")
+    s.say("We're switching CI to GitHub Actions, the hosted runners are simpler.")
+    assert s.status_of("Jenkins") == [FactStatus.SUPERSEDED]
+    s.say("We're going back to Jenkins, the hosted runners don't work for us.")
+    assert s.status_of("GitHub Actions") == [FactStatus.SUPERSEDED]
+    assert s.current() == ["We're going back to Jenkins, the hosted runners don't work for us."]
+
+
+def test_a_retraction_names_the_statement_that_replaces_the_old_one_in_recall() -> None:
+    s = Session()
+    s.say("Sam: Don't use the staging cluster, it's broken.")
+    plan = s.say("Sam: Staging is fine again, ops added disk space.")
+    gone = s.facts[plan.retracted[0]]
+    assert gone.retracted_by == ["e2t0"]
+    stale = stale_statements(s.facts.values())
+    assert stale[turn_key("s", "e1t0")] == (turn_key("s", "e2t0"),)
+
+
+def test_a_question_about_a_slot_is_answered_by_its_fact() -> None:
+    s = Session()
+    s.say("Sprint review happens on Wednesday afternoon.")
+    plan = s.say("What if we held the sprint review on Monday instead?")
+    assert plan.added == [] and plan.superseded == []
+    fact = next(f for f in s.facts.values() if "Wednesday" in f.content)
+    assert fact.considered_in == ["e2t0"] and fact.status == FactStatus.ACTIVE
+    stale = stale_statements(s.facts.values())
+    assert f"fact:{fact.fact_id}" in stale[turn_key("s", "e2t0")]
+    assert turn_key("s", "e1t0") not in stale  # the answer itself is current
+
+
+def test_a_repeat_of_a_known_value_is_history_with_it() -> None:
+    s = Session()
+    s.say("Switch the formatter to autopep8, it's less intrusive.",
+          "Done, the hook runs autopep8.")
+    fact = next(f for f in s.facts.values() if f.status == FactStatus.ACTIVE)
+    assert fact.mentioned_in == ["e1t1"] and fact.source_turn_ids == ["e1t0"]
+    s.say("Switch the formatter to Black again.")
+    stale = stale_statements(s.facts.values())
+    assert turn_key("s", "e1t1") in stale and turn_key("s", "e1t0") in stale
+
+
+def test_an_acknowledgement_names_the_slot_of_the_statement_it_confirms() -> None:
+    turns = [
+        Turn(turn_id="a", session_id="s", role=Role.USER, seq=1, timestamp=T0, token_count=8,
+             content="New services should log with loguru, it's simple."),
+        Turn(turn_id="b", session_id="s", role=Role.ASSISTANT, seq=2, token_count=5,
+             timestamp=T0 + timedelta(seconds=5), content="Noted as the logging standard."),
+    ]
+    episode = Episode(episode_id="ep", session_id="s", index=1, turn_ids=("a", "b"),
+                      seq_start=1, seq_end=2, started_at=T0, ended_at=turns[1].timestamp,
+                      close_reason="manual")
+    actions = HeuristicReflector().reflect(ReflectionRequest(
+        session_id="s", episode=episode, turns=turns, prior_facts=[])).actions
+    assert [(a.subject, a.source_turn_ids) for a in actions] == [("logging standard", ["a", "b"])]
+    assert actions[0].content == "New services should log with loguru, it's simple."
+
+
+def test_a_personal_slot_named_with_my_is_the_speakers_own() -> None:
+    assert slot_of("Sam: My preferred editor is Neovim", "sam") == "sam's preferred editor"
+    s = Session()
+    s.say(("sam", "Sam: My preferred editor is Neovim, please set up the dev VM with it."))
+    s.say(("priya", "Priya: Actually, I've switched to Emacs myself, put it on my VM."))
+    assert s.status_of("Neovim") == [FactStatus.ACTIVE]
+
+
+def test_near_duplicates_that_set_another_value_are_both_kept() -> None:
+    vector = np.ones(4, dtype=np.float32) / 2.0
+    old = Candidate(key="t1", text="The weekly deploy is on Tuesday.", score=1.0,
+                    token_count=8, vector=vector)
+    new = Candidate(key="t2", text="The weekly deploy is on Thursday.", score=0.9,
+                    token_count=8, vector=vector)
+    same = Candidate(key="t3", text="The weekly deploy is on Tuesday!", score=0.8,
+                     token_count=8, vector=vector)
+    chosen, excluded = select([old, new, same], budget=100, min_score=0.0,
+                              dedup_threshold=0.95, quotas={})
+    assert [c.key for c in chosen] == ["t1", "t2"]
+    assert [(x.candidate.key, x.reason) for x in excluded] == [("t3", "duplicate")]
+
+
+def test_a_rejection_naming_a_value_asked_about_earlier_is_answered_by_the_same_fact() -> None:
+    s = Session()
+    s.say("Feature flags are managed in LaunchDarkly.")
+    s.say(("priya", "Priya: I propose we move flags to Unleash and self-host it."))
+    fact = next(f for f in s.facts.values() if "LaunchDarkly" in f.content)
+    assert fact.considered_in == ["e2t0"] and fact.considered_values == ["unleash"]
+    s.say("We discussed it in the architecture meeting and rejected the Unleash proposal.")
+    fact = s.facts[fact.fact_id]
+    assert fact.considered_in == ["e2t0", "e3t0"] and fact.status == FactStatus.ACTIVE
+
+
+def test_another_persons_own_slot_is_known_when_a_query_names_someone() -> None:
+    s = Session()
+    s.say(("sam", "Sam: I'm based in Lisbon."))
+    s.say(("priya", "Priya: I moved to Porto last month."))
+    personal = personal_statements(s.facts.values())
+    assert personal[turn_key("s", "e1t0")] == "sam"
+    assert personal[turn_key("s", "e2t0")] == "priya"
+    assert people_asked_about("Which city is Sam based in?", set(personal.values())) == {"sam"}
+    assert people_asked_about("Where does everyone live?", set(personal.values())) == set()
+
+
+def test_another_persons_own_statement_ranks_below_zero_for_a_question_about_someone() -> None:
+    from hivemem.domain.recall.policy import PRESETS
+    from hivemem.domain.recall.scoring import Signals, score_candidates
+
+    mine = Signals(key="turn:s:a", source="turn", session_id="s", dense=0.5, seq=1)
+    theirs = Signals(key="turn:s:b", source="turn", session_id="s", dense=0.5, seq=2,
+                     other_person=True)
+    scores = score_candidates([mine, theirs], PRESETS["balanced"], current_session="s",
+                              newest_seq=2)
+    assert scores["turn:s:b"].other_person == 1.0
+    assert scores["turn:s:b"].final < 0 < scores["turn:s:a"].final

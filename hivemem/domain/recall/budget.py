@@ -8,6 +8,8 @@ from dataclasses import dataclass, field
 import numpy as np
 import numpy.typing as npt
 
+from hivemem.domain.consolidation import differs
+
 
 @dataclass(slots=True)
 class Candidate:
@@ -108,6 +110,7 @@ def _dedup(
     matrix = np.empty((len(ordered), dim), dtype=np.float32)
     n_vectors = 0
     vector_keys: list[str] = []
+    vector_texts: list[str] = []
     kept: list[Candidate] = []
     dropped: list[tuple[Candidate, str]] = []
     seen_texts: dict[str, str] = {}
@@ -118,14 +121,19 @@ def _dedup(
             continue
         if cand.vector is not None and n_vectors:
             sims = matrix[:n_vectors] @ cand.vector
-            best = int(sims.argmax())
-            if float(sims[best]) >= threshold:
+            # "The deploy is on Tuesday" and "... on Thursday" embed alike but say two
+            # things: a near-duplicate must not set another value.
+            same = [i for i in np.flatnonzero(sims >= threshold)
+                    if not differs(vector_texts[i], cand.text)]
+            if same:
+                best = max(same, key=lambda i: float(sims[i]))
                 dropped.append((cand, vector_keys[best]))
                 continue
         seen_texts[text] = cand.key
         if cand.vector is not None:
             matrix[n_vectors] = cand.vector
             vector_keys.append(cand.key)
+            vector_texts.append(cand.text)
             n_vectors += 1
         kept.append(cand)
     return kept, dropped

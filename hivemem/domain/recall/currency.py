@@ -13,7 +13,8 @@ from __future__ import annotations
 import re
 from collections.abc import Iterable
 
-from hivemem.domain.fact import VISIBLE, Fact
+from hivemem.domain.fact import VISIBLE, Fact, FactKind
+from hivemem.domain.slots import is_personal
 
 # "What did we use before?", "what was it originally?", "until March": the old value answers.
 _PAST = re.compile(
@@ -59,16 +60,45 @@ def stale_statements(facts: Iterable[Fact]) -> dict[str, tuple[str, ...]]:
     out: dict[str, set[str]] = {}
     for fact in facts:
         if fact.status in VISIBLE:
+            # A question or a dropped proposal about the slot is answered by its current fact.
+            answer = {fact_key(fact.fact_id)} | {
+                turn_key(fact.session_id, t) for t in fact.source_turn_ids}
+            for turn_id in fact.considered_in:
+                if (fact.session_id, turn_id) not in current_turns:
+                    out.setdefault(turn_key(fact.session_id, turn_id), set()).update(answer)
             continue
         head = _head(fact, by_id)
         successors: set[str] = set()
         if head is not None:
             successors.add(fact_key(head.fact_id))
             successors.update(turn_key(head.session_id, t) for t in head.source_turn_ids)
+        elif fact.retracted_by:
+            # A withdrawn fact's successor is the statement that withdrew it.
+            successors.update(turn_key(fact.session_id, t) for t in fact.retracted_by)
         out.setdefault(fact_key(fact.fact_id), set()).update(successors)
-        for turn_id in fact.source_turn_ids:
+        for turn_id in [*fact.source_turn_ids, *fact.mentioned_in]:
             if (fact.session_id, turn_id) in current_turns:
                 continue
             key = turn_key(fact.session_id, turn_id)
             out.setdefault(key, set()).update(successors - {key})
     return {k: tuple(sorted(v)) for k, v in out.items()}
+
+
+def personal_statements(facts: Iterable[Fact]) -> dict[str, str]:
+    """Candidate key (fact or turn) -> whose own slot it states (a preference, a home)."""
+    out: dict[str, str] = {}
+    for fact in facts:
+        owner = (fact.agent_id or "").lower()
+        if not owner or not (fact.kind == FactKind.PREFERENCE
+                             or is_personal(fact.subject, fact.agent_id)):
+            continue
+        out[fact_key(fact.fact_id)] = owner
+        for turn_id in fact.source_turn_ids:
+            out.setdefault(turn_key(fact.session_id, turn_id), owner)
+    return out
+
+
+def people_asked_about(query: str, people: Iterable[str]) -> set[str]:
+    """The known speakers a query names ("which city is Sam based in?" -> {"sam"})."""
+    words = set(re.findall(r"[a-z][\w-]*", query.lower().replace("'s", "")))
+    return {p for p in people if p in words}

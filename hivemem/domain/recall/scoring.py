@@ -33,6 +33,8 @@ class Signals:
     stale: bool = False  # superseded history, or a turn that stated only superseded facts
     history: bool = False  # a superseded fact shown because history was asked for
     in_current_episode: bool = False
+    # Another person's own slot, when the query asks about someone named.
+    other_person: bool = False
     # Keys of the candidates that replaced this one (its facts' current versions and the
     # turns that stated them); set for stale statements only.
     successors: tuple[str, ...] = ()
@@ -136,6 +138,8 @@ def score_candidates(
             final -= 1.0  # superseded versions rank below everything current
         elif s.stale:
             final -= w.stale
+        if s.other_person:
+            final -= 1.0  # "which city is Sam in?": Priya's home answers nothing
         out[s.key] = ScoreComponents(
             dense=s.dense,
             lexical=lexical,
@@ -148,6 +152,7 @@ def score_candidates(
             confidence=s.confidence,
             conflict=1.0 if s.conflicted else 0.0,
             stale=1.0 if (s.stale or s.history) else 0.0,
+            other_person=1.0 if s.other_person else 0.0,
             session=session,
             final=final,
         )
