@@ -466,7 +466,8 @@ class MemoryClient:
                 self._embedder = self._wiring.query_embedder
                 self._vectors = self._wiring.vectors
                 self._recaller = Recaller(
-                    self._state, self._episodes, self._vectors, self._embedder
+                    self._state, self._episodes, self._vectors, self._embedder,
+                    reflection=self.settings.reflection,
                 )
             return self._recaller
 

@@ -12,6 +12,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from hivemem.config import ReflectionSettings
 from hivemem.domain.fact import VISIBLE, Fact, FactStatus
 from hivemem.domain.models import ContextItem, ExcludedItem, RecallResult, ScoreComponents, Turn
 from hivemem.domain.recall.budget import Candidate, Excluded, select
@@ -25,6 +26,7 @@ from hivemem.domain.recall.policy import RecallPolicy
 from hivemem.domain.recall.scoring import Signals, asks_for_latest, relevance, score_candidates
 from hivemem.domain.scope import Scope
 from hivemem.domain.tokens import estimate_tokens
+from hivemem.producer.provisional import with_unreflected
 from hivemem.providers.embedders import Embedder
 from hivemem.providers.lexical import LexicalEncoder
 from hivemem.store.episodes import EpisodeStore
@@ -85,8 +87,10 @@ class Recaller:
         vectors: VectorStore,
         embedder: Embedder,
         lexical: LexicalEncoder | None = None,
+        reflection: ReflectionSettings | None = None,
     ) -> None:
         self.state = state
+        self.reflection = reflection or ReflectionSettings()
         self.episodes = episodes
         self.vectors = vectors
         self.embedder = embedder
@@ -153,6 +157,13 @@ class Recaller:
         # scroll on indexed fields: cheap next to the searches).
         known = [f for s in sessions for f in self.vectors.list_facts(s, None, access)
                  ] if policy.fact_limit else []
+        if policy.fact_limit:
+            # The session's turns that no reflection has seen yet change currency too.
+            unreflected = [t for t in recent if t.session_id == session_id
+                           and t.seq >= current_from]
+            known = [*(f for f in known if f.session_id != session_id), *with_unreflected(
+                [f for f in known if f.session_id == session_id], unreflected,
+                self.reflection)]
         replaced = stale_statements(known)
         personal = personal_statements(known)
         asked_about = people_asked_about(query, set(personal.values()))
