@@ -17,10 +17,10 @@ from fastapi import FastAPI, Response
 from fastapi.responses import JSONResponse
 
 from hivemem import __version__
-from hivemem.api import problems
 from hivemem.api.auth import authenticator
 from hivemem.api.limits import BodyLimit
 from hivemem.api.observe import Observe
+from hivemem.api.problems import install as install_problems
 from hivemem.api.routes import build_router
 from hivemem.api.schemas import Health
 from hivemem.config import Settings
@@ -70,7 +70,7 @@ def create_app(
         title="hivemem", version=__version__, description=DESCRIPTION, lifespan=lifespan,
         docs_url="/docs", redoc_url=None,
     )
-    problems.install(app)
+    install_problems(app)
     app.include_router(build_router(tenant_of, registry, authenticator(admin.api_keys()),
                                     settings.api.max_batch,
                                     settings.recall.default_preset))

@@ -1,3 +1,1 @@
-from hivemem.cli.main import main
-
-__all__ = ["main"]
+"""The `hivemem` command: `hivemem.cli.main` builds it, one module per command group."""

@@ -12,7 +12,7 @@ from pathlib import Path
 
 import click
 
-from hivemem.cli import demo_script as script
+import hivemem.cli.demo_script as script
 from hivemem.cli.output import history_table, items_table, stderr, stdout
 from hivemem.cli.target import Target
 from hivemem.config import Settings

@@ -33,11 +33,11 @@ from hivemem.transfer.stores import Stores
 from hivemem.workers.boundary import BoundaryHandler, boundary_kind, policy_from
 from hivemem.workers.compact import Compactor
 from hivemem.workers.embed import EmbedHandler, embed_kind
-from hivemem.workers.jobs import JobContext, ThreadWorker, reflect_enqueuer
+from hivemem.workers.jobs import JobContext, reflect_enqueuer
 from hivemem.workers.stream import StreamWorker, WorkerKind
 
 if TYPE_CHECKING:
-    from hivemem.workers.rqworker import ContextWorker
+    from hivemem.workers.rqworker import ContextWorker, ThreadWorker
 
 StageKind = WorkerKind[Any]
 
@@ -259,6 +259,8 @@ class Wiring:
     def thread_worker(self, conn: Redis | None = None) -> ThreadWorker:
         """The reflect queue's worker as a thread (embedded mode), on its own connection."""
         conn = conn or self.connect()
+        from hivemem.workers.rqworker import ThreadWorker  # rq: loaded by the embedded mode only
+
         return ThreadWorker(conn, self.settings.episodes.reflect_queue, self.job_context(conn))
 
     # -- lifecycle -------------------------------------------------------------------------

@@ -5,7 +5,7 @@ from __future__ import annotations
 import threading
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from hivemem.config import ReflectionSettings, Settings
 from hivemem.domain.episode import Episode
@@ -17,10 +17,6 @@ from hivemem.store.episodes import Enqueue, EpisodeStore
 from hivemem.store.redis import Redis
 from hivemem.store.reflection import ReflectionState
 from hivemem.store.vectors.base import VectorStore
-from hivemem.workers.retries import promote_due_retries
-
-if TYPE_CHECKING:
-    from hivemem.workers.rqworker import ContextWorker
 
 REFLECT_JOB = "hivemem.workers.reflect.reflect_episode"
 REPLAY_JOB = "hivemem.workers.reflect.replay_episode"
@@ -86,50 +82,3 @@ def enqueue_replay(connection: Redis, queue_name: str, episode: Episode) -> str:
         failure_ttl=30 * 24 * 3600,
     )
     return str(job.id)
-
-
-class ThreadWorker:
-    """Runs the reflect queue's jobs in a thread (embedded mode): a `ThreadContextWorker`
-    in burst passes, with due retries moved back onto the queue by this loop (there is no
-    rq scheduler process)."""
-
-    def __init__(
-        self, connection: Redis, queue_name: str, context: JobContext, *, poll_s: float = 0.05,
-    ) -> None:
-        from rq import Queue
-
-        from hivemem.workers.rqworker import ThreadContextWorker
-
-        self.connection = connection
-        self.queue = Queue(queue_name, connection=connection)
-        self.worker: ContextWorker = ThreadContextWorker(
-            [self.queue], context=context, connection=connection
-        )
-        self.poll_s = poll_s
-        self._stop = threading.Event()
-        # Set while this loop may hold a job: rq pops a job off the queue before it enters
-        # the started registry, and in that gap the queue and the registry both look empty.
-        self._busy = threading.Event()
-
-    def idle(self) -> bool:
-        """No job queued or running (retries scheduled for later do not count)."""
-        from rq.registry import StartedJobRegistry
-
-        if self._busy.is_set():  # read first: nothing leaves the queue while it is clear
-            return False
-        return self.queue.count == 0 and StartedJobRegistry(queue=self.queue).count == 0
-
-    def run(self) -> None:
-        while not self._stop.is_set():
-            promote_due_retries(self.connection, self.queue.name)
-            self._busy.set()
-            try:
-                if self.queue.count:
-                    self.worker.work(burst=True, logging_level="WARNING")
-                    continue
-            finally:
-                self._busy.clear()
-            self._stop.wait(self.poll_s)
-
-    def stop(self) -> None:
-        self._stop.set()

@@ -11,16 +11,19 @@ This module imports rq at the top: import it lazily (rq is a heavy optional depe
 
 from __future__ import annotations
 
+import threading
 from typing import Any
 
 from rq import Queue, SimpleWorker
 from rq.executions import Execution
 from rq.job import Job
+from rq.registry import StartedJobRegistry
 from rq.timeouts import TimerDeathPenalty
 
 from hivemem.errors import HivememError
 from hivemem.store.redis import Redis
 from hivemem.workers.jobs import JobContext
+from hivemem.workers.retries import promote_due_retries
 
 
 class ContextJob(Job):
@@ -67,3 +70,44 @@ class ThreadContextWorker(ContextWorker):
 
     def _install_signal_handlers(self) -> None:
         pass  # signals reach the main thread only; the owner stops this worker itself
+
+
+class ThreadWorker:
+    """Runs the reflect queue's jobs in a thread (embedded mode): a `ThreadContextWorker`
+    in burst passes, with due retries moved back onto the queue by this loop (there is no
+    rq scheduler process)."""
+
+    def __init__(
+        self, connection: Redis, queue_name: str, context: JobContext, *, poll_s: float = 0.05,
+    ) -> None:
+        self.connection = connection
+        self.queue = Queue(queue_name, connection=connection)
+        self.worker: ContextWorker = ThreadContextWorker(
+            [self.queue], context=context, connection=connection
+        )
+        self.poll_s = poll_s
+        self._stop = threading.Event()
+        # Set while this loop may hold a job: rq pops a job off the queue before it enters
+        # the started registry, and in that gap the queue and the registry both look empty.
+        self._busy = threading.Event()
+
+    def idle(self) -> bool:
+        """No job queued or running (retries scheduled for later do not count)."""
+        if self._busy.is_set():  # read first: nothing leaves the queue while it is clear
+            return False
+        return self.queue.count == 0 and StartedJobRegistry(queue=self.queue).count == 0
+
+    def run(self) -> None:
+        while not self._stop.is_set():
+            promote_due_retries(self.connection, self.queue.name)
+            self._busy.set()
+            try:
+                if self.queue.count:
+                    self.worker.work(burst=True, logging_level="WARNING")
+                    continue
+            finally:
+                self._busy.clear()
+            self._stop.wait(self.poll_s)
+
+    def stop(self) -> None:
+        self._stop.set()
