@@ -2,13 +2,9 @@
 
 from __future__ import annotations
 
-import time
-from collections.abc import Callable, Sequence
+from collections.abc import Sequence
 from typing import Any
 
-import httpx
-
-from hivemem.config import LLMConfig
 from hivemem.providers.llm.base import LLMReflector
 
 ANTHROPIC_VERSION = "2023-06-01"
@@ -19,16 +15,8 @@ class AnthropicReflector(LLMReflector):
 
     provider = "anthropic"
 
-    def __init__(
-        self,
-        config: LLMConfig,
-        client: httpx.Client | None = None,
-        *,
-        sleep: Callable[[float], None] = time.sleep,
-    ) -> None:
-        super().__init__(config, client, sleep=sleep)
-        base = config.base_url.rstrip("/")
-        self.url = base + ("/messages" if base.endswith("/v1") else "/v1/messages")
+    def endpoint(self, base_url: str) -> str:
+        return base_url + ("/messages" if base_url.endswith("/v1") else "/v1/messages")
 
     def _headers(self) -> dict[str, str]:
         headers = {

@@ -2,14 +2,11 @@
 
 from __future__ import annotations
 
-import time
-from collections.abc import Callable, Sequence
+from collections.abc import Sequence
 from typing import Any
 
-import httpx
 import structlog
 
-from hivemem.config import LLMConfig
 from hivemem.providers.llm.base import LLMReflector
 from hivemem.providers.llm.transport import LLMHTTPError
 
@@ -21,17 +18,11 @@ class OpenAICompatibleReflector(LLMReflector):
 
     provider = "openai"
 
-    def __init__(
-        self,
-        config: LLMConfig,
-        client: httpx.Client | None = None,
-        *,
-        sleep: Callable[[float], None] = time.sleep,
-    ) -> None:
-        super().__init__(config, client, sleep=sleep)
-        self.url = config.base_url.rstrip("/") + "/chat/completions"
-        # Cleared when the server rejects response_format; remembered for this instance.
-        self.response_format_supported = True
+    # Cleared on an instance when its server rejects response_format (then remembered).
+    response_format_supported = True
+
+    def endpoint(self, base_url: str) -> str:
+        return base_url + "/chat/completions"
 
     def _headers(self) -> dict[str, str]:
         headers = {"content-type": "application/json", "accept": "application/json"}

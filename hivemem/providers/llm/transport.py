@@ -77,6 +77,11 @@ class LLMTransport:
         self._client = client if client is not None else httpx.Client(timeout=config.timeout_s)
         self._sleep = sleep
         self._secret = config.api_key.get_secret_value() if config.api_key else ""
+        self.url = self.endpoint(config.base_url.rstrip("/"))
+
+    def endpoint(self, base_url: str) -> str:
+        """Where requests go, from the configured base URL (without a trailing slash)."""
+        return base_url
 
     # -- lifecycle -----------------------------------------------------------------------
 

@@ -19,6 +19,7 @@ import numpy.typing as npt
 from hivemem.domain.fact import Fact
 from hivemem.domain.models import Role, Turn
 from hivemem.domain.scope import Scope
+from hivemem.pipeline.messages import turn_fields
 from hivemem.providers.lexical import SparseVector
 
 TURNS = "turns"
@@ -44,22 +45,8 @@ def turn_point_id(session_id: str, turn_id: str) -> str:
 
 
 def turn_payload(turn: Turn) -> dict[str, Any]:
-    return {
-        "kind": "turn",
-        "turn_id": turn.turn_id,
-        "session_id": turn.session_id,
-        "agent_id": turn.agent_id,
-        "role": turn.role.value,
-        "content": turn.content,
-        "markers": list(turn.markers),
-        "metadata": turn.metadata,
-        "timestamp": turn.timestamp.isoformat(),
-        "ts": turn.timestamp.timestamp(),
-        "seq": turn.seq,
-        "token_count": turn.token_count,
-        "namespace": turn.namespace,
-        "visibility": turn.visibility,
-    }
+    return {"kind": "turn", **turn_fields(turn), "ts": turn.timestamp.timestamp(),
+            "seq": turn.seq}
 
 
 def turn_from_payload(payload: dict[str, Any]) -> Turn:
