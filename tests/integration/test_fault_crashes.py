@@ -47,17 +47,19 @@ N_SESSIONS = 100 if SOAK else 8
 PER_SESSION = 100 if SOAK else 60
 DIM = 64
 WORKERS = [sys.executable, "-m", "hivemem.workers"]
-_TURN_ID = re.compile(r"\[([\w-]+-t\d+)\]")
+# The prompt shows each turn as "[t1] (who, timestamp) content" (short aliases).
+_TURN_LINE = re.compile(r"^\[(t\d+)\] \([^)]*\) (.+)$", re.MULTILINE)
 
 
 def _llm_reply(request: dict[str, Any]) -> Reply:
-    """One fact per episode, named after its first turn (so each is distinct)."""
+    """One fact per episode: its first turn's statement (distinct per episode, and supported
+    by the episode, as the parser requires), on a slot of its own."""
     prompt = "\n".join(m["content"] for m in request["messages"] if m["role"] == "user")
-    ids = _TURN_ID.findall(prompt)
-    first = ids[0] if ids else "none"
-    action = {"op": "add", "content": f"Episode starting at {first} was recorded",
-              "kind": "decision", "subject": f"episode {first}", "confidence": 0.9,
-              "source_turn_ids": [first]}
+    first = _TURN_LINE.search(prompt)
+    alias, content = (first.group(1), first.group(2)) if first else ("t1", "none")
+    action = {"op": "add", "content": content, "kind": "decision",
+              "subject": f"episode step {content.split(':')[0]}", "confidence": 0.9,
+              "source_turn_ids": [alias]}
     return Reply(text=json.dumps({"actions": [action]}), delay_s=0.05)
 
 
@@ -246,8 +248,8 @@ def _check_store(qdrant: Path, sessions: list[str], episodes: dict[str, list[Any
         facts = [f for sid in sessions for f in store.list_facts(sid, None)]
         contents = Counter(f.content for f in facts)
         assert max(contents.values()) == 1, contents.most_common(3)
-        assert set(contents) == {f"Episode starting at {e.turn_ids[0]} was recorded"
-                                 for eps in episodes.values() for e in eps}
+        text = {t.turn_id: t.content for t in stored}
+        assert set(contents) == {text[e.turn_ids[0]] for eps in episodes.values() for e in eps}
         return len(facts)
     finally:
         store.close()
