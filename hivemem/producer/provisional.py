@@ -10,6 +10,8 @@ LLM, if one is configured); this view is recomputed on every recall and never wr
 
 from __future__ import annotations
 
+import threading
+from collections import OrderedDict
 from collections.abc import Sequence
 from datetime import UTC, datetime
 
@@ -60,3 +62,35 @@ def with_unreflected(
     merged = {f.fact_id: f for f in facts}
     merged.update(plan.writes)
     return list(merged.values())
+
+
+class UnreflectedView:
+    """`with_unreflected`, remembered for the last few (turns, facts) states it saw: an
+    agent recalls many times between two turns, and the answer only changes when a turn
+    arrives or a fact changes. The key holds every input that decides the answer, so a
+    remembered one is never stale (the callers' scope filters are in what they pass)."""
+
+    def __init__(self, settings: ReflectionSettings, size: int = 256) -> None:
+        self.settings = settings
+        self.size = size
+        self._seen: OrderedDict[tuple[object, ...], list[Fact]] = OrderedDict()
+        self._lock = threading.Lock()
+
+    def __call__(self, facts: Sequence[Fact], turns: Sequence[Turn]) -> list[Fact]:
+        if not turns:
+            return list(facts)
+        key = (
+            tuple((t.session_id, t.turn_id, t.seq, t.content) for t in turns),
+            tuple((f.fact_id, f.status, f.superseded_by, f.valid_to) for f in facts),
+        )
+        with self._lock:
+            known = self._seen.get(key)
+            if known is not None:
+                self._seen.move_to_end(key)
+                return known
+        result = with_unreflected(facts, turns, self.settings)
+        with self._lock:
+            self._seen[key] = result
+            while len(self._seen) > self.size:
+                self._seen.popitem(last=False)
+        return result

@@ -26,7 +26,7 @@ from hivemem.domain.recall.policy import RecallPolicy
 from hivemem.domain.recall.scoring import Signals, asks_for_latest, relevance, score_candidates
 from hivemem.domain.scope import Scope
 from hivemem.domain.tokens import estimate_tokens
-from hivemem.producer.provisional import with_unreflected
+from hivemem.producer.provisional import UnreflectedView
 from hivemem.providers.embedders import Embedder
 from hivemem.providers.lexical import LexicalEncoder
 from hivemem.store.episodes import EpisodeStore
@@ -90,7 +90,7 @@ class Recaller:
         reflection: ReflectionSettings | None = None,
     ) -> None:
         self.state = state
-        self.reflection = reflection or ReflectionSettings()
+        self.unreflected = UnreflectedView(reflection or ReflectionSettings())
         self.episodes = episodes
         self.vectors = vectors
         self.embedder = embedder
@@ -161,9 +161,8 @@ class Recaller:
             # The session's turns that no reflection has seen yet change currency too.
             unreflected = [t for t in recent if t.session_id == session_id
                            and t.seq >= current_from]
-            known = [*(f for f in known if f.session_id != session_id), *with_unreflected(
-                [f for f in known if f.session_id == session_id], unreflected,
-                self.reflection)]
+            known = [*(f for f in known if f.session_id != session_id), *self.unreflected(
+                [f for f in known if f.session_id == session_id], unreflected)]
         replaced = stale_statements(known)
         personal = personal_statements(known)
         asked_about = people_asked_about(query, set(personal.values()))

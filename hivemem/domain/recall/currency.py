@@ -38,16 +38,24 @@ def turn_key(session_id: str, turn_id: str) -> str:
     return f"turn:{session_id}:{turn_id}"
 
 
-def _head(fact: Fact, by_id: dict[str, Fact]) -> Fact | None:
-    """The current version at the end of `fact`'s chain (None: retracted, or not known)."""
+def _head(fact: Fact, by_id: dict[str, Fact], memo: dict[str, Fact | None]) -> Fact | None:
+    """The current version at the end of `fact`'s chain (None: retracted, or not known).
+    `memo` keeps every answer found on the way: a long chain is walked once, not once per
+    version (a slot that changed a thousand times stays linear)."""
+    path: list[str] = []
     seen: set[str] = set()
-    while fact.status not in VISIBLE:
-        nxt = by_id.get(fact.superseded_by or "")
-        if nxt is None or nxt.fact_id in seen:
-            return None
-        seen.add(nxt.fact_id)
-        fact = nxt
-    return fact
+    head: Fact | None = fact
+    while head is not None and head.status not in VISIBLE:
+        if head.fact_id in memo:
+            head = memo[head.fact_id]
+            break
+        path.append(head.fact_id)
+        seen.add(head.fact_id)
+        nxt = by_id.get(head.superseded_by or "")
+        head = None if nxt is None or nxt.fact_id in seen else nxt
+    for fact_id in path:
+        memo[fact_id] = head
+    return head
 
 
 def stale_statements(facts: Iterable[Fact]) -> dict[str, tuple[str, ...]]:
@@ -58,6 +66,7 @@ def stale_statements(facts: Iterable[Fact]) -> dict[str, tuple[str, ...]]:
     current_turns = {(f.session_id, t) for f in facts if f.status in VISIBLE
                      for t in f.source_turn_ids}
     out: dict[str, set[str]] = {}
+    heads: dict[str, Fact | None] = {}
     for fact in facts:
         if fact.status in VISIBLE:
             # A question or a dropped proposal about the slot is answered by its current fact.
@@ -67,7 +76,7 @@ def stale_statements(facts: Iterable[Fact]) -> dict[str, tuple[str, ...]]:
                 if (fact.session_id, turn_id) not in current_turns:
                     out.setdefault(turn_key(fact.session_id, turn_id), set()).update(answer)
             continue
-        head = _head(fact, by_id)
+        head = _head(fact, by_id, heads)
         successors: set[str] = set()
         if head is not None:
             successors.add(fact_key(head.fact_id))
