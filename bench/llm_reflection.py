@@ -84,7 +84,7 @@ def main() -> None:
                                reflector_name=name if name == "heuristic"
                                else f"llm:{args.model}", on_done=done,
                                timeout=args.timeout_s * 8)
-        runs[name] = run
+        runs[name] = run.model_copy(update={"system": f"hivemem ({run.reflector})"})
         log(f"{name} done in {time.perf_counter() - started:.0f} s")
     scores = [score(r) for r in runs.values()]
     table = markdown_table(scores)
