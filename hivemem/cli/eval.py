@@ -149,12 +149,17 @@ def eval_cmd(
                   + (f"; wrote {out / 'eval.json'} and {out / 'eval.md'}" if out else ""))
 
 
-def _run(settings: Settings, suite: Suite, budget: int, timeout: float) -> EvalReport:
-    folder = Path(tempfile.mkdtemp(prefix="hivemem-eval-"))
-    progress = Progress(
+def _progress() -> Progress:
+    """A bar per conversation on stderr (stdout stays the report)."""
+    return Progress(
         TextColumn("[progress.description]{task.description}"), BarColumn(),
         MofNCompleteColumn(), TimeElapsedColumn(), console=stderr(), transient=True,
     )
+
+
+def _run(settings: Settings, suite: Suite, budget: int, timeout: float) -> EvalReport:
+    folder = Path(tempfile.mkdtemp(prefix="hivemem-eval-"))
+    progress = _progress()
     try:
         with progress:
             task = progress.add_task("loading the embedder...", total=len(suite.conversations))
@@ -184,10 +189,7 @@ def _change(settings: Settings, budget: int, timeout: float, out: Path | None,
             as_json: bool) -> None:
     """The change suite on a fresh embedded memory: strict and ranked per change rule."""
     suite = load_change_suite()
-    progress = Progress(
-        TextColumn("[progress.description]{task.description}"), BarColumn(),
-        MofNCompleteColumn(), TimeElapsedColumn(), console=stderr(), transient=True,
-    )
+    progress = _progress()
     with progress:
         task = progress.add_task("loading the embedder...", total=len(suite.conversations))
 
