@@ -70,9 +70,18 @@ def test_sigkill_mid_batch_then_reclaim_embeds_every_turn_exactly_once(
         done = processed_count(real_redis, SESSIONS)
         return 0 < done < n // 2 and pending_count(real_redis) > 0
 
+    # Freeze the worker (SIGSTOP) before judging: between a check and a kill it can ack its
+    # batch and hold nothing, and then the kill would test nothing. Kill only a frozen worker
+    # that holds pending entries; otherwise let it run on and look again.
     deadline = time.monotonic() + 45
-    while not mid_run():
+    while True:
         assert time.monotonic() < deadline, f"worker made no progress:\n{first.output()}"
+        if mid_run():
+            first.signal(signal.SIGSTOP)
+            _wait_stopped(first.process.pid)
+            if pending_count(real_redis) > 0 and processed_count(real_redis, SESSIONS) < n // 2:
+                break
+            first.signal(signal.SIGCONT)
         time.sleep(0.005)
     first.signal(signal.SIGKILL)
     assert first.process.wait(timeout=10) == -signal.SIGKILL
@@ -113,6 +122,15 @@ def test_sigkill_mid_batch_then_reclaim_embeds_every_turn_exactly_once(
         assert (last, done, dead) == (PER_SESSION, PER_SESSION, 0), sid
 
     _assert_qdrant_holds_each_turn_once(qdrant_path, turns)
+
+
+def _wait_stopped(pid: int) -> None:
+    """SIGSTOP is delivered asynchronously: wait until the kernel reports the process stopped."""
+    stat = Path(f"/proc/{pid}/stat")
+    deadline = time.monotonic() + 5
+    while stat.read_text().rsplit(")", 1)[1].split()[0] not in {"T", "t"}:
+        assert time.monotonic() < deadline, "the worker did not stop"
+        time.sleep(0.001)
 
 
 def _assert_qdrant_holds_each_turn_once(qdrant_path: Path, turns: list[dict[str, Any]]) -> None:
