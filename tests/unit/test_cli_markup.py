@@ -15,8 +15,8 @@ from click.testing import CliRunner, Result
 from rich.text import Text
 
 from hivemem import MemoryClient, Settings
-from hivemem.cli.output import cells
 from hivemem.cli.main import cli
+from hivemem.cli.output import cells
 from hivemem.domain.audit import AuditEvent
 from hivemem.domain.fact import Fact, FactKind
 from hivemem.providers.embedders import HashingEmbedder
