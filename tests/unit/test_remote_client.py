@@ -263,3 +263,43 @@ def test_the_async_client_end_to_end(live: tuple[str, str, str], tmp_path: Path)
             assert isinstance(bob, AsyncRemoteMemory) and bob.scope.agent_id == "bob"
 
     asyncio.run(scenario())
+
+
+# The README's examples (/tmp/h/readme-client.md), verbatim, run against a live API.
+README_SYNC = '''
+import hivemem
+
+with hivemem.connect(URL, api_key=KEY, agent_id="planner") as memory:
+    memory.ingest("proj-42", "user", "We use PostgreSQL 16 for the orders service",
+                  markers=["decision"])
+    memory.wait_until_processed("proj-42", timeout=30)
+    result = memory.recall("proj-42", "which database?", preset="cheap", explain=True)
+    print(result.render())                      # a RecallResult, as in-process
+    coder = memory.for_agent("coder")           # same namespace, another agent
+    coder.ingest("proj-42", "assistant", "my scratch notes", visibility="private")
+    print(memory.session_info("proj-42").turns, len(memory.timeline("proj-42")))
+    memory.export("proj-42.jsonl.gz", ["proj-42"])
+'''
+README_ASYNC = '''
+async with await hivemem.connect_async(URL, api_key=KEY, agent_id="planner") as memory:
+    turn = await memory.ingest("proj-42", "assistant", "Noted: PostgreSQL 16")
+    facts = await memory.facts("proj-42")
+'''
+
+
+def test_the_readme_examples_run(live: tuple[str, str, str], tmp_path: Path,
+                                 monkeypatch: pytest.MonkeyPatch,
+                                 capsys: pytest.CaptureFixture[str]) -> None:
+    import textwrap
+
+    url, key_a, _ = live
+    monkeypatch.chdir(tmp_path)
+    scope: dict[str, Any] = {"URL": url, "KEY": key_a}
+    exec(README_SYNC, scope)
+    printed = capsys.readouterr().out
+    assert "PostgreSQL 16" in printed and "2 " in printed
+    assert (tmp_path / "proj-42.jsonl.gz").stat().st_size > 0
+    exec("async def main():\n" + textwrap.indent(README_ASYNC, "    ")
+         + "\n    return turn, facts\n", scope)
+    turn, facts = asyncio.run(scope["main"]())
+    assert turn.seq == 3 and turn.agent_id == "planner" and isinstance(facts, list)
