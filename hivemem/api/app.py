@@ -75,7 +75,7 @@ def create_app(
     app.include_router(build_router(tenant_of, registry, authenticator(admin.api_keys()),
                                     settings.api.max_batch,
                                     settings.recall.default_preset))
-    app.include_router(build_client_router(tenant_of, authenticator(admin.api_keys())))
+    app.include_router(build_client_router(tenant_of, authenticator(admin.api_keys()), admin))
 
     _operations(app, admin, registry)
     app.add_middleware(Observe, registry=registry)

@@ -7,33 +7,28 @@ agent the request names, and answer with the SDK's own models, so the remote cli
 exactly what the embedded one does.
 """
 
-import json
-import shutil
-import tempfile
 from collections.abc import Awaitable, Callable
-from pathlib import Path as FilePath
 from typing import Annotated, Any, Literal
 
 from fastapi import APIRouter, Depends, Path, Query
-from fastapi.responses import FileResponse
 from pydantic import BaseModel, ConfigDict, Field
-from starlette.background import BackgroundTask
 
 from hivemem.api.routes import ERRORS, SessionId
 from hivemem.api.schemas import Preset, RecallOut
+from hivemem.api.transfer_routes import build_transfer_router
 from hivemem.domain.audit import AuditEvent
 from hivemem.domain.episode import Episode
 from hivemem.domain.fact import Fact
 from hivemem.domain.models import SessionStats
 from hivemem.domain.session import RelatedSession, SessionInfo
 from hivemem.errors import ProcessingTimeout, ReflectionFailed, ReflectionTimeout
+from hivemem.producer.admin import Admin
 from hivemem.producer.scoped import ScopedMemory
 from hivemem.store.apikeys import ApiKeyInfo
 
 AgentId = Annotated[str | None, Query(max_length=128)]
 FactId = Annotated[str, Path(pattern=r"^[A-Za-z0-9._:-]{1,128}$", max_length=128)]
 MAX_WAIT_S = 300.0
-EXPORT_COUNTS = "X-Hivemem-Export-Counts"  # the export's record counts, as JSON
 # Kept out of the OpenAPI document until docs/openapi.json (pinned by a test, regenerated
 # with `python -m hivemem.api.spec`) is regenerated with them: then set it to True.
 IN_SCHEMA = False
@@ -118,7 +113,11 @@ class TracesOut(BaseModel):
 def build_client_router(
     tenant_of: Callable[[ApiKeyInfo], ScopedMemory],
     authenticate: Callable[..., Awaitable[ApiKeyInfo]],
+    admin: Admin,
 ) -> APIRouter:
+    """`admin`: for the one cross-scope write, an import, once the file is checked to be
+    the key's namespace's only (`hivemem.transfer.scoped_import`)."""
+
     def tenant(key: Annotated[ApiKeyInfo, Depends(authenticate)]) -> ScopedMemory:
         return tenant_of(key)
 
@@ -222,24 +221,5 @@ def build_client_router(
     def audit(fact_id: FactId, memory: Tenant, agent_id: AgentId = None) -> AuditOut:
         return AuditOut(events=memory.for_agent(agent_id).audit(fact_id))
 
-    @router.get("/export", response_class=FileResponse,
-                summary="The namespace's sessions (or the ones named) as a JSON Lines export")
-    def export(
-        memory: Tenant, agent_id: AgentId = None,
-        session_id: Annotated[list[str] | None, Query(max_length=1000)] = None,
-        vectors: bool = False, gzip: bool = False,
-    ) -> FileResponse:
-        folder = FilePath(tempfile.mkdtemp(prefix="hivemem-export-"))
-        target = folder / ("export.jsonl.gz" if gzip else "export.jsonl")
-        try:
-            summary = memory.for_agent(agent_id).export(target, session_id, vectors=vectors)
-        except BaseException:
-            shutil.rmtree(folder, ignore_errors=True)
-            raise
-        return FileResponse(
-            target, media_type="application/gzip" if gzip else "application/x-ndjson",
-            headers={EXPORT_COUNTS: json.dumps(summary.counts, separators=(",", ":"))},
-            background=BackgroundTask(shutil.rmtree, folder, ignore_errors=True),
-        )
-
+    router.include_router(build_transfer_router(tenant_of, authenticate, admin))
     return router

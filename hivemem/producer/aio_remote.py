@@ -88,6 +88,7 @@ class AsyncRemoteMemory:
     related_sessions = remote_twin(RemoteMemory.related_sessions)
     session_context = remote_twin(RemoteMemory.session_context)
     export = remote_twin(RemoteMemory.export)
+    import_file = remote_twin(RemoteMemory.import_file)
 
     async def close(self) -> None:
         """Close the connection pool (shared with the handles `for_agent` made)."""

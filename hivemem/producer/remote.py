@@ -14,12 +14,13 @@ these very methods to describe the requests it then sends with asyncio
 What the HTTP API cannot carry is refused before anything is sent, naming the argument:
 `durable` (the server's `ingest.durable` decides), `ingest_many(validate_only=True)`,
 `recall(include_archived=True)`, and a `RecallPolicy` object as `preset` (send a preset name).
+Beyond `ScopedMemory`, `import_file` appends an export of this namespace's (the one write a
+file drives; the server checks every record is the key's namespace's).
 """
 
 from __future__ import annotations
 
 import json
-import sys
 from collections.abc import Iterable, Mapping, Sequence
 from datetime import datetime
 from pathlib import Path
@@ -32,8 +33,6 @@ from hivemem.domain.episode import Episode
 from hivemem.domain.fact import Fact
 from hivemem.domain.ids import check_id
 from hivemem.domain.models import (
-    ContextItem,
-    ExcludedItem,
     RecallResult,
     Role,
     SessionStats,
@@ -43,91 +42,30 @@ from hivemem.domain.recall.policy import RecallPolicy
 from hivemem.domain.scope import Scope, scope_for
 from hivemem.domain.session import RelatedSession, SessionContext, SessionInfo
 from hivemem.domain.timeline import TimelineEvent
-from hivemem.domain.turn import (
-    check_content,
-    check_markers,
-    check_metadata,
-    check_role,
-    check_timestamp,
-    check_turn_id,
-)
 from hivemem.errors import (
     ProcessingTimeout,
     ReflectionFailed,
     ReflectionTimeout,
     ValidationError,
 )
+from hivemem.producer.remote_bodies import (
+    EXPORT_COUNTS,
+    TURN_KEYS,
+    WAIT_SLACK_S,
+    Draft,
+    preset_name,
+    recall_result,
+    session_path,
+    unsupported,
+)
 from hivemem.producer.remote_http import Call, RetryPolicy, Transport, segment
 from hivemem.transfer import files
 from hivemem.transfer.exporter import ExportSummary
 from hivemem.transfer.format import parse_header
+from hivemem.transfer.importer import ImportSummary
 from hivemem.transfer.stores import Progress
 
 R = TypeVar("R")
-_UNLIMITED = sys.maxsize  # the server applies its own size limits
-# The fields a batch turn may carry (`MemoryClient.ingest_many`'s `TurnInput`).
-_TURN_KEYS = frozenset({"session_id", "role", "content", "agent_id", "markers", "metadata",
-                        "timestamp", "turn_id", "namespace", "visibility"})
-_WAIT_SLACK_S = 10.0  # a long poll's read timeout beyond the wait it asks for
-EXPORT_COUNTS = "X-Hivemem-Export-Counts"  # as `hivemem.api.client_routes` sends it
-
-
-def _unsupported(field: str, why: str) -> ValidationError:
-    return ValidationError(field, f"is not served by the HTTP API: {why}")
-
-
-def _session_path(session_id: str, tail: str = "") -> str:
-    check_id("session_id", session_id)
-    return f"/v1/sessions/{segment(session_id)}{tail}"
-
-
-class _Draft:
-    """A turn as the client sends it: the client names it and dates it, so the `Turn` it
-    returns is the one the server stored, and a resend is a no-op."""
-
-    def __init__(self, raw: Mapping[str, Any], agent_id: str | None) -> None:
-        self.session_id = check_id("session_id", raw.get("session_id"))
-        self.role = check_role(raw.get("role"))
-        self.content = check_content(raw.get("content"), _UNLIMITED)
-        self.markers = check_markers(raw.get("markers"))
-        self.metadata = check_metadata(raw.get("metadata"), _UNLIMITED)
-        self.timestamp = check_timestamp(raw.get("timestamp"))
-        self.turn_id = check_turn_id(raw.get("turn_id"))
-        self.visibility = raw.get("visibility", "shared")
-        self.agent_id = agent_id
-
-    def body(self) -> dict[str, Any]:
-        return {
-            "role": self.role.value, "content": self.content, "agent_id": self.agent_id,
-            "visibility": self.visibility, "markers": list(self.markers),
-            "metadata": self.metadata, "timestamp": self.timestamp.isoformat(),
-            "turn_id": self.turn_id,
-        }
-
-    def turn(self, out: Mapping[str, Any]) -> Turn:
-        return Turn(
-            turn_id=out["turn_id"], session_id=out["session_id"], agent_id=out["agent_id"],
-            role=self.role, content=self.content, markers=self.markers,
-            metadata=self.metadata, timestamp=self.timestamp, namespace=out["namespace"],
-            visibility=out["visibility"], seq=out["seq"], token_count=out["token_count"],
-            duplicate=out["duplicate"],
-        )
-
-
-def _recall_result(data: Mapping[str, Any]) -> RecallResult:
-    return RecallResult(
-        [ContextItem.model_validate(i) for i in data["items"]],
-        token_budget=data["token_budget"], preset=data["preset"],
-        excluded=[ExcludedItem.model_validate(e) for e in data["excluded"]],
-    )
-
-
-def _preset(preset: str | RecallPolicy | None) -> str | None:
-    if isinstance(preset, RecallPolicy):
-        raise _unsupported("preset", "send a preset name, not a RecallPolicy object")
-    return preset
-
-
 class RemoteMemory:
     """What one agent of one namespace may do, over the HTTP API (see `ScopedMemory`)."""
 
@@ -170,11 +108,11 @@ class RemoteMemory:
     ) -> Turn:
         """Remember one turn, written by the bound agent (see `ScopedMemory.ingest`)."""
         if durable is not None:
-            raise _unsupported("durable", "the server's ingest.durable decides")
-        draft = _Draft({"session_id": session_id, "role": role, "content": content,
+            raise unsupported("durable", "the server's ingest.durable decides")
+        draft = Draft({"session_id": session_id, "role": role, "content": content,
                         "markers": markers, "metadata": metadata, "timestamp": timestamp,
                         "turn_id": turn_id, "visibility": visibility}, self._agent)
-        return self._send(Call("POST", _session_path(session_id, "/turns"),
+        return self._send(Call("POST", session_path(session_id, "/turns"),
                                lambda r: draft.turn(r.json()), json=draft.body()))
 
     def ingest_many(
@@ -184,14 +122,14 @@ class RemoteMemory:
         """Validate every turn, then write them all as the bound agent in one request (the
         server writes nothing if one is bad)."""
         if durable is not None:
-            raise _unsupported("durable", "the server's ingest.durable decides")
+            raise unsupported("durable", "the server's ingest.durable decides")
         if validate_only:
-            raise _unsupported("validate_only", "the batch route always writes")
-        drafts: list[_Draft] = []
+            raise unsupported("validate_only", "the batch route always writes")
+        drafts: list[Draft] = []
         for index, raw in enumerate(turns):
             if not isinstance(raw, Mapping):
                 raise ValidationError(f"turns[{index}]", "must be a mapping of turn fields")
-            unknown = set(raw) - _TURN_KEYS
+            unknown = set(raw) - TURN_KEYS
             if unknown:
                 raise ValidationError(f"turns[{index}]", f"unknown fields {sorted(unknown)}")
             if raw.get("namespace") not in (None, self._scope.namespace):
@@ -202,7 +140,7 @@ class RemoteMemory:
                 if required not in raw:
                     raise ValidationError(f"turns[{index}].{required}", "is required")
             try:
-                drafts.append(_Draft(raw, self._agent))
+                drafts.append(Draft(raw, self._agent))
             except ValidationError as exc:
                 raise ValidationError(f"turns[{index}].{exc.field}", exc.message) from None
         body = {"turns": [{"session_id": d.session_id, **d.body()} for d in drafts]}
@@ -215,17 +153,17 @@ class RemoteMemory:
 
     def close_episode(self, session_id: str) -> int:
         """Close the session's open episode after the turns ingested so far."""
-        return self._send(Call("POST", _session_path(session_id, "/episodes/close"),
+        return self._send(Call("POST", session_path(session_id, "/episodes/close"),
                                lambda r: int(r.json()["seq"]), json={"session_end": False}))
 
     def close_session(self, session_id: str) -> int:
         """The session is over: its open episode closes, whatever its size."""
-        return self._send(Call("POST", _session_path(session_id, "/episodes/close"),
+        return self._send(Call("POST", session_path(session_id, "/episodes/close"),
                                lambda r: int(r.json()["seq"]), json={"session_end": True}))
 
     def set_session_info(self, session_id: str, *, title: str | None = None) -> SessionInfo:
         """Name the session (and, with a bound agent, record it as the session's agent)."""
-        return self._send(Call("PATCH", _session_path(session_id),
+        return self._send(Call("PATCH", session_path(session_id),
                                lambda r: SessionInfo.model_validate(r.json()),
                                json={"title": title, "agent_id": self._agent}))
 
@@ -246,14 +184,14 @@ class RemoteMemory:
     ) -> RecallResult:
         """The context that matters for `query` (see `ScopedMemory.recall`)."""
         if include_archived:
-            raise _unsupported("include_archived", "the recall route reads no archive")
+            raise unsupported("include_archived", "the recall route reads no archive")
         if isinstance(related_sessions, str):
             related_sessions = [related_sessions]
         body = {"query": query, "agent_id": self._agent, "token_budget": token_budget,
-                "preset": _preset(preset), "limit": limit, "include_history": include_history,
+                "preset": preset_name(preset), "limit": limit, "include_history": include_history,
                 "explain": explain, "related_sessions": list(related_sessions)}
-        return self._send(Call("POST", _session_path(session_id, "/recall"),
-                               lambda r: _recall_result(r.json()), json=body))
+        return self._send(Call("POST", session_path(session_id, "/recall"),
+                               lambda r: recall_result(r.json()), json=body))
 
     def facts(
         self, session_id: str, *, include_history: bool = False,
@@ -263,19 +201,19 @@ class RemoteMemory:
         params = {"agent_id": self._agent, "include_history": include_history,
                   "include_inactive": include_inactive, "include_archived": include_archived}
         return self._send(Call(
-            "GET", _session_path(session_id, "/facts/full"),
+            "GET", session_path(session_id, "/facts/full"),
             lambda r: [Fact.model_validate(f) for f in r.json()["facts"]], params=params))
 
     def episodes(self, session_id: str) -> list[Episode]:
         """The session's closed episodes this scope may see, oldest first."""
         return self._send(Call(
-            "GET", _session_path(session_id, "/episodes"),
+            "GET", session_path(session_id, "/episodes"),
             lambda r: [Episode.model_validate(e) for e in r.json()["episodes"]],
             params={"agent_id": self._agent}))
 
     def get_session_stats(self, session_id: str) -> SessionStats:
         """Turns, episodes, open-episode turns, markers, and each stage's backlog."""
-        return self._send(Call("GET", _session_path(session_id, "/stats"),
+        return self._send(Call("GET", session_path(session_id, "/stats"),
                                lambda r: SessionStats.model_validate(r.json())))
 
     def wait_until_processed(
@@ -290,9 +228,9 @@ class RemoteMemory:
                 raise ProcessingTimeout(session_id, out["processed"], out["target"], timeout)
             return SessionStats.model_validate(out["stats"])
 
-        return self._send(Call("POST", _session_path(session_id, "/wait"), read,
+        return self._send(Call("POST", session_path(session_id, "/wait"), read,
                                json={"stage": stage, "timeout": timeout},
-                               timeout=timeout + _WAIT_SLACK_S))
+                               timeout=timeout + WAIT_SLACK_S))
 
     def wait_until_reflected(self, session_id: str, timeout: float = 30.0) -> int:
         """Block until every episode closed so far is reflected; returns the last index."""
@@ -308,8 +246,8 @@ class RemoteMemory:
                 raise ReflectionFailed(session_id, out["index"], out.get("error") or "")
             return int(out["index"])
 
-        return self._send(Call("POST", _session_path(session_id, "/wait-reflected"), read,
-                               json={"timeout": timeout}, timeout=timeout + _WAIT_SLACK_S))
+        return self._send(Call("POST", session_path(session_id, "/wait-reflected"), read,
+                               json={"timeout": timeout}, timeout=timeout + WAIT_SLACK_S))
 
     def sessions(self) -> list[str]:
         """This namespace's sessions."""
@@ -319,7 +257,7 @@ class RemoteMemory:
     def traces(self, count: int = 20, session_id: str | None = None) -> list[dict[str, Any]]:
         """The newest reflection traces of episodes this scope may see (secrets redacted)."""
         params = {"agent_id": self._agent, "count": count}
-        path = "/v1/traces" if session_id is None else _session_path(session_id, "/traces")
+        path = "/v1/traces" if session_id is None else session_path(session_id, "/traces")
 
         def read(response: httpx.Response) -> list[dict[str, Any]]:
             found: list[dict[str, Any]] = response.json()["traces"]
@@ -337,7 +275,7 @@ class RemoteMemory:
         params = {"agent_id": self._agent, "kinds": None if kinds is None else list(kinds),
                   "limit": limit}
         return self._send(Call(
-            "GET", _session_path(session_id, "/timeline"),
+            "GET", session_path(session_id, "/timeline"),
             lambda r: [TimelineEvent.model_validate(e) for e in r.json()["events"]],
             params=params))
 
@@ -351,7 +289,7 @@ class RemoteMemory:
 
     def session_info(self, session_id: str) -> SessionInfo:
         """Title, agent, created, last active, and how much the session holds."""
-        return self._send(Call("GET", _session_path(session_id),
+        return self._send(Call("GET", session_path(session_id),
                                lambda r: SessionInfo.model_validate(r.json()),
                                params={"agent_id": self._agent}))
 
@@ -360,7 +298,7 @@ class RemoteMemory:
     ) -> list[RelatedSession]:
         """This namespace's other sessions about the same things."""
         return self._send(Call(
-            "GET", _session_path(session_id, "/related"),
+            "GET", session_path(session_id, "/related"),
             lambda r: [RelatedSession.model_validate(s) for s in r.json()["related"]],
             params={"agent_id": self._agent, "limit": limit, "min_score": min_score}))
 
@@ -375,11 +313,11 @@ class RemoteMemory:
             return SessionContext(
                 info=SessionInfo.model_validate(out["info"]),
                 related=[RelatedSession.model_validate(s) for s in out["related"]],
-                result=_recall_result(out["result"]))
+                result=recall_result(out["result"]))
 
         body = {"query": query, "agent_id": self._agent, "token_budget": token_budget,
-                "related": related, "preset": _preset(preset)}
-        return self._send(Call("POST", _session_path(session_id, "/context"), read,
+                "related": related, "preset": preset_name(preset)}
+        return self._send(Call("POST", session_path(session_id, "/context"), read,
                                json=body))
 
     def export(
@@ -408,6 +346,32 @@ class RemoteMemory:
                                  vectors=header.vectors, bytes=target.stat().st_size)
 
         return self._send(Call("GET", "/v1/export", read, params=params, download=target))
+
+    def import_file(
+        self, path: str | Path, *, mode: str = "append", progress: Progress | None = None,
+    ) -> ImportSummary:
+        """Upload an export file into this namespace: every record in it must be this
+        namespace's, and it is appended (taken ids are renamed, nothing existing changes;
+        the other modes are operator commands). The file must fit the server's
+        ``api.max_body_bytes``."""
+        source = Path(path)
+        if mode != "append":
+            raise unsupported("mode", "a namespace key may only append")
+        try:
+            content = source.read_bytes()
+        except OSError as exc:
+            raise ValidationError("path", f"cannot read {source}: {exc.strerror}") from None
+
+        def read(response: httpx.Response) -> ImportSummary:
+            summary = ImportSummary.model_validate(response.json())
+            if progress is not None:
+                progress(sum(summary.written.values()) + sum(summary.skipped.values()))
+            return summary.model_copy(update={"path": str(source)})
+
+        gz = source.suffix == ".gz"
+        return self._send(Call(
+            "POST", "/v1/import", read, params={"mode": mode, "gzip": gz}, content=content,
+            content_type="application/gzip" if gz else "application/x-ndjson"))
 
     # -- the connection --------------------------------------------------------------------
 

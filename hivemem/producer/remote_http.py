@@ -61,10 +61,16 @@ class Call(Generic[R]):
     read: Callable[[httpx.Response], R]
     params: Mapping[str, Any] | None = None
     json: Any = None
+    # A raw body (an upload), sent as `content_type`.
+    content: bytes | None = None
+    content_type: str | None = None
     # The body is streamed into this file (beside it, renamed into place when complete).
     download: Path | None = None
     # A long poll's own read timeout (seconds), beyond the client's default.
     timeout: float | None = None
+
+    def headers(self) -> dict[str, str] | None:
+        return {"Content-Type": self.content_type} if self.content_type else None
 
     def query(self) -> dict[str, Any] | None:
         if self.params is None:
@@ -215,7 +221,8 @@ class Transport:
                     response.read()
             else:
                 response = self._http.request(call.method, call.path, params=call.query(),
-                                              json=call.json, timeout=timeout)
+                                              json=call.json, content=call.content,
+                                              headers=call.headers(), timeout=timeout)
         except (httpx.ConnectError, httpx.ConnectTimeout) as exc:
             raise _Retry(None, _unreachable(self.base_url, exc)) from exc
         except httpx.TransportError as exc:
@@ -269,7 +276,8 @@ class AsyncTransport:
             else:
                 response = await self._http.request(call.method, call.path,
                                                     params=call.query(), json=call.json,
-                                                    timeout=timeout)
+                                                    content=call.content,
+                                                    headers=call.headers(), timeout=timeout)
         except (httpx.ConnectError, httpx.ConnectTimeout) as exc:
             raise _Retry(None, _unreachable(self.base_url, exc)) from exc
         except httpx.TransportError as exc:

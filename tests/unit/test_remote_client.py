@@ -52,7 +52,7 @@ def _public(cls: type) -> dict[str, Any]:
 def test_the_remote_handle_has_the_scoped_handles_methods_and_signatures() -> None:
     mine = _public(RemoteMemory)
     theirs = _public(ScopedMemory)
-    assert sorted(mine) == sorted([*theirs, "close"])
+    assert sorted(mine) == sorted([*theirs, "close", "import_file"])
     for name, member in theirs.items():
         if isinstance(member, property):
             assert isinstance(mine[name], property), name
@@ -303,3 +303,34 @@ def test_the_readme_examples_run(live: tuple[str, str, str], tmp_path: Path,
          + "\n    return turn, facts\n", scope)
     turn, facts = asyncio.run(scope["main"]())
     assert turn.seq == 3 and turn.agent_id == "planner" and isinstance(facts, list)
+
+
+def test_import_appends_only_the_keys_own_namespace(live: tuple[str, str, str],
+                                                   tmp_path: Path) -> None:
+    url, key_a, key_b = live
+    with connect(url, api_key=key_a) as mine, connect(url, api_key=key_b) as theirs:
+        mine.ingest("s-imp", "user", "exported and back")
+        mine.wait_until_processed("s-imp", 20)
+        exported = mine.export(tmp_path / "a.jsonl.gz")
+        seen: list[int] = []
+        summary = mine.import_file(exported.path, progress=seen.append)
+        assert summary.mode == "append" and summary.sessions == {"s-imp": "s-imp.2"}
+        assert summary.path == exported.path and sum(seen) > 0
+        assert summary.written["turn"] == 1
+        assert sorted(mine.sessions()) == ["s-imp", "s-imp.2"]
+        # Team b may not import team a's records, nor replace anything.
+        with pytest.raises(ValidationError) as foreign:
+            theirs.import_file(exported.path)
+        assert foreign.value.field.startswith("line ")
+        assert "namespace 'team-a'" in foreign.value.message
+        assert theirs.sessions() == []
+        with pytest.raises(ValidationError) as mode:
+            theirs.import_file(exported.path, mode="replace")
+        assert mode.value.field == "mode"
+        with pytest.raises(ValidationError) as missing:
+            mine.import_file(tmp_path / "nope.jsonl")
+        assert missing.value.field == "path"
+    # The server refuses the other modes itself, whatever the client.
+    raw = httpx.post(f"{url}/v1/import", params={"mode": "overwrite"}, content=b"{}",
+                     headers={"Authorization": f"Bearer {key_b}"})
+    assert raw.status_code == 422 and raw.json()["field"] == "mode"
