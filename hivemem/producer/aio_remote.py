@@ -42,7 +42,7 @@ def remote_twin(
     """The coroutine twin of a `RemoteMemory` method (see the module docstring)."""
 
     async def call(self: AsyncRemoteMemory, /, *args: P.args, **kwargs: P.kwargs) -> R:
-        planned = cast(Call[R], method(self.sync, *args, **kwargs))
+        planned = cast(Call[R], method(self._plan, *args, **kwargs))
         return await self._transport.send(planned)
 
     functools.update_wrapper(call, method)
@@ -54,12 +54,8 @@ class AsyncRemoteMemory:
 
     def __init__(self, transport: AsyncTransport, scope: Scope) -> None:
         self._transport = transport
+        # The synchronous handle over the recorder: it describes each request, sends none.
         self._plan = RemoteMemory(_Recorder(), scope)
-
-    @property
-    def sync(self) -> RemoteMemory:
-        """The synchronous handle that describes each request (it sends nothing itself)."""
-        return self._plan
 
     @property
     def scope(self) -> Scope:

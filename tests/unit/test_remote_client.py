@@ -65,7 +65,7 @@ def test_the_remote_handle_has_the_scoped_handles_methods_and_signatures() -> No
 
 def test_the_async_twin_has_the_same_methods_as_coroutines() -> None:
     mine = _public(RemoteMemory)
-    theirs = {k: v for k, v in _public(AsyncRemoteMemory).items() if k != "sync"}
+    theirs = _public(AsyncRemoteMemory)
     assert sorted(theirs) == sorted(mine)
     for name, member in mine.items():
         if isinstance(member, property):
@@ -74,6 +74,29 @@ def test_the_async_twin_has_the_same_methods_as_coroutines() -> None:
         assert list(got.parameters.values()) == list(inspect.signature(member).parameters
                                                      .values()), name
         assert inspect.iscoroutinefunction(theirs[name]) == (name != "for_agent"), name
+
+
+def test_every_type_the_remote_handles_return_is_exported() -> None:
+    import sys
+    import typing
+
+    import hivemem
+
+    def classes(hint: object) -> Iterator[type]:
+        if isinstance(hint, type):
+            yield hint
+        for arg in typing.get_args(hint):
+            yield from classes(arg)
+
+    for cls in (RemoteMemory, AsyncRemoteMemory):
+        for name, member in _public(cls).items():
+            fn = member.fget if isinstance(member, property) else member
+            returned = inspect.signature(fn).return_annotation
+            if isinstance(returned, str):
+                returned = eval(returned, {**vars(sys.modules[fn.__module__]), **vars(hivemem)})
+            for found in classes(returned):
+                if found.__module__.startswith("hivemem"):
+                    assert getattr(hivemem, found.__name__, None) is found, (cls, name, found)
 
 
 class Script:
