@@ -7,11 +7,13 @@ agent the request names, and answer with the SDK's own models, so the remote cli
 exactly what the embedded one does.
 """
 
+import time
 from collections.abc import Awaitable, Callable
 from typing import Annotated, Any, Literal
 
 from fastapi import APIRouter, Depends, Path, Query
 from pydantic import BaseModel, ConfigDict, Field
+from starlette.concurrency import run_in_threadpool
 
 from hivemem.api.routes import ERRORS, SessionId
 from hivemem.api.schemas import Preset, RecallOut
@@ -29,6 +31,7 @@ from hivemem.store.apikeys import ApiKeyInfo
 AgentId = Annotated[str | None, Query(max_length=128)]
 FactId = Annotated[str, Path(pattern=r"^[A-Za-z0-9._:-]{1,128}$", max_length=128)]
 MAX_WAIT_S = 300.0
+WAIT_SLICE_S = 0.5
 # Kept out of the OpenAPI document until docs/openapi.json (pinned by a test, regenerated
 # with `python -m hivemem.api.spec`) is regenerated with them: then set it to True.
 IN_SCHEMA = False
@@ -186,13 +189,22 @@ def build_client_router(
 
     @router.post("/sessions/{session_id}/wait", response_model=WaitOut,
                  summary="Long poll until every turn so far is processed (or the timeout)")
-    def wait(session_id: SessionId, body: WaitIn, memory: Tenant) -> WaitOut:
-        try:
-            stats = memory.wait_until_processed(session_id, body.timeout, stage=body.stage)
-        except ProcessingTimeout as exc:
-            return WaitOut(done=False, processed=exc.processed, target=exc.target)
-        return WaitOut(done=True, processed=stats.turns_processed,
-                       target=stats.turns_enqueued, stats=stats)
+    async def wait(session_id: SessionId, body: WaitIn, memory: Tenant) -> WaitOut:
+        # Waited in short slices, each in the thread pool: a long poll holds a worker
+        # thread for one slice at a time, never for the whole wait.
+        deadline = time.monotonic() + body.timeout
+        while True:
+            remaining = max(0.0, deadline - time.monotonic())
+            try:
+                stats = await run_in_threadpool(
+                    memory.wait_until_processed, session_id, min(remaining, WAIT_SLICE_S),
+                    stage=body.stage)
+            except ProcessingTimeout as exc:
+                if time.monotonic() >= deadline:
+                    return WaitOut(done=False, processed=exc.processed, target=exc.target)
+                continue
+            return WaitOut(done=True, processed=stats.turns_processed,
+                           target=stats.turns_enqueued, stats=stats)
 
     @router.post("/sessions/{session_id}/wait-reflected", response_model=ReflectedOut,
                  summary="Long poll until every episode closed so far is reflected")
