@@ -167,6 +167,11 @@ def build_client_router(
             include_archived=include_archived)
         return FullFactsOut(facts=found)
 
+    @router.get("/sessions/{session_id}/stats/full", response_model=SessionStats,
+                summary="A session's progress as the SDK's SessionStats (failed reflections too)")
+    def stats_full(session_id: SessionId, memory: Tenant) -> SessionStats:
+        return memory.get_session_stats(session_id)
+
     @router.get("/sessions/{session_id}/related", response_model=RelatedOut,
                 summary="The namespace's other sessions about the same things")
     def related(

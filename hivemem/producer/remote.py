@@ -213,7 +213,7 @@ class RemoteMemory:
 
     def get_session_stats(self, session_id: str) -> SessionStats:
         """Turns, episodes, open-episode turns, markers, and each stage's backlog."""
-        return self._send(Call("GET", session_path(session_id, "/stats"),
+        return self._send(Call("GET", session_path(session_id, "/stats/full"),
                                lambda r: SessionStats.model_validate(r.json())))
 
     def wait_until_processed(

@@ -357,3 +357,29 @@ def test_import_appends_only_the_keys_own_namespace(live: tuple[str, str, str],
     raw = httpx.post(f"{url}/v1/import", params={"mode": "overwrite"}, content=b"{}",
                      headers={"Authorization": f"Bearer {key_b}"})
     assert raw.status_code == 422 and raw.json()["field"] == "mode"
+
+
+def test_remote_answers_equal_the_servers_own(redis_server: RedisServer) -> None:
+    conn = redis_server.client()
+    conn.flushall()
+    try:
+        with remote_api(conn) as (url, key_a, _key_b, server), \
+                connect(url, api_key=key_a, agent_id="alice") as remote:
+            local = server.scoped(namespace="team-a", agent_id="alice")
+            remote.ingest("s-eq", "user", "We chose Postgres", markers=["decision"])
+            remote.ingest("s-eq", "assistant", "Postgres it is")
+            remote.close_episode("s-eq")
+            remote.wait_until_reflected("s-eq", 30)
+            skip = {"stages"}
+            assert (remote.get_session_stats("s-eq").model_dump(exclude=skip)
+                    == local.get_session_stats("s-eq").model_dump(exclude=skip))
+            assert remote.facts("s-eq", include_history=True) == local.facts(
+                "s-eq", include_history=True)
+            assert remote.episodes("s-eq") == local.episodes("s-eq")
+            assert remote.timeline("s-eq") == local.timeline("s-eq")
+            assert remote.session_info("s-eq") == local.session_info("s-eq")
+            assert remote.recall("s-eq", "which database?").to_dict() == local.recall(
+                "s-eq", "which database?").to_dict()
+    finally:
+        conn.flushall()
+        conn.close()
