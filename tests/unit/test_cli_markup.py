@@ -124,3 +124,11 @@ def test_an_unknown_or_ambiguous_short_id_is_not_found(store: Path) -> None:
     assert "give more characters" in ambiguous.output
     short = run(store, "audit", "abc")
     assert short.exit_code == 2 and "too short" in short.output
+
+
+def test_apikey_names_print_verbatim(store: Path) -> None:
+    created = run(store, "apikey", "create", "team-a", "--name", "[/] bot[i]")
+    assert created.exit_code == 0, created.output
+    listed = run(store, "apikey", "list")
+    assert listed.exit_code == 0, listed.output
+    assert "[/] bot[i]" in listed.stdout
