@@ -66,6 +66,8 @@ from hivemem.transfer.importer import ImportSummary
 from hivemem.transfer.stores import Progress
 
 R = TypeVar("R")
+
+
 class RemoteMemory:
     """What one agent of one namespace may do, over the HTTP API (see `ScopedMemory`)."""
 
