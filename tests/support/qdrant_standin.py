@@ -253,7 +253,8 @@ def _handler_for(standin: QdrantStandin) -> type[BaseHTTPRequestHandler]:
             self.end_headers()
             self.wfile.write(data)
 
-        do_GET = do_PUT = do_POST = do_DELETE = do_PATCH = _serve
+        # http.server dispatches on these names.
+        do_GET = do_PUT = do_POST = do_DELETE = do_PATCH = _serve  # noqa: N815
 
     return Handler
 
