@@ -69,9 +69,16 @@ class Fault:
     count: int = 1
     message: str = "Service internal error: injected by the test"
     delay_s: float = 0.0
+    # Only requests whose body holds this text (a turn Qdrant refuses, say).
+    body_contains: str | None = None
+    # With status 200: answer this result instead of the real one (e.g. a stale "exists").
+    result: Any = None
 
-    def matches(self, method: str, path: str) -> bool:
-        return self.count > 0 and self.method in (method, "*") and bool(re.search(self.path, path))
+    def matches(self, method: str, path: str, raw: bytes) -> bool:
+        return (
+            self.count > 0 and self.method in (method, "*") and bool(re.search(self.path, path))
+            and (self.body_contains is None or self.body_contains.encode() in raw)
+        )
 
 
 @dataclass
@@ -95,10 +102,10 @@ class Faults:
         with self.lock:
             self.plan.clear()
 
-    def take(self, method: str, path: str) -> Fault | None:
+    def take(self, method: str, path: str, raw: bytes) -> Fault | None:
         with self.lock:
             for fault in self.plan:
-                if fault.matches(method, path):
+                if fault.matches(method, path, raw):
                     fault.count -= 1
                     return fault
         return None
@@ -179,13 +186,17 @@ class QdrantStandin:
             if self.api_key not in (headers.get("api-key"), bearer):
                 return 401, _error("Must provide an API key or an Authorization bearer token",
                                    0.0)
-        fault = self.faults.take(method, path)
+        fault = self.faults.take(method, path, raw)
         if fault is not None:
             time.sleep(fault.delay_s)
             if fault.status == 0:
+                self.record(Seen(method, path, {}, 0))
                 return 0, None
             if fault.status != 200:
+                self.record(Seen(method, path, {}, fault.status))
                 return fault.status, _error(fault.message, 0.0)
+            if fault.result is not None:
+                return 200, {"result": fault.result, "status": "ok", "time": 0.0}
         started = time.perf_counter()
         try:
             params = _params(query)
