@@ -34,9 +34,34 @@ DIM = 16
 PID = "00000000-0000-0000-0000-0000000000{:02d}"
 
 
+@pytest.fixture(scope="module")
+def shared_standin(tmp_path_factory: pytest.TempPathFactory) -> Iterator[QdrantStandin]:
+    """One stand-in with hivemem's collections, made once: making (or loading) them costs
+    seconds of qdrant-edge work, so tests that are not about bootstrap share it."""
+    with QdrantStandin(tmp_path_factory.mktemp("standin")) as standin:
+        ServerVectorStore(_settings(standin.url), DIM).close()
+        yield standin
+
+
 @pytest.fixture
-def qdrant(tmp_path: Path) -> Iterator[QdrantStandin]:
-    with QdrantStandin(tmp_path / "standin") as standin:
+def qdrant(shared_standin: QdrantStandin) -> QdrantStandin:
+    """The shared stand-in, emptied: no points, no faults, no requests seen."""
+    engine = shared_standin.engine
+    for name in list(engine.list()["collections"]):
+        if not name["name"].startswith("hivemem_"):
+            engine.delete(name["name"])
+    for name in ("hivemem_turns", "hivemem_facts"):
+        engine.delete_points(name, {"filter": {}})
+    shared_standin.faults.clear()
+    with shared_standin._seen_lock:
+        shared_standin.seen.clear()
+    return shared_standin
+
+
+@pytest.fixture
+def fresh_qdrant(tmp_path: Path) -> Iterator[QdrantStandin]:
+    """An empty stand-in: for the tests of creating the collections."""
+    with QdrantStandin(tmp_path / "fresh") as standin:
         yield standin
 
 
@@ -85,14 +110,18 @@ def test_standin_speaks_qdrants_status_codes_and_envelope(qdrant: QdrantStandin)
 
 
 def test_standin_keeps_points_across_a_restart(tmp_path: Path) -> None:
+    body = {"vectors": {"dense": {"size": 2, "distance": "Dot"}}}
+    points = {"points": [{"id": 1, "vector": {"dense": [1.0, 0.0]}, "payload": {"a": 1}},
+                         {"id": 2, "vector": {"dense": [0.0, 1.0]}}]}
     with QdrantStandin(tmp_path / "q") as first:
-        store = ServerVectorStore(_settings(first.url), DIM)
-        store.upsert(TURNS, [_point(1), _point(2)])
-        store.close()
+        _http("PUT", f"{first.url}/collections/c", body)
+        assert _http("PUT", f"{first.url}/collections/c/points?wait=true", points)[0] == 200
     with QdrantStandin(tmp_path / "q") as second:
-        store = ServerVectorStore(_settings(second.url), DIM)
-        assert store.count(TURNS, None) == 2
-        store.close()
+        status, counted = _http("POST", f"{second.url}/collections/c/points/count", {})
+        assert (status, counted["result"]) == (200, {"count": 2})
+        status, got = _http("POST", f"{second.url}/collections/c/points",
+                            {"ids": [1], "with_payload": True})
+        assert got["result"][0]["payload"] == {"a": 1}
 
 
 # -- timeouts and bootstrap ---------------------------------------------------------------
@@ -111,8 +140,8 @@ def test_half_second_timeout_is_half_a_second_not_zero(qdrant: QdrantStandin) ->
 
 
 def test_409_on_create_means_another_worker_won_the_race(qdrant: QdrantStandin) -> None:
-    ServerVectorStore(_settings(qdrant.url), DIM).close()
-    # The check said "missing" (it was, a moment ago); the create then meets a 409.
+    # The collections exist (another worker made them); the check said "missing" (it was, a
+    # moment ago): the create then meets a 409.
     qdrant.faults.add(Fault("GET", r"/exists$", status=200, result={"exists": False},
                             count=2))
     store = ServerVectorStore(_settings(qdrant.url), DIM)
@@ -122,7 +151,7 @@ def test_409_on_create_means_another_worker_won_the_race(qdrant: QdrantStandin) 
     store.close()
 
 
-def test_workers_opening_together_all_succeed_with_every_index(qdrant: QdrantStandin) -> None:
+def test_workers_opening_together_all_succeed_with_every_index(fresh_qdrant: QdrantStandin) -> None:
     opened: list[ServerVectorStore] = []
     errors: list[BaseException] = []
     barrier = threading.Barrier(6)
@@ -130,7 +159,7 @@ def test_workers_opening_together_all_succeed_with_every_index(qdrant: QdrantSta
     def open_one() -> None:
         barrier.wait()
         try:
-            opened.append(ServerVectorStore(_settings(qdrant.url), DIM))
+            opened.append(ServerVectorStore(_settings(fresh_qdrant.url), DIM))
         except BaseException as exc:
             errors.append(exc)
 
@@ -140,7 +169,7 @@ def test_workers_opening_together_all_succeed_with_every_index(qdrant: QdrantSta
     for t in threads:
         t.join()
     assert errors == [] and len(opened) == 6
-    schema = qdrant.engine.info("hivemem_turns")["payload_schema"]
+    schema = fresh_qdrant.engine.info("hivemem_turns")["payload_schema"]
     assert {f: schema[f]["data_type"] for f in INTEGER_FIELDS} == {"seq": "integer"}
     assert set(KEYWORD_FIELDS) <= set(schema)
     for store in opened:
@@ -162,21 +191,20 @@ def test_opening_gives_up_after_open_timeout(qdrant: QdrantStandin) -> None:
         ServerVectorStore(_settings(qdrant.url, open_timeout_s=0.2), DIM)
 
 
-def test_an_existing_collection_gets_the_indexes_it_lacks(qdrant: QdrantStandin) -> None:
+def test_an_existing_collection_gets_the_indexes_it_lacks(fresh_qdrant: QdrantStandin) -> None:
     body = {"vectors": {"dense": {"size": DIM, "distance": "Cosine"}},
             "sparse_vectors": {"lexical": {"modifier": "idf"}}}
     for name in ("hivemem_turns", "hivemem_facts"):
-        assert _http("PUT", f"{qdrant.url}/collections/{name}", body)[0] == 200
-    _http("PUT", f"{qdrant.url}/collections/hivemem_turns/index",
+        assert _http("PUT", f"{fresh_qdrant.url}/collections/{name}", body)[0] == 200
+    _http("PUT", f"{fresh_qdrant.url}/collections/hivemem_turns/index",
           {"field_name": "session_id", "field_schema": "keyword"})
-    ServerVectorStore(_settings(qdrant.url), DIM).close()
-    schema = qdrant.engine.info("hivemem_turns")["payload_schema"]
+    ServerVectorStore(_settings(fresh_qdrant.url), DIM).close()
+    schema = fresh_qdrant.engine.info("hivemem_turns")["payload_schema"]
     assert schema["seq"]["data_type"] == "integer"
     assert {schema[f]["data_type"] for f in KEYWORD_FIELDS} == {"keyword"}
 
 
 def test_dimension_mismatch_is_a_configuration_error(qdrant: QdrantStandin) -> None:
-    ServerVectorStore(_settings(qdrant.url), DIM).close()
     with pytest.raises(Exception, match="16-d vectors"):
         ServerVectorStore(_settings(qdrant.url, open_timeout_s=0), DIM * 2)
 
@@ -235,11 +263,11 @@ def test_a_payload_qdrant_cannot_parse_is_rejected_with_its_reason(
 # -- consistency -----------------------------------------------------------------------------
 
 
-def test_layout_ordering_and_read_consistency_reach_the_server(qdrant: QdrantStandin) -> None:
-    settings = _settings(qdrant.url, shard_number=2, replication_factor=3,
+def test_layout_ordering_and_read_consistency_reach_the_server(fresh_qdrant: QdrantStandin) -> None:
+    settings = _settings(fresh_qdrant.url, shard_number=2, replication_factor=3,
                          write_ordering="strong", read_consistency="majority")
     store = ServerVectorStore(settings, DIM)
-    params = qdrant.engine.info("hivemem_turns")["config"]["params"]
+    params = fresh_qdrant.engine.info("hivemem_turns")["config"]["params"]
     assert (params["shard_number"], params["replication_factor"],
             params["write_consistency_factor"]) == (2, 3, 2)
     store.upsert(TURNS, [_point(1, {"namespace": "default"})])
@@ -247,11 +275,11 @@ def test_layout_ordering_and_read_consistency_reach_the_server(qdrant: QdrantSta
     list(store.scroll(TURNS, None))
     store.retrieve(TURNS, [PID.format(1)])
     store.count(TURNS, None)
-    upsert = qdrant.requests(r"/points$")[0]
+    upsert = fresh_qdrant.requests(r"/points$")[0]
     assert upsert.method == "PUT"
     assert (upsert.params["ordering"], upsert.params["wait"]) == ("strong", "true")
     for path in (r"/points/query$", r"/points/scroll$", r"/points$", r"/points/count$"):
-        reads = [s for s in qdrant.requests(path) if s.method == "POST"]
+        reads = [s for s in fresh_qdrant.requests(path) if s.method == "POST"]
         assert reads and all(s.params.get("consistency") == "majority" for s in reads), path
     store.close()
 
