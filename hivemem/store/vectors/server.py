@@ -88,7 +88,8 @@ class ServerVectorStore(VectorStore):
             raise ConfigurationError(f"qdrant at {target} refused the collections: {exc}") \
                 from None
         except StoreUnavailable as exc:
-            raise StoreUnavailable("qdrant", f"{target}: {exc}") from None
+            detail = str(exc).removeprefix("qdrant unavailable: ")
+            raise StoreUnavailable("qdrant", f"{target}: {detail}") from None
 
     def _ensure_collections(self) -> None:
         for name in COLLECTIONS:
