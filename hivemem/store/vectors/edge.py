@@ -15,12 +15,15 @@ from typing import Any
 import qdrant_edge as qe
 import structlog
 
+from hivemem.domain.fact import Fact
 from hivemem.domain.scope import DEFAULT_NAMESPACE, Scope
 from hivemem.errors import StoreUnavailable
 from hivemem.providers.lexical import LexicalEncoder, SparseVector
 from hivemem.store.vectors.base import (
     COLLECTIONS,
     DENSE,
+    FACTS,
+    FLOAT_FIELDS,
     INTEGER_FIELDS,
     KEYWORD_FIELDS,
     LEXICAL,
@@ -28,9 +31,11 @@ from hivemem.store.vectors.base import (
     Hit,
     Point,
     Vector,
+    WRITTEN_AT,
     VectorStore,
     Where,
     as_vector,
+    written_at,
 )
 
 log = structlog.get_logger(__name__)
@@ -137,6 +142,10 @@ class EdgeVectorStore(VectorStore):
             for field in INTEGER_FIELDS:
                 shard.update(
                     qe.UpdateOperation.create_field_index(field, qe.PayloadSchemaType.Integer)
+                )
+            for field in FLOAT_FIELDS:
+                shard.update(
+                    qe.UpdateOperation.create_field_index(field, qe.PayloadSchemaType.Float)
                 )
             return shard
         except Exception as exc:
@@ -270,6 +279,24 @@ class EdgeVectorStore(VectorStore):
                 yield Hit(str(record.id), 0.0, record.payload, vector)
             if offset is None:
                 return
+
+    def facts_written_after(
+        self, session_id: str, after: float | None
+    ) -> list[tuple[Fact, float]]:
+        qe = self._qe
+        where = self._filter({"session_id": session_id})
+        if after is not None:
+            where = qe.Filter(must=[where, qe.FieldCondition(
+                key=WRITTEN_AT, range=qe.RangeFloat(gt=after))])
+        out: list[tuple[Fact, float]] = []
+        offset: Any = None
+        while True:
+            request = qe.ScrollRequest(offset=offset, limit=512, filter=where,
+                                       with_payload=True, with_vector=False)
+            records, offset = self._call("scroll", self._shards[FACTS].scroll, request)
+            out += [(Fact.model_validate(r.payload), written_at(r.payload)) for r in records]
+            if offset is None:
+                return out
 
     def count(self, collection: str, where: Where | None) -> int:
         request = self._qe.CountRequest(filter=self._filter(where), exact=True)
