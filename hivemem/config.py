@@ -28,6 +28,31 @@ class RedisSettings(BaseModel):
     connect_timeout: float = Field(default=2.0, gt=0)
 
 
+class VectorIndexSettings(BaseModel):
+    """How Qdrant indexes the vectors, for the embedded engine and a server alike.
+
+    Filtered searches on a small subset (one session of a few thousand turns) use the payload
+    indexes and compare exactly (`full_scan_threshold_kb`); a big one walks an HNSW graph,
+    which the embedded engine builds in a child process (`index_after_points`).
+    """
+
+    # HNSW graph: edges per node, and candidates while building (Qdrant's defaults).
+    hnsw_m: int = Field(default=16, ge=0, le=128)
+    hnsw_ef_construct: int = Field(default=100, ge=4, le=1000)
+    # Edges per node of the per-session graphs (session_id is the tenant key); 0: none.
+    payload_m: int = Field(default=16, ge=0, le=128)
+    # A filtered subset whose vectors take less than this (KB; 384-d float: ~6.6k points at
+    # 10 000) is searched exactly through the payload index instead of the graph.
+    full_scan_threshold_kb: int = Field(default=10_000, ge=1)
+    # Segments larger than this (KB) get an HNSW index when the optimiser runs.
+    indexing_threshold_kb: int = Field(default=10_000, ge=1)
+    # Embedded engine: start a background index build when a collection has grown by this
+    # many points since the last one (0: never; `optimize` by hand).
+    index_after_points: int = Field(default=20_000, ge=0)
+    # Payload on disk (mmap) instead of RAM; None: the engine's default.
+    on_disk_payload: bool | None = None
+
+
 class QdrantSettings(BaseModel):
     """Either ``url`` (a Qdrant server) or ``path`` (the embedded engine on a folder)."""
 
@@ -38,6 +63,7 @@ class QdrantSettings(BaseModel):
     timeout: float = Field(default=10.0, gt=0)
     # An https:// url is TLS; this forces it on (or off) whatever the scheme says.
     https: bool | None = None
+    index: VectorIndexSettings = VectorIndexSettings()
 
 
 class ApiSettings(BaseModel):

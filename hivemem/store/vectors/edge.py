@@ -1,6 +1,9 @@
 """Embedded Qdrant (qdrant-edge-py): the Qdrant engine in-process, one shard per collection.
 
 One process may open a folder at a time (the WAL is locked); threads in that process share it.
+Indexing follows the data: payload indexes on every filter field from the start, HNSW built
+in a child process when a collection has grown enough (`edge_index`), and the engine's
+planner compares exactly when a filter leaves few points (`VectorIndexSettings`).
 """
 
 from __future__ import annotations
@@ -15,6 +18,7 @@ from typing import Any
 import qdrant_edge as qe
 import structlog
 
+from hivemem.config import VectorIndexSettings
 from hivemem.domain.fact import Fact
 from hivemem.domain.scope import DEFAULT_NAMESPACE, Scope
 from hivemem.errors import StoreUnavailable
@@ -28,29 +32,38 @@ from hivemem.store.vectors.base import (
     KEYWORD_FIELDS,
     LEXICAL,
     SCOPE,
+    WRITTEN_AT,
     Hit,
     Point,
     Vector,
-    WRITTEN_AT,
     VectorStore,
     Where,
     as_vector,
     written_at,
 )
+from hivemem.store.vectors.edge_index import REPLACED, BackgroundIndex, recover
 
 log = structlog.get_logger(__name__)
 
 
 class EdgeVectorStore(VectorStore):
-    def __init__(self, path: Path, dim: int) -> None:
+    def __init__(
+        self, path: Path, dim: int, index: VectorIndexSettings | None = None
+    ) -> None:
         self._qe = qe
         self.dim = dim
         self.path = Path(path)
+        self.index = index or VectorIndexSettings()
         self._lock = threading.RLock()
         self._closed = False
         self._shards: dict[str, Any] = {}
+        self.indexer = BackgroundIndex(
+            self.path, self.index.index_after_points, self._lock,
+            lambda name: self._shards[name], self._qe_load, self._swap,
+        )
         try:
             for name in COLLECTIONS:
+                recover(self.path, name)
                 self._shards[name] = self._open(self.path / name)
         except StoreUnavailable:
             self._close_open()
@@ -65,6 +78,55 @@ class EdgeVectorStore(VectorStore):
                 )
             if not self._has_lexical(name):
                 self._add_lexical(name)
+            self._ensure_indexes(name)
+
+    def _config(self) -> Any:
+        """The engine settings; the index ones apply from the next optimiser run."""
+        qe = self._qe
+        ix = self.index
+        return qe.EdgeConfig(
+            vectors={DENSE: qe.EdgeVectorParams(size=self.dim, distance=qe.Distance.Cosine)},
+            sparse_vectors={LEXICAL: qe.EdgeSparseVectorParams(modifier=qe.Modifier.Idf)},
+            hnsw_config=qe.HnswIndexConfig(
+                m=ix.hnsw_m, ef_construct=ix.hnsw_ef_construct,
+                full_scan_threshold=ix.full_scan_threshold_kb, payload_m=ix.payload_m or None,
+            ),
+            optimizers=qe.EdgeOptimizersConfig(indexing_threshold=ix.indexing_threshold_kb),
+            on_disk_payload=ix.on_disk_payload,
+        )
+
+    def _load(self, shard_path: Path) -> Any:
+        try:
+            return self._qe.EdgeShard.load(str(shard_path), self._config())
+        except Exception as exc:
+            if "WAL" in str(exc) or "WouldBlock" in str(exc):
+                raise
+            # A shard from before keyword search has no lexical vectors: it opens as it
+            # is, and `_add_lexical` migrates it.
+            return self._qe.EdgeShard.load(str(shard_path))
+
+    def _ensure_indexes(self, collection: str) -> None:
+        """A payload index on every field recall filters on, also in a shard made before
+        the field was indexed (unindexed filters cost ~90 ms at 100k points)."""
+        qe = self._qe
+        shard = self._shards[collection]
+        have = set(shard.info().payload_schema)
+        wanted = [
+            *((f, self._keyword_schema(f)) for f in KEYWORD_FIELDS),
+            *((f, qe.PayloadSchemaType.Integer) for f in INTEGER_FIELDS),
+            *((f, qe.PayloadSchemaType.Float) for f in FLOAT_FIELDS),
+        ]
+        for field, schema in wanted:
+            if field not in have:
+                shard.update(qe.UpdateOperation.create_field_index(field, schema))
+
+    def _keyword_schema(self, field: str) -> Any:
+        qe = self._qe
+        if field == "session_id":
+            # The tenant key: points are grouped by session on disk and, with payload_m,
+            # each session gets its own HNSW graph.
+            return qe.KeywordIndexParams(is_tenant=True)
+        return qe.PayloadSchemaType.Keyword
 
     def _has_lexical(self, collection: str) -> bool:
         qe = self._qe
@@ -126,28 +188,10 @@ class EdgeVectorStore(VectorStore):
         qe = self._qe
         try:
             if (shard_path / "wal").exists() or (shard_path / "segments").exists():
-                return qe.EdgeShard.load(str(shard_path))
+                return self._load(shard_path)
             shard_path.mkdir(parents=True, exist_ok=True)
-            config = qe.EdgeConfig(
-                vectors={DENSE: qe.EdgeVectorParams(size=self.dim, distance=qe.Distance.Cosine)},
-                sparse_vectors={LEXICAL: qe.EdgeSparseVectorParams(modifier=qe.Modifier.Idf)},
-            )
-            shard = qe.EdgeShard.create(str(shard_path), config)
-            # Keyword/integer payload indexes first: filtered search at 100k points goes
-            # from ~90 ms without them to ~0.3 ms with them (KNOWN-TRAPS).
-            for field in KEYWORD_FIELDS:
-                shard.update(
-                    qe.UpdateOperation.create_field_index(field, qe.PayloadSchemaType.Keyword)
-                )
-            for field in INTEGER_FIELDS:
-                shard.update(
-                    qe.UpdateOperation.create_field_index(field, qe.PayloadSchemaType.Integer)
-                )
-            for field in FLOAT_FIELDS:
-                shard.update(
-                    qe.UpdateOperation.create_field_index(field, qe.PayloadSchemaType.Float)
-                )
-            return shard
+            # Payload indexes follow in `_ensure_indexes`, before any point is written.
+            return qe.EdgeShard.create(str(shard_path), self._config())
         except Exception as exc:
             if "WAL" in str(exc) or "WouldBlock" in str(exc):
                 raise StoreUnavailable(
@@ -225,8 +269,10 @@ class EdgeVectorStore(VectorStore):
             qe.Point(id=p.id, vector=self._vectors(p), payload=p.payload) for p in points
         ]
         if batch:
-            shard = self._shards[collection]
-            self._call("upsert", shard.update, qe.UpdateOperation.upsert_points(batch))
+            operation = qe.UpdateOperation.upsert_points(batch)
+            with self._lock:
+                self._call("upsert", self._shards[collection].update, operation)
+                self.indexer.wrote(collection, len(batch), operation)
 
     def _vectors(self, point: Point) -> dict[str, Any]:
         vectors: dict[str, Any] = {DENSE: point.vector.tolist()}
@@ -304,13 +350,47 @@ class EdgeVectorStore(VectorStore):
 
     def delete(self, collection: str, where: Where) -> None:
         operation = self._qe.UpdateOperation.delete_points_by_filter(self._filter(where))
-        self._call("delete", self._shards[collection].update, operation)
+        with self._lock:
+            self._call("delete", self._shards[collection].update, operation)
+            self.indexer.wrote(collection, 0, operation)
 
     def flush(self) -> None:
         for shard in self._shards.values():
             self._call("flush", shard.flush)
 
+    def build_index(self, collection: str, *, wait: bool = True) -> None:
+        """Start an index build of `collection` now (in the background, as growth would);
+        `wait`: return when it is in place."""
+        with self._lock:
+            self.indexer.start(collection)
+        if wait:
+            self.indexer.wait()
+
+    def _qe_load(self, folder: Path) -> Any:
+        return self._qe.EdgeShard.load(str(folder))
+
+    def _swap(self, collection: str, built: Any, built_path: Path) -> None:
+        """Put the built copy (open, up to date) in place of `collection` (under the lock)."""
+        built.flush()
+        built.close()
+        old = self._shards.pop(collection)
+        old.flush()
+        old.close()
+        folder = self.path / collection
+        replaced = self.path / f"{collection}{REPLACED}"
+        folder.rename(replaced)
+        built_path.rename(folder)
+        try:
+            self._shards[collection] = self._load(folder)
+        except Exception:
+            shutil.rmtree(folder, ignore_errors=True)
+            replaced.rename(folder)
+            self._shards[collection] = self._qe.EdgeShard.load(str(folder))
+            raise
+        shutil.rmtree(replaced, ignore_errors=True)
+
     def close(self) -> None:
+        self.indexer.close()  # not under the lock: a finishing build takes it to swap
         with self._lock:
             if not self._closed:
                 for shard in self._shards.values():
