@@ -15,6 +15,8 @@ in the recall path of the same client and puts it back afterwards:
   (what recall did before `producer/known_facts.py`); must give the same items as defaults.
 - int8-query: queries embedded with the int8 export (documents stay fp32):
   `EmbeddingSettings(query_model_path=...)`.
+- speaker-0.1 / -0.2: `weights.speaker`: a turn by a speaker the question names gains that.
+- search-40: 40 hits per retriever instead of 20. neighbours-10: context around 10 hits.
 
 Per arm: R@1/5/10/20 overall and per category, latency p50/p95, and (for arms that must not
 change results) how many questions got a different item list than defaults.
@@ -104,10 +106,34 @@ def _int8_query() -> Arm:
     return arm
 
 
+def _policy(update: dict[str, Any], weights: dict[str, Any] | None = None) -> Arm:
+    """The default preset with some fields changed (what `recall()` without a preset uses)."""
+
+    @contextmanager
+    def arm(client: Any) -> Iterator[None]:
+        from hivemem.domain.recall import policy
+
+        kept = policy.PRESETS["balanced"]
+        changed = dict(update)
+        if weights:
+            changed["weights"] = kept.weights.model_copy(update=weights)
+        policy.PRESETS["balanced"] = kept.model_copy(update=changed)
+        try:
+            yield
+        finally:
+            policy.PRESETS["balanced"] = kept
+
+    return arm
+
+
 ARMS: dict[str, Arm] = {
     "defaults": defaults,
     "uncached-currency": uncached_currency,
     "int8-query": _int8_query(),
+    "speaker-0.1": _policy({}, {"speaker": 0.1}),
+    "speaker-0.2": _policy({}, {"speaker": 0.2}),
+    "search-40": _policy({"search_limit": 40}),
+    "neighbours-10": _policy({"neighbours": 10}),
 }
 
 

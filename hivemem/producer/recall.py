@@ -57,6 +57,14 @@ class _Entry:
         return self.queued.turn_id if self.queued is not None else ""
 
     @property
+    def agent_id(self) -> str | None:
+        """Who said it (turns only)."""
+        if self.hit is not None:
+            agent = self.hit.payload.get("agent_id")
+            return agent if isinstance(agent, str) else None
+        return self.queued.agent_id if self.queued is not None else None
+
+    @property
     def text(self) -> str:
         if self.hit is not None:
             return self.hit.content
@@ -157,6 +165,9 @@ class Recaller:
         ) if policy.fact_limit else Currency({}, {})
         replaced, personal = currency.replaced, currency.personal
         asked_about = people_asked_about(query, set(personal.values()))
+        speakers = people_asked_about(query, {
+            a.lower() for e in pool.values() if (a := e.agent_id)}) if (
+            policy.weights.speaker) else set()
         for key, entry in pool.items():
             sig = entry.signals
             sig.successors = replaced.get(key, ())
@@ -164,6 +175,8 @@ class Recaller:
             sig.other_person = bool(asked_about) and owner is not None and (
                 owner not in asked_about)
             if entry.is_turn:
+                sig.by_asked_speaker = bool(speakers) and (
+                    (entry.agent_id or "").lower() in speakers)
                 sig.in_current_episode = (
                     sig.session_id == session_id and (sig.seq or 0) >= current_from
                 )

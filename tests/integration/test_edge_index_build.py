@@ -44,8 +44,9 @@ def test_growth_starts_a_background_build_that_keeps_later_writes(tmp_path: Path
         # While it builds, this thread is not blocked: it writes and searches.
         written = 400
         while store.indexer.builds == 0:
-            _write(store, _turns("s", written + 1, 5))
-            written += 5
+            if written < 500:  # fewer than the 300 that would start another build
+                _write(store, _turns("s", written + 1, 5))
+                written += 5
             hits = store.search_turns("s", EMB.embed_query("note 7 about topic 7"), 3)
             assert hits and hits[0].turn_id == "t7"
             time.sleep(0.01)

@@ -42,6 +42,8 @@ class ScoringWeights(BaseModel):
     # said then (temporal questions need it); agent_state sinks it further.
     stale: float = 0.15
     session: float = 0.05  # the asked session; a related session gets half
+    # A turn by a speaker the query names (by agent id): their own words usually answer.
+    speaker: float = 0.0
     kind: dict[str, float] = Field(default_factory=dict)
 
 

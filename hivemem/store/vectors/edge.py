@@ -371,11 +371,22 @@ class EdgeVectorStore(VectorStore):
 
     def _swap(self, collection: str, built: Any, built_path: Path) -> None:
         """Put the built copy (open, up to date) in place of `collection` (under the lock)."""
+        steps: dict[str, float] = {}
+        mark = time.perf_counter()
+
+        def step(name: str) -> None:
+            nonlocal mark
+            now = time.perf_counter()
+            steps[name] = round((now - mark) * 1000, 1)
+            mark = now
+
         built.flush()
         built.close()
+        step("close_built_ms")
         old = self._shards.pop(collection)
         old.flush()
         old.close()
+        step("close_old_ms")
         folder = self.path / collection
         replaced = self.path / f"{collection}{REPLACED}"
         folder.rename(replaced)
@@ -387,7 +398,10 @@ class EdgeVectorStore(VectorStore):
             replaced.rename(folder)
             self._shards[collection] = self._qe.EdgeShard.load(str(folder))
             raise
+        step("open_ms")
         shutil.rmtree(replaced, ignore_errors=True)
+        step("remove_old_ms")
+        log.info("store.index_swapped", collection=collection, **steps)
 
     def close(self) -> None:
         self.indexer.close()  # not under the lock: a finishing build takes it to swap
