@@ -254,6 +254,14 @@ class EdgeVectorStore(VectorStore):
         mine = qe.FieldCondition(key="agent_id", match=qe.MatchValue(agent_id))
         return qe.Filter(must=[private], must_not=[mine])
 
+    def _on(self, action: str, collection: str, method: str, *args: Any) -> Any:
+        """Call a shard method; the shard is looked up under the lock (an index swap
+        replaces it)."""
+        with self._lock:
+            if self._closed:
+                raise StoreUnavailable("qdrant-edge", f"{action}: the store is closed")
+            return self._call(action, getattr(self._shards[collection], method), *args)
+
     def _call(self, action: str, fn: Any, *args: Any) -> Any:
         with self._lock:
             if self._closed:
@@ -271,7 +279,7 @@ class EdgeVectorStore(VectorStore):
         if batch:
             operation = qe.UpdateOperation.upsert_points(batch)
             with self._lock:
-                self._call("upsert", self._shards[collection].update, operation)
+                self._on("upsert", collection, "update", operation)
                 self.indexer.wrote(collection, len(batch), operation)
 
     def _vectors(self, point: Point) -> dict[str, Any]:
@@ -300,13 +308,13 @@ class EdgeVectorStore(VectorStore):
             limit=limit, query=query, filter=self._filter(where), with_payload=True,
             with_vector=True,
         )
-        points = self._call(action, self._shards[collection].query, request)
+        points = self._on(action, collection, "query", request)
         return [Hit(str(p.id), float(p.score), p.payload, as_vector(p.vector)) for p in points]
 
     def retrieve(self, collection: str, ids: Sequence[str]) -> list[Hit]:
         if not ids:
             return []
-        records = self._call("retrieve", self._shards[collection].retrieve, list(ids), True, True)
+        records = self._on("retrieve", collection, "retrieve", list(ids), True, True)
         return [Hit(str(r.id), 0.0, r.payload, as_vector(r.vector)) for r in records]
 
     def scroll(
@@ -319,7 +327,7 @@ class EdgeVectorStore(VectorStore):
                 offset=offset, limit=512, filter=self._filter(where), with_payload=True,
                 with_vector=with_vectors,
             )
-            records, offset = self._call("scroll", self._shards[collection].scroll, request)
+            records, offset = self._on("scroll", collection, "scroll", request)
             for record in records:
                 vector = as_vector(record.vector) if with_vectors else None
                 yield Hit(str(record.id), 0.0, record.payload, vector)
@@ -339,19 +347,19 @@ class EdgeVectorStore(VectorStore):
         while True:
             request = qe.ScrollRequest(offset=offset, limit=512, filter=where,
                                        with_payload=True, with_vector=False)
-            records, offset = self._call("scroll", self._shards[FACTS].scroll, request)
+            records, offset = self._on("scroll", FACTS, "scroll", request)
             out += [(Fact.model_validate(r.payload), written_at(r.payload)) for r in records]
             if offset is None:
                 return out
 
     def count(self, collection: str, where: Where | None) -> int:
         request = self._qe.CountRequest(filter=self._filter(where), exact=True)
-        return int(self._call("count", self._shards[collection].count, request))
+        return int(self._on("count", collection, "count", request))
 
     def delete(self, collection: str, where: Where) -> None:
         operation = self._qe.UpdateOperation.delete_points_by_filter(self._filter(where))
         with self._lock:
-            self._call("delete", self._shards[collection].update, operation)
+            self._on("delete", collection, "update", operation)
             self.indexer.wrote(collection, 0, operation)
 
     def flush(self) -> None:
