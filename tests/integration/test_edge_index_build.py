@@ -58,7 +58,9 @@ def test_growth_starts_a_background_build_that_keeps_later_writes(tmp_path: Path
         assert info.indexed_vectors_count > 0
         assert store.search_turns("s", EMB.embed_query(f"note {written} about topic"
                                                        f" {written % 17}"), 1)[0].seq == written
-        assert not (tmp_path / "q" / f"{TURNS}.indexing").exists()
+        # The old folder is gone; the built generation is the collection now.
+        folders = sorted(p.name for p in (tmp_path / "q").iterdir() if p.name.startswith(TURNS))
+        assert len([f for f in folders if not f.endswith(".current")]) == 1
     finally:
         store.close()
     reopened = EdgeVectorStore(tmp_path / "q", EMB.dim, SMALL)

@@ -11,7 +11,7 @@ from __future__ import annotations
 import shutil
 import threading
 import time
-from collections.abc import Iterator, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -41,7 +41,7 @@ from hivemem.store.vectors.base import (
     as_vector,
     written_at,
 )
-from hivemem.store.vectors.edge_index import REPLACED, BackgroundIndex, recover
+from hivemem.store.vectors.edge_index import BackgroundIndex, recover, set_active
 
 log = structlog.get_logger(__name__)
 
@@ -57,14 +57,16 @@ class EdgeVectorStore(VectorStore):
         self._lock = threading.RLock()
         self._closed = False
         self._shards: dict[str, Any] = {}
+        self._folders: dict[str, Path] = {}  # where each collection lives (index builds move it)
         self.indexer = BackgroundIndex(
             self.path, self.index.index_after_points, self._lock,
-            lambda name: self._shards[name], self._qe_load, self._swap,
+            lambda name: self._shards[name], lambda name: self._folders[name],
+            self._qe_load, self._swap,
         )
         try:
             for name in COLLECTIONS:
-                recover(self.path, name)
-                self._shards[name] = self._open(self.path / name)
+                self._folders[name] = recover(self.path, name)
+                self._shards[name] = self._open(self._folders[name])
         except StoreUnavailable:
             self._close_open()
             raise
@@ -147,7 +149,7 @@ class EdgeVectorStore(VectorStore):
         as `<name>.pre-lexical` until the copy is complete)."""
         started = time.perf_counter()
         lexical = LexicalEncoder()
-        old_path = self.path / collection
+        old_path = self._folders[collection]
         new_path = self.path / f"{collection}.migrating"
         shutil.rmtree(new_path, ignore_errors=True)
         new_shard = self._open(new_path)
@@ -175,7 +177,7 @@ class EdgeVectorStore(VectorStore):
         new_shard.flush()
         new_shard.close()
         old.close()
-        backup = self.path / f"{collection}.pre-lexical"
+        backup = old_path.with_name(f"{collection}.pre-lexical")
         shutil.rmtree(backup, ignore_errors=True)
         old_path.rename(backup)
         new_path.rename(old_path)
@@ -363,8 +365,9 @@ class EdgeVectorStore(VectorStore):
             self.indexer.wrote(collection, 0, operation)
 
     def flush(self) -> None:
-        for shard in self._shards.values():
-            self._call("flush", shard.flush)
+        with self._lock:
+            for shard in self._shards.values():
+                self._call("flush", shard.flush)
 
     def build_index(self, collection: str, *, wait: bool = True) -> None:
         """Start an index build of `collection` now (in the background, as growth would);
@@ -377,39 +380,20 @@ class EdgeVectorStore(VectorStore):
     def _qe_load(self, folder: Path) -> Any:
         return self._qe.EdgeShard.load(str(folder))
 
-    def _swap(self, collection: str, built: Any, built_path: Path) -> None:
-        """Put the built copy (open, up to date) in place of `collection` (under the lock)."""
-        steps: dict[str, float] = {}
-        mark = time.perf_counter()
+    def _swap(self, collection: str, built: Any, built_path: Path) -> Callable[[], None]:
+        """Make the built copy (open, up to date) the collection (under the lock). Returns
+        what to do once the lock is released: close and remove the old shard."""
+        old, old_folder = self._shards[collection], self._folders[collection]
+        self._shards[collection] = built
+        self._folders[collection] = built_path
+        set_active(self.path, collection, built_path)
 
-        def step(name: str) -> None:
-            nonlocal mark
-            now = time.perf_counter()
-            steps[name] = round((now - mark) * 1000, 1)
-            mark = now
+        def retire() -> None:
+            old.flush()
+            old.close()
+            shutil.rmtree(old_folder, ignore_errors=True)
 
-        built.flush()
-        built.close()
-        step("close_built_ms")
-        old = self._shards.pop(collection)
-        old.flush()
-        old.close()
-        step("close_old_ms")
-        folder = self.path / collection
-        replaced = self.path / f"{collection}{REPLACED}"
-        folder.rename(replaced)
-        built_path.rename(folder)
-        try:
-            self._shards[collection] = self._load(folder)
-        except Exception:
-            shutil.rmtree(folder, ignore_errors=True)
-            replaced.rename(folder)
-            self._shards[collection] = self._qe.EdgeShard.load(str(folder))
-            raise
-        step("open_ms")
-        shutil.rmtree(replaced, ignore_errors=True)
-        step("remove_old_ms")
-        log.info("store.index_swapped", collection=collection, **steps)
+        return retire
 
     def close(self) -> None:
         self.indexer.close()  # not under the lock: a finishing build takes it to swap

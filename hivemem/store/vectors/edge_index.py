@@ -4,22 +4,23 @@ qdrant-edge's `optimize()` holds the GIL for the whole build (minutes at 100k po
 a thread, it would freeze every other thread of the process, recall and the workers
 included. So the build runs in a child process on a copy of the collection's folder:
 
-1. under the store's lock: flush, copy the folder to `<name>.indexing`, start a journal of
-   every later write to that collection;
+1. under the store's lock: flush, copy the collection's folder to a new generation folder
+   (`<name>.g<n>`), start a journal of every later write to that collection;
 2. the child (`python -m hivemem.store.vectors.edge_build <copy>`, niced) opens the copy,
    optimises it (HNSW and payload-index build) and closes it; the store serves reads and
    writes all the while;
-3. open the built copy and replay the journal on it while writes go on; then, under the
-   lock, replay the last few, close both, swap the folders (the old one is
-   `<name>.replaced` until the new one is open) and reopen: the only pause.
+3. the parent opens the built copy and replays the journal on it while writes go on; then,
+   under the lock, replays the last few and makes it the collection (`<name>.current` names
+   the folder in use): the only pause. The old shard is closed and removed after the lock.
 
-A crash at any point leaves a complete folder: the original, or `<name>.replaced`, which
-`recover` puts back. A build that falls too far behind (journal over `max_journal`) is
+A crash at any point leaves the folder that `<name>.current` names complete; `recover`
+removes the others. A build that falls too far behind (journal over `max_journal`) is
 dropped and tried again later.
 """
 
 from __future__ import annotations
 
+import os
 import shutil
 import subprocess
 import sys
@@ -33,20 +34,35 @@ import structlog
 
 log = structlog.get_logger(__name__)
 
-BUILDING = ".indexing"
-REPLACED = ".replaced"
+CURRENT = ".current"
 
 
-def recover(path: Path, collection: str) -> None:
-    """Before opening: undo a build or a swap that a crash interrupted."""
-    folder = path / collection
-    replaced = path / f"{collection}{REPLACED}"
-    if replaced.exists():
-        if folder.exists():  # the swap finished but did not clean up; the new one is whole
-            shutil.rmtree(replaced, ignore_errors=True)
-        else:
-            replaced.rename(folder)
-    shutil.rmtree(path / f"{collection}{BUILDING}", ignore_errors=True)
+def active_folder(path: Path, collection: str) -> Path:
+    """The folder holding the collection: `<name>`, or the generation `<name>.current` names."""
+    pointer = path / f"{collection}{CURRENT}"
+    if pointer.exists():
+        name = pointer.read_text(encoding="utf-8").strip()
+        if name and (path / name).exists():
+            return path / name
+    return path / collection
+
+
+def set_active(path: Path, collection: str, folder: Path) -> None:
+    pointer = path / f"{collection}{CURRENT}"
+    tmp = pointer.with_suffix(".tmp")
+    tmp.write_text(folder.name, encoding="utf-8")
+    os.replace(tmp, pointer)
+
+
+def recover(path: Path, collection: str) -> Path:
+    """Before opening: remove what an interrupted build left (every folder of the
+    collection but the active one). Returns the active folder."""
+    active = active_folder(path, collection)
+    candidates = [path / collection, *path.glob(f"{collection}.g*")]
+    for folder in candidates:
+        if folder.is_dir() and folder != active:
+            shutil.rmtree(folder, ignore_errors=True)
+    return active
 
 
 def _copy(source: Path, target: Path) -> None:
@@ -68,8 +84,9 @@ class BackgroundIndex:
         every: int,
         lock: threading.RLock,
         shard_of: Callable[[str], Any],
+        folder_of: Callable[[str], Path],
         load: Callable[[Path], Any],
-        swap: Callable[[str, Any, Path], None],
+        swap: Callable[[str, Any, Path], Callable[[], None]],
         *,
         max_journal: int = 200_000,
     ) -> None:
@@ -78,6 +95,7 @@ class BackgroundIndex:
         self.max_journal = max_journal
         self._lock = lock
         self._shard_of = shard_of
+        self._folder_of = folder_of
         self._load = load
         self._swap = swap
         self._grown: dict[str, int] = {}
@@ -110,11 +128,10 @@ class BackgroundIndex:
         """Copy the collection and build its index in a child (call under the store's lock)."""
         if self.running or self._closing:
             return
-        copy = self.path / f"{collection}{BUILDING}"
-        shutil.rmtree(copy, ignore_errors=True)
+        copy = self.path / f"{collection}.g{time.time_ns()}"
         started = time.perf_counter()
         self._shard_of(collection).flush()
-        _copy(self.path / collection, copy)
+        _copy(self._folder_of(collection), copy)
         self._grown[collection] = 0
         self._journal = {collection: []}
         self._journaled = 0
@@ -152,15 +169,18 @@ class BackgroundIndex:
                 swap_started = time.perf_counter()
                 for operation in journal[done:]:
                     built.update(operation)
-                self._swap(collection, built, copy)
+                retire = self._swap(collection, built, copy)
                 self.builds += 1
+                paused = time.perf_counter() - swap_started
+            retire()  # close and remove the old shard, outside the lock
         except Exception as exc:
             log.warning("store.index_failed", collection=collection, error=str(exc))
             shutil.rmtree(copy, ignore_errors=True)
             return
         log.info("store.index_built", collection=collection, replayed=len(journal),
                  build_s=round(swap_started - started, 1),
-                 paused_ms=round((time.perf_counter() - swap_started) * 1000, 1))
+                 paused_ms=round(paused * 1000, 1),
+                 retired_ms=round((time.perf_counter() - swap_started - paused) * 1000, 1))
 
     def _replay(self, collection: str, built: Any, done: int, until_left: int) -> int:
         """Apply journalled writes to the built copy until fewer than `until_left` remain."""
