@@ -16,17 +16,12 @@ from hivemem.config import ReflectionSettings
 from hivemem.domain.fact import VISIBLE, Fact, FactStatus
 from hivemem.domain.models import ContextItem, ExcludedItem, RecallResult, ScoreComponents, Turn
 from hivemem.domain.recall.budget import Candidate, Excluded, select
-from hivemem.domain.recall.currency import (
-    asks_about_past,
-    people_asked_about,
-    personal_statements,
-    stale_statements,
-)
+from hivemem.domain.recall.currency import asks_about_past, people_asked_about
 from hivemem.domain.recall.policy import RecallPolicy
 from hivemem.domain.recall.scoring import Signals, asks_for_latest, relevance, score_candidates
 from hivemem.domain.scope import Scope
 from hivemem.domain.tokens import estimate_tokens
-from hivemem.producer.provisional import UnreflectedView
+from hivemem.producer.currency import Currency, CurrencyView
 from hivemem.providers.embedders import Embedder
 from hivemem.providers.lexical import LexicalEncoder
 from hivemem.store.episodes import EpisodeStore
@@ -62,6 +57,14 @@ class _Entry:
         return self.queued.turn_id if self.queued is not None else ""
 
     @property
+    def agent_id(self) -> str | None:
+        """Who said it (turns only)."""
+        if self.hit is not None:
+            agent = self.hit.payload.get("agent_id")
+            return agent if isinstance(agent, str) else None
+        return self.queued.agent_id if self.queued is not None else None
+
+    @property
     def text(self) -> str:
         if self.hit is not None:
             return self.hit.content
@@ -90,7 +93,7 @@ class Recaller:
         reflection: ReflectionSettings | None = None,
     ) -> None:
         self.state = state
-        self.unreflected = UnreflectedView(reflection or ReflectionSettings())
+        self.currency = CurrencyView(vectors, reflection or ReflectionSettings())
         self.episodes = episodes
         self.vectors = vectors
         self.embedder = embedder
@@ -153,19 +156,18 @@ class Recaller:
         if policy.neighbours:
             self._add_neighbours(pool, query_vector, policy, access)
 
-        # Which statements are history, from the facts of the sessions asked (a filtered
-        # scroll on indexed fields: cheap next to the searches).
-        known = [f for s in sessions for f in self.vectors.list_facts(s, None, access)
-                 ] if policy.fact_limit else []
-        if policy.fact_limit:
+        # Which statements are history, from the facts of the sessions asked (kept between
+        # calls; only what was written since the last call is read).
+        currency = self.currency(
+            session_id, sessions, access,
             # The session's turns that no reflection has seen yet change currency too.
-            unreflected = [t for t in recent if t.session_id == session_id
-                           and t.seq >= current_from]
-            known = [*(f for f in known if f.session_id != session_id), *self.unreflected(
-                [f for f in known if f.session_id == session_id], unreflected)]
-        replaced = stale_statements(known)
-        personal = personal_statements(known)
+            [t for t in recent if t.session_id == session_id and t.seq >= current_from],
+        ) if policy.fact_limit else Currency({}, {})
+        replaced, personal = currency.replaced, currency.personal
         asked_about = people_asked_about(query, set(personal.values()))
+        speakers = people_asked_about(query, {
+            a.lower() for e in pool.values() if (a := e.agent_id)}) if (
+            policy.weights.speaker) else set()
         for key, entry in pool.items():
             sig = entry.signals
             sig.successors = replaced.get(key, ())
@@ -173,6 +175,8 @@ class Recaller:
             sig.other_person = bool(asked_about) and owner is not None and (
                 owner not in asked_about)
             if entry.is_turn:
+                sig.by_asked_speaker = bool(speakers) and (
+                    (entry.agent_id or "").lower() in speakers)
                 sig.in_current_episode = (
                     sig.session_id == session_id and (sig.seq or 0) >= current_from
                 )

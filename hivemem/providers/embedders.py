@@ -128,5 +128,8 @@ def build_embedder(settings: EmbeddingSettings, *, for_queries: bool = False) ->
     if settings.provider == "hashing":
         return HashingEmbedder(settings.dim)
     if for_queries:
-        settings = settings.model_copy(update={"threads": settings.query_threads})
+        update: dict[str, Any] = {"threads": settings.query_threads}
+        if settings.query_model_path is not None:
+            update["model_path"] = settings.query_model_path
+        settings = settings.model_copy(update=update)
     return FastEmbedEmbedder(settings)

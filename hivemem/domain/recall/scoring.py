@@ -35,6 +35,8 @@ class Signals:
     in_current_episode: bool = False
     # Another person's own slot, when the query asks about someone named.
     other_person: bool = False
+    # A turn said by a speaker the query names ("what did Caroline research?").
+    by_asked_speaker: bool = False
     # Keys of the candidates that replaced this one (its facts' current versions and the
     # turns that stated them); set for stale statements only.
     successors: tuple[str, ...] = ()
@@ -129,6 +131,7 @@ def score_candidates(
             + w.episode * episode
             + w.confidence * s.confidence
             + w.session * session
+            + w.speaker * s.by_asked_speaker
             + kind
         )
         final = rel + w.neighbour * neighbour + boosts + w.conflict * s.conflicted

@@ -6,6 +6,7 @@ can be rebuilt from it. Point ids derive from (session, turn id): a redelivery o
 
 from __future__ import annotations
 
+import time
 import uuid
 from abc import ABC, abstractmethod
 from collections.abc import Iterator, Mapping, Sequence
@@ -34,6 +35,10 @@ KEYWORD_FIELDS = (
     "namespace", "visibility",
 )
 INTEGER_FIELDS = ("seq",)
+# When `upsert_facts` wrote a fact (seconds, the writer's clock; not part of `Fact`): recall
+# keeps a session's facts between calls and re-reads only those written since it last looked.
+WRITTEN_AT = "written_at"
+FLOAT_FIELDS = (WRITTEN_AT,)
 
 _POINT_NAMESPACE = uuid.UUID("7d1c6f4e-8f0b-4c52-9a61-3f0c2b9e8a11")
 
@@ -262,11 +267,12 @@ class VectorStore(ABC):
         vectors: Vector,
         sparse: Sequence[SparseVector] | None = None,
     ) -> None:
+        written = time.time()
         points = [
             Point(
                 f.fact_id,
                 vectors[i],
-                f.model_dump(mode="json"),
+                {**f.model_dump(mode="json"), WRITTEN_AT: written},
                 None if sparse is None else sparse[i],
             )
             for i, f in enumerate(facts)
@@ -326,12 +332,35 @@ class VectorStore(ABC):
         facts = [Fact.model_validate(h.payload) for h in self.scroll(FACTS, where)]
         return sorted(facts, key=lambda f: (f.created_at, f.fact_id))
 
+    def count_facts(self, session_id: str) -> int:
+        """How many facts the session holds (every status, every scope)."""
+        return self.count(FACTS, {"session_id": session_id})
+
+    def facts_written_after(
+        self, session_id: str, after: float | None
+    ) -> list[tuple[Fact, float]]:
+        """The session's facts (every status, every scope) whose `WRITTEN_AT` is later than
+        `after` (None: all of them), each with that time (0.0: written before the field
+        existed). Backends with range filters override this to read only those; this
+        default reads the session's facts and validates only the ones asked for."""
+        out: list[tuple[Fact, float]] = []
+        for hit in self.scroll(FACTS, {"session_id": session_id}):
+            written = written_at(hit.payload)
+            if after is None or written > after:
+                out.append((Fact.model_validate(hit.payload), written))
+        return out
+
 
 @dataclass(frozen=True, slots=True)
 class FactHit:
     fact: Fact
     score: float
     vector: Vector | None
+
+
+def written_at(payload: Mapping[str, Any]) -> float:
+    value = payload.get(WRITTEN_AT)
+    return float(value) if isinstance(value, int | float) else 0.0
 
 
 def _sessions(sessions: str | Sequence[str]) -> dict[str, Any]:

@@ -1,6 +1,9 @@
 """Embedded Qdrant (qdrant-edge-py): the Qdrant engine in-process, one shard per collection.
 
 One process may open a folder at a time (the WAL is locked); threads in that process share it.
+Indexing follows the data: payload indexes on every filter field from the start, HNSW built
+in a child process when a collection has grown enough (`edge_index`), and the engine's
+planner compares exactly when a filter leaves few points (`VectorIndexSettings`).
 """
 
 from __future__ import annotations
@@ -8,45 +11,62 @@ from __future__ import annotations
 import shutil
 import threading
 import time
-from collections.abc import Iterator, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from pathlib import Path
 from typing import Any
 
 import qdrant_edge as qe
 import structlog
 
+from hivemem.config import VectorIndexSettings
+from hivemem.domain.fact import Fact
 from hivemem.domain.scope import DEFAULT_NAMESPACE, Scope
 from hivemem.errors import StoreUnavailable
 from hivemem.providers.lexical import LexicalEncoder, SparseVector
 from hivemem.store.vectors.base import (
     COLLECTIONS,
     DENSE,
+    FACTS,
+    FLOAT_FIELDS,
     INTEGER_FIELDS,
     KEYWORD_FIELDS,
     LEXICAL,
     SCOPE,
+    WRITTEN_AT,
     Hit,
     Point,
     Vector,
     VectorStore,
     Where,
     as_vector,
+    written_at,
 )
+from hivemem.store.vectors.edge_index import BackgroundIndex, recover, set_active
 
 log = structlog.get_logger(__name__)
 
 
 class EdgeVectorStore(VectorStore):
-    def __init__(self, path: Path, dim: int) -> None:
+    def __init__(
+        self, path: Path, dim: int, index: VectorIndexSettings | None = None
+    ) -> None:
         self._qe = qe
         self.dim = dim
         self.path = Path(path)
+        self.index = index or VectorIndexSettings()
         self._lock = threading.RLock()
         self._closed = False
         self._shards: dict[str, Any] = {}
+        self._folders: dict[str, Path] = {}  # where each collection lives (index builds move it)
+        self.indexer = BackgroundIndex(
+            self.path, self.index.index_after_points, self._lock,
+            lambda name: self._shards[name], lambda name: self._folders[name],
+            self._qe_load, self._swap,
+        )
         try:
             for name in COLLECTIONS:
-                self._shards[name] = self._open(self.path / name)
+                self._folders[name] = recover(self.path, name)
+                self._shards[name] = self._open(self._folders[name])
         except StoreUnavailable:
             self._close_open()
             raise
@@ -60,6 +80,55 @@ class EdgeVectorStore(VectorStore):
                 )
             if not self._has_lexical(name):
                 self._add_lexical(name)
+            self._ensure_indexes(name)
+
+    def _config(self) -> Any:
+        """The engine settings; the index ones apply from the next optimiser run."""
+        qe = self._qe
+        ix = self.index
+        return qe.EdgeConfig(
+            vectors={DENSE: qe.EdgeVectorParams(size=self.dim, distance=qe.Distance.Cosine)},
+            sparse_vectors={LEXICAL: qe.EdgeSparseVectorParams(modifier=qe.Modifier.Idf)},
+            hnsw_config=qe.HnswIndexConfig(
+                m=ix.hnsw_m, ef_construct=ix.hnsw_ef_construct,
+                full_scan_threshold=ix.full_scan_threshold_kb, payload_m=ix.payload_m or None,
+            ),
+            optimizers=qe.EdgeOptimizersConfig(indexing_threshold=ix.indexing_threshold_kb),
+            on_disk_payload=ix.on_disk_payload,
+        )
+
+    def _load(self, shard_path: Path) -> Any:
+        try:
+            return self._qe.EdgeShard.load(str(shard_path), self._config())
+        except Exception as exc:
+            if "WAL" in str(exc) or "WouldBlock" in str(exc):
+                raise
+            # A shard from before keyword search has no lexical vectors: it opens as it
+            # is, and `_add_lexical` migrates it.
+            return self._qe.EdgeShard.load(str(shard_path))
+
+    def _ensure_indexes(self, collection: str) -> None:
+        """A payload index on every field recall filters on, also in a shard made before
+        the field was indexed (unindexed filters cost ~90 ms at 100k points)."""
+        qe = self._qe
+        shard = self._shards[collection]
+        have = set(shard.info().payload_schema)
+        wanted = [
+            *((f, self._keyword_schema(f)) for f in KEYWORD_FIELDS),
+            *((f, qe.PayloadSchemaType.Integer) for f in INTEGER_FIELDS),
+            *((f, qe.PayloadSchemaType.Float) for f in FLOAT_FIELDS),
+        ]
+        for field, schema in wanted:
+            if field not in have:
+                shard.update(qe.UpdateOperation.create_field_index(field, schema))
+
+    def _keyword_schema(self, field: str) -> Any:
+        qe = self._qe
+        if field == "session_id":
+            # The tenant key: points are grouped by session on disk and, with payload_m,
+            # each session gets its own HNSW graph.
+            return qe.KeywordIndexParams(is_tenant=True)
+        return qe.PayloadSchemaType.Keyword
 
     def _has_lexical(self, collection: str) -> bool:
         qe = self._qe
@@ -80,7 +149,7 @@ class EdgeVectorStore(VectorStore):
         as `<name>.pre-lexical` until the copy is complete)."""
         started = time.perf_counter()
         lexical = LexicalEncoder()
-        old_path = self.path / collection
+        old_path = self._folders[collection]
         new_path = self.path / f"{collection}.migrating"
         shutil.rmtree(new_path, ignore_errors=True)
         new_shard = self._open(new_path)
@@ -108,7 +177,7 @@ class EdgeVectorStore(VectorStore):
         new_shard.flush()
         new_shard.close()
         old.close()
-        backup = self.path / f"{collection}.pre-lexical"
+        backup = old_path.with_name(f"{collection}.pre-lexical")
         shutil.rmtree(backup, ignore_errors=True)
         old_path.rename(backup)
         new_path.rename(old_path)
@@ -121,24 +190,10 @@ class EdgeVectorStore(VectorStore):
         qe = self._qe
         try:
             if (shard_path / "wal").exists() or (shard_path / "segments").exists():
-                return qe.EdgeShard.load(str(shard_path))
+                return self._load(shard_path)
             shard_path.mkdir(parents=True, exist_ok=True)
-            config = qe.EdgeConfig(
-                vectors={DENSE: qe.EdgeVectorParams(size=self.dim, distance=qe.Distance.Cosine)},
-                sparse_vectors={LEXICAL: qe.EdgeSparseVectorParams(modifier=qe.Modifier.Idf)},
-            )
-            shard = qe.EdgeShard.create(str(shard_path), config)
-            # Keyword/integer payload indexes first: filtered search at 100k points goes
-            # from ~90 ms without them to ~0.3 ms with them (KNOWN-TRAPS).
-            for field in KEYWORD_FIELDS:
-                shard.update(
-                    qe.UpdateOperation.create_field_index(field, qe.PayloadSchemaType.Keyword)
-                )
-            for field in INTEGER_FIELDS:
-                shard.update(
-                    qe.UpdateOperation.create_field_index(field, qe.PayloadSchemaType.Integer)
-                )
-            return shard
+            # Payload indexes follow in `_ensure_indexes`, before any point is written.
+            return qe.EdgeShard.create(str(shard_path), self._config())
         except Exception as exc:
             if "WAL" in str(exc) or "WouldBlock" in str(exc):
                 raise StoreUnavailable(
@@ -201,6 +256,14 @@ class EdgeVectorStore(VectorStore):
         mine = qe.FieldCondition(key="agent_id", match=qe.MatchValue(agent_id))
         return qe.Filter(must=[private], must_not=[mine])
 
+    def _on(self, action: str, collection: str, method: str, *args: Any) -> Any:
+        """Call a shard method; the shard is looked up under the lock (an index swap
+        replaces it)."""
+        with self._lock:
+            if self._closed:
+                raise StoreUnavailable("qdrant-edge", f"{action}: the store is closed")
+            return self._call(action, getattr(self._shards[collection], method), *args)
+
     def _call(self, action: str, fn: Any, *args: Any) -> Any:
         with self._lock:
             if self._closed:
@@ -216,8 +279,10 @@ class EdgeVectorStore(VectorStore):
             qe.Point(id=p.id, vector=self._vectors(p), payload=p.payload) for p in points
         ]
         if batch:
-            shard = self._shards[collection]
-            self._call("upsert", shard.update, qe.UpdateOperation.upsert_points(batch))
+            operation = qe.UpdateOperation.upsert_points(batch)
+            with self._lock:
+                self._on("upsert", collection, "update", operation)
+                self.indexer.wrote(collection, len(batch), operation)
 
     def _vectors(self, point: Point) -> dict[str, Any]:
         vectors: dict[str, Any] = {DENSE: point.vector.tolist()}
@@ -245,13 +310,13 @@ class EdgeVectorStore(VectorStore):
             limit=limit, query=query, filter=self._filter(where), with_payload=True,
             with_vector=True,
         )
-        points = self._call(action, self._shards[collection].query, request)
+        points = self._on(action, collection, "query", request)
         return [Hit(str(p.id), float(p.score), p.payload, as_vector(p.vector)) for p in points]
 
     def retrieve(self, collection: str, ids: Sequence[str]) -> list[Hit]:
         if not ids:
             return []
-        records = self._call("retrieve", self._shards[collection].retrieve, list(ids), True, True)
+        records = self._on("retrieve", collection, "retrieve", list(ids), True, True)
         return [Hit(str(r.id), 0.0, r.payload, as_vector(r.vector)) for r in records]
 
     def scroll(
@@ -264,26 +329,74 @@ class EdgeVectorStore(VectorStore):
                 offset=offset, limit=512, filter=self._filter(where), with_payload=True,
                 with_vector=with_vectors,
             )
-            records, offset = self._call("scroll", self._shards[collection].scroll, request)
+            records, offset = self._on("scroll", collection, "scroll", request)
             for record in records:
                 vector = as_vector(record.vector) if with_vectors else None
                 yield Hit(str(record.id), 0.0, record.payload, vector)
             if offset is None:
                 return
 
+    def facts_written_after(
+        self, session_id: str, after: float | None
+    ) -> list[tuple[Fact, float]]:
+        qe = self._qe
+        where = self._filter({"session_id": session_id})
+        if after is not None:
+            where = qe.Filter(must=[where, qe.FieldCondition(
+                key=WRITTEN_AT, range=qe.RangeFloat(gt=after))])
+        out: list[tuple[Fact, float]] = []
+        offset: Any = None
+        while True:
+            request = qe.ScrollRequest(offset=offset, limit=512, filter=where,
+                                       with_payload=True, with_vector=False)
+            records, offset = self._on("scroll", FACTS, "scroll", request)
+            out += [(Fact.model_validate(r.payload), written_at(r.payload)) for r in records]
+            if offset is None:
+                return out
+
     def count(self, collection: str, where: Where | None) -> int:
         request = self._qe.CountRequest(filter=self._filter(where), exact=True)
-        return int(self._call("count", self._shards[collection].count, request))
+        return int(self._on("count", collection, "count", request))
 
     def delete(self, collection: str, where: Where) -> None:
         operation = self._qe.UpdateOperation.delete_points_by_filter(self._filter(where))
-        self._call("delete", self._shards[collection].update, operation)
+        with self._lock:
+            self._on("delete", collection, "update", operation)
+            self.indexer.wrote(collection, 0, operation)
 
     def flush(self) -> None:
-        for shard in self._shards.values():
-            self._call("flush", shard.flush)
+        with self._lock:
+            for shard in self._shards.values():
+                self._call("flush", shard.flush)
+
+    def build_index(self, collection: str, *, wait: bool = True) -> None:
+        """Start an index build of `collection` now (in the background, as growth would);
+        `wait`: return when it is in place."""
+        with self._lock:
+            self.indexer.start(collection)
+        if wait:
+            self.indexer.wait()
+
+    def _qe_load(self, folder: Path) -> Any:
+        return self._qe.EdgeShard.load(str(folder))
+
+    def _swap(self, collection: str, built: Any, built_path: Path) -> Callable[[], None]:
+        """Make the built copy (open, up to date) the collection (under the lock). Returns
+        what to do once the lock is released: close and remove the old shard."""
+        old, old_folder = self._shards[collection], self._folders[collection]
+        self._shards[collection] = built
+        self._folders[collection] = built_path
+        set_active(self.path, collection, built_path)
+
+        def retire() -> None:
+            old.flush()
+            old.close()
+            shutil.rmtree(old_folder, ignore_errors=True)
+
+        return retire
 
     def close(self) -> None:
+        self.indexer.close()  # not under the lock: a finishing build takes it to swap
         with self._lock:
             if not self._closed:
                 for shard in self._shards.values():

@@ -17,7 +17,7 @@ def open_vector_store(settings: QdrantSettings, dim: int) -> VectorStore:
     if settings.path is not None:
         from hivemem.store.vectors.edge import EdgeVectorStore
 
-        return EdgeVectorStore(Path(settings.path), dim)
+        return EdgeVectorStore(Path(settings.path), dim, settings.index)
     raise ConfigurationError(
         "no vector store configured: set HIVEMEM_QDRANT__URL (a Qdrant server) or"
         " HIVEMEM_QDRANT__PATH (the embedded engine on a folder)"

@@ -1,0 +1,252 @@
+#!/usr/bin/env python
+"""LoCoMo dev, hivemem only: the current defaults against variants, in the same run.
+
+    python bench/locomo_arms.py                      # all arms, 5 conversations
+    python bench/locomo_arms.py --arms defaults int8-query --conversations 26
+
+The memory is built once (bench/locomo.py's data and ingestion: embedded mode, default
+Settings, real embed / boundary / reflect workers), then every question is recalled once per
+arm (`recall(token_budget=1e6, limit=20)`, query embedding included), the arms taking turns
+question by question so machine noise falls on all of them alike. An arm changes one thing
+in the recall path of the same client and puts it back afterwards:
+
+- defaults: the code as it stands.
+- uncached-currency: the facts of the session read whole and currency derived on every call
+  (what recall did before `producer/known_facts.py`); must give the same items as defaults.
+- int8-query: queries embedded with the int8 export (documents stay fp32):
+  `EmbeddingSettings(query_model_path=...)`.
+- speaker-0.1 / -0.2: `weights.speaker`: a turn by a speaker the question names gains that.
+- search-40: 40 hits per retriever instead of 20. neighbours-10: context around 10 hits.
+
+Per arm: R@1/5/10/20 overall and per category, latency p50/p95, and (for arms that must not
+change results) how many questions got a different item list than defaults.
+Saved to bench/results/locomo_arms.json.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import shutil
+import statistics
+import sys
+import tempfile
+import time
+from collections.abc import Callable, Iterator
+from contextlib import AbstractContextManager, contextmanager
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import Any
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+
+from common import RESULTS, SHARED, CpuMonitor, machine_facts, offline_model_env, summarize
+from locomo import (
+    _AGENT_ID,
+    BIG_BUDGET,
+    CATEGORIES,
+    KS,
+    git_state,
+    item_dia_ids,
+    load_dataset,
+    recall_at_ks,
+)
+
+INT8 = SHARED / "models" / "all-MiniLM-L6-v2-onnx-int8"
+SAME_AS_DEFAULTS = ("uncached-currency",)
+
+Arm = Callable[[Any], AbstractContextManager[None]]
+
+
+@contextmanager
+def defaults(client: Any) -> Iterator[None]:
+    yield
+
+
+@contextmanager
+def uncached_currency(client: Any) -> Iterator[None]:
+    from hivemem.producer.currency import CurrencyView
+    from hivemem.producer.known_facts import KnownFacts, SessionFacts
+
+    class ReadWhole(KnownFacts):
+        def get(self, session_id: str) -> SessionFacts:
+            return self._refresh(session_id, None)
+
+    recaller = client._get_recaller()  # a bench may reach in: it swaps one part and restores
+    kept = recaller.currency
+    view = CurrencyView(recaller.vectors, client.settings.reflection, size=0)
+    view.known = ReadWhole(recaller.vectors)
+    view.unreflected = kept.unreflected
+    recaller.currency = view
+    try:
+        yield
+    finally:
+        recaller.currency = kept
+
+
+def _int8_query() -> Arm:
+    embedder: list[Any] = []
+
+    @contextmanager
+    def arm(client: Any) -> Iterator[None]:
+        from hivemem.config import EmbeddingSettings
+        from hivemem.providers.embedders import build_embedder
+
+        if not embedder:
+            embedder.append(build_embedder(
+                EmbeddingSettings(model_path=INT8), for_queries=True))
+        recaller = client._get_recaller()
+        kept = recaller.embedder
+        recaller.embedder = embedder[0]
+        try:
+            yield
+        finally:
+            recaller.embedder = kept
+
+    return arm
+
+
+def _policy(update: dict[str, Any], weights: dict[str, Any] | None = None) -> Arm:
+    """The default preset with some fields changed (what `recall()` without a preset uses)."""
+
+    @contextmanager
+    def arm(client: Any) -> Iterator[None]:
+        from hivemem.domain.recall import policy
+
+        kept = policy.PRESETS["balanced"]
+        changed = dict(update)
+        if weights:
+            changed["weights"] = kept.weights.model_copy(update=weights)
+        policy.PRESETS["balanced"] = kept.model_copy(update=changed)
+        try:
+            yield
+        finally:
+            policy.PRESETS["balanced"] = kept
+
+    return arm
+
+
+ARMS: dict[str, Arm] = {
+    "defaults": defaults,
+    "uncached-currency": uncached_currency,
+    "int8-query": _int8_query(),
+    "speaker-0.1": _policy({}, {"speaker": 0.1}),
+    "speaker-0.2": _policy({}, {"speaker": 0.2}),
+    "search-40": _policy({"search_limit": 40}),
+    "neighbours-10": _policy({"neighbours": 10}),
+}
+
+
+def build_memory(tmp: Path, convs: list[dict[str, Any]], log: Callable[[str], None]) -> Any:
+    from hivemem import MemoryClient
+    from hivemem.config import Settings
+
+    client = MemoryClient.local(tmp / "memory", Settings())
+    for conv in convs:
+        session = f"locomo-{conv['name']}"
+        payload = [
+            {"session_id": session, "role": t["role"], "content": t["content"],
+             "agent_id": t["speaker"] if _AGENT_ID.match(t["speaker"]) else None,
+             "timestamp": datetime.fromisoformat(t["timestamp"]), "turn_id": t["dia_id"]}
+            for t in conv["turns"]
+        ]
+        t0 = time.perf_counter()
+        client.ingest_many(payload)
+        client.wait_until_processed(session, timeout=900)
+        client.wait_until_processed(session, timeout=300, stage="boundary")
+        client.wait_until_reflected(session, timeout=600)
+        log(f"  {session}: {len(payload)} turns, {len(client.facts(session, include_history=True))}"
+            f" facts, ready in {time.perf_counter() - t0:.1f} s")
+    return client
+
+
+def run(arms: list[str], convs: list[dict[str, Any]], log: Callable[[str], None]
+        ) -> dict[str, Any]:
+    tmp = Path(tempfile.mkdtemp(prefix="hivemem-arms-"))
+    rows: dict[str, dict[str, list[float]]] = {a: {} for a in arms}
+    lat: dict[str, list[float]] = {a: [] for a in arms}
+    items_of: dict[str, dict[str, list[tuple[str, str, float]]]] = {a: {} for a in arms}
+    try:
+        client = build_memory(tmp, convs, log)
+        try:
+            for arm in arms:  # warm-up, not timed: loads models, fills caches
+                with ARMS[arm](client):
+                    client.recall(f"locomo-{convs[0]['name']}", "warm up", limit=5)
+            with CpuMonitor() as cpu:
+                for n, (conv, q) in enumerate((c, q) for c in convs for q in c["questions"]):
+                    session = f"locomo-{conv['name']}"
+                    order = arms[n % len(arms):] + arms[: n % len(arms)]
+                    for arm in order:
+                        with ARMS[arm](client):
+                            t0 = time.perf_counter()
+                            items = client.recall(session, q["question"], BIG_BUDGET,
+                                                  limit=max(KS))
+                            lat[arm].append((time.perf_counter() - t0) * 1000)
+                        rows[arm][q["qid"]] = recall_at_ks(
+                            q["evidence"], [item_dia_ids(it) for it in items])
+                        items_of[arm][q["qid"]] = [
+                            (it.source_type, it.source_id, round(it.score, 6)) for it in items]
+        finally:
+            client.close()
+    finally:
+        shutil.rmtree(tmp, ignore_errors=True)
+    cat_of = {q["qid"]: q["category"] for c in convs for q in c["questions"]}
+    out: dict[str, Any] = {"arms": {}, "cpu": cpu.result}
+    for arm in arms:
+        res: dict[str, Any] = {}
+        groups: dict[str, list[list[float]]] = {"overall": list(rows[arm].values())}
+        for qid, row in rows[arm].items():
+            groups.setdefault(CATEGORIES[cat_of[qid]], []).append(row)
+        for g, vals in groups.items():
+            res[g] = {"n": len(vals), **{f"R@{k}": round(statistics.fmean(v[i] for v in vals), 4)
+                                         for i, k in enumerate(KS)}}
+        res["latency_ms"] = summarize(lat[arm])
+        if "defaults" in arms and arm != "defaults":
+            res["questions_with_other_items_than_defaults"] = sum(
+                items_of[arm][qid] != items_of["defaults"][qid] for qid in items_of[arm])
+        out["arms"][arm] = res
+    return out
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap.add_argument("--arms", nargs="*", default=list(ARMS), choices=list(ARMS))
+    ap.add_argument("--conversations", nargs="*", help="names, e.g. 26 30 (default: all)")
+    ap.add_argument("--out", default=str(RESULTS / "locomo_arms.json"))
+    args = ap.parse_args()
+    offline_model_env()
+    started = time.perf_counter()
+
+    def log(msg: str) -> None:
+        print(msg, flush=True)
+
+    arms = list(dict.fromkeys(["defaults", *args.arms]))
+    convs, notes = load_dataset(args.conversations)
+    log(f"LoCoMo dev: {len(convs)} conversations, {notes['questions_scored']} questions;"
+        f" arms: {', '.join(arms)}")
+    result = run(arms, convs, log)
+    log(f"\n{'arm':22s} " + " ".join(f"{'R@' + str(k):>6s}" for k in KS)
+        + "   p50 ms   p95 ms  differs")
+    for arm, res in result["arms"].items():
+        o = res["overall"]
+        log(f"{arm:22s} " + " ".join(f"{o['R@' + str(k)]:6.3f}" for k in KS)
+            + f" {res['latency_ms']['p50']:8.1f} {res['latency_ms']['p95']:8.1f}"
+            + f"  {res.get('questions_with_other_items_than_defaults', '-')}")
+    for cat in CATEGORIES.values():
+        log(f"  {cat:14s} " + "  ".join(
+            f"{arm}: R@5 {res[cat]['R@5']:.3f} R@10 {res[cat]['R@10']:.3f}"
+            for arm, res in result["arms"].items() if cat in res))
+    result.update({
+        "benchmark": "locomo-arms", "conversations": [c["name"] for c in convs],
+        "questions": notes["questions_scored"], "same_as_defaults": list(SAME_AS_DEFAULTS),
+        "machine": machine_facts(), "git": git_state(),
+        "generated_at": datetime.now(UTC).isoformat(timespec="seconds"),
+        "wall_s": round(time.perf_counter() - started, 1),
+    })
+    Path(args.out).parent.mkdir(parents=True, exist_ok=True)
+    Path(args.out).write_text(json.dumps(result, indent=2), encoding="utf-8")
+    log(f"saved {args.out} ({result['wall_s']:.0f} s)")
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,70 @@
+"""The embedded engine builds its HNSW index in a child process while the store keeps
+serving: writes made during the build are in the built collection, and a crash mid-swap
+loses nothing."""
+
+from __future__ import annotations
+
+import time
+from datetime import UTC, datetime
+from pathlib import Path
+
+import pytest
+
+from hivemem.config import VectorIndexSettings
+from hivemem.domain.models import Role, Turn
+from hivemem.providers.embedders import HashingEmbedder
+from hivemem.store.vectors.base import TURNS
+from hivemem.store.vectors.edge import EdgeVectorStore
+
+pytestmark = pytest.mark.integration
+
+EMB = HashingEmbedder(64)
+# Tiny thresholds so that a few hundred points make the optimiser build HNSW graphs.
+SMALL = VectorIndexSettings(index_after_points=300, indexing_threshold_kb=1,
+                            full_scan_threshold_kb=1, hnsw_ef_construct=16)
+
+
+def _turns(session: str, start: int, n: int) -> list[Turn]:
+    return [Turn(turn_id=f"t{i}", session_id=session, role=Role.USER,
+                 content=f"note {i} about topic {i % 17}", seq=i, token_count=4,
+                 timestamp=datetime(2026, 1, 1, tzinfo=UTC)) for i in range(start, start + n)]
+
+
+def _write(store: EdgeVectorStore, turns: list[Turn]) -> None:
+    store.upsert_turns(turns, EMB.embed_documents([t.content for t in turns]))
+
+
+
+def test_growth_starts_a_background_build_that_keeps_later_writes(tmp_path: Path) -> None:
+    store = EdgeVectorStore(tmp_path / "q", EMB.dim, SMALL)
+    try:
+        for start in range(1, 400, 50):
+            _write(store, _turns("s", start, 50))
+        assert store.indexer.running or store.indexer.builds == 1
+        # While it builds, this thread is not blocked: it writes and searches.
+        written = 400
+        while store.indexer.builds == 0:
+            if written < 500:  # fewer than the 300 that would start another build
+                _write(store, _turns("s", written + 1, 5))
+                written += 5
+            hits = store.search_turns("s", EMB.embed_query("note 7 about topic 7"), 3)
+            assert hits and hits[0].turn_id == "t7"
+            time.sleep(0.01)
+        store.indexer.wait()
+        assert store.indexer.builds == 1
+        assert written > 400  # writes went on during the build
+        assert store.count_turns("s") == written
+        info = store._shards[TURNS].info()
+        assert info.indexed_vectors_count > 0
+        assert store.search_turns("s", EMB.embed_query(f"note {written} about topic"
+                                                       f" {written % 17}"), 1)[0].seq == written
+        # The old folder is gone; the built generation is the collection now.
+        folders = sorted(p.name for p in (tmp_path / "q").iterdir() if p.name.startswith(TURNS))
+        assert len([f for f in folders if not f.endswith(".current")]) == 1
+    finally:
+        store.close()
+    reopened = EdgeVectorStore(tmp_path / "q", EMB.dim, SMALL)
+    try:
+        assert reopened.count_turns("s") == written
+    finally:
+        reopened.close()

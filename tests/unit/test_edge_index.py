@@ -1,0 +1,56 @@
+"""A crash during an index build, or after it was made current, loses nothing (the build itself:
+tests/integration/test_edge_index_build.py)."""
+
+from __future__ import annotations
+
+import shutil
+from datetime import UTC, datetime
+from pathlib import Path
+
+from hivemem.config import VectorIndexSettings
+from hivemem.domain.models import Role, Turn
+from hivemem.providers.embedders import HashingEmbedder
+from hivemem.store.vectors.base import TURNS
+from hivemem.store.vectors.edge import EdgeVectorStore
+from hivemem.store.vectors.edge_index import set_active
+
+EMB = HashingEmbedder(64)
+def _turns(session: str, start: int, n: int) -> list[Turn]:
+    return [Turn(turn_id=f"t{i}", session_id=session, role=Role.USER,
+                 content=f"note {i} about topic {i % 17}", seq=i, token_count=4,
+                 timestamp=datetime(2026, 1, 1, tzinfo=UTC)) for i in range(start, start + n)]
+
+
+def _write(store: EdgeVectorStore, turns: list[Turn]) -> None:
+    store.upsert_turns(turns, EMB.embed_documents([t.content for t in turns]))
+
+
+def test_an_interrupted_build_is_cleaned_up_and_a_finished_one_kept(tmp_path: Path) -> None:
+    q = tmp_path / "q"
+    store = EdgeVectorStore(q, EMB.dim, VectorIndexSettings(index_after_points=0))
+    _write(store, _turns("s", 1, 20))
+    store.close()
+    # A crash while a copy was being built: the half-made generation folder goes.
+    (q / f"{TURNS}.g1").mkdir()
+    store = EdgeVectorStore(q, EMB.dim)
+    try:
+        assert store.count_turns("s") == 20
+        assert not (q / f"{TURNS}.g1").exists()
+    finally:
+        store.close()
+    # A crash after a build was made current, before the old folder was removed: the
+    # current one is used and the old one goes.
+    shutil.copytree(q / TURNS, q / f"{TURNS}.g2")
+    set_active(q, TURNS, q / f"{TURNS}.g2")
+    store = EdgeVectorStore(q, EMB.dim)
+    try:
+        _write(store, _turns("s", 21, 5))
+        assert store.count_turns("s") == 25
+        assert not (q / TURNS).exists()
+    finally:
+        store.close()
+    store = EdgeVectorStore(q, EMB.dim)
+    try:
+        assert store.count_turns("s") == 25
+    finally:
+        store.close()

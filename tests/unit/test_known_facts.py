@@ -1,0 +1,99 @@
+"""Recall keeps each session's facts between calls and re-reads only what was written since:
+every change still shows on the next call (both vector-store backends)."""
+
+from __future__ import annotations
+
+import time
+import uuid
+from collections.abc import Iterator
+from datetime import UTC, datetime, timedelta
+from pathlib import Path
+
+import pytest
+
+from hivemem import MemoryClient, Settings
+from hivemem.config import QdrantSettings
+from hivemem.domain.fact import Fact, FactStatus
+from hivemem.producer.known_facts import KnownFacts
+from hivemem.providers.embedders import HashingEmbedder
+from hivemem.store.vectors.base import FACTS, VectorStore
+from hivemem.store.vectors.edge import EdgeVectorStore
+from hivemem.store.vectors.server import ServerVectorStore
+
+EMB = HashingEmbedder(64)
+T0 = datetime(2026, 3, 1, 9, 0, tzinfo=UTC)
+
+
+@pytest.fixture(params=["server-memory", "edge"])
+def store(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[VectorStore]:
+    s: VectorStore
+    if request.param == "edge":
+        s = EdgeVectorStore(tmp_path / "q", EMB.dim)
+    else:
+        s = ServerVectorStore(QdrantSettings(), EMB.dim, location=":memory:")
+    yield s
+    s.close()
+
+
+def _fact(name: str, session: str = "s", **kw: object) -> Fact:
+    return Fact(fact_id=uuid.uuid5(uuid.NAMESPACE_URL, name).hex, session_id=session,
+                content=name, created_at=T0, valid_from=T0, **kw)  # type: ignore[arg-type]
+
+
+def _write(store: VectorStore, *facts: Fact) -> None:
+    store.upsert_facts(list(facts), EMB.embed_documents([f.content for f in facts]))
+
+
+def test_changes_additions_and_deletions_show_on_the_next_read(store: VectorStore) -> None:
+    known = KnownFacts(store)
+    pg = _fact("postgres")
+    _write(store, pg, _fact("elsewhere", session="other"))
+    first = known.get("s")
+    assert [f.content for f in first.facts] == ["postgres"]
+    assert known.get("s").revision == first.revision  # nothing written: same answer
+
+    mysql = _fact("mysql", supersedes=pg.fact_id)
+    _write(store, pg.model_copy(update={"status": FactStatus.SUPERSEDED,
+                                        "superseded_by": mysql.fact_id}), mysql)
+    second = known.get("s")
+    assert second.revision != first.revision
+    by_content = {f.content: f for f in second.facts}
+    assert by_content["postgres"].status == FactStatus.SUPERSEDED
+    assert by_content["mysql"].status == FactStatus.ACTIVE
+
+    store.delete(FACTS, {"session_id": "s"})
+    _write(store, _fact("sqlite"))
+    assert [f.content for f in known.get("s").facts] == ["sqlite"]
+    store.delete(FACTS, {"session_id": "s"})
+    assert known.get("s").facts == ()
+
+
+def test_a_write_stamped_before_the_last_read_is_still_found(store: VectorStore) -> None:
+    """A writer whose clock is behind the reader's (or whose upsert landed late) stamps its
+    facts earlier than the reader's last read: within the margin they are still picked up."""
+    known = KnownFacts(store, margin_s=5.0, clock=lambda: time.time() + 3.0)
+    _write(store, _fact("a"))
+    assert len(known.get("s").facts) == 1
+    _write(store, _fact("a", status=FactStatus.ARCHIVED))  # same fact, changed
+    assert known.get("s").facts[0].status == FactStatus.ARCHIVED
+
+
+def test_recall_sees_a_switch_reflected_after_an_earlier_recall(
+    tmp_path: Path, settings: Settings
+) -> None:
+    with MemoryClient.local(tmp_path / "m", settings, embedder=HashingEmbedder(1024)) as client:
+        client.ingest("s", "user", "We decided to use PostgreSQL for the database",
+                      markers=["decision"], timestamp=T0, turn_id="pg")
+        client.close_episode("s")
+        client.wait_until_reflected("s", 30)
+        before = client.recall("s", "which database are we using now?", token_budget=40)
+        assert any("PostgreSQL" in i.content for i in before)
+
+        client.ingest("s", "user",
+                      "Change of plan: we switch the database to MySQL, ops only supports it",
+                      timestamp=T0 + timedelta(minutes=2), turn_id="mysql")
+        client.close_episode("s")
+        client.wait_until_reflected("s", 30)
+        after = list(client.recall("s", "which database are we using now?", token_budget=40))
+        assert after and "MySQL" in after[0].content
+        assert not any("PostgreSQL" in i.content for i in after)
