@@ -5,9 +5,11 @@ from __future__ import annotations
 
 import json
 import threading
+import time
 import urllib.error
 import urllib.request
 from collections.abc import Iterator
+from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
@@ -19,6 +21,7 @@ import structlog.testing
 
 from hivemem import MemoryClient
 from hivemem.config import QdrantSettings, Settings
+from hivemem.domain.fact import Fact
 from hivemem.domain.scope import Scope
 from hivemem.errors import StoreRejected, StoreUnavailable
 from hivemem.pipeline.topology import Topology
@@ -354,3 +357,33 @@ def test_a_missing_api_key_is_an_outage_to_fix_not_a_rejection(tmp_path: Path) -
             ServerVectorStore(_settings(keyed.url, open_timeout_s=0), DIM)
         status, _ = _http("GET", f"{keyed.url}/collections")
         assert status == 401
+
+
+def test_facts_written_after_reads_only_newer_facts_through_the_float_index(
+    qdrant: QdrantStandin,
+) -> None:
+    """Recall's fact cache re-reads only what was written since its last read: on a server
+    that is a range filter on `written_at` (indexed as a float), not a scroll of the session."""
+    now = datetime.now(UTC)
+
+    def fact(name: str, session: str = "s") -> Fact:
+        return Fact(fact_id=f"{abs(hash(name)) % 10**12:032x}", session_id=session,
+                    content=name, created_at=now, valid_from=now)
+
+    store = ServerVectorStore(_settings(qdrant.url), DIM)
+    try:
+        vectors = np.ones((1, DIM), dtype=np.float32)
+        store.upsert_facts([fact("old")], vectors)
+        store.upsert_facts([fact("other", session="t")], vectors)
+        everything = store.facts_written_after("s", None)
+        assert [f.content for f, _ in everything] == ["old"]
+        stamp = everything[0][1]
+        time.sleep(0.01)
+        store.upsert_facts([fact("new")], vectors)
+        newer = store.facts_written_after("s", stamp)
+        assert [f.content for f, _ in newer] == ["new"]
+        assert store.facts_written_after("s", newer[0][1]) == []
+        schema = qdrant.engine.info("hivemem_facts")["payload_schema"]
+        assert schema["written_at"]["data_type"] == "float"
+    finally:
+        store.close()

@@ -13,22 +13,27 @@ from qdrant_client import models as qm
 from qdrant_client.http.exceptions import UnexpectedResponse
 
 from hivemem.config import QdrantSettings
+from hivemem.domain.fact import Fact
 from hivemem.domain.scope import DEFAULT_NAMESPACE, Scope
 from hivemem.errors import ConfigurationError, StoreRejected, StoreUnavailable
 from hivemem.providers.lexical import SparseVector
 from hivemem.store.vectors.base import (
     COLLECTIONS,
     DENSE,
+    FACTS,
+    FLOAT_FIELDS,
     INTEGER_FIELDS,
     KEYWORD_FIELDS,
     LEXICAL,
     SCOPE,
+    WRITTEN_AT,
     Hit,
     Point,
     Vector,
     VectorStore,
     Where,
     as_vector,
+    written_at,
 )
 from hivemem.store.vectors.server_calls import (
     CLIENT_ERRORS,
@@ -125,7 +130,7 @@ class ServerVectorStore(VectorStore):
         indexed = info.payload_schema or {}
         wanted = [(n, qm.PayloadSchemaType.KEYWORD) for n in KEYWORD_FIELDS] + [
             (n, qm.PayloadSchemaType.INTEGER) for n in INTEGER_FIELDS
-        ]
+        ] + [(n, qm.PayloadSchemaType.FLOAT) for n in FLOAT_FIELDS]
         for name, kind in wanted:
             present = indexed.get(name)
             if present is not None and present.data_type == kind:
@@ -140,6 +145,7 @@ class ServerVectorStore(VectorStore):
 
     def _create_collection(self, collection: str) -> None:
         settings = self.settings
+        index = settings.index
         try:
             self._client.create_collection(
                 collection,
@@ -150,6 +156,14 @@ class ServerVectorStore(VectorStore):
                 shard_number=settings.shard_number,
                 replication_factor=settings.replication_factor,
                 write_consistency_factor=settings.write_replicas(),
+                hnsw_config=qm.HnswConfigDiff(
+                    m=index.hnsw_m, ef_construct=index.hnsw_ef_construct,
+                    full_scan_threshold=index.full_scan_threshold_kb,
+                    payload_m=index.payload_m or None,
+                ),
+                optimizers_config=qm.OptimizersConfigDiff(
+                    indexing_threshold=index.indexing_threshold_kb),
+                on_disk_payload=index.on_disk_payload,
             )
         except UnexpectedResponse as exc:
             if not is_conflict(exc):
@@ -285,6 +299,31 @@ class ServerVectorStore(VectorStore):
                 yield Hit(str(record.id), 0.0, record.payload or {}, vector)
             if offset is None:
                 return
+
+    def facts_written_after(
+        self, session_id: str, after: float | None
+    ) -> list[tuple[Fact, float]]:
+        """Only the facts stamped after `after`, through the float payload index: a recall
+        that has seen the session's facts re-reads just the new ones."""
+        if after is None:
+            return super().facts_written_after(session_id, after)
+        query = qm.Filter(must=[
+            qm.FieldCondition(key="session_id", match=qm.MatchValue(value=session_id)),
+            qm.FieldCondition(key=WRITTEN_AT, range=qm.Range(gt=after)),
+        ])
+        out: list[tuple[Fact, float]] = []
+        offset: Any = None
+        while True:
+            records, offset = self._read(
+                "scroll", self._client.scroll, self.prefix + FACTS,
+                scroll_filter=query, limit=512, offset=offset, with_payload=True,
+                with_vectors=False,
+            )
+            for record in records:
+                payload = record.payload or {}
+                out.append((Fact.model_validate(payload), written_at(payload)))
+            if offset is None:
+                return out
 
     def count(self, collection: str, where: Where | None) -> int:
         if self._local:
