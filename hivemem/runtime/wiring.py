@@ -100,9 +100,9 @@ class Wiring:
     def queue_redis(self) -> Redis:
         """rq's connection (the reflect queue): `redis.rq_url`, else the main Redis; a
         handed-in connection serves rq too."""
-        if self._redis is not None or self._connector is not None:
-            if self.settings.redis.rq_url is None:
-                return self.redis
+        handed_in = self._redis is not None or self._connector is not None
+        if handed_in and self.settings.redis.rq_url is None:
+            return self.redis
         conn = connect_rq(self.settings.redis, self.redis)
         if conn is not self.redis:
             self._opened.append(conn)
