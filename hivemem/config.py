@@ -46,9 +46,64 @@ class QdrantSettings(BaseModel):
     path: Path | None = None
     api_key: SecretStr | None = None
     collection_prefix: str = Field(default="hivemem_", pattern=r"^[A-Za-z0-9_-]{0,32}$")
+    # Seconds one request may take, as a float (0.5 is half a second on the wire).
     timeout: float = Field(default=10.0, gt=0)
     # An https:// url is TLS; this forces it on (or off) whatever the scheme says.
     https: bool | None = None
+    # -- a Qdrant server or cluster only (the embedded engine ignores these) ---------------
+    # Opening retries an unreachable or failing server with back-off for this long, so
+    # workers started before (or together with) Qdrant wait for it instead of exiting.
+    open_timeout_s: float = Field(default=60.0, ge=0)
+    # Reads (recall, scroll, count, retrieve) are retried this many times on a transport
+    # error or 5xx before `StoreUnavailable`; writes are left to the worker's back-off.
+    read_retries: int = Field(default=3, ge=0, le=20)
+    backoff_initial_s: float = Field(default=0.2, gt=0)
+    backoff_max_s: float = Field(default=5.0, gt=0)
+    # Collection layout when hivemem creates the collections (None: the server's default).
+    shard_number: int | None = Field(default=None, ge=1)
+    replication_factor: int | None = Field(default=None, ge=1)
+    # Replicas that must apply a write before Qdrant acknowledges it (None: a majority of
+    # `replication_factor`). With `read_consistency` it decides read-your-writes.
+    write_consistency_factor: int | None = Field(default=None, ge=1)
+    # Qdrant's write ordering: `strong` routes writes through the permanent shard leader.
+    write_ordering: Literal["weak", "medium", "strong"] = "medium"
+    # Qdrant's read consistency: `majority` asks every replica and keeps the points a
+    # majority of them hold, so with writes acknowledged by a majority a recall after
+    # `wait_until_processed` sees every turn the embed workers wrote. `all`, `quorum` and a
+    # count N keep only the points *every* replica asked holds (lib/collection/src/shards/
+    # resolve.rs): those need write_consistency_factor == replication_factor.
+    read_consistency: Literal["majority", "quorum", "all"] | int = "majority"
+
+    @model_validator(mode="after")
+    def _reads_see_writes(self) -> QdrantSettings:
+        replicas = self.replication_factor or 1
+        if isinstance(self.read_consistency, int) and self.read_consistency < 1:
+            raise ValueError("read_consistency: a replica count must be >= 1")
+        writes = self.write_replicas() or 1
+        if writes > replicas:
+            raise ValueError(
+                f"write_consistency_factor={writes} is more than replication_factor="
+                f"{replicas}: no write could be acknowledged"
+            )
+        needed = replicas // 2 + 1 if self.read_consistency == "majority" else replicas
+        if writes < needed:
+            raise ValueError(
+                f"write_consistency_factor={writes} with read_consistency="
+                f"{self.read_consistency!r} on {replicas} replicas: a recall may miss an"
+                f" acknowledged write (needs write_consistency_factor >= {needed})"
+            )
+        return self
+
+    def write_replicas(self) -> int | None:
+        """The write consistency factor a new collection gets (None: the server default,
+        1). Unset with replication: enough replicas for `read_consistency` to see a write."""
+        if self.write_consistency_factor is not None:
+            return self.write_consistency_factor
+        if self.replication_factor is None or self.replication_factor == 1:
+            return None
+        if self.read_consistency == "majority":
+            return self.replication_factor // 2 + 1
+        return self.replication_factor
 
 
 class ApiSettings(BaseModel):

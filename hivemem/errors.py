@@ -24,6 +24,20 @@ class StoreUnavailable(HivememError):
         self.store = store
 
 
+class StoreRejected(HivememError):
+    """The store refused a request that can never succeed as sent (a Qdrant 400/413/422: a
+    payload it cannot hold, a vector of the wrong size). Unlike `StoreUnavailable` it is not
+    an outage: retrying gets the same answer, so a worker dead-letters the entries behind it
+    with this reason at once and the stage moves on for everyone else."""
+
+    def __init__(self, store: str, action: str, reason: str, *, status: int | None = None) -> None:
+        super().__init__(f"{store} rejected {action}: {reason}")
+        self.store = store
+        self.action = action
+        self.reason = reason
+        self.status = status
+
+
 class ProviderError(HivememError):
     """An embedding or LLM provider failed."""
 

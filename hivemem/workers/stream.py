@@ -27,7 +27,13 @@ from typing import Generic, TypeVar
 import structlog
 
 from hivemem.config import WorkerSettings
-from hivemem.errors import ConfigurationError, MalformedEntry, RetryLater, StoreUnavailable
+from hivemem.errors import (
+    ConfigurationError,
+    MalformedEntry,
+    RetryLater,
+    StoreRejected,
+    StoreUnavailable,
+)
 from hivemem.pipeline.topology import Stage
 from hivemem.store.partitions import PartitionLeases
 from hivemem.store.streams import StreamEntry, StreamStore
@@ -338,7 +344,8 @@ class StreamWorker(Generic[M]):
         deliveries = self.streams.deliveries(entry.stream, k.group, [entry.entry_id]).get(
             entry.entry_id, 1
         )
-        if deliveries >= self.settings.max_deliveries:
+        # A store's rejection (Qdrant 4xx) is the same on every try: dead-letter it now.
+        if deliveries >= self.settings.max_deliveries or isinstance(exc, StoreRejected):
             self._dead_letter(entry, error, deliveries)
         # Otherwise it stays pending; a reclaim after `claim_idle_ms` retries it.
 

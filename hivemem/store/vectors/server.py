@@ -1,18 +1,20 @@
-"""A Qdrant server through qdrant-client (also `:memory:` for unit tests)."""
+"""A Qdrant server or cluster through qdrant-client (also `:memory:` for unit tests)."""
 
 from __future__ import annotations
 
+import math
 from collections.abc import Iterator, Sequence
 from typing import Any
 
+import httpx
 import structlog
 from qdrant_client import QdrantClient
 from qdrant_client import models as qm
-from qdrant_client.http.exceptions import ResponseHandlingException, UnexpectedResponse
+from qdrant_client.http.exceptions import UnexpectedResponse
 
 from hivemem.config import QdrantSettings
 from hivemem.domain.scope import DEFAULT_NAMESPACE, Scope
-from hivemem.errors import StoreUnavailable
+from hivemem.errors import ConfigurationError, StoreRejected, StoreUnavailable
 from hivemem.providers.lexical import SparseVector
 from hivemem.store.vectors.base import (
     COLLECTIONS,
@@ -28,20 +30,39 @@ from hivemem.store.vectors.base import (
     Where,
     as_vector,
 )
+from hivemem.store.vectors.server_calls import (
+    CLIENT_ERRORS,
+    classify,
+    is_conflict,
+    reason_of,
+    retrying,
+)
 
 log = structlog.get_logger(__name__)
 
-_ERRORS = (ResponseHandlingException, UnexpectedResponse, ConnectionError, TimeoutError, OSError)
-
 
 class ServerVectorStore(VectorStore):
+    """Turns and facts on a Qdrant server or cluster (or `:memory:` for unit tests).
+
+    Opening is idempotent and patient: N workers starting together against a server that is
+    still coming up all end with the same collections and every payload index, whoever
+    created them (a 409 on create is success). Reads retry outages with back-off; a write
+    that Qdrant rejects (4xx) raises `StoreRejected` so that only its entries dead-letter.
+    """
+
     def __init__(self, settings: QdrantSettings, dim: int, *, location: str | None = None) -> None:
         self.dim = dim
         self.prefix = settings.collection_prefix
+        self.settings = settings
         target = location or settings.url
         # Local mode (`:memory:`, unit tests) filters in Python and ignores payload indexes.
         self._local = location is not None
         self._without_lexical: set[str] = set()
+        self._ordering = qm.WriteOrdering(settings.write_ordering)
+        consistency = settings.read_consistency
+        self._consistency: Any = (
+            consistency if isinstance(consistency, int) else qm.ReadConsistencyType(consistency)
+        )
         try:
             if location is not None:
                 self._client = QdrantClient(location=location)
@@ -50,51 +71,105 @@ class ServerVectorStore(VectorStore):
                     url=settings.url,
                     api_key=settings.api_key.get_secret_value() if settings.api_key else None,
                     https=settings.https,
-                    timeout=int(settings.timeout),
+                    # qdrant-client takes whole seconds (it rounds 0.5 up to 1) for the
+                    # server-side operation timeout; the transport gets the exact float below.
+                    timeout=math.ceil(settings.timeout),
                 )
-            for name in COLLECTIONS:
-                self._ensure_collection(self.prefix + name)
-        except _ERRORS as exc:
-            raise StoreUnavailable("qdrant", f"{target}: {exc}") from None
+                _set_transport_timeout(self._client, settings.timeout)
+        except CLIENT_ERRORS as exc:
+            raise StoreUnavailable("qdrant", f"{target}: {reason_of(exc)}") from None
+        try:
+            retrying(
+                "open", self._ensure_collections, attempts=1,
+                initial_s=settings.backoff_initial_s, max_s=settings.backoff_max_s,
+                deadline_s=settings.open_timeout_s,
+            )
+        except StoreRejected as exc:
+            raise ConfigurationError(f"qdrant at {target} refused the collections: {exc}") \
+                from None
+        except StoreUnavailable as exc:
+            detail = str(exc).removeprefix("qdrant unavailable: ")
+            raise StoreUnavailable("qdrant", f"{target}: {detail}") from None
+
+    def _ensure_collections(self) -> None:
+        for name in COLLECTIONS:
+            self._ensure_collection(self.prefix + name)
 
     def _ensure_collection(self, collection: str) -> None:
-        if self._client.collection_exists(collection):
-            info = self._client.get_collection(collection)
-            vectors = info.config.params.vectors
-            size = vectors[DENSE].size if isinstance(vectors, dict) else None
-            if size is not None and size != self.dim:
-                raise StoreUnavailable(
-                    "qdrant", f"{collection} holds {size}-d vectors, embedder makes {self.dim}"
-                )
-            sparse = info.config.params.sparse_vectors or {}
-            if LEXICAL not in sparse:
-                # Made before keyword search: recall there stays dense-only until the
-                # collection is rebuilt (its points carry no BM25 vectors).
-                self._without_lexical.add(collection)
-                log.warning("store.no_lexical", collection=collection,
-                            fix="re-create the collection and re-ingest to get keyword search")
-            if not self._local:
-                indexed = set(info.payload_schema or {})
-                for name in KEYWORD_FIELDS:
-                    if name not in indexed:  # fields added since (namespace, visibility)
-                        self._client.create_payload_index(
-                            collection, name, qm.PayloadSchemaType.KEYWORD, wait=True
-                        )
-            return
-        self._client.create_collection(
-            collection,
-            vectors_config={DENSE: qm.VectorParams(size=self.dim, distance=qm.Distance.COSINE)},
-            sparse_vectors_config={LEXICAL: qm.SparseVectorParams(modifier=qm.Modifier.IDF)},
-        )
+        if not self._client.collection_exists(collection):
+            self._create_collection(collection)
+        info = self._client.get_collection(collection)
+        vectors = info.config.params.vectors
+        size = vectors[DENSE].size if isinstance(vectors, dict) and DENSE in vectors else None
+        if size is not None and size != self.dim:
+            raise ConfigurationError(
+                f"{collection} holds {size}-d vectors, the embedder makes {self.dim}-d"
+            )
+        sparse = info.config.params.sparse_vectors or {}
+        if LEXICAL not in sparse:
+            # Made before keyword search: recall there stays dense-only until the
+            # collection is rebuilt (its points carry no BM25 vectors).
+            self._without_lexical.add(collection)
+            log.warning("store.no_lexical", collection=collection,
+                        fix="re-create the collection and re-ingest to get keyword search")
+        self._check_consistency(collection, info.config.params)
         if self._local:
             return
-        for name in KEYWORD_FIELDS:
-            self._client.create_payload_index(
-                collection, name, qm.PayloadSchemaType.KEYWORD, wait=True
+        # Every index, every time: a collection made by an older hivemem, or by a worker
+        # that died between creating it and indexing it, gets the ones it lacks.
+        indexed = info.payload_schema or {}
+        wanted = [(n, qm.PayloadSchemaType.KEYWORD) for n in KEYWORD_FIELDS] + [
+            (n, qm.PayloadSchemaType.INTEGER) for n in INTEGER_FIELDS
+        ]
+        for name, kind in wanted:
+            present = indexed.get(name)
+            if present is not None and present.data_type == kind:
+                continue
+            if present is not None:
+                log.warning("store.index_type", collection=collection, field=name,
+                            has=str(present.data_type), wants=str(kind))
+            # Creating an index that exists is a no-op on the server: racing workers agree.
+            self._client.create_payload_index(collection, name, kind, wait=True)
+            log.info("store.index_created", collection=collection, field=name,
+                     kind=str(kind))
+
+    def _create_collection(self, collection: str) -> None:
+        settings = self.settings
+        try:
+            self._client.create_collection(
+                collection,
+                vectors_config={DENSE: qm.VectorParams(size=self.dim,
+                                                       distance=qm.Distance.COSINE)},
+                sparse_vectors_config={LEXICAL: qm.SparseVectorParams(
+                    modifier=qm.Modifier.IDF)},
+                shard_number=settings.shard_number,
+                replication_factor=settings.replication_factor,
+                write_consistency_factor=settings.write_replicas(),
             )
-        for name in INTEGER_FIELDS:
-            self._client.create_payload_index(
-                collection, name, qm.PayloadSchemaType.INTEGER, wait=True
+        except UnexpectedResponse as exc:
+            if not is_conflict(exc):
+                raise
+            # Another worker created it between our check and our create: that is success.
+            log.info("store.collection_exists", collection=collection, raced=True)
+            return
+        log.info("store.collection_created", collection=collection, dim=self.dim,
+                 shards=settings.shard_number, replicas=settings.replication_factor,
+                 write_consistency=settings.write_replicas())
+
+    def _check_consistency(self, collection: str, params: qm.CollectionParams) -> None:
+        """An existing collection keeps the layout it was made with: say so when its write
+        consistency is too low for `read_consistency` to see every acknowledged write."""
+        replicas = params.replication_factor or 1
+        writes = params.write_consistency_factor or 1
+        majority = replicas // 2 + 1
+        needed = majority if self.settings.read_consistency == "majority" else replicas
+        if writes < needed:
+            log.warning(
+                "store.reads_may_miss_writes", collection=collection, replicas=replicas,
+                write_consistency_factor=writes,
+                read_consistency=str(self.settings.read_consistency),
+                fix=f"raise the collection's write_consistency_factor to {needed}"
+                    " (PATCH /collections/{name}) or read_consistency to match",
             )
 
     @staticmethod
@@ -116,11 +191,20 @@ class ServerVectorStore(VectorStore):
                 must.append(qm.FieldCondition(key=field, match=qm.MatchAny(any=values)))
         return qm.Filter(must=must, must_not=must_not or None)
 
-    def _call(self, action: str, fn: Any, *args: Any, **kwargs: Any) -> Any:
+    def _write(self, action: str, fn: Any, *args: Any, **kwargs: Any) -> Any:
+        """One attempt: a worker backs off on `StoreUnavailable` and retries the batch
+        (the writes are idempotent); `StoreRejected` dead-letters its entries."""
         try:
-            return fn(*args, **kwargs)
-        except _ERRORS as exc:
-            raise StoreUnavailable("qdrant", f"{action}: {exc}") from None
+            return fn(*args, wait=True, ordering=self._ordering, **kwargs)
+        except CLIENT_ERRORS as exc:
+            raise classify(action, exc) from None
+
+    def _read(self, action: str, fn: Any, *args: Any, **kwargs: Any) -> Any:
+        s = self.settings
+        return retrying(
+            action, lambda: fn(*args, consistency=self._consistency, **kwargs),
+            attempts=s.read_retries + 1, initial_s=s.backoff_initial_s, max_s=s.backoff_max_s,
+        )
 
     def upsert(self, collection: str, points: Sequence[Point]) -> None:
         if not points:
@@ -130,9 +214,9 @@ class ServerVectorStore(VectorStore):
             qm.PointStruct(id=p.id, vector=_vectors(p, lexical), payload=p.payload)
             for p in points
         ]
-        # wait=True: the upsert is applied (and in the WAL) before the worker acks.
-        self._call("upsert", self._client.upsert, self.prefix + collection, points=batch,
-                   wait=True)
+        # wait=True: applied (and in the WAL) on write_consistency_factor replicas before
+        # the worker acks.
+        self._write("upsert", self._client.upsert, self.prefix + collection, points=batch)
 
     def search(
         self, collection: str, vector: Vector, limit: int, where: Where | None
@@ -151,7 +235,7 @@ class ServerVectorStore(VectorStore):
         self, action: str, collection: str, query: Any, using: str, limit: int,
         where: Where | None,
     ) -> list[Hit]:
-        response = self._call(
+        response = self._read(
             action,
             self._client.query_points,
             self.prefix + collection,
@@ -170,7 +254,7 @@ class ServerVectorStore(VectorStore):
     def retrieve(self, collection: str, ids: Sequence[str]) -> list[Hit]:
         if not ids:
             return []
-        records = self._call(
+        records = self._read(
             "retrieve", self._client.retrieve, self.prefix + collection, ids=list(ids),
             with_payload=True, with_vectors=[DENSE],
         )
@@ -181,7 +265,7 @@ class ServerVectorStore(VectorStore):
     ) -> Iterator[Hit]:
         offset: Any = None
         while True:
-            records, offset = self._call(
+            records, offset = self._read(
                 "scroll",
                 self._client.scroll,
                 self.prefix + collection,
@@ -198,19 +282,35 @@ class ServerVectorStore(VectorStore):
                 return
 
     def count(self, collection: str, where: Where | None) -> int:
-        result = self._call(
-            "count", self._client.count, self.prefix + collection,
-            count_filter=self._filter(where), exact=True,
+        if self._local:
+            return int(self._client.count(self.prefix + collection,
+                                          count_filter=self._filter(where), exact=True).count)
+        # QdrantClient.count takes no read consistency; the REST call it wraps does.
+        response = self._read(
+            "count", self._client.http.points_api.count_points, self.prefix + collection,
+            count_request=qm.CountRequest(filter=self._filter(where), exact=True),
         )
-        return int(result.count)
+        return int(response.result.count) if response.result is not None else 0
 
     def delete(self, collection: str, where: Where) -> None:
-        self._call("delete", self._client.delete, self.prefix + collection,
-                   points_selector=qm.FilterSelector(filter=self._filter(where) or qm.Filter()),
-                   wait=True)
+        self._write("delete", self._client.delete, self.prefix + collection,
+                    points_selector=qm.FilterSelector(filter=self._filter(where) or qm.Filter()))
 
     def close(self) -> None:
         self._client.close()
+
+
+def _set_transport_timeout(client: QdrantClient, seconds: float) -> None:
+    """Give qdrant-client's httpx pool the configured timeout exactly (its constructor only
+    takes whole seconds). Its internals are not public: when they move, keep the rounded-up
+    timeout and say so rather than fail."""
+    remote = getattr(client, "_client", None)
+    api = getattr(getattr(remote, "openapi_client", None), "client", None)
+    transport = getattr(api, "_client", None)
+    if isinstance(transport, httpx.Client):
+        transport.timeout = httpx.Timeout(seconds)
+    else:
+        log.warning("store.timeout_rounded", timeout_s=seconds, used_s=math.ceil(seconds))
 
 
 def _in_namespace(namespace: str) -> qm.Condition:
