@@ -89,8 +89,8 @@ def run_scripts(
     client: Redis, script: Script, calls: Sequence[tuple[Sequence[Any], Sequence[Any]]]
 ) -> list[Any]:
     """Run `script` once per (keys, args) in one pipeline (one round trip per node). A
-    cluster pipeline refuses EVALSHA, so there the script text goes as EVAL (the server
-    compiles it once and caches it by its digest)."""
+    cluster pipeline refuses its `evalsha`/`eval` methods, so there the command goes raw,
+    with the script's text (the server compiles it once and caches it by its digest)."""
     if len(calls) == 1:
         keys, args = calls[0]
         return [script(keys=list(keys), args=list(args))]
@@ -98,7 +98,7 @@ def run_scripts(
     cluster = is_cluster(client)
     for keys, args in calls:
         if cluster:
-            pipe.eval(script.script, len(keys), *keys, *args)  # type: ignore[arg-type]
+            pipe.execute_command("EVAL", script.script, len(keys), *keys, *args)
         else:
             script(keys=list(keys), args=list(args), client=pipe)
     return list(pipe.execute())
