@@ -18,6 +18,7 @@ from contextlib import contextmanager
 from typing import Any
 
 import redis
+from redis.cluster import ClusterPipeline
 from redis.commands.core import Script
 from redis.exceptions import (
     AskError,
@@ -95,13 +96,17 @@ def run_scripts(
         keys, args = calls[0]
         return [script(keys=list(keys), args=list(args))]
     pipe = client.pipeline(transaction=False)
-    cluster = is_cluster(client)
     for keys, args in calls:
-        if cluster:
-            pipe.execute_command("EVAL", script.script, len(keys), *keys, *args)
-        else:
-            script(keys=list(keys), args=list(args), client=pipe)
+        queue_script(pipe, script, keys, args)
     return list(pipe.execute())
+
+
+def queue_script(pipe: Any, script: Script, keys: Sequence[Any], args: Sequence[Any]) -> None:
+    """Queue one script call on `pipe` (a pipeline or MULTI of either client kind)."""
+    if isinstance(pipe, ClusterPipeline):
+        pipe.execute_command("EVAL", script.script, len(keys), *keys, *args)
+    else:
+        script(keys=list(keys), args=list(args), client=pipe)
 
 
 def set_union(client: Redis, set_keys: Sequence[str]) -> set[str]:
