@@ -104,7 +104,8 @@ def run_scripts(
 def queue_script(pipe: Any, script: Script, keys: Sequence[Any], args: Sequence[Any]) -> None:
     """Queue one script call on `pipe` (a pipeline or MULTI of either client kind)."""
     if isinstance(pipe, ClusterPipeline):
-        pipe.execute_command("EVAL", script.script, len(keys), *keys, *args)
+        pipe.execute_command(  # type: ignore[no-untyped-call]
+            "EVAL", script.script, len(keys), *keys, *args)
     else:
         script(keys=list(keys), args=list(args), client=pipe)
 

@@ -241,6 +241,24 @@ class SessionState:
             return _text(owner)
         return DEFAULT_NAMESPACE if exists else None
 
+    def check_scopes(self, pairs: Sequence[tuple[str, str]]) -> None:
+        """`check_scope` for many (session, namespace) pairs in one round trip."""
+        if not pairs:
+            return
+        k = self.keys
+        with redis_errors("read session namespaces"):
+            pipe = self._r.pipeline(transaction=False)
+            for session_id, _ns in pairs:
+                pipe.get(k.session_namespace(session_id))
+                pipe.exists(k.session_seq(session_id))
+            replies = pipe.execute()
+        for (_sid, namespace), owner, exists in zip(pairs, replies[::2], replies[1::2],
+                                                    strict=True):
+            found = _text(owner) if owner is not None else (
+                DEFAULT_NAMESPACE if exists else None)
+            if found is not None and found != namespace:
+                raise OutOfScope()
+
     def check_scope(self, session_id: str, namespace: str, *, must_exist: bool = False) -> None:
         """`OutOfScope` when the session is another namespace's (or, with `must_exist`,
         unknown): the two look the same to the caller."""

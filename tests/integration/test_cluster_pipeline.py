@@ -95,7 +95,7 @@ def _run_pipeline(
                 start(f"{kind}-{i}")
         _wait_for("the stream workers started",
                   lambda: all(w.events("worker.started") for n, w in workers.items()
-                              if not n.startswith("reflect")), every, 60)
+                              if not n.startswith("reflect")), every, 150)
         producers = [
             subprocess.Popen(
                 [sys.executable, "-m", "tests.support.producer_process",
