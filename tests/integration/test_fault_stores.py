@@ -36,7 +36,7 @@ DIM = 64
 
 def _settings(redis_url: str, **worker: object) -> Settings:
     return Settings.model_validate({
-        "redis": {"url": redis_url},
+        "redis": {"url": redis_url, "partitions": 1},
         "embedding": {"provider": "hashing", "dim": DIM},
         "worker": {"block_ms": 50, "claim_idle_ms": 60_000, "claim_interval_s": 0.1,
                    "max_deliveries": 3, "batch_size": 64, **worker},

@@ -65,7 +65,8 @@ def test_two_embed_workers_and_a_reflect_worker_share_one_qdrant_server(
                   lambda: all(w.events("worker.started") for w in embed), workers)
 
         settings = Settings.model_validate({
-            "redis": {"url": redis_url}, "embedding": {"provider": "hashing", "dim": DIM},
+            "redis": {"url": redis_url, "partitions": 1},
+            "embedding": {"provider": "hashing", "dim": DIM},
             "qdrant": {"url": qdrant.url}})
         turns = conversation(SESSIONS, PER_SESSION)
         with MemoryClient(settings) as producer_a, MemoryClient(settings) as producer_b:
