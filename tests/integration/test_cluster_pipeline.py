@@ -25,8 +25,11 @@ import redis
 from integration_support import WorkerProcess, worker_env
 
 from hivemem.config import Settings
+from hivemem.pipeline.topology import Keys
 from hivemem.producer.client import MemoryClient
+from hivemem.store.episodes import EpisodeStore
 from hivemem.store.redis_connect import connect
+from hivemem.store.reflection import ReflectionState
 from hivemem.store.vectors.server import ServerVectorStore
 from tests.support.qdrant_standin import spawn
 from tests.support.redis_cluster import RedisCluster
@@ -58,6 +61,49 @@ def _wait_for(what: str, done: Any, workers: list[WorkerProcess], timeout_s: flo
             logs = "\n".join(w.output()[-1200:] for w in workers)
             pytest.fail(f"{what} did not happen in {timeout_s}s\n{logs}")
         time.sleep(0.1)
+
+
+def _check_episodes_and_jobs(
+    settings: Settings, rq_url: str, every: list[WorkerProcess]
+) -> None:
+    """Every turn embedded and assigned; episodes in order, closed once; one job each."""
+    with MemoryClient(settings) as client:
+        def settled() -> bool:
+            for sid in SESSIONS:
+                stats = client.get_session_stats(sid)
+                if (stats.turns_processed, stats.turns_assigned) != (
+                        PER_SESSION, PER_SESSION + 1):
+                    return False
+            return True
+
+        _wait_for("every turn embedded and assigned", settled, every, 90)
+        rq = redis.Redis.from_url(rq_url)
+        main = connect(settings.redis)
+        keys = Keys("hm", PARTITIONS)
+        episodes = EpisodeStore(main, keys, 1000)
+        reflection = ReflectionState(main, keys)
+        _wait_for("every episode reflected", lambda: all(
+            reflection.reflected(sid) == len(episodes.episodes(sid)) for sid in SESSIONS),
+            every, 90)
+        all_episodes = {sid: episodes.episodes(sid) for sid in SESSIONS}
+        for sid, eps in all_episodes.items():
+            assert client.get_session_stats(sid).turns_dead_lettered == 0, sid
+            # In order, closed once: indices 1..n, each turn in exactly one episode, in
+            # seq order across the episodes.
+            assert [e.index for e in eps] == list(range(1, len(eps) + 1)), sid
+            turn_ids = [t for e in eps for t in e.turn_ids]
+            assert turn_ids == [f"{sid}-t{i}" for i in range(PER_SESSION)], sid
+        ids = [e.episode_id for eps in all_episodes.values() for e in eps]
+        assert len(ids) == len(set(ids))
+        # One reflect job per episode: dispatched once (across every dispatcher, the
+        # killed ones included), and each job id exists on rq's Redis.
+        dispatched = Counter(e["episode_id"] for w in every
+                             for e in w.events("episode.dispatched"))
+        assert set(dispatched) == set(ids)
+        assert max(dispatched.values()) == 1, dispatched.most_common(3)
+        assert all(rq.exists(f"rq:job:reflect-{i}") for i in ids)
+        main.close()
+        rq.close()
 
 
 def _run_pipeline(
@@ -115,46 +161,7 @@ def _run_pipeline(
             out, _ = p.communicate(timeout=90)
             assert p.returncode == 0, out
         settings = Settings.model_validate(settings_doc)
-        with MemoryClient(settings) as client:
-            def settled() -> bool:
-                for sid in SESSIONS:
-                    stats = client.get_session_stats(sid)
-                    if (stats.turns_processed, stats.turns_assigned) != (
-                            PER_SESSION, PER_SESSION + 1):
-                        return False
-                return True
-
-            _wait_for("every turn embedded and assigned", settled, every, 90)
-            rq = redis.Redis.from_url(rq_url)
-            main = connect(settings.redis)
-            from hivemem.pipeline.topology import Keys
-            from hivemem.store.episodes import EpisodeStore
-            from hivemem.store.reflection import ReflectionState
-
-            keys = Keys("hm", PARTITIONS)
-            episodes = EpisodeStore(main, keys, 1000)
-            reflection = ReflectionState(main, keys)
-            _wait_for("every episode reflected", lambda: all(
-                reflection.reflected(sid) == len(episodes.episodes(sid)) for sid in SESSIONS),
-                every, 90)
-            all_episodes = {sid: episodes.episodes(sid) for sid in SESSIONS}
-            for sid, eps in all_episodes.items():
-                stats = client.get_session_stats(sid)
-                assert stats.turns_dead_lettered == 0, stats
-                # In order, closed once: indices 1..n, each turn in exactly one episode, in
-                # seq order across the episodes.
-                assert [e.index for e in eps] == list(range(1, len(eps) + 1)), sid
-                turn_ids = [t for e in eps for t in e.turn_ids]
-                assert turn_ids == [f"{sid}-t{i}" for i in range(PER_SESSION)], sid
-            ids = [e.episode_id for eps in all_episodes.values() for e in eps]
-            assert len(ids) == len(set(ids))
-            # One reflect job per episode: dispatched once (across every dispatcher, the
-            # killed ones included), and each job id exists once on rq's Redis.
-            dispatched = Counter(e["episode_id"] for w in every
-                                 for e in w.events("episode.dispatched"))
-            assert set(dispatched) == set(ids)
-            assert max(dispatched.values()) == 1, dispatched.most_common(3)
-            assert all(rq.exists(f"rq:job:reflect-{i}") for i in ids)
+        _check_episodes_and_jobs(settings, rq_url, every)
         for w in every:
             if w.process.poll() is None:
                 w.signal(signal.SIGTERM)
@@ -190,3 +197,34 @@ def test_the_same_pipeline_on_one_redis_with_partitions(
 ) -> None:
     # rq shares the server (another database would do as well).
     _run_pipeline(tmp_path, redis_url, redis_url, start_worker)
+
+
+def test_the_same_pipeline_in_embedded_mode(tmp_path: Path) -> None:
+    """Embedded mode: the stage workers are threads that divide the partitions by lease (two
+    embed threads here), the dispatcher thread enqueues one reflect job per episode."""
+    from hivemem.providers.embedders import HashingEmbedder
+    from tests.integration.integration_support import conversation
+
+    settings = Settings.model_validate({
+        "redis": {"partitions": PARTITIONS}, "embedding": {"provider": "hashing", "dim": DIM},
+        "episodes": {"max_turns": 6}})
+    turns = conversation(SESSIONS, PER_SESSION)
+    with MemoryClient.local(tmp_path / "memory", settings, embedder=HashingEmbedder(DIM),
+                            workers=2) as client:
+        for start in range(0, len(turns), 6):
+            client.ingest_many(turns[start:start + 6])
+        for sid in SESSIONS:
+            client.close_session(sid)
+        for sid in SESSIONS:
+            client.wait_until_processed(sid, timeout=120)
+            client.wait_until_reflected(sid, timeout=120)
+        for sid in SESSIONS:
+            eps = client.episodes(sid)
+            assert [e.index for e in eps] == list(range(1, len(eps) + 1)), sid
+            assert [t for e in eps for t in e.turn_ids] == [
+                f"{sid}-t{i}" for i in range(PER_SESSION)], sid
+        runtime = client._runtime
+        assert runtime is not None
+        stored = list(runtime.vectors.iter_turns())
+        assert len(stored) == len(turns)
+        assert max(Counter((t.session_id, t.seq) for t in stored).values()) == 1
