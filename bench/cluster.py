@@ -295,6 +295,7 @@ def main() -> int:
     counter = SendCounter()
     try:
         cluster.start()
+        (folder / "rq").mkdir()
         rq_server.start()
         log(f"cluster: {cluster.url}; rq on {rq_server.url}")
         result["baseline"] = bench_xadd(cluster, 4000 if args.quick else 20000)
