@@ -22,6 +22,7 @@ from redis.cluster import ClusterPipeline
 from redis.commands.core import Script
 from redis.exceptions import (
     AskError,
+    NoScriptError,
     ClusterCrossSlotError,
     CrossSlotTransactionError,
     RedisClusterException,
@@ -89,23 +90,48 @@ def is_cluster(client: Any) -> bool:
 def run_scripts(
     client: Redis, script: Script, calls: Sequence[tuple[Sequence[Any], Sequence[Any]]]
 ) -> list[Any]:
-    """Run `script` once per (keys, args) in one pipeline (one round trip per node). A
-    cluster pipeline refuses its `evalsha`/`eval` methods, so there the command goes raw,
-    with the script's text (the server compiles it once and caches it by its digest)."""
+    """Run `script` once per (keys, args) in one pipeline (one round trip per node).
+
+    A cluster pipeline refuses its `evalsha` method, so there EVALSHA goes as a raw command
+    (routed by its keys); the script is loaded on every primary first, and a call that meets
+    a node without it (a replica promoted since) did not run, so it is run again on its own
+    (`Script` loads it there)."""
     if len(calls) == 1:
         keys, args = calls[0]
         return [script(keys=list(keys), args=list(args))]
+    cluster = is_cluster(client)
+    if cluster:
+        _load_everywhere(client, script)
     pipe = client.pipeline(transaction=False)
     for keys, args in calls:
         queue_script(pipe, script, keys, args)
-    return list(pipe.execute())
+    if not cluster:
+        return list(pipe.execute())
+    replies = list(pipe.execute(raise_on_error=False))
+    for i, reply in enumerate(replies):
+        if isinstance(reply, NoScriptError):
+            keys, args = calls[i]
+            replies[i] = script(keys=list(keys), args=list(args))
+        elif isinstance(reply, Exception):
+            raise reply
+    return replies
+
+
+_LOADED: set[tuple[int, str]] = set()
+
+
+def _load_everywhere(client: Redis, script: Script) -> None:
+    marker = (id(client), script.sha)
+    if marker not in _LOADED:
+        client.script_load(script.script)  # a cluster client sends it to every primary
+        _LOADED.add(marker)
 
 
 def queue_script(pipe: Any, script: Script, keys: Sequence[Any], args: Sequence[Any]) -> None:
     """Queue one script call on `pipe` (a pipeline or MULTI of either client kind)."""
     if isinstance(pipe, ClusterPipeline):
         pipe.execute_command(  # type: ignore[no-untyped-call]
-            "EVAL", script.script, len(keys), *keys, *args)
+            "EVALSHA", script.sha, len(keys), *keys, *args)
     else:
         script(keys=list(keys), args=list(args), client=pipe)
 
