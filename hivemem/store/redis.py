@@ -22,9 +22,9 @@ from redis.cluster import ClusterPipeline
 from redis.commands.core import Script
 from redis.exceptions import (
     AskError,
-    NoScriptError,
     ClusterCrossSlotError,
     CrossSlotTransactionError,
+    NoScriptError,
     RedisClusterException,
 )
 
