@@ -228,3 +228,28 @@ def test_the_same_pipeline_in_embedded_mode(tmp_path: Path) -> None:
         stored = list(runtime.vectors.iter_turns())
         assert len(stored) == len(turns)
         assert max(Counter((t.session_id, t.seq) for t in stored).values()) == 1
+
+
+def test_a_wrong_kind_of_url_is_a_configuration_error_not_an_outage(
+    redis_cluster: RedisCluster, redis_url: str
+) -> None:
+    from hivemem.config import RedisSettings
+    from hivemem.errors import ConfigurationError
+    from hivemem.store.redis_connect import connect_rq
+
+    redis_cluster.wait_ok()
+    port = redis_cluster.ports[0]
+    with pytest.raises(ConfigurationError, match="is a Redis Cluster node"):
+        connect(RedisSettings(url=f"redis://127.0.0.1:{port}/0"))
+    with pytest.raises(ConfigurationError, match="not a usable cluster"):
+        connect(RedisSettings(url=redis_url, mode="cluster"))
+    with pytest.raises(ConfigurationError, match="host:port"):
+        connect(RedisSettings(url="redis+cluster://nohostport"))
+    cluster = connect(RedisSettings(url=redis_cluster.url))
+    with pytest.raises(ConfigurationError, match="rq_url"):
+        connect_rq(RedisSettings(url=redis_cluster.url), cluster)
+    # MOVED is followed by the cluster client: every partition's key, wherever it lives.
+    for p in range(16):
+        cluster.set(f"hm:{{p{p}}}:probe", p)
+        assert int(cluster.get(f"hm:{{p{p}}}:probe")) == p
+    cluster.close()
