@@ -43,6 +43,7 @@ from common import RESULTS, RedisServer, machine_facts  # noqa: E402
 
 from hivemem.config import Settings  # noqa: E402
 from hivemem.logs import configure_logging  # noqa: E402
+from hivemem.pipeline.topology import partition_tags  # noqa: E402
 from hivemem.producer.client import MemoryClient  # noqa: E402
 from hivemem.providers.embedders import HashingEmbedder  # noqa: E402
 from hivemem.runtime.wiring import Wiring  # noqa: E402
@@ -105,7 +106,8 @@ def rows(n: int, sessions: int, tag: str) -> list[dict[str, Any]]:
 def bench_xadd(cluster: RedisCluster, n: int) -> dict[str, Any]:
     client = cluster.client()
     payload = {"seq": "1", "turn": "x" * 330}  # about a turn's wire JSON
-    streams = [f"bench:{{p{p}}}:xadd" for p in range(PARTITIONS)]
+    # The partitions' own hash tags: the same spread over the nodes as the pipeline's keys.
+    streams = [f"bench:{{{tag}}}:xadd" for tag in partition_tags(PARTITIONS)]
     reset_stats(cluster)
     t0 = time.perf_counter()
     for b in range(n // 100):

@@ -5,8 +5,8 @@ Partitions: a deployment has a fixed number P of partitions (`RedisSettings.part
 A session belongs to partition `partition_of(session_id, P)` (a stable hash, never Python's
 `hash()`, which is salted per process). Every key of a session and its partition's streams,
 dead letters, delivery errors, session set and episode outbox carry the same Redis Cluster
-hash tag ``{p<N>}``, so each Lua script and MULTI touches one slot only, and per-session
-order holds with any number of workers. Keys that belong to no session (API keys, traces,
+hash tag ``{p<N>.<k>}`` (`partition_tags`), so each Lua script and MULTI touches one slot
+only, and per-session order holds with any number of workers. Keys that belong to no session (API keys, traces,
 the worker leases) have tags of their own or are single-key.
 
 Session ids are global (a session belongs to the namespace of its first turn, checked in
@@ -20,9 +20,12 @@ stage's entry fields: they ask the `Topology` (stages) and `hivemem.pipeline.mes
 
 from __future__ import annotations
 
+import functools
 import hashlib
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
+
+from redis.crc import key_slot
 
 from hivemem.errors import ValidationError
 from hivemem.pipeline.messages import (
@@ -42,6 +45,24 @@ BOUNDARY = "boundary"
 DISPATCH = "dispatch"  # closed episodes (the outbox) -> rq reflect jobs
 STAGE_NAMES: tuple[str, ...] = (EMBED, BOUNDARY)
 DEFAULT_PARTITIONS = 16
+
+
+_SLOTS = 16384  # Redis Cluster's hash slots
+
+
+@functools.cache
+def partition_tags(partitions: int) -> tuple[str, ...]:
+    """Each partition's hash tag, chosen so that partition p's slot lies in the p-th of P
+    equal slot ranges: a cluster whose masters hold equal contiguous ranges (what
+    ``redis-cli --cluster create`` makes) then holds equal shares of the partitions."""
+    tags: list[str] = []
+    for p in range(partitions):
+        low, high = p * _SLOTS // partitions, (p + 1) * _SLOTS // partitions
+        k = 0
+        while not low <= key_slot(f"p{p}.{k}".encode()) < high:
+            k += 1
+        tags.append(f"p{p}.{k}")
+    return tuple(tags)
 
 
 def partition_of(session_id: str, partitions: int) -> int:
@@ -67,8 +88,8 @@ class Keys:
         return partition_of(session_id, self.partitions)
 
     def tag(self, partition: int) -> str:
-        """The key prefix of partition p, hash tag included: ``hm:{p3}``."""
-        return f"{self.prefix}:{{p{partition}}}"
+        """The key prefix of partition p, hash tag included: ``hm:{p3.12}``."""
+        return f"{self.prefix}:{{{partition_tags(self.partitions)[partition]}}}"
 
     def _s(self, session_id: str) -> str:
         return f"{self.tag(self.partition(session_id))}:s:{session_id}"

@@ -285,7 +285,7 @@ def _run_parallel_with_kill(
                                     count=1000, consumername=f"par-{index}")
     assert orphans, "the kill did not land while the worker held entries"
     closed_at_kill = _closed_count(client)
-    leases_at_kill = len(client.keys("hm:{p0}:s:*:ep:lease"))
+    leases_at_kill = len(client.keys(f"{KEYS.tag(0)}:s:*:ep:lease"))
     replacement = start_worker(env, "--burst", "--name", "par-new", command=BOUNDARY_CMD)
     survivors = [*(w for w in workers if w is not killed), replacement]
     for worker in survivors:

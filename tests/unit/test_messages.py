@@ -115,6 +115,9 @@ def test_partitions_are_stable_and_every_key_of_a_session_shares_its_slot() -> N
         ]
         assert {key_slot(k.encode()) for k in session_keys} == {slot}, sid
     assert key_slot(keys.api_key("k1").encode()) == key_slot(keys.api_keys.encode())
+    # Partition p's slot is in the p-th of P equal ranges: 3 masters hold 5, 5 and 6 of 16.
+    slots = [key_slot(keys.turns_stream(p).encode()) for p in range(16)]
+    assert [s * 16 // 16384 for s in slots] == list(range(16))
 
 
 def test_one_partition_is_still_a_deployment() -> None:
