@@ -6,8 +6,8 @@ A session belongs to partition `partition_of(session_id, P)` (a stable hash, nev
 `hash()`, which is salted per process). Every key of a session and its partition's streams,
 dead letters, delivery errors, session set and episode outbox carry the same Redis Cluster
 hash tag ``{p<N>.<k>}`` (`partition_tags`), so each Lua script and MULTI touches one slot
-only, and per-session order holds with any number of workers. Keys that belong to no session (API keys, traces,
-the worker leases) have tags of their own or are single-key.
+only, and per-session order holds with any number of workers. Keys that belong to no
+session (API keys, traces, the worker leases) have tags of their own or are single-key.
 
 Session ids are global (a session belongs to the namespace of its first turn, checked in
 the ingest script), so the partition is a function of the session id alone: the owner check
