@@ -23,7 +23,9 @@ from hivemem.store.redis import Redis, redis_errors, run_scripts, set_union
 # the partition's turns stream and to the recent window. KEYS: the stream, the partition's
 # session set, then 5 keys per turn (seq, ids, recent, meta, ns). ARGV: the window, the
 # entry's two field names (from `TurnEntry`), then 5 values per turn (turn id, wire JSON,
-# timestamp, session id, namespace). Returns seq, duplicate per turn, flattened.
+# timestamp, session id, namespace). Returns seq, duplicate per turn, flattened. (A session
+# is listed and its first activity set by its first turn only; the window is trimmed only
+# once it can be full: fewer commands per turn.)
 _APPEND_TURNS = """
 local window = tonumber(ARGV[1])
 local out = {}
@@ -48,11 +50,14 @@ for i = 0, (#KEYS - 2) / 5 - 1 do
       redis.call('XADD', KEYS[1], '*', ARGV[2], seq, ARGV[3], ARGV[a + 2])
       if window > 0 then
         redis.call('ZADD', KEYS[k + 3], seq, ARGV[a + 2])
-        redis.call('ZREMRANGEBYRANK', KEYS[k + 3], 0, -(window + 1))
+        if seq > window then redis.call('ZREMRANGEBYRANK', KEYS[k + 3], 0, -(window + 1)) end
       end
-      redis.call('HSETNX', KEYS[k + 4], 'first_ts', ARGV[a + 3])
-      redis.call('HSET', KEYS[k + 4], 'last_ts', ARGV[a + 3])
-      redis.call('SADD', KEYS[2], ARGV[a + 4])
+      if seq == 1 then
+        redis.call('HSET', KEYS[k + 4], 'first_ts', ARGV[a + 3], 'last_ts', ARGV[a + 3])
+        redis.call('SADD', KEYS[2], ARGV[a + 4])
+      else
+        redis.call('HSET', KEYS[k + 4], 'last_ts', ARGV[a + 3])
+      end
       out[#out + 1] = seq
       out[#out + 1] = 0
     end
