@@ -176,9 +176,12 @@ class StreamWorker(Generic[M]):
             self._next_claim = 0.0  # new partitions: look for their orphans now
 
     def _idle(self) -> bool:
-        # Called right after a read found nothing new: pending entries are all that is left.
+        # Called right after a read found nothing new in this worker's partitions. Others'
+        # partitions count too: one still leased by a dead worker may hold undelivered
+        # entries (lag) that this worker reads once the lease expires.
         return all(
             self.streams.pending_count(stream, self.kind.group) == 0
+            and self.streams.lag(stream, self.kind.group) == 0
             for stream in self.kind.streams
         )
 
