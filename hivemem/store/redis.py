@@ -104,7 +104,7 @@ def run_scripts(
         _load_everywhere(client, script)
     pipe = client.pipeline(transaction=False)
     for keys, args in calls:
-        queue_script(pipe, script, keys, args)
+        queue_script(pipe, script, keys, args, loaded=cluster)
     if not cluster:
         return list(pipe.execute())
     replies = list(pipe.execute(raise_on_error=False))
@@ -127,11 +127,17 @@ def _load_everywhere(client: Redis, script: Script) -> None:
         _LOADED.add(marker)
 
 
-def queue_script(pipe: Any, script: Script, keys: Sequence[Any], args: Sequence[Any]) -> None:
-    """Queue one script call on `pipe` (a pipeline or MULTI of either client kind)."""
+def queue_script(
+    pipe: Any, script: Script, keys: Sequence[Any], args: Sequence[Any], *,
+    loaded: bool = False,
+) -> None:
+    """Queue one script call on `pipe` (a pipeline or MULTI of either client kind). On a
+    cluster: EVALSHA when the caller made sure the script is `loaded` (and handles
+    NOSCRIPT, as `run_scripts` does), else EVAL with the script's text."""
     if isinstance(pipe, ClusterPipeline):
         pipe.execute_command(  # type: ignore[no-untyped-call]
-            "EVALSHA", script.sha, len(keys), *keys, *args)
+            "EVALSHA" if loaded else "EVAL", script.sha if loaded else script.script,
+            len(keys), *keys, *args)
     else:
         script(keys=list(keys), args=list(args), client=pipe)
 
