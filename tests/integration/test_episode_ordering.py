@@ -206,7 +206,7 @@ def _snapshot(
     client: redis.Redis, sessions: list[str], lease_ms: int
 ) -> tuple[dict[str, list[Episode]], dict[str, tuple[int, list[str]]]]:
     """(closed episodes per session, (turns assigned, open episode's turn ids) per session)."""
-    store = EpisodeStore(client, Keys("hm"), lease_ms)
+    store = EpisodeStore(client, KEYS, lease_ms)
     closed = {sid: store.episodes(sid) for sid in sessions}
     state: dict[str, tuple[int, list[str]]] = {}
     for sid in sessions:
