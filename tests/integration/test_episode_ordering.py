@@ -51,7 +51,6 @@ from hivemem.domain.episode import (
     step_turn,
 )
 from hivemem.pipeline.messages import turn_from_wire
-from hivemem.pipeline.topology import Keys
 from hivemem.producer.client import MemoryClient
 from hivemem.store.episodes import EpisodeStore
 from hivemem.workers.boundary import policy_from
