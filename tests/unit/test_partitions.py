@@ -162,7 +162,7 @@ def test_two_workers_split_the_partitions_and_handle_everything_once(
         def handle(batch: list[tuple[str, int]]) -> None:
             with lock:
                 seen[name].extend(m for _, m in batch)
-            time.sleep(0.05)  # slow enough that the second worker joins mid-way
+            time.sleep(0.1)  # slow enough that the second worker joins mid-way
         return handle
 
     ws = settings.worker.model_copy(update={"batch_size": 2})
@@ -175,7 +175,7 @@ def test_two_workers_split_the_partitions_and_handle_everything_once(
     threads = [threading.Thread(target=w.run) for w in workers]
     for t in threads:
         t.start()
-    deadline = time.monotonic() + 15
+    deadline = time.monotonic() + 60
     while len(seen["a"]) + len(seen["b"]) < 200 and time.monotonic() < deadline:
         time.sleep(0.05)
     for w in workers:
