@@ -39,6 +39,7 @@ from hivemem.errors import (
     ReflectionFailed,
     ReflectionTimeout,
     RetryLater,
+    StoreRejected,
     StoreUnavailable,
     ValidationError,
 )
@@ -102,6 +103,7 @@ __all__ = [
     "SessionStats",
     "Settings",
     "StageLag",
+    "StoreRejected",
     "StoreUnavailable",
     "TimelineEvent",
     "Turn",

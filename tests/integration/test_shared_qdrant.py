@@ -1,8 +1,10 @@
 """Worker processes sharing one networked Qdrant: the REST stand-in in its own process
 (qdrant-edge behind Qdrant's HTTP API), 2 embed + 1 boundary + 1 reflect worker processes
 and two producers on a real redis-server. With the embedded folder only one process could
-open the store; here every stage runs beside the others, and every turn lands in Qdrant
-exactly once."""
+open the store; here every stage runs beside the others. Mid-load Qdrant has an outage
+(5xx on writes: the workers back off, nothing is lost) and refuses one turn for good (a 400:
+that turn alone is dead-lettered with Qdrant's reason). Every other turn lands in Qdrant
+exactly once, and every episode is reflected."""
 
 from __future__ import annotations
 
@@ -23,7 +25,7 @@ from hivemem.producer.client import MemoryClient
 from hivemem.store.episodes import EpisodeStore
 from hivemem.store.reflection import ReflectionState
 from hivemem.store.vectors.server import ServerVectorStore
-from tests.support.qdrant_standin import spawn
+from tests.support.qdrant_standin import Fault, spawn
 
 pytestmark = pytest.mark.integration
 
@@ -31,6 +33,7 @@ DIM = 64
 SESSIONS = [f"shared-s{i}" for i in range(6)]
 PER_SESSION = 30
 WORKERS = [sys.executable, "-m", "hivemem.workers"]
+REFUSED = "this turn is one Qdrant refuses"
 
 
 def _wait_for(what: str, done: Any, workers: list[Any], timeout_s: float = 150) -> None:
@@ -42,6 +45,74 @@ def _wait_for(what: str, done: Any, workers: list[Any], timeout_s: float = 150) 
             logs = "\n".join(w.output()[-1500:] for w in workers)
             pytest.fail(f"{what} did not happen in {timeout_s}s\n{logs}")
         time.sleep(0.1)
+
+
+def _produce(producers: list[MemoryClient], turns: list[dict[str, Any]], qdrant: Any) -> None:
+    """Each producer ingests half of the sessions, in small chunks, then closes them; an
+    outage (the next 12 writes of turns get a 503) starts while they are at it."""
+
+    def produce(producer: MemoryClient, mine: list[str]) -> None:
+        batch = [t for t in turns if t["session_id"] in mine]
+        for start in range(0, len(batch), 6):
+            producer.ingest_many(batch[start : start + 6])
+            time.sleep(0.02)
+        for sid in mine:
+            producer.close_session(sid)
+
+    half = len(SESSIONS) // 2
+    threads = [threading.Thread(target=produce, args=(p, mine))
+               for p, mine in zip(producers, (SESSIONS[:half], SESSIONS[half:]), strict=True)]
+    for t in threads:
+        t.start()
+    time.sleep(0.5)
+    qdrant.add_fault(Fault("PUT", r"hivemem_turns/points$", status=503, count=12))
+    for t in threads:
+        t.join()
+
+
+def _settled(producer: MemoryClient, real_redis: redis.Redis) -> bool:
+    """Every turn embedded (or dead), every seq assigned, every closed episode reflected."""
+    episodes = EpisodeStore(real_redis, KEYS, 1000)
+    reflection = ReflectionState(real_redis, KEYS)
+    for sid in SESSIONS:
+        stats = producer.get_session_stats(sid)
+        processed = stats.turns_processed + stats.turns_dead_lettered
+        if (processed, stats.turns_assigned) != (PER_SESSION, PER_SESSION + 1):
+            return False
+        if reflection.reflected(sid) != len(episodes.episodes(sid)):
+            return False
+    return True
+
+
+def _stop(workers: list[Any], total: int) -> None:
+    """SIGTERM all; both embed workers took work and waited the outage out."""
+    for w in workers:
+        w.signal(signal.SIGTERM)
+    for w in workers:
+        assert w.wait(timeout=60) == 0, w.output()[-3000:]
+        assert "open in another process" not in w.output()
+    embed = workers[:2]
+    handled = [w.summary()["handled"] for w in embed]
+    assert sum(handled) >= total
+    assert all(n > 0 for n in handled), f"one embed worker did all the work: {handled}"
+    backoffs = sum(len(w.events("worker.backoff")) for w in embed)
+    assert backoffs >= 1, "the 503s were seen (and waited out) by the embed workers"
+
+
+def _check_store(settings: Settings, turns: list[dict[str, Any]], refused: str) -> None:
+    """Each turn once, in its session's order, but the refused one; facts for every session."""
+    store = ServerVectorStore(settings.qdrant, DIM)
+    try:
+        stored = list(store.iter_turns())
+        assert len(stored) == len(turns) - 1
+        assert max(Counter((t.session_id, t.seq) for t in stored).values()) == 1
+        for sid in SESSIONS:
+            mine = sorted((t for t in stored if t.session_id == sid), key=lambda t: t.seq)
+            expected = [f"{sid}-t{i}" for i in range(PER_SESSION)]
+            assert [t.turn_id for t in mine] == [e for e in expected if e != refused]
+            assert store.list_facts(sid), f"{sid}: the reflect worker wrote no facts"
+    finally:
+        store.close()
 
 
 def test_two_embed_workers_and_a_reflect_worker_share_one_qdrant_server(
@@ -56,79 +127,34 @@ def test_two_embed_workers_and_a_reflect_worker_share_one_qdrant_server(
             "HIVEMEM_WORKER__CLAIM_IDLE_MS": "1000",
             "HIVEMEM_EPISODES__MAX_TURNS": "6",
         })
-        workers = [start_worker(env, "embed", "--name", f"embed-{i}", command=WORKERS)
-                   for i in (1, 2)]
-        workers.append(start_worker(env, "boundary", "--name", "boundary-1", command=WORKERS))
-        workers.append(start_worker(env, "reflect", "--name", "reflect-1", command=WORKERS))
-        embed = workers[:2]
+        workers = [start_worker(env, kind, "--name", name, command=WORKERS) for kind, name in
+                   (("embed", "embed-1"), ("embed", "embed-2"), ("boundary", "boundary-1"),
+                    ("reflect", "reflect-1"))]
         _wait_for("both embed workers started",
-                  lambda: all(w.events("worker.started") for w in embed), workers)
+                  lambda: all(w.events("worker.started") for w in workers[:2]), workers)
 
         settings = Settings.model_validate({
             "redis": {"url": redis_url, "partitions": 1},
             "embedding": {"provider": "hashing", "dim": DIM},
             "qdrant": {"url": qdrant.url}})
         turns = conversation(SESSIONS, PER_SESSION)
+        refused = next(t for t in turns if t["turn_id"] == f"{SESSIONS[4]}-t17")
+        refused["content"] = REFUSED
+        qdrant.add_fault(Fault("PUT", r"/points$", status=400, count=1000, body_contains=REFUSED,
+                               message="Format error in JSON body: recursion limit exceeded"))
         with MemoryClient(settings) as producer_a, MemoryClient(settings) as producer_b:
-
-            def produce(producer: MemoryClient, mine: set[str]) -> None:
-                batch = [t for t in turns if t["session_id"] in mine]
-                for start in range(0, len(batch), 6):
-                    producer.ingest_many(batch[start : start + 6])
-                    time.sleep(0.02)
-                for sid in sorted(mine):
-                    producer.close_session(sid)
-
-            producers = [
-                threading.Thread(target=produce, args=(producer_a, set(SESSIONS[:3]))),
-                threading.Thread(target=produce, args=(producer_b, set(SESSIONS[3:]))),
-            ]
-            for t in producers:
-                t.start()
-            for t in producers:
-                t.join()
-
-            episodes = EpisodeStore(real_redis, KEYS, 1000)
-            reflection = ReflectionState(real_redis, KEYS)
-
-            def settled() -> bool:
-                for sid in SESSIONS:
-                    stats = producer_a.get_session_stats(sid)
-                    if (stats.turns_processed, stats.turns_assigned) != (
-                        PER_SESSION, PER_SESSION + 1
-                    ):
-                        return False
-                    if reflection.reflected(sid) != len(episodes.episodes(sid)):
-                        return False
-                return True
-
-            _wait_for("every turn embedded and every episode reflected", settled, workers)
+            _produce([producer_a, producer_b], turns, qdrant)
+            _wait_for("every turn embedded and every episode reflected",
+                      lambda: _settled(producer_a, real_redis), workers)
             recalled = producer_b.recall(SESSIONS[0], "a retry policy with exponential backoff")
             assert len(recalled) > 0, "a recall through the shared store finds the turns"
             for sid in SESSIONS:
                 stats = producer_a.get_session_stats(sid)
-                assert stats.turns_dead_lettered == 0, stats
-
-        for w in workers:
-            w.signal(signal.SIGTERM)
-        for w in workers:
-            assert w.wait(timeout=60) == 0, w.output()[-3000:]
-        handled = [w.summary()["handled"] for w in embed]
-        assert sum(handled) >= len(turns)
-        assert all(n > 0 for n in handled), f"one embed worker did all the work: {handled}"
-        for w in workers:
-            assert "open in another process" not in w.output()
-
-        store = ServerVectorStore(settings.qdrant, DIM)
-        try:
-            stored = list(store.iter_turns())
-            assert len(stored) == len(turns)
-            assert max(Counter((t.session_id, t.seq) for t in stored).values()) == 1
-            for sid in SESSIONS:
-                mine = sorted((t for t in stored if t.session_id == sid), key=lambda t: t.seq)
-                assert [t.turn_id for t in mine] == [f"{sid}-t{i}" for i in range(PER_SESSION)]
-                assert store.list_facts(sid), f"{sid}: the reflect worker wrote no facts"
-        finally:
-            store.close()
+                assert stats.turns_dead_lettered == (sid == SESSIONS[4]), stats
+            [letter] = producer_a.admin.dead_letters()
+            assert letter.deliveries == 1 and "recursion limit exceeded" in letter.error
+            assert real_redis.xlen(KEYS.dead_letters(KEYS.embedded_stream)) == 0
+        _stop(workers, len(turns) - 1)
+        _check_store(settings, turns, refused["turn_id"])
     finally:
         qdrant.stop()

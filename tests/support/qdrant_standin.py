@@ -174,10 +174,7 @@ class QdrantStandin:
     def answer(self, method: str, path: str, query: str, raw: bytes,
                headers: Any) -> tuple[int, Any]:
         """(status, JSON body) for one request; `(0, None)` drops the connection."""
-        if path == "/":
-            return 200, {"title": "qdrant - vector search engine", "version": QDRANT_VERSION,
-                         "commit": "hivemem-test-standin"}
-        if path in ("/healthz", "/readyz", "/livez"):
+        if path in ("/healthz", "/readyz", "/livez"):  # Qdrant answers these without a key
             return 200, "healthz check passed"
         if path.startswith("/_standin/"):
             return self._admin(method, path, raw)
@@ -186,6 +183,9 @@ class QdrantStandin:
             if self.api_key not in (headers.get("api-key"), bearer):
                 return 401, _error("Must provide an API key or an Authorization bearer token",
                                    0.0)
+        if path == "/":
+            return 200, {"title": "qdrant - vector search engine", "version": QDRANT_VERSION,
+                         "commit": "hivemem-test-standin"}
         fault = self.faults.take(method, path, raw)
         if fault is not None:
             time.sleep(fault.delay_s)

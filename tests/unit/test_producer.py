@@ -144,7 +144,9 @@ def test_unreachable_qdrant_is_a_clear_error() -> None:
     from hivemem.store.vectors.server import ServerVectorStore
 
     with pytest.raises(StoreUnavailable) as info:
-        ServerVectorStore(QdrantSettings(url="http://127.0.0.1:1", timeout=1), 8)
+        # open_timeout_s: do not ride out the "outage" for the default 60 s.
+        unreachable = QdrantSettings(url="http://127.0.0.1:1", timeout=1, open_timeout_s=0.3)
+        ServerVectorStore(unreachable, 8)
     assert info.value.store == "qdrant"
 
 

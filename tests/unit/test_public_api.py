@@ -57,6 +57,7 @@ def test_all_is_pinned() -> None:
         "SessionStats",
         "Settings",
         "StageLag",
+        "StoreRejected",
         "StoreUnavailable",
         "TimelineEvent",
         "Turn",

@@ -15,6 +15,7 @@ import numpy as np
 import pydantic
 import pytest
 import redis
+import structlog.testing
 
 from hivemem import MemoryClient
 from hivemem.config import QdrantSettings, Settings
@@ -330,3 +331,26 @@ def test_embed_worker_dead_letters_a_turn_qdrant_rejects_and_moves_on(
         stats = client.get_session_stats("s1")
         assert (stats.turns_processed, stats.turns_dead_lettered) == (5, 1)
         assert vectors.count_turns("s1") == 5
+
+
+def test_an_existing_collection_too_weak_for_read_your_writes_is_reported(
+    qdrant: QdrantStandin,
+) -> None:
+    body = {"vectors": {"dense": {"size": DIM, "distance": "Cosine"}},
+            "sparse_vectors": {"lexical": {"modifier": "idf"}},
+            "replication_factor": 3, "write_consistency_factor": 1}
+    for name in ("weak_turns", "weak_facts"):
+        assert _http("PUT", f"{qdrant.url}/collections/{name}", body)[0] == 200
+    with structlog.testing.capture_logs() as logs:
+        ServerVectorStore(_settings(qdrant.url, collection_prefix="weak_"), DIM).close()
+    warned = [e for e in logs if e["event"] == "store.reads_may_miss_writes"]
+    assert {e["collection"] for e in warned} == {"weak_turns", "weak_facts"}
+    assert warned[0]["write_consistency_factor"] == 1 and "to 2" in warned[0]["fix"]
+
+
+def test_a_missing_api_key_is_an_outage_to_fix_not_a_rejection(tmp_path: Path) -> None:
+    with QdrantStandin(tmp_path / "keyed", api_key="s3cret") as keyed:
+        with pytest.raises(StoreUnavailable, match="401"):
+            ServerVectorStore(_settings(keyed.url, open_timeout_s=0), DIM)
+        status, _ = _http("GET", f"{keyed.url}/collections")
+        assert status == 401

@@ -85,11 +85,16 @@ class ServerVectorStore(VectorStore):
                 deadline_s=settings.open_timeout_s,
             )
         except StoreRejected as exc:
-            raise ConfigurationError(f"qdrant at {target} refused the collections: {exc}") \
-                from None
+            self._client.close()
+            message = f"qdrant at {target} refused the collections: {exc}"
+            raise ConfigurationError(message) from None
         except StoreUnavailable as exc:
+            self._client.close()
             detail = str(exc).removeprefix("qdrant unavailable: ")
             raise StoreUnavailable("qdrant", f"{target}: {detail}") from None
+        except ConfigurationError:
+            self._client.close()
+            raise
 
     def _ensure_collections(self) -> None:
         for name in COLLECTIONS:
