@@ -15,8 +15,19 @@ from pydantic_settings import BaseSettings, SettingsConfigDict
 
 
 class RedisSettings(BaseModel):
-    # redis://, rediss:// (TLS) or unix://; user and password may be in the URL or below.
+    # redis://, rediss:// (TLS) or unix://: one server. redis+cluster://h1:p1,h2:p2 (or
+    # rediss+cluster://): a Redis Cluster, any reachable nodes as the seed. redis+sentinel://
+    # h1:p1,h2:p2/master-name[/db]: the master Sentinel names. User and password may be in
+    # the URL or below. `mode` overrides what the scheme says.
     url: str = "redis://127.0.0.1:6379/0"
+    mode: Literal["auto", "standalone", "cluster", "sentinel"] = "auto"
+    # Partitions per stage (fixed per deployment: every key carries its partition's hash
+    # tag; a count other than the one the data was written with is refused at start: to
+    # change it, export the sessions, then import them into a deployment with the new P).
+    partitions: int = Field(default=16, ge=1, le=4096)
+    # rq's Redis (the reflect queue). rq does not run on Redis Cluster: with a cluster, point
+    # this at a plain Redis (or Sentinel master). None: the same server as `url`.
+    rq_url: str | None = None
     # Redis 6 ACL user and its password (or the AUTH password alone); never logged.
     username: str | None = None
     password: SecretStr | None = None

@@ -13,6 +13,8 @@ Entries and their fields:
   (`SkipEntry`: a turn the embed stage dead-lettered).
 - dead-letter streams: `encode_dead_letter` / `decode_dead_letter` (the original entry's
   fields ride along prefixed with ``f:``).
+- outbox stream, `OutboxEntry`: ``episode_id``, ``session_id``, ``index`` (a closed episode
+  whose reflect job is still to be enqueued).
 - traces stream, `TraceEntry`: ``trace`` (JSON).
 - a session's audit stream, `AuditEntry`: ``seq`` (assigned by the append script), ``event``
   (the event as JSON, without its seq).
@@ -261,6 +263,40 @@ def embedded_from_json(raw: str | bytes) -> EmbeddedEntry:
     if not isinstance(fields, dict):
         raise MalformedEntry("entry JSON is not an object")
     return decode_embedded(fields)
+
+
+# -- the episode outbox -----------------------------------------------------------------------
+
+
+class OutboxEntry(Entry):
+    """A closed episode waiting for its reflect job (written by the boundary commit, in the
+    same atomic step as the episode; the dispatcher turns it into one rq job)."""
+
+    EPISODE_FIELD: ClassVar[str] = "episode_id"
+    SESSION_FIELD: ClassVar[str] = SESSION_ID
+    INDEX_FIELD: ClassVar[str] = "index"
+
+    episode_id: str
+    session_id: str
+    index: int
+
+    def to_fields(self) -> dict[str, str]:
+        return {self.EPISODE_FIELD: self.episode_id, self.SESSION_FIELD: self.session_id,
+                self.INDEX_FIELD: str(self.index)}
+
+    @classmethod
+    def from_fields(cls, fields: Mapping[str, str]) -> OutboxEntry:
+        raw_index = _field(fields, cls.INDEX_FIELD)
+        try:
+            index = int(raw_index)
+        except ValueError as exc:
+            raise MalformedEntry(f"bad index {raw_index!r}", cause=exc) from None
+        return cls(episode_id=_field(fields, cls.EPISODE_FIELD),
+                   session_id=_field(fields, cls.SESSION_FIELD), index=index)
+
+
+def decode_outbox(fields: Mapping[str, str]) -> OutboxEntry:
+    return OutboxEntry.from_fields(fields)
 
 
 # -- dead letters ---------------------------------------------------------------------------

@@ -1,41 +1,116 @@
-"""The pipeline's layout: every Redis key hivemem uses (`Keys`) and the stream stages as
-data (`Stage`, `Topology`).
+"""The pipeline's layout: every Redis key hivemem uses (`Keys`), the partitions, and the
+stream stages as data (`Stage`, `Topology`).
 
-Session keys share the session id; stream keys are global per stage. A deployment may run
-several hivemem installations on one Redis by giving each its own prefix. No module outside
-`hivemem.pipeline` spells a stream, a consumer group or a stage's entry fields: they ask the
-`Topology` (stages) and `hivemem.pipeline.messages` (entries).
+Partitions: a deployment has a fixed number P of partitions (`RedisSettings.partitions`).
+A session belongs to partition `partition_of(session_id, P)` (a stable hash, never Python's
+`hash()`, which is salted per process). Every key of a session and its partition's streams,
+dead letters, delivery errors, session set and episode outbox carry the same Redis Cluster
+hash tag ``{p<N>.<k>}`` (`partition_tags`), so each Lua script and MULTI touches one slot
+only, and per-session order holds with any number of workers. Keys that belong to no
+session (API keys, traces, the worker leases) have tags of their own or are single-key.
+
+Session ids are global (a session belongs to the namespace of its first turn, checked in
+the ingest script), so the partition is a function of the session id alone: the owner check
+and the session's keys must live in the same slot before the namespace is known.
+
+A deployment may run several hivemem installations on one Redis by giving each its own
+prefix. No module outside `hivemem.pipeline` spells a stream, a consumer group or a
+stage's entry fields: they ask the `Topology` (stages) and `hivemem.pipeline.messages`.
 """
 
 from __future__ import annotations
 
+import functools
+import hashlib
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 
+from redis.crc import key_slot
+
 from hivemem.errors import ValidationError
-from hivemem.pipeline.messages import EmbeddedEntry, Entry, TurnEntry, decode_embedded
+from hivemem.pipeline.messages import (
+    EmbeddedEntry,
+    Entry,
+    OutboxEntry,
+    TurnEntry,
+    decode_embedded,
+    decode_outbox,
+)
 from hivemem.pipeline.messages import decode_turn_entry as _decode_turn_entry
 
 # Stage names: what `hivemem worker KIND`, metrics labels and `wait_until_processed(stage=)`
 # call them. Each stage's consumer group has the stage's name.
 EMBED = "embed"
 BOUNDARY = "boundary"
+DISPATCH = "dispatch"  # closed episodes (the outbox) -> rq reflect jobs
 STAGE_NAMES: tuple[str, ...] = (EMBED, BOUNDARY)
+DEFAULT_PARTITIONS = 16
+
+
+_SLOTS = 16384  # Redis Cluster's hash slots
+
+
+@functools.cache
+def partition_tags(partitions: int) -> tuple[str, ...]:
+    """Each partition's hash tag, chosen so that partition p's slot lies in the p-th of P
+    equal slot ranges: a cluster whose masters hold equal contiguous ranges (what
+    ``redis-cli --cluster create`` makes) then holds equal shares of the partitions."""
+    tags: list[str] = []
+    for p in range(partitions):
+        low, high = p * _SLOTS // partitions, (p + 1) * _SLOTS // partitions
+        k = 0
+        while not low <= key_slot(f"p{p}.{k}".encode()) < high:
+            k += 1
+        tags.append(f"p{p}.{k}")
+    return tuple(tags)
+
+
+def partition_of(session_id: str, partitions: int) -> int:
+    """The session's partition: stable across processes, machines and Python versions."""
+    if partitions == 1:
+        return 0
+    digest = hashlib.blake2b(session_id.encode("utf-8"), digest_size=8).digest()
+    return int.from_bytes(digest, "big") % partitions
 
 
 @dataclass(frozen=True, slots=True)
 class Keys:
     prefix: str = "hm"
+    partitions: int = DEFAULT_PARTITIONS
 
-    # Streams and their consumer groups.
-    @property
-    def turns_stream(self) -> str:
-        return f"{self.prefix}:stream:turns"
+    def __post_init__(self) -> None:
+        if self.partitions < 1:
+            raise ValidationError("partitions", "must be at least 1")
+
+    # -- partitions ------------------------------------------------------------------------
+
+    def partition(self, session_id: str) -> int:
+        return partition_of(session_id, self.partitions)
+
+    def tag(self, partition: int) -> str:
+        """The key prefix of partition p, hash tag included: ``hm:{p3.12}``."""
+        return f"{self.prefix}:{{{partition_tags(self.partitions)[partition]}}}"
+
+    def _s(self, session_id: str) -> str:
+        return f"{self.tag(self.partition(session_id))}:s:{session_id}"
 
     @property
-    def embedded_stream(self) -> str:
+    def partition_count(self) -> str:
+        """String: the P this deployment's keys were written with (checked at start)."""
+        return f"{self.prefix}:partitions"
+
+    # -- streams and their consumer groups (one per partition) ----------------------------
+
+    def turns_stream(self, partition: int) -> str:
+        return f"{self.tag(partition)}:stream:turns"
+
+    def embedded_stream(self, partition: int) -> str:
         """Turns that are durable in Qdrant (with their vectors), plus episode controls."""
-        return f"{self.prefix}:stream:embedded"
+        return f"{self.tag(partition)}:stream:embedded"
+
+    def outbox_stream(self, partition: int) -> str:
+        """Episodes closed by the boundary commit, waiting for their reflect job."""
+        return f"{self.tag(partition)}:stream:outbox"
 
     def dead_letters(self, stream: str) -> str:
         return f"{stream}:dead"
@@ -44,161 +119,194 @@ class Keys:
         """Hash entry id -> last error, so a dead letter can say why it died."""
         return f"{stream}:errors:{group}"
 
-    # Per-session state (rebuildable from Qdrant).
+    # -- stage workers' partition leases (single-key commands only) ------------------------
+
+    def stage_members(self, stage: str) -> str:
+        """Sorted set: live workers of a stage, scored by their last heartbeat (ms)."""
+        return f"{self.prefix}:workers:{stage}"
+
+    def partition_lease(self, stage: str, partition: int) -> str:
+        """The one worker of a stage reading partition p (SET NX PX, its consumer name)."""
+        return f"{self.prefix}:lease:{stage}:{partition}"
+
+    def dispatched(self, episode_id: str) -> str:
+        """On rq's Redis: set once the episode's reflect job is enqueued (never twice)."""
+        return f"{self.prefix}:dispatched:{episode_id}"
+
+    # -- per-session state (rebuildable from Qdrant) --------------------------------------
+
     def session_seq(self, session_id: str) -> str:
-        return f"{self.prefix}:s:{session_id}:seq"
+        return f"{self._s(session_id)}:seq"
 
     def session_turn_ids(self, session_id: str) -> str:
         """Hash turn id -> seq: makes a repeated turn id a no-op."""
-        return f"{self.prefix}:s:{session_id}:ids"
+        return f"{self._s(session_id)}:ids"
 
     def session_recent(self, session_id: str) -> str:
         """Sorted set of the latest turns (JSON), scored by seq."""
-        return f"{self.prefix}:s:{session_id}:recent"
+        return f"{self._s(session_id)}:recent"
 
     def session_processed(self, session_id: str) -> str:
         """Bitmap: bit seq is set once that turn is durable in Qdrant."""
-        return f"{self.prefix}:s:{session_id}:done"
+        return f"{self._s(session_id)}:done"
 
     def session_dead(self, session_id: str) -> str:
         """Bitmap: bit seq is set once that turn was dead-lettered."""
-        return f"{self.prefix}:s:{session_id}:dead"
+        return f"{self._s(session_id)}:dead"
 
     def session_meta(self, session_id: str) -> str:
         """Hash: first/last activity timestamps."""
-        return f"{self.prefix}:s:{session_id}:meta"
+        return f"{self._s(session_id)}:meta"
 
     # Memory lifecycle.
     def session_info(self, session_id: str) -> str:
         """Hash: what the caller says about the session (title, agent_id, created_at)."""
-        return f"{self.prefix}:s:{session_id}:info"
+        return f"{self._s(session_id)}:info"
 
     def session_audit(self, session_id: str) -> str:
         """Append-only stream: every status or layer change of the session's facts."""
-        return f"{self.prefix}:s:{session_id}:audit"
+        return f"{self._s(session_id)}:audit"
 
     # Episode boundaries (owned by the boundary stage).
     def boundary_state(self, session_id: str) -> str:
         """Hash: next seq to assign, closed count, the open episode (JSON), marker counts."""
-        return f"{self.prefix}:s:{session_id}:ep:state"
+        return f"{self._s(session_id)}:ep:state"
 
     def boundary_buffer(self, session_id: str) -> str:
         """Hash seq -> embedded turn waiting for its predecessors; `c:<seq>` -> control."""
-        return f"{self.prefix}:s:{session_id}:ep:buf"
+        return f"{self._s(session_id)}:ep:buf"
 
     def boundary_lease(self, session_id: str) -> str:
-        """The one boundary worker allowed to advance this session (SET NX PX, token)."""
-        return f"{self.prefix}:s:{session_id}:ep:lease"
+        """The one boundary worker allowed to advance this session (token, PX)."""
+        return f"{self._s(session_id)}:ep:lease"
 
     def session_episodes(self, session_id: str) -> str:
         """List of the session's closed episode ids, in order."""
-        return f"{self.prefix}:s:{session_id}:episodes"
+        return f"{self._s(session_id)}:episodes"
 
-    def episode(self, episode_id: str) -> str:
-        """String: the closed episode as JSON."""
-        return f"{self.prefix}:ep:{episode_id}"
+    def episode(self, session_id: str, episode_id: str) -> str:
+        """String: the closed episode as JSON (in its session's slot: the commit writes it)."""
+        return f"{self.tag(self.partition(session_id))}:ep:{episode_id}"
 
     # Reflection (owned by the reflect jobs).
     def reflect_lock(self, session_id: str) -> str:
         """One reflection per session at a time (token, renewed while it runs)."""
-        return f"{self.prefix}:s:{session_id}:reflect:lock"
+        return f"{self._s(session_id)}:reflect:lock"
 
     def reflected(self, session_id: str) -> str:
         """Index of the last episode reflected: episodes are reflected in order."""
-        return f"{self.prefix}:s:{session_id}:reflected"
+        return f"{self._s(session_id)}:reflected"
 
     @property
     def traces_stream(self) -> str:
         """Bounded stream of reflection traces."""
         return f"{self.prefix}:stream:traces"
 
-    @property
-    def sessions(self) -> str:
-        """Set of every session id seen."""
-        return f"{self.prefix}:sessions"
+    def sessions(self, partition: int) -> str:
+        """Set of every session id seen in partition p (`all_sessions` lists them all)."""
+        return f"{self.tag(partition)}:sessions"
+
+    def session_set(self, session_id: str) -> str:
+        """The session set the session is listed in."""
+        return self.sessions(self.partition(session_id))
+
+    def all_sessions(self) -> list[str]:
+        """Every partition's session set: cross-session reads fan out over these."""
+        return [self.sessions(p) for p in range(self.partitions)]
 
     # Scopes and the service.
     def session_namespace(self, session_id: str) -> str:
         """String: the namespace that owns the session (set by its first turn)."""
-        return f"{self.prefix}:s:{session_id}:ns"
+        return f"{self._s(session_id)}:ns"
 
     def api_key(self, key_id: str) -> str:
         """Hash: an API key's namespace, salt and salted hash (never the key itself)."""
-        return f"{self.prefix}:apikey:{key_id}"
+        return f"{self.prefix}:{{apikeys}}:apikey:{key_id}"
 
     @property
     def api_keys(self) -> str:
-        """Set of every API key id."""
-        return f"{self.prefix}:apikeys"
+        """Set of every API key id (same slot as the keys: created in one MULTI)."""
+        return f"{self.prefix}:{{apikeys}}:apikeys"
 
 
 @dataclass(frozen=True, slots=True)
 class Stage:
-    """One stream stage: the stream it consumes, its consumer group, where its dead letters
-    go, and the message type its entries decode to.
+    """One stream stage: its partitioned streams, its consumer group, where its dead
+    letters go, and the message type its entries decode to.
 
-    Partition seam: a deployment has `partitions` streams per stage (P = 1 today, so the
-    stage's stream is `stream`). When streams are partitioned, `stream_for(p)` is the only
-    place that names partition p's stream; callers that iterate a stage's streams use
-    `streams()` so that they already cover every partition.
+    `stream_for(p)` is the only place that names partition p's stream; callers that
+    iterate a stage's streams use `streams()` so that they cover every partition.
     """
 
     name: str
-    stream: str
     group: str
-    dead_letters: str
     message: object  # the message class (or union of classes) its entries decode to
     decode: Callable[[Mapping[str, str]], Entry] = field(repr=False, compare=False)
     partitions: int = 1
+    stream_of: Callable[[int], str] = field(repr=False, compare=False, default=str)
 
     def stream_for(self, partition: int = 0) -> str:
         if not 0 <= partition < self.partitions:
             raise ValueError(f"partition {partition} outside 0..{self.partitions - 1}")
-        return self.stream
+        return self.stream_of(partition)
 
     def streams(self) -> list[str]:
         return [self.stream_for(p) for p in range(self.partitions)]
 
+    def dead_letters_for(self, partition: int) -> str:
+        return f"{self.stream_for(partition)}:dead"
+
+    def all_dead_letters(self) -> list[str]:
+        return [self.dead_letters_for(p) for p in range(self.partitions)]
+
+    def partition_of_stream(self, stream: str) -> int | None:
+        """Which partition `stream` (or its dead-letter stream) is; None: not this stage's."""
+        for p in range(self.partitions):
+            if stream in (self.stream_for(p), self.dead_letters_for(p)):
+                return p
+        return None
+
 
 class Topology:
     """The deployment's stages, built from its `Keys`: `Topology(keys).embed`, `.boundary`,
-    `.stages` (in pipeline order)."""
+    `.dispatch` (the outbox), `.stages` (the per-turn stages, in pipeline order)."""
 
-    __slots__ = ("boundary", "embed", "keys")
+    __slots__ = ("boundary", "dispatch", "embed", "keys")
 
     def __init__(self, keys: Keys) -> None:
         self.keys = keys
         self.embed = Stage(
-            name=EMBED,
-            stream=keys.turns_stream,
-            group=EMBED,
-            dead_letters=keys.dead_letters(keys.turns_stream),
-            message=TurnEntry,
-            decode=_decode_turn_entry,
+            name=EMBED, group=EMBED, message=TurnEntry, decode=_decode_turn_entry,
+            partitions=keys.partitions, stream_of=keys.turns_stream,
         )
         self.boundary = Stage(
-            name=BOUNDARY,
-            stream=keys.embedded_stream,
-            group=BOUNDARY,
-            dead_letters=keys.dead_letters(keys.embedded_stream),
-            message=EmbeddedEntry,
-            decode=decode_embedded,
+            name=BOUNDARY, group=BOUNDARY, message=EmbeddedEntry, decode=decode_embedded,
+            partitions=keys.partitions, stream_of=keys.embedded_stream,
+        )
+        self.dispatch = Stage(
+            name=DISPATCH, group=DISPATCH, message=OutboxEntry, decode=decode_outbox,
+            partitions=keys.partitions, stream_of=keys.outbox_stream,
         )
 
     @property
     def stages(self) -> tuple[Stage, ...]:
         return (self.embed, self.boundary)
 
+    @property
+    def all_stages(self) -> tuple[Stage, ...]:
+        """Every stream stage, the outbox dispatcher included."""
+        return (self.embed, self.boundary, self.dispatch)
+
     def stage(self, name: str) -> Stage:
         """The stage called `name`; a `ValidationError` on ``stage`` otherwise."""
-        for stage in self.stages:
+        for stage in self.all_stages:
             if stage.name == name:
                 return stage
         raise ValidationError("stage", f"unknown stage {name!r}; one of {', '.join(STAGE_NAMES)}")
 
     def stage_of(self, stream: str) -> Stage | None:
         """The stage that consumes `stream` (None: not a stage's stream)."""
-        for stage in self.stages:
-            if stream in stage.streams():
+        for stage in self.all_stages:
+            if stage.partition_of_stream(stream) is not None:
                 return stage
         return None

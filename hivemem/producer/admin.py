@@ -134,7 +134,7 @@ class Admin:
 
     def dead_letters(self, count: int = 100) -> list[DeadLetter]:
         c = self._client
-        return c._streams.dead_letters(Topology(c.keys).embed.stream, count)
+        return c._streams.stage_dead_letters(Topology(c.keys).embed, count)
 
     def replay_dead_letters(
         self, entry_ids: Sequence[str] | None = None, *, stage: str = "embed",

@@ -236,8 +236,7 @@ class MemoryClient:
             except ValidationError as exc:
                 raise ValidationError(f"turns[{index}].{exc.field}", exc.message) from None
         # Nothing is written when one turn names another namespace's session.
-        for session_id, namespace in dict.fromkeys((d.session_id, d.namespace) for d in drafts):
-            self._state.check_scope(session_id, namespace)
+        self._state.check_scopes(list(dict.fromkeys((d.session_id, d.namespace) for d in drafts)))
         if validate_only:
             return []
         durable = self.settings.ingest.durable if durable is None else durable

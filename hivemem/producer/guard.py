@@ -40,7 +40,7 @@ class IngestGuard:
         """`stage`: the stage whose backlog bounds ingest (the embed stage)."""
         self._r = client
         self.stage = stage
-        self.stream = stage.stream
+        self.streams = stage.streams()
         self.settings = settings
         self._lock = threading.Lock()
         self._since_check = 0
@@ -51,21 +51,34 @@ class IngestGuard:
     # -- backpressure ----------------------------------------------------------------------
 
     def backlog(self) -> int:
-        """Turns the embed group has not consumed: never delivered (lag) plus delivered but
-        not acked (pending). Before the group exists: the stream's length."""
+        """Turns the embed group has not consumed, over every partition: never delivered
+        (lag) plus delivered but not acked (pending). Before the group exists: the stream's
+        length. One pipelined round trip."""
         with redis_errors("read embed backlog"):
-            try:
-                groups = self._r.xinfo_groups(self.stream)
-            except redis.ResponseError:  # no stream yet
-                return 0
-            for info in groups:
-                if _text(info["name"]) == self.stage.group:
-                    lag = info.get("lag")
-                    pending = int(info.get("pending") or 0)
-                    if lag is None:  # Redis cannot tell after deletions: count it all
-                        return int(self._r.xlen(self.stream))
-                    return int(lag) + pending
-            return int(self._r.xlen(self.stream))
+            pipe = self._r.pipeline(transaction=False)
+            for stream in self.streams:
+                pipe.xlen(stream)
+                pipe.xinfo_groups(stream)
+            replies = pipe.execute(raise_on_error=False)
+        total = 0
+        for length, groups in zip(replies[::2], replies[1::2], strict=True):
+            if isinstance(length, redis.RedisError) and not isinstance(
+                    length, redis.ResponseError):
+                raise StoreUnavailable("redis", f"read embed backlog: {length}")
+            if isinstance(groups, Exception):  # no stream yet
+                continue
+            total += self._one(int(length), groups)
+        return total
+
+    def _one(self, length: int, groups: list[Any]) -> int:
+        for info in groups:
+            if _text(info["name"]) == self.stage.group:
+                lag = info.get("lag")
+                pending = int(info.get("pending") or 0)
+                if lag is None:  # Redis cannot tell after deletions: count it all
+                    return length
+                return int(lag) + pending
+        return length
 
     def admit(self, count: int = 1) -> None:
         """Before writing `count` turns: raise `Backpressure` (or block, per settings) while

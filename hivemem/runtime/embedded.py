@@ -103,6 +103,9 @@ class EmbeddedRuntime:
         self._start(wiring.boundary_worker(
             wiring.connect(), worker_settings=worker_settings, consumer="embedded-boundary",
         ), "boundary")
+        self._start(wiring.dispatch_worker(
+            wiring.connect(), worker_settings=worker_settings, consumer="embedded-dispatch",
+        ), "dispatch")
         self._reflect = wiring.thread_worker()
         thread = threading.Thread(target=self._reflect.run, name="hivemem-reflect", daemon=True)
         self._threads.append(thread)
@@ -122,7 +125,8 @@ class EmbeddedRuntime:
         """Wait until the embed stage has acked everything enqueued. True when it has."""
         streams = self.wiring.streams
         deadline = time.monotonic() + timeout
-        stages = [(stage.stream, stage.group) for stage in Topology(self.keys).stages]
+        stages = [(stream, stage.group) for stage in Topology(self.keys).all_stages
+                  for stream in stage.streams()]
         while time.monotonic() < deadline:
             if all(
                 self._stage_idle(streams, stream, group) for stream, group in stages

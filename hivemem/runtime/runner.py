@@ -2,14 +2,16 @@
 
 from __future__ import annotations
 
+import threading
+
 from hivemem.config import Settings
-from hivemem.pipeline.topology import EMBED, STAGE_NAMES
+from hivemem.pipeline.topology import DISPATCH, EMBED, STAGE_NAMES
 from hivemem.runtime.metrics import Metrics
 from hivemem.runtime.wiring import Wiring
 from hivemem.workers.retries import RetryPromoter
 from hivemem.workers.stream import WorkerReport
 
-KINDS = (*STAGE_NAMES, "reflect")
+KINDS = (*STAGE_NAMES, DISPATCH, "reflect")
 
 
 def _metrics(wiring: Wiring, port: int | None) -> Metrics | None:
@@ -28,8 +30,17 @@ def run_reflect_worker(
 ) -> int:
     """An rq worker for the reflect queue (reflection and compaction jobs), handing each
     job this process's context; retry back-off by a thread, not rq's forked scheduler
-    (see `hivemem.workers.retries`)."""
+    (see `hivemem.workers.retries`). A thread beside it dispatches the outbox (closed
+    episodes -> jobs) for the partitions this process leases, so a deployment needs no
+    separate dispatcher process (`hivemem worker dispatch` runs one alone)."""
     with Wiring(settings) as wiring:
+        dispatcher = wiring.dispatch_worker(wiring.connect())
+        dispatch_thread = threading.Thread(
+            target=dispatcher.run, kwargs={"burst": burst}, name="hivemem-dispatch",
+            daemon=True)
+        dispatch_thread.start()
+        if burst:
+            dispatch_thread.join()
         context = wiring.job_context()
         metrics = _metrics(wiring, metrics_port)
         if metrics is not None:
@@ -42,8 +53,10 @@ def run_reflect_worker(
         try:
             worker.work(burst=burst, with_scheduler=False, logging_level="WARNING")
         finally:
+            dispatcher.stop()
             if promoter is not None:
                 promoter.stop()
+            dispatch_thread.join(timeout=10)
         return worker.handled
 
 
@@ -58,7 +71,12 @@ def run_worker(
     if kind not in KINDS:
         raise ValueError(f"unknown worker kind {kind!r}; known: {', '.join(KINDS)}")
     with Wiring(settings) as wiring:
-        stage = wiring.embed_stage() if kind == EMBED else wiring.boundary_stage()
+        if kind == EMBED:
+            stage = wiring.embed_stage()
+        elif kind == DISPATCH:
+            stage = wiring.dispatch_stage()
+        else:
+            stage = wiring.boundary_stage()
         metrics = _metrics(wiring, metrics_port)
         worker = wiring.stream_worker(
             stage if metrics is None else metrics.instrument(stage), consumer=name

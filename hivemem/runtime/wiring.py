@@ -22,7 +22,8 @@ from hivemem.providers.llm import build_reflector
 from hivemem.providers.reflector import Reflector
 from hivemem.store.audit import AuditLog
 from hivemem.store.episodes import EpisodeStore
-from hivemem.store.redis import Redis, connect
+from hivemem.store.redis import Redis
+from hivemem.store.redis_connect import check_partitions, connect, connect_rq
 from hivemem.store.reflection import ReflectionState
 from hivemem.store.sessions import SessionStore
 from hivemem.store.state import SessionState
@@ -32,6 +33,7 @@ from hivemem.store.vectors.factory import open_vector_store
 from hivemem.transfer.stores import Stores
 from hivemem.workers.boundary import BoundaryHandler, boundary_kind, policy_from
 from hivemem.workers.compact import Compactor
+from hivemem.workers.dispatch import DispatchHandler, dispatch_kind
 from hivemem.workers.embed import EmbedHandler, embed_kind
 from hivemem.workers.jobs import JobContext, reflect_enqueuer
 from hivemem.workers.stream import StreamWorker, WorkerKind
@@ -72,6 +74,7 @@ class Wiring:
         self.embed_threads = embed_threads
         self._opened: list[Redis] = []
         self._owns_vectors = False
+        self._partitions_checked = False
 
     # -- connections -----------------------------------------------------------------------
 
@@ -83,6 +86,9 @@ class Wiring:
             return self._redis  # handed in: its pool serves every thread
         else:
             conn = connect(self.settings.redis)
+            if not self._partitions_checked:
+                check_partitions(conn, self.keys)
+                self._partitions_checked = True
         self._opened.append(conn)
         return conn
 
@@ -91,8 +97,20 @@ class Wiring:
         return self._redis if self._redis is not None else self.connect()
 
     @cached_property
+    def queue_redis(self) -> Redis:
+        """rq's connection (the reflect queue): `redis.rq_url`, else the main Redis; a
+        handed-in connection serves rq too."""
+        handed_in = self._redis is not None or self._connector is not None
+        if handed_in and self.settings.redis.rq_url is None:
+            return self.redis
+        conn = connect_rq(self.settings.redis, self.redis)
+        if conn is not self.redis:
+            self._opened.append(conn)
+        return conn
+
+    @cached_property
     def keys(self) -> Keys:
-        return Keys(self.settings.redis.key_prefix)
+        return Keys(self.settings.redis.key_prefix, self.settings.redis.partitions)
 
     # -- stores ----------------------------------------------------------------------------
 
@@ -194,12 +212,24 @@ class Wiring:
 
     def boundary_stage(self, conn: Redis | None = None) -> StageKind:
         conn = conn or self.redis
-        handler = BoundaryHandler(
-            self.episode_store(conn),
-            policy_from(self.settings.episodes),
-            reflect_enqueuer(conn, self.settings.episodes.reflect_queue, self.settings.reflection),
-        )
+        handler = BoundaryHandler(self.episode_store(conn), policy_from(self.settings.episodes))
         return boundary_kind(handler)
+
+    def dispatch_stage(self, queue_conn: Redis | None = None) -> StageKind:
+        """The outbox dispatcher: closed episodes -> reflect jobs on rq's Redis."""
+        queue_conn = queue_conn or self.queue_redis
+        enqueue = reflect_enqueuer(
+            queue_conn, self.settings.episodes.reflect_queue, self.settings.reflection)
+        return dispatch_kind(DispatchHandler(queue_conn, self.keys, enqueue))
+
+    def dispatch_worker(
+        self, conn: Redis | None = None, *, queue_conn: Redis | None = None,
+        worker_settings: WorkerSettings | None = None, consumer: str | None = None,
+    ) -> StreamWorker[Any]:
+        return self.stream_worker(
+            self.dispatch_stage(queue_conn), conn, worker_settings=worker_settings,
+            consumer=consumer,
+        )
 
     def stream_worker(
         self, stage: StageKind, conn: Redis | None = None, *,
@@ -239,6 +269,7 @@ class Wiring:
             vectors=self.vectors,
             embedder=self.embedder,
             reflector=self.reflector,
+            queue_redis=self.queue_redis,
         )
 
     def reflect_worker(
@@ -250,10 +281,11 @@ class Wiring:
 
         from hivemem.workers.rqworker import ContextWorker
 
-        conn = conn or self.redis
-        queue = Queue(self.settings.episodes.reflect_queue, connection=conn)
+        queue_conn = self.queue_redis if conn is None or conn is self.redis else conn
+        queue = Queue(self.settings.episodes.reflect_queue, connection=queue_conn)
         return ContextWorker(
-            [queue], context=context or self.job_context(conn), connection=conn, name=name
+            [queue], context=context or self.job_context(conn), connection=queue_conn,
+            name=name,
         )
 
     def thread_worker(self, conn: Redis | None = None) -> ThreadWorker:

@@ -12,7 +12,7 @@ from typing import Any
 from hivemem.domain.audit import AuditEvent
 from hivemem.pipeline.messages import AuditEntry
 from hivemem.pipeline.topology import Keys
-from hivemem.store.redis import Redis, redis_errors
+from hivemem.store.redis import Redis, is_cluster, queue_script, redis_errors
 
 # Append events in order; seq continues from the stream's length (it is never trimmed).
 # ARGV[1], ARGV[2]: the entry's field names (`AuditEntry`); then one body per event.
@@ -53,14 +53,18 @@ class AuditLog:
         for event in events:
             by_session.setdefault(event.session_id, []).append(AuditEntry.body(event))
         with redis_errors("append audit events"):
-            pipe = self._r.pipeline(transaction=True)
-            for session_id, bodies in by_session.items():
-                key = self.keys.session_audit(session_id)
-                for start in range(0, len(bodies), _CHUNK):
-                    args = [AuditEntry.SEQ_FIELD, AuditEntry.EVENT_FIELD,
-                            *bodies[start:start + _CHUNK]]
-                    self._append(keys=[key], args=args, client=pipe)
-            pipe.execute()
+            # On a cluster a MULTI stays in one slot: one per session there.
+            groups = ([by_session] if not is_cluster(self._r)
+                      else [{sid: bodies} for sid, bodies in by_session.items()])
+            for group in groups:
+                pipe = self._r.pipeline(transaction=True)
+                for session_id, bodies in group.items():
+                    key = self.keys.session_audit(session_id)
+                    for start in range(0, len(bodies), _CHUNK):
+                        args = [AuditEntry.SEQ_FIELD, AuditEntry.EVENT_FIELD,
+                                *bodies[start:start + _CHUNK]]
+                        queue_script(pipe, self._append, [key], args)
+                pipe.execute()
         return len(events)
 
     def count(self, session_id: str) -> int:

@@ -48,32 +48,36 @@ def replay_dead_letters(
 ) -> list[Replayed]:
     """Move up to `count` dead letters of `stage` (only `entry_ids`, the entries' original
     ids, when given) back onto the stream they died on, oldest first."""
-    dead_stream = stage.dead_letters
     turns = Topology(keys).embed
-    with redis_errors("read dead letters"):
-        rows = decode_entries(client.xrange(dead_stream, count=count))
     replayed: list[Replayed] = []
-    for row in rows:
-        letter = decode_dead_letter(row.fields, stage.stream)
-        original_id = letter.entry_id
-        if entry_ids is not None and original_id not in entry_ids:
-            continue
-        fields = letter.fields
-        target = letter.stream
-        position = _turn_position(fields) if target in turns.streams() else None
-        with redis_errors("replay dead letter"):
-            pipe = client.pipeline(transaction=True)
-            pipe.xadd(target, fields)  # type: ignore[arg-type]
-            pipe.xdel(dead_stream, row.entry_id)
-            if position is not None:
-                pipe.setbit(keys.session_dead(position[0]), position[1], 0)
-            new_id = pipe.execute()[0]
-        replayed.append(
-            Replayed(
-                stream=target,
-                dead_letter_id=row.entry_id,
-                original_entry_id=original_id,
-                new_entry_id=new_id.decode() if isinstance(new_id, bytes) else str(new_id),
+    for p in range(stage.partitions):
+        dead_stream = stage.dead_letters_for(p)
+        with redis_errors("read dead letters"):
+            rows = decode_entries(client.xrange(dead_stream, count=count - len(replayed)))
+        for row in rows:
+            letter = decode_dead_letter(row.fields, stage.stream_for(p))
+            original_id = letter.entry_id
+            if entry_ids is not None and original_id not in entry_ids:
+                continue
+            fields = letter.fields
+            target = letter.stream
+            position = _turn_position(fields) if target in turns.streams() else None
+            with redis_errors("replay dead letter"):
+                # The letter, its stream and the session's bitmap share the partition's slot.
+                pipe = client.pipeline(transaction=True)
+                pipe.xadd(target, fields)  # type: ignore[arg-type]
+                pipe.xdel(dead_stream, row.entry_id)
+                if position is not None:
+                    pipe.setbit(keys.session_dead(position[0]), position[1], 0)
+                new_id = pipe.execute()[0]
+            replayed.append(
+                Replayed(
+                    stream=target,
+                    dead_letter_id=row.entry_id,
+                    original_entry_id=original_id,
+                    new_entry_id=new_id.decode() if isinstance(new_id, bytes) else str(new_id),
+                )
             )
-        )
+        if len(replayed) >= count:
+            break
     return replayed

@@ -1,48 +1,123 @@
-"""Redis state of the boundary stage: per-session buffer, lease, pointer, closed episodes.
+"""Redis state of the boundary stage: per-session buffer, lease, pointer, closed episodes,
+and the partition's episode outbox.
 
 Ordering with any number of boundary workers: the embed stage finishes turns out of order,
 so each turn first lands in its session's buffer (a hash keyed by seq). Whoever holds the
-session's lease (SET NX PX with a random token) advances the session's pointer through the
-buffer in seq order, and commits the new pointer, the open episode and the closed episodes in
-one MULTI/EXEC that is WATCHed on the lease: if the lease expired and another worker took
-over, the commit fails and changes nothing, and the new holder replays from the last commit
-(episode ids are deterministic, so a replay names the same episodes). A worker that cannot get
-the lease just buffers; the holder re-checks the buffer after releasing, so no turn waits.
+session's lease (a random token with an expiry) advances the session's pointer through the
+buffer in seq order. Two scripts per advance, every key in the session's slot:
+
+- `begin`: buffer the entries in hand (only what the pointer has not passed: a redelivery
+  after a commit is a no-op), take or renew the lease, and return the session's state and
+  the contiguous run of buffered entries from the pointer on, leaving out the entries the
+  caller just handed in (it has them, vectors included).
+- `commit`: only if the caller still holds the lease, write the new pointer, the open
+  episode, marker counts and the closed episodes, append each closed episode to the
+  partition's outbox (the dispatcher enqueues its reflect job), drop the consumed buffer
+  entries, and then either keep the lease (more is ready: the caller goes on) or release it.
+
+A lease that expired mid-advance makes the commit change nothing; the new holder replays
+from the last commit (episode ids are deterministic, so a replay names the same episodes).
+A worker that cannot get the lease just buffers: the holder's commit sees the new entry and
+goes on, so no turn waits.
 """
 
 from __future__ import annotations
 
 import secrets
-from collections.abc import Callable, Sequence
+from collections.abc import Sequence
+from dataclasses import dataclass
 from typing import Any
-
-import redis
 
 from hivemem.domain.episode import Episode, OpenEpisode, SessionEpisodes
 from hivemem.domain.scope import Scope
+from hivemem.pipeline.messages import OutboxEntry
 from hivemem.pipeline.topology import Keys
 from hivemem.store.redis import Redis, redis_errors
 
-# Buffer only what the pointer has not passed yet (a redelivery after a commit is a no-op).
-_BUFFER = """
+# KEYS: state, buffer, lease. ARGV: token, lease ms, max run, then (field, seq, JSON) triples.
+# Returns {0} when another worker holds the lease or nothing is ready (the lease is then
+# neither taken nor kept), else {1, next_seq, closed_count, open,
+# field1, json1 or '', field2, ...} for the ready run ('' = the caller handed it in).
+_BEGIN = """
 local nxt = tonumber(redis.call('HGET', KEYS[1], 'next_seq') or '1')
-local added = 0
-for i = 1, #ARGV, 3 do
-  local seq = tonumber(ARGV[i + 1])
-  if seq >= nxt then
+local given = {}
+for i = 4, #ARGV, 3 do
+  if tonumber(ARGV[i + 1]) >= nxt then
     redis.call('HSET', KEYS[2], ARGV[i], ARGV[i + 2])
-    added = added + 1
+    given[ARGV[i]] = true
   end
 end
-return added
+local holder = redis.call('GET', KEYS[3])
+if holder and holder ~= ARGV[1] then return {0} end
+if not given[tostring(nxt)] and redis.call('HEXISTS', KEYS[2], tostring(nxt)) == 0 then
+  if holder then redis.call('DEL', KEYS[3]) end
+  return {0}
+end
+redis.call('SET', KEYS[3], ARGV[1], 'PX', ARGV[2])
+local st = redis.call('HMGET', KEYS[1], 'closed_count', 'open')
+local out = {1, nxt, st[1] or '0', st[2] or ''}
+local limit = tonumber(ARGV[3])
+local seq = nxt
+while limit > 0 do
+  local f = tostring(seq)
+  if given[f] then
+    out[#out + 1] = f
+    out[#out + 1] = ''
+  else
+    local v = redis.call('HGET', KEYS[2], f)
+    if not v then break end
+    out[#out + 1] = f
+    out[#out + 1] = v
+  end
+  seq = seq + 1
+  limit = limit - 1
+end
+return out
 """
 
-_RELEASE = """
-if redis.call('GET', KEYS[1]) == ARGV[1] then return redis.call('DEL', KEYS[1]) end
+# KEYS: state, buffer, lease, episode list, outbox, then one key per closed episode.
+# ARGV: token, lease ms, next_seq, closed_count, open, session id, the outbox's three field
+# names, marker count m, m (name, n) pairs, consumed count c, c fields, then per episode
+# (id, index, body). Returns -1 (lease lost, nothing written), 1 (more is ready, lease kept),
+# 0 (done, lease released).
+_COMMIT = """
+if redis.call('GET', KEYS[3]) ~= ARGV[1] then return -1 end
+redis.call('HSET', KEYS[1], 'next_seq', ARGV[3], 'closed_count', ARGV[4], 'open', ARGV[5])
+local a = 10
+local m = tonumber(ARGV[a])
+for i = 1, m do
+  redis.call('HINCRBY', KEYS[1], 'marker:' .. ARGV[a + 2 * i - 1], ARGV[a + 2 * i])
+end
+a = a + 2 * m + 1
+local c = tonumber(ARGV[a])
+if c > 0 then redis.call('HDEL', KEYS[2], unpack(ARGV, a + 1, a + c)) end
+a = a + c + 1
+for k = 6, #KEYS do
+  redis.call('SET', KEYS[k], ARGV[a + 2])
+  redis.call('RPUSH', KEYS[4], ARGV[a])
+  redis.call('XADD', KEYS[5], '*', ARGV[7], ARGV[a], ARGV[8], ARGV[6], ARGV[9], ARGV[a + 1])
+  a = a + 3
+end
+if redis.call('HEXISTS', KEYS[2], ARGV[3]) == 1 then
+  redis.call('PEXPIRE', KEYS[3], ARGV[2])
+  return 1
+end
+redis.call('DEL', KEYS[3])
 return 0
 """
 
-Enqueue = Callable[[Any, Episode], None]
+# Longest run one advance takes (a backlog is then committed in steps of this size).
+_MAX_RUN = 500
+
+
+@dataclass(frozen=True, slots=True)
+class Advance:
+    """A session's state and the run of entries ready for the pointer, under the lease."""
+
+    token: str
+    next_seq: int
+    state: SessionEpisodes
+    ready: list[tuple[str, str | None]]  # (field, JSON; None = the caller handed it in)
 
 
 def _text(value: Any) -> str:
@@ -54,60 +129,39 @@ class EpisodeStore:
         self._r = client
         self.keys = keys
         self.lease_ms = lease_ms
-        self._buffer = client.register_script(_BUFFER)
-        self._release = client.register_script(_RELEASE)
+        self._begin = client.register_script(_BEGIN)
+        self._commit = client.register_script(_COMMIT)
 
-    # -- buffer and lease ------------------------------------------------------------------
+    def _session_keys(self, session_id: str) -> list[str]:
+        k = self.keys
+        return [k.boundary_state(session_id), k.boundary_buffer(session_id),
+                k.boundary_lease(session_id)]
 
-    def buffer(self, session_id: str, items: Sequence[tuple[str, int, str]]) -> int:
-        """items: (field, seq it belongs at or after, JSON). Returns how many were kept."""
-        if not items:
-            return 0
-        args: list[str | int] = []
+    def begin(
+        self, session_id: str, items: Sequence[tuple[str, int, str]], token: str | None = None
+    ) -> Advance | None:
+        """Buffer `items` ((field, seq it belongs at or after, JSON)), take the session's
+        lease (or renew `token`) and read what is ready. None: another worker holds it, or
+        the entry the pointer waits for is not in yet."""
+        token = token or secrets.token_hex(8)
+        args: list[str | int] = [token, self.lease_ms, _MAX_RUN]
         for field, seq, payload in items:
-            args.extend((field, seq, payload))
-        k = self.keys
-        with redis_errors("buffer for boundary"):
-            added = self._buffer(
-                keys=[k.boundary_state(session_id), k.boundary_buffer(session_id)], args=args
-            )
-        return int(added)
-
-    def acquire(self, session_id: str) -> str | None:
-        token = secrets.token_hex(8)
-        with redis_errors("acquire session lease"):
-            ok = self._r.set(self.keys.boundary_lease(session_id), token, nx=True, px=self.lease_ms)
-        return token if ok else None
-
-    def release(self, session_id: str, token: str) -> None:
-        with redis_errors("release session lease"):
-            self._release(keys=[self.keys.boundary_lease(session_id)], args=[token])
-
-    def has_ready(self, session_id: str) -> bool:
-        """Is there buffered work the pointer can take right now?"""
-        k = self.keys
-        with redis_errors("check boundary buffer"):
-            nxt = int(self._r.hget(k.boundary_state(session_id), "next_seq") or 1)
-            return bool(self._r.hexists(k.boundary_buffer(session_id), str(nxt)))
-
-    # -- state -----------------------------------------------------------------------------
-
-    def load(self, session_id: str) -> tuple[int, SessionEpisodes, dict[str, str]]:
-        """(next seq, the session's episode state, the buffer)."""
-        k = self.keys
-        with redis_errors("load boundary state"):
-            pipe = self._r.pipeline(transaction=False)
-            pipe.hgetall(k.boundary_state(session_id))
-            pipe.hgetall(k.boundary_buffer(session_id))
-            raw_state, raw_buffer = pipe.execute()
-        state = {_text(a): _text(b) for a, b in raw_state.items()}
-        buffer = {_text(a): _text(b) for a, b in raw_buffer.items()}
-        episodes = SessionEpisodes(
+            args += (field, seq, payload)
+        with redis_errors("begin boundary advance"):
+            reply = self._begin(keys=self._session_keys(session_id), args=args)
+        if int(reply[0]) == 0:
+            return None
+        open_raw = _text(reply[3])
+        state = SessionEpisodes(
             session_id=session_id,
-            closed_count=int(state.get("closed_count", 0)),
-            open=OpenEpisode.model_validate_json(state["open"]) if state.get("open") else None,
+            closed_count=int(reply[2]),
+            open=OpenEpisode.model_validate_json(open_raw) if open_raw else None,
         )
-        return int(state.get("next_seq", 1)), episodes, buffer
+        rest = reply[4:]
+        ready = [
+            (_text(rest[i]), _text(rest[i + 1]) or None) for i in range(0, len(rest), 2)
+        ]
+        return Advance(token=token, next_seq=int(reply[1]), state=state, ready=ready)
 
     def commit(
         self,
@@ -119,37 +173,35 @@ class EpisodeStore:
         consumed: Sequence[str],
         closed: Sequence[Episode],
         marker_counts: dict[str, int],
-        enqueue: Enqueue | None = None,
-    ) -> bool:
-        """Apply one advance atomically, only if this worker still holds the lease."""
+    ) -> int:
+        """Apply one advance atomically, only if this worker still holds the lease; the
+        closed episodes go to the partition's outbox in the same step. Returns -1 (lease
+        lost: nothing written), 1 (more is ready: the lease is kept), 0 (lease released)."""
         k = self.keys
-        lease = k.boundary_lease(session_id)
-        with redis_errors("commit boundary state"), self._r.pipeline(transaction=True) as pipe:
-            try:
-                pipe.watch(lease)  # type: ignore[no-untyped-call]
-                if _text(pipe.get(lease) or b"") != token:
-                    return False
-                pipe.multi()
-                mapping: dict[str, str | int] = {
-                    "next_seq": next_seq,
-                    "closed_count": state.closed_count,
-                    "open": state.open.model_dump_json() if state.open else "",
-                }
-                pipe.hset(k.boundary_state(session_id), mapping=mapping)  # type: ignore[arg-type]
-                for marker, count in marker_counts.items():
-                    pipe.hincrby(k.boundary_state(session_id), f"marker:{marker}", count)
-                if consumed:
-                    pipe.hdel(k.boundary_buffer(session_id), *consumed)
-                for episode in closed:
-                    body = episode.model_dump_json()
-                    pipe.set(k.episode(episode.episode_id), body)
-                    pipe.rpush(k.session_episodes(session_id), episode.episode_id)
-                    if enqueue is not None:
-                        enqueue(pipe, episode)
-                pipe.execute()
-            except redis.WatchError:
-                return False
-        return True
+        p = k.partition(session_id)
+        keys = [*self._session_keys(session_id), k.session_episodes(session_id),
+                k.outbox_stream(p), *(k.episode(session_id, e.episode_id) for e in closed)]
+        args: list[str | int] = [
+            token, self.lease_ms, next_seq, state.closed_count,
+            state.open.model_dump_json() if state.open else "", session_id,
+            OutboxEntry.EPISODE_FIELD, OutboxEntry.SESSION_FIELD, OutboxEntry.INDEX_FIELD,
+            len(marker_counts),
+        ]
+        for marker, count in marker_counts.items():
+            args += (marker, count)
+        args += (len(consumed), *consumed)
+        for episode in closed:
+            args += (episode.episode_id, episode.index, episode.model_dump_json())
+        with redis_errors("commit boundary state"):
+            return int(self._commit(keys=keys, args=args))
+
+    def release(self, session_id: str, token: str) -> None:
+        """Give the lease up without a commit (an advance that failed half-way)."""
+        with redis_errors("release session lease"):
+            self._r.eval(
+                "if redis.call('GET', KEYS[1]) == ARGV[1] then"
+                " return redis.call('DEL', KEYS[1]) end return 0",
+                1, self.keys.boundary_lease(session_id), token)
 
     # -- reads -----------------------------------------------------------------------------
 
@@ -179,13 +231,13 @@ class EpisodeStore:
             ids = self._r.lrange(self.keys.session_episodes(session_id), start, end)
             if not ids:
                 return []
-            bodies = self._r.mget([self.keys.episode(_text(i)) for i in ids])
+            bodies = self._r.mget([self.keys.episode(session_id, _text(i)) for i in ids])
         found = [Episode.model_validate_json(b) for b in bodies if b is not None]
         if scope is None:
             return found
         return [e for e in found if scope.admits(e.namespace, e.visibility, e.agent_id)]
 
-    def episode(self, episode_id: str) -> Episode | None:
+    def episode(self, episode_id: str, session_id: str) -> Episode | None:
         with redis_errors("read episode"):
-            body = self._r.get(self.keys.episode(episode_id))
+            body = self._r.get(self.keys.episode(session_id, episode_id))
         return None if body is None else Episode.model_validate_json(body)

@@ -6,7 +6,7 @@ from collections import defaultdict
 
 from hivemem.domain.models import Turn
 from hivemem.pipeline.messages import EmbeddedTurn
-from hivemem.pipeline.topology import Keys, Topology
+from hivemem.pipeline.topology import Keys
 from hivemem.store.episodes import EpisodeStore
 from hivemem.store.redis import Redis, redis_errors
 from hivemem.store.state import SessionState
@@ -52,6 +52,6 @@ def refeed_boundary(client: Redis, keys: Keys, vectors: VectorStore) -> int:
             hit = hits.get(turn.turn_id)
             vector = hit.vector if hit is not None else None
             entries.append(EmbeddedTurn.of(turn, vector).to_fields())
-        streams.append(Topology(keys).boundary.stream, entries)
+        streams.append(keys.embedded_stream(keys.partition(sid)), entries)
         refed += len(entries)
     return refed

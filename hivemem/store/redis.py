@@ -1,15 +1,35 @@
-"""Redis connections and the translation of client errors into `StoreUnavailable`."""
+"""Redis connections, the translation of client errors, and the few helpers that differ
+between a single Redis and a Redis Cluster (script batches, fan-out reads).
+
+Errors: a Redis that is down or slow is `StoreUnavailable` (callers back off and retry); a
+deployment that cannot work as configured (CROSSSLOT, MOVED seen by a non-cluster client, a
+cluster client against a non-cluster server) is `ConfigurationError`: retrying cannot help,
+and a stream worker must not dead-letter good entries for it.
+
+`Redis` is the type every store is written against; a `redis.RedisCluster` is handed around
+under it too (`hivemem.store.redis_connect`), as it offers the same commands for the
+single-slot operations hivemem issues.
+"""
 
 from __future__ import annotations
 
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
 from typing import Any
 
 import redis
+from redis.cluster import ClusterPipeline
+from redis.commands.core import Script
+from redis.exceptions import (
+    AskError,
+    ClusterCrossSlotError,
+    CrossSlotTransactionError,
+    NoScriptError,
+    RedisClusterException,
+)
 
 from hivemem.config import RedisSettings
-from hivemem.errors import StoreUnavailable
+from hivemem.errors import ConfigurationError, StoreUnavailable
 
 Redis = redis.Redis
 
@@ -63,9 +83,106 @@ def _redact(url: str) -> str:
     return f"{scheme}://***@{rest.rsplit('@', 1)[1]}"
 
 
+def is_cluster(client: Any) -> bool:
+    return isinstance(client, redis.RedisCluster)
+
+
+def run_scripts(
+    client: Redis, script: Script, calls: Sequence[tuple[Sequence[Any], Sequence[Any]]]
+) -> list[Any]:
+    """Run `script` once per (keys, args) in one pipeline (one round trip per node).
+
+    A cluster pipeline refuses its `evalsha` method, so there EVALSHA goes as a raw command
+    (routed by its keys); the script is loaded on every primary first, and a call that meets
+    a node without it (a replica promoted since) did not run, so it is run again on its own
+    (`Script` loads it there)."""
+    if len(calls) == 1:
+        keys, args = calls[0]
+        return [script(keys=list(keys), args=list(args))]
+    cluster = is_cluster(client)
+    if cluster:
+        _load_everywhere(client, script)
+    pipe = client.pipeline(transaction=False)
+    for keys, args in calls:
+        queue_script(pipe, script, keys, args, loaded=cluster)
+    if not cluster:
+        return list(pipe.execute())
+    replies = list(pipe.execute(raise_on_error=False))
+    for i, reply in enumerate(replies):
+        if isinstance(reply, NoScriptError):
+            keys, args = calls[i]
+            replies[i] = script(keys=list(keys), args=list(args))
+        elif isinstance(reply, Exception):
+            raise reply
+    return replies
+
+
+_LOADED: set[tuple[int, str]] = set()
+
+
+def _load_everywhere(client: Redis, script: Script) -> None:
+    marker = (id(client), script.sha)
+    if marker not in _LOADED:
+        client.script_load(script.script)  # a cluster client sends it to every primary
+        _LOADED.add(marker)
+
+
+def queue_script(
+    pipe: Any, script: Script, keys: Sequence[Any], args: Sequence[Any], *,
+    loaded: bool = False,
+) -> None:
+    """Queue one script call on `pipe` (a pipeline or MULTI of either client kind). On a
+    cluster: EVALSHA when the caller made sure the script is `loaded` (and handles
+    NOSCRIPT, as `run_scripts` does), else EVAL with the script's text."""
+    if isinstance(pipe, ClusterPipeline):
+        pipe.execute_command(  # type: ignore[no-untyped-call]
+            "EVALSHA" if loaded else "EVAL", script.sha if loaded else script.script,
+            len(keys), *keys, *args)
+    else:
+        script(keys=list(keys), args=list(args), client=pipe)
+
+
+def set_union(client: Redis, set_keys: Sequence[str]) -> set[str]:
+    """Members of several sets that may live in different slots: one pipelined SMEMBERS
+    each (SUNION would be CROSSSLOT on a cluster)."""
+    pipe = client.pipeline(transaction=False)
+    for key in set_keys:
+        pipe.smembers(key)
+    out: set[str] = set()
+    for members in pipe.execute():
+        out.update(_text(m) for m in members)
+    return out
+
+
+def _text(value: Any) -> str:
+    return value.decode("utf-8", "replace") if isinstance(value, bytes) else str(value)
+
+
+_MISCONFIGURED = (ClusterCrossSlotError, CrossSlotTransactionError, AskError)
+
+
+def _misconfigured(exc: BaseException) -> bool:
+    if isinstance(exc, _MISCONFIGURED):
+        return True
+    text = str(exc)
+    # A plain client against a cluster node: redis-py's message drops the word "MOVED".
+    return isinstance(exc, redis.ResponseError) and (
+        "CROSSSLOT" in text or text.startswith(("MOVED", "ASK")) or "cluster support disabled"
+        in text
+    )
+
+
 @contextmanager
 def redis_errors(action: str) -> Iterator[None]:
     try:
         yield
+    except RedisClusterException as exc:
+        # Not a RedisError: a cluster client's own refusals (a cross-slot transaction, no
+        # cluster at the address). Retrying would not help.
+        raise ConfigurationError(f"redis cluster: {action}: {exc}") from None
     except redis.RedisError as exc:
+        if _misconfigured(exc):
+            raise ConfigurationError(
+                f"redis: {action}: {exc} (a cluster needs a redis+cluster:// URL and every"
+                " key of one step in one slot)") from None
         raise StoreUnavailable("redis", f"{action}: {exc}") from None

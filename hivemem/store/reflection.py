@@ -146,8 +146,12 @@ class ReflectionState:
         if not traces:
             return []
         with redis_errors("read trace episodes"):
-            bodies = self._r.mget(
-                [self.keys.episode(str(t.get("episode_id") or "")) for t in traces])
+            # One GET each, pipelined: the episodes live in their sessions' slots.
+            pipe = self._r.pipeline(transaction=False)
+            for t in traces:
+                pipe.get(self.keys.episode(str(t.get("session_id") or ""),
+                                           str(t.get("episode_id") or "")))
+            bodies = pipe.execute()
         kept: list[dict[str, Any]] = []
         for trace, body in zip(traces, bodies, strict=True):
             # No episode body (purged, or never one): nothing to prove the trace is visible.

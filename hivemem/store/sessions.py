@@ -13,7 +13,7 @@ from hivemem.domain.models import Turn
 from hivemem.domain.scope import DEFAULT_NAMESPACE
 from hivemem.pipeline.messages import wire_json
 from hivemem.pipeline.topology import Keys
-from hivemem.store.redis import Redis, redis_errors
+from hivemem.store.redis import Redis, redis_errors, set_union
 
 _INFO_FIELDS = ("title", "agent_id", "created_at")
 
@@ -40,7 +40,7 @@ class SessionStore:
             if fields:
                 pipe.hset(k.session_info(session_id), mapping=fields)  # type: ignore[arg-type]
             pipe.hsetnx(k.session_info(session_id), "created_at", created_at.isoformat())
-            pipe.sadd(k.sessions, session_id)
+            pipe.sadd(k.session_set(session_id), session_id)
             pipe.execute()
 
     def write_info(self, session_id: str, fields: dict[str, str]) -> None:
@@ -60,14 +60,14 @@ class SessionStore:
 
     def exists(self, session_id: str) -> bool:
         with redis_errors("check session"):
-            return bool(self._r.sismember(self.keys.sessions, session_id))
+            return bool(self._r.sismember(self.keys.session_set(session_id), session_id))
 
     def session_ids(self, namespace: str | None = None) -> list[str]:
         """Every session id, sorted; with a namespace, only the sessions it owns (a session
         with turns but no owner record predates namespaces: it is the default one's)."""
         k = self.keys
         with redis_errors("list sessions"):
-            ids = sorted(_text(s) for s in self._r.smembers(k.sessions))
+            ids = sorted(set_union(self._r, k.all_sessions()))
             if namespace is None or not ids:
                 return ids
             pipe = self._r.pipeline(transaction=False)
@@ -131,7 +131,7 @@ class SessionStore:
                 pipe.set(k.reflected(session_id), int(state["reflected"]))
             if state.get("namespace"):
                 pipe.set(k.session_namespace(session_id), str(state["namespace"]))
-            pipe.sadd(k.sessions, session_id)
+            pipe.sadd(k.session_set(session_id), session_id)
             pipe.execute()
 
     def add_turn_ids(self, session_id: str, turns: Sequence[Turn]) -> None:
@@ -163,28 +163,34 @@ class SessionStore:
         with redis_errors("restore episodes"):
             pipe = self._r.pipeline(transaction=True)
             for episode in episodes:
-                pipe.set(k.episode(episode.episode_id), episode.model_dump_json())
+                pipe.set(k.episode(session_id, episode.episode_id), episode.model_dump_json())
                 pipe.rpush(k.session_episodes(session_id), episode.episode_id)
             pipe.execute()
 
     def overwrite_episodes(self, episodes: Sequence[Episode]) -> None:
-        """Replace the bodies of episodes the session already lists."""
+        """Replace the bodies of episodes the session already lists (one MULTI per
+        session: a MULTI stays in one slot)."""
+        by_session: dict[str, list[Episode]] = {}
+        for episode in episodes:
+            by_session.setdefault(episode.session_id, []).append(episode)
         with redis_errors("overwrite episodes"):
-            pipe = self._r.pipeline(transaction=True)
-            for episode in episodes:
-                pipe.set(self.keys.episode(episode.episode_id), episode.model_dump_json())
-            pipe.execute()
+            for session_id, group in by_session.items():
+                pipe = self._r.pipeline(transaction=True)
+                for episode in group:
+                    pipe.set(self.keys.episode(session_id, episode.episode_id),
+                             episode.model_dump_json())
+                pipe.execute()
 
     def episode_ids(self, session_id: str) -> list[str]:
         with redis_errors("list episodes"):
             return [_text(i) for i in self._r.lrange(self.keys.session_episodes(session_id),
                                                        0, -1)]
 
-    def episodes_exist(self, episode_ids: Sequence[str]) -> bool:
+    def episodes_exist(self, session_id: str, episode_ids: Sequence[str]) -> bool:
         if not episode_ids:
             return False
         with redis_errors("check episodes"):
-            return bool(self._r.exists(*[self.keys.episode(e) for e in episode_ids]))
+            return bool(self._r.exists(*[self.keys.episode(session_id, e) for e in episode_ids]))
 
     def purge(self, session_id: str) -> None:
         """Remove the session's Redis state (import --mode replace, before it writes the
@@ -197,7 +203,7 @@ class SessionStore:
             k.session_dead(session_id), k.session_meta(session_id), k.session_info(session_id),
             k.boundary_state(session_id), k.boundary_buffer(session_id),
             k.session_episodes(session_id), k.reflected(session_id),
-            k.session_audit(session_id), *(k.episode(e) for e in episodes),
+            k.session_audit(session_id), *(k.episode(session_id, e) for e in episodes),
         ]
         with redis_errors("purge session"):
             self._r.delete(*keys)

@@ -14,34 +14,56 @@ from hivemem.domain.scope import DEFAULT_NAMESPACE, Scope
 from hivemem.errors import OutOfScope
 from hivemem.pipeline.messages import EpisodeControl, TurnEntry, turn_from_wire, wire_json
 from hivemem.pipeline.topology import Keys, Topology
-from hivemem.store.redis import Redis, redis_errors
+from hivemem.store.redis import Redis, redis_errors, run_scripts, set_union
 
-# One atomic step per turn: a session belongs to the namespace of its first turn (a turn of
-# another namespace gets -1, nothing written; sessions from before namespaces are
-# "default"); a repeated turn id returns the seq it already had; otherwise the next seq is
-# taken, the turn is appended to the stream and to the recent window. The entry's field names
-# come from `TurnEntry` (ARGV[7], ARGV[8]).
-_APPEND_TURN = """
-local owner = redis.call('GET', KEYS[7])
-if not owner then
-  if redis.call('EXISTS', KEYS[1]) == 1 then owner = 'default' end
-  if not owner or owner == ARGV[6] then redis.call('SET', KEYS[7], ARGV[6]) end
+# One atomic step per turn, for a batch of turns of one partition (every key in one slot):
+# a session belongs to the namespace of its first turn (a turn of another namespace gets -1,
+# nothing written; sessions from before namespaces are "default"); a repeated turn id
+# returns the seq it already had; otherwise the next seq is taken, the turn is appended to
+# the partition's turns stream and to the recent window. KEYS: the stream, the partition's
+# session set, then 5 keys per turn (seq, ids, recent, meta, ns). ARGV: the window, the
+# entry's two field names (from `TurnEntry`), then 5 values per turn (turn id, wire JSON,
+# timestamp, session id, namespace). Returns seq, duplicate per turn, flattened. (A session
+# is listed and its first activity set by its first turn only; the window is trimmed only
+# once it can be full: fewer commands per turn.)
+_APPEND_TURNS = """
+local window = tonumber(ARGV[1])
+local out = {}
+for i = 0, (#KEYS - 2) / 5 - 1 do
+  local k, a = 2 + i * 5, 3 + i * 5
+  local owner = redis.call('GET', KEYS[k + 5])
+  if not owner then
+    if redis.call('EXISTS', KEYS[k + 1]) == 1 then owner = 'default' end
+    if not owner or owner == ARGV[a + 5] then redis.call('SET', KEYS[k + 5], ARGV[a + 5]) end
+  end
+  if owner and owner ~= ARGV[a + 5] then
+    out[#out + 1] = -1
+    out[#out + 1] = 0
+  else
+    local existing = redis.call('HGET', KEYS[k + 2], ARGV[a + 1])
+    if existing then
+      out[#out + 1] = tonumber(existing)
+      out[#out + 1] = 1
+    else
+      local seq = redis.call('INCR', KEYS[k + 1])
+      redis.call('HSET', KEYS[k + 2], ARGV[a + 1], seq)
+      redis.call('XADD', KEYS[1], '*', ARGV[2], seq, ARGV[3], ARGV[a + 2])
+      if window > 0 then
+        redis.call('ZADD', KEYS[k + 3], seq, ARGV[a + 2])
+        if seq > window then redis.call('ZREMRANGEBYRANK', KEYS[k + 3], 0, -(window + 1)) end
+      end
+      if seq == 1 then
+        redis.call('HSET', KEYS[k + 4], 'first_ts', ARGV[a + 3], 'last_ts', ARGV[a + 3])
+        redis.call('SADD', KEYS[2], ARGV[a + 4])
+      else
+        redis.call('HSET', KEYS[k + 4], 'last_ts', ARGV[a + 3])
+      end
+      out[#out + 1] = seq
+      out[#out + 1] = 0
+    end
+  end
 end
-if owner and owner ~= ARGV[6] then return {-1, 0} end
-local existing = redis.call('HGET', KEYS[2], ARGV[1])
-if existing then return {tonumber(existing), 1} end
-local seq = redis.call('INCR', KEYS[1])
-redis.call('HSET', KEYS[2], ARGV[1], seq)
-redis.call('XADD', KEYS[4], '*', ARGV[7], seq, ARGV[8], ARGV[2])
-local window = tonumber(ARGV[3])
-if window > 0 then
-  redis.call('ZADD', KEYS[3], seq, ARGV[2])
-  redis.call('ZREMRANGEBYRANK', KEYS[3], 0, -(window + 1))
-end
-redis.call('HSETNX', KEYS[5], 'first_ts', ARGV[4])
-redis.call('HSET', KEYS[5], 'last_ts', ARGV[4])
-redis.call('SADD', KEYS[6], ARGV[5])
-return {seq, 0}
+return out
 """
 
 
@@ -63,41 +85,56 @@ def _text(value: Any) -> str:
     return value.decode("utf-8") if isinstance(value, bytes) else str(value)
 
 
+# The embed stage's one write to Redis per partition and batch, idempotent: for each turn,
+# set its processed bit and, only if the bit was not set before, publish the turn (with its
+# vector) on the partition's embedded stream. A retry after a crash or an outage between
+# the Qdrant write and this script publishes nothing twice. KEYS: the embedded stream, then
+# one processed bitmap per item; ARGV per item: seq, field count n, then n name/value pairs.
+_PUBLISH_EMBEDDED = """
+local a = 1
+local published = 0
+for i = 2, #KEYS do
+  local seq = tonumber(ARGV[a])
+  local n = tonumber(ARGV[a + 1])
+  local old = redis.call('SETBIT', KEYS[i], seq, 1)
+  if old == 0 then
+    redis.call('XADD', KEYS[1], '*', unpack(ARGV, a + 2, a + 1 + 2 * n))
+    published = published + 1
+  end
+  a = a + 2 + 2 * n
+end
+return published
+"""
+
+
 class SessionState:
     def __init__(self, client: Redis, keys: Keys, recent_window: int) -> None:
         self._r = client
         self.keys = keys
         self.topology = Topology(keys)
         self.recent_window = recent_window
-        self._append = client.register_script(_APPEND_TURN)
+        self._append = client.register_script(_APPEND_TURNS)
         self._control = client.register_script(_APPEND_CONTROL)
+        self._publish = client.register_script(_PUBLISH_EMBEDDED)
 
-    def _append_args(self, draft: TurnFields) -> tuple[list[str], list[str | int]]:
-        k, sid = self.keys, draft.session_id
-        keys = [
-            k.session_seq(sid),
-            k.session_turn_ids(sid),
-            k.session_recent(sid),
-            self.topology.embed.stream,
-            k.session_meta(sid),
-            k.sessions,
-            k.session_namespace(sid),
-        ]
-        args: list[str | int] = [
-            draft.turn_id,
-            wire_json(draft),
-            self.recent_window,
-            draft.timestamp.isoformat(),
-            sid,
-            draft.namespace,
-            TurnEntry.SEQ_FIELD,
-            TurnEntry.TURN_FIELD,
-        ]
+    def _append_call(
+        self, partition: int, drafts: Sequence[TurnFields]
+    ) -> tuple[list[str], list[str | int]]:
+        """The append script's keys and args for turns of one partition."""
+        k = self.keys
+        keys: list[str] = [k.turns_stream(partition), k.sessions(partition)]
+        args: list[str | int] = [self.recent_window, TurnEntry.SEQ_FIELD, TurnEntry.TURN_FIELD]
+        for draft in drafts:
+            sid = draft.session_id
+            keys += (k.session_seq(sid), k.session_turn_ids(sid), k.session_recent(sid),
+                     k.session_meta(sid), k.session_namespace(sid))
+            args += (draft.turn_id, wire_json(draft), draft.timestamp.isoformat(), sid,
+                     draft.namespace)
         return keys, args
 
     def append_turn(self, draft: TurnFields) -> tuple[int, bool]:
         """Returns (seq, duplicate). `OutOfScope` if the session is another namespace's."""
-        keys, args = self._append_args(draft)
+        keys, args = self._append_call(self.keys.partition(draft.session_id), [draft])
         with redis_errors("append turn"):
             seq, dup = self._append(keys=keys, args=args)
         if int(seq) < 0:
@@ -105,22 +142,51 @@ class SessionState:
         return int(seq), bool(dup)
 
     def append_turns(self, drafts: Sequence[TurnFields]) -> list[tuple[int, bool]]:
-        """Pipelined: one round trip for the batch, each turn still atomic on its own.
+        """One script call per partition (each turn atomic on its own, in order within its
+        session), all in one pipeline: one round trip for the batch.
 
         Callers check the sessions' namespaces first (`check_scope`): a turn refused here
         (a session claimed by another namespace in between) raises `OutOfScope` after the
         others were written."""
         if not drafts:
             return []
+        by_partition: dict[int, list[int]] = {}
+        for i, draft in enumerate(drafts):
+            by_partition.setdefault(self.keys.partition(draft.session_id), []).append(i)
+        calls = [
+            self._append_call(p, [drafts[i] for i in idx]) for p, idx in by_partition.items()
+        ]
         with redis_errors("append turns"):
-            pipe = self._r.pipeline(transaction=False)
-            for draft in drafts:
-                keys, args = self._append_args(draft)
-                self._append(keys=keys, args=args, client=pipe)
-            replies = pipe.execute()
-        if any(int(seq) < 0 for seq, _dup in replies):
+            replies = run_scripts(self._r, self._append, calls)
+        out: list[tuple[int, bool]] = [(0, False)] * len(drafts)
+        refused = False
+        for idx, flat in zip(by_partition.values(), replies, strict=True):
+            for j, i in enumerate(idx):
+                seq, dup = int(flat[2 * j]), bool(int(flat[2 * j + 1]))
+                refused |= seq < 0
+                out[i] = (seq, dup)
+        if refused:
             raise OutOfScope()
-        return [(int(seq), bool(dup)) for seq, dup in replies]
+        return out
+
+    def publish_embedded(self, items: Sequence[tuple[Turn, dict[str, str]]]) -> int:
+        """Mark these turns processed and publish each one's entry on its partition's
+        embedded stream, only for turns not marked before (a retry appends nothing twice).
+        One script per partition, one round trip. Returns how many were published."""
+        if not items:
+            return 0
+        k = self.keys
+        calls: dict[int, tuple[list[str], list[str | int]]] = {}
+        for turn, fields in items:
+            p = k.partition(turn.session_id)
+            keys, args = calls.setdefault(p, ([k.embedded_stream(p)], []))
+            keys.append(k.session_processed(turn.session_id))
+            args += (turn.seq, len(fields))
+            for name, value in fields.items():
+                args += (name, value)
+        with redis_errors("publish embedded turns"):
+            replies = run_scripts(self._r, self._publish, list(calls.values()))
+        return sum(int(r) for r in replies)
 
     def append_control(self, session_id: str, action: str) -> int | None:
         """Enqueue an episode control after the session's turns so far; None: no session."""
@@ -131,7 +197,7 @@ class SessionState:
                     k.session_seq(session_id),
                     k.session_processed(session_id),
                     k.session_meta(session_id),
-                    self.topology.boundary.stream,
+                    k.embedded_stream(k.partition(session_id)),
                 ],
                 args=[EpisodeControl.SEQ_FIELD,
                       *EpisodeControl.script_fields(session_id, action)],
@@ -180,6 +246,24 @@ class SessionState:
             return _text(owner)
         return DEFAULT_NAMESPACE if exists else None
 
+    def check_scopes(self, pairs: Sequence[tuple[str, str]]) -> None:
+        """`check_scope` for many (session, namespace) pairs in one round trip."""
+        if not pairs:
+            return
+        k = self.keys
+        with redis_errors("read session namespaces"):
+            pipe = self._r.pipeline(transaction=False)
+            for session_id, _ns in pairs:
+                pipe.get(k.session_namespace(session_id))
+                pipe.exists(k.session_seq(session_id))
+            replies = pipe.execute()
+        for (_sid, namespace), owner, exists in zip(pairs, replies[::2], replies[1::2],
+                                                    strict=True):
+            found = _text(owner) if owner is not None else (
+                DEFAULT_NAMESPACE if exists else None)
+            if found is not None and found != namespace:
+                raise OutOfScope()
+
     def check_scope(self, session_id: str, namespace: str, *, must_exist: bool = False) -> None:
         """`OutOfScope` when the session is another namespace's (or, with `must_exist`,
         unknown): the two look the same to the caller."""
@@ -226,7 +310,7 @@ class SessionState:
 
     def session_ids(self) -> list[str]:
         with redis_errors("list sessions"):
-            return sorted(_text(s) for s in self._r.smembers(self.keys.sessions))
+            return sorted(set_union(self._r, self.keys.all_sessions()))
 
     def restore_session(self, session_id: str, turns: Sequence[Turn]) -> None:
         """Rebuild this session's state from its turns as stored in Qdrant."""
@@ -264,7 +348,7 @@ class SessionState:
                 pipe.zremrangebyrank(k.session_recent(session_id), 0, -(self.recent_window + 1))
             pipe.hsetnx(k.session_meta(session_id), "first_ts", ordered[0].timestamp.isoformat())
             pipe.hset(k.session_meta(session_id), "last_ts", ordered[-1].timestamp.isoformat())
-            pipe.sadd(k.sessions, session_id)
+            pipe.sadd(k.session_set(session_id), session_id)
             pipe.setnx(k.session_namespace(session_id), ordered[0].namespace)
             pipe.execute()
 

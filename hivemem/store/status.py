@@ -43,26 +43,37 @@ def _text(value: Any) -> str:
 
 
 def _stage(redis: Redis, stage: Stage) -> StageStatus:
-    stream, group = stage.stream, stage.group
-    status = StageStatus(stage=stage.name, stream=stream)
+    """The stage summed over its partitions; a consumer that reads several partitions is
+    one row (its pending entries and its lowest idle time)."""
+    status = StageStatus(stage=stage.name, stream=stage.stream_for(0))
+    streams = stage.streams()
     pipe = redis.pipeline(transaction=False)
-    pipe.exists(stream)
-    pipe.xlen(stage.dead_letters)
-    exists, dead = pipe.execute()
-    status.dead_letters = int(dead)
-    if not exists:
-        return status
-    status.length = int(redis.xlen(stream))
-    for info in redis.xinfo_groups(stream):
-        if _text(info["name"]) != group:
+    for stream in streams:
+        pipe.exists(stream)
+        pipe.xlen(f"{stream}:dead")
+        pipe.xlen(stream)
+    replies = pipe.execute()
+    consumers: dict[str, Consumer] = {}
+    for i, stream in enumerate(streams):
+        exists, dead, length = replies[3 * i: 3 * i + 3]
+        status.dead_letters += int(dead)
+        if not exists:
             continue
-        status.lag = int(info.get("lag") or 0)
-        status.pending = int(info["pending"])
-        for consumer in redis.xinfo_consumers(stream, group):
-            status.consumers.append(Consumer(
-                name=_text(consumer["name"]), pending=int(consumer["pending"]),
-                idle_ms=int(consumer["idle"]),
-            ))
+        status.length += int(length)
+        for info in redis.xinfo_groups(stream):
+            if _text(info["name"]) != stage.group:
+                continue
+            status.lag += int(info.get("lag") or 0)
+            status.pending += int(info["pending"])
+            for consumer in redis.xinfo_consumers(stream, stage.group):
+                name = _text(consumer["name"])
+                seen = consumers.get(name)
+                pending, idle = int(consumer["pending"]), int(consumer["idle"])
+                if seen is not None:
+                    pending += seen.pending
+                    idle = min(idle, seen.idle_ms)
+                consumers[name] = Consumer(name=name, pending=pending, idle_ms=idle)
+    status.consumers = sorted(consumers.values(), key=lambda c: c.name)
     return status
 
 

@@ -15,28 +15,43 @@ import redis
 from hivemem.domain.models import DeadLetter, StageLag
 from hivemem.pipeline.messages import decode_dead_letter, encode_dead_letter
 from hivemem.pipeline.topology import Keys, Stage
-from hivemem.store.redis import Redis, redis_errors
+from hivemem.store.redis import Redis, is_cluster, redis_errors
 
 
 @dataclass(frozen=True, slots=True)
 class StreamEntry:
     entry_id: str
     fields: dict[str, str]
+    stream: str = ""  # the (partition's) stream it was read from
 
 
 def _text(value: Any) -> str:
     return value.decode("utf-8", "replace") if isinstance(value, bytes) else str(value)
 
 
-def decode_entries(raw: Any) -> list[StreamEntry]:
+def decode_entries(raw: Any, stream: str = "") -> list[StreamEntry]:
     """XRANGE / XREADGROUP / XAUTOCLAIM rows as `StreamEntry`s."""
     out: list[StreamEntry] = []
     for entry_id, fields in raw or []:
         if fields is None:  # deleted while pending
             continue
-        out.append(
-            StreamEntry(_text(entry_id), {_text(k): _text(v) for k, v in fields.items()})
-        )
+        out.append(StreamEntry(
+            _text(entry_id), {_text(k): _text(v) for k, v in fields.items()}, stream
+        ))
+    return out
+
+
+def _read_reply(reply: Any) -> list[StreamEntry]:
+    """An XREADGROUP reply over one or more streams, RESP2 or RESP3 shape."""
+    if not reply:
+        return []
+    out: list[StreamEntry] = []
+    if isinstance(reply, dict):  # RESP3: {stream: [entries]}
+        for stream, rows in reply.items():
+            out += decode_entries(rows[0] if rows else [], _text(stream))
+        return out
+    for stream, rows in reply:
+        out += decode_entries(rows, _text(stream))
     return out
 
 
@@ -44,6 +59,11 @@ class StreamStore:
     def __init__(self, client: Redis, keys: Keys) -> None:
         self._r = client
         self.keys = keys
+
+    @property
+    def redis(self) -> Redis:
+        """The connection (the consume loop's partition leases share it)."""
+        return self._r
 
     def append(self, stream: str, entries: list[dict[str, str]]) -> None:
         """XADD several entries in one round trip."""
@@ -63,6 +83,16 @@ class StreamStore:
                 if "BUSYGROUP" not in str(exc):
                     raise
 
+    def ensure_groups(self, streams: list[str], group: str) -> None:
+        """`ensure_group` for each stream, pipelined (a BUSYGROUP reply is success)."""
+        with redis_errors("create consumer groups"):
+            pipe = self._r.pipeline(transaction=False)
+            for stream in streams:
+                pipe.xgroup_create(stream, group, id="0", mkstream=True)
+            for reply in pipe.execute(raise_on_error=False):
+                if isinstance(reply, Exception) and "BUSYGROUP" not in str(reply):
+                    raise reply
+
     def read(
         self,
         stream: str,
@@ -74,19 +104,44 @@ class StreamStore:
         own_pending: bool = False,
     ) -> list[StreamEntry]:
         """New entries (`>`), or with `own_pending` the ones this consumer holds unacked."""
+        return self.read_many([stream], group, consumer, count=count, block_ms=block_ms,
+                              own_pending=own_pending)
+
+    def read_many(
+        self,
+        streams: list[str],
+        group: str,
+        consumer: str,
+        *,
+        count: int,
+        block_ms: int | None,
+        own_pending: bool = False,
+    ) -> list[StreamEntry]:
+        """One XREADGROUP over several streams (up to `count` from each). On a cluster the
+        streams live in different slots: one non-blocking read per stream, pipelined, and
+        the caller waits between empty polls (`blocks` says which)."""
+        if not streams:
+            return []
+        start = "0" if own_pending else ">"
         with redis_errors("read stream"):
+            if is_cluster(self._r) and len(streams) > 1:
+                pipe = self._r.pipeline(transaction=False)
+                for stream in streams:
+                    pipe.xreadgroup(group, consumer, {stream: start}, count=count)
+                out: list[StreamEntry] = []
+                for reply in pipe.execute():
+                    out += _read_reply(reply)
+                return out
             reply = self._r.xreadgroup(
-                group,
-                consumer,
-                {stream: "0" if own_pending else ">"},
-                count=count,
+                group, consumer, dict.fromkeys(streams, start), count=count,
                 block=None if own_pending else block_ms,
             )
-        if not reply:
-            return []
-        if isinstance(reply, dict):  # RESP3 shape
-            return decode_entries(next(iter(reply.values()))[0])
-        return decode_entries(reply[0][1])
+        return _read_reply(reply)
+
+    @property
+    def blocks(self) -> bool:
+        """Does `read_many` over several streams block until an entry arrives?"""
+        return not is_cluster(self._r)
 
     def claim_idle(
         self, stream: str, group: str, consumer: str, *, min_idle_ms: int, count: int
@@ -96,7 +151,7 @@ class StreamStore:
             reply = self._r.xautoclaim(
                 stream, group, consumer, min_idle_time=min_idle_ms, start_id="0-0", count=count
             )
-        return decode_entries(reply[1])
+        return decode_entries(reply[1], stream)
 
     def deliveries(self, stream: str, group: str, entry_ids: list[str]) -> dict[str, int]:
         """How many times each entry has been delivered (for dead-lettering)."""
@@ -153,6 +208,14 @@ class StreamStore:
             rows = self._r.xrange(self.keys.dead_letters(stream), count=count)
         return [decode_dead_letter(entry.fields, stream) for entry in decode_entries(rows)]
 
+    def stage_dead_letters(self, stage: Stage, count: int = 100) -> list[DeadLetter]:
+        """The dead letters of every partition of `stage`, oldest first, up to `count`."""
+        out: list[DeadLetter] = []
+        for stream in stage.streams():
+            out += self.dead_letters(stream, count)
+        out.sort(key=lambda letter: letter.failed_at)
+        return out[:count]
+
     def pending_count(self, stream: str, group: str) -> int:
         with redis_errors("read pending summary"):
             summary = self._r.xpending(stream, group)
@@ -173,21 +236,28 @@ class StreamStore:
         return 0
 
     def stage_lag(self, stage: Stage) -> StageLag:
-        """Backlog of one stage; zeros before the stage's group exists."""
-        stream, group = stage.stream, stage.group
+        """Backlog of one stage, summed over its partitions; zeros before its groups exist."""
+        streams = stage.streams()
         with redis_errors("read stage backlog"):
             pipe = self._r.pipeline(transaction=False)
-            pipe.exists(stream)
-            pipe.xlen(stage.dead_letters)
-            exists, dead = pipe.execute()
-            lag = pending = 0
-            if exists:
-                for info in self._r.xinfo_groups(stream):
-                    if _text(info["name"]) == group:
-                        lag = int(info.get("lag") or 0)
-                        pending = int(info["pending"])
-        return StageLag(stage=stage.name, stream=stream, lag=lag, pending=pending,
-                        dead_letters=dead)
+            for stream in streams:
+                pipe.exists(stream)
+                pipe.xlen(self.keys.dead_letters(stream))
+            replies = pipe.execute()
+            lag = pending = dead = 0
+            live = [st for st, ex in zip(streams, replies[::2], strict=True) if ex]
+            dead = sum(int(d) for d in replies[1::2])
+            if live:
+                pipe = self._r.pipeline(transaction=False)
+                for stream in live:
+                    pipe.xinfo_groups(stream)
+                for groups in pipe.execute():
+                    for info in groups:
+                        if _text(info["name"]) == stage.group:
+                            lag += int(info.get("lag") or 0)
+                            pending += int(info["pending"])
+        return StageLag(stage=stage.name, stream=stage.stream_for(0), lag=lag,
+                        pending=pending, dead_letters=dead)
 
     def trim_consumed(self, stream: str) -> int:
         """Drop entries every group has acknowledged. Returns how many were removed."""

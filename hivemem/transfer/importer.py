@@ -266,7 +266,7 @@ class _Writer:
         for start in range(0, len(ids), _BATCH):
             if self.stores.vectors.retrieve(FACTS, ids[start:start + _BATCH]):
                 return True
-        return self.stores.sessions.episodes_exist(sorted(info.episodes))
+        return self.stores.sessions.episodes_exist(sid, sorted(info.episodes))
 
     # -- writing ---------------------------------------------------------------------------
 

@@ -27,7 +27,7 @@ from hivemem.pipeline.messages import (
     embedded_from_json,
 )
 from hivemem.pipeline.topology import Topology
-from hivemem.store.episodes import Enqueue, EpisodeStore
+from hivemem.store.episodes import Advance, EpisodeStore
 from hivemem.store.streams import StreamEntry
 from hivemem.workers.stream import WorkerKind
 
@@ -40,63 +40,69 @@ def decode_item(entry: StreamEntry) -> EmbeddedEntry:
 
 
 class BoundaryHandler:
-    def __init__(
-        self, store: EpisodeStore, policy: BoundaryPolicy, enqueue: Enqueue | None = None
-    ) -> None:
+    def __init__(self, store: EpisodeStore, policy: BoundaryPolicy) -> None:
         self.store = store
         self.policy = policy
-        self.enqueue = enqueue
 
     def __call__(self, items: list[EmbeddedEntry]) -> None:
         # The buffer keeps each entry's fields as JSON until its predecessors are in.
-        by_session: dict[str, list[tuple[str, int, str]]] = defaultdict(list)
+        by_session: dict[str, dict[str, EmbeddedEntry]] = defaultdict(dict)
         for item in items:
-            by_session[item.session_id].append((str(item.seq), item.seq, item.to_json()))
-        for session_id, buffered in by_session.items():
-            self.store.buffer(session_id, buffered)
-            self.advance(session_id)
+            by_session[item.session_id][str(item.seq)] = item
+        for session_id, entries in by_session.items():
+            self.advance(session_id, entries)
 
-    def advance(self, session_id: str) -> None:
-        """Take the session's lease and move its pointer as far as the buffer allows."""
+    def advance(self, session_id: str, entries: dict[str, EmbeddedEntry]) -> None:
+        """Buffer `entries`, and while this worker holds the session's lease move its
+        pointer as far as the buffer allows: two scripts per step (`EpisodeStore`)."""
+        buffered = [(f, e.seq, e.to_json()) for f, e in entries.items()]
+        token: str | None = None
         while True:
-            token = self.store.acquire(session_id)
-            if token is None:
-                return  # the holder re-checks the buffer after it releases
+            step = self.store.begin(session_id, buffered, token)
+            if step is None:
+                return  # the holder's commit sees what was just buffered and goes on
+            token = step.token
             try:
-                self._advance_locked(session_id, token)
-            finally:
+                more = self._advance_locked(session_id, step, entries)
+            except BaseException:
                 self.store.release(session_id, token)
-            if not self.store.has_ready(session_id):
+                raise
+            if more != 1:
                 return
+            buffered = []
 
-    def _advance_locked(self, session_id: str, token: str) -> None:
+    def _advance_locked(
+        self, session_id: str, step: Advance, entries: dict[str, EmbeddedEntry]
+    ) -> int:
         started = time.perf_counter()
-        next_seq, state, buffer = self.store.load(session_id)
-        seq = next_seq
+        state = step.state
         consumed: list[str] = []
         closed: list[Episode] = []
         markers: Counter[str] = Counter()
-        while (raw := buffer.get(str(seq))) is not None:
-            closed.extend(self._apply(state, embedded_from_json(raw), markers))
-            consumed.append(str(seq))
-            seq += 1
+        for field, raw in step.ready:
+            item = entries.get(field) if raw is None else embedded_from_json(raw)
+            if item is None:  # cannot happen: '' marks an entry handed in by this call
+                break
+            closed.extend(self._apply(state, item, markers))
+            consumed.append(field)
         if not consumed:
-            return
-        ok = self.store.commit(
+            self.store.release(session_id, step.token)
+            return 0
+        seq = step.next_seq + len(consumed)
+        outcome = self.store.commit(
             session_id,
-            token,
+            step.token,
             next_seq=seq,
             state=state,
             consumed=consumed,
             closed=closed,
             marker_counts=dict(markers),
-            enqueue=self.enqueue,
         )
-        if not ok:
+        if outcome < 0:
             # The lease expired mid-advance and another worker took over: it replays from
             # the last commit, so dropping this attempt loses nothing.
             log.warning("boundary.lease_lost", session_id=session_id, seq=seq)
-            return
+            return outcome
         for episode in closed:
             log.info(
                 "episode.closed",
@@ -112,6 +118,7 @@ class BoundaryHandler:
             next_seq=seq,
             ms=round((time.perf_counter() - started) * 1000, 2),
         )
+        return outcome
 
     def _apply(
         self, state: SessionEpisodes, item: EmbeddedEntry, markers: Counter[str]

@@ -65,11 +65,12 @@ class EmbedHandler:
         sparse = self.lexical.documents(texts)
         embedded = time.perf_counter()
         self.vectors.upsert_turns(turns, matrix, sparse)
-        self.streams.append(
-            self.topology.boundary.stream,
-            [EmbeddedTurn.of(t, matrix[i]).to_fields() for i, t in enumerate(turns)],
+        # One idempotent script per partition: processed bit + the boundary stage's entry,
+        # published only for turns not processed before (a retry after this point, or a
+        # redelivery, appends nothing twice).
+        self.state.publish_embedded(
+            [(t, EmbeddedTurn.of(t, matrix[i]).to_fields()) for i, t in enumerate(turns)]
         )
-        self.state.mark_processed(turns)
         log.debug(
             "turns.embedded",
             count=len(turns),
@@ -85,7 +86,7 @@ class EmbedHandler:
             return  # undecodable: no session to account it to
         self.state.mark_dead(turn.session_id, turn.seq)
         self.streams.append(
-            self.topology.boundary.stream,
+            self.keys.embedded_stream(self.keys.partition(turn.session_id)),
             [SkipEntry(session_id=turn.session_id, seq=turn.seq).to_fields()],
         )
 

@@ -9,16 +9,19 @@ from typing import Any
 
 from hivemem.config import ReflectionSettings, Settings
 from hivemem.domain.episode import Episode
+from hivemem.pipeline.messages import OutboxEntry
 from hivemem.pipeline.topology import Keys
 from hivemem.providers.embedders import Embedder
 from hivemem.providers.lexical import LexicalEncoder
 from hivemem.providers.reflector import Reflector
-from hivemem.store.episodes import Enqueue, EpisodeStore
+from hivemem.store.episodes import EpisodeStore
 from hivemem.store.redis import Redis
 from hivemem.store.reflection import ReflectionState
 from hivemem.store.vectors.base import VectorStore
 
 REFLECT_JOB = "hivemem.workers.reflect.reflect_episode"
+# Put an outbox entry's job into a MULTI pipeline on rq's Redis.
+Enqueue = Callable[[Any, OutboxEntry], None]
 REPLAY_JOB = "hivemem.workers.reflect.replay_episode"
 
 
@@ -38,6 +41,12 @@ class JobContext:
     lexical: LexicalEncoder = field(default_factory=LexicalEncoder)
     # Called with "reflected", "retry" or "failed" per episode (metrics).
     on_outcome: Callable[[str], None] | None = None
+    # rq's Redis, where follow-up jobs are enqueued (None: `redis`; a cluster needs its own).
+    queue_redis: Redis | None = None
+
+    @property
+    def queue_connection(self) -> Redis:
+        return self.queue_redis if self.queue_redis is not None else self.redis
 
     def outcome(self, name: str) -> None:
         if self.on_outcome is not None:
@@ -49,12 +58,12 @@ def reflect_job_id(episode_id: str) -> str:
 
 
 def reflect_enqueuer(connection: Redis, queue_name: str, settings: ReflectionSettings) -> Enqueue:
-    """Enqueue inside the boundary commit's MULTI: the job exists iff the episode closed."""
+    """Enqueue an episode's reflect job into `pipe` (a MULTI on rq's Redis)."""
     from rq import Queue, Retry
 
     queue = Queue(queue_name, connection=connection)
 
-    def enqueue(pipe: Any, episode: Episode) -> None:
+    def enqueue(pipe: Any, episode: OutboxEntry) -> None:
         queue.enqueue_call(
             REFLECT_JOB,
             args=(episode.episode_id, episode.session_id),

@@ -75,7 +75,7 @@ class Reflection:
 
     def reflect_up_to(self, session_id: str, episode_id: str) -> dict[str, Any]:
         ctx = self.ctx
-        episode = ctx.episodes.episode(episode_id)
+        episode = ctx.episodes.episode(episode_id, session_id)
         if episode is None:
             raise NotFound("episode_id", f"unknown episode {episode_id}")
         lock = ctx.state.lock(session_id, self.settings.lock_lease_ms)
@@ -87,7 +87,8 @@ class Reflection:
             summary: dict[str, Any] = {"episode_id": episode_id, "reflected": []}
             for pending in ctx.episodes.episodes(session_id, done, episode.index - 1):
                 summary["reflected"].append(self._reflect_one(pending, lock))
-            schedule_after_reflection(ctx.redis, ctx.settings, session_id, done, episode.index)
+            schedule_after_reflection(
+                ctx.queue_connection, ctx.settings, session_id, done, episode.index)
             return summary
         finally:
             lock.release()
@@ -266,7 +267,7 @@ def _audit(ctx: JobContext, plan: Plan, prior: list[Fact], episode: Episode) -> 
 
 def replay_episode(context: JobContext, episode_id: str, session_id: str) -> dict[str, Any]:
     """rq job: reflect one episode again, out of order (see `Reflection.replay`)."""
-    episode = context.episodes.episode(episode_id)
+    episode = context.episodes.episode(episode_id, session_id)
     if episode is None or episode.session_id != session_id:
         _no_retries()
         raise NotFound("episode_id", f"unknown episode {episode_id} in session {session_id}")

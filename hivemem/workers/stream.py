@@ -1,10 +1,14 @@
 """The one consume loop every stream worker runs.
 
 Consumer groups give at-least-once delivery: a batch is acked only after its handler has
-made the writes durable. Entries a dead consumer left pending are reclaimed (XAUTOCLAIM)
-after `claim_idle_ms`; an entry that keeps failing goes to the dead-letter stream with its
-error after `max_deliveries`. While a store is down the batch is retried in place with
-back-off, so an outage never dead-letters good messages.
+made the writes durable. A stage's streams are partitioned; the workers of a stage divide
+the partitions among themselves through leases in Redis (`hivemem.store.partitions`), and
+each reads, reclaims, trims and reports only its own partitions. Entries a dead consumer
+left pending are reclaimed (XAUTOCLAIM) after `claim_idle_ms`; an entry that keeps failing
+goes to its partition's dead-letter stream with its error after `max_deliveries`. While a
+store is down the batch is retried in place with back-off, so an outage never dead-letters
+good messages; a misconfiguration (`ConfigurationError`) stops the worker instead, for the
+same reason.
 """
 
 from __future__ import annotations
@@ -23,8 +27,15 @@ from typing import Generic, TypeVar
 import structlog
 
 from hivemem.config import WorkerSettings
-from hivemem.errors import MalformedEntry, RetryLater, StoreRejected, StoreUnavailable
+from hivemem.errors import (
+    ConfigurationError,
+    MalformedEntry,
+    RetryLater,
+    StoreRejected,
+    StoreUnavailable,
+)
 from hivemem.pipeline.topology import Stage
+from hivemem.store.partitions import PartitionLeases
 from hivemem.store.streams import StreamEntry, StreamStore
 
 M = TypeVar("M")
@@ -32,6 +43,8 @@ T = TypeVar("T")
 log = structlog.get_logger(__name__)
 
 _TRANSIENT = (StoreUnavailable, RetryLater)
+# A cluster cannot block on streams of several slots at once: poll this often instead.
+_POLL_S = 0.02
 
 
 @dataclass(frozen=True)
@@ -39,7 +52,7 @@ class WorkerKind(Generic[M]):
     """A stream stage: where it reads, how an entry becomes a message, what it does."""
 
     name: str
-    stream: str
+    streams: tuple[str, ...]
     group: str
     decode: Callable[[StreamEntry], M]
     handle: Callable[[list[M]], None]
@@ -53,9 +66,9 @@ class WorkerKind(Generic[M]):
         handle: Callable[[list[M]], None],
         on_dead_letter: Callable[[StreamEntry, str], None] | None = None,
     ) -> WorkerKind[M]:
-        """The worker kind of a pipeline stage (its name, stream and group)."""
-        return cls(name=stage.name, stream=stage.stream, group=stage.group, decode=decode,
-                   handle=handle, on_dead_letter=on_dead_letter)
+        """The worker kind of a pipeline stage (its name, partitions' streams and group)."""
+        return cls(name=stage.name, streams=tuple(stage.streams()), group=stage.group,
+                   decode=decode, handle=handle, on_dead_letter=on_dead_letter)
 
 
 @dataclass
@@ -89,6 +102,14 @@ class StreamWorker(Generic[M]):
         self._stop = threading.Event()
         self._next_claim = 0.0
         self._next_trim = time.monotonic() + settings.trim_interval_s
+        self._next_refresh = 0.0
+        # Leases live a claim interval: a dead worker's partitions move within that.
+        self.leases = PartitionLeases(
+            streams.redis, streams.keys, kind.name, self.consumer, settings.claim_idle_ms,
+            partitions=len(kind.streams),
+        )
+        self._refresh_s = min(settings.claim_interval_s, settings.claim_idle_ms / 3000)
+        self.owned: list[str] = []
         self._log = log.bind(worker=kind.name, consumer=self.consumer)
 
     # -- lifecycle -------------------------------------------------------------------------
@@ -111,23 +132,31 @@ class StreamWorker(Generic[M]):
         signal.signal(signal.SIGINT, _handler)
 
     def run(self, *, burst: bool = False) -> WorkerReport:
-        """Consume until stopped; with `burst`, until the group has nothing left to do."""
+        """Consume until stopped; with `burst`, until its partitions have nothing left."""
         k = self.kind
-        self._with_retry(lambda: self.streams.ensure_group(k.stream, k.group))
-        self._log.info("worker.started", stream=k.stream, group=k.group, burst=burst)
-        # Entries this consumer name held before a restart come first.
-        own = self._with_retry(
-            lambda: self.streams.read(
-                k.stream, k.group, self.consumer, count=self.settings.batch_size,
-                block_ms=None, own_pending=True,
+        self._with_retry(lambda: self.streams.ensure_groups(list(k.streams), k.group))
+        self._with_retry(self._refresh)
+        self._log.info("worker.started", group=k.group, partitions=len(self.owned),
+                       burst=burst)
+        try:
+            # Entries this consumer name held before a restart come first.
+            own = self._with_retry(
+                lambda: self.streams.read_many(
+                    self.owned, k.group, self.consumer, count=self.settings.batch_size,
+                    block_ms=None, own_pending=True,
+                )
             )
-        )
-        if own:
-            self._with_retry(lambda: self._redeliver(own))
-        while not self.stopping:
-            handled = self._with_retry(lambda: self.step(burst=burst))
-            if burst and handled == 0 and self._idle():
-                break
+            if own:
+                self._with_retry(lambda: self._redeliver(own))
+            while not self.stopping:
+                handled = self._with_retry(lambda: self.step(burst=burst))
+                if burst and handled == 0 and self._idle():
+                    break
+        finally:
+            try:
+                self.leases.leave()
+            except (StoreUnavailable, ConfigurationError) as exc:
+                self._log.warning("worker.leave_failed", error=str(exc))
         self._log.info(
             "worker.stopped",
             handled=self.report.handled,
@@ -136,9 +165,25 @@ class StreamWorker(Generic[M]):
         )
         return self.report
 
+    def _refresh(self) -> None:
+        """Renew this worker's partition leases (and take or give up partitions)."""
+        before = self.owned
+        owned = self.leases.refresh()
+        self.owned = [self.kind.streams[p] for p in owned]
+        self._next_refresh = time.monotonic() + self._refresh_s
+        if self.owned != before:
+            self._log.info("worker.partitions", owned=owned)
+            self._next_claim = 0.0  # new partitions: look for their orphans now
+
     def _idle(self) -> bool:
-        # Called right after a read found nothing new: pending entries are all that is left.
-        return self.streams.pending_count(self.kind.stream, self.kind.group) == 0
+        # Called right after a read found nothing new in this worker's partitions. Others'
+        # partitions count too: one still leased by a dead worker may hold undelivered
+        # entries (lag) that this worker reads once the lease expires.
+        return all(
+            self.streams.pending_count(stream, self.kind.group) == 0
+            and self.streams.lag(stream, self.kind.group) == 0
+            for stream in self.kind.streams
+        )
 
     def _with_retry(self, fn: Callable[[], T]) -> T:
         """Run `fn`, backing off while a store is down. Gives up only when stopping."""
@@ -156,18 +201,24 @@ class StreamWorker(Generic[M]):
     # -- one iteration ---------------------------------------------------------------------
 
     def step(self, *, burst: bool = False) -> int:
-        """Reclaim orphans when due, then read and handle one batch. Returns entries handled."""
+        """Refresh leases and reclaim orphans when due, then read and handle one batch.
+        Returns entries handled."""
         k = self.kind
         handled = 0
         now = time.monotonic()
+        if now >= self._next_refresh:
+            self._refresh()
         if now >= self._next_claim:
             self._next_claim = now + self.settings.claim_interval_s
             handled += self._reclaim()
         if self.settings.trim_interval_s and now >= self._next_trim:
             self._next_trim = now + self.settings.trim_interval_s
             self._trim()
-        entries = self.streams.read(
-            k.stream,
+        if not self.owned:
+            self._stop.wait(min(self._refresh_s, self.settings.block_ms / 1000))
+            return handled
+        entries = self.streams.read_many(
+            self.owned,
             k.group,
             self.consumer,
             count=self.settings.batch_size,
@@ -175,47 +226,58 @@ class StreamWorker(Generic[M]):
         )
         if entries:
             handled += self._process(entries)
-        elif burst:
-            # Nothing new: orphans are all that can be left, so look for them now.
-            self._next_claim = 0.0
+        else:
+            if not self.streams.blocks:
+                self._stop.wait(_POLL_S)
+            if burst:
+                # Nothing new: orphans are all that can be left, so look for them now.
+                self._next_claim = 0.0
         return handled
 
     def _trim(self) -> None:
         """Drop what every group has acknowledged; a failure only delays it to next time."""
-        try:
-            removed = self.streams.trim_consumed(self.kind.stream)
-        except StoreUnavailable as exc:
-            self._log.warning("stream.trim_failed", stream=self.kind.stream, error=str(exc))
-            return
-        if removed:
-            self._log.info("stream.trimmed", stream=self.kind.stream, removed=removed)
+        for stream in self.owned:
+            try:
+                removed = self.streams.trim_consumed(stream)
+            except StoreUnavailable as exc:
+                self._log.warning("stream.trim_failed", stream=stream, error=str(exc))
+                return
+            if removed:
+                self._log.info("stream.trimmed", stream=stream, removed=removed)
 
     def _reclaim(self) -> int:
         k = self.kind
-        claimed = self.streams.claim_idle(
-            k.stream,
-            k.group,
-            self.consumer,
-            min_idle_ms=self.settings.claim_idle_ms,
-            count=self.settings.batch_size,
-        )
-        if not claimed:
-            return 0
-        self.report.reclaimed += len(claimed)
-        self._log.info("worker.reclaimed", count=len(claimed))
-        return self._redeliver(claimed)
+        handled = 0
+        for stream in self.owned:
+            claimed = self.streams.claim_idle(
+                stream,
+                k.group,
+                self.consumer,
+                min_idle_ms=self.settings.claim_idle_ms,
+                count=self.settings.batch_size,
+            )
+            if not claimed:
+                continue
+            self.report.reclaimed += len(claimed)
+            self._log.info("worker.reclaimed", stream=stream, count=len(claimed))
+            handled += self._redeliver(claimed)
+        return handled
 
     def _redeliver(self, entries: list[StreamEntry]) -> int:
         """Entries delivered before (reclaimed, or held before a restart): an entry past
         `max_deliveries` has killed or failed every consumer that took it, so it goes to
         the dead-letter stream instead of the handler."""
         k = self.kind
-        counts = self.streams.deliveries(k.stream, k.group, [e.entry_id for e in entries])
+        counts: dict[tuple[str, str], int] = {}
+        for stream in {e.stream for e in entries}:
+            ids = [e.entry_id for e in entries if e.stream == stream]
+            for entry_id, n in self.streams.deliveries(stream, k.group, ids).items():
+                counts[stream, entry_id] = n
         live: list[StreamEntry] = []
         for entry in entries:
-            deliveries = counts.get(entry.entry_id, 1)
+            deliveries = counts.get((entry.stream, entry.entry_id), 1)
             if deliveries > self.settings.max_deliveries:
-                error = self.streams.last_error(k.stream, k.group, entry.entry_id)
+                error = self.streams.last_error(entry.stream, k.group, entry.entry_id)
                 self._dead_letter(
                     entry, error or "consumer died while holding it (no error recorded)",
                     deliveries - 1,
@@ -242,6 +304,8 @@ class StreamWorker(Generic[M]):
             self._with_retry(lambda: k.handle([m for _, m in decoded]))
         except _TRANSIENT:
             return 0  # stopping while a store is down: leave them pending for a reclaim
+        except ConfigurationError:
+            raise  # the deployment is wrong, not the entries: never dead-letter for it
         except Exception as exc:
             if len(decoded) == 1:
                 self._failed(decoded[0][0], exc)
@@ -254,17 +318,24 @@ class StreamWorker(Generic[M]):
                     self._with_retry(lambda m=message: k.handle([m]))  # type: ignore[misc]
                 except _TRANSIENT:
                     return done
+                except ConfigurationError:
+                    raise
                 except Exception as single_exc:
                     self._failed(entry, single_exc)
                     continue
-                self.streams.ack(k.stream, k.group, [entry.entry_id])
+                self.streams.ack(entry.stream, k.group, [entry.entry_id])
                 done += 1
             self.report.handled += done
             return done
-        self.streams.ack(k.stream, k.group, [e.entry_id for e, _ in decoded])
+        self._ack([e for e, _ in decoded])
         self.report.handled += len(decoded)
         self.report.batches += 1
         return len(decoded)
+
+    def _ack(self, entries: list[StreamEntry]) -> None:
+        for stream in dict.fromkeys(e.stream for e in entries):
+            self.streams.ack(stream, self.kind.group,
+                             [e.entry_id for e in entries if e.stream == stream])
 
     def _failed(self, entry: StreamEntry, exc: Exception) -> None:
         k = self.kind
@@ -272,8 +343,8 @@ class StreamWorker(Generic[M]):
         self.report.failures += 1
         self.report.errors.append(error)
         self._log.warning("worker.entry_failed", entry_id=entry.entry_id, error=error)
-        self.streams.record_error(k.stream, k.group, entry.entry_id, error)
-        deliveries = self.streams.deliveries(k.stream, k.group, [entry.entry_id]).get(
+        self.streams.record_error(entry.stream, k.group, entry.entry_id, error)
+        deliveries = self.streams.deliveries(entry.stream, k.group, [entry.entry_id]).get(
             entry.entry_id, 1
         )
         # A store's rejection (Qdrant 4xx) is the same on every try: dead-letter it now.
@@ -283,7 +354,7 @@ class StreamWorker(Generic[M]):
 
     def _dead_letter(self, entry: StreamEntry, error: str, deliveries: int) -> None:
         k = self.kind
-        self.streams.dead_letter(k.stream, k.group, entry, error, deliveries)
+        self.streams.dead_letter(entry.stream, k.group, entry, error, deliveries)
         self.report.dead_lettered += 1
         self._log.error(
             "worker.dead_lettered", entry_id=entry.entry_id, error=error, deliveries=deliveries

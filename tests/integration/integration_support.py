@@ -27,8 +27,11 @@ SHARED_MODELS = REPO.parent / "shared" / "models"
 FASTEMBED_CACHE = SHARED_MODELS / "fastembed_cache"
 HIVEMEM_SCRIPT = Path(sys.executable).parent / "hivemem"
 WORKER_MODULE = [sys.executable, "-m", "hivemem.workers", "embed"]
-KEYS = Keys("hm")
-STREAM = KEYS.turns_stream
+# These integration tests predate partitions and follow one stream: they run a deployment
+# with P = 1 (a valid deployment); test_cluster_pipeline runs P > 1, on one Redis and on a
+# Redis Cluster.
+KEYS = Keys("hm", 1)
+STREAM = KEYS.turns_stream(0)
 GROUP = "embed"
 
 
@@ -54,6 +57,7 @@ def worker_env(
             "HIVEMEM_LOG_LEVEL": "info",
             "HIVEMEM_LOG_JSON": "true",
             "HIVEMEM_WORKER__BLOCK_MS": "100",
+            "HIVEMEM_REDIS__PARTITIONS": "1",
             "PYTHONUNBUFFERED": "1",
         }
     )
@@ -126,7 +130,7 @@ def server_settings(redis_url: str, **worker: Any) -> Settings:
     """Settings for an in-test producer on the real server (nothing read from env)."""
     return Settings.model_validate(
         {
-            "redis": {"url": redis_url},
+            "redis": {"url": redis_url, "partitions": 1},
             "embedding": {"provider": "hashing", "dim": 64},
             "worker": {"block_ms": 50, "claim_idle_ms": 200, "claim_interval_s": 0.1,
                        "max_deliveries": 3, "backoff_initial_s": 0.01, "backoff_max_s": 0.05,

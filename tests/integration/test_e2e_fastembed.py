@@ -14,7 +14,7 @@ import redis
 
 from hivemem.config import Settings
 from hivemem.domain.models import ContextItem
-from hivemem.pipeline.topology import Keys
+from hivemem.pipeline.topology import Keys, Topology
 from hivemem.producer.client import MemoryClient
 from hivemem.providers.embedders import FastEmbedEmbedder
 from hivemem.store.state import SessionState
@@ -140,7 +140,7 @@ def test_server_mode_real_redis_stream_worker_and_qdrant_edge(
     tmp_path: Path, fastembed_env: Path, redis_server: object, real_redis: redis.Redis
 ) -> None:
     settings = _settings(redis={"url": redis_server.url})  # type: ignore[attr-defined]
-    keys = Keys(settings.redis.key_prefix)
+    keys = Keys(settings.redis.key_prefix, settings.redis.partitions)
     embedder = FastEmbedEmbedder(settings.embedding)
     assert embedder.dim == 384
     store = EdgeVectorStore(tmp_path / "qdrant", embedder.dim)
@@ -164,7 +164,8 @@ def test_server_mode_real_redis_stream_worker_and_qdrant_edge(
         assert (stats.turns_enqueued, stats.turns_processed) == (n, n)
         assert store.count_turns(SESSION) == n
         _assert_recall(producer)
-        assert StreamStore(real_redis, keys).pending_count(keys.turns_stream, "embed") == 0
+        assert all(StreamStore(real_redis, keys).pending_count(stream, "embed") == 0
+                   for stream in Topology(keys).embed.streams())
     finally:
         store.close()
 

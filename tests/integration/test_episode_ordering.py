@@ -41,7 +41,6 @@ from typing import Any
 import pytest
 import redis
 from integration_support import KEYS, worker_env
-from rq import Queue
 
 from hivemem.config import Settings
 from hivemem.domain.episode import (
@@ -52,11 +51,9 @@ from hivemem.domain.episode import (
     step_turn,
 )
 from hivemem.pipeline.messages import turn_from_wire
-from hivemem.pipeline.topology import Keys
 from hivemem.producer.client import MemoryClient
 from hivemem.store.episodes import EpisodeStore
 from hivemem.workers.boundary import policy_from
-from hivemem.workers.jobs import reflect_job_id
 
 pytestmark = pytest.mark.integration
 
@@ -131,7 +128,8 @@ def _producer_settings(redis_url: str) -> Settings:
     # Not integration_support.server_settings: it sets claim_idle_ms=200 under the default
     # episodes.lease_ms (10 s), which Settings rejects.
     return Settings.model_validate(
-        {"redis": {"url": redis_url}, "embedding": {"provider": "hashing", "dim": DIM}}
+        {"redis": {"url": redis_url, "partitions": 1},
+         "embedding": {"provider": "hashing", "dim": DIM}}
     )
 
 
@@ -179,7 +177,7 @@ def _sequential_reference(
 ) -> tuple[dict[str, list[Episode]], dict[str, list[str]]]:
     """The rules applied in seq order in-process: (closed episodes, open episode's turn ids)."""
     by_session: dict[str, dict[int, dict[str, str]]] = defaultdict(dict)
-    for _, raw in client.xrange(KEYS.embedded_stream):
+    for _, raw in client.xrange(KEYS.embedded_stream(0)):
         fields = {k.decode(): v.decode() for k, v in raw.items()}
         sid = (json.loads(fields["turn"])["session_id"] if fields["kind"] == "turn"
                else fields["session_id"])
@@ -207,7 +205,7 @@ def _snapshot(
     client: redis.Redis, sessions: list[str], lease_ms: int
 ) -> tuple[dict[str, list[Episode]], dict[str, tuple[int, list[str]]]]:
     """(closed episodes per session, (turns assigned, open episode's turn ids) per session)."""
-    store = EpisodeStore(client, Keys("hm"), lease_ms)
+    store = EpisodeStore(client, KEYS, lease_ms)
     closed = {sid: store.episodes(sid) for sid in sessions}
     state: dict[str, tuple[int, list[str]]] = {}
     for sid in sessions:
@@ -225,26 +223,26 @@ def _summary(episodes: dict[str, list[Episode]]) -> dict[str, list[tuple[Any, ..
 
 
 def _check_outputs(client: redis.Redis, episodes: dict[str, list[Episode]]) -> None:
-    """One rq job and one stored body per closed episode; nothing left pending."""
+    """One outbox entry (its reflect job to be) and one stored body per closed episode;
+    nothing left pending."""
     ids = [e.episode_id for eps in episodes.values() for e in eps]
     assert len(set(ids)) == len(ids)
-    queue = Queue(REFLECT_QUEUE, connection=client)
-    job_ids = queue.job_ids
-    assert queue.count == len(ids)
-    assert Counter(job_ids) == Counter(reflect_job_id(i) for i in ids)
-    stored = [json.loads(client.get(KEYS.episode(i)))["episode_id"] for i in ids]
+    outbox = [f[b"episode_id"].decode() for _, f in client.xrange(KEYS.outbox_stream(0))]
+    assert Counter(outbox) == Counter(ids)
+    stored = [json.loads(client.get(KEYS.episode(e.session_id, e.episode_id)))["episode_id"]
+              for eps in episodes.values() for e in eps]
     assert stored == ids
-    info = client.xpending(KEYS.embedded_stream, "boundary")
+    info = client.xpending(KEYS.embedded_stream(0), "boundary")
     assert info["pending"] == 0
-    groups = {g["name"]: g for g in client.xinfo_groups(KEYS.embedded_stream)}
+    groups = {g["name"]: g for g in client.xinfo_groups(KEYS.embedded_stream(0))}
     assert groups[b"boundary"]["lag"] == 0
-    assert client.xlen(KEYS.dead_letters(KEYS.embedded_stream)) == 0
+    assert client.xlen(KEYS.dead_letters(KEYS.embedded_stream(0))) == 0
 
 
 def _closed_count(client: redis.Redis) -> int:
-    """Episodes closed so far: each close enqueues its reflect job in the same transaction
-    (no reflect worker runs in these tests)."""
-    return int(client.llen(f"rq:queue:{REFLECT_QUEUE}"))
+    """Episodes closed so far: each close writes its outbox entry in the same atomic step
+    (no dispatcher runs in these tests)."""
+    return int(client.xlen(KEYS.outbox_stream(0)))
 
 
 def _run_parallel_with_kill(
@@ -264,25 +262,31 @@ def _run_parallel_with_kill(
         start_worker(env, "--burst", "--name", f"par-{i}", command=BOUNDARY_CMD)
         for i in range(4)
     ]
-    doomed = workers[0]
+    # The workers divide the partitions by lease (one here): kill whichever holds entries.
     deadline = time.monotonic() + 40
-    while True:
-        assert doomed.process.poll() is None, f"worker exited early:\n{doomed.output()}"
-        assert time.monotonic() < deadline, f"no chance to kill mid-run:\n{doomed.output()}"
-        if _closed_count(client) >= kill_after and client.xpending_range(
-            KEYS.embedded_stream, "boundary", min="-", max="+", count=1, consumername="par-0"
-        ):
-            doomed.signal(signal.SIGKILL)
-            break
+    doomed = None
+    while doomed is None:
+        assert time.monotonic() < deadline, "no chance to kill mid-run:\n" + "\n".join(
+            w.output()[-800:] for w in workers)
+        if _closed_count(client) >= kill_after:
+            for i, worker in enumerate(workers):
+                if worker.process.poll() is None and client.xpending_range(
+                    KEYS.embedded_stream(0), "boundary", min="-", max="+", count=1,
+                    consumername=f"par-{i}",
+                ):
+                    worker.signal(signal.SIGKILL)
+                    doomed = (i, worker)
+                    break
         time.sleep(0.002)
-    assert doomed.process.wait(timeout=10) == -signal.SIGKILL
-    orphans = client.xpending_range(KEYS.embedded_stream, "boundary", min="-", max="+",
-                                    count=1000, consumername="par-0")
+    index, killed = doomed
+    assert killed.process.wait(timeout=10) == -signal.SIGKILL
+    orphans = client.xpending_range(KEYS.embedded_stream(0), "boundary", min="-", max="+",
+                                    count=1000, consumername=f"par-{index}")
     assert orphans, "the kill did not land while the worker held entries"
     closed_at_kill = _closed_count(client)
-    leases_at_kill = len(client.keys("hm:s:*:ep:lease"))
+    leases_at_kill = len(client.keys(f"{KEYS.tag(0)}:s:*:ep:lease"))
     replacement = start_worker(env, "--burst", "--name", "par-new", command=BOUNDARY_CMD)
-    survivors = [*workers[1:], replacement]
+    survivors = [*(w for w in workers if w is not killed), replacement]
     for worker in survivors:
         assert worker.wait(timeout=60) == 0, worker.output()
     reclaimed = sum(w.summary()["reclaimed"] for w in survivors)
@@ -305,7 +309,7 @@ def _assert_partition(
 ) -> None:
     """Every turn in exactly one episode or in the open one, in order; every seq assigned."""
     last_seq = dict.fromkeys(sessions, 0)
-    for _, raw in client.xrange(KEYS.embedded_stream):
+    for _, raw in client.xrange(KEYS.embedded_stream(0)):
         fields = {k.decode(): v.decode() for k, v in raw.items()}
         sid = (json.loads(fields["turn"])["session_id"] if fields["kind"] == "turn"
                else fields["session_id"])
@@ -337,12 +341,12 @@ def test_many_boundary_workers_and_a_kill_give_the_same_episodes_as_one_worker(
         "HIVEMEM_EMBEDDING__DIM": str(DIM), "HIVEMEM_WORKER__BATCH_SIZE": "256"})
     embed = start_worker(env, "--burst", command=EMBED_CMD)
     assert embed.wait(timeout=60) == 0, embed.output()
-    n_entries = real_redis.xlen(KEYS.embedded_stream)
+    n_entries = real_redis.xlen(KEYS.embedded_stream(0))
     assert n_entries == len(events)
     t_embed = time.monotonic()
 
     # The copy for run (b), taken before (a) starts: db 1 sees only the embedded stream.
-    assert _copy_stream(real_redis, db1, KEYS.embedded_stream) == n_entries
+    assert _copy_stream(real_redis, db1, KEYS.embedded_stream(0)) == n_entries
 
     # (a) the reference: one worker. Big batches: the batch size cannot change the episodes,
     # and one advance per session per batch is what a boundary worker's time goes on.

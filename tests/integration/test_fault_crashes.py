@@ -217,8 +217,8 @@ def _check_episodes(
     producer: MemoryClient, real_redis: redis.Redis, sessions: list[str]
 ) -> dict[str, list[Any]]:
     """Closed exactly once, in order, covering each session's turns once; all reflected."""
-    assert real_redis.xlen(KEYS.dead_letters(KEYS.turns_stream)) == 0
-    assert real_redis.xlen(KEYS.dead_letters(KEYS.embedded_stream)) == 0
+    assert real_redis.xlen(KEYS.dead_letters(KEYS.turns_stream(0))) == 0
+    assert real_redis.xlen(KEYS.dead_letters(KEYS.embedded_stream(0))) == 0
     episodes = EpisodeStore(real_redis, KEYS, 1000)
     reflection = ReflectionState(real_redis, KEYS)
     out: dict[str, list[Any]] = {}
@@ -261,7 +261,8 @@ def test_sigkill_random_workers_during_load_loses_and_duplicates_nothing(
     sessions = [f"cr-s{i:03d}" for i in range(N_SESSIONS)]
     turns = conversation(sessions, PER_SESSION)
     settings = Settings.model_validate({
-        "redis": {"url": redis_url}, "embedding": {"provider": "hashing", "dim": DIM}})
+        "redis": {"url": redis_url, "partitions": 1},
+        "embedding": {"provider": "hashing", "dim": DIM}})
     with ScriptedLLM(default=Reply(body=_llm_reply)) as llm, \
             MemoryClient(settings) as producer:
         chaos = Chaos(start_worker, _env(redis_url, tmp_path / "qdrant", llm.url),

@@ -54,7 +54,7 @@ def own_redis(tmp_path: Path):  # type: ignore[no-untyped-def]
 
 def _settings(url: str) -> Settings:
     return Settings.model_validate({
-        "redis": {"url": url, "socket_timeout": 2, "connect_timeout": 0.5},
+        "redis": {"url": url, "partitions": 1, "socket_timeout": 2, "connect_timeout": 0.5},
         "embedding": {"provider": "hashing", "dim": DIM},
     })
 

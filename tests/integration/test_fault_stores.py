@@ -36,7 +36,7 @@ DIM = 64
 
 def _settings(redis_url: str, **worker: object) -> Settings:
     return Settings.model_validate({
-        "redis": {"url": redis_url},
+        "redis": {"url": redis_url, "partitions": 1},
         "embedding": {"provider": "hashing", "dim": DIM},
         "worker": {"block_ms": 50, "claim_idle_ms": 60_000, "claim_interval_s": 0.1,
                    "max_deliveries": 3, "batch_size": 64, **worker},
@@ -128,6 +128,7 @@ def test_poison_entry_dead_letters_rest_flows_and_dlq_replay_recovers_it(
         # The bug is fixed: replay the turn through the CLI (only that entry).
         vectors.refuse_point = None
         monkeypatch.setenv("HIVEMEM_REDIS__URL", redis_url)
+        monkeypatch.setenv("HIVEMEM_REDIS__PARTITIONS", "1")  # what this deployment runs
         result = CliRunner().invoke(cli, ["dlq", "replay", bad.entry_id])
         assert result.exit_code == 0, result.output
         assert bad.entry_id in result.output

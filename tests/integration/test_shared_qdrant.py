@@ -134,7 +134,8 @@ def test_two_embed_workers_and_a_reflect_worker_share_one_qdrant_server(
                   lambda: all(w.events("worker.started") for w in workers[:2]), workers)
 
         settings = Settings.model_validate({
-            "redis": {"url": redis_url}, "embedding": {"provider": "hashing", "dim": DIM},
+            "redis": {"url": redis_url, "partitions": 1},
+            "embedding": {"provider": "hashing", "dim": DIM},
             "qdrant": {"url": qdrant.url}})
         turns = conversation(SESSIONS, PER_SESSION)
         refused = next(t for t in turns if t["turn_id"] == f"{SESSIONS[4]}-t17")

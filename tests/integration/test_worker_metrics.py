@@ -44,7 +44,7 @@ def test_embed_worker_metrics_move(
             if time.monotonic() > deadline or worker.process.poll() is not None:
                 raise AssertionError(worker.log_path.read_text()) from None
             time.sleep(0.1)
-    settings = Settings.model_validate({"redis": {"url": redis_url}})
+    settings = Settings.model_validate({"redis": {"url": redis_url, "partitions": 1}})
     client = MemoryClient(settings)
     for i in range(5):
         client.ingest("metrics", "user", f"turn number {i}", namespace="ops")

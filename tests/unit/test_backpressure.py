@@ -16,6 +16,7 @@ from hivemem.config import Settings
 from hivemem.pipeline.topology import Keys
 
 KEYS = Keys("hm")
+STREAM = KEYS.turns_stream(KEYS.partition("s"))  # every turn here is session "s"
 
 
 def _client(redis_client: redis.Redis, **ingest: object) -> MemoryClient:
@@ -29,11 +30,11 @@ def _client(redis_client: redis.Redis, **ingest: object) -> MemoryClient:
 def _consume(redis_client: redis.Redis, count: int) -> None:
     """What an embed worker does: read and ack `count` entries."""
     with contextlib.suppress(redis.ResponseError):
-        redis_client.xgroup_create(KEYS.turns_stream, "embed", id="0", mkstream=True)
-    rows = redis_client.xreadgroup("embed", "c1", {KEYS.turns_stream: ">"}, count=count)
+        redis_client.xgroup_create(STREAM, "embed", id="0", mkstream=True)
+    rows = redis_client.xreadgroup("embed", "c1", {STREAM: ">"}, count=count)
     ids = [entry_id for _stream, entries in rows for entry_id, _ in entries]
     if ids:
-        redis_client.xack(KEYS.turns_stream, "embed", *ids)
+        redis_client.xack(STREAM, "embed", *ids)
 
 
 def test_raise_mode_refuses_over_the_bound_and_writes_nothing(redis_client: redis.Redis) -> None:
@@ -44,14 +45,14 @@ def test_raise_mode_refuses_over_the_bound_and_writes_nothing(redis_client: redi
         client.ingest("s", "user", "one too many")
     assert isinstance(caught.value, HivememError)
     assert (caught.value.backlog, caught.value.limit) == (10, 10)
-    assert redis_client.xlen(KEYS.turns_stream) == 10
+    assert redis_client.xlen(STREAM) == 10
     assert client.get_session_stats("s").turns_enqueued == 10
     # A batch that would pass the bound is refused whole.
     _consume(redis_client, 5)
     with pytest.raises(Backpressure):
         client.ingest_many([{"session_id": "s", "role": "user", "content": f"b{i}"}
                             for i in range(6)])
-    assert redis_client.xlen(KEYS.turns_stream) == 10
+    assert redis_client.xlen(STREAM) == 10
     # Once the workers consumed some, ingest goes through again.
     assert client.ingest("s", "user", "after the drain").seq == 11
 
@@ -60,8 +61,8 @@ def test_pending_entries_count_as_backlog_until_acked(redis_client: redis.Redis)
     client = _client(redis_client)
     for i in range(10):
         client.ingest("s", "user", f"turn {i}")
-    redis_client.xgroup_create(KEYS.turns_stream, "embed", id="0")
-    redis_client.xreadgroup("embed", "c1", {KEYS.turns_stream: ">"}, count=10)  # not acked
+    redis_client.xgroup_create(STREAM, "embed", id="0")
+    redis_client.xreadgroup("embed", "c1", {STREAM: ">"}, count=10)  # not acked
     with pytest.raises(Backpressure):
         client.ingest("s", "user", "still held by a worker")
 
@@ -88,7 +89,7 @@ def test_block_mode_gives_up_after_its_timeout(redis_client: redis.Redis) -> Non
     with pytest.raises(Backpressure, match="after waiting"):
         client.ingest("s", "user", "gives up")
     assert time.monotonic() - started >= 0.2
-    assert redis_client.xlen(KEYS.turns_stream) == 10
+    assert redis_client.xlen(STREAM) == 10
 
 
 def test_off_by_default(redis_client: redis.Redis) -> None:
@@ -98,7 +99,7 @@ def test_off_by_default(redis_client: redis.Redis) -> None:
     )
     client.ingest_many([{"session_id": "s", "role": "user", "content": f"t{i}"}
                         for i in range(500)])
-    assert redis_client.xlen(KEYS.turns_stream) == 500
+    assert redis_client.xlen(STREAM) == 500
 
 
 def test_checked_every_n_turns_not_on_each(redis_client: redis.Redis) -> None:
@@ -123,4 +124,4 @@ def test_durable_ingest_is_refused_before_writing_where_it_cannot_be_confirmed()
     )
     with pytest.raises(StoreUnavailable, match="durable ingest"):
         client.ingest("s", "user", "must be on disk", durable=True)
-    assert fake.exists(KEYS.turns_stream) == 0
+    assert fake.exists(STREAM) == 0

@@ -166,39 +166,68 @@ def test_out_of_order_batches_give_the_in_order_result(redis_client: redis.Redis
 def test_a_worker_without_the_lease_only_buffers(redis_client: redis.Redis) -> None:
     store = EpisodeStore(redis_client, KEYS, 5000)
     handler = BoundaryHandler(store, POLICY)
-    token = store.acquire("s1")  # another worker holds the session
-    assert token is not None
+    redis_client.set(KEYS.boundary_lease("s1"), "other-worker")  # another worker holds it
     handler([decode_item(turn_item(turn(1), unit(1)))])
     assert store.progress("s1")[0] == 0 and redis_client.hlen(KEYS.boundary_buffer("s1")) == 1
     # The stale holder cannot commit once its lease is gone and another took over.
     redis_client.delete(KEYS.boundary_lease("s1"))
     handler([decode_item(turn_item(turn(2, 1), unit(1)))])
     assert store.progress("s1")[0] == 2
-    assert not store.commit("s1", token, next_seq=99, state=SessionEpisodes("s1"), consumed=[],
-                            closed=[], marker_counts={})
+    assert redis_client.exists(KEYS.boundary_lease("s1")) == 0  # released after the commit
+    assert store.commit("s1", "other-worker", next_seq=99, state=SessionEpisodes("s1"),
+                        consumed=[], closed=[], marker_counts={}) == -1
     assert store.progress("s1")[0] == 2
 
 
-def test_commit_enqueues_reflect_jobs_atomically(redis_client: redis.Redis) -> None:
+def test_a_holder_goes_on_with_what_others_buffered_meanwhile(redis_client: redis.Redis) -> None:
+    store = EpisodeStore(redis_client, KEYS, 5000)
+    first = store.begin("s1", [("1", 1, decode_item(turn_item(turn(1), unit(1))).to_json())])
+    assert first is not None and [f for f, _ in first.ready] == ["1"]
+    assert first.ready[0][1] is None  # handed in: not read back
+    # Another worker buffers seq 2 while the lease is held: it gets no lease...
+    assert store.begin("s1", [("2", 2, decode_item(turn_item(turn(2, 1), unit(1))).to_json())]
+                       ) is None
+    # ...and the holder's commit says there is more, keeping the lease for it.
+    more = store.commit("s1", first.token, next_seq=2, state=first.state, consumed=["1"],
+                        closed=[], marker_counts={})
+    assert more == 1
+    second = store.begin("s1", [], first.token)
+    assert second is not None and [f for f, _ in second.ready] == ["2"]
+    assert second.ready[0][1] is not None  # buffered by the other worker: read back
+
+
+def test_commit_writes_closed_episodes_to_the_outbox_once(redis_client: redis.Redis) -> None:
     from rq import Queue
 
     from hivemem.config import ReflectionSettings
+    from hivemem.workers.dispatch import DispatchHandler, decode_outbox_entry
     from hivemem.workers.jobs import reflect_enqueuer, reflect_job_id
 
     store = EpisodeStore(redis_client, KEYS, 5000)
-    handler = BoundaryHandler(store, POLICY, reflect_enqueuer(redis_client, "reflect-test",
-                                                          ReflectionSettings()))
+    handler = BoundaryHandler(store, POLICY)
     items = [decode_item(turn_item(turn(i, i), unit(1))) for i in range(1, 13)]
     handler(items)
     handler(items)  # a redelivery closes nothing twice
     eps = store.episodes("s1")
     assert len(eps) == 2
+    outbox = KEYS.outbox_stream(KEYS.partition("s1"))
+    rows = redis_client.xrange(outbox)
+    entries = [decode_outbox_entry(StreamEntry(i.decode(), {k.decode(): v.decode()
+                                                             for k, v in f.items()}))
+               for i, f in rows]
+    assert [e.episode_id for e in entries] == [e.episode_id for e in eps]
+    # The dispatcher turns each into one job, however often it sees the entry.
+    dispatch = DispatchHandler(redis_client, KEYS, reflect_enqueuer(
+        redis_client, "reflect-test", ReflectionSettings()))
+    dispatch(entries)
+    dispatch(entries)
     queue = Queue("reflect-test", connection=redis_client)
     assert sorted(queue.job_ids) == sorted(reflect_job_id(e.episode_id) for e in eps)
+    assert queue.count == 2
     # Each closed episode is stored under its id, listed once for its session.
     assert redis_client.lrange(KEYS.session_episodes("s1"), 0, -1) == [
         e.episode_id.encode() for e in eps]
-    body = json.loads(redis_client.get(KEYS.episode(eps[0].episode_id)))
+    body = json.loads(redis_client.get(KEYS.episode("s1", eps[0].episode_id)))
     assert body["episode_id"] == eps[0].episode_id
 
 

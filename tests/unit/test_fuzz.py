@@ -32,6 +32,7 @@ from hivemem.pipeline.messages import turn_from_wire
 from hivemem.pipeline.topology import Keys
 from hivemem.providers.embedders import HashingEmbedder
 from hivemem.store.redis import connect_fake, fake_server
+from tests.support.streams import turn_entries, turns_len
 
 EXAMPLES = int(os.environ.get("HIVEMEM_FUZZ_EXAMPLES", "40"))
 FUZZ = settings(
@@ -169,7 +170,7 @@ def test_sdk_ingest_documented_errors_only_and_nothing_partial(
     _outcome("sdk.ingest.accepted")
     # What was accepted reads back intact and decodes the way the embed worker decodes it.
     assert turn.content == content and turn.session_id == session_id
-    [(_, fields)] = r.xrange(KEYS.turns_stream)
+    [(_, fields)] = turn_entries(r, KEYS)
     stored = turn_from_wire(fields[b"turn"], int(fields[b"seq"]))
     assert stored.content == content and stored.seq == turn.seq == 1
     assert stored.metadata == turn.metadata
@@ -191,7 +192,7 @@ def test_sdk_ingest_many_is_all_or_nothing(fresh: Any, rows: list[Any]) -> None:
         _outcome("sdk.ingest_many.refused")
         return
     _outcome("sdk.ingest_many.accepted")
-    assert r.xlen(KEYS.turns_stream) == len([t for t in turns if not t.duplicate])
+    assert turns_len(r, KEYS) == len([t for t in turns if not t.duplicate])
 
 
 @FUZZ
@@ -308,7 +309,7 @@ def test_api_ingest_never_500_and_refusals_write_nothing(
     api: tuple[Any, dict[str, str], Any], session_id: str, body: Any
 ) -> None:
     http, headers, r = api
-    before = r.xlen(KEYS.turns_stream)
+    before = turns_len(r, KEYS)
     try:
         payload = _json_body(body)
     except (ValueError, RecursionError):
@@ -319,9 +320,9 @@ def test_api_ingest_never_500_and_refusals_write_nothing(
     _problem(response)
     _outcome(f"api.ingest.{response.status_code}")
     if response.status_code >= 400:
-        assert r.xlen(KEYS.turns_stream) == before
+        assert turns_len(r, KEYS) == before
     else:
-        assert response.json()["duplicate"] or r.xlen(KEYS.turns_stream) == before + 1
+        assert response.json()["duplicate"] or turns_len(r, KEYS) == before + 1
 
 
 @FUZZ
@@ -353,13 +354,13 @@ def test_api_garbage_bodies_are_4xx(
     api: tuple[Any, dict[str, str], Any], raw: bytes, content_type: str
 ) -> None:
     http, headers, r = api
-    before = r.xlen(KEYS.turns_stream)
+    before = turns_len(r, KEYS)
     response = http.post("/v1/sessions/known/turns", content=raw,
                          headers={**headers, "content-type": content_type})
     _problem(response)
     _outcome(f"api.garbage.{response.status_code}")
     if response.status_code >= 400:
-        assert r.xlen(KEYS.turns_stream) == before
+        assert turns_len(r, KEYS) == before
 
 
 def test_timestamps_far_in_the_past_or_future_are_refused_or_kept(fresh: Any) -> None:

@@ -64,25 +64,68 @@ def turn(seq: int = 3, **extra: object) -> Turn:
 def test_the_topology_names_every_stage_once() -> None:
     top = Topology(KEYS)
     assert [s.name for s in top.stages] == ["embed", "boundary"]
-    assert (top.embed.stream, top.embed.group) == (KEYS.turns_stream, "embed")
-    assert (top.boundary.stream, top.boundary.group) == (KEYS.embedded_stream, "boundary")
-    assert top.embed.dead_letters == KEYS.dead_letters(KEYS.turns_stream)
-    assert top.boundary.dead_letters == KEYS.dead_letters(KEYS.embedded_stream)
+    assert [s.name for s in top.all_stages] == ["embed", "boundary", "dispatch"]
+    p = KEYS.partition("s1")
+    assert (top.embed.stream_for(p), top.embed.group) == (KEYS.turns_stream(p), "embed")
+    assert (top.boundary.stream_for(p), top.boundary.group) == (
+        KEYS.embedded_stream(p), "boundary")
+    assert top.embed.dead_letters_for(p) == KEYS.dead_letters(KEYS.turns_stream(p))
     assert top.embed.message is TurnEntry
     assert top.stage("boundary") is top.boundary
-    assert top.stage_of(KEYS.embedded_stream) is top.boundary
+    assert top.stage_of(KEYS.embedded_stream(p)) is top.boundary
+    assert top.stage_of(KEYS.outbox_stream(p)) is top.dispatch
     assert top.stage_of(KEYS.traces_stream) is None
     with pytest.raises(ValidationError) as info:
         top.stage("reflect")
     assert isinstance(info.value, ValidationError) and info.value.field == "stage"
 
 
-def test_one_partition_today_and_the_seam_refuses_others() -> None:
-    embed = Topology(KEYS).embed
-    assert embed.partitions == 1
-    assert embed.stream_for(0) == embed.stream and embed.streams() == [embed.stream]
+def test_partitions_are_stable_and_every_key_of_a_session_shares_its_slot() -> None:
+    from redis.crc import key_slot
+
+    keys = Keys("hm", 16)
+    embed = Topology(keys).embed
+    assert embed.partitions == 16 and len(set(embed.streams())) == 16
     with pytest.raises(ValueError):
-        embed.stream_for(1)
+        embed.stream_for(16)
+    # A stable hash (not Python's salted hash()): another process, another hash seed,
+    # the same partitions.
+    import subprocess
+    import sys
+    code = ("from hivemem.pipeline.topology import partition_of;"
+            "print([partition_of(s, 16) for s in ('s1', 's2', 'alice/chat-7')])")
+    other = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
+                           env={**__import__("os").environ, "PYTHONHASHSEED": "12345"},
+                           check=True).stdout.strip()
+    assert other == str([keys.partition(s) for s in ("s1", "s2", "alice/chat-7")])
+    spread = {keys.partition(f"session-{i}") for i in range(200)}
+    assert spread == set(range(16))
+    for sid in ("s1", "a{b}c", "{weird}", "x" * 120):
+        p = keys.partition(sid)
+        slot = key_slot(keys.turns_stream(p).encode())
+        session_keys = [
+            keys.session_seq(sid), keys.session_turn_ids(sid), keys.session_recent(sid),
+            keys.session_processed(sid), keys.session_dead(sid), keys.session_meta(sid),
+            keys.session_info(sid), keys.session_audit(sid), keys.boundary_state(sid),
+            keys.boundary_buffer(sid), keys.boundary_lease(sid), keys.session_episodes(sid),
+            keys.episode(sid, "e1"), keys.reflect_lock(sid), keys.reflected(sid),
+            keys.session_set(sid), keys.session_namespace(sid), keys.embedded_stream(p),
+            keys.outbox_stream(p), keys.dead_letters(keys.turns_stream(p)),
+            keys.delivery_errors(keys.embedded_stream(p), "boundary"),
+        ]
+        assert {key_slot(k.encode()) for k in session_keys} == {slot}, sid
+    assert key_slot(keys.api_key("k1").encode()) == key_slot(keys.api_keys.encode())
+    # Partition p's slot is in the p-th of P equal ranges: 3 masters hold 5, 5 and 6 of 16.
+    slots = [key_slot(keys.turns_stream(p).encode()) for p in range(16)]
+    assert [s * 16 // 16384 for s in slots] == list(range(16))
+
+
+def test_one_partition_is_still_a_deployment() -> None:
+    keys = Keys("hm", 1)
+    assert keys.partition("anything") == 0
+    assert Topology(keys).embed.streams() == [keys.turns_stream(0)]
+    with pytest.raises(ValidationError):
+        Keys("hm", 0)
 
 
 def test_the_unread_episodes_stream_is_gone() -> None:
@@ -150,7 +193,7 @@ def test_control_and_skip_round_trip(entry: EpisodeControl | SkipEntry) -> None:
 
 
 def test_dead_letter_round_trip() -> None:
-    letter = DeadLetter(stream=KEYS.turns_stream, group="embed", entry_id="1-0",
+    letter = DeadLetter(stream=KEYS.turns_stream(0), group="embed", entry_id="1-0",
                         fields={"seq": "1", "turn": "{}"}, error="boom", deliveries=3,
                         failed_at=T0)
     record = encode_dead_letter(letter)
@@ -212,11 +255,12 @@ def test_the_consume_loop_dead_letters_malformed_entries(
     redis_client: redis.Redis, settings: Settings
 ) -> None:
     stage = Topology(KEYS).boundary
+    stream = stage.stream_for(KEYS.partition("s1"))
     good = EpisodeControl(session_id="s1", seq=1, action="close_episode")
-    redis_client.xadd(stage.stream, good.to_fields())  # type: ignore[arg-type]
-    weird = redis_client.xadd(stage.stream, {"kind": "weird", "seq": "2"}).decode()
+    redis_client.xadd(stream, good.to_fields())  # type: ignore[arg-type]
+    weird = redis_client.xadd(stream, {"kind": "weird", "seq": "2"}).decode()
     not_a_turn = redis_client.xadd(
-        stage.stream, {"kind": "turn", "seq": "3", "turn": '{"turn_id": "t"}'}).decode()
+        stream, {"kind": "turn", "seq": "3", "turn": '{"turn_id": "t"}'}).decode()
     seen: list[object] = []
     worker = StreamWorker(WorkerKind.of(stage, decode_item, seen.extend),
                           StreamStore(redis_client, KEYS), settings.worker, consumer="w")
@@ -227,12 +271,12 @@ def test_the_consume_loop_dead_letters_malformed_entries(
         worker.stop()
         pytest.fail("burst run did not finish")
     assert seen == [good]
-    letters = {d.entry_id: d for d in StreamStore(redis_client, KEYS).dead_letters(stage.stream)}
+    letters = {d.entry_id: d for d in StreamStore(redis_client, KEYS).dead_letters(stream)}
     assert set(letters) == {weird, not_a_turn}
     assert letters[weird].error.startswith("undecodable: MalformedEntry: unknown entry kind")
     assert letters[not_a_turn].error.startswith("undecodable: ValidationError")
     assert all(d.group == stage.group and d.deliveries == 1 for d in letters.values())
-    assert redis_client.xlen(stage.dead_letters) == 2
+    assert redis_client.xlen(stage.dead_letters_for(KEYS.partition("s1"))) == 2
 
 
 def test_the_store_scripts_write_what_the_messages_decode(
@@ -246,14 +290,14 @@ def test_the_store_scripts_write_what_the_messages_decode(
                       metadata={"x": 1}, timestamp=T0)
     seq, duplicate = state.append_turn(draft)
     assert (seq, duplicate) == (1, False)
-    [(_, raw)] = redis_client.xrange(top.embed.stream)
+    [(_, raw)] = redis_client.xrange(top.embed.stream_for(KEYS.partition("s1")))
     fields = {k.decode(): v.decode() for k, v in raw.items()}
     assert fields["turn"] == wire_json(draft)
     decoded = TurnEntry.from_fields(fields).turn
     assert (decoded.turn_id, decoded.seq, decoded.content) == (draft.turn_id, 1, "hello there")
     assert state.recent_turns("s1", 5) == [decoded]
     assert state.append_control("s1", "close_session") == 2
-    [(_, raw)] = redis_client.xrange(top.boundary.stream)
+    [(_, raw)] = redis_client.xrange(top.boundary.stream_for(KEYS.partition("s1")))
     control = decode_embedded({k.decode(): v.decode() for k, v in raw.items()})
     assert control == EpisodeControl(session_id="s1", seq=2, action="close_session")
 

@@ -13,6 +13,7 @@ from hivemem import MemoryClient, Settings, ValidationError
 from hivemem.config import RedisSettings
 from hivemem.errors import ProcessingTimeout, StoreUnavailable
 from hivemem.store.redis import connect
+from tests.support.streams import turn_entries, turns_len
 
 
 @pytest.fixture
@@ -30,7 +31,7 @@ def test_ingest_assigns_sequence_and_enqueues(
     other = client.ingest("s2", "user", "elsewhere")
     assert (first.seq, second.seq, other.seq) == (1, 2, 1)
     assert not first.duplicate
-    entries = redis_client.xrange(client.keys.turns_stream)
+    entries = turn_entries(redis_client, client.keys)
     assert len(entries) == 3
     fields = {k.decode(): v.decode() for k, v in entries[0][1].items()}
     assert fields["seq"] == "1"
@@ -44,7 +45,7 @@ def test_repeated_turn_id_is_a_noop(client: MemoryClient, redis_client: redis.Re
     a = client.ingest("s1", "user", "hello", turn_id="t-1")
     b = client.ingest("s1", "user", "hello again", turn_id="t-1")
     assert b.duplicate and b.seq == a.seq == 1
-    assert redis_client.xlen(client.keys.turns_stream) == 1
+    assert turns_len(redis_client, client.keys) == 1
     assert client.get_session_stats("s1").turns_enqueued == 1
     # The same id in another session is another turn.
     assert not client.ingest("s2", "user", "hello", turn_id="t-1").duplicate
@@ -102,7 +103,7 @@ def test_concurrent_producers_get_unique_gapless_seqs(
         t.join()
     assert sorted(seqs) == list(range(1, 201))
     # Stream order agrees with seq order for the session.
-    stream_seqs = [int(f[b"seq"]) for _, f in redis_client.xrange(client.keys.turns_stream)]
+    stream_seqs = [int(f[b"seq"]) for _, f in turn_entries(redis_client, client.keys)]
     assert stream_seqs == sorted(stream_seqs)
 
 

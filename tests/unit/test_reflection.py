@@ -283,6 +283,7 @@ def test_concurrent_reflect_workers_never_leave_two_current_versions(
         client.close_session(sid)
     wiring.embed_worker().run(burst=True)
     wiring.boundary_worker().run(burst=True)
+    wiring.dispatch_worker().run(burst=True)  # the outbox: one reflect job per episode
 
     workers, threads = [], []
     for _ in range(3):

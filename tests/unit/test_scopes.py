@@ -22,6 +22,7 @@ from hivemem.store.vectors.base import TURNS, Point, VectorStore
 from hivemem.store.vectors.edge import EdgeVectorStore
 from hivemem.store.vectors.server import ServerVectorStore
 from hivemem.workers.reflect import _scope_new_facts
+from tests.support.streams import turns_len
 
 EMB = HashingEmbedder(64)
 Pipeline = tuple[MemoryClient, Callable[[], None]]
@@ -176,13 +177,13 @@ def test_a_session_belongs_to_one_namespace(pipeline: Pipeline, redis_client: re
     with pytest.raises(OutOfScope) as caught:
         client.ingest("s", "user", "intruder", namespace="team-b")
     assert isinstance(caught.value, ValidationError) and caught.value.field == "session_id"
-    before = redis_client.xlen(client.keys.turns_stream)
+    before = turns_len(redis_client, client.keys)
     with pytest.raises(OutOfScope):  # a batch is all or nothing
         client.ingest_many([
             {"session_id": "new", "role": "user", "content": "ok", "namespace": "team-b"},
             {"session_id": "s", "role": "user", "content": "no", "namespace": "team-b"},
         ])
-    assert redis_client.xlen(client.keys.turns_stream) == before
+    assert turns_len(redis_client, client.keys) == before
     with pytest.raises(OutOfScope):
         client.get_session_stats("s", namespace="team-b")
     with pytest.raises(OutOfScope):

@@ -328,7 +328,7 @@ def test_embed_worker_dead_letters_a_turn_qdrant_rejects_and_moves_on(
         worker = StreamWorker(embed_kind(handler), streams, settings.worker)
         report = worker.run(burst=True)
         assert (report.handled, report.dead_lettered) == (5, 1)
-        [letter] = streams.dead_letters(Topology(client.keys).embed.stream)
+        [letter] = streams.stage_dead_letters(Topology(client.keys).embed)
         assert letter.deliveries == 1  # at once: a rejection is the same on every try
         assert "StoreRejected" in letter.error and "recursion limit" in letter.error
         stats = client.get_session_stats("s1")

@@ -22,10 +22,10 @@ def test_pipeline_status_reads_groups_consumers_and_dead_letters(
     assert [(s.stage, s.lag, s.consumers) for s in empty.stages] == [
         ("embed", 0, []), ("boundary", 0, [])]
     for i in range(3):
-        redis_client.xadd(keys.turns_stream, {"seq": str(i)})
-    redis_client.xgroup_create(keys.turns_stream, "embed", id="0")
-    redis_client.xreadgroup("embed", "worker-1", {keys.turns_stream: ">"}, count=1)
-    redis_client.xadd(keys.dead_letters(keys.turns_stream), {"error": "boom"})
+        redis_client.xadd(keys.turns_stream(0), {"seq": str(i)})
+    redis_client.xgroup_create(keys.turns_stream(0), "embed", id="0")
+    redis_client.xreadgroup("embed", "worker-1", {keys.turns_stream(0): ">"}, count=1)
+    redis_client.xadd(keys.dead_letters(keys.turns_stream(0)), {"error": "boom"})
     redis_client.rpush("rq:queue:hivemem-reflect", "job-1")
     status = pipeline_status(redis_client, keys, "hivemem-reflect")
     embed = status.stages[0]

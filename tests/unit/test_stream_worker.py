@@ -53,7 +53,7 @@ def make_worker(
     client: redis.Redis, settings: Settings, handler: Recorder, consumer: str = "w"
 ) -> StreamWorker[int]:
     kind = WorkerKind(
-        name="test", stream=STREAM, group=GROUP, decode=decode, handle=handler,
+        name="test", streams=(STREAM,), group=GROUP, decode=decode, handle=handler,
         on_dead_letter=handler.on_dead_letter,
     )
     return StreamWorker(kind, StreamStore(client, KEYS), settings.worker, consumer=consumer)

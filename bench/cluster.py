@@ -1,0 +1,326 @@
+#!/usr/bin/env python
+"""The partitioned pipeline on a real 3-master Redis Cluster (loopback ports, started here).
+
+    python bench/cluster.py            # ~3-5 min on a quiet 2-CPU VM
+    python bench/cluster.py --quick    # smoke run
+
+Measured, in one run, with the hashing embedder (Redis and the pipeline are measured, not
+ONNX), rq on its own plain redis-server (rq does not run on a cluster):
+1. baseline: bare pipelined XADD (batches of 100, spread over 16 hash-tagged streams) on the
+   same cluster: entries/s and server usec per XADD.
+2. Redis CPU per turn: INFO commandstats (usec summed over every command) on each master
+   after ingest_many + embed + boundary + dispatch of N turns in 40 sessions, per node and
+   end to end (goal <= 25 us per turn); keys and calls per node (the spread).
+3. boundary round trips per entry (socket sends from inside the boundary handler, and with
+   the consume loop's read and ack) on a trickle (one entry per batch) and on a backlog.
+4. throughput of the whole pipeline with 1, 2 and 4 worker processes per stage (embed and
+   boundary), Qdrant REST stand-in as the shared vector store (test support code; it is the
+   same for every row), on a backlog of turns.
+
+Results: printed, and saved as JSON to bench/results/cluster.json (quick: cluster-quick.json).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+from pathlib import Path
+from typing import Any
+
+import redis
+
+REPO = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(REPO))
+sys.path.insert(0, str(REPO / "bench"))
+
+from common import RESULTS, RedisServer, machine_facts  # noqa: E402
+
+from hivemem.config import Settings  # noqa: E402
+from hivemem.logs import configure_logging  # noqa: E402
+from hivemem.pipeline.topology import partition_tags  # noqa: E402
+from hivemem.producer.client import MemoryClient  # noqa: E402
+from hivemem.providers.embedders import HashingEmbedder  # noqa: E402
+from hivemem.runtime.wiring import Wiring  # noqa: E402
+from hivemem.store.vectors.server import ServerVectorStore  # noqa: E402
+from tests.support.qdrant_standin import spawn  # noqa: E402
+from tests.support.redis_cluster import RedisCluster  # noqa: E402
+
+DIM = 64
+PARTITIONS = 16
+
+
+def log(msg: str) -> None:
+    print(msg, flush=True)
+
+
+def masters(cluster: RedisCluster) -> list[int]:
+    return [p for p, role in cluster.roles().items() if role == "master"]
+
+
+def reset_stats(cluster: RedisCluster) -> None:
+    for p in masters(cluster):
+        cluster.node(p).config_resetstat()
+
+
+def node_stats(cluster: RedisCluster) -> dict[int, dict[str, Any]]:
+    out: dict[int, dict[str, Any]] = {}
+    for p in masters(cluster):
+        stats = cluster.node(p).info("commandstats")
+        usec = sum(float(v["usec"]) for v in stats.values())
+        calls = sum(int(v["calls"]) for v in stats.values())
+        by_cmd = {k.removeprefix("cmdstat_"): int(v["usec"]) for k, v in stats.items()}
+        out[p] = {"usec": usec, "calls": calls, "keys": cluster.node(p).dbsize(),
+                  "top_usec": dict(sorted(by_cmd.items(), key=lambda kv: -kv[1])[:6])}
+    return out
+
+
+def settings_for(cluster: RedisCluster, prefix: str, rq_url: str, **extra: Any) -> Settings:
+    doc: dict[str, Any] = {
+        "redis": {"url": cluster.url, "key_prefix": prefix, "partitions": PARTITIONS,
+                  "rq_url": rq_url},
+        "embedding": {"provider": "hashing", "dim": DIM},
+        "worker": {"block_ms": 100, "claim_interval_s": 5.0, "trim_interval_s": 0},
+        "episodes": {"max_turns": 8},
+        "log_level": "warning",
+    }
+    for section, values in extra.items():
+        doc.setdefault(section, {}).update(values)
+    return Settings.model_validate(doc)
+
+
+def rows(n: int, sessions: int, tag: str) -> list[dict[str, Any]]:
+    return [{"session_id": f"{tag}-s{i % sessions}", "role": "user" if i % 2 else "assistant",
+             "content": f"turn {i}: the planner measured the retry policy for ticket {i % 97}",
+             "turn_id": f"{tag}-t{i}"} for i in range(n)]
+
+
+# -- 1. baseline -----------------------------------------------------------------------------
+
+
+def bench_xadd(cluster: RedisCluster, n: int) -> dict[str, Any]:
+    client = cluster.client()
+    payload = {"seq": "1", "turn": "x" * 330}  # about a turn's wire JSON
+    # The partitions' own hash tags: the same spread over the nodes as the pipeline's keys.
+    streams = [f"bench:{{{tag}}}:xadd" for tag in partition_tags(PARTITIONS)]
+    reset_stats(cluster)
+    t0 = time.perf_counter()
+    for b in range(n // 100):
+        pipe = client.pipeline(transaction=False)
+        for j in range(100):
+            pipe.xadd(streams[(b * 100 + j) % PARTITIONS], payload)
+        pipe.execute()
+    rate = n / (time.perf_counter() - t0)
+    stats = node_stats(cluster)
+    usec = sum(s["usec"] for s in stats.values())
+    client.close()
+    log(f"baseline: bare pipelined XADD {rate:.0f}/s, {usec / n:.2f} us server CPU per XADD")
+    return {"xadd_pipelined_per_s": round(rate, 1), "server_usec_per_xadd": round(usec / n, 3),
+            "entries": n}
+
+
+# -- 2. Redis CPU per turn ------------------------------------------------------------------
+
+
+def bench_cpu(cluster: RedisCluster, rq_url: str, n: int) -> dict[str, Any]:
+    settings = settings_for(cluster, "cpu", rq_url)
+    emb = HashingEmbedder(DIM)
+    vectors = ServerVectorStore(settings.qdrant, DIM, location=":memory:")
+    wiring = Wiring(settings, vectors=vectors, embedder=emb)
+    client = MemoryClient(settings, vector_store=vectors, embedder=emb)
+    batches = rows(n, 40, "cpu")
+    reset_stats(cluster)
+    t0 = time.perf_counter()
+    for start in range(0, n, 100):
+        client.ingest_many(batches[start:start + 100])
+    ingest_s = time.perf_counter() - t0
+    ingest_stats = node_stats(cluster)
+    wiring.embed_worker().run(burst=True)
+    wiring.boundary_worker().run(burst=True)
+    wiring.dispatch_worker().run(burst=True)
+    stats = node_stats(cluster)
+    total = sum(s["usec"] for s in stats.values())
+    ingest_total = sum(s["usec"] for s in ingest_stats.values())
+    per_node = {str(p): {"usec_per_turn": round(s["usec"] / n, 2), "calls": s["calls"],
+                         "keys": s["keys"], "top_usec": s["top_usec"]}
+                for p, s in stats.items()}
+    log(f"redis CPU per turn, end to end: {total / n:.2f} us (ingest alone"
+        f" {ingest_total / n:.2f} us, ingest_many {n / ingest_s:.0f} turns/s on the cluster)")
+    for p, s in per_node.items():
+        log(f"  node {p}: {s['usec_per_turn']} us/turn, {s['calls']} calls, {s['keys']} keys")
+    client.close()
+    wiring.close()
+    vectors.close()
+    return {"turns": n, "usec_per_turn_total": round(total / n, 2),
+            "usec_per_turn_ingest": round(ingest_total / n, 2),
+            "ingest_many_turns_per_s": round(n / ingest_s, 1), "per_node": per_node,
+            "goal_usec_per_turn": 25}
+
+
+# -- 3. boundary round trips -----------------------------------------------------------------
+
+
+class SendCounter:
+    """Counts socket sends (one per command, one per pipeline per node): round trips."""
+
+    def __init__(self) -> None:
+        self.total = 0
+        self.in_handler = 0
+        self.local = threading.local()
+        original = redis.connection.AbstractConnection.send_packed_command
+        counter = self
+
+        def counted(conn: Any, command: Any, check_health: bool = True) -> None:
+            counter.total += 1
+            if getattr(counter.local, "active", False):
+                counter.in_handler += 1
+            return original(conn, command, check_health)
+
+        redis.connection.AbstractConnection.send_packed_command = counted  # type: ignore[method-assign]
+
+
+def bench_round_trips(cluster: RedisCluster, rq_url: str, n: int,
+                      counter: SendCounter) -> dict[str, Any]:
+    out: dict[str, Any] = {}
+    for label, batch in (("trickle", 1), ("backlog", 1024)):
+        settings = settings_for(cluster, f"rt{batch}", rq_url, worker={"batch_size": batch})
+        emb = HashingEmbedder(DIM)
+        vectors = ServerVectorStore(settings.qdrant, DIM, location=":memory:")
+        wiring = Wiring(settings, vectors=vectors, embedder=emb)
+        client = MemoryClient(settings, vector_store=vectors, embedder=emb)
+        data = rows(n, 20, f"rt{batch}")
+        for start in range(0, n, 100):
+            client.ingest_many(data[start:start + 100])
+        wiring.embed_worker(worker_settings=settings.worker.model_copy(
+            update={"batch_size": 256})).run(burst=True)
+        stage = wiring.boundary_stage()
+        inner = stage.handle
+
+        def handle(items: list[Any], inner: Any = inner) -> None:
+            counter.local.active = True
+            try:
+                inner(items)
+            finally:
+                counter.local.active = False
+
+        worker = wiring.stream_worker(stage.__class__(
+            name=stage.name, streams=stage.streams, group=stage.group, decode=stage.decode,
+            handle=handle, on_dead_letter=stage.on_dead_letter))
+        before_total, before_handler = counter.total, counter.in_handler
+        t0 = time.perf_counter()
+        worker.run(burst=True)
+        seconds = time.perf_counter() - t0
+        handler = (counter.in_handler - before_handler) / n
+        total = (counter.total - before_total) / n
+        out[label] = {"batch_size": batch, "entries": n,
+                      "handler_round_trips_per_entry": round(handler, 3),
+                      "loop_round_trips_per_entry": round(total, 3),
+                      "entries_per_s": round(n / seconds, 1)}
+        log(f"boundary round trips per entry, {label}: {handler:.2f} in the handler,"
+            f" {total:.2f} with the loop's reads/acks/leases ({n / seconds:.0f} entries/s)")
+        client.close()
+        wiring.close()
+        vectors.close()
+    return out
+
+
+# -- 4. worker processes per stage ------------------------------------------------------------
+
+
+def bench_processes(cluster: RedisCluster, rq_url: str, n: int, counts: list[int],
+                    folder: Path) -> dict[str, Any]:
+    qdrant = spawn(folder / "qdrant")
+    out: dict[str, Any] = {}
+    try:
+        for workers in counts:
+            prefix = f"proc{workers}"
+            settings = settings_for(cluster, prefix, rq_url)
+            settings = settings.model_copy(update={"qdrant": settings.qdrant.model_copy(
+                update={"url": qdrant.url})})
+            client = MemoryClient(settings)
+            data = rows(n, 40, prefix)
+            for start in range(0, n, 100):
+                client.ingest_many(data[start:start + 100])
+            env = {k: v for k, v in os.environ.items() if not k.startswith("HIVEMEM_")}
+            env.update({
+                "HIVEMEM_REDIS__URL": cluster.url, "HIVEMEM_REDIS__KEY_PREFIX": prefix,
+                "HIVEMEM_REDIS__PARTITIONS": str(PARTITIONS), "HIVEMEM_REDIS__RQ_URL": rq_url,
+                "HIVEMEM_QDRANT__URL": qdrant.url, "HIVEMEM_EMBEDDING__PROVIDER": "hashing",
+                "HIVEMEM_EMBEDDING__DIM": str(DIM), "HIVEMEM_LOG_LEVEL": "warning",
+                "HIVEMEM_WORKER__BLOCK_MS": "100", "HIVEMEM_WORKER__BATCH_SIZE": "256",
+                "HIVEMEM_EPISODES__MAX_TURNS": "8"})
+            t0 = time.perf_counter()
+            procs = [subprocess.Popen([sys.executable, "-m", "hivemem.workers", kind],
+                                      env=env, cwd=folder, stdout=subprocess.DEVNULL,
+                                      stderr=subprocess.DEVNULL)
+                     for kind in ("embed", "boundary") for _ in range(workers)]
+            sessions = sorted({r["session_id"] for r in data})
+            per = n // len(sessions)
+            deadline = time.monotonic() + 600
+            while time.monotonic() < deadline:
+                stats = [client.get_session_stats(s) for s in sessions]
+                if all(s.turns_processed == per and s.turns_assigned == per for s in stats):
+                    break
+                time.sleep(0.05)
+            seconds = time.perf_counter() - t0
+            for p in procs:
+                p.terminate()
+            for p in procs:
+                p.wait(timeout=30)
+            client.close()
+            out[str(workers)] = {"workers_per_stage": workers, "turns": n,
+                                 "seconds": round(seconds, 2),
+                                 "turns_per_s": round(n / seconds, 1)}
+            log(f"pipeline with {workers} embed + {workers} boundary processes:"
+                f" {n / seconds:.0f} turns/s ({seconds:.1f} s for {n}, incl. start-up)")
+    finally:
+        qdrant.stop()
+    return out
+
+
+def main() -> int:
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--quick", action="store_true")
+    args = ap.parse_args()
+    configure_logging("warning")
+    folder = Path(tempfile.mkdtemp(prefix="hivemem-bench-cluster-"))
+    cluster = RedisCluster(folder / "cluster", masters=3, replicas=0)
+    rq_server = RedisServer(folder / "rq")
+    n = 800 if args.quick else 4000
+    result: dict[str, Any] = {"machine": machine_facts(), "partitions": PARTITIONS,
+                              "masters": 3, "quick": args.quick}
+    counter = SendCounter()
+    try:
+        cluster.start()
+        (folder / "rq").mkdir()
+        rq_server.start()
+        log(f"cluster: {cluster.url}; rq on {rq_server.url}")
+        result["baseline"] = bench_xadd(cluster, 4000 if args.quick else 20000)
+        result["cpu"] = bench_cpu(cluster, rq_server.url, n)
+        result["cpu"]["usec_per_turn_over_xadd"] = round(
+            result["cpu"]["usec_per_turn_total"] / result["baseline"]["server_usec_per_xadd"], 2)
+        result["round_trips"] = bench_round_trips(cluster, rq_server.url, 400 if args.quick
+                                                  else 1000, counter)
+        result["processes"] = bench_processes(cluster, rq_server.url, 600 if args.quick
+                                              else 2000, [1, 2] if args.quick else [1, 2, 4],
+                                              folder)
+        base = result["processes"]["1"]["turns_per_s"]
+        for row in result["processes"].values():
+            row["speedup_over_1"] = round(row["turns_per_s"] / base, 2)
+    finally:
+        cluster.stop()
+        rq_server.stop()
+    RESULTS.mkdir(parents=True, exist_ok=True)
+    path = RESULTS / ("cluster-quick.json" if args.quick else "cluster.json")
+    path.write_text(json.dumps(result, indent=2) + "\n")
+    log(f"saved {path}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

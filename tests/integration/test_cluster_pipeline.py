@@ -1,0 +1,258 @@
+"""The partitioned pipeline on a real Redis Cluster (3 masters + 3 replicas on loopback):
+2 producer processes, 2 embed, 2 boundary and 2 reflect worker processes (the reflect
+workers dispatch the episode outbox), one Qdrant (the REST stand-in) and rq on its own plain
+Redis. Mid-load a worker of every stage is SIGKILLed and restarted, and a primary fails
+over (CLUSTER FAILOVER on a replica). Afterwards: every turn in Qdrant exactly once, every
+session's episodes in order and closed once, one reflect job per episode. The same test
+runs on one plain Redis with the same partitions."""
+
+from __future__ import annotations
+
+import json
+import os
+import random
+import signal
+import subprocess
+import sys
+import tempfile
+import time
+from collections import Counter
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+import redis
+from integration_support import WorkerProcess, worker_env
+
+from hivemem.config import Settings
+from hivemem.pipeline.topology import Keys
+from hivemem.producer.client import MemoryClient
+from hivemem.store.episodes import EpisodeStore
+from hivemem.store.redis_connect import connect
+from hivemem.store.reflection import ReflectionState
+from hivemem.store.vectors.server import ServerVectorStore
+from tests.support.qdrant_standin import spawn
+from tests.support.redis_cluster import RedisCluster
+
+pytestmark = pytest.mark.integration
+
+DIM = 64
+PARTITIONS = 8
+SESSIONS = [f"cl-s{i}" for i in range(8)]
+PER_SESSION = 24
+WORKERS = [sys.executable, "-m", "hivemem.workers"]
+REPO = Path(__file__).resolve().parents[2]
+
+
+@pytest.fixture(scope="module")
+def redis_cluster() -> Iterator[RedisCluster]:
+    if not RedisCluster.available():
+        if os.environ.get("CI"):
+            pytest.fail("redis-server / redis-cli are not installed (.ci/run apt-gets them)")
+        pytest.skip("redis-server / redis-cli not installed")
+    cluster = RedisCluster(Path(tempfile.mkdtemp(prefix="hivemem-cluster-")))
+    cluster.start()
+    yield cluster
+    cluster.stop()
+
+
+def _wait_for(what: str, done: Any, workers: list[WorkerProcess], timeout_s: float) -> None:
+    deadline = time.monotonic() + timeout_s
+    while not done():
+        if time.monotonic() > deadline:
+            logs = "\n".join(w.output()[-1200:] for w in workers)
+            pytest.fail(f"{what} did not happen in {timeout_s}s\n{logs}")
+        time.sleep(0.1)
+
+
+def _check_episodes_and_jobs(
+    settings: Settings, rq_url: str, every: list[WorkerProcess]
+) -> None:
+    """Every turn embedded and assigned; episodes in order, closed once; one job each."""
+    with MemoryClient(settings) as client:
+        def settled() -> bool:
+            for sid in SESSIONS:
+                stats = client.get_session_stats(sid)
+                if (stats.turns_processed, stats.turns_assigned) != (
+                        PER_SESSION, PER_SESSION + 1):
+                    return False
+            return True
+
+        _wait_for("every turn embedded and assigned", settled, every, 90)
+        rq = redis.Redis.from_url(rq_url)
+        main = connect(settings.redis)
+        keys = Keys("hm", PARTITIONS)
+        episodes = EpisodeStore(main, keys, 1000)
+        reflection = ReflectionState(main, keys)
+        _wait_for("every episode reflected", lambda: all(
+            reflection.reflected(sid) == len(episodes.episodes(sid)) for sid in SESSIONS),
+            every, 90)
+        all_episodes = {sid: episodes.episodes(sid) for sid in SESSIONS}
+        for sid, eps in all_episodes.items():
+            assert client.get_session_stats(sid).turns_dead_lettered == 0, sid
+            # In order, closed once: indices 1..n, each turn in exactly one episode, in
+            # seq order across the episodes.
+            assert [e.index for e in eps] == list(range(1, len(eps) + 1)), sid
+            turn_ids = [t for e in eps for t in e.turn_ids]
+            assert turn_ids == [f"{sid}-t{i}" for i in range(PER_SESSION)], sid
+        ids = [e.episode_id for eps in all_episodes.values() for e in eps]
+        assert len(ids) == len(set(ids))
+        # One reflect job per episode: dispatched once (across every dispatcher, the
+        # killed ones included), and each job id exists on rq's Redis.
+        dispatched = Counter(e["episode_id"] for w in every
+                             for e in w.events("episode.dispatched"))
+        assert set(dispatched) == set(ids)
+        assert max(dispatched.values()) == 1, dispatched.most_common(3)
+        assert all(rq.exists(f"rq:job:reflect-{i}") for i in ids)
+        main.close()
+        rq.close()
+
+
+def _run_pipeline(
+    tmp_path: Path, main_url: str, rq_url: str, start_worker: Any, failover: Any = None
+) -> None:
+    rng = random.Random(15)
+    qdrant = spawn(tmp_path / "qdrant")
+    extra = {
+        "HIVEMEM_REDIS__PARTITIONS": str(PARTITIONS),
+        "HIVEMEM_REDIS__RQ_URL": rq_url,
+        "HIVEMEM_QDRANT__URL": qdrant.url,
+        "HIVEMEM_QDRANT__TIMEOUT": "5.5",
+        "HIVEMEM_WORKER__BATCH_SIZE": "8",
+        "HIVEMEM_WORKER__CLAIM_IDLE_MS": "800",
+        "HIVEMEM_WORKER__CLAIM_INTERVAL_S": "0.2",
+        "HIVEMEM_WORKER__BACKOFF_MAX_S": "0.2",
+        "HIVEMEM_EPISODES__MAX_TURNS": "6",
+    }
+    env = worker_env(main_url, None, extra=extra)
+    settings_doc = {
+        "redis": {"url": main_url, "partitions": PARTITIONS, "rq_url": rq_url},
+        "embedding": {"provider": "hashing", "dim": DIM}, "qdrant": {"url": qdrant.url}}
+    try:
+        workers: dict[str, WorkerProcess] = {}
+        every: list[WorkerProcess] = []
+
+        def start(name: str) -> None:
+            kind = name.rsplit("-", 1)[0]
+            workers[name] = start_worker(env, kind, "--name", f"{name}-{len(every)}",
+                                         command=WORKERS)
+            every.append(workers[name])
+
+        for kind in ("embed", "boundary", "reflect"):
+            for i in (1, 2):
+                start(f"{kind}-{i}")
+        _wait_for("the stream workers started",
+                  lambda: all(w.events("worker.started") for n, w in workers.items()
+                              if not n.startswith("reflect")), every, 150)
+        producers = [
+            subprocess.Popen(
+                [sys.executable, "-m", "tests.support.producer_process",
+                 json.dumps(settings_doc), ",".join(SESSIONS[i::2]), str(PER_SESSION)],
+                cwd=REPO, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+            for i in (0, 1)
+        ]
+        # Mid-load: kill -9 one worker of every stage (and start a new one), fail over.
+        time.sleep(1.5)
+        for kind in ("embed", "boundary", "reflect"):
+            victim = f"{kind}-{rng.choice((1, 2))}"
+            workers[victim].kill()
+            start(victim)
+        if failover is not None:
+            failover()
+        for p in producers:
+            out, _ = p.communicate(timeout=90)
+            assert p.returncode == 0, out
+        settings = Settings.model_validate(settings_doc)
+        _check_episodes_and_jobs(settings, rq_url, every)
+        for w in every:
+            if w.process.poll() is None:
+                w.signal(signal.SIGTERM)
+        for w in every:
+            if w.process.returncode is None:
+                w.wait(timeout=60)
+        store = ServerVectorStore(settings.qdrant, DIM)
+        try:
+            stored = list(store.iter_turns())
+            assert len(stored) == len(SESSIONS) * PER_SESSION  # 0 lost
+            assert max(Counter((t.session_id, t.seq) for t in stored).values()) == 1  # 0 dup
+        finally:
+            store.close()
+    finally:
+        qdrant.stop()
+
+
+def test_the_partitioned_pipeline_on_a_redis_cluster_survives_kills_and_a_failover(
+    tmp_path: Path, redis_cluster: RedisCluster, redis_url: str, start_worker: Any
+) -> None:
+    redis_cluster.wait_ok()
+    redis_cluster.client().flushall()
+    _run_pipeline(tmp_path, redis_cluster.url, redis_url, start_worker,
+                  failover=redis_cluster.failover)
+    # The data really is spread: every master holds some of the partitions' keys.
+    sizes = {p: redis_cluster.node(p).dbsize() for p, role in redis_cluster.roles().items()
+             if role == "master"}
+    assert all(n > 0 for n in sizes.values()), sizes
+
+
+def test_the_same_pipeline_on_one_redis_with_partitions(
+    tmp_path: Path, redis_url: str, start_worker: Any
+) -> None:
+    # rq shares the server (another database would do as well).
+    _run_pipeline(tmp_path, redis_url, redis_url, start_worker)
+
+
+def test_the_same_pipeline_in_embedded_mode(tmp_path: Path) -> None:
+    """Embedded mode: the stage workers are threads that divide the partitions by lease (two
+    embed threads here), the dispatcher thread enqueues one reflect job per episode."""
+    from hivemem.providers.embedders import HashingEmbedder
+    from tests.integration.integration_support import conversation
+
+    settings = Settings.model_validate({
+        "redis": {"partitions": PARTITIONS}, "embedding": {"provider": "hashing", "dim": DIM},
+        "episodes": {"max_turns": 6}})
+    turns = conversation(SESSIONS, PER_SESSION)
+    with MemoryClient.local(tmp_path / "memory", settings, embedder=HashingEmbedder(DIM),
+                            workers=2) as client:
+        for start in range(0, len(turns), 6):
+            client.ingest_many(turns[start:start + 6])
+        for sid in SESSIONS:
+            client.close_session(sid)
+        for sid in SESSIONS:
+            client.wait_until_processed(sid, timeout=120)
+            client.wait_until_reflected(sid, timeout=120)
+        for sid in SESSIONS:
+            eps = client.episodes(sid)
+            assert [e.index for e in eps] == list(range(1, len(eps) + 1)), sid
+            assert [t for e in eps for t in e.turn_ids] == [
+                f"{sid}-t{i}" for i in range(PER_SESSION)], sid
+        runtime = client._runtime
+        assert runtime is not None
+        stored = list(runtime.vectors.iter_turns())
+        assert len(stored) == len(turns)
+        assert max(Counter((t.session_id, t.seq) for t in stored).values()) == 1
+
+
+def test_a_wrong_kind_of_url_is_a_configuration_error_not_an_outage(
+    redis_cluster: RedisCluster, redis_url: str
+) -> None:
+    from hivemem.config import RedisSettings
+    from hivemem.errors import ConfigurationError
+    from hivemem.store.redis_connect import connect_rq
+
+    redis_cluster.wait_ok()
+    port = redis_cluster.ports[0]
+    with pytest.raises(ConfigurationError, match="is a Redis Cluster node"):
+        connect(RedisSettings(url=f"redis://127.0.0.1:{port}/0"))
+    with pytest.raises(ConfigurationError, match="not a usable cluster"):
+        connect(RedisSettings(url=redis_url, mode="cluster"))
+    with pytest.raises(ConfigurationError, match="host:port"):
+        connect(RedisSettings(url="redis+cluster://nohostport"))
+    cluster = connect(RedisSettings(url=redis_cluster.url))
+    with pytest.raises(ConfigurationError, match="rq_url"):
+        connect_rq(RedisSettings(url=redis_cluster.url), cluster)
+    # MOVED is followed by the cluster client: every partition's key, wherever it lives.
+    for p in range(16):
+        cluster.set(f"hm:{{p{p}}}:probe", p)
+        assert int(cluster.get(f"hm:{{p{p}}}:probe")) == p
+    cluster.close()

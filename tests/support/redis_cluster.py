@@ -1,0 +1,131 @@
+"""A real Redis Cluster on loopback ports for tests and benchmarks: N masters (and one
+replica each, when asked), started as redis-server processes in cluster mode and joined
+with ``redis-cli --cluster create``. Stopped by the pids it started."""
+
+from __future__ import annotations
+
+import random
+import shutil
+import socket
+import subprocess
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import redis
+
+
+def _free(port: int) -> bool:
+    for p in (port, port + 10000):  # the cluster bus listens on port + 10000
+        with socket.socket() as s:
+            try:
+                s.bind(("127.0.0.1", p))
+            except OSError:
+                return False
+    return True
+
+
+def _ports(n: int) -> list[int]:
+    out: list[int] = []
+    while len(out) < n:
+        port = random.randint(17000, 19000)
+        if port not in out and _free(port):
+            out.append(port)
+    return out
+
+
+@dataclass
+class RedisCluster:
+    folder: Path
+    masters: int = 3
+    replicas: int = 1
+    ports: list[int] = field(default_factory=list)
+    _procs: list[subprocess.Popen[bytes]] = field(default_factory=list)
+
+    @staticmethod
+    def available() -> bool:
+        return bool(shutil.which("redis-server") and shutil.which("redis-cli"))
+
+    @property
+    def url(self) -> str:
+        """hivemem's cluster URL: every node as a seed."""
+        return "redis+cluster://" + ",".join(f"127.0.0.1:{p}" for p in self.ports)
+
+    def start(self, timeout: float = 30.0) -> None:
+        self.folder.mkdir(parents=True, exist_ok=True)
+        self.ports = _ports(self.masters * (1 + self.replicas))
+        for port in self.ports:
+            node = self.folder / str(port)
+            node.mkdir(exist_ok=True)
+            self._procs.append(subprocess.Popen(
+                ["redis-server", "--port", str(port), "--bind", "127.0.0.1",
+                 "--cluster-enabled", "yes", "--cluster-config-file", "nodes.conf",
+                 "--cluster-node-timeout", "1500", "--save", "", "--appendonly", "no",
+                 "--dir", str(node), "--logfile", str(node / "redis.log")],
+                stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL))
+        deadline = time.monotonic() + timeout
+        for port in self.ports:
+            while True:
+                try:
+                    redis.Redis(port=port, socket_timeout=1).ping()
+                    break
+                except redis.RedisError:
+                    if time.monotonic() > deadline:
+                        raise RuntimeError(f"cluster node {port} did not start") from None
+                    time.sleep(0.05)
+        subprocess.run(
+            ["redis-cli", "--cluster", "create",
+             *(f"127.0.0.1:{p}" for p in self.ports),
+             "--cluster-replicas", str(self.replicas), "--cluster-yes"],
+            check=True, capture_output=True, timeout=timeout)
+        self.wait_ok(deadline - time.monotonic())
+
+    def wait_ok(self, timeout: float = 30.0) -> None:
+        """Until every node says cluster_state:ok and every slot is served."""
+        deadline = time.monotonic() + timeout
+        while True:
+            try:
+                if all(self.node(p).cluster("info")["cluster_state"] == "ok"  # type: ignore[index]
+                       for p in self.live_ports()):
+                    return
+            except redis.RedisError:
+                pass
+            if time.monotonic() > deadline:
+                raise RuntimeError("cluster did not reach cluster_state:ok")
+            time.sleep(0.1)
+
+    def node(self, port: int) -> redis.Redis:
+        return redis.Redis(port=port, socket_timeout=2, decode_responses=True)
+
+    def live_ports(self) -> list[int]:
+        return [p for p, proc in zip(self.ports, self._procs, strict=True) if proc.poll() is None]
+
+    def roles(self) -> dict[int, str]:
+        """port -> "master" | "slave"."""
+        return {p: str(self.node(p).info("replication")["role"]) for p in self.live_ports()}
+
+    def client(self) -> redis.RedisCluster:
+        return redis.RedisCluster(host="127.0.0.1", port=self.ports[0])
+
+    def failover(self) -> int:
+        """Promote a replica (CLUSTER FAILOVER on it); returns the promoted port."""
+        replica = next(p for p, role in self.roles().items() if role == "slave")
+        self.node(replica).execute_command("CLUSTER FAILOVER")
+        deadline = time.monotonic() + 20
+        while self.roles().get(replica) != "master":
+            if time.monotonic() > deadline:
+                raise RuntimeError(f"replica {replica} was not promoted")
+            time.sleep(0.05)
+        self.wait_ok()
+        return replica
+
+    def stop(self) -> None:
+        for proc in self._procs:
+            if proc.poll() is None:
+                proc.terminate()
+        for proc in self._procs:
+            try:
+                proc.wait(timeout=10)
+            except subprocess.TimeoutExpired:
+                proc.kill()
+        self._procs.clear()
