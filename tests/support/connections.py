@@ -41,13 +41,15 @@ def settings() -> Settings:
 
 
 class PipelineThreads:
-    """The embed, boundary and reflect workers of one installation, as daemon threads."""
+    """The embed, boundary, dispatch and reflect workers of one installation, as daemon
+    threads."""
 
     def __init__(self, wiring: Wiring) -> None:
         self._stoppers: list[Callable[[], None]] = []
         self._threads: list[threading.Thread] = []
         for worker in (wiring.embed_worker(wiring.connect(), consumer="test-embed"),
-                       wiring.boundary_worker(wiring.connect(), consumer="test-boundary")):
+                       wiring.boundary_worker(wiring.connect(), consumer="test-boundary"),
+                       wiring.dispatch_worker(wiring.connect(), consumer="test-dispatch")):
             self._start(worker.run, worker.stop)
         reflect = wiring.thread_worker()
         self._start(reflect.run, reflect.stop)
