@@ -40,6 +40,16 @@ class QdrantSettings(BaseModel):
     https: bool | None = None
 
 
+class EmbeddedSettings(BaseModel):
+    """Embedded mode (`MemoryClient.local`, a workspace): its child Redis server."""
+
+    # True: the child server fsyncs its AOF on every write (`appendfsync always`); False:
+    # once a second (a crash of the server loses at most that second; of the owner, nothing).
+    durable: bool = False
+    # How long a starting owner waits for the folder's lock (another owner closing).
+    lock_wait_s: float = Field(default=5.0, ge=0)
+
+
 class ApiSettings(BaseModel):
     """The HTTP API (`hivemem serve`)."""
 
@@ -227,6 +237,7 @@ class Settings(BaseSettings):
     reflection: ReflectionSettings = ReflectionSettings()
     compaction: CompactionSettings = CompactionSettings()
     api: ApiSettings = ApiSettings()
+    embedded: EmbeddedSettings = EmbeddedSettings()
     # An LLM for reflection (OpenAI-compatible or Anthropic); none: the heuristic reflector.
     llm: LLMConfig | None = None
     log_level: Literal["debug", "info", "warning", "error"] = "info"
