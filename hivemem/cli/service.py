@@ -57,7 +57,7 @@ def serve(target: Target, host: str | None, port: int | None, workers: int) -> N
             os.environ["HIVEMEM_QDRANT__URL"] = settings.qdrant.url
         uvicorn.run("hivemem.api.app:from_env", factory=True, workers=workers, **bind)
         return
-    with opened(target) as client:
+    with opened(target, owner=True) as client:  # a server owns its folder, never a guest
         uvicorn.run(create_app(settings, client=client), **bind)
 
 

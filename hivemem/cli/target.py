@@ -57,8 +57,15 @@ class Target(BaseModel):
     def embedded(self) -> bool:
         return self.store is not None
 
-    def open(self) -> MemoryClient:
+    def open(self, *, owner: bool = False) -> MemoryClient:
+        """A client on the target. On an embedded folder another process owns (`hivemem
+        serve`), a guest of that process; `owner=True`: own the folder or fail."""
         if self.store is not None:
+            if owner:
+                # A command that owned the folder a moment ago is closing: wait for it.
+                embedded = self.settings.embedded.model_copy(update={"lock_wait_s": 30.0})
+                settings = self.settings.model_copy(update={"embedded": embedded})
+                return MemoryClient.local(self.store, settings, as_guest=False)
             return MemoryClient.local(self.store, self.settings)
         return MemoryClient(self.settings)
 
@@ -151,12 +158,12 @@ def with_target(func: Callable[..., R]) -> Callable[..., R]:
 
 
 @contextmanager
-def opened(target: Target) -> Iterator[MemoryClient]:
-    """A client on `target` for one command, closed after it. Bad input found by the
-    client (`ValidationError`) is a usage error (exit 2); any other `HivememError` a clean
-    error (exit 1) instead of a traceback."""
+def opened(target: Target, *, owner: bool = False) -> Iterator[MemoryClient]:
+    """A client on `target` for one command, closed after it (`owner`: see `Target.open`).
+    Bad input found by the client (`ValidationError`) is a usage error (exit 2); any other
+    `HivememError` a clean error (exit 1) instead of a traceback."""
     try:
-        client = target.open()
+        client = target.open(owner=owner)
     except HivememError as exc:
         raise click.ClickException(str(exc)) from None
     try:

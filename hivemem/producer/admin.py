@@ -22,7 +22,7 @@ from hivemem.domain.models import DeadLetter
 from hivemem.domain.recall.policy import RecallPolicy
 from hivemem.domain.session import RelatedSession, SessionContext, SessionInfo
 from hivemem.domain.timeline import TimelineEvent
-from hivemem.errors import NotFound, ValidationError
+from hivemem.errors import HivememError, NotFound, ValidationError
 from hivemem.pipeline.topology import Topology
 from hivemem.producer import views
 from hivemem.store.apikeys import ApiKeyStore
@@ -86,12 +86,12 @@ class Admin:
             self._client._redis.ping()
             checks["redis"] = READY
         except Exception as exc:
-            checks["redis"] = f"unavailable: {type(exc).__name__}"
+            checks["redis"] = _unready(exc)
         try:
             self._client.vector_store().count("turns", {"session_id": "__readyz__"})
             checks["vectors"] = READY
         except Exception as exc:
-            checks["vectors"] = f"unavailable: {type(exc).__name__}"
+            checks["vectors"] = _unready(exc)
         return checks
 
     def api_keys(self) -> ApiKeyStore:
@@ -297,3 +297,11 @@ class Admin:
         stores = transfer_stores(self._client)
         return count_records(stores, session_ids if session_ids is not None
                              else stores.state.session_ids())
+
+
+def _unready(exc: Exception) -> str:
+    """Why a store is not ready: our own errors say it (redacted, one line); anything
+    else only by its type (a raw driver message may carry addresses or credentials)."""
+    if isinstance(exc, HivememError):
+        return f"unavailable: {str(exc).splitlines()[0][:200]}"
+    return f"unavailable: {type(exc).__name__}"

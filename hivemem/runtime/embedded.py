@@ -25,11 +25,13 @@ from typing import Any
 import structlog
 
 from hivemem.config import Settings
+from hivemem.errors import ConfigurationError
 from hivemem.pipeline.topology import Topology
 from hivemem.providers.embedders import Embedder
 from hivemem.providers.reflector import Reflector
 from hivemem.runtime.child_server import ChildServer
 from hivemem.runtime.owner import FolderBusy, OwnerLock, OwnerRecord
+from hivemem.runtime.owner_api import OwnerApi
 from hivemem.runtime.wiring import Wiring
 from hivemem.store.rebuild import rebuild_state, refeed_boundary
 from hivemem.store.redis import Redis, redis_errors
@@ -54,8 +56,8 @@ def default_embed_workers() -> int:
 class EmbeddedRuntime:
     """The owner of one store folder: its lock, its Redis server, its vectors, its workers.
 
-    `api_url`: the address of the HTTP API this process serves on the folder (published,
-    with a fresh local key, for other processes). `redis_connector`: run on these Redis
+    `serve_guests`: serve the owner API on the folder's socket, so that other processes
+    (the CLI) can use the folder while this one runs. `redis_connector`: run on these Redis
     connections instead of the child server (tests and the benchmark's fakeredis baseline).
     Raises `FolderBusy` when another process owns the folder.
     """
@@ -69,7 +71,7 @@ class EmbeddedRuntime:
         reflector: Reflector | None = None,
         workers: int | None = None,
         durable: bool | None = None,
-        api_url: str | None = None,
+        serve_guests: bool = True,
         redis_connector: Callable[[], Redis] | None = None,
     ) -> None:
         self.path = Path(path)
@@ -79,9 +81,9 @@ class EmbeddedRuntime:
         if not self.lock.acquire(wait=settings.embedded.lock_wait_s):
             raise FolderBusy(f"{self.path} is in use by another process (its owner)")
         self.server: ChildServer | None = None
-        self.owner_key: str | None = None
+        self.owner_api: OwnerApi | None = None
         try:
-            self._open(embedder, reflector, workers, durable, api_url, redis_connector)
+            self._open(embedder, reflector, workers, durable, serve_guests, redis_connector)
         except BaseException:
             wiring: Wiring | None = self.__dict__.get("wiring")
             if wiring is not None:
@@ -91,7 +93,7 @@ class EmbeddedRuntime:
 
     def _open(
         self, embedder: Embedder | None, reflector: Reflector | None, workers: int | None,
-        durable: bool | None, api_url: str | None,
+        durable: bool | None, serve_guests: bool,
         redis_connector: Callable[[], Redis] | None,
     ) -> None:
         settings = self.settings
@@ -147,9 +149,19 @@ class EmbeddedRuntime:
         thread = threading.Thread(target=self._reflect.run, name="hivemem-reflect", daemon=True)
         self._threads.append(thread)
         thread.start()
-        if api_url is not None:
-            self.owner_key = self.lock.make_key()
+        api_url = self._serve_guests() if serve_guests else None
         self.record: OwnerRecord = self.lock.publish(wiring.settings.redis.url, api_url)
+
+    def _serve_guests(self) -> str | None:
+        api = OwnerApi(self.path, self.vectors, self.lock.make_key())
+        try:
+            api.start()
+        except ConfigurationError as exc:
+            # Without the API extra the folder still works here; guests get Redis only.
+            log.warning("embedded.owner_api_unavailable", reason=str(exc))
+            return None
+        self.owner_api = api
+        return api.url
 
     def _recover(self, conn: Redis) -> tuple[int, int]:
         """Rebuild Redis from Qdrant when Redis is empty but vectors are stored (a store
@@ -199,6 +211,9 @@ class EmbeddedRuntime:
             return True  # no group yet: nothing was ever enqueued
 
     def close(self, timeout: float = 30.0) -> None:
+        if self.owner_api is not None:
+            self.owner_api.stop()  # guests first: nothing new arrives while draining
+            self.owner_api = None
         drained = self.drain(timeout)
         if not drained:
             log.warning("embedded.close_undrained", timeout_s=timeout)
@@ -211,6 +226,9 @@ class EmbeddedRuntime:
         self._release()
 
     def _release(self) -> None:
+        if self.owner_api is not None:
+            self.owner_api.stop()
+            self.owner_api = None
         # The server stops before the lock goes: a next owner never meets a closing server.
         if self.server is not None:
             self.server.stop()
