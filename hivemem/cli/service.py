@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import json
 import os
+import signal
 from typing import Any
 
 import click
@@ -58,6 +59,10 @@ def serve(target: Target, host: str | None, port: int | None, workers: int) -> N
         uvicorn.run("hivemem.api.app:from_env", factory=True, workers=workers, **bind)
         return
     with opened(target, owner=True) as client:  # a server owns its folder, never a guest
+        # uvicorn shuts down on SIGTERM and then raises it again with the handler found at
+        # start: with the default one the process would die before the client closes (an
+        # embedded folder's workers would not drain). Ours lets the `with` close it.
+        signal.signal(signal.SIGTERM, lambda *_: None)
         uvicorn.run(create_app(settings, client=client), **bind)
 
 
