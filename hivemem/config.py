@@ -66,6 +66,9 @@ class EmbeddingSettings(BaseModel):
     # A folder with model.onnx + tokenizer files: loads that export instead of the hub's.
     model_path: Path | None = None
     cache_dir: Path | None = None
+    # Never ask a model hub (fastembed gets HF_HUB_OFFLINE=1). Also on by itself when the
+    # model is in cache_dir: a missing file then fails at once, not after ~40 s of retries.
+    offline: bool = False
     # ONNX batch: small batches pad less (each pads to its longest text); measured 2.8x the
     # turns/s of batch 64 on mixed-length LoCoMo turns (bench/pipeline.py).
     batch_size: int = Field(default=16, ge=1, le=4096)
