@@ -30,7 +30,7 @@ from hivemem.pipeline.topology import Topology
 from hivemem.providers.embedders import Embedder
 from hivemem.providers.reflector import Reflector
 from hivemem.runtime.child_server import ChildServer
-from hivemem.runtime.owner import FolderBusy, OwnerLock, OwnerRecord
+from hivemem.runtime.owner import FolderBusy, OwnerLock, OwnerRecord, read_record
 from hivemem.runtime.owner_api import OwnerApi
 from hivemem.runtime.wiring import Wiring
 from hivemem.store.rebuild import rebuild_state, refeed_boundary
@@ -79,7 +79,10 @@ class EmbeddedRuntime:
         self.settings = settings
         self.lock = OwnerLock(self.path)
         if not self.lock.acquire(wait=settings.embedded.lock_wait_s):
-            raise FolderBusy(f"{self.path} is in use by another process (its owner)")
+            record = read_record(self.path)
+            who = f"process {record.pid}" if record is not None else "another process"
+            raise FolderBusy(f"{self.path} is owned by {who}: stop it first, or use the"
+                             " folder through it (the CLI does that by itself)")
         self.server: ChildServer | None = None
         self.owner_api: OwnerApi | None = None
         try:
