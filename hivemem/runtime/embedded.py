@@ -224,7 +224,11 @@ class EmbeddedRuntime:
             worker.stop()
         self._reflect.stop()
         for thread in self._threads:
-            thread.join(timeout=5)
+            # The reflect thread finishes the job it runs (an LLM call can take a while).
+            thread.join(timeout=30 if thread.name == "hivemem-reflect" else 5)
+        alive = [t.name for t in self._threads if t.is_alive()]
+        if alive:
+            log.warning("embedded.close_threads_alive", threads=alive)
         self.wiring.close()
         self._release()
 
