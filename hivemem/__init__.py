@@ -29,6 +29,7 @@ from hivemem.domain.timeline import TimelineEvent
 from hivemem.errors import (
     Backpressure,
     ConfigurationError,
+    FolderBusy,
     HivememError,
     MalformedEntry,
     ModelUnavailable,
@@ -76,6 +77,7 @@ __all__ = [
     "ExcludedItem",
     "ExportSummary",
     "Fact",
+    "FolderBusy",
     "HivememError",
     "ImportSummary",
     "MalformedEntry",

@@ -25,12 +25,12 @@ from typing import Any
 import structlog
 
 from hivemem.config import Settings
-from hivemem.errors import ConfigurationError
+from hivemem.errors import ConfigurationError, FolderBusy
 from hivemem.pipeline.topology import Topology
 from hivemem.providers.embedders import Embedder
 from hivemem.providers.reflector import Reflector
 from hivemem.runtime.child_server import ChildServer
-from hivemem.runtime.owner import FolderBusy, OwnerLock, OwnerRecord, read_record
+from hivemem.runtime.owner import OwnerLock, OwnerRecord, read_record
 from hivemem.runtime.owner_api import OwnerApi
 from hivemem.runtime.wiring import Wiring
 from hivemem.store.rebuild import rebuild_state, refeed_boundary

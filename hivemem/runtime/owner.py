@@ -24,17 +24,13 @@ from pathlib import Path
 from pydantic import BaseModel, ConfigDict, Field
 from pydantic import ValidationError as PydanticValidationError
 
-from hivemem.errors import HivememError
+from hivemem.errors import FolderBusy
 
 LOCK_NAME = "owner.lock"
 RECORD_NAME = "owner.json"
 KEY_NAME = "owner.key"
 # The header the owner's vector API reads the local key from.
 KEY_HEADER = "x-hivemem-owner-key"
-
-
-class FolderBusy(HivememError):
-    """The folder is owned by another process that cannot be reached (yet)."""
 
 
 class OwnerRecord(BaseModel):
