@@ -30,6 +30,7 @@ from hivemem.config import Settings
 from hivemem.errors import HivememError, ValidationError
 from hivemem.logs import configure_logging
 from hivemem.producer.client import MemoryClient
+from hivemem.runtime.owner import OwnerRecord, read_record
 from hivemem.runtime.workspace import Workspace, WorkspaceError, find_workspace
 
 SERVER_ENV = ("HIVEMEM_REDIS__URL", "HIVEMEM_QDRANT__URL", "HIVEMEM_QDRANT__PATH")
@@ -87,7 +88,13 @@ class Target(BaseModel):
             "redis_url": _without_password(self.settings.redis.url) if server else None,
             "qdrant": (qdrant.url or (str(qdrant.path) if qdrant.path else None))
             if server else None,
+            # The process that owns the embedded folder now (`hivemem serve`, an app), which
+            # a command reaches through its sockets; None: the command opened it itself.
+            "owner_pid": owner.pid if (owner := self.owner()) is not None else None,
         }
+
+    def owner(self) -> OwnerRecord | None:
+        return read_record(self.store) if self.store is not None else None
 
 
 def _without_password(url: str) -> str:

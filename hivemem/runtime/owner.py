@@ -111,12 +111,13 @@ class OwnerLock:
 
 def owner_of(store: Path) -> OwnerRecord | None:
     """The record of the process holding `store`'s lock, or None when nobody holds it.
-    A lock holder that has not published its record yet is reported as None too only when
-    it released meanwhile; otherwise `FolderBusy` after a short wait."""
+    A lock holder that has not published its record yet is waited for (it is starting);
+    `FolderBusy` when it has not within a minute."""
     store = Path(store)
     if not (store / LOCK_NAME).exists():
         return None
-    deadline = time.monotonic() + 20.0  # an owner starting up publishes within seconds
+    # An owner starting up publishes once its store is open (model loads included).
+    deadline = time.monotonic() + 60.0
     while True:
         if not _locked(store):
             return None

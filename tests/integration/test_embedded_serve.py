@@ -104,7 +104,8 @@ def test_cli_beside_serve_and_sigterm_loses_nothing(tmp_path: Path) -> None:
         found = _cli(folder, "search", "billing database", "--session", SESSION, "--json")
         assert any("postgres" in r["content"] for r in found["results"]), found
         status = _cli(folder, "status", "--session", SESSION, "--json")
-        assert status, status
+        assert status["owner_pid"] == served.process.pid  # went through serve
+        assert status["sessions"][SESSION]["episodes"] == 1
         recalled = _cli(folder, "recall", SESSION, "which database", "--json")
         assert "postgres" in json.dumps(recalled)
 
