@@ -7,15 +7,19 @@ import os
 from pathlib import Path
 
 import numpy as np
+import pytest
 
+from hivemem import FolderBusy, MemoryClient
 from hivemem.config import Settings
 from hivemem.domain.scope import Scope
+from hivemem.providers.embedders import HashingEmbedder
 from hivemem.providers.lexical import SparseVector
 from hivemem.runtime.child_server import MAX_SOCKET_PATH, socket_path
 from hivemem.runtime.owner import OwnerLock, owner_of, read_key, read_record
 from hivemem.runtime.workspace import init_workspace, load_workspace
 from hivemem.store.vectors import wire
 from hivemem.store.vectors.base import SCOPE, Hit, Point
+from hivemem.store.vectors.proxy import ProxyVectorStore
 
 
 def test_a_long_folder_gets_a_short_stable_socket_path(tmp_path: Path) -> None:
@@ -66,3 +70,31 @@ def test_a_workspace_records_where_its_model_is_and_goes_offline(tmp_path: Path)
     assert recorded.cache_dir == cache.resolve() and recorded.offline
     later = workspace.settings(Settings.model_validate({}))
     assert later.embedding.cache_dir == cache.resolve() and later.embedding.offline
+
+
+def test_a_second_client_on_an_owned_folder_is_the_owners_guest(
+    tmp_path: Path, settings: Settings, embedder: HashingEmbedder
+) -> None:
+    owner = MemoryClient.local(tmp_path, settings, embedder=embedder, workers=1)
+    try:
+        owner.ingest("s", "user", "the deploy runs on fridays")
+        owner.wait_until_processed("s", timeout=30)
+        with pytest.raises(FolderBusy):
+            MemoryClient.local(tmp_path, settings.model_copy(update={
+                "embedded": settings.embedded.model_copy(update={"lock_wait_s": 0})}),
+                embedder=embedder, as_guest=False)
+        guest = MemoryClient.local(tmp_path, settings, embedder=embedder)
+        try:
+            assert isinstance(guest.vector_store(), ProxyVectorStore)
+            found = guest.recall("s", "when does the deploy run")
+            assert any("fridays" in item.content for item in found.items)
+            key, _info = guest.admin.api_keys().create("team")
+            guest.ingest("s", "user", "the guest adds a turn about tuesdays")
+        finally:
+            guest.close()
+        assert [k.namespace for k in owner.admin.api_keys().list()] == ["team"]
+        assert key.startswith("hm")
+        owner.wait_until_processed("s", timeout=30)  # the owner's workers embedded it
+        assert owner.vector_store().count_turns("s") == 2
+    finally:
+        owner.close()
