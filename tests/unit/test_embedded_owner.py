@@ -60,10 +60,14 @@ def test_the_wire_format_round_trips_points_hits_and_scoped_filters() -> None:
     assert wire.decode_where(wire.encode_where(where)) == where
 
 
-def test_a_workspace_records_where_its_model_is_and_goes_offline(tmp_path: Path) -> None:
+def test_a_workspace_records_where_its_model_is_and_goes_offline(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.delenv("FASTEMBED_CACHE_PATH", raising=False)  # the recorded one is used
     cache = tmp_path / "cache"
     (cache / "models--Qdrant--all-MiniLM-L6-v2-onnx").mkdir(parents=True)
-    settings = Settings.model_validate({"embedding": {"cache_dir": str(cache)}})
+    settings = Settings.model_validate(
+        {"embedding": {"provider": "fastembed", "dim": 384, "cache_dir": str(cache)}})
     workspace, created = init_workspace(tmp_path / "ws", settings)
     assert created
     recorded = load_workspace(tmp_path / "ws").config.embedding
