@@ -29,7 +29,7 @@ from hivemem.store.apikeys import ApiKeyStore
 from hivemem.store.audit import AuditLog
 from hivemem.store.dlq import replay_dead_letters
 from hivemem.store.rebuild import rebuild_state
-from hivemem.store.redis import Redis
+from hivemem.store.redis import Redis, redis_errors
 from hivemem.store.reflection import ReflectionState
 from hivemem.store.sessions import SessionStore
 from hivemem.store.status import PipelineStatus, pipeline_status
@@ -83,7 +83,8 @@ class Admin:
         each "ok" or "unavailable: <error type>" (never raises)."""
         checks: dict[str, str] = {}
         try:
-            self._client._redis.ping()
+            with redis_errors("ping"):
+                self._client._redis.ping()
             checks["redis"] = READY
         except Exception as exc:
             checks["redis"] = _unready(exc)

@@ -8,6 +8,7 @@ from pathlib import Path
 
 import numpy as np
 import pytest
+import redis
 
 from hivemem import FolderBusy, MemoryClient
 from hivemem.config import Settings
@@ -102,3 +103,16 @@ def test_a_second_client_on_an_owned_folder_is_the_owners_guest(
         assert owner.vector_store().count_turns("s") == 2
     finally:
         owner.close()
+
+
+def test_readyz_checks_say_why_a_store_is_not_ready(
+    settings: Settings, embedder: HashingEmbedder
+) -> None:
+    unreachable = ProxyVectorStore(None, None, "x-key", unreachable="owned by process 42")
+    client = MemoryClient(settings.model_copy(update={"redis": settings.redis.model_copy(
+        update={"url": "unix:///nonexistent/hivemem-test.sock"})}),
+        redis_client=redis.Redis(unix_socket_path="/nonexistent/hivemem-test.sock"),
+        vector_store=unreachable, embedder=embedder)
+    checks = client.admin.ready()
+    assert checks["redis"].startswith("unavailable: redis unavailable: ping:")
+    assert checks["vectors"] == "unavailable: vectors unavailable: owned by process 42"
