@@ -2,8 +2,10 @@
 
 This module is the public SDK surface: the clients (`MemoryClient`, its tenant handle
 `ScopedMemory` and its operator side `Admin`, each with an async twin), every type their
-methods return, and every error they raise. Importing it loads neither rq, fastembed nor the
-embedded Qdrant engine; those load when a worker or a recall first needs them.
+methods return, and every error they raise; and the remote client of the HTTP API
+(`connect`, `connect_async`: `RemoteMemory`, with the same methods as `ScopedMemory`).
+Importing it loads neither rq, fastembed nor the embedded Qdrant engine; those load when a
+worker or a recall first needs them.
 """
 
 from hivemem.config import CompactionPolicy, Settings
@@ -27,6 +29,7 @@ from hivemem.domain.scope import Scope
 from hivemem.domain.session import RelatedSession, SessionContext, SessionInfo
 from hivemem.domain.timeline import TimelineEvent
 from hivemem.errors import (
+    ApiError,
     Backpressure,
     ConfigurationError,
     FolderBusy,
@@ -41,13 +44,17 @@ from hivemem.errors import (
     ReflectionTimeout,
     RetryLater,
     StoreUnavailable,
+    Unauthorized,
     ValidationError,
 )
 from hivemem.producer.admin import Admin
 from hivemem.producer.aio import AsyncMemoryClient
 from hivemem.producer.aio_admin import AsyncAdmin
+from hivemem.producer.aio_remote import AsyncRemoteMemory, connect_async
 from hivemem.producer.aio_scoped import AsyncScopedMemory
 from hivemem.producer.client import MemoryClient, TurnInput
+from hivemem.producer.remote import RemoteMemory, connect
+from hivemem.producer.remote_http import RetryPolicy
 from hivemem.producer.scoped import ScopedMemory
 from hivemem.runtime.workspace import WorkspaceError
 from hivemem.store.apikeys import ApiKeyInfo, ApiKeyStore
@@ -61,10 +68,12 @@ __version__ = "0.1.0"
 __all__ = [
     "PRESETS",
     "Admin",
+    "ApiError",
     "ApiKeyInfo",
     "ApiKeyStore",
     "AsyncAdmin",
     "AsyncMemoryClient",
+    "AsyncRemoteMemory",
     "AsyncScopedMemory",
     "AuditEvent",
     "Backpressure",
@@ -93,7 +102,9 @@ __all__ = [
     "ReflectionFailed",
     "ReflectionTimeout",
     "RelatedSession",
+    "RemoteMemory",
     "RetryLater",
+    "RetryPolicy",
     "Role",
     "Scope",
     "ScopedMemory",
@@ -108,8 +119,11 @@ __all__ = [
     "TimelineEvent",
     "Turn",
     "TurnInput",
+    "Unauthorized",
     "ValidationError",
     "VectorStore",
     "WorkspaceError",
     "__version__",
+    "connect",
+    "connect_async",
 ]

@@ -129,3 +129,19 @@ class MalformedEntry(HivememError, ValueError):
         """``<cause type>: <message>``, as a dead letter records it."""
         kind = type(self.cause).__name__ if self.cause is not None else type(self).__name__
         return f"{kind}: {self}"
+
+
+class Unauthorized(HivememError):
+    """The HTTP API refused the API key (missing, unknown or revoked): the remote client's
+    401/403."""
+
+
+class ApiError(HivememError):
+    """The HTTP API answered with an error the remote client has no better type for (a 5xx
+    that is a server bug, a 4xx it does not know). `status` and `detail` are the problem's."""
+
+    def __init__(self, status: int, title: str, detail: str | None = None) -> None:
+        super().__init__(f"HTTP {status} {title}" + (f": {detail}" if detail else ""))
+        self.status = status
+        self.title = title
+        self.detail = detail

@@ -18,6 +18,7 @@ from fastapi.responses import JSONResponse
 
 from hivemem import __version__
 from hivemem.api.auth import authenticator
+from hivemem.api.client_routes import build_client_router
 from hivemem.api.limits import BodyLimit
 from hivemem.api.observe import Observe
 from hivemem.api.problems import install as install_problems
@@ -74,6 +75,7 @@ def create_app(
     app.include_router(build_router(tenant_of, registry, authenticator(admin.api_keys()),
                                     settings.api.max_batch,
                                     settings.recall.default_preset))
+    app.include_router(build_client_router(tenant_of, authenticator(admin.api_keys()), admin))
 
     _operations(app, admin, registry)
     app.add_middleware(Observe, registry=registry)

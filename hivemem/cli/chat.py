@@ -6,6 +6,7 @@ import sys
 
 import click
 
+from hivemem.cli.chat_history import DEFAULT_HISTORY_TOKENS
 from hivemem.cli.chat_loop import ChatLoop
 from hivemem.cli.output import id_param, stdout
 from hivemem.cli.target import Target, opened, with_target
@@ -29,9 +30,13 @@ The same model then also reflects closed episodes into facts."""
               "an existing session resumes with its memory.")
 @click.option("--budget", type=click.IntRange(min=1), default=None,
               help="Token budget of the recalled context (default from config).")
+@click.option("--history", "history_tokens", type=click.IntRange(min=0),
+              default=DEFAULT_HISTORY_TOKENS, show_default=True,
+              help="Token budget of the conversation so far sent with every message.")
 @click.option("--debug", is_flag=True, help="Show the recalled context before every answer.")
 @with_target
-def chat(target: Target, session: str | None, budget: int | None, debug: bool) -> None:
+def chat(target: Target, session: str | None, budget: int | None, history_tokens: int,
+         debug: bool) -> None:
     """An agent loop with memory: recall, answer, remember both sides.
 
     Exits with 0 and instructions when no LLM is configured (HIVEMEM_LLM__*).
@@ -49,4 +54,4 @@ def chat(target: Target, session: str | None, budget: int | None, debug: bool) -
 
     with ChatModel(settings.llm) as model, opened(target) as client:
         ChatLoop(client, model, session_id, console, read_line, token_budget=budget,
-                 debug=debug).run()
+                 debug=debug, history_tokens=history_tokens).run()

@@ -1,19 +1,23 @@
 """The `hivemem chat` agent loop: recall, answer with an LLM, remember both sides.
 
 Per user message: recall the session's context for it (before the message itself is stored,
-so it cannot recall itself), ingest the message, ask the model with the recalled context in
-the system prompt, ingest the answer. Slash commands inspect and steer the memory.
+so it cannot recall itself), ingest the message, ask the model with the conversation so far
+(the newest turns within `history_tokens`, `hivemem.cli.chat_history`) as its messages and
+the recalled context the window does not already hold in the system prompt, ingest the
+answer. A resumed session starts with its stored recent turns. Slash commands inspect and
+steer the memory.
 """
 
 from __future__ import annotations
 
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 import structlog
 from rich.console import Console
 from rich.markup import escape
 
+from hivemem.cli.chat_history import DEFAULT_HISTORY_TOKENS, Conversation
 from hivemem.cli.output import facts_table, items_table
 from hivemem.domain.models import ContextItem
 from hivemem.errors import HivememError, ProcessingTimeout, ProviderError, ValidationError
@@ -24,10 +28,12 @@ from hivemem.providers.chat import ChatModel
 log = structlog.get_logger(__name__)
 
 SYSTEM_PROMPT = """\
-You are a helpful assistant with a long-term memory of this conversation. The memory below \
-was recalled for the user's latest message, most relevant first; it may include earlier \
-turns and facts distilled from them. Use it when it helps; if it does not answer the \
-question, say you do not know rather than guessing.
+You are a helpful assistant with a long-term memory of this conversation. The messages are \
+the conversation so far (its most recent part). The memory below was recalled for the \
+user's latest message, most relevant first: earlier turns that are no longer in the \
+messages, and facts distilled from the conversation. Use it when it helps; if it does not \
+answer the question, say you do not know rather than guessing. Answer the latest message \
+once; do not repeat earlier answers.
 
 Memory:
 {memory}"""
@@ -64,6 +70,11 @@ class ChatLoop:
     token_budget: int | None = None
     debug: bool = False
     reflect_timeout_s: float = 60.0
+    history_tokens: int = DEFAULT_HISTORY_TOKENS
+    conversation: Conversation = field(init=False)
+
+    def __post_init__(self) -> None:
+        self.conversation = Conversation(self.history_tokens)
 
     def run(self) -> None:
         self.greet()
@@ -87,6 +98,9 @@ class ChatLoop:
         stats = self.client.get_session_stats(self.session_id)
         facts = len(self.client.facts(self.session_id))
         if stats.turns_enqueued:
+            window = self.client.settings.ingest.recent_window
+            self.conversation = Conversation.resumed(
+                self.client.recent_turns(self.session_id, limit=window), self.history_tokens)
             self.console.print(
                 f"Resuming session [bold]{escape(self.session_id)}[/]: {stats.turns_enqueued} "
                 f"turns, {stats.episodes} episodes, {facts} facts remembered."
@@ -105,11 +119,15 @@ class ChatLoop:
             return
         if self.debug:
             self.show_recall(view, "recalled for this answer")
-        self.client.ingest(self.session_id, "user", text, agent_id="user",
-                           metadata={"source": "chat"})
-        system = SYSTEM_PROMPT.format(memory=render_memory(view.items))
+        asked = self.client.ingest(self.session_id, "user", text, agent_id="user",
+                                   metadata={"source": "chat"})
+        messages, in_window = self.conversation.window(then=text)
+        self.conversation.add("user", text, asked.turn_id)
+        recalled = [i for i in view.items
+                    if not (i.source_type == "turn" and i.source_id in in_window)]
+        system = SYSTEM_PROMPT.format(memory=render_memory(recalled))
         try:
-            answer = self.model.complete(system, [{"role": "user", "content": text}])
+            answer = self.model.complete(system, messages)
         except (ProviderError, HivememError) as exc:
             log.warning("chat.llm_failed", error=str(exc))
             self.console.print(f"[red]the model did not answer:[/] {escape(str(exc))}")
@@ -117,8 +135,9 @@ class ChatLoop:
         if not answer:
             self.console.print("[yellow](the model returned an empty answer)[/]")
             return
-        self.client.ingest(self.session_id, "assistant", answer, agent_id="assistant",
-                           metadata={"source": "chat"})
+        said = self.client.ingest(self.session_id, "assistant", answer, agent_id="assistant",
+                                  metadata={"source": "chat"})
+        self.conversation.add("assistant", answer, said.turn_id)
         self.console.print(f"[bold green]assistant>[/] {escape(answer)}")
 
     def show_recall(self, view: RecallView, title: str) -> None:

@@ -14,11 +14,13 @@ from datetime import UTC, datetime
 from pathlib import Path
 
 import click
+from rich.markup import escape
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 from rich.table import Table
 from rich.text import Text
 
-from hivemem.cli.output import emit_json, id_param, stderr, stdout
+from hivemem.cli.fact_ids import resolve_fact_id, short
+from hivemem.cli.output import cells, emit_json, id_param, stderr, stdout
 from hivemem.cli.target import Target, opened, with_target
 from hivemem.errors import ValidationError
 from hivemem.transfer.importer import validate_file
@@ -84,8 +86,8 @@ def compact(target: Target, session: str, preview: bool, max_active: int | None,
     for action, entries in sections:
         for e in entries:
             why = e.reason + (f" -> {e.into}" if e.into else "")
-            table.add_row(action, e.fact_id[:12], f"{e.from_layer} -> {e.to_layer}", Text(why),
-                          Text(e.content))
+            table.add_row(*cells(action, short(e.fact_id), f"{e.from_layer} -> {e.to_layer}",
+                                 why, e.content))
     if table.row_count:
         console.print(table)
     console.print(f"kept {len(diff.kept)} (--json lists each with its reason)")
@@ -99,10 +101,14 @@ def compact(target: Target, session: str, preview: bool, max_active: int | None,
 @click.option("--json", "as_json", is_flag=True, help="Print JSON.")
 @with_target
 def audit(target: Target, memory_id: str, as_json: bool) -> None:
-    """Why a memory (a fact id) has its status: every change, who made it, when and why."""
+    """Why a memory (a fact id, or the unique prefix the tables print) has its status: every
+    change to it, who made it, when and why."""
     with opened(target) as client:
         try:
-            events = client.admin.audit(memory_id)
+            memory_id = resolve_fact_id(client, memory_id)
+            # Only the fact's own events: another fact's event that names it (merged into
+            # it, its rival) is that fact's story, listed by its own audit.
+            events = [e for e in client.admin.audit(memory_id) if e.fact_id == memory_id]
             fact = client.admin.get_fact(memory_id)
         except ValidationError as exc:
             raise _bad_input(exc) from None
@@ -114,7 +120,7 @@ def audit(target: Target, memory_id: str, as_json: bool) -> None:
     if fact is not None:
         console.print(f"[bold]{memory_id}[/] ({fact.kind.value}, session {fact.session_id}):"
                       f" {fact.status.value}, layer {fact.layer}"
-                      + (f" - {fact.reason}" if fact.reason else ""))
+                      + (f" - {escape(fact.reason)}" if fact.reason else ""))
         console.print(Text(fact.content))
     table = Table(title="audit log", expand=True)
     for column in ("#", "when", "action", "change", "by", "why"):
@@ -122,9 +128,10 @@ def audit(target: Target, memory_id: str, as_json: bool) -> None:
     for e in events:
         change = (f"{e.from_status or 'new'} -> {e.to_status}" if e.from_status != e.to_status
                   else f"{e.from_layer} -> {e.to_layer}")
-        table.add_row(str(e.seq), f"{e.at:%Y-%m-%d %H:%M:%S}", e.action, change,
-                      f"{e.actor} ({e.cause})", Text(e.reason + (
-                          f" [{', '.join(e.related)}]" if e.related else "")))
+        table.add_row(*cells(e.seq, f"{e.at:%Y-%m-%d %H:%M:%S}", e.action, change,
+                             f"{e.actor} ({e.cause})", e.reason + (
+                                 f" [{', '.join(short(r) for r in e.related)}]"
+                                 if e.related else "")))
     console.print(table if events else "no audit events for this memory")
 
 
@@ -166,8 +173,8 @@ def session(target: Target, session: str, title: str | None, agent: str | None,
         for column in ("session", "score", "similarity", "shared subjects"):
             table.add_column(column)
         for r in others:
-            table.add_row(r.session_id, f"{r.score:.3f}", f"{r.similarity:.3f}",
-                          ", ".join(r.shared_subjects))
+            table.add_row(*cells(r.session_id, f"{r.score:.3f}", f"{r.similarity:.3f}",
+                                 ", ".join(r.shared_subjects)))
         console.print(table)
 
 
@@ -195,8 +202,8 @@ def timeline(target: Target, sessions: tuple[str, ...], kinds: tuple[str, ...],
     for column in ("when", "session", "seq", "kind", "who", "what"):
         table.add_column(column, ratio=4 if column == "what" else None)
     for e in events:
-        table.add_row(f"{e.at:%Y-%m-%d %H:%M:%S}", e.session_id, str(e.seq), e.kind,
-                      e.actor or "", Text(e.summary))
+        table.add_row(*cells(f"{e.at:%Y-%m-%d %H:%M:%S}", e.session_id, e.seq, e.kind,
+                             e.actor, e.summary))
     stdout().print(table)
 
 

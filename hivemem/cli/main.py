@@ -11,6 +11,7 @@ from collections.abc import Sequence
 
 import click
 from rich.console import Console
+from rich.markup import escape
 
 from hivemem.cli import chat, demo, lifecycle, pipeline, service, workspace
 from hivemem.cli import eval as evaluation
@@ -62,5 +63,5 @@ def main(argv: Sequence[str] | None = None) -> None:
         exc.show()
         sys.exit(exc.exit_code)
     except HivememError as exc:
-        Console(stderr=True).print(f"[red]error:[/] {exc}")
+        Console(stderr=True).print(f"[red]error:[/] {escape(str(exc))}")
         sys.exit(2)

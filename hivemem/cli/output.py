@@ -1,4 +1,10 @@
-"""What every command group prints with: the consoles, JSON output, argument checks, tables."""
+"""What every command group prints with: the consoles, JSON output, argument checks, tables.
+
+Stored text (turn and fact content, subjects, reasons, titles, queries) is printed
+verbatim: every table cell goes through `cells`, so ``a[i] = b[i] * 2`` keeps its brackets
+and a stored ``[/]`` is text, not a markup tag that would crash the command. A table title
+is rich markup: callers `escape` what they put in it.
+"""
 
 from __future__ import annotations
 
@@ -55,6 +61,11 @@ def id_param(kind: str, hint: str) -> Callable[[click.Context, click.Parameter, 
     return callback
 
 
+def cells(*values: object) -> list[Text]:
+    """Table cells that print as they are (`Text`, never parsed as markup)."""
+    return [v if isinstance(v, Text) else Text("" if v is None else str(v)) for v in values]
+
+
 def items_table(title: str, items: Sequence[ContextItem], *, speakers: bool = False) -> Table:
     """A recalled context: rank, score and why, then where each item comes from (the
     workspace commands, chat) or, with `speakers`, who said it (`hivemem recall`, the demo)."""
@@ -76,8 +87,8 @@ def items_table(title: str, items: Sequence[ContextItem], *, speakers: bool = Fa
         else:
             where = f"{item.source_type}" + (f" #{item.seq}" if item.seq else "")
             size = str(item.token_count)
-        table.add_row(str(rank), f"{item.score:.3f}", ", ".join(item.components.reasons()),
-                      where, size, Text(item.content))
+        table.add_row(*cells(rank, f"{item.score:.3f}", ", ".join(item.components.reasons()),
+                             where, size, item.content))
     return table
 
 
@@ -92,8 +103,8 @@ def facts_table(title: str, facts: Sequence[Fact]) -> Table:
         table.add_column(column, ratio=4 if column == "content" else None)
     for fact in facts:
         style = "dim" if fact.status is not FactStatus.ACTIVE else ""
-        table.add_row(fact.status.value, fact.kind.value, fact.subject,
-                      f"{fact.valid_from:%Y-%m-%d %H:%M}", Text(fact.content), style=style)
+        table.add_row(*cells(fact.status.value, fact.kind.value, fact.subject,
+                             f"{fact.valid_from:%Y-%m-%d %H:%M}", fact.content), style=style)
     return table
 
 
@@ -105,6 +116,6 @@ def history_table(facts: Sequence[Fact]) -> Table:
     for fact in sorted(facts, key=lambda f: (f.subject, f.valid_from)):
         until = fact.valid_to.strftime("%H:%M") if fact.valid_to else "now"
         style = "dim strike" if fact.status is FactStatus.SUPERSEDED else ""
-        table.add_row(fact.status.value, fact.kind.value, fact.subject,
-                      f"{fact.valid_from:%H:%M}-{until}", Text(fact.content), style=style)
+        table.add_row(*cells(fact.status.value, fact.kind.value, fact.subject,
+                             f"{fact.valid_from:%H:%M}-{until}", fact.content), style=style)
     return table

@@ -11,9 +11,10 @@ import json
 from typing import Any
 
 import click
+from rich.markup import escape
 from rich.table import Table
 
-from hivemem.cli.output import emit_json, history_table, id_param, items_table, stderr
+from hivemem.cli.output import cells, emit_json, history_table, id_param, items_table, stderr
 from hivemem.cli.output import stdout as out
 from hivemem.cli.target import Target, opened, with_target
 from hivemem.domain.recall.policy import PRESETS
@@ -49,7 +50,7 @@ def recall(
         return
     console = out()
     console.print(items_table(
-        f"{query}  ({result.preset}: {result.used_tokens}/{result.token_budget} tokens)",
+        escape(f"{query}  ({result.preset}: {result.used_tokens}/{result.token_budget} tokens)"),
         result, speakers=True,
     ))
     if explain and result.excluded:
@@ -57,7 +58,7 @@ def recall(
         for column in ("reason", "score", "detail", "content"):
             table.add_column(column, ratio=1 if column == "content" else None)
         for x in result.excluded:
-            table.add_row(x.reason, f"{x.score:.3f}", x.detail, x.content[:120])
+            table.add_row(*cells(x.reason, f"{x.score:.3f}", x.detail, x.content[:120]))
         console.print(table)
 
 
@@ -99,7 +100,7 @@ def stats(target: Target, session_id: str, as_json: bool) -> None:
     table.add_column("field")
     table.add_column("value")
     for key, value in data.items():
-        table.add_row(key, str(value))
+        table.add_row(*cells(key, value))
     console = out()
     console.print(table)
     backlog = Table(title="pipeline (all sessions)")
@@ -107,7 +108,7 @@ def stats(target: Target, session_id: str, as_json: bool) -> None:
     for column in columns:
         backlog.add_column(column)
     for stage in stages:
-        backlog.add_row(*(str(stage[c]) for c in columns))
+        backlog.add_row(*cells(*(stage[c] for c in columns)))
     console.print(backlog)
 
 
@@ -163,8 +164,8 @@ def episodes(target: Target, session_id: str, as_json: bool) -> None:
     for column in ("index", "seqs", "turns", "reason", "markers", "agents"):
         table.add_column(column)
     for e in found:
-        table.add_row(str(e.index), f"{e.seq_start}-{e.seq_end}", str(e.turn_count),
-                      e.close_reason, ", ".join(e.markers), ", ".join(e.agent_ids))
+        table.add_row(*cells(e.index, f"{e.seq_start}-{e.seq_end}", e.turn_count,
+                             e.close_reason, ", ".join(e.markers), ", ".join(e.agent_ids)))
     out().print(table)
 
 

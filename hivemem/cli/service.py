@@ -15,7 +15,7 @@ from typing import Any
 import click
 from rich.table import Table
 
-from hivemem.cli.output import emit_json, stderr, stdout
+from hivemem.cli.output import cells, emit_json, stderr, stdout
 from hivemem.cli.target import Target, opened, with_target
 from hivemem.errors import HivememError
 from hivemem.logs import configure_logging
@@ -136,7 +136,8 @@ def apikey_list(target: Target, as_json: bool) -> None:
     for column in ("id", "namespace", "name", "created"):
         table.add_column(column)
     for k in keys:
-        table.add_row(k.key_id, k.namespace, k.name, k.created_at.isoformat(timespec="seconds"))
+        table.add_row(*cells(k.key_id, k.namespace, k.name,
+                             k.created_at.isoformat(timespec="seconds")))
     stdout().print(table)
 
 

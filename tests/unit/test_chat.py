@@ -97,10 +97,19 @@ def test_repl_answers_with_memory_and_runs_slash_commands(
     chats = _chat_requests(llm)
     assert len(chats) == 2  # "never read" came after /quit
     assert chats[0]["model"] == "scripted-chat" and "response_format" not in chats[0]
-    # Memory is recalled before the answer and put in the system prompt; the question itself
-    # is not in its own context.
+    # The conversation so far goes as messages, then the new question; the recalled memory
+    # (in the system prompt) leaves out what those messages already hold, and the question
+    # itself is not in its own context.
+    assert chats[0]["messages"][1:] == [
+        {"role": "user", "content": "We decided to use PostgreSQL for the database."}]
+    assert chats[1]["messages"][1:] == [
+        {"role": "user", "content": "We decided to use PostgreSQL for the database."},
+        {"role": "assistant", "content": "Answer to: We decided to use PostgreSQL for the"
+                                         " database."},
+        {"role": "user", "content": "Which database do we use?"},
+    ]
     second_system = chats[1]["messages"][0]["content"]
-    assert "PostgreSQL" in second_system
+    assert "PostgreSQL" not in second_system
     assert "Which database do we use?" not in second_system
     assert "usage: /recall <query>" in out
     assert "session proj: 4 turns" in out
@@ -121,5 +130,48 @@ def test_resuming_a_session_keeps_its_memory(
                                input="What is the staging server called?\n/quit\n")
     assert again.exit_code == 0, again.stdout
     assert "Resuming session proj: 2 turns" in again.stdout
-    last_system = _chat_requests(llm)[-1]["messages"][0]["content"]
-    assert "falcon" in last_system
+    # The resumed conversation is sent as it was, then the new question.
+    assert _chat_requests(llm)[-1]["messages"][1:] == [
+        {"role": "user", "content": "The staging server is called falcon."},
+        {"role": "assistant", "content": "Answer to: The staging server is called falcon."},
+        {"role": "user", "content": "What is the staging server called?"},
+    ]
+
+
+def test_the_history_stays_within_its_budget_and_recall_brings_back_the_rest(
+    workspace: Path, llm: ScriptedLLM, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    _configure(monkeypatch, llm)
+    lines = ["The staging server is called falcon and runs Debian twelve.",
+             "Lunch today is pasta with tomatoes and basil, as usual.",
+             "The release train leaves every second Tuesday at noon.",
+             "What is the staging server called?"]
+    result = CliRunner().invoke(cli, ["chat", "--session", "tight", "--history", "40"],
+                                input="\n".join(lines) + "\n/quit\n", catch_exceptions=False)
+    assert result.exit_code == 0, result.stdout
+    last = _chat_requests(llm)[-1]["messages"]
+    sent = [m["content"] for m in last[1:]]
+    # Only the newest exchange fits 40 tokens (and the question is always sent) ...
+    assert sent == [lines[2], f"Answer to: {lines[2]}", lines[3]]
+    assert [m["role"] for m in last[1:]] == ["user", "assistant", "user"]
+    # ... and the falcon turn that fell out of the window comes back through recall.
+    assert "falcon" in last[0]["content"]
+
+
+def test_a_conversation_window_starts_with_the_user_and_joins_one_roles_messages() -> None:
+    from hivemem.cli.chat_history import Conversation
+
+    talk = Conversation(budget=1000)
+    talk.add("assistant", "hello, how can I help?", "a0")
+    talk.add("user", "first question", "u1")
+    talk.add("user", "asked again (no answer came)", "u2")
+    talk.add("assistant", "the answer", "a2")
+    messages, ids = talk.window(then="next question")
+    assert messages == [
+        {"role": "user", "content": "first question\n\nasked again (no answer came)"},
+        {"role": "assistant", "content": "the answer"},
+        {"role": "user", "content": "next question"},
+    ]
+    assert ids == {"u1", "u2", "a2"}
+    assert Conversation(budget=0, said=talk.said).window(then="q") == (
+        [{"role": "user", "content": "q"}], set())

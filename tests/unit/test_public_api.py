@@ -14,10 +14,12 @@ import hivemem
 def test_all_is_pinned() -> None:
     assert sorted(hivemem.__all__) == [
         "Admin",
+        "ApiError",
         "ApiKeyInfo",
         "ApiKeyStore",
         "AsyncAdmin",
         "AsyncMemoryClient",
+        "AsyncRemoteMemory",
         "AsyncScopedMemory",
         "AuditEvent",
         "Backpressure",
@@ -47,7 +49,9 @@ def test_all_is_pinned() -> None:
         "ReflectionFailed",
         "ReflectionTimeout",
         "RelatedSession",
+        "RemoteMemory",
         "RetryLater",
+        "RetryPolicy",
         "Role",
         "Scope",
         "ScopedMemory",
@@ -62,10 +66,13 @@ def test_all_is_pinned() -> None:
         "TimelineEvent",
         "Turn",
         "TurnInput",
+        "Unauthorized",
         "ValidationError",
         "VectorStore",
         "WorkspaceError",
         "__version__",
+        "connect",
+        "connect_async",
     ]
     for name in hivemem.__all__:
         assert hasattr(hivemem, name)

@@ -307,6 +307,9 @@ class VectorStore(ABC):
     def get_facts(
         self, fact_ids: Sequence[str], scope: Scope | None = None
     ) -> list[FactHit]:
+        # A fact id is a point id, a UUID: anything else names no fact (and would be refused
+        # by the engine as a malformed request, not answered as missing).
+        fact_ids = [f for f in fact_ids if _is_uuid(f)]
         if not fact_ids:
             return []
         hits = self.retrieve(FACTS, list(fact_ids))
@@ -345,3 +348,11 @@ def as_vector(values: Any) -> Vector | None:
         if values is None:
             return None
     return np.asarray(values, dtype=np.float32)
+
+
+def _is_uuid(value: str) -> bool:
+    try:
+        uuid.UUID(value)
+    except (ValueError, TypeError, AttributeError):
+        return False
+    return True
