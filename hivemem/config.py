@@ -132,6 +132,16 @@ class QdrantSettings(BaseModel):
         return self.replication_factor
 
 
+class EmbeddedSettings(BaseModel):
+    """Embedded mode (`MemoryClient.local`, a workspace): its child Redis server."""
+
+    # True: the child server fsyncs its AOF on every write (`appendfsync always`); False:
+    # once a second (a crash of the server loses at most that second; of the owner, nothing).
+    durable: bool = False
+    # How long a starting owner waits for the folder's lock (another owner closing).
+    lock_wait_s: float = Field(default=5.0, ge=0)
+
+
 class ApiSettings(BaseModel):
     """The HTTP API (`hivemem serve`)."""
 
@@ -148,6 +158,9 @@ class EmbeddingSettings(BaseModel):
     # A folder with model.onnx + tokenizer files: loads that export instead of the hub's.
     model_path: Path | None = None
     cache_dir: Path | None = None
+    # Never ask a model hub (fastembed gets HF_HUB_OFFLINE=1). Also on by itself when the
+    # model is in cache_dir: a missing file then fails at once, not after ~40 s of retries.
+    offline: bool = False
     # ONNX batch: small batches pad less (each pads to its longest text); measured 2.8x the
     # turns/s of batch 64 on mixed-length LoCoMo turns (bench/pipeline.py).
     batch_size: int = Field(default=16, ge=1, le=4096)
@@ -323,6 +336,7 @@ class Settings(BaseSettings):
     reflection: ReflectionSettings = ReflectionSettings()
     compaction: CompactionSettings = CompactionSettings()
     api: ApiSettings = ApiSettings()
+    embedded: EmbeddedSettings = EmbeddedSettings()
     # An LLM for reflection (OpenAI-compatible or Anthropic); none: the heuristic reflector.
     llm: LLMConfig | None = None
     log_level: Literal["debug", "info", "warning", "error"] = "info"

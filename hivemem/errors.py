@@ -46,6 +46,11 @@ class ModelUnavailable(ProviderError):
     """The embedding model could not be loaded; the message says how to fix it."""
 
 
+class FolderBusy(HivememError):
+    """An embedded folder is owned by another process that cannot be used from here (it
+    never published its address, or this caller must own the folder itself)."""
+
+
 class RetryLater(HivememError):
     """A transient condition: the work should be retried without counting as a failure."""
 

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import json
 import os
+import signal
 from typing import Any
 
 import click
@@ -57,7 +58,11 @@ def serve(target: Target, host: str | None, port: int | None, workers: int) -> N
             os.environ["HIVEMEM_QDRANT__URL"] = settings.qdrant.url
         uvicorn.run("hivemem.api.app:from_env", factory=True, workers=workers, **bind)
         return
-    with opened(target) as client:
+    with opened(target, owner=True) as client:  # a server owns its folder, never a guest
+        # uvicorn shuts down on SIGTERM and then raises it again with the handler found at
+        # start: with the default one the process would die before the client closes (an
+        # embedded folder's workers would not drain). Ours lets the `with` close it.
+        signal.signal(signal.SIGTERM, lambda *_: None)
         uvicorn.run(create_app(settings, client=client), **bind)
 
 

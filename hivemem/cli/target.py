@@ -30,6 +30,7 @@ from hivemem.config import Settings
 from hivemem.errors import HivememError, ValidationError
 from hivemem.logs import configure_logging
 from hivemem.producer.client import MemoryClient
+from hivemem.runtime.owner import OwnerRecord, read_record
 from hivemem.runtime.workspace import Workspace, WorkspaceError, find_workspace
 
 SERVER_ENV = ("HIVEMEM_REDIS__URL", "HIVEMEM_QDRANT__URL", "HIVEMEM_QDRANT__PATH")
@@ -57,8 +58,15 @@ class Target(BaseModel):
     def embedded(self) -> bool:
         return self.store is not None
 
-    def open(self) -> MemoryClient:
+    def open(self, *, owner: bool = False) -> MemoryClient:
+        """A client on the target. On an embedded folder another process owns (`hivemem
+        serve`), a guest of that process; `owner=True`: own the folder or fail."""
         if self.store is not None:
+            if owner:
+                # A command that owned the folder a moment ago is closing: wait for it.
+                embedded = self.settings.embedded.model_copy(update={"lock_wait_s": 30.0})
+                settings = self.settings.model_copy(update={"embedded": embedded})
+                return MemoryClient.local(self.store, settings, as_guest=False)
             return MemoryClient.local(self.store, self.settings)
         return MemoryClient(self.settings)
 
@@ -80,7 +88,13 @@ class Target(BaseModel):
             "redis_url": _without_password(self.settings.redis.url) if server else None,
             "qdrant": (qdrant.url or (str(qdrant.path) if qdrant.path else None))
             if server else None,
+            # The process that owns the embedded folder now (`hivemem serve`, an app), which
+            # a command reaches through its sockets; None: the command opened it itself.
+            "owner_pid": owner.pid if (owner := self.owner()) is not None else None,
         }
+
+    def owner(self) -> OwnerRecord | None:
+        return read_record(self.store) if self.store is not None else None
 
 
 def _without_password(url: str) -> str:
@@ -151,12 +165,12 @@ def with_target(func: Callable[..., R]) -> Callable[..., R]:
 
 
 @contextmanager
-def opened(target: Target) -> Iterator[MemoryClient]:
-    """A client on `target` for one command, closed after it. Bad input found by the
-    client (`ValidationError`) is a usage error (exit 2); any other `HivememError` a clean
-    error (exit 1) instead of a traceback."""
+def opened(target: Target, *, owner: bool = False) -> Iterator[MemoryClient]:
+    """A client on `target` for one command, closed after it (`owner`: see `Target.open`).
+    Bad input found by the client (`ValidationError`) is a usage error (exit 2); any other
+    `HivememError` a clean error (exit 1) instead of a traceback."""
     try:
-        client = target.open()
+        client = target.open(owner=owner)
     except HivememError as exc:
         raise click.ClickException(str(exc)) from None
     try:

@@ -310,7 +310,9 @@ def status(target: Target, session: str | None, as_json: bool) -> None:
     console = stdout()
     where = target.workspace.root if target.workspace else target.store or data["redis_url"]
     console.print(f"[bold]{target.mode}[/] {where}"
-                  + (f"  (store {target.store})" if target.store else ""))
+                  + (f"  (store {target.store})" if target.store else "")
+                  + (f"  through process {data['owner_pid']}, the folder's owner"
+                     if data["owner_pid"] else ""))
     if not summaries:
         console.print('no sessions yet: hivemem add "..." to remember something')
     table = Table(title="sessions", expand=True)

@@ -22,14 +22,14 @@ from hivemem.domain.models import DeadLetter
 from hivemem.domain.recall.policy import RecallPolicy
 from hivemem.domain.session import RelatedSession, SessionContext, SessionInfo
 from hivemem.domain.timeline import TimelineEvent
-from hivemem.errors import NotFound, ValidationError
+from hivemem.errors import HivememError, NotFound, ValidationError
 from hivemem.pipeline.topology import Topology
 from hivemem.producer import views
 from hivemem.store.apikeys import ApiKeyStore
 from hivemem.store.audit import AuditLog
 from hivemem.store.dlq import replay_dead_letters
 from hivemem.store.rebuild import rebuild_state
-from hivemem.store.redis import Redis
+from hivemem.store.redis import Redis, redis_errors
 from hivemem.store.reflection import ReflectionState
 from hivemem.store.sessions import SessionStore
 from hivemem.store.status import PipelineStatus, pipeline_status
@@ -83,15 +83,16 @@ class Admin:
         each "ok" or "unavailable: <error type>" (never raises)."""
         checks: dict[str, str] = {}
         try:
-            self._client._redis.ping()
+            with redis_errors("ping"):
+                self._client._redis.ping()
             checks["redis"] = READY
         except Exception as exc:
-            checks["redis"] = f"unavailable: {type(exc).__name__}"
+            checks["redis"] = _unready(exc)
         try:
             self._client.vector_store().count("turns", {"session_id": "__readyz__"})
             checks["vectors"] = READY
         except Exception as exc:
-            checks["vectors"] = f"unavailable: {type(exc).__name__}"
+            checks["vectors"] = _unready(exc)
         return checks
 
     def api_keys(self) -> ApiKeyStore:
@@ -297,3 +298,11 @@ class Admin:
         stores = transfer_stores(self._client)
         return count_records(stores, session_ids if session_ids is not None
                              else stores.state.session_ids())
+
+
+def _unready(exc: Exception) -> str:
+    """Why a store is not ready: our own errors say it (redacted, one line); anything
+    else only by its type (a raw driver message may carry addresses or credentials)."""
+    if isinstance(exc, HivememError):
+        return f"unavailable: {str(exc).splitlines()[0][:200]}"
+    return f"unavailable: {type(exc).__name__}"

@@ -38,6 +38,7 @@ from hivemem.producer.guard import IngestGuard
 from hivemem.producer.recall import Recaller
 from hivemem.producer.scoped import ScopedMemory
 from hivemem.runtime.embedded import EmbeddedRuntime
+from hivemem.runtime.guest import guest_of
 from hivemem.runtime.wiring import Wiring
 from hivemem.store.redis import Redis
 from hivemem.store.reflection import ReflectionState
@@ -125,16 +126,29 @@ class MemoryClient:
         embedder: Embedder | None = None,
         reflector: Reflector | None = None,
         workers: int | None = None,
+        durable: bool | None = None,
+        serve_guests: bool = True,
+        as_guest: bool = True,
     ) -> Self:
-        """Embedded mode: in-process Redis, Qdrant Edge under `path`, worker threads.
+        """Embedded mode: a Redis server of its own (a child process, AOF in the folder),
+        Qdrant Edge under `path`, worker threads.
 
-        `workers`: embed threads (default: one per core, at most four). Reflection uses
-        `reflector`, else the configured LLM, else the heuristic reflector.
+        The first process to open a folder owns it; a client opened while another process
+        owns it is that owner's guest (Redis through its socket, vectors through its owner
+        API). `workers`: embed threads (default: one per core, at most four). Reflection
+        uses `reflector`, else the configured LLM, else the heuristic reflector.
+        `durable`: fsync every write (default `settings.embedded.durable`).
+        `serve_guests`: let other processes use the folder while this client is open.
+        `as_guest=False`: own the folder or fail (`FolderBusy`), never be a guest.
         """
         ensure_quiet_default()
         settings = settings or Settings()
+        guest = guest_of(Path(path), settings) if as_guest else None
+        if guest is not None:
+            return cls(guest.settings, vector_store=guest.vectors, embedder=embedder)
         runtime = EmbeddedRuntime(
-            Path(path), settings, embedder=embedder, reflector=reflector, workers=workers
+            Path(path), settings, embedder=embedder, reflector=reflector, workers=workers,
+            durable=durable, serve_guests=serve_guests,
         )
         return cls(
             settings,

@@ -134,8 +134,7 @@ class IngestGuard:
             except redis.ResponseError as exc:
                 raise StoreUnavailable(
                     "redis", f"durable ingest: cannot read the server's persistence settings"
-                    f" ({exc}); not supported by this store (embedded mode persists by"
-                    " snapshot)") from None
+                    f" ({exc}); not supported by this store") from None
         if _text(aof) != "yes":
             raise StoreUnavailable(
                 "redis", "durable ingest needs appendonly yes on the Redis server")

@@ -10,6 +10,7 @@ import itertools
 import os
 import re
 from collections.abc import Sequence
+from pathlib import Path
 from typing import Any, Protocol
 
 import numpy as np
@@ -79,6 +80,9 @@ class FastEmbedEmbedder:
     """fastembed's ONNX models. Batches are sorted by length: 2-2.5x faster on mixed turns."""
 
     def __init__(self, settings: EmbeddingSettings) -> None:
+        if settings.offline or model_is_local(settings):
+            # Read by huggingface_hub when fastembed imports it: set before that import.
+            os.environ.setdefault("HF_HUB_OFFLINE", "1")
         try:
             from fastembed import TextEmbedding
         except ImportError as exc:  # pragma: no cover - fastembed is a dependency
@@ -133,3 +137,20 @@ def build_embedder(settings: EmbeddingSettings, *, for_queries: bool = False) ->
             update["model_path"] = settings.query_model_path
         settings = settings.model_copy(update=update)
     return FastEmbedEmbedder(settings)
+
+
+def model_cache(settings: EmbeddingSettings) -> Path | None:
+    """The folder fastembed loads models from: `cache_dir`, else FASTEMBED_CACHE_PATH."""
+    folder = settings.cache_dir or os.environ.get("FASTEMBED_CACHE_PATH")
+    return Path(folder).expanduser().resolve() if folder else None
+
+
+def model_is_local(settings: EmbeddingSettings) -> bool:
+    """Whether the model is on this machine (a `model_path`, or the model in the cache)."""
+    if settings.model_path is not None:
+        return Path(settings.model_path).is_dir()
+    cache = model_cache(settings)
+    if cache is None or not cache.is_dir():
+        return False
+    name = settings.model.rsplit("/", 1)[-1].lower()
+    return any(name in entry.name.lower() for entry in cache.iterdir() if entry.is_dir())

@@ -1,10 +1,16 @@
-"""Embedded mode: the same pipeline in one process, with no server to run.
+"""Embedded mode: the whole pipeline on one machine, with no server to run.
 
-fakeredis carries the streams and session state, Qdrant Edge keeps the vectors (and every
-turn's payload) on disk under `path`, and the embed workers run as threads. On open the
-Redis state is rebuilt from Qdrant, so memory persists across restarts. `close()` drains
-the queue first; a turn still queued when the process is killed is lost (embedded mode has
-no durable queue: use a Redis server for that).
+A real Redis-compatible server runs as a child process on a unix socket in the folder, with
+an append-only file (`hivemem.runtime.child_server`); Qdrant Edge keeps the vectors (and
+every turn's payload) under `path`; the workers run as threads. The process that opens the
+folder owns it (`hivemem.runtime.owner`): it holds the folder's lock, and publishes where
+its Redis (and its HTTP API, when it serves one) can be reached by other processes.
+
+Crash guarantees: a turn `ingest()` returned for is in the server's AOF (fsynced within a
+second, or before the reply with `durable=True`); when the owner dies, the server keeps
+running and the next owner adopts it, so acknowledged turns that were not embedded yet are
+embedded then. A Redis found empty beside stored vectors (an older store, a lost AOF) is
+rebuilt from Qdrant, the system of record.
 """
 
 from __future__ import annotations
@@ -12,23 +18,30 @@ from __future__ import annotations
 import os
 import threading
 import time
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
 import structlog
 
 from hivemem.config import Settings
+from hivemem.errors import ConfigurationError, FolderBusy
 from hivemem.pipeline.topology import Topology
 from hivemem.providers.embedders import Embedder
 from hivemem.providers.reflector import Reflector
+from hivemem.runtime.child_server import ChildServer
+from hivemem.runtime.owner import OwnerLock, OwnerRecord, read_record
+from hivemem.runtime.owner_api import OwnerApi
 from hivemem.runtime.wiring import Wiring
 from hivemem.store.rebuild import rebuild_state, refeed_boundary
-from hivemem.store.redis import Redis, connect_fake, fake_server
-from hivemem.store.snapshot import SNAPSHOT, load_snapshot, save_snapshot
+from hivemem.store.redis import Redis, redis_errors
 from hivemem.store.streams import StreamStore
 from hivemem.workers.stream import StreamWorker
 
 log = structlog.get_logger(__name__)
+
+# What an older hivemem left in the folder; its content is recovered from Qdrant instead.
+LEGACY_SNAPSHOT = "redis.snapshot"
 
 
 def default_embed_workers() -> int:
@@ -41,6 +54,14 @@ def default_embed_workers() -> int:
 
 
 class EmbeddedRuntime:
+    """The owner of one store folder: its lock, its Redis server, its vectors, its workers.
+
+    `serve_guests`: serve the owner API on the folder's socket, so that other processes
+    (the CLI) can use the folder while this one runs. `redis_connector`: run on these Redis
+    connections instead of the child server (tests and the benchmark's fakeredis baseline).
+    Raises `FolderBusy` when another process owns the folder.
+    """
+
     def __init__(
         self,
         path: Path,
@@ -49,20 +70,51 @@ class EmbeddedRuntime:
         embedder: Embedder | None = None,
         reflector: Reflector | None = None,
         workers: int | None = None,
+        durable: bool | None = None,
+        serve_guests: bool = True,
+        redis_connector: Callable[[], Redis] | None = None,
     ) -> None:
         self.path = Path(path)
         self.path.mkdir(parents=True, exist_ok=True)
         self.settings = settings
-        self._server = fake_server()
+        self.lock = OwnerLock(self.path)
+        if not self.lock.acquire(wait=settings.embedded.lock_wait_s):
+            record = read_record(self.path)
+            who = f"process {record.pid}" if record is not None else "another process"
+            raise FolderBusy(f"{self.path} is owned by {who}: stop it first, or use the"
+                             " folder through it (the CLI does that by itself)")
+        self.server: ChildServer | None = None
+        self.owner_api: OwnerApi | None = None
+        try:
+            self._open(embedder, reflector, workers, durable, serve_guests, redis_connector)
+        except BaseException:
+            wiring: Wiring | None = self.__dict__.get("wiring")
+            if wiring is not None:
+                wiring.close()
+            self._release()
+            raise
+
+    def _open(
+        self, embedder: Embedder | None, reflector: Reflector | None, workers: int | None,
+        durable: bool | None, serve_guests: bool,
+        redis_connector: Callable[[], Redis] | None,
+    ) -> None:
+        settings = self.settings
+        durable = settings.embedded.durable if durable is None else durable
+        redis_settings = settings.redis
+        if redis_connector is None:
+            self.server = ChildServer(self.path, durable=durable)
+            self.server.start()
+            redis_settings = redis_settings.model_copy(
+                update={"url": self.server.url, "username": None, "password": None})
         workers = workers or default_embed_workers()
         # The vectors live in the folder whatever the settings say; each worker thread gets
-        # its own in-process connection, and each embed thread its own model session with
-        # one ONNX thread unless configured (recall's query model has its own).
+        # its own connection, and each embed thread its own model session with one ONNX
+        # thread unless configured (recall's query model has its own).
         folder = settings.qdrant.model_copy(update={"url": None, "path": self.path / "qdrant"})
-        server = self._server
         self.wiring = Wiring(
-            settings.model_copy(update={"qdrant": folder}),
-            connector=lambda: connect_fake(server),
+            settings.model_copy(update={"qdrant": folder, "redis": redis_settings}),
+            connector=redis_connector,
             embedder=embedder,
             reflector=reflector,
             embed_threads=settings.embedding.threads or 1,
@@ -72,19 +124,12 @@ class EmbeddedRuntime:
         self.embedder = wiring.embedder
         self.query_embedder = wiring.query_embedder
         self.vectors = wiring.vectors
-        conn = wiring.redis
         started = time.perf_counter()
-        restored = load_snapshot(conn, self.path / SNAPSHOT)
-        # Turns written after the last snapshot (a crash) are recovered from Qdrant, and the
-        # boundary stage is fed again from where its state stops.
-        sessions = rebuild_state(wiring.state, self.vectors)
-        refed = refeed_boundary(conn, self.keys, self.vectors)
+        sessions, refed = self._recover(wiring.redis)
         log.info(
-            "embedded.opened",
-            path=str(self.path),
-            sessions=sessions,
-            snapshot_keys=restored,
-            refed_turns=refed,
+            "embedded.opened", path=str(self.path), durable=durable,
+            adopted_server=bool(self.server and self.server.adopted),
+            rebuilt_sessions=sessions, refed_turns=refed,
             ms=round((time.perf_counter() - started) * 1000, 1),
         )
         # Threads stop within one block interval.
@@ -110,6 +155,36 @@ class EmbeddedRuntime:
         thread = threading.Thread(target=self._reflect.run, name="hivemem-reflect", daemon=True)
         self._threads.append(thread)
         thread.start()
+        api_url = self._serve_guests() if serve_guests else None
+        self.record: OwnerRecord = self.lock.publish(wiring.settings.redis.url, api_url)
+
+    def _serve_guests(self) -> str | None:
+        api = OwnerApi(self.path, self.vectors, self.lock.make_key())
+        try:
+            api.start()
+        except ConfigurationError as exc:
+            # Without the API extra the folder still works here; guests get Redis only.
+            log.warning("embedded.owner_api_unavailable", reason=str(exc))
+            return None
+        self.owner_api = api
+        return api.url
+
+    def _recover(self, conn: Redis) -> tuple[int, int]:
+        """Rebuild Redis from Qdrant when Redis is empty but vectors are stored (a store
+        from before the child server, or a lost AOF). A live Redis is left alone."""
+        with redis_errors("inspect embedded redis"):
+            empty = int(conn.dbsize()) == 0
+        if not empty or self.vectors.count_turns() == 0:
+            return 0, 0
+        if (self.path / LEGACY_SNAPSHOT).exists():
+            log.warning("embedded.legacy_snapshot_ignored", path=str(self.path / LEGACY_SNAPSHOT))
+        sessions = rebuild_state(self.wiring.state, self.vectors)
+        return sessions, refeed_boundary(conn, self.keys, self.vectors)
+
+    @property
+    def redis_url(self) -> str:
+        """Where other processes on this machine reach this folder's Redis."""
+        return self.wiring.settings.redis.url
 
     def _start(self, worker: StreamWorker[Any], name: str) -> None:
         thread = threading.Thread(target=worker.run, name=f"hivemem-{name}", daemon=True)
@@ -143,6 +218,9 @@ class EmbeddedRuntime:
             return True  # no group yet: nothing was ever enqueued
 
     def close(self, timeout: float = 30.0) -> None:
+        if self.owner_api is not None:
+            self.owner_api.stop()  # guests first: nothing new arrives while draining
+            self.owner_api = None
         drained = self.drain(timeout)
         if not drained:
             log.warning("embedded.close_undrained", timeout_s=timeout)
@@ -150,6 +228,20 @@ class EmbeddedRuntime:
             worker.stop()
         self._reflect.stop()
         for thread in self._threads:
-            thread.join(timeout=5)
-        save_snapshot(self.wiring.redis, self.path / SNAPSHOT)
+            # The reflect thread finishes the job it runs (an LLM call can take a while).
+            thread.join(timeout=30 if thread.name == "hivemem-reflect" else 5)
+        alive = [t.name for t in self._threads if t.is_alive()]
+        if alive:
+            log.warning("embedded.close_threads_alive", threads=alive)
         self.wiring.close()
+        self._release()
+
+    def _release(self) -> None:
+        if self.owner_api is not None:
+            self.owner_api.stop()
+            self.owner_api = None
+        # The server stops before the lock goes: a next owner never meets a closing server.
+        if self.server is not None:
+            self.server.stop()
+            self.server = None
+        self.lock.release()

@@ -2,12 +2,15 @@
 
     .hivemem/
         config.json     {"format": "hivemem.workspace", "version": 1, ...}
-        store/          the embedded mode's data (Qdrant Edge shards, the Redis snapshot)
+        store/          the embedded mode's data (Qdrant Edge shards, the Redis AOF, and
+                        while a process owns it: owner.lock, owner.json, owner.key, sockets)
 
 `init_workspace(folder)` creates one (or opens the one already there, keeping its data);
 `find_workspace(start)` walks up from `start` to the filesystem root and returns the nearest.
 The config records the embedding model the store was built with: vectors of one workspace
-must all come from the same model, so later commands use the recorded one.
+must all come from the same model, so later commands use the recorded one. It also records
+where the model is (the cache folder or export used at `init`) and whether it is local, so
+that commands inside the workspace need no FASTEMBED_CACHE_PATH / HF_HUB_OFFLINE.
 """
 
 from __future__ import annotations
@@ -23,6 +26,7 @@ from pydantic import ValidationError as PydanticValidationError
 
 from hivemem.config import EmbeddingSettings, Settings
 from hivemem.errors import ConfigurationError
+from hivemem.providers.embedders import model_cache, model_is_local
 
 DIRNAME = ".hivemem"
 CONFIG_NAME = "config.json"
@@ -42,6 +46,11 @@ class WorkspaceEmbedding(BaseModel):
     provider: Literal["fastembed", "hashing"] = "fastembed"
     model: str = "sentence-transformers/all-MiniLM-L6-v2"
     dim: int = 384  # the hashing provider's size; fastembed models have their own
+    # Where the model was found at `init` (absolute), and whether it is local: then no
+    # command of the workspace asks a model hub (HF_HUB_OFFLINE is set for fastembed).
+    cache_dir: Path | None = None
+    model_path: Path | None = None
+    offline: bool = False
 
 
 class WorkspaceConfig(BaseModel):
@@ -74,12 +83,23 @@ class Workspace(BaseModel):
         return self.dir / self.config.store
 
     def settings(self, base: Settings) -> Settings:
-        """`base` with the workspace's embedder (cache folder, threads, batch stay `base`'s)."""
+        """`base` with the workspace's embedder; the recorded model location and offline
+        setting unless `base` sets its own (threads and batch stay `base`'s)."""
         recorded = self.config.embedding
-        embedding: EmbeddingSettings = base.embedding.model_copy(
-            update={"provider": recorded.provider, "model": recorded.model, "dim": recorded.dim}
-        )
+        own = base.embedding
+        embedding: EmbeddingSettings = own.model_copy(update={
+            "provider": recorded.provider, "model": recorded.model, "dim": recorded.dim,
+            "cache_dir": own.cache_dir or _env_path("FASTEMBED_CACHE_PATH")
+            or recorded.cache_dir,
+            "model_path": own.model_path or recorded.model_path,
+            "offline": own.offline or recorded.offline,
+        })
         return base.model_copy(update={"embedding": embedding})
+
+
+def _env_path(name: str) -> Path | None:
+    value = os.environ.get(name)
+    return Path(value) if value else None
 
 
 def _write_config(path: Path, config: WorkspaceConfig) -> None:
@@ -127,9 +147,14 @@ def init_workspace(folder: Path, settings: Settings) -> tuple[Workspace, bool]:
     if (root / DIRNAME / CONFIG_NAME).is_file():
         return load_workspace(root), False
     embedding = settings.embedding
+    model_path = Path(embedding.model_path).resolve() if embedding.model_path else None
+    offline = embedding.provider == "fastembed" and (
+        embedding.offline or os.environ.get("HF_HUB_OFFLINE", "") not in ("", "0")
+        or model_is_local(embedding))
     config = WorkspaceConfig(
         embedding=WorkspaceEmbedding(
-            provider=embedding.provider, model=embedding.model, dim=embedding.dim
+            provider=embedding.provider, model=embedding.model, dim=embedding.dim,
+            cache_dir=model_cache(embedding), model_path=model_path, offline=offline,
         )
     )
     workspace = Workspace(root=root, config=config)

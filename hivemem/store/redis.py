@@ -62,7 +62,7 @@ def connection_options(settings: RedisSettings) -> dict[str, Any]:
 
 
 def fake_server() -> Any:
-    """An in-process Redis (fakeredis) for embedded mode and unit tests."""
+    """An in-process Redis (fakeredis) for unit tests (embedded mode runs a real server)."""
     import fakeredis
 
     return fakeredis.FakeServer()

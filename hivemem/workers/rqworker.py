@@ -71,6 +71,11 @@ class ThreadContextWorker(ContextWorker):
     def _install_signal_handlers(self) -> None:
         pass  # signals reach the main thread only; the owner stops this worker itself
 
+    def stop_after_job(self) -> None:
+        """End the current burst after the job that runs (what rq's warm shutdown does):
+        the jobs still queued wait in Redis for the next start."""
+        self._stop_requested = True
+
 
 class ThreadWorker:
     """Runs the reflect queue's jobs in a thread (embedded mode): a `ThreadContextWorker`
@@ -111,3 +116,7 @@ class ThreadWorker:
 
     def stop(self) -> None:
         self._stop.set()
+        # A burst runs every queued job before it returns: a long queue would outlive the
+        # owner's Redis server (embedded mode stops it right after its workers).
+        if isinstance(self.worker, ThreadContextWorker):
+            self.worker.stop_after_job()

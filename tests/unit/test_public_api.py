@@ -32,6 +32,7 @@ def test_all_is_pinned() -> None:
         "ExcludedItem",
         "ExportSummary",
         "Fact",
+        "FolderBusy",
         "HivememError",
         "ImportSummary",
         "MalformedEntry",
