@@ -22,6 +22,7 @@ from hivemem.errors import (
     ConfigurationError,
     HivememError,
     NotFound,
+    NotPermitted,
     ProcessingTimeout,
     StoreUnavailable,
 )
@@ -83,6 +84,11 @@ def install(app: FastAPI) -> None:
     @app.exception_handler(NotFound)
     async def _not_found(request: Request, exc: NotFound) -> JSONResponse:
         return problem(404, exc.message, kind="not-found", field=exc.field,
+                       instance=request.url.path)
+
+    @app.exception_handler(NotPermitted)
+    async def _not_permitted(request: Request, exc: NotPermitted) -> JSONResponse:
+        return problem(403, str(exc), kind="forbidden", field=exc.field,
                        instance=request.url.path)
 
     @app.exception_handler(HivememValidationError)

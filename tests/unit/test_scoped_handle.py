@@ -103,11 +103,11 @@ def world(tmp_path: Path) -> Iterator[World]:
     other = client.scoped(namespace="b", agent_id="carol")
     at = [T0 + timedelta(minutes=i) for i in range(5)]
     alice.ingest(SA, "user", "We pick the database PostgreSQL", turn_id="t-a1",
-                 timestamp=at[0])
+                 timestamp=at[0], markers=["decision"])
     alice.ingest(SA, "user", "alice notes the database plan privately", turn_id="t-a2",
                  visibility="private", timestamp=at[1])
     bob.ingest(SA, "user", "walrus: the database password is hunter2", turn_id="t-bob",
-               visibility="private", timestamp=at[2])
+               visibility="private", timestamp=at[2], markers=["custom:walrus-vault"])
     other.ingest(SB, "user", "zebra database plan for the other tenant", turn_id="t-b1",
                  timestamp=at[3])
     state = SessionState(redis, keys, settings.ingest.recent_window)
@@ -137,13 +137,22 @@ def world(tmp_path: Path) -> Iterator[World]:
                    actor="reflection", cause="zebra episode"),
     ])
     traces = ReflectionState(redis, keys)
+    # A shared episode's trace that names bob's private turn and fact (what a reflector
+    # shown unscoped prior facts leaves behind): only what the reader may see comes back.
     traces.add_trace({"episode_id": "ep-a", "session_id": SA,
-                      "input_turns": [{"turn_id": "t-a1", "content": "We pick PostgreSQL"}]})
+                      "input_turns": [{"turn_id": "t-a1", "content": "We pick PostgreSQL"},
+                                      {"turn_id": "t-bob", "content": "walrus hunter2"}],
+                      "prior_facts": [{"fact_id": F_WALRUS, "content": "walrus password"},
+                                      {"fact_id": F_SHARED, "content": "PostgreSQL"}],
+                      "raw_output": "walrus says hunter2", "saved": [F_SHARED, F_WALRUS]})
     traces.add_trace({"episode_id": "ep-bob", "session_id": SA,
                       "input_turns": [{"turn_id": "t-bob", "content": "walrus"}]})
     traces.add_trace({"episode_id": "ep-b", "session_id": SB,
                       "input_turns": [{"turn_id": "t-b1", "content": "zebra"}]})
     client.admin.set_session_metadata(SB, title="zebra project")
+    # What the boundary stage counts for the session's turns (this world runs none).
+    redis.hset(keys.boundary_state(SA), mapping={"marker:decision": 1,
+                                                 "marker:custom:walrus-vault": 1})
     yield World(client, tmp_path)
     client.close()
 
@@ -175,7 +184,7 @@ CASES: dict[str, tuple[Call, str | None, bool | str]] = {
                "PostgreSQL", True),
     "facts": (lambda m, _t, s: m.facts(s, include_history=True), "PostgreSQL", True),
     "episodes": (lambda m, _t, s: m.episodes(s), "ep-a", True),
-    "get_session_stats": (lambda m, _t, s: m.get_session_stats(s), SA, True),
+    "get_session_stats": (lambda m, _t, s: m.get_session_stats(s), "decision", True),
     "wait_until_processed": (lambda m, _t, s: m.wait_until_processed(s, 5), SA, True),
     # This world runs no boundary stage: the wait for its own session times out (a
     # ProcessingTimeout naming only that session); another namespace's is NotFound first.
@@ -192,6 +201,7 @@ CASES: dict[str, tuple[Call, str | None, bool | str]] = {
     "export": (lambda m, t, s: m.export(t / "out.jsonl", [s], vectors=True), "PostgreSQL",
                True),
     "for_agent": (lambda m, _t, _s: m.for_agent("bob").for_agent("alice"), "'a'", False),
+    "pin": (lambda m, _t, _s: m.pin() if m.scope.agent_id else m, "'a'", False),
 }
 
 
