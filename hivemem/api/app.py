@@ -39,8 +39,8 @@ Authenticate with an API key (`hivemem apikey create NAMESPACE`) as
 `Authorization: Bearer hm_...` or `X-API-Key: hm_...`. A key belongs to one namespace: every
 call reads and writes that namespace only, and another namespace's session answers 404 like
 a missing one. An agent key (`hivemem apikey create NAMESPACE --agent ID`) also acts as that
-agent only: a request naming another `agent_id` answers 403. Errors are RFC 9457 problem details (`application/problem+json`) with the
-offending `field` for invalid input.
+agent only: a request naming another `agent_id` answers 403. Errors are RFC 9457 problem
+details (`application/problem+json`) with the offending `field` for invalid input.
 """
 
 

@@ -72,14 +72,15 @@ class ApiKeyStore:
         salt = secrets.token_bytes(16)
         info = ApiKeyInfo(key_id=key_id, namespace=namespace, agent_id=agent_id, name=name,
                           created_at=datetime.now(UTC))
-        bound = {} if agent_id is None else {"agent_id": agent_id}
+        record: dict[str, str] = {
+            "namespace": namespace, "name": name, "salt": salt.hex(),
+            "hash": _digest(salt, secret), "created_at": info.created_at.isoformat(),
+        }
+        if agent_id is not None:
+            record["agent_id"] = agent_id
         with redis_errors("create api key"):
             pipe = self._r.pipeline(transaction=True)
-            pipe.hset(self.keys.api_key(key_id), mapping={
-                "namespace": namespace, "name": name, "salt": salt.hex(),
-                "hash": _digest(salt, secret), "created_at": info.created_at.isoformat(),
-                **bound,
-            })
+            pipe.hset(self.keys.api_key(key_id), mapping=record)  # type: ignore[arg-type]
             pipe.sadd(self.keys.api_keys, key_id)
             pipe.execute()
         return f"hm_{key_id}_{secret}", info
