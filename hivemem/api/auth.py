@@ -12,28 +12,21 @@ whether a request is authenticated before it reads a byte of its body).
 
 import hashlib
 import time
-from collections.abc import Awaitable, Callable, Mapping
+from collections.abc import Awaitable, Callable
 from typing import Annotated
 
 from fastapi import HTTPException, Request, Security
 from fastapi.security import APIKeyHeader, HTTPAuthorizationCredentials, HTTPBearer
 from starlette.concurrency import run_in_threadpool
 
-from hivemem.store.apikeys import ApiKeyInfo, ApiKeyStore
+from hivemem.store.apikeys import ApiKeyInfo, ApiKeyStore, presented_key
+
+__all__ = ["KeyCheck", "authenticator", "presented_key"]
 
 _bearer = HTTPBearer(auto_error=False, description="hm_... API key")
 _header = APIKeyHeader(name="X-API-Key", auto_error=False, description="hm_... API key")
 _MAX_CACHED = 10_000
 _MAX_PRESENTED = 256  # a real key is ~60 characters: longer is no key at all
-
-
-def presented_key(headers: Mapping[str, str]) -> str | None:
-    """The key a request presents (lower-case header names), or None."""
-    auth = headers.get("authorization", "")
-    scheme, _, credentials = auth.partition(" ")
-    if scheme.lower() == "bearer" and credentials.strip():
-        return credentials.strip()
-    return headers.get("x-api-key") or None
 
 
 class KeyCheck:

@@ -16,6 +16,7 @@ import hashlib
 import hmac
 import re
 import secrets
+from collections.abc import Mapping
 from datetime import UTC, datetime
 from typing import Any
 
@@ -42,6 +43,15 @@ class ApiKeyInfo(BaseModel):
     @property
     def kind(self) -> str:
         return "namespace" if self.agent_id is None else "agent"
+
+
+def presented_key(headers: Mapping[str, str]) -> str | None:
+    """The key a request presents (lower-case header names), or None."""
+    auth = headers.get("authorization", "")
+    scheme, _, credentials = auth.partition(" ")
+    if scheme.lower() == "bearer" and credentials.strip():
+        return credentials.strip()
+    return headers.get("x-api-key") or None
 
 
 def _digest(salt: bytes, secret: str) -> str:
