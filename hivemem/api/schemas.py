@@ -13,12 +13,21 @@ from pydantic import BaseModel, BeforeValidator, ConfigDict, Field
 
 from hivemem.domain.ids import ID_PATTERN
 from hivemem.domain.models import SessionStats, StageLag
-from hivemem.domain.turn import MAX_MARKERS
+from hivemem.domain.turn import MARKER_PATTERN, MAX_MARKERS
 
 Visibility = Literal["private", "shared"]
 Preset = Literal["cheap", "balanced", "high_recall", "agent_state"]
 ID_REGEX = ID_PATTERN.pattern
 Id = Annotated[str, Field(pattern=ID_REGEX, max_length=128)]
+Marker = Annotated[str, Field(pattern=MARKER_PATTERN)]
+# Not only whitespace (a JSON Schema pattern matches anywhere in the string).
+NOT_BLANK = r"\S"
+# A private turn belongs to someone: with a namespace key, name the agent (an agent key
+# supplies its own). Stated in the schema so that clients and schemathesis know it.
+_PRIVATE_NEEDS_AGENT: dict[str, Any] = {
+    "if": {"properties": {"visibility": {"const": "private"}}, "required": ["visibility"]},
+    "then": {"required": ["agent_id"], "properties": {"agent_id": {"type": "string"}}},
+}
 
 
 def _date_time_text(value: object) -> object:
@@ -36,14 +45,17 @@ class _Body(BaseModel):
 
 
 class TurnIn(_Body):
+    model_config = ConfigDict(extra="forbid", json_schema_extra=_PRIVATE_NEEDS_AGENT)
+
     role: Literal["user", "assistant", "system", "tool"]
-    content: str = Field(min_length=1, description="The message text (size limit from config)")
+    content: str = Field(min_length=1, pattern=NOT_BLANK,
+                         description="The message text (size limit from config)")
     agent_id: Id | None = Field(
         default=None, description="Who wrote it (an agent key: its agent, or omitted)")
     visibility: Visibility = Field(
         default="shared", description="shared with the namespace, or private to agent_id"
     )
-    markers: list[str] | None = Field(default=None, max_length=MAX_MARKERS)
+    markers: list[Marker] | None = Field(default=None, max_length=MAX_MARKERS)
     metadata: dict[str, Any] | None = Field(
         default=None, description="JSON object: at most 16 levels deep, 2000 keys and values,"
         " keys up to 256 characters, 16 KiB (config) as JSON")
@@ -76,7 +88,7 @@ class BatchOut(BaseModel):
 
 
 class RecallIn(_Body):
-    query: str = Field(min_length=1, max_length=8192)
+    query: str = Field(min_length=1, max_length=8192, pattern=NOT_BLANK)
     agent_id: Id | None = Field(
         default=None, description="Who asks: its private memories join the shared ones"
     )

@@ -17,6 +17,8 @@ from hivemem.domain.tokens import estimate_tokens
 from hivemem.errors import ValidationError
 
 _CUSTOM_MARKER = re.compile(r"^custom:[A-Za-z0-9_.-]{1,64}$")
+# Every marker a turn may carry, as one pattern (the API's schema states it).
+MARKER_PATTERN = r"^(decision|constraint|failure|goal|custom:[A-Za-z0-9_.-]{1,64})$"
 
 # What every vector store can hold, checked before anything is written. qdrant-edge stored
 # metadata nested ~124 levels and then could not replay its WAL (the embedded store no longer
@@ -104,8 +106,6 @@ def _check_structure(root: Mapping[str, Any]) -> None:
         if isinstance(node, Mapping):
             children: Iterable[object] = node.values()
             for key in node:
-                if isinstance(key, str) and not key:
-                    raise ValidationError("metadata", "has an empty key")
                 if isinstance(key, str) and len(key) > MAX_METADATA_KEY_CHARS:
                     raise ValidationError(
                         "metadata", f"has a key longer than {MAX_METADATA_KEY_CHARS} characters")

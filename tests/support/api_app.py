@@ -42,8 +42,8 @@ class Api:
         return httpx.Client(base_url=self.url, headers=headers, timeout=10)
 
 
-@contextmanager
-def live_api(overrides: dict[str, Any] | None = None) -> Iterator[Api]:
+def build_api(overrides: dict[str, Any] | None = None, url: str = "http://testserver") -> Api:
+    """The app and its stores, not served (call it through ASGI, or serve it)."""
     settings = Settings.model_validate({
         "embedding": {"provider": "hashing", "dim": 256},
         "worker": {"block_ms": 20, "claim_idle_ms": 200},
@@ -68,8 +68,15 @@ def live_api(overrides: dict[str, Any] | None = None) -> Iterator[Api]:
         kind = embed_kind(EmbedHandler(embedder, vectors, state, streams, client.keys))
         StreamWorker(metrics.instrument(kind), streams, settings.worker).run(burst=True)
 
+    return Api(url, client, drain, key_a, key_b, metrics, app, keys, settings)
+
+
+@contextmanager
+def live_api(overrides: dict[str, Any] | None = None) -> Iterator[Api]:
+    api = build_api(overrides)
     try:
-        with LiveServer(app) as server:
-            yield Api(server.url, client, drain, key_a, key_b, metrics, app, keys, settings)
+        with LiveServer(api.app) as server:
+            api.url = server.url
+            yield api
     finally:
-        vectors.close()
+        api.client.vector_store().close()
