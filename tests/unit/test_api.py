@@ -153,7 +153,7 @@ def test_isolation_between_namespaces_and_agents(api: Api) -> None:
     ({"role": "user", "content": "   "}, 422, "content"),
     ({"role": "user", "content": ""}, 422, "content"),
     ({"role": "user", "content": "x", "visibility": "private"}, 422, "visibility"),
-    ({"role": "user", "content": "x", "markers": ["bogus"]}, 422, "markers"),
+    ({"role": "user", "content": "x", "markers": ["bogus"]}, 422, "markers[0]"),
     ({"role": "user", "content": "x", "timestamp": "2026-01-01T00:00:00"}, 422, "timestamp"),
     ({"role": "user", "content": "x", "surprise": 1}, 422, "surprise"),
     ({"role": "user"}, 422, "content"),

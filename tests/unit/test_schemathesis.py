@@ -22,8 +22,8 @@ import pytest
 pytest.importorskip("fastapi")
 schemathesis = pytest.importorskip("schemathesis")
 
-from hypothesis import HealthCheck, settings
-from support.api_app import build_api
+from hypothesis import HealthCheck, settings  # noqa: E402 (after the importorskips)
+from support.api_app import build_api  # noqa: E402
 
 REPO = Path(__file__).resolve().parents[2]
 EXAMPLES = int(os.environ.get("HIVEMEM_SCHEMATHESIS_EXAMPLES", "10"))
