@@ -5,7 +5,10 @@ deep and cyclic metadata, wrong types, hostile ids (``*``, ``{``, ``:``, key-lik
 and negative or huge budgets at `MemoryClient` (on fakeredis) and at the HTTP API (in
 process). The properties: the SDK raises `ValidationError` or succeeds (no other exception);
 a refused call writes nothing; an accepted turn reads back intact and decodes for the
-workers; the API answers 2xx or a 4xx problem JSON, never a 500.
+workers; an accepted turn is stored in both vector stores (qdrant-client and qdrant-edge),
+reads back equal, and still does after the edge store is closed and reopened (metadata
+nested ~124 levels once made qdrant-edge's WAL unreadable); the API answers 2xx or a 4xx
+problem JSON, never a 500.
 
 CI runs a few dozen examples per property; ``HIVEMEM_FUZZ_EXAMPLES=10000`` (or
 ``bench/fuzz.py``) runs the benchmark mode. `OUTCOMES` counts what happened.
@@ -257,6 +260,92 @@ def test_sdk_recall_documented_errors_only_within_budget_and_writes_nothing(
     if isinstance(budget, int) and not isinstance(budget, bool):
         assert result.token_budget == budget
     assert sum(i.token_count for i in result) <= result.token_budget
+
+
+# -- every store holds what validation accepts -----------------------------------------------
+
+
+def _nested(depth: int, leaf: Any) -> Any:
+    for _ in range(depth):
+        leaf = {"k": leaf} if depth % 2 else [leaf]
+    return leaf
+
+
+structured = st.one_of(
+    # Both sides of the depth limit (16), up to the 124 levels that broke the edge WAL.
+    st.builds(lambda d, leaf: {"m": _nested(d, leaf)}, st.one_of(
+        st.sampled_from([14, 15, 16, 17, 64, 123, 124, 125, 126, 127, 130]),
+        st.integers(0, 130)), json_leaves),
+    st.dictionaries(_strings(300, 1), json_values, max_size=3),  # keys around the 256 limit
+    st.builds(lambda n: {"many": list(range(n))}, st.integers(1900, 2100)),  # node limit
+    st.dictionaries(_strings(10), json_values, max_size=5),
+)
+many_markers = st.lists(st.from_regex(r"custom:[a-z0-9]{1,8}", fullmatch=True),
+                        min_size=0, max_size=40)
+REOPEN_EVERY = max(1, EXAMPLES // 10)
+
+
+class Stores:
+    """Both backends; every accepted turn is kept to be read back after each reopen."""
+
+    def __init__(self, folder: Path) -> None:
+        from hivemem.config import QdrantSettings
+        from hivemem.store.vectors.edge import EdgeVectorStore
+        from hivemem.store.vectors.server import ServerVectorStore
+
+        self.folder = folder
+        self.edge_cls = EdgeVectorStore
+        self.edge = EdgeVectorStore(folder, 64)
+        self.server = ServerVectorStore(QdrantSettings(), 64, location=":memory:")
+        self.kept: dict[str, Any] = {}
+        self.examples = 0
+        self.reopens = 0
+
+    def reopen(self) -> None:
+        self.edge.close()
+        self.edge = self.edge_cls(self.folder, 64)
+        self.reopens += 1
+        for turn_id, turn in self.kept.items():
+            [hit] = self.edge.get_turns(turn.session_id, [turn_id])
+            assert hit.turn == turn, f"{turn_id} changed across a reopen"
+
+
+@pytest.fixture(scope="module")
+def stores() -> Iterator[Stores]:
+    held = Stores(Path(tempfile.mkdtemp(prefix="hivemem-fuzz-edge-")))
+    yield held
+    held.reopen()  # the last accepted turns too
+    held.edge.close()
+    held.server.close()
+
+
+@FUZZ
+@given(meta=structured, markers_=many_markers, content=texts,
+       ts=st.one_of(st.none(), st.datetimes(timezones=st.timezones()),
+                    st.just(datetime.max.replace(tzinfo=UTC))))
+def test_accepted_turns_are_held_by_every_store_across_a_reopen(
+    fresh: Any, stores: Stores, meta: Any, markers_: list[str], content: str, ts: Any,
+) -> None:
+    client, r = fresh()
+    try:
+        client.ingest("held", "user", content, metadata=meta, markers=markers_, timestamp=ts)
+    except ValidationError as exc:
+        _outcome(f"store.refused.{exc.field}")
+        return
+    [(_, fields)] = r.xrange(KEYS.turns_stream)
+    seq = int(fields[b"seq"])
+    turn = turn_from_wire(fields[b"turn"], seq)  # what the embed worker gets
+    vector = HashingEmbedder(64).embed_documents([turn.content])
+    for store in (stores.server, stores.edge):
+        store.upsert_turns([turn], vector)
+        [hit] = store.get_turns(turn.session_id, [turn.turn_id])
+        assert hit.turn == turn
+    stores.kept[turn.turn_id] = turn
+    stores.examples += 1
+    _outcome("store.held")
+    if stores.examples % REOPEN_EVERY == 0:
+        stores.reopen()
+        _outcome("store.reopened")
 
 
 # -- HTTP API -------------------------------------------------------------------------------
