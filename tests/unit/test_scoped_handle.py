@@ -127,8 +127,11 @@ def world(tmp_path: Path) -> Iterator[World]:
     ]
     vectors.upsert_facts(facts, EMB.embed_documents([f.content for f in facts]))
     AuditLog(redis, keys).append([
+        # The reason quotes the private statement that changed the shared fact (what the
+        # heuristic reflector wrote): it must not reach a reader who cannot see that fact.
         AuditEvent(at=at[0], session_id=SA, fact_id=F_SHARED, action="created",
-                   actor="reflection", cause="episode ep-a", related=[F_WALRUS]),
+                   actor="reflection", cause="episode ep-a", related=[F_WALRUS],
+                   reason="changed: walrus says the password is hunter2"),
         AuditEvent(at=at[0], session_id=SA, fact_id=F_ALICE, action="created",
                    actor="reflection", cause="episode ep-a"),
         AuditEvent(at=at[1], session_id=SA, fact_id=F_WALRUS, action="created",
