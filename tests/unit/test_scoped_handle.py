@@ -278,3 +278,21 @@ def test_a_handle_never_writes_as_someone_else(world: World) -> None:
     assert (turn.namespace, turn.agent_id, turn.visibility) == ("a", "alice", "private")
     with pytest.raises(ValidationError):  # private needs an agent to be private to
         world.client.scoped(namespace="a").ingest(SA, "user", "x", visibility="private")
+
+
+def test_a_pinned_handle_stays_its_agent(world: World) -> None:
+    """What an agent-bound API key gets: `for_agent` cannot make it someone else."""
+    from hivemem import NotPermitted, ValidationError
+
+    pinned = world.alice.pin()
+    assert pinned.pinned and not world.alice.pinned
+    assert pinned.for_agent(None) is pinned and pinned.for_agent("alice") is pinned
+    with pytest.raises(NotPermitted) as err:
+        pinned.for_agent("bob")
+    assert err.value.field == "agent_id"
+    with pytest.raises(ValidationError):
+        pinned.ingest_many([{"session_id": SA, "role": "user", "content": "x",
+                             "agent_id": "bob"}])
+    with pytest.raises(ValidationError):  # nobody to pin to
+        world.client.scoped(namespace="a").pin()
+    assert "walrus" not in world.text(pinned.timeline(SA))
