@@ -8,6 +8,7 @@ import socket
 import time
 import uuid
 from collections.abc import Iterator
+from pathlib import Path
 
 import httpx
 import pytest
@@ -161,3 +162,25 @@ def test_an_agent_key_acts_as_its_agent_only(api: Api) -> None:
         assert "alice's private plan" in str(timeline)
         with httpx.Client(base_url=api.url, headers={"X-API-Key": key}) as by_header:
             assert by_header.get(f"/v1/sessions/{session}/stats").status_code == 200
+
+
+def test_serve_says_where_and_warns_beyond_loopback(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    import uvicorn
+    from click.testing import CliRunner
+
+    from hivemem.cli.main import cli
+
+    for name in ("HIVEMEM_REDIS__URL", "HIVEMEM_QDRANT__URL", "HIVEMEM_QDRANT__PATH"):
+        monkeypatch.delenv(name, raising=False)
+    monkeypatch.setenv("HIVEMEM_EMBEDDING__PROVIDER", "hashing")
+    served: list[dict[str, object]] = []
+    monkeypatch.setattr(uvicorn, "run", lambda _app, **kw: served.append(kw))
+    store = tmp_path / "m"
+    for host, warned in (("127.0.0.1", False), ("0.0.0.0", True)):
+        done = CliRunner().invoke(cli, ["--local", str(store), "serve", "--host", host])
+        assert done.exit_code == 0, done.output
+        assert f"hivemem serve: mode=local, store={store}" in done.output
+        assert ("beyond loopback" in done.output) is warned
+    assert [s["host"] for s in served] == ["127.0.0.1", "0.0.0.0"]
