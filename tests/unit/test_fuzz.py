@@ -308,6 +308,8 @@ class Stores:
         for turn_id, turn in self.kept.items():
             [hit] = self.edge.get_turns(turn.session_id, [turn_id])
             assert hit.turn == turn, f"{turn_id} changed across a reopen"
+        _outcome("store.reopened")
+        OUTCOMES["store.read_back_after_reopen"] += len(self.kept)
 
 
 @pytest.fixture(scope="module")
@@ -345,7 +347,6 @@ def test_accepted_turns_are_held_by_every_store_across_a_reopen(
     _outcome("store.held")
     if stores.examples % REOPEN_EVERY == 0:
         stores.reopen()
-        _outcome("store.reopened")
 
 
 # -- HTTP API -------------------------------------------------------------------------------
