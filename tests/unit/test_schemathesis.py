@@ -17,13 +17,9 @@ import os
 from pathlib import Path
 from typing import Any
 
-import pytest
-
-pytest.importorskip("fastapi")
-schemathesis = pytest.importorskip("schemathesis")
-
-from hypothesis import HealthCheck, settings  # noqa: E402 (after the importorskips)
-from support.api_app import build_api  # noqa: E402
+import schemathesis  # a dev dependency: CI must run this, never skip it
+from hypothesis import HealthCheck, settings
+from support.api_app import build_api
 
 REPO = Path(__file__).resolve().parents[2]
 EXAMPLES = int(os.environ.get("HIVEMEM_SCHEMATHESIS_EXAMPLES", "10"))
