@@ -58,7 +58,7 @@ class TurnIn(_Body):
     markers: list[Marker] | None = Field(default=None, max_length=MAX_MARKERS)
     metadata: dict[str, Any] | None = Field(
         default=None, description="JSON object: at most 16 levels deep, 2000 keys and values,"
-        " keys up to 256 characters, 16 KiB (config) as JSON")
+        " keys up to 256 characters, integers in 64 bits, 16 KiB (config) as JSON")
     timestamp: DateTimeText | None = Field(
         default=None, description="timezone-aware RFC 3339; default now")
     turn_id: Id | None = Field(default=None, description="Your id: a retry with it is a no-op")

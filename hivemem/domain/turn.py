@@ -27,6 +27,8 @@ MAX_METADATA_DEPTH = 16
 MAX_METADATA_NODES = 2_000  # every key, value and container counts one
 MAX_METADATA_KEY_CHARS = 256
 MAX_MARKERS = 32
+# Qdrant keeps integers as signed 64-bit: a bigger one came back as a float.
+INT_RANGE = (-(2**63), 2**63 - 1)
 
 
 def check_role(value: object) -> Role:
@@ -113,6 +115,10 @@ def _check_structure(root: Mapping[str, Any]) -> None:
         elif isinstance(node, list | tuple):
             children = node
         else:
+            if (isinstance(node, int) and not isinstance(node, bool)
+                    and not INT_RANGE[0] <= node <= INT_RANGE[1]):
+                raise ValidationError(
+                    "metadata", "holds an integer outside the signed 64-bit range")
             continue
         if depth > MAX_METADATA_DEPTH:
             raise ValidationError(

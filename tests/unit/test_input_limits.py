@@ -57,6 +57,15 @@ def test_metadata_nodes_and_keys_are_bounded() -> None:
     assert check_metadata({"k" * limits.MAX_METADATA_KEY_CHARS: 1}, 1 << 20)
 
 
+def test_metadata_integers_fit_64_bits() -> None:
+    """qdrant-edge gave 2**70 back as the float 1.1805916207174112e+21 (found by fuzzing)."""
+    assert check_metadata({"a": [2**63 - 1, -(2**63), True]}, 1024)
+    for big in (2**63, -(2**63) - 1, 2**70):
+        with pytest.raises(ValidationError, match="64-bit") as err:
+            check_metadata({"a": {"b": [big]}}, 1024)
+        assert err.value.field == "metadata"
+
+
 def test_markers_per_turn_are_bounded() -> None:
     markers = [f"custom:m{i}" for i in range(limits.MAX_MARKERS)]
     assert len(TurnDraft("s", "user", "x", settings=S, markers=markers).markers) == len(markers)
