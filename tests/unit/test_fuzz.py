@@ -283,7 +283,7 @@ structured = st.one_of(
 )
 many_markers = st.lists(st.from_regex(r"custom:[a-z0-9]{1,8}", fullmatch=True),
                         min_size=0, max_size=40)
-REOPEN_EVERY = max(1, EXAMPLES // 10)
+REOPEN_EVERY = max(1, EXAMPLES // 100)  # held turns between reopens
 
 
 def _same(a: Any, b: Any) -> bool:
