@@ -1,7 +1,10 @@
 """Bad-input fuzzing in benchmark mode: the property tests of tests/unit/test_fuzz.py with
 many examples each (default 10000), counting what every call came back with.
 
-    python bench/fuzz.py [--examples 10000] [--out bench/results/fuzz.json]
+    python bench/fuzz.py [--examples 10000] [--only EXPR] [--out bench/results/fuzz.json]
+
+`--only` picks properties by pytest ``-k`` expression (e.g. ``held`` for the store property:
+accepted turns written to both vector stores, read back, and read back after edge reopens).
 
 Writes the counts per outcome (accepted, refused per field, HTTP status per endpoint), the
 examples run per property, failures (must be 0) and the wall time.
@@ -22,6 +25,7 @@ REPO = Path(__file__).resolve().parents[1]
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("--examples", type=int, default=10_000, help="examples per property")
+    ap.add_argument("--only", default=None, help="pytest -k expression: these properties only")
     ap.add_argument("--out", type=Path, default=REPO / "bench" / "results" / "fuzz.json")
     args = ap.parse_args()
     os.environ["HIVEMEM_FUZZ_EXAMPLES"] = str(args.examples)
@@ -39,13 +43,15 @@ def main() -> int:
 
     collect = Collect()
     started = time.perf_counter()
+    select = ["-k", args.only] if args.only else []
     code = pytest.main(["tests/unit/test_fuzz.py", "-q", "-p", "no:logging", "-p",
-                        "no:cacheprovider", "--timeout=0"], plugins=[collect])
+                        "no:cacheprovider", "--timeout=0", *select], plugins=[collect])
     wall = time.perf_counter() - started
     module = next(m for name, m in sys.modules.items() if name.endswith("test_fuzz"))
     outcomes = dict(sorted(module.OUTCOMES.items()))
     report = {
         "examples_per_property": args.examples,
+        "only": args.only,
         "properties": collect.results,
         "failed": sum(1 for v in collect.results.values() if v != "passed"),
         "calls": sum(outcomes.values()),

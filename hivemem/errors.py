@@ -123,6 +123,11 @@ class NotFound(ValidationError):
 OutOfScope = NotFound
 
 
+class NotPermitted(ValidationError):
+    """The caller's credentials do not allow this (an agent-bound key naming another agent):
+    the field says which input. The API answers 403."""
+
+
 class ConfigurationError(HivememError):
     """Configuration is missing or wrong (no vector store configured, a bad workspace file):
     nothing the caller passed in, fixed by changing settings or the environment."""

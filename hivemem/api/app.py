@@ -17,7 +17,7 @@ from fastapi import FastAPI, Response
 from fastapi.responses import JSONResponse
 
 from hivemem import __version__
-from hivemem.api.auth import authenticator
+from hivemem.api.auth import KeyCheck, authenticator
 from hivemem.api.client_routes import build_client_router
 from hivemem.api.limits import BodyLimit
 from hivemem.api.observe import Observe
@@ -39,8 +39,9 @@ DESCRIPTION = """Shared, session-scoped memory for AI agents.
 Authenticate with an API key (`hivemem apikey create NAMESPACE`) as
 `Authorization: Bearer hm_...` or `X-API-Key: hm_...`. A key belongs to one namespace: every
 call reads and writes that namespace only, and another namespace's session answers 404 like
-a missing one. Errors are RFC 9457 problem details (`application/problem+json`) with the
-offending `field` for invalid input.
+a missing one. An agent key (`hivemem apikey create NAMESPACE --agent ID`) also acts as that
+agent only: a request naming another `agent_id` answers 403. Errors are RFC 9457 problem
+details (`application/problem+json`) with the offending `field` for invalid input.
 """
 
 
@@ -58,7 +59,9 @@ def create_app(
         registry.watch_pipeline(admin.redis, memory.keys, settings.episodes.reflect_queue)
 
     def tenant_of(key: ApiKeyInfo) -> ScopedMemory:
-        return memory.scoped(namespace=key.namespace)
+        if key.agent_id is None:  # a namespace key: any agent of its namespace
+            return memory.scoped(namespace=key.namespace)
+        return memory.scoped(namespace=key.namespace, agent_id=key.agent_id).pin()
 
     @asynccontextmanager
     async def lifespan(_app: FastAPI) -> AsyncIterator[None]:
@@ -72,14 +75,15 @@ def create_app(
         docs_url="/docs", redoc_url=None,
     )
     install_problems(app)
-    app.include_router(build_router(tenant_of, registry, authenticator(admin.api_keys()),
+    keys = KeyCheck(admin.api_keys())
+    app.include_router(build_router(tenant_of, registry, authenticator(keys),
                                     settings.api.max_batch,
                                     settings.recall.default_preset))
-    app.include_router(build_client_router(tenant_of, authenticator(admin.api_keys()), admin))
+    app.include_router(build_client_router(tenant_of, authenticator(keys), admin))
 
     _operations(app, admin, registry)
     app.add_middleware(Observe, registry=registry)
-    app.add_middleware(BodyLimit, max_bytes=settings.api.max_body_bytes)
+    app.add_middleware(BodyLimit, max_bytes=settings.api.max_body_bytes, keys=keys)
     return app
 
 

@@ -1,4 +1,11 @@
-"""Request body size limit, as a plain ASGI middleware (before any body is parsed)."""
+"""Request body size limit, as a plain ASGI middleware (before any body is parsed).
+
+It runs after authentication: a request to the API (``/v1/...``) without a valid key never
+has its body read (the app answers 401 from an empty body), so an anonymous client cannot
+make the server buffer anything. An authenticated body over the limit is refused as soon as
+that is known: at once for a declared Content-Length, at the first chunk past the limit for
+a chunked one; the server never waits for bytes it will not use.
+"""
 
 from __future__ import annotations
 
@@ -7,23 +14,31 @@ from typing import Any
 
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
+from hivemem.api.auth import KeyCheck, presented_key
 from hivemem.api.problems import BASE, MEDIA_TYPE
+
+_NO_BODY = ("GET", "HEAD", "OPTIONS")
 
 
 class BodyLimit:
-    """A declared Content-Length over the limit is refused at once; a chunked body is read
-    up to the limit and refused as soon as it passes it. Either way: 413 problem JSON."""
-
-    def __init__(self, app: ASGIApp, max_bytes: int) -> None:
+    def __init__(self, app: ASGIApp, max_bytes: int, keys: KeyCheck | None = None,
+                 protected: str = "/v1/") -> None:
         self.app = app
         self.max_bytes = max_bytes
+        self.keys = keys
+        self.protected = protected
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
-        if scope["type"] != "http" or scope["method"] in ("GET", "HEAD", "OPTIONS"):
+        if scope["type"] != "http" or scope["method"] in _NO_BODY:
             await self.app(scope, receive, send)
             return
-        headers = dict(scope.get("headers") or [])
-        declared = headers.get(b"content-length")
+        headers = {k.decode("latin-1").lower(): v.decode("latin-1")
+                   for k, v in scope.get("headers") or []}
+        if (self.keys is not None and str(scope.get("path", "")).startswith(self.protected)
+                and await self.keys.check(presented_key(headers)) is None):
+            await self.app(scope, _empty_body, send)  # the route's auth answers 401
+            return
+        declared = headers.get("content-length")
         if declared is not None:
             try:
                 size = int(declared)
@@ -31,12 +46,6 @@ class BodyLimit:
                 await self._refuse(scope, send, 400, "bad Content-Length")
                 return
             if size > self.max_bytes:
-                if size <= 16 * self.max_bytes:  # let a modest upload finish: no reset
-                    more = True
-                    while more:
-                        message = await receive()
-                        more = message["type"] == "http.request" and bool(
-                            message.get("more_body", False))
                 await self._refuse(scope, send, 413, self._detail())
                 return
             await self.app(scope, receive, send)
@@ -51,11 +60,6 @@ class BodyLimit:
             body = message.get("body", b"")
             total += len(body)
             if total > self.max_bytes:
-                # Read (and drop) the rest first, up to a bound, so the client gets the
-                # answer instead of a reset connection mid-upload.
-                while message.get("more_body", False) and total <= 16 * self.max_bytes:
-                    message = await receive()
-                    total += len(message.get("body", b""))
                 await self._refuse(scope, send, 413, self._detail())
                 return
             chunks.append(body)
@@ -88,3 +92,7 @@ class BodyLimit:
             (b"connection", b"close"),
         ]})
         await send({"type": "http.response.body", "body": payload})
+
+
+async def _empty_body() -> Message:
+    return {"type": "http.request", "body": b"", "more_body": False}

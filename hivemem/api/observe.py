@@ -11,7 +11,7 @@ import uuid
 import structlog
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
-from hivemem.runtime.metrics import Metrics
+from hivemem.runtime.metrics import Metrics, method_label, status_label
 
 log = structlog.get_logger(__name__)
 _REQUEST_ID = re.compile(r"^[A-Za-z0-9._:-]{1,64}$")
@@ -46,9 +46,10 @@ class Observe:
             await self.app(scope, receive, send_with_id)
         finally:
             elapsed = time.perf_counter() - started
-            method = str(scope.get("method", ""))
+            method = method_label(str(scope.get("method", "")))
+            # A matched route's template (a closed set: the app's routes), never the path.
             template = str(getattr(scope.get("route"), "path", "unmatched"))
-            self.registry.http_requests.labels(method, template, str(status)).inc()
+            self.registry.http_requests.labels(method, template, status_label(status)).inc()
             self.registry.http_seconds.labels(method, template).observe(elapsed)
             state = scope.get("state") or {}
             log.info(

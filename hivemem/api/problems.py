@@ -22,6 +22,7 @@ from hivemem.errors import (
     ConfigurationError,
     HivememError,
     NotFound,
+    NotPermitted,
     ProcessingTimeout,
     StoreUnavailable,
 )
@@ -60,7 +61,9 @@ def problem(
 
 
 def _field(loc: tuple[Any, ...] | list[Any]) -> str:
-    parts = [str(p) for p in loc if p not in ("body", "query", "path", "header")]
+    parts = [str(p) for p in loc]
+    if parts and parts[0] in ("body", "query", "path", "header"):
+        parts = parts[1:]  # where it was, not what (a body field may be called "query")
     out = ""
     for part in parts:
         out += f"[{part}]" if part.isdigit() else (f".{part}" if out else part)
@@ -83,6 +86,11 @@ def install(app: FastAPI) -> None:
     @app.exception_handler(NotFound)
     async def _not_found(request: Request, exc: NotFound) -> JSONResponse:
         return problem(404, exc.message, kind="not-found", field=exc.field,
+                       instance=request.url.path)
+
+    @app.exception_handler(NotPermitted)
+    async def _not_permitted(request: Request, exc: NotPermitted) -> JSONResponse:
+        return problem(403, str(exc), kind="forbidden", field=exc.field,
                        instance=request.url.path)
 
     @app.exception_handler(HivememValidationError)

@@ -12,6 +12,7 @@ from typing import Annotated, Any, Literal
 from fastapi import APIRouter, Depends, Path, Query, Request
 
 from hivemem.api.schemas import (
+    ID_REGEX,
     BatchIn,
     BatchOut,
     CloseIn,
@@ -34,13 +35,16 @@ from hivemem.producer.scoped import ScopedMemory
 from hivemem.runtime.metrics import Metrics, timed
 from hivemem.store.apikeys import ApiKeyInfo
 
-SessionId = Annotated[str, Path(pattern=r"^[A-Za-z0-9._:-]{1,128}$", max_length=128)]
+SessionId = Annotated[str, Path(pattern=ID_REGEX, max_length=128)]
 PROBLEM: dict[str, Any] = {"model": Problem, "content": {"application/problem+json": {}}}
 ERRORS: dict[int | str, dict[str, Any]] = {
+    400: {"description": "Malformed JSON or a bad Content-Length", **PROBLEM},
     401: {"description": "No or a bad API key", **PROBLEM},
+    403: {"description": "An agent key naming another agent", **PROBLEM},
     404: {"description": "No such session in the key's namespace", **PROBLEM},
     413: {"description": "Body too large", **PROBLEM},
     422: {"description": "Invalid input (the problem names the field)", **PROBLEM},
+    429: {"description": "The pipeline is backlogged: retry after Retry-After", **PROBLEM},
     503: {"description": "A store is unavailable", **PROBLEM},
 }
 
@@ -162,7 +166,7 @@ def build_router(
                 summary="What is known: the session's facts, and who stated them")
     def facts(
         session_id: SessionId, memory: Tenant,
-        agent_id: Annotated[str | None, Query(max_length=128)] = None,
+        agent_id: Annotated[str | None, Query(pattern=ID_REGEX, max_length=128)] = None,
         include_history: bool = False,
     ) -> FactsOut:
         found = memory.for_agent(agent_id).facts(session_id, include_history=include_history)
@@ -172,7 +176,7 @@ def build_router(
                 tags=["sessions"], summary="Reflection traces of the session (redacted)")
     def traces(
         session_id: SessionId, memory: Tenant,
-        agent_id: Annotated[str | None, Query(max_length=128)] = None,
+        agent_id: Annotated[str | None, Query(pattern=ID_REGEX, max_length=128)] = None,
         count: Annotated[int, Query(ge=1, le=200)] = 20,
     ) -> TracesOut:
         return TracesOut(traces=memory.for_agent(agent_id).traces(count, session_id))
@@ -182,7 +186,7 @@ def build_router(
                 summary="Turns, episode closes and fact changes, oldest first (scoped)")
     def timeline(
         session_id: SessionId, memory: Tenant,
-        agent_id: Annotated[str | None, Query(max_length=128)] = None,
+        agent_id: Annotated[str | None, Query(pattern=ID_REGEX, max_length=128)] = None,
         kinds: Annotated[list[Literal["turn", "episode", "fact"]] | None, Query()] = None,
         limit: Annotated[int | None, Query(ge=1, le=10_000)] = None,
     ) -> TimelineOut:

@@ -7,14 +7,37 @@ field) still decide what a valid turn or query is, so the API and the SDK agree.
 from __future__ import annotations
 
 from datetime import datetime
-from typing import Any, Literal
+from typing import Annotated, Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import BaseModel, BeforeValidator, ConfigDict, Field
 
+from hivemem.domain.ids import ID_PATTERN
 from hivemem.domain.models import SessionStats, StageLag
+from hivemem.domain.turn import MARKER_PATTERN, MAX_MARKERS
 
 Visibility = Literal["private", "shared"]
 Preset = Literal["cheap", "balanced", "high_recall", "agent_state"]
+ID_REGEX = ID_PATTERN.pattern
+Id = Annotated[str, Field(pattern=ID_REGEX, max_length=128)]
+Marker = Annotated[str, Field(pattern=MARKER_PATTERN)]
+# Not only whitespace (a JSON Schema pattern matches anywhere in the string).
+NOT_BLANK = r"\S"
+# A private turn belongs to someone: with a namespace key, name the agent (an agent key
+# supplies its own). Stated in the schema so that clients and schemathesis know it.
+_PRIVATE_NEEDS_AGENT: dict[str, Any] = {
+    "if": {"properties": {"visibility": {"const": "private"}}, "required": ["visibility"]},
+    "then": {"required": ["agent_id"], "properties": {"agent_id": {"type": "string"}}},
+}
+
+
+def _date_time_text(value: object) -> object:
+    """The spec says ``format: date-time``: a number (epoch seconds) is not one."""
+    if value is not None and not isinstance(value, str | datetime):
+        raise ValueError("must be an RFC 3339 date-time string")
+    return value
+
+
+DateTimeText = Annotated[datetime, BeforeValidator(_date_time_text)]
 
 
 class _Body(BaseModel):
@@ -22,20 +45,27 @@ class _Body(BaseModel):
 
 
 class TurnIn(_Body):
+    model_config = ConfigDict(extra="forbid", json_schema_extra=_PRIVATE_NEEDS_AGENT)
+
     role: Literal["user", "assistant", "system", "tool"]
-    content: str = Field(min_length=1, description="The message text (size limit from config)")
-    agent_id: str | None = Field(default=None, description="Who wrote it")
+    content: str = Field(min_length=1, pattern=NOT_BLANK,
+                         description="The message text (size limit from config)")
+    agent_id: Id | None = Field(
+        default=None, description="Who wrote it (an agent key: its agent, or omitted)")
     visibility: Visibility = Field(
         default="shared", description="shared with the namespace, or private to agent_id"
     )
-    markers: list[str] | None = None
-    metadata: dict[str, Any] | None = None
-    timestamp: datetime | None = Field(default=None, description="timezone-aware; default now")
-    turn_id: str | None = Field(default=None, description="Your id: a retry with it is a no-op")
+    markers: list[Marker] | None = Field(default=None, max_length=MAX_MARKERS)
+    metadata: dict[str, Any] | None = Field(
+        default=None, description="JSON object: at most 16 levels deep, 2000 keys and values,"
+        " keys up to 256 characters, integers in 64 bits, 16 KiB (config) as JSON")
+    timestamp: DateTimeText | None = Field(
+        default=None, description="timezone-aware RFC 3339; default now")
+    turn_id: Id | None = Field(default=None, description="Your id: a retry with it is a no-op")
 
 
 class BatchTurnIn(TurnIn):
-    session_id: str
+    session_id: Id
 
 
 class BatchIn(_Body):
@@ -58,8 +88,8 @@ class BatchOut(BaseModel):
 
 
 class RecallIn(_Body):
-    query: str = Field(min_length=1, max_length=8192)
-    agent_id: str | None = Field(
+    query: str = Field(min_length=1, max_length=8192, pattern=NOT_BLANK)
+    agent_id: Id | None = Field(
         default=None, description="Who asks: its private memories join the shared ones"
     )
     token_budget: int | None = Field(default=None, gt=0)
@@ -67,7 +97,7 @@ class RecallIn(_Body):
     limit: int | None = Field(default=None, gt=0)
     include_history: bool = False
     explain: bool = False
-    related_sessions: list[str] = Field(default_factory=list, max_length=20)
+    related_sessions: list[Id] = Field(default_factory=list, max_length=20)
 
 
 class RecallOut(BaseModel):

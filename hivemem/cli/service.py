@@ -13,13 +13,24 @@ import signal
 from typing import Any
 
 import click
+from rich.markup import escape
 from rich.table import Table
 
 from hivemem.cli.output import cells, emit_json, stderr, stdout
 from hivemem.cli.target import Target, opened, with_target
-from hivemem.errors import HivememError
+from hivemem.errors import ValidationError
 from hivemem.logs import configure_logging
 from hivemem.runtime.runner import KINDS, run_worker
+
+LOOPBACK = frozenset({"127.0.0.1", "localhost", "::1"})
+
+
+def _say_where(target: Target, command: str) -> None:
+    """Which store a long-running command serves, first thing on stderr."""
+    where = {k: v for k, v in target.describe().items() if v is not None}
+    # Plain text, one line (a terminal-width wrap would split a path).
+    click.echo(f"hivemem {command}: " + ", ".join(f"{k}={v}" for k, v in where.items()),
+               err=True)
 
 
 def _missing(extra: str, module: str) -> click.ClickException:
@@ -49,6 +60,11 @@ def serve(target: Target, host: str | None, port: int | None, workers: int) -> N
         configure_logging(settings.log_level, settings.log_json)
     bind: dict[str, Any] = {"host": host or settings.api.host, "port": port or settings.api.port,
             "log_level": "warning", "access_log": False}
+    _say_where(target, "serve")
+    if bind["host"] not in LOOPBACK:
+        stderr().print(f"[yellow]warning[/]: listening on {escape(bind['host'])} (beyond loopback):"
+                       " every /v1 call needs an API key; put TLS in front of it",
+                       markup=True)
     if workers > 1:
         if target.mode != "server" or target.settings.qdrant.path is not None:
             raise click.UsageError("--workers needs a deployment (Redis and a Qdrant server)")
@@ -74,15 +90,26 @@ def serve(target: Target, host: str | None, port: int | None, workers: int) -> N
 @click.option("--host", default="127.0.0.1", show_default=True, help="http transport only.")
 @click.option("--port", type=click.IntRange(0, 65535), default=8765, show_default=True,
               help="http transport only (path /mcp).")
+@click.option("--no-auth", is_flag=True,
+              help="http transport on loopback only: serve --namespace without API keys.")
 @with_target
-def mcp_cmd(target: Target, transport: str, namespace: str, host: str, port: int) -> None:
-    """Run an MCP server with the tools remember, recall and known_facts."""
+def mcp_cmd(target: Target, transport: str, namespace: str, host: str, port: int,
+            no_auth: bool) -> None:
+    """Run an MCP server with the tools remember, recall and known_facts.
+
+    Over http every request needs an API key (`hivemem apikey create`), which decides its
+    namespace (and, for an agent key, its agent); --namespace is for stdio and --no-auth."""
+    if transport == "http" and no_auth and host not in LOOPBACK:
+        raise click.UsageError(f"--no-auth is refused beyond loopback ({host}): create an"
+                               " API key and drop --no-auth")
     try:
         from hivemem.mcp import run
     except ImportError as exc:
         raise _missing("mcp", exc.name or "mcp") from None
+    _say_where(target, "mcp")
     with opened(target) as client:
-        run(client, transport=transport, namespace=namespace, host=host, port=port)
+        run(client, transport=transport, namespace=namespace, host=host, port=port,
+            auth=transport == "http" and not no_auth)
 
 
 @click.group()
@@ -92,22 +119,30 @@ def apikey() -> None:
 
 @apikey.command("create")
 @click.argument("namespace")
+@click.option("--agent", "agent_id", default=None,
+              help="Bind the key to this agent: it can act as that agent only.")
 @click.option("--name", default="", help="A label (who or what uses the key).")
 @click.option("--json", "as_json", is_flag=True)
 @with_target
-def apikey_create(target: Target, namespace: str, name: str, as_json: bool) -> None:
-    """Create a key for NAMESPACE; it is printed once and only its hash is stored."""
+def apikey_create(target: Target, namespace: str, agent_id: str | None, name: str,
+                  as_json: bool) -> None:
+    """Create a key for NAMESPACE; it is printed once and only its hash is stored.
+
+    Without --agent it is a namespace key (a trusted orchestrator: any agent of the
+    namespace); with --agent it acts as that one agent only."""
     with opened(target) as client:
         try:
-            key, info = client.admin.api_keys().create(namespace, name)
-        except HivememError as exc:
-            raise click.BadParameter(str(exc), param_hint="NAMESPACE") from None
+            key, info = client.admin.api_keys().create(namespace, name, agent_id=agent_id)
+        except ValidationError as exc:
+            hint = "--agent" if exc.field == "agent_id" else "NAMESPACE"
+            raise click.BadParameter(exc.message, param_hint=hint) from None
     if as_json:
-        emit_json({"key": key, **info.model_dump(mode="json")})
+        emit_json({"key": key, "kind": info.kind, **info.model_dump(mode="json")})
         return
     click.echo(key)
-    stderr().print(f"key {info.key_id} for namespace {info.namespace!r}: store it now, "
-                   "it cannot be shown again")
+    bound = f", agent {info.agent_id!r} only" if info.agent_id else ""
+    stderr().print(escape(f"key {info.key_id} for namespace {info.namespace!r}{bound}: "
+                          "store it now, it cannot be shown again"))
 
 
 @apikey.command("revoke")
@@ -133,10 +168,10 @@ def apikey_list(target: Target, as_json: bool) -> None:
         emit_json([k.model_dump(mode="json") for k in keys])
         return
     table = Table(title="API keys")
-    for column in ("id", "namespace", "name", "created"):
+    for column in ("id", "namespace", "agent", "name", "created"):
         table.add_column(column)
     for k in keys:
-        table.add_row(*cells(k.key_id, k.namespace, k.name,
+        table.add_row(*cells(k.key_id, k.namespace, k.agent_id or "(any)", k.name,
                              k.created_at.isoformat(timespec="seconds")))
     stdout().print(table)
 

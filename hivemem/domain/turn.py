@@ -17,6 +17,18 @@ from hivemem.domain.tokens import estimate_tokens
 from hivemem.errors import ValidationError
 
 _CUSTOM_MARKER = re.compile(r"^custom:[A-Za-z0-9_.-]{1,64}$")
+# Every marker a turn may carry, as one pattern (the API's schema states it).
+MARKER_PATTERN = r"^(decision|constraint|failure|goal|custom:[A-Za-z0-9_.-]{1,64})$"
+
+# What every vector store can hold, checked before anything is written. qdrant-edge stored
+# metadata nested ~124 levels and then could not replay its WAL (the embedded store no longer
+# opened for anyone); 16 levels leave a wide margin and cover any real use.
+MAX_METADATA_DEPTH = 16
+MAX_METADATA_NODES = 2_000  # every key, value and container counts one
+MAX_METADATA_KEY_CHARS = 256
+MAX_MARKERS = 32
+# Qdrant keeps integers as signed 64-bit: a bigger one came back as a float.
+INT_RANGE = (-(2**63), 2**63 - 1)
 
 
 def check_role(value: object) -> Role:
@@ -60,6 +72,8 @@ def check_markers(value: Iterable[str] | None) -> tuple[str, ...]:
             )
         if marker not in out:
             out.append(marker)
+            if len(out) > MAX_MARKERS:
+                raise ValidationError("markers", f"at most {MAX_MARKERS} markers per turn")
     return tuple(out)
 
 
@@ -68,6 +82,7 @@ def check_metadata(value: Mapping[str, Any] | None, max_bytes: int) -> dict[str,
         return {}
     if not isinstance(value, Mapping):
         raise ValidationError("metadata", f"must be a mapping, got {type(value).__name__}")
+    _check_structure(value)
     try:
         encoded = json.dumps(value, ensure_ascii=False, allow_nan=False)
         size = len(encoded.encode("utf-8"))
@@ -79,6 +94,38 @@ def check_metadata(value: Mapping[str, Any] | None, max_bytes: int) -> dict[str,
     return decoded
 
 
+def _check_structure(root: Mapping[str, Any]) -> None:
+    """Depth, node count and key sizes, iteratively (a cyclic or absurdly deep value fails
+    here, not in `json.dumps` or in a store's decoder)."""
+    nodes = 0
+    stack: list[tuple[object, int]] = [(root, 1)]
+    while stack:
+        node, depth = stack.pop()
+        nodes += 1
+        if nodes > MAX_METADATA_NODES:
+            raise ValidationError(
+                "metadata", f"holds more than {MAX_METADATA_NODES} keys and values")
+        if isinstance(node, Mapping):
+            children: Iterable[object] = node.values()
+            for key in node:
+                if isinstance(key, str) and len(key) > MAX_METADATA_KEY_CHARS:
+                    raise ValidationError(
+                        "metadata", f"has a key longer than {MAX_METADATA_KEY_CHARS} characters")
+                nodes += 1
+        elif isinstance(node, list | tuple):
+            children = node
+        else:
+            if (isinstance(node, int) and not isinstance(node, bool)
+                    and not INT_RANGE[0] <= node <= INT_RANGE[1]):
+                raise ValidationError(
+                    "metadata", "holds an integer outside the signed 64-bit range")
+            continue
+        if depth > MAX_METADATA_DEPTH:
+            raise ValidationError(
+                "metadata", f"is nested too deep: at most {MAX_METADATA_DEPTH} levels")
+        stack.extend((child, depth + 1) for child in children)
+
+
 def check_timestamp(value: object) -> datetime:
     if value is None:
         return datetime.now(UTC)
@@ -86,7 +133,11 @@ def check_timestamp(value: object) -> datetime:
         raise ValidationError("timestamp", f"must be a datetime, got {type(value).__name__}")
     if value.tzinfo is None or value.utcoffset() is None:
         raise ValidationError("timestamp", "must be timezone-aware (e.g. datetime.now(UTC))")
-    return value.astimezone(UTC)
+    try:
+        return value.astimezone(UTC)
+    except OverflowError:
+        raise ValidationError("timestamp", "is outside the representable range in UTC"
+                              " (years 1-9999)") from None
 
 
 def check_turn_id(value: object) -> str:

@@ -16,6 +16,14 @@ class AsyncScopedMemory(AsyncHandle[ScopedMemory]):
     def scope(self) -> Scope:
         return self._sync.scope
 
+    @property
+    def pinned(self) -> bool:
+        return self._sync.pinned
+
+    def pin(self) -> AsyncScopedMemory:
+        """This handle, unable to become another agent (see `ScopedMemory.pin`)."""
+        return AsyncScopedMemory(self._sync.pin())
+
     def for_agent(self, agent_id: str | None) -> AsyncScopedMemory:
         """The same namespace as another agent (or none)."""
         return AsyncScopedMemory(self._sync.for_agent(agent_id))

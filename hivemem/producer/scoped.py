@@ -24,11 +24,13 @@ from hivemem.domain.recall.policy import RecallPolicy
 from hivemem.domain.scope import Scope, scope_for
 from hivemem.domain.session import RelatedSession, SessionContext, SessionInfo
 from hivemem.domain.timeline import TimelineEvent
-from hivemem.errors import ValidationError
+from hivemem.errors import NotPermitted, ValidationError
 from hivemem.producer import views
 from hivemem.producer.admin import transfer_stores
 from hivemem.store.reflection import ReflectionState
 from hivemem.store.sessions import SessionStore
+from hivemem.store.trace_view import visible_traces
+from hivemem.store.vectors.base import TURNS, scoped
 from hivemem.transfer.exporter import ExportSummary, export_to
 from hivemem.transfer.stores import Progress
 
@@ -42,17 +44,36 @@ class ScopedMemory:
     """What one agent of one namespace may do (``agent_id=None``: the namespace's shared
     memory only; it writes shared turns with no author)."""
 
-    def __init__(self, client: MemoryClient, scope: Scope) -> None:
+    def __init__(self, client: MemoryClient, scope: Scope, *, pinned: bool = False) -> None:
+        if pinned and scope.agent_id is None:
+            raise ValidationError("agent_id", "a handle pinned to its agent needs one")
         self._client = client
         self._scope = scope
+        self._pinned = pinned
 
     @property
     def scope(self) -> Scope:
         return self._scope
 
+    @property
+    def pinned(self) -> bool:
+        """True when the handle can act as its own agent only (an agent-bound API key)."""
+        return self._pinned
+
+    def pin(self) -> ScopedMemory:
+        """This handle, unable to become another agent: `for_agent` of another agent then
+        raises `NotPermitted` (what an agent-bound API key gets)."""
+        return ScopedMemory(self._client, self._scope, pinned=True)
+
     def for_agent(self, agent_id: str | None) -> ScopedMemory:
         """The same namespace as another agent (or none): a handle never leaves its
-        namespace, so an entry point can hand each caller's agent its own view."""
+        namespace, so an entry point can hand each caller's agent its own view. A pinned
+        handle stays its agent: ``None`` or its own id give it back, another id is refused."""
+        if self._pinned:
+            if agent_id is None or agent_id == self._scope.agent_id:
+                return self
+            raise NotPermitted(
+                "agent_id", f"this key acts as agent {self._scope.agent_id!r} only")
         return ScopedMemory(self._client, scope_for(self._scope.namespace, agent_id))
 
     def _session(self, session_id: str) -> str:
@@ -166,15 +187,27 @@ class ScopedMemory:
         return self._client._episodes.episodes(self._session(session_id), scope=self._scope)
 
     def get_session_stats(self, session_id: str) -> SessionStats:
-        """Turns, episodes, open-episode turns, markers, and each stage's backlog."""
-        return self._client.get_session_stats(self._session(session_id))
+        """Turns, episodes, open-episode turns, markers, and each stage's backlog. The marker
+        counts are of the turns this scope may see (another agent's private custom marker
+        would name what it is about); the pipeline counts are the session's."""
+        return self._visible(self._client.get_session_stats(self._session(session_id)))
+
+    def _visible(self, stats: SessionStats) -> SessionStats:
+        vectors = self._client.vector_store()
+        markers: dict[str, int] = {}
+        for name in stats.markers:
+            seen = vectors.count(TURNS, {"session_id": stats.session_id, "markers": name,
+                                         **scoped(self._scope)})
+            if seen:
+                markers[name] = seen
+        return stats.model_copy(update={"markers": markers})
 
     def wait_until_processed(
         self, session_id: str, timeout: float = 30.0, *, stage: str = "embed"
     ) -> SessionStats:
         """Block until every turn enqueued so far for the session is recallable."""
-        return self._client.wait_until_processed(self._session(session_id), timeout,
-                                                 stage=stage)
+        return self._visible(self._client.wait_until_processed(
+            self._session(session_id), timeout, stage=stage))
 
     def wait_until_reflected(self, session_id: str, timeout: float = 30.0) -> int:
         """Block until every episode closed so far is reflected; returns the last index."""
@@ -191,7 +224,8 @@ class ScopedMemory:
         if session_id is not None:
             self._session(session_id)
         c = self._client
-        return ReflectionState(c._redis, c.keys).traces(count, session_id, scope=self._scope)
+        found = ReflectionState(c._redis, c.keys).traces(count, session_id, scope=self._scope)
+        return visible_traces(found, self._scope, c.vector_store())
 
     def timeline(
         self, session_id: str, *, kinds: Sequence[str] | None = None,

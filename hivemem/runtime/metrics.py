@@ -32,6 +32,18 @@ M = TypeVar("M")
 
 LATENCY_BUCKETS = (0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0)
 CONTENT_TYPE = "text/plain; version=0.0.4; charset=utf-8"
+# Label values come from closed sets: a made-up method (no key needed to send one) must not
+# become a new time series; every label set costs memory for the life of the process.
+HTTP_METHODS = frozenset({"GET", "HEAD", "POST", "PUT", "PATCH", "DELETE", "OPTIONS"})
+OTHER = "other"
+
+
+def method_label(method: str) -> str:
+    return method if method in HTTP_METHODS else OTHER
+
+
+def status_label(status: int) -> str:
+    return str(status) if 100 <= status <= 599 else OTHER
 
 
 class Metrics:

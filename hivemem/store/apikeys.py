@@ -1,4 +1,9 @@
-"""API keys in Redis: each maps to one namespace and is stored as a salted SHA-256 hash.
+"""API keys in Redis: each maps to one namespace (and optionally one agent) and is stored as
+a salted SHA-256 hash.
+
+A namespace key is for a trusted orchestrator: it may act as any agent of its namespace. An
+agent key (``agent_id`` set) acts as that agent only: private memory then separates agents
+that do not trust each other.
 
 A key reads ``hm_<key id>_<secret>``. Redis keeps the id, the namespace, a random salt and
 ``sha256(salt || secret)``, never the secret: whoever reads Redis cannot call the API. The
@@ -11,11 +16,13 @@ import hashlib
 import hmac
 import re
 import secrets
+from collections.abc import Mapping
 from datetime import UTC, datetime
 from typing import Any
 
 from pydantic import BaseModel
 
+from hivemem.domain.ids import check_id
 from hivemem.domain.scope import check_namespace
 from hivemem.errors import ValidationError
 from hivemem.pipeline.topology import Keys
@@ -29,8 +36,22 @@ class ApiKeyInfo(BaseModel):
 
     key_id: str
     namespace: str
+    agent_id: str | None = None  # set: the key acts as this agent only
     name: str = ""
     created_at: datetime
+
+    @property
+    def kind(self) -> str:
+        return "namespace" if self.agent_id is None else "agent"
+
+
+def presented_key(headers: Mapping[str, str]) -> str | None:
+    """The key a request presents (lower-case header names), or None."""
+    auth = headers.get("authorization", "")
+    scheme, _, credentials = auth.partition(" ")
+    if scheme.lower() == "bearer" and credentials.strip():
+        return credentials.strip()
+    return headers.get("x-api-key") or None
 
 
 def _digest(salt: bytes, secret: str) -> str:
@@ -46,22 +67,30 @@ class ApiKeyStore:
         self._r = client
         self.keys = keys
 
-    def create(self, namespace: str, name: str = "") -> tuple[str, ApiKeyInfo]:
-        """A new key for `namespace`: returns the key (shown once) and its record."""
+    def create(
+        self, namespace: str, name: str = "", *, agent_id: str | None = None
+    ) -> tuple[str, ApiKeyInfo]:
+        """A new key for `namespace` (with `agent_id`: bound to that agent): returns the key
+        (shown once) and its record."""
         namespace = check_namespace(namespace)
+        if agent_id is not None:
+            agent_id = check_id("agent_id", agent_id)
         if len(name) > 200:
             raise ValidationError("name", "at most 200 characters")
         key_id = secrets.token_hex(6)
         secret = secrets.token_urlsafe(32)
         salt = secrets.token_bytes(16)
-        info = ApiKeyInfo(key_id=key_id, namespace=namespace, name=name,
+        info = ApiKeyInfo(key_id=key_id, namespace=namespace, agent_id=agent_id, name=name,
                           created_at=datetime.now(UTC))
+        record: dict[str, str] = {
+            "namespace": namespace, "name": name, "salt": salt.hex(),
+            "hash": _digest(salt, secret), "created_at": info.created_at.isoformat(),
+        }
+        if agent_id is not None:
+            record["agent_id"] = agent_id
         with redis_errors("create api key"):
             pipe = self._r.pipeline(transaction=True)
-            pipe.hset(self.keys.api_key(key_id), mapping={
-                "namespace": namespace, "name": name, "salt": salt.hex(),
-                "hash": _digest(salt, secret), "created_at": info.created_at.isoformat(),
-            })
+            pipe.hset(self.keys.api_key(key_id), mapping=record)  # type: ignore[arg-type]
             pipe.sadd(self.keys.api_keys, key_id)
             pipe.execute()
         return f"hm_{key_id}_{secret}", info
@@ -111,6 +140,7 @@ class ApiKeyStore:
 
 def _info(key_id: str, record: dict[str, str]) -> ApiKeyInfo:
     return ApiKeyInfo(
-        key_id=key_id, namespace=record["namespace"], name=record.get("name", ""),
+        key_id=key_id, namespace=record["namespace"], agent_id=record.get("agent_id") or None,
+        name=record.get("name", ""),
         created_at=datetime.fromisoformat(record["created_at"]),
     )

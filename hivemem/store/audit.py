@@ -98,15 +98,18 @@ class AuditLog:
         self, session_id: str, fact_ids: Collection[str]
     ) -> Iterator[AuditEvent]:
         """The session's events about these facts only (the ones a scope may see), each
-        naming no other fact than these: a scoped reader learns nothing of the rest."""
+        naming no other fact than these, and without its reason when it named one: a scoped
+        reader learns nothing of the rest."""
         for event in self.iter_events(session_id):
             if event.fact_id not in fact_ids:
                 continue
             if all(r in fact_ids for r in event.related):
                 yield event
             else:
-                yield event.model_copy(
-                    update={"related": [r for r in event.related if r in fact_ids]})
+                # The reason was written about the change, hidden fact included (a private
+                # statement superseding a shared fact): it goes with the hidden id.
+                yield event.model_copy(update={
+                    "related": [r for r in event.related if r in fact_ids], "reason": ""})
 
     def for_fact(self, session_id: str, fact_id: str) -> list[AuditEvent]:
         """Every event about one fact (it or another fact naming it: merged into, rivals)."""

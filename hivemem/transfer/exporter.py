@@ -93,6 +93,9 @@ def export_records(
     counts: Counter[str] = Counter()
     for session_id in session_ids:
         state = stores.sessions.dump_state(session_id)
+        if scope is not None:  # marker counts cover every agent's turns (a custom name tells)
+            state["boundary"] = {k: v for k, v in state["boundary"].items()
+                                 if not k.startswith("marker:")}
         yield SessionRecord(session_id=session_id, state=state)
         counts["session"] += 1
         for turn, vector in _turns(stores, session_id, int(state["seq"]), scope):

@@ -9,8 +9,7 @@ from __future__ import annotations
 import io
 import json
 import uuid
-from collections.abc import Callable, Iterator
-from dataclasses import dataclass
+from collections.abc import Iterator
 from pathlib import Path
 
 import httpx
@@ -19,67 +18,15 @@ import structlog
 
 pytest.importorskip("fastapi")
 
-from support.live_api import LiveServer
-
-from hivemem import MemoryClient
-from hivemem.api import create_app
-from hivemem.config import Settings
-from hivemem.providers.embedders import HashingEmbedder
-from hivemem.runtime.metrics import Metrics
-from hivemem.store.apikeys import ApiKeyStore
-from hivemem.store.redis import connect_fake, fake_server
-from hivemem.store.state import SessionState
-from hivemem.store.streams import StreamStore
-from hivemem.store.vectors.server import ServerVectorStore
-from hivemem.workers.embed import EmbedHandler, embed_kind
-from hivemem.workers.stream import StreamWorker
+from support.api_app import Api, live_api
 
 REPO = Path(__file__).resolve().parents[2]
 
 
-@dataclass
-class Api:
-    url: str
-    client: MemoryClient
-    drain: Callable[[], None]
-    key_a: str
-    key_b: str
-    metrics: Metrics
-    app: object
-
-    def http(self, key: str | None) -> httpx.Client:
-        headers = {"Authorization": f"Bearer {key}"} if key else {}
-        return httpx.Client(base_url=self.url, headers=headers, timeout=10)
-
-
 @pytest.fixture(scope="module")
 def api() -> Iterator[Api]:
-    settings = Settings.model_validate({
-        "embedding": {"provider": "hashing", "dim": 256},
-        "worker": {"block_ms": 20, "claim_idle_ms": 200},
-        "api": {"max_body_bytes": 64 * 1024, "max_batch": 50},
-    })
-    redis_client = connect_fake(fake_server())
-    embedder = HashingEmbedder(256)
-    vectors = ServerVectorStore(settings.qdrant, embedder.dim, location=":memory:")
-    client = MemoryClient(settings, redis_client=redis_client, vector_store=vectors,
-                          embedder=embedder)
-    keys = ApiKeyStore(redis_client, client.keys)
-    key_a, _ = keys.create("team-a", "tests")
-    key_b, _ = keys.create("team-b", "tests")
-    metrics = Metrics()
-    metrics.watch_pipeline(redis_client, client.keys, settings.episodes.reflect_queue)
-    app = create_app(settings, client=client, metrics=metrics)
-
-    def drain() -> None:
-        state = SessionState(redis_client, client.keys, settings.ingest.recent_window)
-        streams = StreamStore(redis_client, client.keys)
-        kind = embed_kind(EmbedHandler(embedder, vectors, state, streams, client.keys))
-        StreamWorker(metrics.instrument(kind), streams, settings.worker).run(burst=True)
-
-    with LiveServer(app) as server:
-        yield Api(server.url, client, drain, key_a, key_b, metrics, app)
-    vectors.close()
+    with live_api() as server:
+        yield server
 
 
 def sid() -> str:
@@ -206,7 +153,7 @@ def test_isolation_between_namespaces_and_agents(api: Api) -> None:
     ({"role": "user", "content": "   "}, 422, "content"),
     ({"role": "user", "content": ""}, 422, "content"),
     ({"role": "user", "content": "x", "visibility": "private"}, 422, "visibility"),
-    ({"role": "user", "content": "x", "markers": ["bogus"]}, 422, "markers"),
+    ({"role": "user", "content": "x", "markers": ["bogus"]}, 422, "markers[0]"),
     ({"role": "user", "content": "x", "timestamp": "2026-01-01T00:00:00"}, 422, "timestamp"),
     ({"role": "user", "content": "x", "surprise": 1}, 422, "surprise"),
     ({"role": "user"}, 422, "content"),

@@ -55,3 +55,36 @@ def test_apikey_cli(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     assert revoked.exit_code == 0, revoked.output
     again = runner.invoke(cli, ["--local", store, "apikey", "revoke", data["key_id"]])
     assert again.exit_code == 1
+
+
+def test_agent_keys_are_bound_to_their_agent(redis_client: redis.Redis) -> None:
+    store = ApiKeyStore(redis_client, Keys("hm"))
+    key, info = store.create("team-a", "alice's", agent_id="alice")
+    assert (info.agent_id, info.kind) == ("alice", "agent")
+    assert store.authenticate(key) == info
+    assert store.list()[0].agent_id == "alice"
+    plain, plain_info = store.create("team-a")
+    assert (plain_info.agent_id, plain_info.kind) == (None, "namespace")
+    assert store.authenticate(plain) == plain_info
+    from hivemem import ValidationError
+
+    with pytest.raises(ValidationError) as err:
+        store.create("team-a", agent_id="not an id!")
+    assert err.value.field == "agent_id"
+
+
+def test_apikey_cli_binds_an_agent(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    for name in ("HIVEMEM_REDIS__URL", "HIVEMEM_QDRANT__URL", "HIVEMEM_QDRANT__PATH"):
+        monkeypatch.delenv(name, raising=False)
+    monkeypatch.setenv("HIVEMEM_EMBEDDING__PROVIDER", "hashing")
+    store = str(tmp_path) + "/mem"
+    runner = CliRunner()
+    created = runner.invoke(cli, ["--local", store, "apikey", "create", "team-a",
+                                  "--agent", "planner", "--json"])
+    assert created.exit_code == 0, created.output
+    data = json.loads(created.output)
+    assert (data["agent_id"], data["kind"]) == ("planner", "agent")
+    listed = runner.invoke(cli, ["--local", store, "apikey", "list"])
+    assert "planner" in listed.output and data["key_id"] in listed.output
+    bad = runner.invoke(cli, ["--local", store, "apikey", "create", "team-a", "--agent", "a b"])
+    assert bad.exit_code == 2 and "--agent" in bad.output

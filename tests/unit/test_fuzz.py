@@ -5,7 +5,10 @@ deep and cyclic metadata, wrong types, hostile ids (``*``, ``{``, ``:``, key-lik
 and negative or huge budgets at `MemoryClient` (on fakeredis) and at the HTTP API (in
 process). The properties: the SDK raises `ValidationError` or succeeds (no other exception);
 a refused call writes nothing; an accepted turn reads back intact and decodes for the
-workers; the API answers 2xx or a 4xx problem JSON, never a 500.
+workers; an accepted turn is stored in both vector stores (qdrant-client and qdrant-edge),
+reads back equal, and still does after the edge store is closed and reopened (metadata
+nested ~124 levels once made qdrant-edge's WAL unreadable); the API answers 2xx or a 4xx
+problem JSON, never a 500.
 
 CI runs a few dozen examples per property; ``HIVEMEM_FUZZ_EXAMPLES=10000`` (or
 ``bench/fuzz.py``) runs the benchmark mode. `OUTCOMES` counts what happened.
@@ -14,6 +17,7 @@ CI runs a few dozen examples per property; ``HIVEMEM_FUZZ_EXAMPLES=10000`` (or
 from __future__ import annotations
 
 import json
+import math
 import os
 import tempfile
 from collections import Counter
@@ -258,6 +262,119 @@ def test_sdk_recall_documented_errors_only_within_budget_and_writes_nothing(
     if isinstance(budget, int) and not isinstance(budget, bool):
         assert result.token_budget == budget
     assert sum(i.token_count for i in result) <= result.token_budget
+
+
+# -- every store holds what validation accepts -----------------------------------------------
+
+
+def _nested(depth: int, leaf: Any) -> Any:
+    for _ in range(depth):
+        leaf = {"k": leaf} if depth % 2 else [leaf]
+    return leaf
+
+
+structured = st.one_of(
+    # Both sides of the depth limit (16), up to the 124 levels that broke the edge WAL.
+    st.builds(lambda d, leaf: {"m": _nested(d, leaf)}, st.one_of(
+        st.sampled_from([14, 15, 16, 17, 64, 123, 124, 125, 126, 127, 130]),
+        st.integers(0, 130)), json_leaves),
+    st.dictionaries(_strings(300, 1), json_values, max_size=3),  # keys around the 256 limit
+    st.builds(lambda n: {"many": list(range(n))}, st.integers(1900, 2100)),  # node limit
+    st.dictionaries(_strings(10), json_values, max_size=5),
+)
+many_markers = st.lists(st.from_regex(r"custom:[a-z0-9]{1,8}", fullmatch=True),
+                        min_size=0, max_size=40)
+REOPEN_EVERY = max(1, EXAMPLES // 100)  # held turns between reopens
+
+
+def _same(a: Any, b: Any) -> bool:
+    """Equal, except that a float may come back one ulp off: qdrant-edge's number parsing
+    rounds some floats with extreme exponents (1.0196468033593079e-284 reads back as
+    1.019646803359308e-284; 0.1 + 0.2, 1/3, 5e-324, 1e308 are exact). Counted apart."""
+    if isinstance(a, float) and isinstance(b, float):
+        if a != b and abs(a - b) <= 2 * math.ulp(a):
+            _outcome("store.float_off_by_an_ulp")
+            return True
+        return a == b
+    if isinstance(a, dict) and isinstance(b, dict):
+        return a.keys() == b.keys() and all(_same(a[k], b[k]) for k in a)
+    if isinstance(a, list | tuple) and isinstance(b, list | tuple):
+        return len(a) == len(b) and all(_same(x, y) for x, y in zip(a, b, strict=True))
+    return bool(a == b) and type(a) is type(b)
+
+
+def _held(got: Any, turn: Any) -> bool:
+    return _same(got.model_dump(), turn.model_dump())
+
+
+class Stores:
+    """Both backends; every accepted turn is kept to be read back after each reopen."""
+
+    def __init__(self, folder: Path) -> None:
+        from hivemem.config import QdrantSettings
+        from hivemem.store.vectors.edge import EdgeVectorStore
+        from hivemem.store.vectors.server import ServerVectorStore
+
+        self.folder = folder
+        self.edge_cls = EdgeVectorStore
+        self.edge = EdgeVectorStore(folder, 64)
+        self.server = ServerVectorStore(QdrantSettings(), 64, location=":memory:")
+        self.kept: dict[str, Any] = {}
+        self.examples = 0
+        self.reopens = 0
+        # One client for every example (a fresh one costs more than the example itself).
+        self.redis = connect_fake(fake_server())
+        self.client = MemoryClient(SETTINGS, redis_client=self.redis)
+        self.embedder = HashingEmbedder(64)
+
+    def reopen(self) -> None:
+        self.edge.close()
+        self.edge = self.edge_cls(self.folder, 64)
+        self.reopens += 1
+        for turn_id, turn in self.kept.items():
+            [hit] = self.edge.get_turns(turn.session_id, [turn_id])
+            assert _held(hit.turn, turn), f"{turn_id} changed across a reopen"
+        _outcome("store.reopened")
+        OUTCOMES["store.read_back_after_reopen"] += len(self.kept)
+
+
+@pytest.fixture(scope="module")
+def stores() -> Iterator[Stores]:
+    held = Stores(Path(tempfile.mkdtemp(prefix="hivemem-fuzz-edge-")))
+    yield held
+    held.reopen()  # the last accepted turns too
+    held.edge.close()
+    held.server.close()
+
+
+@FUZZ
+@given(meta=structured, markers_=many_markers, content=texts,
+       ts=st.one_of(st.none(), st.datetimes(timezones=st.timezones()),
+                    st.just(datetime.max.replace(tzinfo=UTC))))
+def test_accepted_turns_are_held_by_every_store_across_a_reopen(
+    stores: Stores, meta: Any, markers_: list[str], content: str, ts: Any,
+) -> None:
+    r = stores.redis
+    before = r.xlen(KEYS.turns_stream)
+    try:
+        stores.client.ingest("held", "user", content, metadata=meta, markers=markers_,
+                             timestamp=ts)
+    except ValidationError as exc:
+        assert r.xlen(KEYS.turns_stream) == before
+        _outcome(f"store.refused.{exc.field}")
+        return
+    [(_, fields)] = r.xrevrange(KEYS.turns_stream, count=1)
+    turn = turn_from_wire(fields[b"turn"], int(fields[b"seq"]))  # what the embed worker gets
+    vector = stores.embedder.embed_documents([turn.content])
+    for store in (stores.server, stores.edge):
+        store.upsert_turns([turn], vector)
+        [hit] = store.get_turns(turn.session_id, [turn.turn_id])
+        assert _held(hit.turn, turn)
+    stores.kept[turn.turn_id] = turn
+    stores.examples += 1
+    _outcome("store.held")
+    if stores.examples % REOPEN_EVERY == 0:
+        stores.reopen()
 
 
 # -- HTTP API -------------------------------------------------------------------------------

@@ -1,4 +1,5 @@
-"""The MCP server through the `mcp` client: `hivemem --local DIR mcp` over stdio."""
+"""The MCP server through the `mcp` client: `hivemem --local DIR mcp` over stdio and over
+streamable HTTP (where every request needs an API key)."""
 
 from __future__ import annotations
 
@@ -25,7 +26,7 @@ def _data(result: Any) -> Any:
     return json.loads(result.content[0].text)
 
 
-async def _session(tmp_path: Path) -> None:
+async def _session(tmp_path: Path, errlog: Any) -> None:
     env = {k: v for k, v in os.environ.items() if not k.startswith("HIVEMEM_")}
     env.update({"HIVEMEM_EMBEDDING__PROVIDER": "hashing", "HIVEMEM_EMBEDDING__DIM": "256",
                 "HIVEMEM_EPISODES__MAX_TURNS": "2", "HIVEMEM_LOG_LEVEL": "warning"})
@@ -35,7 +36,8 @@ async def _session(tmp_path: Path) -> None:
               "mcp", "--namespace", "team-a"],
         env=env, cwd=str(tmp_path),
     )
-    async with stdio_client(params) as (read, write), ClientSession(read, write) as session:
+    async with stdio_client(params, errlog=errlog) as (read, write), \
+            ClientSession(read, write) as session:
         await session.initialize()
         tools = {t.name for t in (await session.list_tools()).tools}
         assert {"remember", "recall", "known_facts"} <= tools
@@ -68,37 +70,77 @@ async def _session(tmp_path: Path) -> None:
         assert all(f["visibility"] == "shared" for f in facts)
         bad = await session.call_tool("remember", {"session_id": "proj", "content": "  "})
         assert bad.is_error
+        assert bad.content[0].text.endswith("content: must not be empty or whitespace")
+        bad = await session.call_tool("remember", {"session_id": "no/such id",
+                                                   "content": "x"})
+        assert bad.is_error
+        text = bad.content[0].text
+        assert "session_id: must match" in text and "\n" not in text
+        bad = await session.call_tool("recall", {"session_id": "unknown", "query": "x"})
+        assert bad.is_error and "session_id: no such session" in bad.content[0].text
 
 
 def test_mcp_over_stdio(tmp_path: Path) -> None:
-    asyncio.run(asyncio.wait_for(_session(tmp_path), timeout=60))
+    errlog = tmp_path / "stderr.txt"
+    with errlog.open("w") as err:
+        asyncio.run(asyncio.wait_for(_session(tmp_path, err), timeout=60))
+    said = errlog.read_text()
+    # The server says which store it serves, and a tool failure leaves no traceback.
+    assert f"hivemem mcp: mode=local, store={tmp_path / 'm'}" in said
+    assert "Traceback" not in said
 
 
-async def _over_http(url: str) -> None:
+def _cli(*args: str, env: dict[str, str]) -> str:
+    done = subprocess.run([sys.executable, "-c", "from hivemem.cli.main import main; main()",
+                           *args], check=False, env=env, capture_output=True, text=True,
+                          timeout=60)
+    assert done.returncode == 0, done.stderr
+    return done.stdout.strip()
+
+
+async def _call(url: str, key: str, tool: str, args: dict[str, Any]) -> Any:
+    import httpx2
     from mcp.client.streamable_http import streamable_http_client
 
-    async with streamable_http_client(url) as (read, write), \
+    async with httpx2.AsyncClient(headers={"Authorization": f"Bearer {key}"}) as http, \
+            streamable_http_client(url, http_client=http) as (read, write), \
             ClientSession(read, write) as session:
         await session.initialize()
-        stored = _data(await session.call_tool("remember", {
-            "session_id": "web", "content": "The staging database is db-3"}))
-        assert stored["seq"] == 1
-        found = _data(await session.call_tool("recall", {
-            "session_id": "web", "query": "staging database"}))
-        assert "db-3" in found["context"]
+        return await session.call_tool(tool, args)
 
 
-def test_mcp_over_streamable_http(tmp_path: Path) -> None:
+async def _over_http(url: str, team: str, alice: str) -> None:
+    stored = _data(await _call(url, team, "remember", {
+        "session_id": "web", "content": "The staging database is db-3"}))
+    assert stored["seq"] == 1
+    found = _data(await _call(url, team, "recall", {
+        "session_id": "web", "query": "staging database"}))
+    assert "db-3" in found["context"]
+    # An agent key writes as its agent; naming another agent is an error result.
+    mine = _data(await _call(url, alice, "remember", {
+        "session_id": "web", "content": "alice's note", "visibility": "private"}))
+    assert mine["visibility"] == "private"
+    refused = await _call(url, alice, "recall", {
+        "session_id": "web", "query": "note", "agent_id": "bob"})
+    assert refused.is_error and "agent_id: this key acts as agent 'alice' only" in (
+        refused.content[0].text)
+
+
+def test_mcp_over_streamable_http_needs_a_key(tmp_path: Path) -> None:
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
         port = int(s.getsockname()[1])
     env = {k: v for k, v in os.environ.items() if not k.startswith("HIVEMEM_")}
     env["HIVEMEM_EMBEDDING__PROVIDER"] = "hashing"
+    store = str(tmp_path / "m")
+    team = _cli("--local", store, "apikey", "create", "default", env=env)
+    alice = _cli("--local", store, "apikey", "create", "default", "--agent", "alice", env=env)
     server = subprocess.Popen(
         [sys.executable, "-c", "from hivemem.cli.main import main; main()", "--local",
-         str(tmp_path / "m"), "mcp", "--transport", "http", "--port", str(port)],
+         store, "mcp", "--transport", "http", "--port", str(port)],
         env=env, cwd=str(tmp_path), stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
     )
+    url = f"http://127.0.0.1:{port}/mcp"
     try:
         deadline = time.monotonic() + 30
         while True:
@@ -108,7 +150,23 @@ def test_mcp_over_streamable_http(tmp_path: Path) -> None:
             except OSError:
                 assert server.poll() is None and time.monotonic() < deadline
                 time.sleep(0.1)
-        asyncio.run(asyncio.wait_for(_over_http(f"http://127.0.0.1:{port}/mcp"), timeout=60))
+        import httpx
+
+        for headers in ({}, {"Authorization": "Bearer hm_000000000000_notarealkeynotarealkey"}):
+            r = httpx.post(url, headers={**headers, "accept": "application/json"}, json={
+                "jsonrpc": "2.0", "id": 1, "method": "initialize", "params": {}})
+            assert r.status_code == 401, r.text
+        asyncio.run(asyncio.wait_for(_over_http(url, team, alice), timeout=60))
     finally:
         server.terminate()
         server.wait(timeout=30)
+
+
+def test_mcp_without_keys_stays_on_loopback(tmp_path: Path) -> None:
+    from click.testing import CliRunner
+
+    from hivemem.cli.main import cli
+
+    refused = CliRunner().invoke(cli, ["--local", str(tmp_path / "m"), "mcp", "--transport",
+                                       "http", "--host", "0.0.0.0", "--no-auth"])
+    assert refused.exit_code == 2 and "beyond loopback" in refused.output

@@ -39,6 +39,7 @@ def test_all_is_pinned() -> None:
         "MemoryClient",
         "ModelUnavailable",
         "NotFound",
+        "NotPermitted",
         "OutOfScope",
         "PRESETS",
         "PipelineStatus",
@@ -95,7 +96,7 @@ def test_import_loads_no_heavy_dependency() -> None:
 def test_errors_share_one_root() -> None:
     for name in ("ValidationError", "StoreUnavailable", "ProviderError", "ModelUnavailable",
                  "RetryLater", "ProcessingTimeout", "Backpressure", "NotFound", "OutOfScope",
-                 "ConfigurationError", "WorkspaceError"):
+                 "NotPermitted", "ConfigurationError", "WorkspaceError"):
         assert issubclass(getattr(hivemem, name), hivemem.HivememError)
     # Every error class the package defines is exported.
     for module in _package_modules():
@@ -113,6 +114,9 @@ def test_not_found_is_what_out_of_scope_is() -> None:
     # and existing `except ValidationError` code still catches both.
     assert hivemem.OutOfScope is hivemem.NotFound
     assert issubclass(hivemem.NotFound, hivemem.ValidationError)
+    # An agent key naming another agent: a ValidationError of the field, not a NotFound.
+    assert issubclass(hivemem.NotPermitted, hivemem.ValidationError)
+    assert not issubclass(hivemem.NotPermitted, hivemem.NotFound)
     assert not issubclass(hivemem.ConfigurationError, hivemem.ValidationError)
     assert issubclass(hivemem.WorkspaceError, hivemem.ConfigurationError)
 
@@ -133,7 +137,7 @@ CLIENTS = [
 # Sync name -> async name in annotations: a handle's twin returns the twin handle.
 TWINS = {"MemoryClient": "AsyncMemoryClient", "ScopedMemory": "AsyncScopedMemory",
          "Admin": "AsyncAdmin", "Self": "Self"}
-NOT_COROUTINES = {"scoped", "for_agent", "local"}  # they make handles, they do no I/O
+NOT_COROUTINES = {"scoped", "for_agent", "pin", "local"}  # they make handles, no I/O
 
 
 def _public(cls: type) -> dict[str, Any]:

@@ -103,11 +103,11 @@ def world(tmp_path: Path) -> Iterator[World]:
     other = client.scoped(namespace="b", agent_id="carol")
     at = [T0 + timedelta(minutes=i) for i in range(5)]
     alice.ingest(SA, "user", "We pick the database PostgreSQL", turn_id="t-a1",
-                 timestamp=at[0])
+                 timestamp=at[0], markers=["decision"])
     alice.ingest(SA, "user", "alice notes the database plan privately", turn_id="t-a2",
                  visibility="private", timestamp=at[1])
     bob.ingest(SA, "user", "walrus: the database password is hunter2", turn_id="t-bob",
-               visibility="private", timestamp=at[2])
+               visibility="private", timestamp=at[2], markers=["custom:walrus-vault"])
     other.ingest(SB, "user", "zebra database plan for the other tenant", turn_id="t-b1",
                  timestamp=at[3])
     state = SessionState(redis, keys, settings.ingest.recent_window)
@@ -127,8 +127,11 @@ def world(tmp_path: Path) -> Iterator[World]:
     ]
     vectors.upsert_facts(facts, EMB.embed_documents([f.content for f in facts]))
     AuditLog(redis, keys).append([
+        # The reason quotes the private statement that changed the shared fact (what the
+        # heuristic reflector wrote): it must not reach a reader who cannot see that fact.
         AuditEvent(at=at[0], session_id=SA, fact_id=F_SHARED, action="created",
-                   actor="reflection", cause="episode ep-a", related=[F_WALRUS]),
+                   actor="reflection", cause="episode ep-a", related=[F_WALRUS],
+                   reason="changed: walrus says the password is hunter2"),
         AuditEvent(at=at[0], session_id=SA, fact_id=F_ALICE, action="created",
                    actor="reflection", cause="episode ep-a"),
         AuditEvent(at=at[1], session_id=SA, fact_id=F_WALRUS, action="created",
@@ -137,13 +140,22 @@ def world(tmp_path: Path) -> Iterator[World]:
                    actor="reflection", cause="zebra episode"),
     ])
     traces = ReflectionState(redis, keys)
+    # A shared episode's trace that names bob's private turn and fact (what a reflector
+    # shown unscoped prior facts leaves behind): only what the reader may see comes back.
     traces.add_trace({"episode_id": "ep-a", "session_id": SA,
-                      "input_turns": [{"turn_id": "t-a1", "content": "We pick PostgreSQL"}]})
+                      "input_turns": [{"turn_id": "t-a1", "content": "We pick PostgreSQL"},
+                                      {"turn_id": "t-bob", "content": "walrus hunter2"}],
+                      "prior_facts": [{"fact_id": F_WALRUS, "content": "walrus password"},
+                                      {"fact_id": F_SHARED, "content": "PostgreSQL"}],
+                      "raw_output": "walrus says hunter2", "saved": [F_SHARED, F_WALRUS]})
     traces.add_trace({"episode_id": "ep-bob", "session_id": SA,
                       "input_turns": [{"turn_id": "t-bob", "content": "walrus"}]})
     traces.add_trace({"episode_id": "ep-b", "session_id": SB,
                       "input_turns": [{"turn_id": "t-b1", "content": "zebra"}]})
     client.admin.set_session_metadata(SB, title="zebra project")
+    # What the boundary stage counts for the session's turns (this world runs none).
+    redis.hset(keys.boundary_state(SA), mapping={"marker:decision": 1,
+                                                 "marker:custom:walrus-vault": 1})
     yield World(client, tmp_path)
     client.close()
 
@@ -175,7 +187,7 @@ CASES: dict[str, tuple[Call, str | None, bool | str]] = {
                "PostgreSQL", True),
     "facts": (lambda m, _t, s: m.facts(s, include_history=True), "PostgreSQL", True),
     "episodes": (lambda m, _t, s: m.episodes(s), "ep-a", True),
-    "get_session_stats": (lambda m, _t, s: m.get_session_stats(s), SA, True),
+    "get_session_stats": (lambda m, _t, s: m.get_session_stats(s), "decision", True),
     "wait_until_processed": (lambda m, _t, s: m.wait_until_processed(s, 5), SA, True),
     # This world runs no boundary stage: the wait for its own session times out (a
     # ProcessingTimeout naming only that session); another namespace's is NotFound first.
@@ -192,6 +204,7 @@ CASES: dict[str, tuple[Call, str | None, bool | str]] = {
     "export": (lambda m, t, s: m.export(t / "out.jsonl", [s], vectors=True), "PostgreSQL",
                True),
     "for_agent": (lambda m, _t, _s: m.for_agent("bob").for_agent("alice"), "'a'", False),
+    "pin": (lambda m, _t, _s: m.pin() if m.scope.agent_id else m, "'a'", False),
 }
 
 
@@ -265,3 +278,21 @@ def test_a_handle_never_writes_as_someone_else(world: World) -> None:
     assert (turn.namespace, turn.agent_id, turn.visibility) == ("a", "alice", "private")
     with pytest.raises(ValidationError):  # private needs an agent to be private to
         world.client.scoped(namespace="a").ingest(SA, "user", "x", visibility="private")
+
+
+def test_a_pinned_handle_stays_its_agent(world: World) -> None:
+    """What an agent-bound API key gets: `for_agent` cannot make it someone else."""
+    from hivemem import NotPermitted, ValidationError
+
+    pinned = world.alice.pin()
+    assert pinned.pinned and not world.alice.pinned
+    assert pinned.for_agent(None) is pinned and pinned.for_agent("alice") is pinned
+    with pytest.raises(NotPermitted) as err:
+        pinned.for_agent("bob")
+    assert err.value.field == "agent_id"
+    with pytest.raises(ValidationError):
+        pinned.ingest_many([{"session_id": SA, "role": "user", "content": "x",
+                             "agent_id": "bob"}])
+    with pytest.raises(ValidationError):  # nobody to pin to
+        world.client.scoped(namespace="a").pin()
+    assert "walrus" not in world.text(pinned.timeline(SA))
