@@ -17,7 +17,7 @@ from typing import Any, Concatenate, ParamSpec, Self, TypeVar, cast
 import httpx
 
 from hivemem.domain.ids import check_id
-from hivemem.domain.scope import Scope, scope_for
+from hivemem.domain.scope import Scope
 from hivemem.producer.remote import RemoteMemory, whoami_call
 from hivemem.producer.remote_http import AsyncTransport, Call, RetryPolicy
 
@@ -52,18 +52,30 @@ def remote_twin(
 class AsyncRemoteMemory:
     """What one agent of one namespace may do over the HTTP API, as coroutines."""
 
-    def __init__(self, transport: AsyncTransport, scope: Scope) -> None:
+    def __init__(
+        self, transport: AsyncTransport, scope: Scope, *, pinned: bool = False
+    ) -> None:
         self._transport = transport
         # The synchronous handle over the recorder: it describes each request, sends none.
-        self._plan = RemoteMemory(_Recorder(), scope)
+        self._plan = RemoteMemory(_Recorder(), scope, pinned=pinned)
 
     @property
     def scope(self) -> Scope:
         return self._plan.scope
 
+    @property
+    def pinned(self) -> bool:
+        """True when the handle can act as its own agent only (see `RemoteMemory.pin`)."""
+        return self._plan.pinned
+
+    def pin(self) -> AsyncRemoteMemory:
+        """This handle, unable to become another agent."""
+        return AsyncRemoteMemory(self._transport, self.scope, pinned=True)
+
     def for_agent(self, agent_id: str | None) -> AsyncRemoteMemory:
         """The same namespace as another agent (or none), over the same connection pool."""
-        return AsyncRemoteMemory(self._transport, scope_for(self.scope.namespace, agent_id))
+        plan = self._plan.for_agent(agent_id)  # a pinned handle refuses here, as the sync one
+        return AsyncRemoteMemory(self._transport, plan.scope, pinned=plan.pinned)
 
     ingest = remote_twin(RemoteMemory.ingest)
     ingest_many = remote_twin(RemoteMemory.ingest_many)

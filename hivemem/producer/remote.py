@@ -43,6 +43,7 @@ from hivemem.domain.scope import Scope, scope_for
 from hivemem.domain.session import RelatedSession, SessionContext, SessionInfo
 from hivemem.domain.timeline import TimelineEvent
 from hivemem.errors import (
+    NotPermitted,
     ProcessingTimeout,
     ReflectionFailed,
     ReflectionTimeout,
@@ -71,18 +72,34 @@ R = TypeVar("R")
 class RemoteMemory:
     """What one agent of one namespace may do, over the HTTP API (see `ScopedMemory`)."""
 
-    def __init__(self, transport: Any, scope: Scope) -> None:
+    def __init__(self, transport: Any, scope: Scope, *, pinned: bool = False) -> None:
         # `transport.send(call)` answers the call: a `Transport`, or the recorder with which
         # `AsyncRemoteMemory` collects the calls it sends itself.
         self._transport = transport
         self._scope = scope
+        self._pinned = pinned
 
     @property
     def scope(self) -> Scope:
         return self._scope
 
+    @property
+    def pinned(self) -> bool:
+        """True when the handle can act as its own agent only. The server enforces an
+        agent-bound key whatever the client does; this refuses before the request."""
+        return self._pinned
+
+    def pin(self) -> RemoteMemory:
+        """This handle, unable to become another agent (see `ScopedMemory.pin`)."""
+        return RemoteMemory(self._transport, self._scope, pinned=True)
+
     def for_agent(self, agent_id: str | None) -> RemoteMemory:
         """The same namespace as another agent (or none), over the same connection pool."""
+        if self._pinned:
+            if agent_id is None or agent_id == self._scope.agent_id:
+                return self
+            raise NotPermitted(
+                "agent_id", f"this handle acts as agent {self._scope.agent_id!r} only")
         return RemoteMemory(self._transport, scope_for(self._scope.namespace, agent_id))
 
     def _send(self, call: Call[R]) -> R:

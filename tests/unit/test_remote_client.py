@@ -73,7 +73,7 @@ def test_the_async_twin_has_the_same_methods_as_coroutines() -> None:
         got = inspect.signature(theirs[name])
         assert list(got.parameters.values()) == list(inspect.signature(member).parameters
                                                      .values()), name
-        assert inspect.iscoroutinefunction(theirs[name]) == (name != "for_agent"), name
+        assert inspect.iscoroutinefunction(theirs[name]) == (name not in {"for_agent", "pin"}), name
 
 
 def test_every_type_the_remote_handles_return_is_exported() -> None:
@@ -383,3 +383,20 @@ def test_remote_answers_equal_the_servers_own(redis_server: RedisServer) -> None
     finally:
         conn.flushall()
         conn.close()
+
+
+def test_a_pinned_remote_handle_refuses_another_agent_before_any_request() -> None:
+    from hivemem.domain.scope import scope_for
+    from hivemem.errors import NotPermitted
+
+    class Refuse:
+        def send(self, call: object) -> object:
+            raise AssertionError("no request may be sent")
+
+    handle = RemoteMemory(Refuse(), scope_for("team-a", "planner")).pin()
+    assert handle.pinned
+    assert handle.for_agent("planner") is handle
+    assert handle.for_agent(None) is handle
+    with pytest.raises(NotPermitted) as refused:
+        handle.for_agent("coder")
+    assert refused.value.field == "agent_id"
