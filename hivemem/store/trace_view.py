@@ -24,14 +24,20 @@ def _ids(items: Iterable[Any], key: str) -> list[str]:
     return [str(i.get(key)) for i in items if isinstance(i, dict) and i.get(key)]
 
 
+def _fact_id(value: Any) -> str | None:
+    """The fact a trace list item names: an id, a fact dict, or a `merged` pair
+    (action index, fact id)."""
+    if isinstance(value, str):
+        return value
+    if isinstance(value, dict) and isinstance(value.get("fact_id"), str):
+        return str(value["fact_id"])
+    if isinstance(value, list | tuple) and value and isinstance(value[-1], str):
+        return value[-1]
+    return None
+
+
 def _fact_ids(values: Iterable[Any]) -> list[str]:
-    out: list[str] = []
-    for value in values:
-        if isinstance(value, str):
-            out.append(value)
-        elif isinstance(value, dict) and isinstance(value.get("fact_id"), str):
-            out.append(value["fact_id"])
-    return out
+    return [i for i in map(_fact_id, values) if i is not None]
 
 
 def _is_point_id(value: str) -> bool:
@@ -64,9 +70,7 @@ def visible_trace(trace: dict[str, Any], scope: Scope, vectors: VectorStore) -> 
     out["prior_facts"] = [f for f in priors if f.get("fact_id") in seen_facts]
     for key in _FACT_LISTS:
         if key in trace:
-            out[key] = [v for v in trace.get(key) or []
-                        if (v if isinstance(v, str) else (v or {}).get("fact_id"))
-                        in seen_facts]
+            out[key] = [v for v in trace.get(key) or [] if _fact_id(v) in seen_facts]
     cut = (len(turns) - len(out["input_turns"])) + (len(priors) - len(out["prior_facts"]))
     if cut:
         for key in _MODEL_OUTPUT:
