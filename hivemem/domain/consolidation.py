@@ -34,8 +34,16 @@ from hivemem.domain.change import UPDATE_LANGUAGE, Intent, has_update_language, 
 from hivemem.domain.fact import Fact, FactAction, FactKind, FactStatus, fact_id_for
 from hivemem.domain.slots import canonical_slot, is_personal
 
-__all__ = ["UPDATE_LANGUAGE", "Plan", "contradicts", "has_update_language", "named_values",
-           "normalise", "plan_actions"]
+__all__ = [
+    "UPDATE_LANGUAGE",
+    "Plan",
+    "Planner",
+    "contradicts",
+    "has_update_language",
+    "named_values",
+    "normalise",
+    "plan_actions",
+]
 
 # A word after a sentence end or a label ("Sam: The build...") is capitalised anyway.
 _NAME = re.compile(r"(?<![.!?:]\s)(?<!^)\b([A-Z][A-Za-z0-9.+#-]*[A-Za-z0-9+#]|[A-Z]{2,})\b")
@@ -164,7 +172,9 @@ RESTATE_MATCH = 0.8
 ASKED_MATCH = 0.35  # a question or proposal this much about a fact is answered by it
 
 
-class _Planner:
+class Planner:
+    """Applies actions one by one to the known facts; `plan` is what they changed."""
+
     def __init__(self, prior: Sequence[Fact], similarity: Similarity, dedup_threshold: float,
                  valid_from: datetime, slot_similarity: SlotSimilarity | None = None) -> None:
         self.plan = Plan()
@@ -387,6 +397,39 @@ class _Planner:
         self.plan.merged.append((str(index), twin.fact_id))
         self.new_ids[index] = twin.fact_id
 
+    def apply(self, index: int, action: FactAction, *, session_id: str, episode_id: str,
+              namespace: str, now: datetime, min_confidence: float = 0.0) -> None:
+        """One action: `index` is its place in the batch (its new fact's id and ``new:``
+        name)."""
+        plan = self.plan
+        if action.op == "keep":
+            target = self.resolve(action.target)
+            if self.current(target):
+                plan.kept.append(str(target))
+        elif action.op == "remove":
+            self.remove(index, action)
+        elif not action.content or not action.content.strip():
+            plan.dropped.append(f"{index}: {action.op} without content")
+        elif action.confidence < min_confidence:
+            plan.dropped.append(f"{index}: confidence {action.confidence} below {min_confidence}")
+        else:
+            new = Fact(
+                fact_id=fact_id_for(episode_id, index),
+                namespace=namespace,
+                session_id=session_id,
+                agent_id=action.agent_id,
+                content=action.content.strip(),
+                kind=action.kind,
+                subject=canonical_slot(action.subject),
+                confidence=action.confidence,
+                source_turn_ids=list(action.source_turn_ids),
+                episode_id=episode_id,
+                created_at=now,
+                valid_from=self.valid_from,
+                reason=action.reason,
+            )
+            self.add_or_update(index, action, new)
+
     def add_or_update(self, index: int, action: FactAction, new: Fact) -> None:
         intent = intent_of(new.content)
         if intent == Intent.NON_ASSERTION:
@@ -478,34 +521,8 @@ def plan_actions(
     min_confidence: float = 0.0,
     slot_similarity: SlotSimilarity | None = None,
 ) -> Plan:
-    planner = _Planner(prior, similarity, dedup_threshold, valid_from, slot_similarity)
-    plan = planner.plan
+    planner = Planner(prior, similarity, dedup_threshold, valid_from, slot_similarity)
     for index, action in enumerate(actions):
-        if action.op == "keep":
-            target = planner.resolve(action.target)
-            if planner.current(target):
-                plan.kept.append(str(target))
-        elif action.op == "remove":
-            planner.remove(index, action)
-        elif not action.content or not action.content.strip():
-            plan.dropped.append(f"{index}: {action.op} without content")
-        elif action.confidence < min_confidence:
-            plan.dropped.append(f"{index}: confidence {action.confidence} below {min_confidence}")
-        else:
-            new = Fact(
-                fact_id=fact_id_for(episode_id, index),
-                namespace=namespace,
-                session_id=session_id,
-                agent_id=action.agent_id,
-                content=action.content.strip(),
-                kind=action.kind,
-                subject=canonical_slot(action.subject),
-                confidence=action.confidence,
-                source_turn_ids=list(action.source_turn_ids),
-                episode_id=episode_id,
-                created_at=now,
-                valid_from=valid_from,
-                reason=action.reason,
-            )
-            planner.add_or_update(index, action, new)
-    return plan
+        planner.apply(index, action, session_id=session_id, episode_id=episode_id,
+                      namespace=namespace, now=now, min_confidence=min_confidence)
+    return planner.plan

@@ -17,16 +17,18 @@ import numpy as np
 import structlog
 
 from hivemem.domain.audit import reflection_events
+from hivemem.domain.augment import plan_with_additions
 from hivemem.domain.consolidation import Plan, plan_actions
 from hivemem.domain.episode import Episode
-from hivemem.domain.fact import VISIBLE, Fact, FactStatus
+from hivemem.domain.fact import VISIBLE, Fact, FactAction, FactStatus
 from hivemem.domain.models import Turn
 from hivemem.domain.redact import redact
 from hivemem.domain.scope import owner_of
 from hivemem.domain.slots import canonical_slot
 from hivemem.errors import NotFound, ProviderError, RetryLater
 from hivemem.pipeline.vectors import decode_vector
-from hivemem.providers.reflector import ReflectionRequest
+from hivemem.providers.llm.augmented import AugmentedResult
+from hivemem.providers.reflector import ReflectionRequest, ReflectionResult
 from hivemem.store.audit import AuditLog
 from hivemem.store.reflection import SessionLock
 from hivemem.workers.compact import schedule_after_reflection
@@ -149,7 +151,7 @@ class Reflection:
         # Superseded versions let consolidation see a revert ("back to Jenkins" names the
         # value Jenkins held before); only the current facts go to the reflector.
         history = ctx.vectors.list_facts(session_id, [FactStatus.SUPERSEDED.value])
-        plan = self._plan(episode, prior + history, result.actions)
+        plan = self._plan(episode, prior + history, result, turns)
         _scope_new_facts(plan, turns, turns[0].namespace if turns else episode.namespace)
         writes = list(plan.writes.values())
         if writes:
@@ -162,6 +164,7 @@ class Reflection:
         trace.update(
             raw_output=result.raw_output,
             actions=[a.model_dump(mode="json") for a in result.actions],
+            rule_actions=[a.model_dump(mode="json") for a in _rule_actions(result)],
             saved=plan.added, superseded=plan.superseded, conflicted=plan.conflicted,
             archived=plan.archived, merged=plan.merged, kept=plan.kept,
             retracted=plan.retracted, dropped=[*result.dropped, *plan.dropped],
@@ -195,9 +198,11 @@ class Reflection:
                   episode_id=episode.episode_id, index=episode.index,
                   retries_exhausted=retries_exhausted, error=str(exc)[:300])
 
-    def _plan(self, episode: Episode, prior: list[Fact], actions: list[Any]) -> Plan:
+    def _plan(self, episode: Episode, prior: list[Fact], result: ReflectionResult,
+              turns: list[Turn]) -> Plan:
         ctx = self.ctx
-        contents = [a.content for a in actions if a.content]
+        actions = [*_rule_actions(result), *result.actions]
+        contents = list(dict.fromkeys(a.content for a in actions if a.content))
         content_vectors = dict(
             zip(contents, ctx.embedder.embed_documents(contents), strict=True)
         ) if contents else {}
@@ -226,15 +231,22 @@ class Reflection:
             va, vb = subject_vectors.get(a), subject_vectors.get(b)
             return float(np.dot(va, vb)) if va is not None and vb is not None else 0.0
 
-        return plan_actions(
-            prior, actions,
-            session_id=episode.session_id, episode_id=episode.episode_id,
-            namespace=self.settings.namespace, now=datetime.now(UTC),
-            valid_from=episode.ended_at, similarity=similarity,
-            dedup_threshold=self.settings.dedup_threshold,
-            min_confidence=self.settings.min_confidence,
-            slot_similarity=slot_similarity,
-        )
+        where: dict[str, Any] = {
+            "session_id": episode.session_id, "episode_id": episode.episode_id,
+            "namespace": self.settings.namespace, "now": datetime.now(UTC),
+            "valid_from": episode.ended_at, "similarity": similarity,
+            "dedup_threshold": self.settings.dedup_threshold,
+            "min_confidence": self.settings.min_confidence, "slot_similarity": slot_similarity,
+        }
+        if isinstance(result, AugmentedResult):
+            # The LLM's actions on top of the rules': they may add, never undo.
+            return plan_with_additions(prior, result.rule_actions, result.actions,
+                                       turns=turns, **where)
+        return plan_actions(prior, result.actions, **where)
+
+
+def _rule_actions(result: ReflectionResult) -> list[FactAction]:
+    return result.rule_actions if isinstance(result, AugmentedResult) else []
 
 
 def _scope_new_facts(plan: Plan, turns: list[Turn], namespace: str) -> None:
