@@ -22,10 +22,11 @@ from collections.abc import Sequence
 from datetime import datetime
 from typing import Any
 
-from hivemem.domain.consolidation import Plan, Planner, Similarity, SlotSimilarity, restates
+from hivemem.domain.consolidation import Plan, Planner, Similarity, SlotSimilarity
 from hivemem.domain.fact import VISIBLE, Fact, FactAction, FactStatus
 from hivemem.domain.models import Turn
 from hivemem.domain.provenance import sources_of
+from hivemem.domain.values import restates
 
 __all__ = ["plan_with_additions"]
 
@@ -69,7 +70,8 @@ def plan_with_additions(
     def planned(llm: Sequence[tuple[int, FactAction]]) -> Planner:
         """The rules' actions in their order, each LLM action placed before the first rule
         action said after it: every statement acts in the order it was said."""
-        planner = Planner(prior, similarity, dedup_threshold, valid_from, slot_similarity)
+        planner = Planner(prior, similarity, dedup_threshold, valid_from, slot_similarity,
+                          turns)
         batch = [(when(a), 0, i, a) for i, a in enumerate(actions)]
         placed = sorted(llm, key=lambda item: when(item[1]))
         merged: list[tuple[int, FactAction]] = []

@@ -13,8 +13,8 @@ from __future__ import annotations
 import re
 from collections.abc import Collection, Sequence
 
-from hivemem.domain.consolidation import named_values
 from hivemem.domain.models import Turn
+from hivemem.domain.values import named_values
 
 __all__ = ["sources_of", "stated_in", "stating", "words_of"]
 
