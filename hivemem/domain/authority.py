@@ -14,7 +14,7 @@ from dataclasses import dataclass
 
 from hivemem.domain.fact import Fact
 from hivemem.domain.models import Turn
-from hivemem.domain.provenance import sources_of, stating
+from hivemem.domain.provenance import contributors, sources_of, stating
 from hivemem.domain.scope import PRIVATE, SHARED, Visibility, owner_of
 
 __all__ = ["Author", "author_of", "episode_author"]
@@ -48,15 +48,18 @@ def _owner(turns: Sequence[Turn], speaker: str | None) -> Author:
 
 def author_of(content: str, claimed: Sequence[str], turns: Sequence[Turn],
               speaker: str | None) -> Author:
-    """The most private of the turns `content` came from and of every turn that states it;
-    the whole episode's when no turn supports it. Without turns (a caller that has none),
+    """The most private of the turns `content` came from, of every turn that states it and
+    of every turn that gave it a word those lack; the whole episode's when no turn supports
+    it. Without turns (a caller that has none),
     the speaker's shared statement."""
     if not turns:
         return Author(SHARED, speaker)
     found = {t.turn_id for t in [*sources_of(content, claimed, turns),
                                  *stating(content, turns)]}
-    records = [t for t in turns if t.turn_id in found] or list(turns)
-    return _owner(records, speaker)
+    sources = [t for t in turns if t.turn_id in found]
+    if not sources:
+        return _owner(turns, speaker)
+    return _owner([*sources, *contributors(content, sources, turns)], speaker)
 
 
 def episode_author(turns: Sequence[Turn]) -> Author:

@@ -16,7 +16,7 @@ from collections.abc import Collection, Sequence
 from hivemem.domain.models import Turn
 from hivemem.domain.values import named_values
 
-__all__ = ["sources_of", "stated_in", "stating", "words_of"]
+__all__ = ["contributors", "sources_of", "stated_in", "stating", "words_of"]
 
 _WORD = re.compile(r"[a-z0-9][a-z0-9+#.-]*[a-z0-9+#]|[a-z0-9]")
 _STOP = frozenset(re.findall(r"\w+",
@@ -63,3 +63,14 @@ def sources_of(content: str, claimed: Sequence[str], turns: Sequence[Turn]) -> l
     together = [t for t in turns if t.turn_id in named]
     joint = {w for t in together for w in words_of(t.content)}
     return together if together and stated_in(content, joint) else []
+
+
+def contributors(content: str, sources: Sequence[Turn], turns: Sequence[Turn]) -> list[Turn]:
+    """Turns beyond `sources` that hold a word of `content` no source holds: where the rest
+    of a fact's words came from ("Kong is the gateway and the launch moved to May 3" from
+    a shared turn about the launch and a private one about Kong)."""
+    held = {w for t in sources for w in words_of(t.content)}
+    missing = {w for w in words_of(content) if w not in _STOP and w not in held}
+    named = {t.turn_id for t in sources}
+    return [t for t in turns if t.turn_id not in named
+            and missing & set(words_of(t.content))]
