@@ -65,7 +65,8 @@ def main() -> None:
     ap.add_argument("--out", type=Path, default=RESULTS)
     args = ap.parse_args()
     model_cache()
-    with urllib.request.urlopen(f"{args.base_url}/models", timeout=5) as reply:
+    # A CPU server answers one request at a time: a busy one takes a while even for this.
+    with urllib.request.urlopen(f"{args.base_url}/models", timeout=args.timeout_s) as reply:
         served = json.load(reply)
     log(f"LLM server at {args.base_url}: {[m['id'] for m in served.get('data', [])]}")
     full = load_change_suite()
