@@ -9,7 +9,8 @@ step, and each is kept only when it adds something:
 - it changes the status of no fact the rules left (a prior fact, or one the deterministic
   reflector wrote): it may not supersede, retract, archive or conflict them. An explicit
   ``update`` of such a fact becomes an add on its slot, which the change rules then judge;
-- it does not restate a value the rules retired (an old statement read again).
+- it does not restate a value the rules hold (a duplicate would outlive their next change of
+  it) or retired (an old statement read again).
 Among themselves the LLM's new facts follow the change rules as usual (an LLM may find both
 the old and the new value of a slot the rules missed). So a weak model (hallucinating,
 dropping updates, answering nothing) leaves the rules' result as it is, and a good one adds
@@ -133,8 +134,13 @@ def _admitted(action: FactAction, rules: Planner, left: dict[str, Fact],
     sources = sources_of(content, action.source_turn_ids, turns)
     if not sources:
         return "no turn of the episode states it"
-    # An old value read again: the rules retired it (and a revert would be current again).
+    # A value the rules already hold adds nothing, and a second copy of it would outlive
+    # the rules' next change of that value (they replace one fact per statement).
+    held = [f.fact_id for f in left.values() if f.status in VISIBLE and restates(content, f)]
+    if held:
+        return f"restates {held[0]}"
+    # An old value read again: the rules retired it.
     retired = [f.fact_id for f in left.values() if f.status in _RETIRED and restates(content, f)]
-    if retired and not any(f.status in VISIBLE and restates(content, f) for f in left.values()):
+    if retired:
         return f"restates retired {retired[0]}"
     return action.model_copy(update={"source_turn_ids": [t.turn_id for t in sources]})
