@@ -265,3 +265,16 @@ def test_reflector_for() -> None:
     assert isinstance(both, AugmentedReflector)
     assert isinstance(both.llm, OpenAICompatibleReflector)
     both.close()
+
+
+def test_a_copy_of_a_rules_fact_is_not_kept() -> None:
+    """A second fact holding a value the rules hold would outlive their next change of it
+    (a later "back to Jenkins" replaces one fact): the copy adds nothing and is dropped."""
+    turns = turns_of("We're switching CI to GitHub Actions, the hosted runners are simpler.")
+    rules = HeuristicReflector().reflect(request_of(turns, [prior_mysql()])).actions
+    copy = FactAction(op="add", content="CI runs on GitHub Actions.", subject="ci system",
+                      source_turn_ids=["t1"], agent_id="sam")
+    plan = plan_with_additions([prior_mysql()], rules, [copy], turns=turns, **WHERE)
+    [kept] = [plan.writes[i] for i in plan.added]
+    assert "switching CI" in kept.content
+    assert any(d.startswith(f"llm 0: restates {kept.fact_id}") for d in plan.dropped)
