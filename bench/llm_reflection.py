@@ -3,13 +3,16 @@
 
     bench/llm_server.sh start                      # llama.cpp, Qwen2.5-Coder 0.5B, port 8011
     python bench/llm_reflection.py [--conversation ID ...] [--per-category N] [--timeout-s 240]
+                                   [--bare]
     -> bench/results/llm_reflection.json + llm_reflection.md
 
-Both runs play the same conversations through the embedded mode with the real MiniLM model
-and the same budget; the LLM run sets `HIVEMEM_LLM__*` to the OpenAI-compatible llama.cpp
-server (json_mode on, temperature 0), the heuristic run uses no LLM. A CPU server answers one
-request at a time (~5-15 tokens/s on 2 cores), so the default plays `--per-category` conversations
-of each category rather than all 51. Not run in CI.
+The runs play the same conversations through the embedded mode with the real MiniLM model
+and the same budget: the heuristic reflector alone (no LLM); the configured LLM, which is the
+OpenAI-compatible llama.cpp server (json_mode on, temperature 0) on top of the heuristic
+reflector (`hivemem.providers.llm.reflector_for`: its actions may add facts, never undo the
+change rules); with `--bare`, also the LLM reflector alone (`build_reflector`). A CPU server
+answers one request at a time (~5-15 tokens/s on 2 cores), so the default plays
+`--per-category` conversations of each category rather than all 51. Not run in CI.
 """
 
 from __future__ import annotations
@@ -30,6 +33,8 @@ from common import RESULTS, machine_facts
 from hivemem import Settings, __version__
 from hivemem.evaluation.change import ChangeSuite, markdown_table, score
 from hivemem.evaluation.change_runner import load_change_suite, run_change_suite
+from hivemem.providers.llm import build_reflector
+from hivemem.providers.reflector import Reflector
 
 
 def log(message: str) -> None:
@@ -56,10 +61,12 @@ def main() -> None:
     ap.add_argument("--conversation", action="append", default=None)
     ap.add_argument("--per-category", type=int, default=1)
     ap.add_argument("--timeout-s", type=float, default=240.0, help="LLM request timeout")
+    ap.add_argument("--bare", action="store_true", help="also run the LLM without the heuristic")
     ap.add_argument("--out", type=Path, default=RESULTS)
     args = ap.parse_args()
     model_cache()
-    with urllib.request.urlopen(f"{args.base_url}/models", timeout=5) as reply:
+    # A CPU server answers one request at a time: a busy one takes a while even for this.
+    with urllib.request.urlopen(f"{args.base_url}/models", timeout=args.timeout_s) as reply:
         served = json.load(reply)
     log(f"LLM server at {args.base_url}: {[m['id'] for m in served.get('data', [])]}")
     full = load_change_suite()
@@ -72,8 +79,15 @@ def main() -> None:
         "provider": "openai", "base_url": args.base_url, "model": args.model,
         "timeout_s": args.timeout_s, "max_retries": 1, "temperature": 0.0, "json_mode": True,
     }})
+    assert llm.llm is not None
+    plans: list[tuple[str, Settings, Reflector | None, str]] = [
+        ("heuristic", base, None, "heuristic"),
+        ("llm", llm, None, f"llm:{args.model}+heuristic"),
+    ]
+    if args.bare:
+        plans.append(("bare", llm, build_reflector(llm.llm), f"llm:{args.model} alone"))
     runs: dict[str, Any] = {}
-    for name, settings in (("heuristic", base), ("llm", llm)):
+    for name, settings, reflector, label in plans:
         started = time.perf_counter()
 
         def done(conversation: Any, results: list[Any], name: str = name) -> None:
@@ -81,8 +95,7 @@ def main() -> None:
                 f"/{len(results)}, ranked {sum(r.ranked for r in results)}/{len(results)}")
 
         run = run_change_suite(settings, token_budget=args.budget, suite=suite,
-                               reflector_name=name if name == "heuristic"
-                               else f"llm:{args.model}", on_done=done,
+                               reflector=reflector, reflector_name=label, on_done=done,
                                timeout=args.timeout_s * 8)
         runs[name] = run.model_copy(update={"system": f"hivemem ({run.reflector})"})
         log(f"{name} done in {time.perf_counter() - started:.0f} s")
@@ -91,7 +104,8 @@ def main() -> None:
     print(table)
     result = {
         "conversations": ids, "probes": probes, "token_budget": args.budget,
-        "llm": {"base_url": args.base_url, "model": args.model, "timeout_s": args.timeout_s},
+        "llm": {"base_url": args.base_url, "model": args.model, "timeout_s": args.timeout_s,
+                "mode": "on top of the heuristic reflector"},
         "version": __version__, "machine": machine_facts(),
         "scores": [s.model_dump() | {"strict_rate": s.overall.strict_rate,
                                      "ranked_rate": s.overall.ranked_rate} for s in scores],
@@ -102,7 +116,9 @@ def main() -> None:
                                                   encoding="utf-8")
     (args.out / "llm_reflection.md").write_text(
         f"# Change suite: heuristic vs local LLM ({args.model})\n\n{len(ids)} conversations, "
-        f"{probes} probes, budget {args.budget}.\n\n{table}\n", encoding="utf-8")
+        f"{probes} probes, budget {args.budget}. The LLM reflects on top of the heuristic "
+        f"reflector (it may add facts, never undo the change rules).\n\n{table}\n",
+        encoding="utf-8")
 
 
 if __name__ == "__main__":

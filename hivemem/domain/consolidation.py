@@ -30,108 +30,43 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime
 
+from hivemem.domain.authority import Author, author_of, episode_author
 from hivemem.domain.change import UPDATE_LANGUAGE, Intent, has_update_language, intent_of
 from hivemem.domain.fact import Fact, FactAction, FactKind, FactStatus, fact_id_for
+from hivemem.domain.models import Turn
+from hivemem.domain.scope import PRIVATE
 from hivemem.domain.slots import canonical_slot, is_personal
+from hivemem.domain.values import (
+    contradicts,
+    differs,
+    named_values,
+    normalise,
+    overlap,
+    restates,
+    shape_of,
+    values_of,
+)
 
-__all__ = ["UPDATE_LANGUAGE", "Plan", "contradicts", "has_update_language", "named_values",
-           "normalise", "plan_actions"]
+__all__ = [
+    "UPDATE_LANGUAGE",
+    "Plan",
+    "Planner",
+    "contradicts",
+    "differs",
+    "has_update_language",
+    "named_values",
+    "normalise",
+    "plan_actions",
+    "restates",
+    "values_of",
+]
 
-# A word after a sentence end or a label ("Sam: The build...") is capitalised anyway.
-_NAME = re.compile(r"(?<![.!?:]\s)(?<!^)\b([A-Z][A-Za-z0-9.+#-]*[A-Za-z0-9+#]|[A-Z]{2,})\b")
-_FIRST_NAME = re.compile(r"([A-Z][a-z0-9.+#-]*[A-Z0-9+#][A-Za-z0-9.+#-]*)\b")
-# "Jonas owns the billing service": a capitalised first word acting on something is a name.
-_FIRST_ACTOR = re.compile(r"([A-Z][a-z]{2,}) (?:owns|leads|maintains|manages|runs|handles"
-                          r"|writes|approves|reviews|hosts|is responsible)\b")
-_IDENTIFIER = re.compile(r"(?<![\w.:$-])([a-z][a-z]+\d[a-z0-9]*)(?![\w.-]*\d*\s?(?:%|ms))\b")
-# Short acronyms that name no choice (API, PR, VM); UTC, AWS or CET do.
-_GENERIC = frozenset(re.findall(r"\w+", (
-    "api apis get post put patch delete vm vms pr prs ci cd qa ui ux id ids url urls sdk cli db "
-    "ok fyi eta pm am todo json http https sql csv mb gb kb tb cpu ram sla slo dns ssr io os "
-    "it i tl dr asap faq rfc poc mvp q1 q2 q3 q4")))
-_LABELLED = re.compile(r"^[A-Z][a-z]+:\s+")  # "Sam: ..." names the speaker, not a value
-_NUMBER = re.compile(r"(?<![A-Za-z])\$?\d+(?:[.,:]\d+)*\s?(?:%|ms|s|gb|mb|k|m|am|pm)?\b",
-                     re.IGNORECASE)
 _CONTENT_WORD = re.compile(r"[a-z][a-z0-9+#-]{2,}")
 _FILLER = frozenset(re.findall(r"\w+", (
     "the and that this those these with from for our your their them they have has had was "
     "were are will would should could can not now also just then than what when which who "
     "scrap scratch forget never mind doing going dropped lifted again fine longer required "
     "needed anymore any more we're let's it's that's")))
-
-
-def named_values(text: str) -> set[str]:
-    """Proper names and acronyms in a statement (PostgreSQL, MySQL, GraphQL, AWS...)."""
-    # Generic acronyms (API, GET, VM) name no choice; UTC, AWS or RQ do.
-    text = _LABELLED.sub("", text.strip())
-    names = {m.group(1).lower() for m in _NAME.finditer(text)
-             if m.group(1).lower() not in _GENERIC}
-    # A sentence's first word counts when it could not be an ordinary capitalised word.
-    first = _FIRST_NAME.match(text)
-    if first and first.group(1).lower() not in _GENERIC:
-        names.add(first.group(1).lower())
-    # Tool names are often lowercase with a digit: autopep8, python3, http2.
-    names.update(m.lower() for m in _IDENTIFIER.findall(text))
-    actor = _FIRST_ACTOR.match(text)
-    if actor and actor.group(1) not in ("The", "This", "That", "Our", "Everyone", "Nobody"):
-        names.add(actor.group(1).lower())
-    return names
-
-
-def values_of(text: str) -> set[str]:
-    """What a statement sets: its names and its numbers."""
-    numbers = {" ".join(m.group(0).lower().split()) for m in _NUMBER.finditer(text)}
-    return named_values(text) | numbers
-
-
-def _same_value(x: str, y: str) -> bool:
-    """One value, allowing a prefix for names ("Postgres", "PostgreSQL"); numbers only
-    match exactly ("1" is not "15")."""
-    if x == y:
-        return True
-    if x[:1].isdigit() or y[:1].isdigit() or x[:1] == "$" or y[:1] == "$":
-        return False
-    return x.startswith(y) or y.startswith(x)
-
-
-def _overlap(xs: set[str], ys: set[str]) -> bool:
-    return any(_same_value(x, y) for x in xs for y in ys)
-
-
-def contradicts(a: str, b: str) -> bool:
-    """Two statements on one subject contradict when each names something and none of the
-    names match (allowing a prefix: "Postgres" and "PostgreSQL" are one value)."""
-    va, vb = named_values(a), named_values(b)
-    if not va or not vb:
-        return False
-    return not _overlap(va, vb)
-
-
-def differs(a: str, b: str) -> bool:
-    """Each statement sets a value (a name or a number) the other does not: "Node 18" and
-    "Node 22" differ, "Dublin" and "Dublin, three zones" do not (nothing of the first is
-    gone)."""
-    va, vb = values_of(a), values_of(b)
-    if not va or not vb:
-        return False
-    return any(not _overlap({x}, vb) for x in va) and any(not _overlap({y}, va) for y in vb)
-
-
-def restates(text: str, fact: Fact) -> bool:
-    """Every value `text` sets is one `fact` already holds."""
-    said, held = values_of(text), values_of(fact.content)
-    return bool(said) and all(_overlap({v}, held) for v in said)
-
-
-def _shape(value: str) -> str:
-    """A number's shape ("3.11" -> "9.9", "10:15" -> "9:9"); names have none."""
-    if not value[:1].isdigit():
-        return ""
-    return re.sub(r"\d+", "9", value)
-
-
-def normalise(text: str) -> str:
-    return " ".join(re.findall(r"\w+", text.lower()))
 
 
 def _content_words(text: str) -> set[str]:
@@ -164,10 +99,19 @@ RESTATE_MATCH = 0.8
 ASKED_MATCH = 0.35  # a question or proposal this much about a fact is answered by it
 
 
-class _Planner:
+class Planner:
+    """Applies actions one by one to the known facts; `plan` is what they changed."""
+
     def __init__(self, prior: Sequence[Fact], similarity: Similarity, dedup_threshold: float,
-                 valid_from: datetime, slot_similarity: SlotSimilarity | None = None) -> None:
+                 valid_from: datetime, slot_similarity: SlotSimilarity | None = None,
+                 turns: Sequence[Turn] = ()) -> None:
         self.plan = Plan()
+        # The episode's turns decide whose each new fact is (`hivemem.domain.authority`).
+        self.turns = list(turns)
+        # Who makes the statement being applied: only facts it may change are candidates
+        # (or, while `seeing`, the facts it may see).
+        self.author = Author()
+        self.seeing = False
         self.facts: dict[str, Fact] = {f.fact_id: f for f in prior}
         self.new_ids: dict[int, str] = {}
         self.similarity = similarity
@@ -182,7 +126,8 @@ class _Planner:
         fact = self.plan.writes.get(fact_id) or self.facts.get(fact_id)
         if fact is None or fact.status not in (FactStatus.ACTIVE, FactStatus.CONFLICTED):
             return None
-        return fact
+        allowed = self.author.may_see if self.seeing else self.author.may_change
+        return fact if allowed(fact) else None
 
     def active(self) -> list[Fact]:
         pool = {**self.facts, **self.plan.writes}
@@ -243,10 +188,12 @@ class _Planner:
                 return fact
         return None
 
-    def supersede(self, old: Fact, new: Fact, reason: str) -> Fact:
+    def supersede(self, old: Fact, new: Fact) -> Fact:
+        # The reason names the successor, never its content: whoever may see the old fact
+        # may not see the new one.
         self.write(old.model_copy(update={
             "status": FactStatus.SUPERSEDED, "superseded_by": new.fact_id,
-            "valid_to": self.valid_from, "reason": reason}))
+            "valid_to": self.valid_from, "reason": f"superseded_by:{new.fact_id}"}))
         self.plan.superseded.append(old.fact_id)
         return new.model_copy(update={
             "supersedes": old.fact_id, "version": max(new.version, old.version + 1),
@@ -268,12 +215,33 @@ class _Planner:
             "retracted_by": sorted(set(old.retracted_by) | set(by_turns))}))
         self.plan.archived.append(old.fact_id)
 
+    def hidden_on_slot(self, new: Fact) -> list[Fact]:
+        """Active facts on `new`'s slot its author may see but not change (the shared ones,
+        for a private statement)."""
+        self.seeing = True
+        try:
+            pool = self.on_slot(new, None)
+        finally:
+            self.seeing = False
+        return [f for f in pool if not self.author.may_change(f)]
+
+    def private_successor(self, new: Fact, intent: Intent) -> Fact:
+        """A private change of a slot whose current fact is shared: the new fact succeeds it
+        for its owner only (`supersedes` names it; the shared fact stays current)."""
+        replaced = [f for f in self.hidden_on_slot(new)
+                    if intent == Intent.UPDATE or (differs(f.content, new.content)
+                                                   and f.agent_id == new.agent_id)]
+        if not replaced:
+            return new
+        old = max(replaced, key=self.recency)
+        return new.model_copy(update={"supersedes": old.fact_id, "version": old.version + 1})
+
     def remove(self, index: int, action: FactAction) -> None:
         old = self.current(self.resolve(action.target))
         if old is None:
             self.plan.dropped.append(f"{index}: remove of unknown or inactive {action.target}")
             return
-        self.archive(old, action.reason or "no longer true")
+        self.archive(old, "removed")
 
     def recency(self, fact: Fact) -> tuple[int, datetime, int]:
         written = self.order.get(fact.fact_id)
@@ -282,7 +250,7 @@ class _Planner:
     def mentioned_in(self, text: str) -> list[Fact]:
         """Active facts whose values (names, numbers) `text` mentions."""
         said = values_of(text)
-        return [f for f in self.active() if said and _overlap(values_of(f.content), said)]
+        return [f for f in self.active() if said and overlap(values_of(f.content), said)]
 
     def withdrawn_by(self, new: Fact) -> Fact | None:
         """The fact a retraction withdraws: its slot's, the one whose value it names, the
@@ -316,7 +284,7 @@ class _Planner:
         said = values_of(new.content)
         everything = {**self.facts, **self.plan.writes}
         for old in sorted(everything.values(), key=self.recency, reverse=True):
-            if old.status != FactStatus.SUPERSEDED or not _overlap(values_of(old.content), said):
+            if old.status != FactStatus.SUPERSEDED or not overlap(values_of(old.content), said):
                 continue
             head = self.head_of(old, everything)
             if (head is not None and differs(head.content, new.content)
@@ -376,7 +344,8 @@ class _Planner:
         """How much `text` is about what `fact` says: similarity, plus the words they share
         ("flags", "review") and values of one shape ("3.13" beside "3.11")."""
         shared = len(_content_words(text) & _content_words(fact.content))
-        shapes = {_shape(v) for v in values_of(text)} & {_shape(v) for v in values_of(fact.content)}
+        shapes = ({shape_of(v) for v in values_of(text)}
+                  & {shape_of(v) for v in values_of(fact.content)})
         return self.similarity(text, fact) + 0.2 * shared + 0.3 * bool(shapes - {""})
 
     def merge(self, index: int, new: Fact, twin: Fact) -> None:
@@ -386,6 +355,44 @@ class _Planner:
             "confidence": max(twin.confidence, new.confidence)}))
         self.plan.merged.append((str(index), twin.fact_id))
         self.new_ids[index] = twin.fact_id
+
+    def apply(self, index: int, action: FactAction, *, session_id: str, episode_id: str,
+              namespace: str, now: datetime, min_confidence: float = 0.0) -> None:
+        """One action: `index` is its place in the batch (its new fact's id and ``new:``
+        name)."""
+        plan = self.plan
+        if action.op == "keep":
+            target = self.resolve(action.target)
+            if self.current(target):
+                plan.kept.append(str(target))
+        elif action.op == "remove":
+            self.author = episode_author(self.turns) if self.turns else Author()
+            self.remove(index, action)
+        elif not action.content or not action.content.strip():
+            plan.dropped.append(f"{index}: {action.op} without content")
+        elif action.confidence < min_confidence:
+            plan.dropped.append(f"{index}: confidence {action.confidence} below {min_confidence}")
+        else:
+            self.author = author_of(action.content, action.source_turn_ids, self.turns,
+                                    action.agent_id)
+            private = self.author.visibility == PRIVATE
+            new = Fact(
+                fact_id=fact_id_for(episode_id, index),
+                namespace=namespace,
+                session_id=session_id,
+                agent_id=self.author.agent_id if private else action.agent_id,
+                visibility=self.author.visibility,
+                content=action.content.strip(),
+                kind=action.kind,
+                subject=canonical_slot(action.subject),
+                confidence=action.confidence,
+                source_turn_ids=list(action.source_turn_ids),
+                episode_id=episode_id,
+                created_at=now,
+                valid_from=self.valid_from,
+                # A model's free-text reason stays in the trace: it may quote anything.
+            )
+            self.add_or_update(index, action, new)
 
     def add_or_update(self, index: int, action: FactAction, new: Fact) -> None:
         intent = intent_of(new.content)
@@ -400,7 +407,8 @@ class _Planner:
             gone = old or self.withdrawn_by(new)
             if gone is not None and not (values_of(new.content) - values_of(gone.content)
                                          and differs(new.content, gone.content)):
-                self.archive(gone, "retracted: " + new.content[:120], new.source_turn_ids)
+                self.archive(gone, "retracted_by:" + ",".join(sorted(new.source_turn_ids)),
+                             new.source_turn_ids)
                 self.plan.retracted.append(gone.fact_id)
                 return
             if gone is None:
@@ -443,7 +451,7 @@ class _Planner:
                 self.merge(index, new, same[0])
                 return
         if old is not None:
-            new = self.supersede(old, new, action.reason or "updated: " + new.content[:120])
+            new = self.supersede(old, new)
         if intent == Intent.ADDITION:
             rivals = []  # "we also use X": one more value beside the known ones
         elif intent == Intent.STATE:
@@ -458,7 +466,12 @@ class _Planner:
             rivals = [f for f in rivals if f not in speakers_differ]
         for rival in sorted(rivals, key=lambda f: f.valid_from):
             # A change replaces what was said on the slot, named as target or not.
-            new = self.supersede(rival, new, "updated: " + new.content[:120])
+            new = self.supersede(rival, new)
+        self.save_new(index, new, intent)
+
+    def save_new(self, index: int, new: Fact, intent: Intent) -> None:
+        if self.author.visibility == PRIVATE and new.supersedes is None:
+            new = self.private_successor(new, intent)
         self.write(new)
         self.plan.added.append(new.fact_id)
         self.new_ids[index] = new.fact_id
@@ -477,35 +490,13 @@ def plan_actions(
     dedup_threshold: float = 0.9,
     min_confidence: float = 0.0,
     slot_similarity: SlotSimilarity | None = None,
+    turns: Sequence[Turn] = (),
 ) -> Plan:
-    planner = _Planner(prior, similarity, dedup_threshold, valid_from, slot_similarity)
-    plan = planner.plan
+    """`turns`: the episode's, to decide whose each new fact is and what its statement may
+    change (`hivemem.domain.authority`); without them every statement is its speaker's,
+    shared."""
+    planner = Planner(prior, similarity, dedup_threshold, valid_from, slot_similarity, turns)
     for index, action in enumerate(actions):
-        if action.op == "keep":
-            target = planner.resolve(action.target)
-            if planner.current(target):
-                plan.kept.append(str(target))
-        elif action.op == "remove":
-            planner.remove(index, action)
-        elif not action.content or not action.content.strip():
-            plan.dropped.append(f"{index}: {action.op} without content")
-        elif action.confidence < min_confidence:
-            plan.dropped.append(f"{index}: confidence {action.confidence} below {min_confidence}")
-        else:
-            new = Fact(
-                fact_id=fact_id_for(episode_id, index),
-                namespace=namespace,
-                session_id=session_id,
-                agent_id=action.agent_id,
-                content=action.content.strip(),
-                kind=action.kind,
-                subject=canonical_slot(action.subject),
-                confidence=action.confidence,
-                source_turn_ids=list(action.source_turn_ids),
-                episode_id=episode_id,
-                created_at=now,
-                valid_from=valid_from,
-                reason=action.reason,
-            )
-            planner.add_or_update(index, action, new)
-    return plan
+        planner.apply(index, action, session_id=session_id, episode_id=episode_id,
+                      namespace=namespace, now=now, min_confidence=min_confidence)
+    return planner.plan

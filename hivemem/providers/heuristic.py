@@ -15,10 +15,10 @@ from __future__ import annotations
 import re
 
 from hivemem.domain.change import Intent, intent_of
-from hivemem.domain.consolidation import normalise, values_of
 from hivemem.domain.fact import Fact, FactAction, FactKind, FactStatus
 from hivemem.domain.markers import detect_markers
 from hivemem.domain.slots import canonical_slot, slot_of
+from hivemem.domain.values import normalise, values_of
 from hivemem.providers.reflector import ReflectionRequest, ReflectionResult
 
 _PREFERENCE = re.compile(

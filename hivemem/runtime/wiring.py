@@ -17,8 +17,7 @@ from typing import TYPE_CHECKING, Any, Self
 from hivemem.config import Settings, WorkerSettings
 from hivemem.pipeline.topology import Keys
 from hivemem.providers.embedders import Embedder, build_embedder
-from hivemem.providers.heuristic import HeuristicReflector
-from hivemem.providers.llm import build_reflector
+from hivemem.providers.llm import reflector_for
 from hivemem.providers.reflector import Reflector
 from hivemem.store.audit import AuditLog
 from hivemem.store.episodes import EpisodeStore
@@ -195,10 +194,10 @@ class Wiring:
 
     @cached_property
     def reflector(self) -> Reflector:
-        """The configured LLM reflector, or the heuristic one when no LLM is configured."""
+        """The heuristic reflector, with the configured LLM on top of it when there is one."""
         if self._reflector is not None:
             return self._reflector
-        return build_reflector(self.settings.llm) or HeuristicReflector()
+        return reflector_for(self.settings.llm)
 
     # -- workers ---------------------------------------------------------------------------
 

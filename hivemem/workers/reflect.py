@@ -17,16 +17,18 @@ import numpy as np
 import structlog
 
 from hivemem.domain.audit import reflection_events
+from hivemem.domain.augment import plan_with_additions
 from hivemem.domain.consolidation import Plan, plan_actions
 from hivemem.domain.episode import Episode
-from hivemem.domain.fact import VISIBLE, Fact, FactStatus
+from hivemem.domain.fact import VISIBLE, Fact, FactAction, FactStatus
 from hivemem.domain.models import Turn
 from hivemem.domain.redact import redact
-from hivemem.domain.scope import owner_of
+from hivemem.domain.scope import Scope, owner_of
 from hivemem.domain.slots import canonical_slot
 from hivemem.errors import NotFound, ProviderError, RetryLater
 from hivemem.pipeline.vectors import decode_vector
-from hivemem.providers.reflector import ReflectionRequest
+from hivemem.providers.llm.augmented import AugmentedResult
+from hivemem.providers.reflector import ReflectionRequest, ReflectionResult
 from hivemem.store.audit import AuditLog
 from hivemem.store.reflection import SessionLock
 from hivemem.workers.compact import schedule_after_reflection
@@ -102,16 +104,19 @@ class Reflection:
         finally:
             lock.release()
 
-    def _prior_facts(self, episode: Episode) -> list[Fact]:
+    def _prior_facts(self, episode: Episode, scope: Scope) -> list[Fact]:
+        """The current facts the episode's scope may see: what the reflector is shown."""
         ctx = self.ctx
-        facts = ctx.vectors.list_facts(episode.session_id, [s.value for s in VISIBLE])
+        facts = _seen(ctx.vectors.list_facts(episode.session_id, [s.value for s in VISIBLE]),
+                      scope)
         if len(facts) <= self.settings.max_unscoped_facts or episode.centroid is None:
             return facts
         hits = ctx.vectors.search_facts(
             episode.session_id, decode_vector(episode.centroid),
-            self.settings.max_unscoped_facts, [s.value for s in VISIBLE],
+            # Over-fetch: the hits of other scopes are filtered out after the search.
+            self.settings.max_unscoped_facts * 2, [s.value for s in VISIBLE],
         )
-        return [h.fact for h in hits]
+        return _seen([h.fact for h in hits], scope)[:self.settings.max_unscoped_facts]
 
     def _reflect_one(self, episode: Episode, lock: SessionLock) -> dict[str, Any]:
         ctx = self.ctx
@@ -121,7 +126,9 @@ class Reflection:
             (h.turn for h in ctx.vectors.get_turns(session_id, list(episode.turn_ids))),
             key=lambda t: t.seq,
         )
-        prior = self._prior_facts(episode)
+        namespace = turns[0].namespace if turns else episode.namespace
+        scope = _episode_scope(turns, namespace)
+        prior = self._prior_facts(episode, scope)
         request = ReflectionRequest(
             session_id=session_id, episode=episode, turns=turns, prior_facts=prior,
             max_facts=self.settings.max_facts_per_episode,
@@ -149,9 +156,9 @@ class Reflection:
             raise
         # Superseded versions let consolidation see a revert ("back to Jenkins" names the
         # value Jenkins held before); only the current facts go to the reflector.
-        history = ctx.vectors.list_facts(session_id, [FactStatus.SUPERSEDED.value])
-        plan = self._plan(episode, prior + history, result.actions)
-        _scope_new_facts(plan, turns, turns[0].namespace if turns else episode.namespace)
+        history = _seen(ctx.vectors.list_facts(session_id, [FactStatus.SUPERSEDED.value]),
+                        scope)
+        plan = self._plan(episode, prior + history, result, turns, namespace)
         writes = list(plan.writes.values())
         if writes:
             vectors = ctx.embedder.embed_documents([f.content for f in writes])
@@ -163,6 +170,7 @@ class Reflection:
         trace.update(
             raw_output=result.raw_output,
             actions=[a.model_dump(mode="json") for a in result.actions],
+            rule_actions=[a.model_dump(mode="json") for a in _rule_actions(result)],
             saved=plan.added, superseded=plan.superseded, conflicted=plan.conflicted,
             archived=plan.archived, merged=plan.merged, kept=plan.kept,
             retracted=plan.retracted, dropped=[*result.dropped, *plan.dropped],
@@ -196,9 +204,11 @@ class Reflection:
                   episode_id=episode.episode_id, index=episode.index,
                   retries_exhausted=retries_exhausted, error=str(exc)[:300])
 
-    def _plan(self, episode: Episode, prior: list[Fact], actions: list[Any]) -> Plan:
+    def _plan(self, episode: Episode, prior: list[Fact], result: ReflectionResult,
+              turns: list[Turn], namespace: str) -> Plan:
         ctx = self.ctx
-        contents = [a.content for a in actions if a.content]
+        actions = [*_rule_actions(result), *result.actions]
+        contents = list(dict.fromkeys(a.content for a in actions if a.content))
         content_vectors = dict(
             zip(contents, ctx.embedder.embed_documents(contents), strict=True)
         ) if contents else {}
@@ -227,36 +237,33 @@ class Reflection:
             va, vb = subject_vectors.get(a), subject_vectors.get(b)
             return float(np.dot(va, vb)) if va is not None and vb is not None else 0.0
 
-        return plan_actions(
-            prior, actions,
-            session_id=episode.session_id, episode_id=episode.episode_id,
-            namespace=self.settings.namespace, now=datetime.now(UTC),
-            valid_from=episode.ended_at, similarity=similarity,
-            dedup_threshold=self.settings.dedup_threshold,
-            min_confidence=self.settings.min_confidence,
-            slot_similarity=slot_similarity,
-        )
+        where: dict[str, Any] = {
+            "session_id": episode.session_id, "episode_id": episode.episode_id,
+            "namespace": namespace, "now": datetime.now(UTC), "turns": turns,
+            "valid_from": episode.ended_at, "similarity": similarity,
+            "dedup_threshold": self.settings.dedup_threshold,
+            "min_confidence": self.settings.min_confidence, "slot_similarity": slot_similarity,
+        }
+        if isinstance(result, AugmentedResult):
+            # The LLM's actions on top of the rules': they may add, never undo.
+            return plan_with_additions(prior, result.rule_actions, result.actions, **where)
+        return plan_actions(prior, result.actions, **where)
 
 
-def _scope_new_facts(plan: Plan, turns: list[Turn], namespace: str) -> None:
-    """A new fact lives in its session's namespace and is private when a turn it came from
-    is (`hivemem.domain.scope.owner_of`); facts citing no turn of the episode take the episode's."""
-    by_id = {t.turn_id: t for t in turns}
-    everyone = [_scope_record(t) for t in turns]
-    for fact_id in plan.added:
-        fact = plan.writes.get(fact_id)
-        if fact is None:
-            continue
-        sources = [_scope_record(by_id[t]) for t in fact.source_turn_ids if t in by_id]
-        owner = owner_of(sources or everyone)
-        update: dict[str, Any] = {"namespace": namespace, "visibility": owner.visibility}
-        if owner.visibility == "private":
-            update["agent_id"] = owner.agent_id
-        plan.writes[fact_id] = fact.model_copy(update=update)
+def _rule_actions(result: ReflectionResult) -> list[FactAction]:
+    return result.rule_actions if isinstance(result, AugmentedResult) else []
 
 
-def _scope_record(turn: Turn) -> dict[str, Any]:
-    return {"visibility": turn.visibility, "agent_id": turn.agent_id}
+def _episode_scope(turns: list[Turn], namespace: str) -> Scope:
+    """Who the episode speaks for: an agent's private turns let it see that agent's private
+    facts; an episode of shared turns (or of several agents' private ones) sees shared facts
+    only."""
+    owner = owner_of({"visibility": t.visibility, "agent_id": t.agent_id} for t in turns)
+    return Scope(namespace, owner.agent_id if owner.visibility == "private" else None)
+
+
+def _seen(facts: list[Fact], scope: Scope) -> list[Fact]:
+    return [f for f in facts if scope.admits(f.namespace, f.visibility, f.agent_id)]
 
 
 def _audit(ctx: JobContext, plan: Plan, prior: list[Fact], episode: Episode) -> None:

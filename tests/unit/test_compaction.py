@@ -196,8 +196,8 @@ def test_reflection_events_record_supersede_conflict_and_archive() -> None:
         plan, [db, api, old], episode_id="ep", at=CLOCK)}
     new_db = plan.writes["db"].superseded_by
     assert events[("db", "superseded")].related == [new_db]
-    assert events[("db", "superseded")].reason == "ops asked"
+    assert events[("db", "superseded")].reason == f"superseded_by:{new_db}"  # ids, no content
     assert events[("db", "superseded")].from_status == "active"
     assert events[("api", "conflicted")].to_status == "conflicted"
-    assert events[("old", "archived")].reason == "cancelled"
+    assert events[("old", "archived")].reason == "removed"
     assert events[(new_db, "created")].cause == "episode ep"

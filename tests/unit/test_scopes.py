@@ -12,8 +12,8 @@ import redis
 
 from hivemem import MemoryClient, ValidationError
 from hivemem.config import QdrantSettings
-from hivemem.domain.consolidation import Plan
-from hivemem.domain.fact import Fact
+from hivemem.domain.consolidation import plan_actions
+from hivemem.domain.fact import Fact, FactAction
 from hivemem.domain.models import Role, Turn
 from hivemem.domain.scope import Owner, Scope, owner_of
 from hivemem.errors import OutOfScope
@@ -21,7 +21,6 @@ from hivemem.providers.embedders import HashingEmbedder
 from hivemem.store.vectors.base import TURNS, Point, VectorStore
 from hivemem.store.vectors.edge import EdgeVectorStore
 from hivemem.store.vectors.server import ServerVectorStore
-from hivemem.workers.reflect import _scope_new_facts
 from tests.support.streams import turns_len
 
 EMB = HashingEmbedder(64)
@@ -112,16 +111,12 @@ def test_fact_scope_follows_its_source_turns(store: VectorStore) -> None:
         _turn("s", 2, "my api token rotates", namespace="a", agent_id="bob",
               visibility="private"),
     ]
-    facts = {
-        f"f{i}": Fact(fact_id=f"0000000000000000000000000000000{i}", session_id="s",
-                      agent_id=agent, content=text, source_turn_ids=[source],
-                      created_at=now, valid_from=now)
-        for i, (agent, text, source) in enumerate(
-            [("alice", "we use postgres", "t1"), ("bob", "bob's token rotates", "t2")], 1)
-    }
-    plan = Plan(writes={f.fact_id: f for f in facts.values()},
-                added=[f.fact_id for f in facts.values()])
-    _scope_new_facts(plan, turns, "a")
+    # Reflection decides a new fact's scope from the turns that state it.
+    actions = [FactAction(op="add", content=text, agent_id=agent, source_turn_ids=[source])
+               for agent, text, source in [("alice", "we use postgres", "t1"),
+                                           ("bob", "bob's token rotates", "t2")]]
+    plan = plan_actions([], actions, turns=turns, session_id="s", episode_id="ep",
+                        namespace="a", now=now, valid_from=now, similarity=lambda _c, _f: 0.0)
     written = list(plan.writes.values())
     assert [(f.namespace, f.visibility, f.agent_id) for f in written] == [
         ("a", "shared", "alice"), ("a", "private", "bob")]

@@ -11,7 +11,9 @@ from __future__ import annotations
 import httpx
 
 from hivemem.config import LLMConfig
+from hivemem.providers.heuristic import HeuristicReflector
 from hivemem.providers.llm.anthropic import ANTHROPIC_VERSION, AnthropicReflector
+from hivemem.providers.llm.augmented import AugmentedReflector, AugmentedResult
 from hivemem.providers.llm.base import LLMReflector
 from hivemem.providers.llm.openai import OpenAICompatibleReflector
 from hivemem.providers.llm.parse import (
@@ -35,11 +37,11 @@ from hivemem.providers.llm.transport import LLMHTTPError
 from hivemem.providers.reflector import Reflector
 
 __all__ = [
-    "ANTHROPIC_VERSION", "SYSTEM_PROMPT", "Aliases", "AnthropicReflector", "LLMConfig",
-    "LLMHTTPError", "LLMOutputError", "LLMReflector", "MalformedOutput",
-    "OpenAICompatibleReflector", "ParsedReply", "Prompt", "build_prompt", "build_reflector",
-    "extract_json", "parse_actions", "parse_reply", "render_fact", "render_turn",
-    "repair_prompt",
+    "ANTHROPIC_VERSION", "SYSTEM_PROMPT", "Aliases", "AnthropicReflector", "AugmentedReflector",
+    "AugmentedResult", "LLMConfig", "LLMHTTPError", "LLMOutputError", "LLMReflector",
+    "MalformedOutput", "OpenAICompatibleReflector", "ParsedReply", "Prompt", "build_prompt",
+    "build_reflector", "extract_json", "parse_actions", "parse_reply", "reflector_for",
+    "render_fact", "render_turn", "repair_prompt",
 ]
 
 
@@ -52,3 +54,11 @@ def build_reflector(
     if config.provider == "anthropic":
         return AnthropicReflector(config, client)
     return OpenAICompatibleReflector(config, client)
+
+
+def reflector_for(config: LLMConfig | None, client: httpx.Client | None = None) -> Reflector:
+    """What reflects episodes under `config`: the heuristic reflector without an LLM; with
+    one, the LLM on top of the heuristic (it may add facts, never undo the change rules)."""
+    llm = build_reflector(config, client)
+    rules = HeuristicReflector()
+    return rules if llm is None else AugmentedReflector(llm, rules)

@@ -19,8 +19,8 @@ from typing import Any
 import structlog
 from pydantic import ValidationError as PydanticValidationError
 
-from hivemem.domain.consolidation import named_values
 from hivemem.domain.fact import FactAction, FactKind
+from hivemem.domain.values import named_values
 from hivemem.errors import ProviderError
 from hivemem.providers.llm.prompt import Aliases
 from hivemem.providers.reflector import ReflectionRequest
