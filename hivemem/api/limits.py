@@ -4,11 +4,14 @@ It runs after authentication: a request to the API (``/v1/...``) without a valid
 has its body read (the app answers 401 from an empty body), so an anonymous client cannot
 make the server buffer anything. An authenticated body over the limit is refused as soon as
 that is known: at once for a declared Content-Length, at the first chunk past the limit for
-a chunked one; the server never waits for bytes it will not use.
+a chunked one. The 413 goes out before any more is read; the rest of a moderately oversized
+body is then dropped (bounded in size and time) so that the client can read the 413.
 """
 
 from __future__ import annotations
 
+import asyncio
+import contextlib
 import json
 from typing import Any
 
@@ -18,6 +21,11 @@ from hivemem.api.auth import KeyCheck, presented_key
 from hivemem.api.problems import BASE, MEDIA_TYPE
 
 _NO_BODY = ("GET", "HEAD", "OPTIONS")
+# After a 413 (already sent), read and drop the rest of a body up to this many times the
+# limit, for at most _DRAIN_S: a socket closed with unread bytes is reset by the kernel, and
+# the reset can destroy the 413 before the client reads it. Bigger bodies are cut at once.
+_DRAIN_FACTOR = 16
+_DRAIN_S = 2.0
 
 
 class BodyLimit:
@@ -47,6 +55,8 @@ class BodyLimit:
                 return
             if size > self.max_bytes:
                 await self._refuse(scope, send, 413, self._detail())
+                if size <= _DRAIN_FACTOR * self.max_bytes:
+                    await _drain(receive)
                 return
             await self.app(scope, receive, send)
             return
@@ -61,6 +71,7 @@ class BodyLimit:
             total += len(body)
             if total > self.max_bytes:
                 await self._refuse(scope, send, 413, self._detail())
+                await _drain(receive)
                 return
             chunks.append(body)
             if not message.get("more_body", False):
@@ -92,6 +103,17 @@ class BodyLimit:
             (b"connection", b"close"),
         ]})
         await send({"type": "http.response.body", "body": payload})
+
+
+async def _drain(receive: Receive) -> None:
+    async def drop() -> None:
+        while True:
+            message = await receive()
+            if message["type"] != "http.request" or not message.get("more_body", False):
+                return
+
+    with contextlib.suppress(TimeoutError):
+        await asyncio.wait_for(drop(), _DRAIN_S)
 
 
 async def _empty_body() -> Message:

@@ -114,7 +114,8 @@ def test_repl_answers_with_memory_and_runs_slash_commands(
     assert "usage: /recall <query>" in out
     assert "session proj: 4 turns" in out
     assert "episode closed and reflected" in out
-    assert "PostgreSQL as the database" in out  # /facts
+    # /facts: the decision, as the change rules keep it (an LLM copy of it is dropped)
+    assert "│ active │ decision │ database │" in out
     assert "/episode" in out and "unknown command /bogus" in out
     assert "bye: session proj is remembered." in out
 

@@ -33,7 +33,7 @@ from hypothesis import strategies as st
 
 from hivemem import MemoryClient, Settings, ValidationError
 from hivemem.pipeline.messages import turn_from_wire
-from hivemem.pipeline.topology import Keys
+from hivemem.pipeline.topology import Keys, partition_of
 from hivemem.providers.embedders import HashingEmbedder
 from hivemem.store.redis import connect_fake, fake_server
 from tests.support.streams import turn_entries, turns_len
@@ -355,15 +355,16 @@ def test_accepted_turns_are_held_by_every_store_across_a_reopen(
     stores: Stores, meta: Any, markers_: list[str], content: str, ts: Any,
 ) -> None:
     r = stores.redis
-    before = r.xlen(KEYS.turns_stream)
+    stream = KEYS.turns_stream(partition_of("held", KEYS.partitions))
+    before = r.xlen(stream)
     try:
         stores.client.ingest("held", "user", content, metadata=meta, markers=markers_,
                              timestamp=ts)
     except ValidationError as exc:
-        assert r.xlen(KEYS.turns_stream) == before
+        assert r.xlen(stream) == before
         _outcome(f"store.refused.{exc.field}")
         return
-    [(_, fields)] = r.xrevrange(KEYS.turns_stream, count=1)
+    [(_, fields)] = r.xrevrange(stream, count=1)
     turn = turn_from_wire(fields[b"turn"], int(fields[b"seq"]))  # what the embed worker gets
     vector = stores.embedder.embed_documents([turn.content])
     for store in (stores.server, stores.edge):
