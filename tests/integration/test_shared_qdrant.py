@@ -18,9 +18,10 @@ from typing import Any
 
 import pytest
 import redis
-from integration_support import KEYS, conversation, worker_env
+from integration_support import conversation, worker_env
 
 from hivemem.config import Settings
+from hivemem.pipeline.topology import Keys
 from hivemem.producer.client import MemoryClient
 from hivemem.store.episodes import EpisodeStore
 from hivemem.store.reflection import ReflectionState
@@ -34,6 +35,10 @@ SESSIONS = [f"shared-s{i}" for i in range(6)]
 PER_SESSION = 30
 WORKERS = [sys.executable, "-m", "hivemem.workers"]
 REFUSED = "this turn is one Qdrant refuses"
+# Two embed workers split the partitions by lease (partition p to member p mod 2); with 4
+# partitions these six sessions fall in 0, 1, 2, 3, 1, 3, so each worker owns some of them.
+PARTITIONS = 4
+KEYS = Keys("hm", PARTITIONS)
 
 
 def _wait_for(what: str, done: Any, workers: list[Any], timeout_s: float = 150) -> None:
@@ -126,6 +131,7 @@ def test_two_embed_workers_and_a_reflect_worker_share_one_qdrant_server(
             "HIVEMEM_WORKER__BATCH_SIZE": "8",
             "HIVEMEM_WORKER__CLAIM_IDLE_MS": "1000",
             "HIVEMEM_EPISODES__MAX_TURNS": "6",
+            "HIVEMEM_REDIS__PARTITIONS": str(PARTITIONS),
         })
         workers = [start_worker(env, kind, "--name", name, command=WORKERS) for kind, name in
                    (("embed", "embed-1"), ("embed", "embed-2"), ("boundary", "boundary-1"),
@@ -134,7 +140,7 @@ def test_two_embed_workers_and_a_reflect_worker_share_one_qdrant_server(
                   lambda: all(w.events("worker.started") for w in workers[:2]), workers)
 
         settings = Settings.model_validate({
-            "redis": {"url": redis_url, "partitions": 1},
+            "redis": {"url": redis_url, "partitions": PARTITIONS},
             "embedding": {"provider": "hashing", "dim": DIM},
             "qdrant": {"url": qdrant.url}})
         turns = conversation(SESSIONS, PER_SESSION)
@@ -153,7 +159,8 @@ def test_two_embed_workers_and_a_reflect_worker_share_one_qdrant_server(
                 assert stats.turns_dead_lettered == (sid == SESSIONS[4]), stats
             [letter] = producer_a.admin.dead_letters()
             assert letter.deliveries == 1 and "recursion limit exceeded" in letter.error
-            assert real_redis.xlen(KEYS.dead_letters(KEYS.embedded_stream)) == 0
+            assert sum(real_redis.xlen(KEYS.dead_letters(KEYS.embedded_stream(p)))
+                       for p in range(PARTITIONS)) == 0
         _stop(workers, len(turns) - 1)
         _check_store(settings, turns, refused["turn_id"])
     finally:
