@@ -1,7 +1,7 @@
 """Worker processes sharing one networked Qdrant: the REST stand-in in its own process
 (qdrant-edge behind Qdrant's HTTP API), 2 embed + 1 boundary + 1 reflect worker processes
 and two producers on a real redis-server. With the embedded folder only one process could
-open the store; here every stage runs beside the others. Mid-load Qdrant has an outage
+open the store; here every stage runs beside the others. From the first write Qdrant has an outage
 (5xx on writes: the workers back off, nothing is lost) and refuses one turn for good (a 400:
 that turn alone is dead-lettered with Qdrant's reason). Every other turn lands in Qdrant
 exactly once, and every episode is reflected."""
@@ -53,8 +53,10 @@ def _wait_for(what: str, done: Any, workers: list[Any], timeout_s: float = 150) 
 
 
 def _produce(producers: list[MemoryClient], turns: list[dict[str, Any]], qdrant: Any) -> None:
-    """Each producer ingests half of the sessions, in small chunks, then closes them; an
-    outage (the next 12 writes of turns get a 503) starts while they are at it."""
+    """Each producer ingests half of the sessions, in small chunks, then closes them. An
+    outage (the first 12 writes of turns get a 503) is set before they start: on a quiet
+    machine the workers embed all 180 turns in well under a second, so an outage set
+    "mid-load" by the clock could come after the last write and never be seen."""
 
     def produce(producer: MemoryClient, mine: list[str]) -> None:
         batch = [t for t in turns if t["session_id"] in mine]
@@ -67,10 +69,9 @@ def _produce(producers: list[MemoryClient], turns: list[dict[str, Any]], qdrant:
     half = len(SESSIONS) // 2
     threads = [threading.Thread(target=produce, args=(p, mine))
                for p, mine in zip(producers, (SESSIONS[:half], SESSIONS[half:]), strict=True)]
+    qdrant.add_fault(Fault("PUT", r"hivemem_turns/points$", status=503, count=12))
     for t in threads:
         t.start()
-    time.sleep(0.5)
-    qdrant.add_fault(Fault("PUT", r"hivemem_turns/points$", status=503, count=12))
     for t in threads:
         t.join()
 
