@@ -96,13 +96,21 @@ def _ping(path: Path, timeout: float = 1.0) -> redis.Redis | None:
 
 
 def _pid_alive(pid: int) -> bool:
+    """Whether `pid` still runs. A zombie does not: a server adopted from an owner that is
+    still our parent process's child (or whose parent has not reaped it yet) has exited
+    once it is one, and waiting for its pid to vanish would wait for someone else's wait."""
     try:
         os.kill(pid, 0)
     except ProcessLookupError:
         return False
     except PermissionError:
         return True
-    return True
+    try:
+        stat = Path(f"/proc/{pid}/stat").read_text()
+    except OSError:
+        return True  # no /proc (macOS): the signal said it exists
+    # "pid (comm) S ...": the state follows the last ')' (comm may hold spaces and parens).
+    return stat.rpartition(")")[2].split()[:1] != ["Z"]
 
 
 def _is_server_process(pid: int) -> bool:

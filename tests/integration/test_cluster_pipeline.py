@@ -124,6 +124,14 @@ def _run_pipeline(
         "HIVEMEM_WORKER__CLAIM_INTERVAL_S": "0.2",
         "HIVEMEM_WORKER__BACKOFF_MAX_S": "0.2",
         "HIVEMEM_EPISODES__MAX_TURNS": "6",
+        # A killed reflect worker's session lock lapses in 2 s (not 60), and a job that
+        # found it held is retried every second (not after 5, 30, 120 s): the kill is
+        # recovered within the wait below even on a loaded machine.
+        "HIVEMEM_REFLECTION__LOCK_LEASE_MS": "2000",
+        "HIVEMEM_REFLECTION__LOCK_WAIT_S": "3",
+        "HIVEMEM_REFLECTION__RETRY_INTERVALS_S": "[1]",
+        "HIVEMEM_REFLECTION__RETRIES": "20",
+        "HIVEMEM_REFLECTION__JOB_TIMEOUT_S": "30",
     }
     env = worker_env(main_url, None, extra=extra)
     settings_doc = {

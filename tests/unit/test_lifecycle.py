@@ -25,9 +25,11 @@ Pipeline = tuple[MemoryClient, Callable[[], None]]
 
 @pytest.fixture
 def settings(settings: Settings) -> Settings:
-    """Staleness prunes even these small sessions (by default only above 200 facts)."""
+    """Staleness prunes even these small sessions (by default only above 200 facts), and a
+    held session lock is given up on after 0.1 s (not 30)."""
     return settings.model_copy(update={
-        "compaction": settings.compaction.model_copy(update={"stale_above": 0})})
+        "compaction": settings.compaction.model_copy(update={"stale_above": 0}),
+        "reflection": settings.reflection.model_copy(update={"lock_wait_s": 0.1})})
 
 
 def test_preview_then_compact_applies_exactly_the_preview(pipeline: Pipeline) -> None:
@@ -74,8 +76,6 @@ def test_compact_refuses_a_stale_preview_and_waits_for_reflection(pipeline: Pipe
         client.admin.compact("s1", expect=preview.fingerprint)
     assert client.admin.audit_log("s1") == []
 
-    client.settings = client.settings.model_copy(update={
-        "reflection": client.settings.reflection.model_copy(update={"lock_wait_s": 0.1})})
     lock = ReflectionState(client._redis, client.keys).lock("s1", 5000)
     lock.acquire(1)
     try:
