@@ -150,6 +150,9 @@ class ApiSettings(BaseModel):
     # Request bodies larger than this are refused with 413 before they are read whole.
     max_body_bytes: int = Field(default=1024 * 1024, ge=1024)
     max_batch: int = Field(default=500, ge=1, le=10_000)
+    # A long poll (`/wait`, `/wait-reflected`) holds its request for at most this long and
+    # then answers "not done yet"; the remote client asks again until its own timeout.
+    max_wait_s: float = Field(default=300.0, gt=0, le=300.0)
 
 
 class EmbeddingSettings(BaseModel):

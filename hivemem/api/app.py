@@ -79,7 +79,8 @@ def create_app(
     app.include_router(build_router(tenant_of, registry, authenticator(keys),
                                     settings.api.max_batch,
                                     settings.recall.default_preset))
-    app.include_router(build_client_router(tenant_of, authenticator(keys), admin))
+    app.include_router(build_client_router(tenant_of, authenticator(keys), admin,
+                                           max_wait_s=settings.api.max_wait_s))
 
     _operations(app, admin, registry)
     app.add_middleware(Observe, registry=registry)

@@ -16,7 +16,7 @@ from pydantic import BaseModel, ConfigDict, Field
 from starlette.concurrency import run_in_threadpool
 
 from hivemem.api.routes import ERRORS, SessionId
-from hivemem.api.schemas import Preset, RecallOut
+from hivemem.api.schemas import ID_REGEX, Id, Preset, RecallOut
 from hivemem.api.transfer_routes import build_transfer_router
 from hivemem.domain.audit import AuditEvent
 from hivemem.domain.episode import Episode
@@ -28,13 +28,12 @@ from hivemem.producer.admin import Admin
 from hivemem.producer.scoped import ScopedMemory
 from hivemem.store.apikeys import ApiKeyInfo
 
-AgentId = Annotated[str | None, Query(max_length=128)]
+AgentId = Annotated[str | None, Query(pattern=ID_REGEX, max_length=128)]
 FactId = Annotated[str, Path(pattern=r"^[A-Za-z0-9._:-]{1,128}$", max_length=128)]
 MAX_WAIT_S = 300.0
 WAIT_SLICE_S = 0.5
-# Kept out of the OpenAPI document until docs/openapi.json (pinned by a test, regenerated
-# with `python -m hivemem.api.spec`) is regenerated with them: then set it to True.
-IN_SCHEMA = False
+# A wait's timeout in seconds: a number, not `false` (pydantic's lax mode would read it as 0).
+Seconds = Annotated[float, Field(strict=True, ge=0, le=MAX_WAIT_S)]
 
 
 class _Body(BaseModel):
@@ -52,7 +51,7 @@ class SessionsOut(BaseModel):
 
 class SessionInfoIn(_Body):
     title: str | None = Field(default=None, max_length=200)
-    agent_id: str | None = Field(default=None, max_length=128)
+    agent_id: Id | None = None
 
 
 class EpisodesOut(BaseModel):
@@ -73,7 +72,7 @@ class AuditOut(BaseModel):
 
 class ContextIn(_Body):
     query: str = Field(min_length=1, max_length=8192)
-    agent_id: str | None = Field(default=None, max_length=128)
+    agent_id: Id | None = None
     token_budget: int | None = Field(default=None, gt=0)
     related: int = Field(default=0, ge=0, le=20)
     preset: Preset | None = None
@@ -87,7 +86,7 @@ class ContextOut(BaseModel):
 
 class WaitIn(_Body):
     stage: Literal["embed", "boundary"] = "embed"
-    timeout: float = Field(default=30.0, ge=0, le=MAX_WAIT_S)
+    timeout: Seconds = 30.0
 
 
 class WaitOut(BaseModel):
@@ -98,7 +97,7 @@ class WaitOut(BaseModel):
 
 
 class ReflectedIn(_Body):
-    timeout: float = Field(default=30.0, ge=0, le=MAX_WAIT_S)
+    timeout: Seconds = 30.0
 
 
 class ReflectedOut(BaseModel):
@@ -116,18 +115,18 @@ class TracesOut(BaseModel):
 def build_client_router(
     tenant_of: Callable[[ApiKeyInfo], ScopedMemory],
     authenticate: Callable[..., Awaitable[ApiKeyInfo]],
-    admin: Admin,
+    admin: Admin, *, max_wait_s: float = MAX_WAIT_S,
 ) -> APIRouter:
     """`admin`: for the one cross-scope write, an import, once the file is checked to be
-    the key's namespace's only (`hivemem.transfer.scoped_import`)."""
+    the key's namespace's only (`hivemem.transfer.scoped_import`). `max_wait_s`: the
+    longest a long poll is held (`api.max_wait_s`); a longer timeout is cut to it."""
 
     def tenant(key: Annotated[ApiKeyInfo, Depends(authenticate)]) -> ScopedMemory:
         return tenant_of(key)
 
     Tenant = Annotated[ScopedMemory, Depends(tenant)]  # noqa: N806 (a type alias)
     Key = Annotated[ApiKeyInfo, Depends(authenticate)]  # noqa: N806
-    router = APIRouter(prefix="/v1", responses=ERRORS, tags=["client"],
-                       include_in_schema=IN_SCHEMA)
+    router = APIRouter(prefix="/v1", responses=ERRORS, tags=["client"])
 
     @router.get("/whoami", response_model=WhoAmI, summary="The key's namespace")
     def whoami(key: Key) -> WhoAmI:
@@ -197,7 +196,7 @@ def build_client_router(
     async def wait(session_id: SessionId, body: WaitIn, memory: Tenant) -> WaitOut:
         # Waited in short slices, each in the thread pool: a long poll holds a worker
         # thread for one slice at a time, never for the whole wait.
-        deadline = time.monotonic() + body.timeout
+        deadline = time.monotonic() + min(body.timeout, max_wait_s)
         while True:
             remaining = max(0.0, deadline - time.monotonic())
             try:
@@ -216,7 +215,7 @@ def build_client_router(
     def wait_reflected(session_id: SessionId, body: ReflectedIn,
                        memory: Tenant) -> ReflectedOut:
         try:
-            index = memory.wait_until_reflected(session_id, body.timeout)
+            index = memory.wait_until_reflected(session_id, min(body.timeout, max_wait_s))
         except ReflectionTimeout as exc:
             return ReflectedOut(outcome="not_reflected", processed=exc.processed,
                                 target=exc.target)

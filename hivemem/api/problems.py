@@ -16,6 +16,7 @@ from fastapi import FastAPI, Request
 from fastapi.exceptions import RequestValidationError
 from fastapi.responses import JSONResponse
 from starlette.exceptions import HTTPException as StarletteHTTPException
+from starlette.routing import Match
 
 from hivemem.errors import (
     Backpressure,
@@ -68,6 +69,19 @@ def _field(loc: tuple[Any, ...] | list[Any]) -> str:
     for part in parts:
         out += f"[{part}]" if part.isdigit() else (f".{part}" if out else part)
     return out or "body"
+
+
+def _allowed(request: Request) -> str:
+    """Every method some route serves on this path. Starlette's 405 names only the first
+    route whose path matched, and a path can have several (GET and PATCH of a session are
+    declared by two routers)."""
+    methods: set[str] = set()
+    for route in request.app.router.routes:
+        match, _ = route.matches(request.scope)
+        if match == Match.NONE:
+            continue
+        methods |= set(getattr(route, "methods", None) or ())
+    return ", ".join(sorted(methods))
 
 
 def install(app: FastAPI) -> None:
@@ -128,8 +142,11 @@ def install(app: FastAPI) -> None:
     @app.exception_handler(StarletteHTTPException)
     async def _http(request: Request, exc: StarletteHTTPException) -> JSONResponse:
         kind = {401: "unauthorized", 404: "not-found", 413: "too-large"}.get(exc.status_code)
+        headers = getattr(exc, "headers", None)
+        if exc.status_code == 405:
+            headers = {**(headers or {}), "Allow": _allowed(request)}
         return problem(exc.status_code, str(exc.detail) if exc.detail else None, kind=kind,
-                       instance=request.url.path, headers=getattr(exc, "headers", None))
+                       instance=request.url.path, headers=headers)
 
     @app.exception_handler(Exception)
     async def _bug(request: Request, exc: Exception) -> JSONResponse:

@@ -12,13 +12,14 @@ import shutil
 import tempfile
 from collections.abc import Awaitable, Callable
 from pathlib import Path as FilePath
-from typing import Annotated
+from typing import Annotated, Any, Literal
 
 from fastapi import APIRouter, Depends, Query, Request
 from fastapi.responses import FileResponse
 from starlette.background import BackgroundTask
 from starlette.concurrency import run_in_threadpool
 
+from hivemem.api.schemas import ID_REGEX, Id
 from hivemem.producer.admin import Admin
 from hivemem.producer.scoped import ScopedMemory
 from hivemem.store.apikeys import ApiKeyInfo
@@ -27,7 +28,15 @@ from hivemem.transfer.scoped_import import check_file_namespace
 from hivemem.transfer.scoped_import import check_mode as check_import_mode
 
 EXPORT_COUNTS = "X-Hivemem-Export-Counts"  # the export's record counts, as JSON
-AgentId = Annotated[str | None, Query(max_length=128)]
+AgentId = Annotated[str | None, Query(pattern=ID_REGEX, max_length=128)]
+_FILE: dict[str, Any] = {"schema": {"type": "string", "format": "binary"}}
+# The upload is the raw export file (not JSON): declared so that clients and schemathesis see
+# the body the route reads from the stream.
+IMPORT_BODY: dict[str, Any] = {"requestBody": {"required": True, "content": {
+    "application/x-ndjson": _FILE, "application/gzip": _FILE}}}
+EXPORT_FILE: dict[int | str, dict[str, Any]] = {200: {
+    "description": "The export, one JSON record per line",
+    "content": {"application/x-ndjson": _FILE, "application/gzip": _FILE}}}
 
 
 def build_transfer_router(
@@ -37,11 +46,11 @@ def build_transfer_router(
     Key = Annotated[ApiKeyInfo, Depends(authenticate)]  # noqa: N806 (a type alias)
     router = APIRouter()
 
-    @router.get("/export", response_class=FileResponse,
+    @router.get("/export", response_class=FileResponse, responses=EXPORT_FILE,
                 summary="The namespace's sessions (or the ones named) as a JSON Lines export")
     def export(
         key: Key, agent_id: AgentId = None,
-        session_id: Annotated[list[str] | None, Query(max_length=1000)] = None,
+        session_id: Annotated[list[Id] | None, Query(max_length=1000)] = None,
         vectors: bool = False, gzip: bool = False,
     ) -> FileResponse:
         folder = FilePath(tempfile.mkdtemp(prefix="hivemem-export-"))
@@ -59,9 +68,10 @@ def build_transfer_router(
         )
 
     @router.post("/import", response_model=ImportSummary, status_code=201,
+                 openapi_extra=IMPORT_BODY,
                  summary="Append an export file (of this namespace only) to the namespace")
     async def import_file(
-        request: Request, key: Key, mode: str = "append", gzip: bool = False,
+        request: Request, key: Key, mode: Literal["append"] = "append", gzip: bool = False,
     ) -> ImportSummary:
         checked = check_import_mode(mode)
         folder = FilePath(tempfile.mkdtemp(prefix="hivemem-import-"))

@@ -239,7 +239,7 @@ class RemoteMemory:
         self, session_id: str, timeout: float = 30.0, *, stage: str = "embed"
     ) -> SessionStats:
         """Block until every turn enqueued so far for the session is recallable (one long
-        poll; the server waits at most 300 s)."""
+        poll, which the server holds at most its `api.max_wait_s`, 300 s by default)."""
 
         def read(response: httpx.Response) -> SessionStats:
             out = response.json()
