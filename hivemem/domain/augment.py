@@ -20,10 +20,9 @@ the facts they missed.
 from __future__ import annotations
 
 from collections.abc import Sequence
-from datetime import datetime
 from typing import Any
 
-from hivemem.domain.consolidation import Plan, Planner, Similarity, SlotSimilarity
+from hivemem.domain.consolidation import Plan, PlanContext, Planner
 from hivemem.domain.fact import VISIBLE, Fact, FactAction, FactStatus
 from hivemem.domain.models import Turn
 from hivemem.domain.provenance import sources_of
@@ -51,17 +50,7 @@ def plan_with_additions(
     prior: Sequence[Fact],
     actions: Sequence[FactAction],
     additions: Sequence[FactAction],
-    *,
-    turns: Sequence[Turn],
-    session_id: str,
-    episode_id: str,
-    namespace: str,
-    now: datetime,
-    valid_from: datetime,
-    similarity: Similarity,
-    dedup_threshold: float = 0.9,
-    min_confidence: float = 0.0,
-    slot_similarity: SlotSimilarity | None = None,
+    context: PlanContext,
 ) -> Plan:
     """The plan of `actions` (the rules), plus what `additions` (an LLM's) add to it.
 
@@ -71,8 +60,7 @@ def plan_with_additions(
     def planned(llm: Sequence[tuple[int, FactAction]]) -> Planner:
         """The rules' actions in their order, each LLM action placed before the first rule
         action said after it: every statement acts in the order it was said."""
-        planner = Planner(prior, similarity, dedup_threshold, valid_from, slot_similarity,
-                          turns)
+        planner = Planner(prior, context)
         batch = [(when(a), 0, i, a) for i, a in enumerate(actions)]
         placed = sorted(llm, key=lambda item: when(item[1]))
         merged: list[tuple[int, FactAction]] = []
@@ -82,10 +70,10 @@ def plan_with_additions(
             merged.append((index, action))
         merged.extend(placed)
         for index, action in merged:
-            planner.apply(index, action, session_id=session_id, episode_id=episode_id,
-                          namespace=namespace, now=now, min_confidence=min_confidence)
+            planner.apply(index, action)
         return planner
 
+    turns = context.turns
     order = {t.turn_id: t.seq for t in turns}
 
     def when(action: FactAction) -> int:

@@ -92,6 +92,25 @@ class Plan:
 Similarity = Callable[[str, Fact], float]
 # slot_similarity(subject a, subject b) -> cosine of the subject phrases' embeddings
 SlotSimilarity = Callable[[str, str], float]
+
+
+@dataclass(frozen=True)
+class PlanContext:
+    """Where a batch of actions applies, and how its facts are compared: the episode and its
+    clock, the similarity functions and the thresholds. `turns`: the episode's, to decide
+    whose each new fact is and what its statement may change (`hivemem.domain.authority`);
+    without them every statement is its speaker's, shared."""
+
+    session_id: str
+    episode_id: str
+    namespace: str
+    now: datetime
+    valid_from: datetime
+    similarity: Similarity
+    dedup_threshold: float = 0.9
+    min_confidence: float = 0.0
+    slot_similarity: SlotSimilarity | None = None
+    turns: Sequence[Turn] = ()
 SLOT_MATCH = 0.85  # subject phrases this similar name one slot ("the database", "our DB")
 RETRACT_MATCH = 0.5  # a retraction without a slot withdraws the fact it resembles this much
 # A slotless statement this similar to a fact, with another value, is its new version.
@@ -102,22 +121,21 @@ ASKED_MATCH = 0.35  # a question or proposal this much about a fact is answered 
 class Planner:
     """Applies actions one by one to the known facts; `plan` is what they changed."""
 
-    def __init__(self, prior: Sequence[Fact], similarity: Similarity, dedup_threshold: float,
-                 valid_from: datetime, slot_similarity: SlotSimilarity | None = None,
-                 turns: Sequence[Turn] = ()) -> None:
+    def __init__(self, prior: Sequence[Fact], context: PlanContext) -> None:
         self.plan = Plan()
+        self.context = context
         # The episode's turns decide whose each new fact is (`hivemem.domain.authority`).
-        self.turns = list(turns)
+        self.turns = list(context.turns)
         # Who makes the statement being applied: only facts it may change are candidates
         # (or, while `seeing`, the facts it may see).
         self.author = Author()
         self.seeing = False
         self.facts: dict[str, Fact] = {f.fact_id: f for f in prior}
         self.new_ids: dict[int, str] = {}
-        self.similarity = similarity
-        self.slot_similarity = slot_similarity
-        self.dedup_threshold = dedup_threshold
-        self.valid_from = valid_from
+        self.similarity = context.similarity
+        self.slot_similarity = context.slot_similarity
+        self.dedup_threshold = context.dedup_threshold
+        self.valid_from = context.valid_from
         self.order: dict[str, int] = {}  # fact id -> when this batch wrote it
 
     def current(self, fact_id: str | None) -> Fact | None:
@@ -356,11 +374,12 @@ class Planner:
         self.plan.merged.append((str(index), twin.fact_id))
         self.new_ids[index] = twin.fact_id
 
-    def apply(self, index: int, action: FactAction, *, session_id: str, episode_id: str,
-              namespace: str, now: datetime, min_confidence: float = 0.0) -> None:
+    def apply(self, index: int, action: FactAction) -> None:
         """One action: `index` is its place in the batch (its new fact's id and ``new:``
         name)."""
         plan = self.plan
+        ctx = self.context
+        min_confidence = ctx.min_confidence
         if action.op == "keep":
             target = self.resolve(action.target)
             if self.current(target):
@@ -377,9 +396,9 @@ class Planner:
                                     action.agent_id)
             private = self.author.visibility == PRIVATE
             new = Fact(
-                fact_id=fact_id_for(episode_id, index),
-                namespace=namespace,
-                session_id=session_id,
+                fact_id=fact_id_for(ctx.episode_id, index),
+                namespace=ctx.namespace,
+                session_id=ctx.session_id,
                 agent_id=self.author.agent_id if private else action.agent_id,
                 visibility=self.author.visibility,
                 content=action.content.strip(),
@@ -387,8 +406,8 @@ class Planner:
                 subject=canonical_slot(action.subject),
                 confidence=action.confidence,
                 source_turn_ids=list(action.source_turn_ids),
-                episode_id=episode_id,
-                created_at=now,
+                episode_id=ctx.episode_id,
+                created_at=ctx.now,
                 valid_from=self.valid_from,
                 # A model's free-text reason stays in the trace: it may quote anything.
             )
@@ -478,25 +497,10 @@ class Planner:
 
 
 def plan_actions(
-    prior: Sequence[Fact],
-    actions: Sequence[FactAction],
-    *,
-    session_id: str,
-    episode_id: str,
-    namespace: str,
-    now: datetime,
-    valid_from: datetime,
-    similarity: Similarity,
-    dedup_threshold: float = 0.9,
-    min_confidence: float = 0.0,
-    slot_similarity: SlotSimilarity | None = None,
-    turns: Sequence[Turn] = (),
+    prior: Sequence[Fact], actions: Sequence[FactAction], context: PlanContext
 ) -> Plan:
-    """`turns`: the episode's, to decide whose each new fact is and what its statement may
-    change (`hivemem.domain.authority`); without them every statement is its speaker's,
-    shared."""
-    planner = Planner(prior, similarity, dedup_threshold, valid_from, slot_similarity, turns)
+    """What `actions`, in their order, change among the `prior` facts."""
+    planner = Planner(prior, context)
     for index, action in enumerate(actions):
-        planner.apply(index, action, session_id=session_id, episode_id=episode_id,
-                      namespace=namespace, now=now, min_confidence=min_confidence)
+        planner.apply(index, action)
     return planner.plan

@@ -16,7 +16,7 @@ from collections.abc import Sequence
 from datetime import UTC, datetime
 
 from hivemem.config import ReflectionSettings
-from hivemem.domain.consolidation import plan_actions
+from hivemem.domain.consolidation import PlanContext, plan_actions
 from hivemem.domain.episode import Episode
 from hivemem.domain.fact import VISIBLE, Fact
 from hivemem.domain.models import Turn
@@ -51,14 +51,13 @@ def with_unreflected(
     ))
     if not result.actions:
         return list(facts)
-    plan = plan_actions(
-        list(facts), result.actions,
+    plan = plan_actions(list(facts), result.actions, PlanContext(
         session_id=first.session_id, episode_id=episode.episode_id,
         namespace=first.namespace, now=datetime.now(UTC), valid_from=last.timestamp,
         # No embeddings here: slots and values decide, as they do for the heuristic itself.
         similarity=lambda _content, _fact: 0.0,
         dedup_threshold=settings.dedup_threshold, min_confidence=settings.min_confidence,
-    )
+    ))
     merged = {f.fact_id: f for f in facts}
     merged.update(plan.writes)
     return list(merged.values())

@@ -18,7 +18,7 @@ import structlog
 
 from hivemem.domain.audit import reflection_events
 from hivemem.domain.augment import plan_with_additions
-from hivemem.domain.consolidation import Plan, plan_actions
+from hivemem.domain.consolidation import Plan, PlanContext, plan_actions
 from hivemem.domain.episode import Episode
 from hivemem.domain.fact import VISIBLE, Fact, FactAction, FactStatus
 from hivemem.domain.models import Turn
@@ -237,17 +237,17 @@ class Reflection:
             va, vb = subject_vectors.get(a), subject_vectors.get(b)
             return float(np.dot(va, vb)) if va is not None and vb is not None else 0.0
 
-        where: dict[str, Any] = {
-            "session_id": episode.session_id, "episode_id": episode.episode_id,
-            "namespace": namespace, "now": datetime.now(UTC), "turns": turns,
-            "valid_from": episode.ended_at, "similarity": similarity,
-            "dedup_threshold": self.settings.dedup_threshold,
-            "min_confidence": self.settings.min_confidence, "slot_similarity": slot_similarity,
-        }
+        where = PlanContext(
+            session_id=episode.session_id, episode_id=episode.episode_id,
+            namespace=namespace, now=datetime.now(UTC), turns=turns,
+            valid_from=episode.ended_at, similarity=similarity,
+            dedup_threshold=self.settings.dedup_threshold,
+            min_confidence=self.settings.min_confidence, slot_similarity=slot_similarity,
+        )
         if isinstance(result, AugmentedResult):
             # The LLM's actions on top of the rules': they may add, never undo.
-            return plan_with_additions(prior, result.rule_actions, result.actions, **where)
-        return plan_actions(prior, result.actions, **where)
+            return plan_with_additions(prior, result.rule_actions, result.actions, where)
+        return plan_actions(prior, result.actions, where)
 
 
 def _rule_actions(result: ReflectionResult) -> list[FactAction]:

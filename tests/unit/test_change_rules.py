@@ -6,7 +6,7 @@ from datetime import UTC, datetime, timedelta
 
 import numpy as np
 
-from hivemem.domain.consolidation import Plan, plan_actions
+from hivemem.domain.consolidation import Plan, PlanContext, plan_actions
 from hivemem.domain.episode import Episode
 from hivemem.domain.fact import Fact, FactStatus
 from hivemem.domain.models import Role, Turn
@@ -52,9 +52,9 @@ class Session:
         actions = HeuristicReflector().reflect(request).actions
         # As the reflect job does: consolidation also sees superseded versions (reverts).
         known = list(self.facts.values())
-        plan = plan_actions(known, actions, session_id="s", episode_id=episode.episode_id,
-                            namespace="default", now=episode.ended_at,
-                            valid_from=episode.ended_at, similarity=lambda _c, _f: 0.0)
+        plan = plan_actions(known, actions, PlanContext(
+            session_id="s", episode_id=episode.episode_id, namespace="default",
+            now=episode.ended_at, valid_from=episode.ended_at, similarity=lambda _c, _f: 0.0))
         self.facts.update(plan.writes)
         self.last = plan
         return plan

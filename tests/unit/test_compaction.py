@@ -160,13 +160,13 @@ def test_ten_thousand_facts_plan_quickly() -> None:
 
 def test_a_retried_reflection_names_the_same_audit_events() -> None:
     from hivemem.domain.audit import reflection_events
-    from hivemem.domain.consolidation import plan_actions
+    from hivemem.domain.consolidation import PlanContext, plan_actions
     from hivemem.domain.fact import FactAction
 
     def events() -> list[str]:
-        plan = plan_actions([], [FactAction(op="add", content="Use PostgreSQL")],
-                            session_id="s", episode_id="ep", namespace="default", now=CLOCK,
-                            valid_from=CLOCK, similarity=lambda _c, _f: 0.0)
+        plan = plan_actions([], [FactAction(op="add", content="Use PostgreSQL")], PlanContext(
+            session_id="s", episode_id="ep", namespace="default", now=CLOCK,
+            valid_from=CLOCK, similarity=lambda _c, _f: 0.0))
         return [e.event_id for e in reflection_events(plan, [], episode_id="ep", at=CLOCK)]
 
     first = events()
@@ -175,7 +175,7 @@ def test_a_retried_reflection_names_the_same_audit_events() -> None:
 
 def test_reflection_events_record_supersede_conflict_and_archive() -> None:
     from hivemem.domain.audit import reflection_events
-    from hivemem.domain.consolidation import plan_actions
+    from hivemem.domain.consolidation import PlanContext, plan_actions
     from hivemem.domain.fact import FactAction
 
     db = fact("db", "We use PostgreSQL", kind=FactKind.DECISION).model_copy(
@@ -190,8 +190,8 @@ def test_reflection_events_record_supersede_conflict_and_archive() -> None:
          FactAction(op="add", content="The API uses Flask", subject="api",
                     kind=FactKind.DECISION),
          FactAction(op="remove", target="old", reason="cancelled")],
-        session_id="s", episode_id="ep", namespace="default", now=CLOCK, valid_from=CLOCK,
-        similarity=lambda _c, _f: 0.0)
+        PlanContext(session_id="s", episode_id="ep", namespace="default", now=CLOCK,
+                    valid_from=CLOCK, similarity=lambda _c, _f: 0.0))
     events = {(e.fact_id, e.action): e for e in reflection_events(
         plan, [db, api, old], episode_id="ep", at=CLOCK)}
     new_db = plan.writes["db"].superseded_by

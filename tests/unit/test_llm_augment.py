@@ -4,6 +4,7 @@ server; its replies go through the real reflector, parser and consolidation."""
 
 from __future__ import annotations
 
+import dataclasses
 import json
 from collections.abc import Iterator
 from datetime import UTC, datetime, timedelta
@@ -16,7 +17,7 @@ from support.scripted_llm import Reply, ScriptedLLM
 
 from hivemem import MemoryClient, Settings
 from hivemem.domain.augment import plan_with_additions
-from hivemem.domain.consolidation import Plan, plan_actions
+from hivemem.domain.consolidation import Plan, PlanContext, plan_actions
 from hivemem.domain.episode import Episode
 from hivemem.domain.fact import Fact, FactAction, FactKind, FactStatus
 from hivemem.domain.models import Role, Turn
@@ -60,9 +61,12 @@ def prior_mysql() -> Fact:
                 created_at=T0, valid_from=T0 - timedelta(days=1))
 
 
-WHERE: dict[str, Any] = {"session_id": "s1", "episode_id": "ep1", "namespace": "default",
-                         "now": T0, "valid_from": T0 + timedelta(hours=1),
-                         "similarity": lambda _c, _f: 0.0}
+WHERE = PlanContext(session_id="s1", episode_id="ep1", namespace="default", now=T0,
+                    valid_from=T0 + timedelta(hours=1), similarity=lambda _c, _f: 0.0)
+
+
+def where(turns: list[Turn]) -> PlanContext:
+    return dataclasses.replace(WHERE, turns=turns)
 
 
 def outcome(plan: Plan, prior: list[Fact]) -> set[tuple[str, str, str | None]]:
@@ -94,11 +98,10 @@ def both(llm: ScriptedLLM, client: httpx.Client, reply: str, turns: list[Turn],
     """(the heuristic alone, the scripted LLM on top of it, the reflector's result)."""
     prior = prior or []
     request = request_of(turns, prior)
-    alone = plan_actions(prior, HeuristicReflector().reflect(request).actions, **WHERE)
+    alone = plan_actions(prior, HeuristicReflector().reflect(request).actions, WHERE)
     llm.push(Reply(text=reply))
     result = augmented(llm, client).reflect(request)
-    on_top = plan_with_additions(prior, result.rule_actions, result.actions, turns=turns,
-                                 **WHERE)
+    on_top = plan_with_additions(prior, result.rule_actions, result.actions, where(turns))
     return alone, on_top, result
 
 
@@ -223,7 +226,7 @@ def test_update_of_a_rules_fact_is_judged_by_the_rules() -> None:
     turns = turns_of("Ops keeps the MySQL replicas in Frankfurt.")
     update = FactAction(op="update", target=PRIOR_ID, content="The database is in Frankfurt.",
                         subject="database", source_turn_ids=["t1"], agent_id="sam")
-    plan = plan_with_additions(prior, [], [update], turns=turns, **WHERE)
+    plan = plan_with_additions(prior, [], [update], where(turns))
     assert PRIOR_ID not in plan.superseded
     assert (plan.writes.get(PRIOR_ID) or prior[0]).status == FactStatus.ACTIVE
 
@@ -274,7 +277,7 @@ def test_a_copy_of_a_rules_fact_is_not_kept() -> None:
     rules = HeuristicReflector().reflect(request_of(turns, [prior_mysql()])).actions
     copy = FactAction(op="add", content="CI runs on GitHub Actions.", subject="ci system",
                       source_turn_ids=["t1"], agent_id="sam")
-    plan = plan_with_additions([prior_mysql()], rules, [copy], turns=turns, **WHERE)
+    plan = plan_with_additions([prior_mysql()], rules, [copy], where(turns))
     [kept] = [plan.writes[i] for i in plan.added]
     assert "switching CI" in kept.content
     assert any(d.startswith(f"llm 0: restates {kept.fact_id}") for d in plan.dropped)

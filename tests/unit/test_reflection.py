@@ -17,7 +17,7 @@ from support.scripted_llm import Reply, ScriptedLLM
 
 from hivemem import MemoryClient, Settings
 from hivemem.config import LLMConfig
-from hivemem.domain.consolidation import plan_actions
+from hivemem.domain.consolidation import PlanContext, plan_actions
 from hivemem.domain.fact import Fact, FactAction, FactKind, FactStatus
 from hivemem.errors import ReflectionFailed
 from hivemem.providers.embedders import HashingEmbedder
@@ -33,9 +33,9 @@ def fact(fid: str, content: str, subject: str, kind: FactKind = FactKind.DECISIO
 
 
 def plan(prior: list[Fact], actions: list[FactAction], sim: float = 0.0) -> Any:
-    return plan_actions(prior, actions, session_id="s", episode_id="ep2", namespace="default",
-                        now=T0, valid_from=T0 + timedelta(hours=1),
-                        similarity=lambda _c, _f: sim)
+    return plan_actions(prior, actions, PlanContext(
+        session_id="s", episode_id="ep2", namespace="default", now=T0,
+        valid_from=T0 + timedelta(hours=1), similarity=lambda _c, _f: sim))
 
 
 def test_update_supersedes_with_an_audit_trail() -> None:

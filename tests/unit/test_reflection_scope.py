@@ -18,7 +18,7 @@ from support.scripted_llm import Reply, ScriptedLLM
 
 from hivemem import MemoryClient, Settings
 from hivemem.domain.audit import reflection_events
-from hivemem.domain.consolidation import Plan, plan_actions
+from hivemem.domain.consolidation import Plan, PlanContext, plan_actions
 from hivemem.domain.episode import Episode
 from hivemem.domain.fact import Fact, FactAction, FactKind, FactStatus
 from hivemem.domain.models import Role, Turn
@@ -54,9 +54,9 @@ def request_of(turns: list[Turn], prior: list[Fact]) -> ReflectionRequest:
 
 
 def planned(prior: list[Fact], actions: list[FactAction], turns: list[Turn]) -> Plan:
-    return plan_actions(prior, actions, turns=turns, session_id="s1", episode_id="ep1",
-                        namespace="default", now=T0, valid_from=T0 + timedelta(hours=1),
-                        similarity=lambda _c, _f: 0.0)
+    return plan_actions(prior, actions, PlanContext(
+        turns=turns, session_id="s1", episode_id="ep1", namespace="default", now=T0,
+        valid_from=T0 + timedelta(hours=1), similarity=lambda _c, _f: 0.0))
 
 
 def heuristic(prior: list[Fact], turns: list[Turn]) -> Plan:

@@ -12,7 +12,7 @@ import redis
 
 from hivemem import MemoryClient, ValidationError
 from hivemem.config import QdrantSettings
-from hivemem.domain.consolidation import plan_actions
+from hivemem.domain.consolidation import PlanContext, plan_actions
 from hivemem.domain.fact import Fact, FactAction
 from hivemem.domain.models import Role, Turn
 from hivemem.domain.scope import Owner, Scope, owner_of
@@ -115,8 +115,9 @@ def test_fact_scope_follows_its_source_turns(store: VectorStore) -> None:
     actions = [FactAction(op="add", content=text, agent_id=agent, source_turn_ids=[source])
                for agent, text, source in [("alice", "we use postgres", "t1"),
                                            ("bob", "bob's token rotates", "t2")]]
-    plan = plan_actions([], actions, turns=turns, session_id="s", episode_id="ep",
-                        namespace="a", now=now, valid_from=now, similarity=lambda _c, _f: 0.0)
+    plan = plan_actions([], actions, PlanContext(
+        turns=turns, session_id="s", episode_id="ep", namespace="a", now=now, valid_from=now,
+        similarity=lambda _c, _f: 0.0))
     written = list(plan.writes.values())
     assert [(f.namespace, f.visibility, f.agent_id) for f in written] == [
         ("a", "shared", "alice"), ("a", "private", "bob")]
