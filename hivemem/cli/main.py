@@ -13,7 +13,7 @@ import click
 from rich.console import Console
 from rich.markup import escape
 
-from hivemem.cli import chat, demo, lifecycle, pipeline, service, workspace
+from hivemem.cli import chat, demo, lifecycle, partitions, pipeline, service, workspace
 from hivemem.cli import eval as evaluation
 from hivemem.config import Settings
 from hivemem.errors import HivememError
@@ -46,6 +46,7 @@ COMMANDS: tuple[click.Command, ...] = (
                             # reflect, rebuild-state, dlq
     *lifecycle.COMMANDS,    # compact, audit, session, timeline, export, import, backup, restore
     *service.COMMANDS,      # serve, mcp, apikey, worker
+    *partitions.COMMANDS,   # repartition
     chat.chat,
     evaluation.eval_cmd,
     demo.demo,

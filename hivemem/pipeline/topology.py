@@ -94,10 +94,20 @@ class Keys:
     def _s(self, session_id: str) -> str:
         return f"{self.tag(self.partition(session_id))}:s:{session_id}"
 
+    def session_root(self, session_id: str) -> str:
+        """What every one of the session's own keys starts with (``<root>:<name>``)."""
+        return self._s(session_id)
+
     @property
     def partition_count(self) -> str:
         """String: the P this deployment's keys were written with (checked at start)."""
         return f"{self.prefix}:partitions"
+
+    @property
+    def repartition_marker(self) -> str:
+        """String (JSON old/new counts) while `hivemem repartition` moves keys: every
+        process refuses to start until the move is finished."""
+        return f"{self.prefix}:repartitioning"
 
     # -- streams and their consumer groups (one per partition) ----------------------------
 

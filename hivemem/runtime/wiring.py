@@ -79,21 +79,27 @@ class Wiring:
 
     def connect(self) -> Redis:
         """A connection of its own (a worker thread's); closed by `close()` if opened here."""
-        if self._connector is not None:
-            conn = self._connector()
-        elif self._redis is not None:
-            return self._redis  # handed in: its pool serves every thread
-        else:
-            conn = connect(self.settings.redis)
-            if not self._partitions_checked:
-                check_partitions(conn, self.keys)
-                self._partitions_checked = True
+        if self._redis is not None and self._connector is None:
+            return self.redis  # handed in: its pool serves every thread
+        conn = self._connector() if self._connector is not None else connect(
+            self.settings.redis)
+        self._check_partitions(conn)
         self._opened.append(conn)
         return conn
 
+    def _check_partitions(self, conn: Redis) -> None:
+        # Once per wiring, on whichever connection comes first: data written with another
+        # partition count (or a repartition under way) must stop everything at start.
+        if not self._partitions_checked:
+            check_partitions(conn, self.keys)
+            self._partitions_checked = True
+
     @cached_property
     def redis(self) -> Redis:
-        return self._redis if self._redis is not None else self.connect()
+        if self._redis is not None:
+            self._check_partitions(self._redis)
+            return self._redis
+        return self.connect()
 
     @cached_property
     def queue_redis(self) -> Redis:

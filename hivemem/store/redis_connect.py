@@ -160,13 +160,20 @@ def check_partitions(client: Redis, keys: Keys) -> None:
     """Record the partition count on first start; refuse a different one later (every key
     name carries its partition: a new count would orphan the data)."""
     try:
-        client.set(keys.partition_count, keys.partitions, nx=True)
+        moving = client.get(keys.repartition_marker)
+        if moving is None:
+            client.set(keys.partition_count, keys.partitions, nx=True)
         raw = client.get(keys.partition_count)
     except redis.RedisError as exc:
         raise StoreUnavailable("redis", f"read partition count: {exc}") from None
+    if moving is not None:
+        text = moving.decode() if isinstance(moving, bytes) else str(moving)
+        raise ConfigurationError(
+            f"redis.partitions: a repartition is under way ({text}): run `hivemem "
+            "repartition` again to finish it before starting anything")
     recorded = int(raw) if raw is not None else keys.partitions
     if recorded != keys.partitions:
         raise ConfigurationError(
             f"redis.partitions: this deployment's data is written with {recorded} partitions,"
-            f" the settings say {keys.partitions}; repartitioning is a migration (export the"
-            " sessions, import them into a deployment with the new count)")
+            f" the settings say {keys.partitions}; to change it, stop every worker and run"
+            f" `hivemem repartition {keys.partitions}`")
