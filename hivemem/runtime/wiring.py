@@ -80,7 +80,7 @@ class Wiring:
     def connect(self) -> Redis:
         """A connection of its own (a worker thread's); closed by `close()` if opened here."""
         if self._redis is not None and self._connector is None:
-            return self.redis  # handed in: its pool serves every thread
+            return self._redis  # handed in: its pool serves every thread
         conn = self._connector() if self._connector is not None else connect(
             self.settings.redis)
         self._check_partitions(conn)
@@ -96,10 +96,9 @@ class Wiring:
 
     @cached_property
     def redis(self) -> Redis:
-        if self._redis is not None:
-            self._check_partitions(self._redis)
-            return self._redis
-        return self.connect()
+        # A handed-in client is the caller's (tests, an app's own pool): used as is, not
+        # checked, so that building a client stays free of round trips.
+        return self._redis if self._redis is not None else self.connect()
 
     @cached_property
     def queue_redis(self) -> Redis:

@@ -108,9 +108,9 @@ def test_repartition_moves_every_session_and_the_pipeline_goes_on(server: Any) -
     conn = server.client()
     try:
         before_settings = _settings(server.url, 4)
-        with Wiring(before_settings, redis=conn, vectors=vectors, embedder=embedder) as w4:
-            client = MemoryClient(before_settings, redis_client=conn, vector_store=vectors,
-                                  embedder=embedder)
+        # Connected by URL (not handed a client), as a deployment is: the count is recorded.
+        with Wiring(before_settings, vectors=vectors, embedder=embedder) as w4:
+            client = MemoryClient(before_settings, vector_store=vectors, embedder=embedder)
             for sid in SESSIONS:
                 for i, text in enumerate(TURNS):
                     client.ingest(sid, "user" if i % 2 == 0 else "assistant", text,
@@ -141,12 +141,11 @@ def test_repartition_moves_every_session_and_the_pipeline_goes_on(server: Any) -
         assert _old_tag_keys(conn, old, new) == []
         # The old count no longer starts; the new one does and reads the same memory.
         with pytest.raises(ConfigurationError, match="written with 7 partitions"):
-            MemoryClient(before_settings, redis_client=conn, vector_store=vectors,
+            MemoryClient(before_settings, vector_store=vectors,
                          embedder=embedder).get_session_stats(SESSIONS[0])
         after_settings = _settings(server.url, 7)
-        with Wiring(after_settings, redis=conn, vectors=vectors, embedder=embedder) as w7:
-            client = MemoryClient(after_settings, redis_client=conn, vector_store=vectors,
-                                  embedder=embedder)
+        with Wiring(after_settings, vectors=vectors, embedder=embedder) as w7:
+            client = MemoryClient(after_settings, vector_store=vectors, embedder=embedder)
             assert _snapshot(client) == before
             # The sessions go on: seq continues, a repeated turn id is still a duplicate,
             # and the new turns flow through the new partitions' streams.
@@ -173,9 +172,8 @@ def test_an_interrupted_move_blocks_starts_until_it_is_run_again(server: Any) ->
     embedder = HashingEmbedder(DIM)
     conn = server.client()
     try:
-        with Wiring(settings, redis=conn, vectors=vectors, embedder=embedder) as w4:
-            client = MemoryClient(settings, redis_client=conn, vector_store=vectors,
-                                  embedder=embedder)
+        with Wiring(settings, vectors=vectors, embedder=embedder) as w4:
+            client = MemoryClient(settings, vector_store=vectors, embedder=embedder)
             for sid in SESSIONS:
                 for i, text in enumerate(TURNS[:4]):
                     client.ingest(sid, "user", text, turn_id=f"{sid}-t{i}")
@@ -200,8 +198,7 @@ def test_an_interrupted_move_blocks_starts_until_it_is_run_again(server: Any) ->
             CrashingMove(conn, old, new, ttl_ms=200).run()
         for count in (4, 7):
             with pytest.raises(ConfigurationError, match="repartition is under way"):
-                MemoryClient(_settings(server.url, count), redis_client=conn,
-                             vector_store=vectors,
+                MemoryClient(_settings(server.url, count), vector_store=vectors,
                              embedder=embedder).get_session_stats(SESSIONS[0])
         wrong = _cli("repartition", "9", "--redis-url", server.url)
         assert wrong.exit_code == 1 and "from 4 to 7 is under way" in wrong.output
@@ -209,7 +206,7 @@ def test_an_interrupted_move_blocks_starts_until_it_is_run_again(server: Any) ->
         assert rerun.exit_code == 0, rerun.output
         assert json.loads(rerun.output)["resumed"] is True
         assert _old_tag_keys(conn, old, new) == []
-        client = MemoryClient(_settings(server.url, 7), redis_client=conn, vector_store=vectors,
+        client = MemoryClient(_settings(server.url, 7), vector_store=vectors,
                               embedder=embedder)
         assert {sid: client.get_session_stats(sid).turns_processed
                 for sid in SESSIONS} == before
