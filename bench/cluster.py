@@ -59,6 +59,11 @@ def log(msg: str) -> None:
     print(msg, flush=True)
 
 
+def note_load(result: dict[str, Any], when: str) -> None:
+    """The machine is shared: the 1/5/15 min load average next to every section."""
+    result.setdefault("load_average", {})[when] = [round(x, 2) for x in os.getloadavg()]
+
+
 def masters(cluster: RedisCluster) -> list[int]:
     return [p for p, role in cluster.roles().items() if role == "master"]
 
@@ -69,15 +74,41 @@ def reset_stats(cluster: RedisCluster) -> None:
 
 
 def node_stats(cluster: RedisCluster) -> dict[int, dict[str, Any]]:
+    """Per master: commandstats summed (a script's inner commands are counted in their own
+    rows AND inside EVALSHA's time, so this over-counts scripts) and the server process's
+    own CPU (INFO cpu, user + sys: everything, network I/O and parsing included)."""
     out: dict[int, dict[str, Any]] = {}
     for p in masters(cluster):
-        stats = cluster.node(p).info("commandstats")
+        node = cluster.node(p)
+        stats = node.info("commandstats")
+        cpu = node.info("cpu")
         usec = sum(float(v["usec"]) for v in stats.values())
         calls = sum(int(v["calls"]) for v in stats.values())
         by_cmd = {k.removeprefix("cmdstat_"): int(v["usec"]) for k, v in stats.items()}
-        out[p] = {"usec": usec, "calls": calls, "keys": cluster.node(p).dbsize(),
+        calls_by = {k.removeprefix("cmdstat_"): int(v["calls"]) for k, v in stats.items()}
+        out[p] = {"usec": usec, "calls": calls, "keys": node.dbsize(),
+                  "cpu_usec": (float(cpu["used_cpu_user"]) + float(cpu["used_cpu_sys"])) * 1e6,
+                  "by_cmd": by_cmd, "calls_by": calls_by,
                   "top_usec": dict(sorted(by_cmd.items(), key=lambda kv: -kv[1])[:6])}
     return out
+
+
+def diff_stats(after: dict[int, dict[str, Any]],
+               before: dict[int, dict[str, Any]] | None) -> dict[str, Any]:
+    """Totals over the masters between two `node_stats` snapshots."""
+    usec = cpu = 0.0
+    by_cmd: dict[str, int] = {}
+    calls: dict[str, int] = {}
+    for p, s in after.items():
+        b = before[p] if before else {"usec": 0.0, "cpu_usec": 0.0, "by_cmd": {}, "calls_by": {}}
+        usec += s["usec"] - b["usec"]
+        cpu += s["cpu_usec"] - b["cpu_usec"]
+        for k, v in s["by_cmd"].items():
+            by_cmd[k] = by_cmd.get(k, 0) + v - b["by_cmd"].get(k, 0)
+        for k, v in s["calls_by"].items():
+            calls[k] = calls.get(k, 0) + v - b["calls_by"].get(k, 0)
+    return {"usec": usec, "cpu_usec": cpu, "by_cmd": {k: v for k, v in by_cmd.items() if v},
+            "calls": {k: v for k, v in calls.items() if v}}
 
 
 def settings_for(cluster: RedisCluster, prefix: str, rq_url: str, **extra: Any) -> Settings:
@@ -109,6 +140,7 @@ def bench_xadd(cluster: RedisCluster, n: int) -> dict[str, Any]:
     # The partitions' own hash tags: the same spread over the nodes as the pipeline's keys.
     streams = [f"bench:{{{tag}}}:xadd" for tag in partition_tags(PARTITIONS)]
     reset_stats(cluster)
+    before = node_stats(cluster)
     t0 = time.perf_counter()
     for b in range(n // 100):
         pipe = client.pipeline(transaction=False)
@@ -116,50 +148,83 @@ def bench_xadd(cluster: RedisCluster, n: int) -> dict[str, Any]:
             pipe.xadd(streams[(b * 100 + j) % PARTITIONS], payload)
         pipe.execute()
     rate = n / (time.perf_counter() - t0)
-    stats = node_stats(cluster)
-    usec = sum(s["usec"] for s in stats.values())
+    d = diff_stats(node_stats(cluster), before)
     client.close()
-    log(f"baseline: bare pipelined XADD {rate:.0f}/s, {usec / n:.2f} us server CPU per XADD")
-    return {"xadd_pipelined_per_s": round(rate, 1), "server_usec_per_xadd": round(usec / n, 3),
-            "entries": n}
+    log(f"baseline: bare pipelined XADD {rate:.0f}/s, {d['usec'] / n:.2f} us commandstats,"
+        f" {d['cpu_usec'] / n:.2f} us server process CPU per XADD")
+    return {"xadd_pipelined_per_s": round(rate, 1), "server_usec_per_xadd": round(d["usec"] / n, 3),
+            "server_cpu_usec_per_xadd": round(d["cpu_usec"] / n, 3), "entries": n}
 
 
 # -- 2. Redis CPU per turn ------------------------------------------------------------------
 
 
+def _per_turn(d: dict[str, Any], n: int) -> dict[str, Any]:
+    return {"commandstats_usec_per_turn": round(d["usec"] / n, 2),
+            "cpu_usec_per_turn": round(d["cpu_usec"] / n, 2),
+            "calls_per_turn": round(sum(d["calls"].values()) / n, 2),
+            "usec_per_turn_by_cmd": {k: round(v / n, 2) for k, v in
+                                     sorted(d["by_cmd"].items(), key=lambda kv: -kv[1])},
+            "calls_per_turn_by_cmd": {k: round(v / n, 3) for k, v in
+                                      sorted(d["calls"].items(), key=lambda kv: -kv[1])}}
+
+
 def bench_cpu(cluster: RedisCluster, rq_url: str, n: int) -> dict[str, Any]:
+    """Each stage runs alone, one after the other, so the difference of the counters before
+    and after it is that stage's cost (a script's inner commands show as their own rows)."""
     settings = settings_for(cluster, "cpu", rq_url)
     emb = HashingEmbedder(DIM)
     vectors = ServerVectorStore(settings.qdrant, DIM, location=":memory:")
     wiring = Wiring(settings, vectors=vectors, embedder=emb)
     client = MemoryClient(settings, vector_store=vectors, embedder=emb)
     batches = rows(n, 40, "cpu")
+    # The background: cron and cluster bus over one idle second.
+    idle0 = node_stats(cluster)
+    time.sleep(1.0)
+    idle = diff_stats(node_stats(cluster), idle0)
     reset_stats(cluster)
+    snaps = [("start", node_stats(cluster))]
     t0 = time.perf_counter()
     for start in range(0, n, 100):
         client.ingest_many(batches[start:start + 100])
     ingest_s = time.perf_counter() - t0
-    ingest_stats = node_stats(cluster)
+    snaps.append(("ingest", node_stats(cluster)))
     wiring.embed_worker().run(burst=True)
+    snaps.append(("embed", node_stats(cluster)))
     wiring.boundary_worker().run(burst=True)
+    snaps.append(("boundary", node_stats(cluster)))
     wiring.dispatch_worker().run(burst=True)
-    stats = node_stats(cluster)
-    total = sum(s["usec"] for s in stats.values())
-    ingest_total = sum(s["usec"] for s in ingest_stats.values())
-    per_node = {str(p): {"usec_per_turn": round(s["usec"] / n, 2), "calls": s["calls"],
-                         "keys": s["keys"], "top_usec": s["top_usec"]}
+    snaps.append(("dispatch", node_stats(cluster)))
+    elapsed = time.perf_counter() - t0
+    stages = {name: _per_turn(diff_stats(snap, snaps[i][1]), n)
+              for i, (name, snap) in enumerate(snaps[1:])}
+    total = diff_stats(snaps[-1][1], snaps[0][1])
+    stats = snaps[-1][1]
+    per_node = {str(p): {"usec_per_turn": round(s["usec"] / n, 2),
+                         "cpu_usec_per_turn": round((s["cpu_usec"] - snaps[0][1][p]["cpu_usec"])
+                                                    / n, 2),
+                         "calls": s["calls"], "keys": s["keys"], "top_usec": s["top_usec"]}
                 for p, s in stats.items()}
-    log(f"redis CPU per turn, end to end: {total / n:.2f} us (ingest alone"
-        f" {ingest_total / n:.2f} us, ingest_many {n / ingest_s:.0f} turns/s on the cluster)")
+    log(f"redis CPU per turn, end to end: {total['usec'] / n:.2f} us commandstats,"
+        f" {total['cpu_usec'] / n:.2f} us server process CPU (ingest alone"
+        f" {stages['ingest']['commandstats_usec_per_turn']:.2f} us,"
+        f" ingest_many {n / ingest_s:.0f} turns/s on the cluster)")
+    for name, st in stages.items():
+        top = list(st["usec_per_turn_by_cmd"].items())[:5]
+        log(f"  {name}: {st['commandstats_usec_per_turn']} us commandstats,"
+            f" {st['cpu_usec_per_turn']} us CPU, {st['calls_per_turn']} calls/turn; {top}")
     for p, s in per_node.items():
         log(f"  node {p}: {s['usec_per_turn']} us/turn, {s['calls']} calls, {s['keys']} keys")
     client.close()
     wiring.close()
     vectors.close()
-    return {"turns": n, "usec_per_turn_total": round(total / n, 2),
-            "usec_per_turn_ingest": round(ingest_total / n, 2),
-            "ingest_many_turns_per_s": round(n / ingest_s, 1), "per_node": per_node,
-            "goal_usec_per_turn": 25}
+    return {"turns": n, "usec_per_turn_total": round(total["usec"] / n, 2),
+            "cpu_usec_per_turn_total": round(total["cpu_usec"] / n, 2),
+            "idle_cpu_usec_per_s": round(idle["cpu_usec"], 1),
+            "idle_cpu_usec_per_turn_over_run": round(idle["cpu_usec"] * elapsed / n, 2),
+            "usec_per_turn_ingest": stages["ingest"]["commandstats_usec_per_turn"],
+            "ingest_many_turns_per_s": round(n / ingest_s, 1), "stages": stages,
+            "per_node": per_node, "goal_usec_per_turn": 25}
 
 
 # -- 3. boundary round trips -----------------------------------------------------------------
@@ -300,15 +365,22 @@ def main() -> int:
         (folder / "rq").mkdir()
         rq_server.start()
         log(f"cluster: {cluster.url}; rq on {rq_server.url}")
+        note_load(result, "start")
         result["baseline"] = bench_xadd(cluster, 4000 if args.quick else 20000)
         result["cpu"] = bench_cpu(cluster, rq_server.url, n)
         result["cpu"]["usec_per_turn_over_xadd"] = round(
             result["cpu"]["usec_per_turn_total"] / result["baseline"]["server_usec_per_xadd"], 2)
+        result["cpu"]["cpu_usec_per_turn_over_xadd"] = round(
+            result["cpu"]["cpu_usec_per_turn_total"]
+            / result["baseline"]["server_cpu_usec_per_xadd"], 2)
+        note_load(result, "after cpu")
         result["round_trips"] = bench_round_trips(cluster, rq_server.url, 400 if args.quick
                                                   else 1000, counter)
+        note_load(result, "after round trips")
         result["processes"] = bench_processes(cluster, rq_server.url, 600 if args.quick
                                               else 2000, [1, 2] if args.quick else [1, 2, 4],
                                               folder)
+        note_load(result, "after processes")
         base = result["processes"]["1"]["turns_per_s"]
         for row in result["processes"].values():
             row["speedup_over_1"] = round(row["turns_per_s"] / base, 2)

@@ -100,13 +100,15 @@ def run_scripts(
         keys, args = calls[0]
         return [script(keys=list(keys), args=list(args))]
     cluster = is_cluster(client)
-    if cluster:
-        _load_everywhere(client, script)
     pipe = client.pipeline(transaction=False)
-    for keys, args in calls:
-        queue_script(pipe, script, keys, args, loaded=cluster)
     if not cluster:
+        for keys, args in calls:
+            queue_script(pipe, script, keys, args)
         return list(pipe.execute())
+    _load_everywhere(client, script)
+    for keys, args in calls:
+        pipe.execute_command(  # type: ignore[no-untyped-call]
+            "EVALSHA", script.sha, len(keys), *keys, *args, **route(client, keys[0]))
     replies = list(pipe.execute(raise_on_error=False))
     for i, reply in enumerate(replies):
         if isinstance(reply, NoScriptError):
@@ -115,6 +117,17 @@ def run_scripts(
         elif isinstance(reply, Exception):
             raise reply
     return replies
+
+
+def route(client: Any, key: str) -> dict[str, Any]:
+    """Keyword options that send a command for `key` straight to its slot's node. Without
+    them redis-py 8's cluster client asks a server which keys an XREADGROUP names, and which
+    keys each pipelined EVALSHA names (COMMAND GETKEYS: one blocking round trip per command,
+    before the pipeline is even sent). The slot is computed locally instead; a MOVED reply
+    is still followed (the retry routes by slot). Empty for a single Redis."""
+    if not is_cluster(client):
+        return {}
+    return {"target_nodes": client.get_node_from_key(key)}
 
 
 _LOADED: set[tuple[int, str]] = set()

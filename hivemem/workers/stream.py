@@ -227,7 +227,7 @@ class StreamWorker(Generic[M]):
         if entries:
             handled += self._process(entries)
         else:
-            if not self.streams.blocks:
+            if not self.streams.blocks(len(self.owned)):
                 self._stop.wait(_POLL_S)
             if burst:
                 # Nothing new: orphans are all that can be left, so look for them now.
