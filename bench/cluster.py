@@ -47,6 +47,7 @@ from hivemem.pipeline.topology import partition_tags  # noqa: E402
 from hivemem.producer.client import MemoryClient  # noqa: E402
 from hivemem.providers.embedders import HashingEmbedder  # noqa: E402
 from hivemem.runtime.wiring import Wiring  # noqa: E402
+from hivemem.store.partitions import PartitionLeases  # noqa: E402
 from hivemem.store.vectors.server import ServerVectorStore  # noqa: E402
 from tests.support.qdrant_standin import spawn  # noqa: E402
 from tests.support.redis_cluster import RedisCluster  # noqa: E402
@@ -297,8 +298,24 @@ def bench_round_trips(cluster: RedisCluster, rq_url: str, n: int,
 # -- 4. worker processes per stage ------------------------------------------------------------
 
 
+def _balanced(wiring: Wiring, stages: tuple[str, ...], workers: int) -> bool:
+    """Every partition of each stage leased, spread over exactly `workers` processes."""
+    for stage in stages:
+        leases = PartitionLeases(wiring.redis, wiring.keys, stage, "bench-observer", 1000,
+                                 partitions=PARTITIONS)
+        holders = leases.holders()
+        if len(holders) != PARTITIONS or len(set(holders.values())) != workers:
+            return False
+    return True
+
+
 def bench_processes(cluster: RedisCluster, rq_url: str, n: int, counts: list[int],
                     folder: Path) -> dict[str, Any]:
+    """N embed + N boundary worker processes. They start on empty streams; once every
+    partition's lease is held and spread over the N processes (start-up and rebalancing
+    done), the backlog is ingested and the clock runs until every turn is assigned to an
+    episode. Start-up (interpreter, imports, joining) is reported apart: on 2 cores it is
+    seconds of CPU per process, and it is not the pipeline's throughput."""
     qdrant = spawn(folder / "qdrant")
     out: dict[str, Any] = {}
     try:
@@ -308,9 +325,8 @@ def bench_processes(cluster: RedisCluster, rq_url: str, n: int, counts: list[int
             settings = settings.model_copy(update={"qdrant": settings.qdrant.model_copy(
                 update={"url": qdrant.url})})
             client = MemoryClient(settings)
+            observer = Wiring(settings)
             data = rows(n, 40, prefix)
-            for start in range(0, n, 100):
-                client.ingest_many(data[start:start + 100])
             env = {k: v for k, v in os.environ.items() if not k.startswith("HIVEMEM_")}
             env.update({
                 "HIVEMEM_REDIS__URL": cluster.url, "HIVEMEM_REDIS__KEY_PREFIX": prefix,
@@ -319,11 +335,21 @@ def bench_processes(cluster: RedisCluster, rq_url: str, n: int, counts: list[int
                 "HIVEMEM_EMBEDDING__DIM": str(DIM), "HIVEMEM_LOG_LEVEL": "warning",
                 "HIVEMEM_WORKER__BLOCK_MS": "100", "HIVEMEM_WORKER__BATCH_SIZE": "256",
                 "HIVEMEM_EPISODES__MAX_TURNS": "8"})
-            t0 = time.perf_counter()
+            load_before = [round(x, 2) for x in os.getloadavg()]
+            t_spawn = time.perf_counter()
             procs = [subprocess.Popen([sys.executable, "-m", "hivemem.workers", kind],
                                       env=env, cwd=folder, stdout=subprocess.DEVNULL,
                                       stderr=subprocess.DEVNULL)
                      for kind in ("embed", "boundary") for _ in range(workers)]
+            deadline = time.monotonic() + 120
+            while not _balanced(observer, ("embed", "boundary"), workers):
+                if time.monotonic() > deadline:
+                    raise SystemExit(f"{workers} workers per stage never balanced")
+                time.sleep(0.1)
+            startup_s = time.perf_counter() - t_spawn
+            t0 = time.perf_counter()
+            for start in range(0, n, 100):
+                client.ingest_many(data[start:start + 100])
             sessions = sorted({r["session_id"] for r in data})
             per = n // len(sessions)
             deadline = time.monotonic() + 600
@@ -333,16 +359,20 @@ def bench_processes(cluster: RedisCluster, rq_url: str, n: int, counts: list[int
                     break
                 time.sleep(0.05)
             seconds = time.perf_counter() - t0
-            for p in procs:
-                p.terminate()
-            for p in procs:
-                p.wait(timeout=30)
+            for proc in procs:
+                proc.terminate()
+            for proc in procs:
+                proc.wait(timeout=30)
             client.close()
+            observer.close()
             out[str(workers)] = {"workers_per_stage": workers, "turns": n,
                                  "seconds": round(seconds, 2),
-                                 "turns_per_s": round(n / seconds, 1)}
+                                 "turns_per_s": round(n / seconds, 1),
+                                 "startup_and_balance_s": round(startup_s, 2),
+                                 "load_average_before": load_before}
             log(f"pipeline with {workers} embed + {workers} boundary processes:"
-                f" {n / seconds:.0f} turns/s ({seconds:.1f} s for {n}, incl. start-up)")
+                f" {n / seconds:.0f} turns/s ({seconds:.1f} s for {n} once started;"
+                f" start-up and balancing {startup_s:.1f} s; load {load_before})")
     finally:
         qdrant.stop()
     return out
