@@ -19,47 +19,85 @@ from hivemem.store.redis import Redis, redis_errors, run_scripts, set_union
 # One atomic step per turn, for a batch of turns of one partition (every key in one slot):
 # a session belongs to the namespace of its first turn (a turn of another namespace gets -1,
 # nothing written; sessions from before namespaces are "default"); a repeated turn id
-# returns the seq it already had; otherwise the next seq is taken, the turn is appended to
-# the partition's turns stream and to the recent window. KEYS: the stream, the partition's
-# session set, then 5 keys per turn (seq, ids, recent, meta, ns). ARGV: the window, the
-# entry's two field names (from `TurnEntry`), then 5 values per turn (turn id, wire JSON,
-# timestamp, session id, namespace). Returns seq, duplicate per turn, flattened. (A session
-# is listed and its first activity set by its first turn only; the window is trimmed only
-# once it can be full: fewer commands per turn.)
+# returns the seq it already had; otherwise the next seq is taken and the turn is appended
+# to the partition's turns stream and to the recent window. KEYS: the stream, the
+# partition's session set, then 5 keys per turn (seq, ids, recent, meta, ns). ARGV: the
+# window, the entry's two field names (from `TurnEntry`), then 5 values per turn (turn id,
+# wire JSON, timestamp, session id, namespace). Returns seq, duplicate per turn, flattened.
+# Per turn only the id lookup and the XADD run; a session's namespace and counter are read
+# once per call and its ids, recent window, counter and activity are written once per call
+# at the end (a batch of one session costs a handful of commands, not eight per turn). A
+# session is listed and its first activity set by its first turn only; the window is
+# trimmed only once it can be full.
 _APPEND_TURNS = """
 local window = tonumber(ARGV[1])
 local out = {}
+local sessions = {}
+local order = {}
+local function chunked(cmd, key, list)
+  for i = 1, #list, 512 do
+    redis.call(cmd, key, unpack(list, i, math.min(i + 511, #list)))
+  end
+end
 for i = 0, (#KEYS - 2) / 5 - 1 do
   local k, a = 2 + i * 5, 3 + i * 5
-  local owner = redis.call('GET', KEYS[k + 5])
-  if not owner then
-    if redis.call('EXISTS', KEYS[k + 1]) == 1 then owner = 'default' end
-    if not owner or owner == ARGV[a + 5] then redis.call('SET', KEYS[k + 5], ARGV[a + 5]) end
+  local s = sessions[KEYS[k + 1]]
+  if not s then
+    local owner = redis.call('GET', KEYS[k + 5])
+    local seq = tonumber(redis.call('GET', KEYS[k + 1]) or '0')
+    if not owner then
+      if seq > 0 then owner = 'default' end
+      if not owner or owner == ARGV[a + 5] then
+        owner = ARGV[a + 5]
+        redis.call('SET', KEYS[k + 5], owner)
+      end
+    end
+    s = {k = k, owner = owner, seq = seq, known = {}, ids = {}, recent = {}}
+    sessions[KEYS[k + 1]] = s
+    order[#order + 1] = s
   end
-  if owner and owner ~= ARGV[a + 5] then
+  if s.owner ~= ARGV[a + 5] then
     out[#out + 1] = -1
     out[#out + 1] = 0
   else
-    local existing = redis.call('HGET', KEYS[k + 2], ARGV[a + 1])
+    local existing = s.known[ARGV[a + 1]] or redis.call('HGET', KEYS[k + 2], ARGV[a + 1])
     if existing then
       out[#out + 1] = tonumber(existing)
       out[#out + 1] = 1
     else
-      local seq = redis.call('INCR', KEYS[k + 1])
-      redis.call('HSET', KEYS[k + 2], ARGV[a + 1], seq)
+      s.seq = s.seq + 1
+      local seq = s.seq
+      s.known[ARGV[a + 1]] = seq
+      s.ids[#s.ids + 1] = ARGV[a + 1]
+      s.ids[#s.ids + 1] = seq
       redis.call('XADD', KEYS[1], '*', ARGV[2], seq, ARGV[3], ARGV[a + 2])
       if window > 0 then
-        redis.call('ZADD', KEYS[k + 3], seq, ARGV[a + 2])
-        if seq > window then redis.call('ZREMRANGEBYRANK', KEYS[k + 3], 0, -(window + 1)) end
+        s.recent[#s.recent + 1] = seq
+        s.recent[#s.recent + 1] = ARGV[a + 2]
       end
       if seq == 1 then
-        redis.call('HSET', KEYS[k + 4], 'first_ts', ARGV[a + 3], 'last_ts', ARGV[a + 3])
+        s.first = ARGV[a + 3]
         redis.call('SADD', KEYS[2], ARGV[a + 4])
-      else
-        redis.call('HSET', KEYS[k + 4], 'last_ts', ARGV[a + 3])
       end
+      s.last = ARGV[a + 3]
       out[#out + 1] = seq
       out[#out + 1] = 0
+    end
+  end
+end
+for _, s in ipairs(order) do
+  if #s.ids > 0 then
+    local k = s.k
+    redis.call('SET', KEYS[k + 1], s.seq)
+    chunked('HSET', KEYS[k + 2], s.ids)
+    if window > 0 then
+      chunked('ZADD', KEYS[k + 3], s.recent)
+      if s.seq > window then redis.call('ZREMRANGEBYRANK', KEYS[k + 3], 0, -(window + 1)) end
+    end
+    if s.first then
+      redis.call('HSET', KEYS[k + 4], 'first_ts', s.first, 'last_ts', s.last)
+    else
+      redis.call('HSET', KEYS[k + 4], 'last_ts', s.last)
     end
   end
 end
