@@ -334,7 +334,9 @@ def bench_processes(cluster: RedisCluster, rq_url: str, n: int, counts: list[int
                 "HIVEMEM_QDRANT__URL": qdrant.url, "HIVEMEM_EMBEDDING__PROVIDER": "hashing",
                 "HIVEMEM_EMBEDDING__DIM": str(DIM), "HIVEMEM_LOG_LEVEL": "warning",
                 "HIVEMEM_WORKER__BLOCK_MS": "100", "HIVEMEM_WORKER__BATCH_SIZE": "256",
-                "HIVEMEM_EPISODES__MAX_TURNS": "8"})
+                "HIVEMEM_EPISODES__MAX_TURNS": "8",
+                # The workers run this checkout's code, whatever is installed.
+                "PYTHONPATH": os.pathsep.join([str(REPO), env.get("PYTHONPATH", "")])})
             load_before = [round(x, 2) for x in os.getloadavg()]
             t_spawn = time.perf_counter()
             procs = [subprocess.Popen([sys.executable, "-m", "hivemem.workers", kind],

@@ -21,16 +21,18 @@ from hivemem.store.redis import Redis, redis_errors, run_scripts, set_union
 # nothing written; sessions from before namespaces are "default"); a repeated turn id
 # returns the seq it already had; otherwise the next seq is taken and the turn is appended
 # to the partition's turns stream and to the recent window. KEYS: the stream, the
-# partition's session set, then 5 keys per turn (seq, ids, recent, meta, ns). ARGV: the
-# window, the entry's two field names (from `TurnEntry`), then 5 values per turn (turn id,
-# wire JSON, timestamp, session id, namespace). Returns seq, duplicate per turn, flattened.
+# partition's session set, then 5 keys per session (seq, ids, recent, meta, ns). ARGV: the
+# window, the entry's two field names (from `TurnEntry`), the session count m, the m
+# session ids, then 5 values per turn (its session's index 1..m, turn id, wire JSON,
+# timestamp, namespace). Returns seq, duplicate per turn, flattened.
 # Per turn only the id lookup and the XADD run; a session's namespace and counter are read
-# once per call and its ids, recent window, counter and activity are written once per call
-# at the end (a batch of one session costs a handful of commands, not eight per turn). A
-# session is listed and its first activity set by its first turn only; the window is
-# trimmed only once it can be full.
+# once per call (at its first turn) and its ids, recent window, counter and activity are
+# written once per call at the end: a batch of one session costs a handful of commands, not
+# eight per turn. A session is listed and its first activity set by its first turn only; the
+# window is trimmed only once it can be full.
 _APPEND_TURNS = """
 local window = tonumber(ARGV[1])
+local m = tonumber(ARGV[4])
 local out = {}
 local sessions = {}
 local order = {}
@@ -39,36 +41,40 @@ local function chunked(cmd, key, list)
     redis.call(cmd, key, unpack(list, i, math.min(i + 511, #list)))
   end
 end
-for i = 0, (#KEYS - 2) / 5 - 1 do
-  local k, a = 2 + i * 5, 3 + i * 5
-  local s = sessions[KEYS[k + 1]]
+for a = 5 + m, #ARGV, 5 do
+  local j = tonumber(ARGV[a])
+  local s = sessions[j]
+  local ns = ARGV[a + 4]
   if not s then
+    local k = 2 + (j - 1) * 5
     local owner = redis.call('GET', KEYS[k + 5])
     local seq = tonumber(redis.call('GET', KEYS[k + 1]) or '0')
     if not owner then
       if seq > 0 then owner = 'default' end
-      if not owner or owner == ARGV[a + 5] then
-        owner = ARGV[a + 5]
+      if not owner or owner == ns then
+        owner = ns
         redis.call('SET', KEYS[k + 5], owner)
       end
     end
-    s = {k = k, owner = owner, seq = seq, known = {}, ids = {}, recent = {}}
-    sessions[KEYS[k + 1]] = s
+    s = {k = k, sid = ARGV[4 + j], owner = owner, seq = seq, known = {}, ids = {},
+         recent = {}}
+    sessions[j] = s
     order[#order + 1] = s
   end
-  if s.owner ~= ARGV[a + 5] then
+  if s.owner ~= ns then
     out[#out + 1] = -1
     out[#out + 1] = 0
   else
-    local existing = s.known[ARGV[a + 1]] or redis.call('HGET', KEYS[k + 2], ARGV[a + 1])
+    local tid = ARGV[a + 1]
+    local existing = s.known[tid] or redis.call('HGET', KEYS[s.k + 2], tid)
     if existing then
       out[#out + 1] = tonumber(existing)
       out[#out + 1] = 1
     else
       s.seq = s.seq + 1
       local seq = s.seq
-      s.known[ARGV[a + 1]] = seq
-      s.ids[#s.ids + 1] = ARGV[a + 1]
+      s.known[tid] = seq
+      s.ids[#s.ids + 1] = tid
       s.ids[#s.ids + 1] = seq
       redis.call('XADD', KEYS[1], '*', ARGV[2], seq, ARGV[3], ARGV[a + 2])
       if window > 0 then
@@ -77,7 +83,7 @@ for i = 0, (#KEYS - 2) / 5 - 1 do
       end
       if seq == 1 then
         s.first = ARGV[a + 3]
-        redis.call('SADD', KEYS[2], ARGV[a + 4])
+        redis.call('SADD', KEYS[2], s.sid)
       end
       s.last = ARGV[a + 3]
       out[#out + 1] = seq
@@ -158,16 +164,23 @@ class SessionState:
     def _append_call(
         self, partition: int, drafts: Sequence[TurnFields]
     ) -> tuple[list[str], list[str | int]]:
-        """The append script's keys and args for turns of one partition."""
+        """The append script's keys and args for turns of one partition (a session's keys
+        once, however many of its turns the call carries)."""
         k = self.keys
         keys: list[str] = [k.turns_stream(partition), k.sessions(partition)]
-        args: list[str | int] = [self.recent_window, TurnEntry.SEQ_FIELD, TurnEntry.TURN_FIELD]
+        index: dict[str, int] = {}
+        turns: list[str | int] = []
         for draft in drafts:
             sid = draft.session_id
-            keys += (k.session_seq(sid), k.session_turn_ids(sid), k.session_recent(sid),
-                     k.session_meta(sid), k.session_namespace(sid))
-            args += (draft.turn_id, wire_json(draft), draft.timestamp.isoformat(), sid,
-                     draft.namespace)
+            j = index.get(sid)
+            if j is None:
+                j = index[sid] = len(index) + 1
+                keys += (k.session_seq(sid), k.session_turn_ids(sid), k.session_recent(sid),
+                         k.session_meta(sid), k.session_namespace(sid))
+            turns += (j, draft.turn_id, wire_json(draft), draft.timestamp.isoformat(),
+                      draft.namespace)
+        args: list[str | int] = [self.recent_window, TurnEntry.SEQ_FIELD, TurnEntry.TURN_FIELD,
+                                 len(index), *index, *turns]
         return keys, args
 
     def append_turn(self, draft: TurnFields) -> tuple[int, bool]:
