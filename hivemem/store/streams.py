@@ -41,7 +41,7 @@ def decode_entries(raw: Any, stream: str = "") -> list[StreamEntry]:
     return out
 
 
-def _read_reply(reply: Any) -> list[StreamEntry]:
+def read_reply(reply: Any) -> list[StreamEntry]:
     """An XREADGROUP reply over one or more streams, RESP2 or RESP3 shape."""
     if not reply:
         return []
@@ -137,13 +137,13 @@ class StreamStore:
                         *args, "STREAMS", stream, start, **route(self._r, stream))
                 out: list[StreamEntry] = []
                 for reply in pipe.execute():
-                    out += _read_reply(reply)
+                    out += read_reply(reply)
                 return out
             reply = self._r.xreadgroup(
                 group, consumer, dict.fromkeys(streams, start), count=count,
                 block=None if own_pending else block_ms,
             )
-        return _read_reply(reply)
+        return read_reply(reply)
 
     def blocks(self, streams: int) -> bool:
         """Does `read_many` over this many streams block until an entry arrives? (On a
