@@ -1,23 +1,32 @@
 #!/usr/bin/env python
 """The partitioned pipeline on a real 3-master Redis Cluster (loopback ports, started here).
 
-    python bench/cluster.py            # ~3-5 min on a quiet 2-CPU VM
-    python bench/cluster.py --quick    # smoke run
+    python bench/cluster.py                  # ~3-5 min on a quiet 2-CPU VM
+    python bench/cluster.py --quick          # smoke run
+    python bench/cluster.py --processes 1,2  # only the worker-process rows
 
 Measured, in one run, with the hashing embedder (Redis and the pipeline are measured, not
 ONNX), rq on its own plain redis-server (rq does not run on a cluster):
 1. baseline: bare pipelined XADD (batches of 100, spread over 16 hash-tagged streams) on the
-   same cluster: entries/s and server usec per XADD.
-2. Redis CPU per turn: INFO commandstats (usec summed over every command) on each master
-   after ingest_many + embed + boundary + dispatch of N turns in 40 sessions, per node and
-   end to end (goal <= 25 us per turn); keys and calls per node (the spread).
+   same cluster: entries/s, server usec per XADD by commandstats and by the server
+   processes' own CPU time (INFO cpu: network I/O and parsing included).
+2. Redis CPU per turn after ingest_many + embed + boundary + dispatch of N turns in 40
+   sessions, each stage run alone so that the difference of the counters before and after
+   it is that stage's cost: commandstats usec (a script's inner commands are counted twice
+   there, in their own rows and inside EVALSHA's time, so this over-counts scripts) and the
+   server processes' CPU time (which also holds the background: cron and the cluster bus,
+   measured over an idle second and reported), per stage, per command, per node, end to
+   end (goal <= 25 us per turn); keys and calls per node (the spread).
 3. boundary round trips per entry (socket sends from inside the boundary handler, and with
    the consume loop's read and ack) on a trickle (one entry per batch) and on a backlog.
 4. throughput of the whole pipeline with 1, 2 and 4 worker processes per stage (embed and
    boundary), Qdrant REST stand-in as the shared vector store (test support code; it is the
-   same for every row), on a backlog of turns.
+   same for every row): the workers start on empty streams, and once every partition's
+   lease is held and spread over them the turns are ingested and the clock runs until
+   every turn is assigned to an episode. Start-up and rebalancing are reported apart.
 
-Results: printed, and saved as JSON to bench/results/cluster.json (quick: cluster-quick.json).
+The machine is shared: the load average is saved next to every section. Results: printed,
+and saved as JSON to bench/results/cluster.json (quick: cluster-quick.json).
 """
 
 from __future__ import annotations
@@ -409,7 +418,7 @@ def main() -> int:
         note_load(result, "start")
         if only:
             result["processes"] = bench_processes(cluster, rq_server.url,
-                                                  1000 if args.quick else 4000, only, folder)
+                                                  2000 if args.quick else 10000, only, folder)
             note_load(result, "after processes")
             return _save(result, "cluster-partial.json")
         result["baseline"] = bench_xadd(cluster, 4000 if args.quick else 20000)
@@ -424,7 +433,7 @@ def main() -> int:
                                                   else 1000, counter)
         note_load(result, "after round trips")
         result["processes"] = bench_processes(cluster, rq_server.url, 1000 if args.quick
-                                              else 4000, [1, 2] if args.quick else [1, 2, 4],
+                                              else 10000, [1, 2] if args.quick else [1, 2, 4],
                                               folder)
         note_load(result, "after processes")
         base = result["processes"]["1"]["turns_per_s"]

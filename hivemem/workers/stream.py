@@ -49,6 +49,7 @@ _TRANSIENT = (StoreUnavailable, RetryLater)
 # doorbell (`hivemem.store.doorbell`) between empty polls; a burst run (tests, benchmarks,
 # which check for idleness after every empty read) polls this often instead.
 _POLL_S = 0.02
+_HANDOVER_S = 0.25
 
 
 @dataclass(frozen=True)
@@ -181,7 +182,10 @@ class StreamWorker(Generic[M]):
         before = self.owned
         owned = self.leases.refresh()
         self.owned = [self.kind.streams[p] for p in owned]
-        self._next_refresh = time.monotonic() + self._refresh_s
+        # A worker that joined waits for others to hand over its share: ask again soon
+        # rather than a whole refresh interval later.
+        self._next_refresh = time.monotonic() + (
+            min(self._refresh_s, _HANDOVER_S) if self.leases.waiting else self._refresh_s)
         if self.owned != before:
             self._log.info("worker.partitions", owned=owned)
             self._next_claim = 0.0  # new partitions: look for their orphans now
