@@ -228,6 +228,23 @@ class StreamStore:
             summary = self._r.xpending(stream, group)
         return int(summary["pending"])
 
+    def drained(self, streams: list[str], group: str) -> bool:
+        """Nothing pending and nothing undelivered for `group` on any of `streams`: one
+        pipelined XINFO GROUPS per stream (one round trip per node)."""
+        if not streams:
+            return True
+        with redis_errors("read group info"):
+            pipe = self._r.pipeline(transaction=False)
+            for stream in streams:
+                pipe.xinfo_groups(stream)
+            replies = pipe.execute()
+        for groups in replies:
+            for info in groups:
+                if _text(info["name"]) == group and (
+                        int(info["pending"]) or int(info.get("lag") or 0)):
+                    return False
+        return True
+
     def length(self, stream: str) -> int:
         with redis_errors("read stream length"):
             return int(self._r.xlen(stream))

@@ -194,11 +194,7 @@ class StreamWorker(Generic[M]):
         # Called right after a read found nothing new in this worker's partitions. Others'
         # partitions count too: one still leased by a dead worker may hold undelivered
         # entries (lag) that this worker reads once the lease expires.
-        return all(
-            self.streams.pending_count(stream, self.kind.group) == 0
-            and self.streams.lag(stream, self.kind.group) == 0
-            for stream in self.kind.streams
-        )
+        return self.streams.drained(list(self.kind.streams), self.kind.group)
 
     def _with_retry(self, fn: Callable[[], T]) -> T:
         """Run `fn`, backing off while a store is down. Gives up only when stopping."""
