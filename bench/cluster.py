@@ -179,15 +179,31 @@ def _per_turn(d: dict[str, Any], n: int) -> dict[str, Any]:
                                       sorted(d["calls"].items(), key=lambda kv: -kv[1])}}
 
 
-def bench_cpu(cluster: RedisCluster, rq_url: str, n: int) -> dict[str, Any]:
+def bench_cpu_repeated(cluster: RedisCluster, rq_url: str, n: int,
+                       repeats: int) -> dict[str, Any]:
+    """`bench_cpu` `repeats` times on fresh keys. Other processes on the machine only ever
+    add to a command's measured time (a server descheduled mid-command), so the run with
+    the least server CPU is reported in full, and every run's totals beside it."""
+    runs = [bench_cpu(cluster, rq_url, n, f"cpu{i}") for i in range(repeats)]
+    best = min(runs, key=lambda r: r["cpu_usec_per_turn_total"])
+    best = dict(best)
+    best["runs"] = [{k: r[k] for k in ("usec_per_turn_total", "cpu_usec_per_turn_total",
+                                       "usec_per_turn_ingest", "ingest_many_turns_per_s",
+                                       "load_average")} for r in runs]
+    best["reported"] = "the run with the least server process CPU of the repeats"
+    return best
+
+
+def bench_cpu(cluster: RedisCluster, rq_url: str, n: int, prefix: str = "cpu") -> dict[str, Any]:
     """Each stage runs alone, one after the other, so the difference of the counters before
     and after it is that stage's cost (a script's inner commands show as their own rows)."""
-    settings = settings_for(cluster, "cpu", rq_url)
+    load = [round(x, 2) for x in os.getloadavg()]
+    settings = settings_for(cluster, prefix, rq_url)
     emb = HashingEmbedder(DIM)
     vectors = ServerVectorStore(settings.qdrant, DIM, location=":memory:")
     wiring = Wiring(settings, vectors=vectors, embedder=emb)
     client = MemoryClient(settings, vector_store=vectors, embedder=emb)
-    batches = rows(n, 40, "cpu")
+    batches = rows(n, 40, prefix)
     # The background: cron and cluster bus over one idle second.
     idle0 = node_stats(cluster)
     time.sleep(1.0)
@@ -234,7 +250,7 @@ def bench_cpu(cluster: RedisCluster, rq_url: str, n: int) -> dict[str, Any]:
             "idle_cpu_usec_per_turn_over_run": round(idle["cpu_usec"] * elapsed / n, 2),
             "usec_per_turn_ingest": stages["ingest"]["commandstats_usec_per_turn"],
             "ingest_many_turns_per_s": round(n / ingest_s, 1), "stages": stages,
-            "per_node": per_node, "goal_usec_per_turn": 25}
+            "per_node": per_node, "goal_usec_per_turn": 25, "load_average": load}
 
 
 # -- 3. boundary round trips -----------------------------------------------------------------
@@ -422,7 +438,7 @@ def main() -> int:
             note_load(result, "after processes")
             return _save(result, "cluster-partial.json")
         result["baseline"] = bench_xadd(cluster, 4000 if args.quick else 20000)
-        result["cpu"] = bench_cpu(cluster, rq_server.url, n)
+        result["cpu"] = bench_cpu_repeated(cluster, rq_server.url, n, 1 if args.quick else 3)
         result["cpu"]["usec_per_turn_over_xadd"] = round(
             result["cpu"]["usec_per_turn_total"] / result["baseline"]["server_usec_per_xadd"], 2)
         result["cpu"]["cpu_usec_per_turn_over_xadd"] = round(
