@@ -9,6 +9,11 @@ goes to its partition's dead-letter stream with its error after `max_deliveries`
 store is down the batch is retried in place with back-off, so an outage never dead-letters
 good messages; a misconfiguration (`ConfigurationError`) stops the worker instead, for the
 same reason.
+
+Reading: on one Redis a worker blocks in one XREADGROUP over all its partitions' streams.
+On a Redis Cluster each partition is its own slot, so it reads them in one pipeline per node
+without blocking (or blocks, when it owns one stream) and, between empty polls, waits on a
+doorbell (`hivemem.store.doorbell`) that rings when any of its streams grows.
 """
 
 from __future__ import annotations
