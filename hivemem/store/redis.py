@@ -92,23 +92,21 @@ def run_scripts(
 ) -> list[Any]:
     """Run `script` once per (keys, args) in one pipeline (one round trip per node).
 
-    A cluster pipeline refuses its `evalsha` method, so there EVALSHA goes as a raw command
-    (routed by its keys); the script is loaded on every primary first, and a call that meets
-    a node without it (a replica promoted since) did not run, so it is run again on its own
-    (`Script` loads it there)."""
+    EVALSHA goes as a raw command (a cluster pipeline refuses its `evalsha` method; routed
+    by its keys there); the script is loaded once per client (on every primary of a
+    cluster), and a call that meets a server without it (restarted, or a replica promoted
+    since) did not run, so it is run again on its own (`Script` loads it there)."""
     if len(calls) == 1:
         keys, args = calls[0]
         return [script(keys=list(keys), args=list(args))]
-    cluster = is_cluster(client)
-    pipe = client.pipeline(transaction=False)
-    if not cluster:
-        for keys, args in calls:
-            queue_script(pipe, script, keys, args)
-        return list(pipe.execute())
     _load_everywhere(client, script)
+    pipe = client.pipeline(transaction=False)
     for keys, args in calls:
+        # Raw EVALSHA: a pipeline given the `Script` itself asks the server SCRIPT EXISTS
+        # before every execute (one more round trip per batch).
         pipe.execute_command(  # type: ignore[no-untyped-call]
-            "EVALSHA", script.sha, len(keys), *keys, *args, **route(client, keys[0]))
+            "EVALSHA", script.sha, len(keys), *keys, *args,
+            **(route(client, keys[0]) if keys else {}))
     replies = list(pipe.execute(raise_on_error=False))
     for i, reply in enumerate(replies):
         if isinstance(reply, NoScriptError):

@@ -75,3 +75,12 @@ def test_a_long_batch_of_one_session(redis_client: redis.Redis) -> None:
     assert redis_client.zcard(keys.session_recent("a")) == 400
     assert state.stats("a").last_activity == T0 + timedelta(minutes=700)
     assert state.stats("a").first_activity == T0 + timedelta(minutes=1)
+
+
+def test_a_batch_after_the_server_lost_its_scripts(redis_client: redis.Redis) -> None:
+    # The scripts go as raw EVALSHA; a server that forgot them (restarted, or a promoted
+    # replica) answers NOSCRIPT, and those calls run again on their own.
+    state = SessionState(redis_client, Keys("flushed"), recent_window=5)
+    assert state.append_turns([draft(s, 1) for s in "abcd"]) == [(1, False)] * 4
+    redis_client.script_flush()
+    assert state.append_turns([draft(s, 2) for s in "abcd"]) == [(2, False)] * 4
