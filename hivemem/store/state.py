@@ -151,6 +151,9 @@ return published
 """
 
 
+_IN_SCOPE_MAX = 100_000  # pairs remembered by `check_scopes` before it starts over
+
+
 class SessionState:
     def __init__(self, client: Redis, keys: Keys, recent_window: int) -> None:
         self._r = client
@@ -160,6 +163,8 @@ class SessionState:
         self._append = client.register_script(_APPEND_TURNS)
         self._control = client.register_script(_APPEND_CONTROL)
         self._publish = client.register_script(_PUBLISH_EMBEDDED)
+        # (session, namespace) pairs `check_scopes` has seen pass: see there.
+        self._in_scope: dict[tuple[str, str], None] = {}
 
     def _append_call(
         self, partition: int, drafts: Sequence[TurnFields]
@@ -217,6 +222,8 @@ class SessionState:
                 refused |= seq < 0
                 out[i] = (seq, dup)
         if refused:
+            # A session claimed by another namespace meanwhile: forget what passed before.
+            self._in_scope.clear()
             raise OutOfScope()
         return out
 
@@ -298,7 +305,11 @@ class SessionState:
         return DEFAULT_NAMESPACE if exists else None
 
     def check_scopes(self, pairs: Sequence[tuple[str, str]]) -> None:
-        """`check_scope` for many (session, namespace) pairs in one round trip."""
+        """`check_scope` for many (session, namespace) pairs in one round trip, skipping
+        pairs this client has seen pass before: a session's namespace is fixed by its first
+        turn, so a pair that passed keeps passing (the append script checks every turn
+        again anyway; this pre-check is what writes nothing of a batch with one bad turn)."""
+        pairs = [pair for pair in pairs if pair not in self._in_scope]
         if not pairs:
             return
         k = self.keys
@@ -314,6 +325,9 @@ class SessionState:
                 DEFAULT_NAMESPACE if exists else None)
             if found is not None and found != namespace:
                 raise OutOfScope()
+        if len(self._in_scope) + len(pairs) > _IN_SCOPE_MAX:
+            self._in_scope.clear()
+        self._in_scope.update(dict.fromkeys(pairs))
 
     def check_scope(self, session_id: str, namespace: str, *, must_exist: bool = False) -> None:
         """`OutOfScope` when the session is another namespace's (or, with `must_exist`,

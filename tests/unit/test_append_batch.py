@@ -84,3 +84,21 @@ def test_a_batch_after_the_server_lost_its_scripts(redis_client: redis.Redis) ->
     assert state.append_turns([draft(s, 1) for s in "abcd"]) == [(1, False)] * 4
     redis_client.script_flush()
     assert state.append_turns([draft(s, 2) for s in "abcd"]) == [(2, False)] * 4
+
+
+def test_a_scope_that_passed_is_not_read_again_until_a_turn_is_refused(
+    redis_client: redis.Redis,
+) -> None:
+    state = SessionState(redis_client, Keys("cache"), recent_window=5)
+    state.check_scopes([("a", "team-x")])
+    state.append_turns([draft("a", 1, namespace="team-x")])
+    # The session changes hands behind this client's back (an import with --mode replace):
+    redis_client.set(state.keys.session_namespace("a"), "team-y")
+    state.check_scopes([("a", "team-x")])  # remembered: no read, passes
+    # ...but the append script checks every turn itself: nothing of "a" is written.
+    with pytest.raises(OutOfScope):
+        state.append_turns([draft("a", 2, namespace="team-x")])
+    assert state.last_seq("a") == 1
+    # And the refusal made the client forget: the pre-check reads again and refuses.
+    with pytest.raises(OutOfScope):
+        state.check_scopes([("a", "team-x")])
