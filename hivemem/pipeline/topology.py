@@ -65,8 +65,10 @@ def partition_tags(partitions: int) -> tuple[str, ...]:
     return tuple(tags)
 
 
+@functools.lru_cache(maxsize=65_536)
 def partition_of(session_id: str, partitions: int) -> int:
-    """The session's partition: stable across processes, machines and Python versions."""
+    """The session's partition: stable across processes, machines and Python versions.
+    (Cached: every key of a session asks for it, several times per turn on ingest.)"""
     if partitions == 1:
         return 0
     digest = hashlib.blake2b(session_id.encode("utf-8"), digest_size=8).digest()

@@ -1,22 +1,28 @@
 """Redis state of the boundary stage: per-session buffer, lease, pointer, closed episodes,
 and the partition's episode outbox.
 
-Ordering with any number of boundary workers: the embed stage finishes turns out of order,
-so each turn first lands in its session's buffer (a hash keyed by seq). Whoever holds the
-session's lease (a random token with an expiry) advances the session's pointer through the
-buffer in seq order. Two scripts per advance, every key in the session's slot:
+Ordering with any number of boundary workers: the embed stage may finish turns out of
+order, so a turn that arrives before its predecessors waits in its session's buffer (a hash
+keyed by seq). Whoever holds the session's lease (a random token with an expiry) advances
+the session's pointer in seq order over the entries in hand and the buffer. Two scripts per
+advance (three when entries must be buffered), every key in the session's slot:
 
-- `begin`: buffer the entries in hand (only what the pointer has not passed: a redelivery
-  after a commit is a no-op), take or renew the lease, and return the session's state and
-  the contiguous run of buffered entries from the pointer on, leaving out the entries the
-  caller just handed in (it has them, vectors included).
+- `begin`: take or renew the lease and return the session's state and the contiguous run
+  of entries from the pointer on: the ones the caller handed in (named, not sent back: it
+  has them, vectors included) and the ones others buffered. Entries handed in that are not
+  in the run (a gap before them, another holder) are buffered, and only those travel to
+  Redis in full; what the pointer has passed is ignored (a redelivery after a commit is a
+  no-op).
 - `commit`: only if the caller still holds the lease, write the new pointer, the open
   episode, marker counts and the closed episodes, append each closed episode to the
-  partition's outbox (the dispatcher enqueues its reflect job), drop the consumed buffer
-  entries, and then either keep the lease (more is ready: the caller goes on) or release it.
+  partition's outbox (the dispatcher enqueues its reflect job), drop the consumed entries
+  that came from the buffer, and then either keep the lease (more is ready: the caller goes
+  on) or release it.
 
-A lease that expired mid-advance makes the commit change nothing; the new holder replays
-from the last commit (episode ids are deterministic, so a replay names the same episodes).
+A lease that expired mid-advance makes the commit change nothing; the caller then offers
+its entries again (they were never buffered: the next `begin` buffers them, or takes the
+lease back), and whoever holds the lease replays from the last commit (episode ids are
+deterministic, so a replay names the same episodes).
 A worker that cannot get the lease just buffers: the holder's commit sees the new entry and
 goes on, so no turn waits.
 """
@@ -24,7 +30,7 @@ goes on, so no turn waits.
 from __future__ import annotations
 
 import secrets
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -34,50 +40,67 @@ from hivemem.pipeline.messages import OutboxEntry
 from hivemem.pipeline.topology import Keys
 from hivemem.store.redis import Redis, redis_errors
 
-# KEYS: state, buffer, lease. ARGV: token, lease ms, max run, then (field, seq, JSON) triples.
-# Returns {0} when another worker holds the lease or nothing is ready (the lease is then
-# neither taken nor kept), else {1, next_seq, closed_count, open,
+# KEYS: state, buffer, lease. ARGV: token, lease ms, max run, then (field, seq, JSON)
+# triples, JSON '' when the caller has not sent it (the light call, see `begin`).
+# The entries handed in that the run takes now are never written to the buffer (the caller
+# has them, and they are consumed in this advance); only the others are buffered, and a
+# light call that would have to buffer one returns {2} having written nothing: the caller
+# sends the JSON then. Returns {0} when another worker holds the lease or nothing is ready
+# (the lease is then neither taken nor kept), else {1, next_seq, closed_count, open,
 # field1, json1 or '', field2, ...} for the ready run ('' = the caller handed it in).
 _BEGIN = """
 local nxt = tonumber(redis.call('HGET', KEYS[1], 'next_seq') or '1')
 local given = {}
 for i = 4, #ARGV, 3 do
-  if tonumber(ARGV[i + 1]) >= nxt then
-    redis.call('HSET', KEYS[2], ARGV[i], ARGV[i + 2])
-    given[ARGV[i]] = true
-  end
+  if tonumber(ARGV[i + 1]) >= nxt then given[ARGV[i]] = i end
 end
 local holder = redis.call('GET', KEYS[3])
-if holder and holder ~= ARGV[1] then return {0} end
-if not given[tostring(nxt)] and redis.call('HEXISTS', KEYS[2], tostring(nxt)) == 0 then
+local mine = (not holder) or holder == ARGV[1]
+local run = {}
+local taken = {}
+if mine then
+  local limit = tonumber(ARGV[3])
+  local seq = nxt
+  while limit > 0 do
+    local f = tostring(seq)
+    if given[f] then
+      run[#run + 1] = f
+      run[#run + 1] = ''
+      taken[f] = true
+    else
+      local v = redis.call('HGET', KEYS[2], f)
+      if not v then break end
+      run[#run + 1] = f
+      run[#run + 1] = v
+    end
+    seq = seq + 1
+    limit = limit - 1
+  end
+end
+for f, i in pairs(given) do
+  if not taken[f] then
+    if ARGV[i + 2] == '' then return {2} end
+  end
+end
+for f, i in pairs(given) do
+  if not taken[f] then redis.call('HSET', KEYS[2], f, ARGV[i + 2]) end
+end
+if not mine then return {0} end
+if #run == 0 then
   if holder then redis.call('DEL', KEYS[3]) end
   return {0}
 end
 redis.call('SET', KEYS[3], ARGV[1], 'PX', ARGV[2])
 local st = redis.call('HMGET', KEYS[1], 'closed_count', 'open')
 local out = {1, nxt, st[1] or '0', st[2] or ''}
-local limit = tonumber(ARGV[3])
-local seq = nxt
-while limit > 0 do
-  local f = tostring(seq)
-  if given[f] then
-    out[#out + 1] = f
-    out[#out + 1] = ''
-  else
-    local v = redis.call('HGET', KEYS[2], f)
-    if not v then break end
-    out[#out + 1] = f
-    out[#out + 1] = v
-  end
-  seq = seq + 1
-  limit = limit - 1
-end
+for j = 1, #run do out[#out + 1] = run[j] end
 return out
 """
 
 # KEYS: state, buffer, lease, episode list, outbox, then one key per closed episode.
 # ARGV: token, lease ms, next_seq, closed_count, open, session id, the outbox's three field
-# names, marker count m, m (name, n) pairs, consumed count c, c fields, then per episode
+# names, marker count m, m (name, n) pairs, count c and the c consumed fields that were read
+# from the buffer (to drop them; the ones handed in were never written), then per episode
 # (id, index, body). Returns -1 (lease lost, nothing written), 1 (more is ready, lease kept),
 # 0 (done, lease released).
 _COMMIT = """
@@ -138,17 +161,32 @@ class EpisodeStore:
                 k.boundary_lease(session_id)]
 
     def begin(
-        self, session_id: str, items: Sequence[tuple[str, int, str]], token: str | None = None
+        self,
+        session_id: str,
+        items: Sequence[tuple[str, int]],
+        payload: Callable[[str], str],
+        token: str | None = None,
     ) -> Advance | None:
-        """Buffer `items` ((field, seq it belongs at or after, JSON)), take the session's
-        lease (or renew `token`) and read what is ready. None: another worker holds it, or
-        the entry the pointer waits for is not in yet."""
+        """Offer `items` ((field, seq it belongs at or after)), take the session's lease (or
+        renew `token`) and read what is ready. None: another worker holds it, or the entry
+        the pointer waits for is not in yet.
+
+        The first call sends no entry bodies: in the usual case (the entries arrive in
+        order, this worker holds the lease) they are consumed at once and never touch the
+        buffer. Only when some must wait in the buffer (a gap before them, another holder,
+        a run longer than `_MAX_RUN`) does a second call send their JSON (`payload(field)`)."""
         token = token or secrets.token_hex(8)
-        args: list[str | int] = [token, self.lease_ms, _MAX_RUN]
-        for field, seq, payload in items:
-            args += (field, seq, payload)
+        head: list[str | int] = [token, self.lease_ms, _MAX_RUN]
+        light = list(head)
+        for field, seq in items:
+            light += (field, seq, "")
         with redis_errors("begin boundary advance"):
-            reply = self._begin(keys=self._session_keys(session_id), args=args)
+            reply = self._begin(keys=self._session_keys(session_id), args=light)
+            if int(reply[0]) == 2:
+                full = list(head)
+                for field, seq in items:
+                    full += (field, seq, payload(field))
+                reply = self._begin(keys=self._session_keys(session_id), args=full)
         if int(reply[0]) == 0:
             return None
         open_raw = _text(reply[3])
@@ -170,13 +208,15 @@ class EpisodeStore:
         *,
         next_seq: int,
         state: SessionEpisodes,
-        consumed: Sequence[str],
+        from_buffer: Sequence[str],
         closed: Sequence[Episode],
         marker_counts: dict[str, int],
     ) -> int:
         """Apply one advance atomically, only if this worker still holds the lease; the
-        closed episodes go to the partition's outbox in the same step. Returns -1 (lease
-        lost: nothing written), 1 (more is ready: the lease is kept), 0 (lease released)."""
+        closed episodes go to the partition's outbox in the same step, and the consumed
+        entries read `from_buffer` leave it. Returns -1 (lease lost: nothing written; the
+        entries handed in were not buffered, so the caller offers them again), 1 (more is
+        ready: the lease is kept), 0 (lease released)."""
         k = self.keys
         p = k.partition(session_id)
         keys = [*self._session_keys(session_id), k.session_episodes(session_id),
@@ -189,7 +229,7 @@ class EpisodeStore:
         ]
         for marker, count in marker_counts.items():
             args += (marker, count)
-        args += (len(consumed), *consumed)
+        args += (len(from_buffer), *from_buffer)
         for episode in closed:
             args += (episode.episode_id, episode.index, episode.model_dump_json())
         with redis_errors("commit boundary state"):

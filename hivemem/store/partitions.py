@@ -63,6 +63,9 @@ class PartitionLeases:
         self.ttl_ms = ttl_ms
         self.partitions = keys.partitions if partitions is None else partitions
         self.owned: list[int] = []
+        # True after a refresh that found partitions assigned to this worker still leased
+        # by another (it gives them up at its own next refresh): worth asking again soon.
+        self.waiting = False
         self._take = client.register_script(_TAKE)
         self._give_up = client.register_script(_GIVE_UP)
 
@@ -89,6 +92,7 @@ class PartitionLeases:
             if drop:
                 self._give(drop)
         self.owned = sorted(p for p, ok in zip(wanted, taken, strict=True) if int(ok))
+        self.waiting = len(self.owned) < len(wanted)
         return self.owned
 
     def _give(self, partitions: list[int]) -> None:

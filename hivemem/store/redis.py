@@ -92,21 +92,21 @@ def run_scripts(
 ) -> list[Any]:
     """Run `script` once per (keys, args) in one pipeline (one round trip per node).
 
-    A cluster pipeline refuses its `evalsha` method, so there EVALSHA goes as a raw command
-    (routed by its keys); the script is loaded on every primary first, and a call that meets
-    a node without it (a replica promoted since) did not run, so it is run again on its own
-    (`Script` loads it there)."""
+    EVALSHA goes as a raw command (a cluster pipeline refuses its `evalsha` method; routed
+    by its keys there); the script is loaded once per client (on every primary of a
+    cluster), and a call that meets a server without it (restarted, or a replica promoted
+    since) did not run, so it is run again on its own (`Script` loads it there)."""
     if len(calls) == 1:
         keys, args = calls[0]
         return [script(keys=list(keys), args=list(args))]
-    cluster = is_cluster(client)
-    if cluster:
-        _load_everywhere(client, script)
+    _load_everywhere(client, script)
     pipe = client.pipeline(transaction=False)
     for keys, args in calls:
-        queue_script(pipe, script, keys, args, loaded=cluster)
-    if not cluster:
-        return list(pipe.execute())
+        # Raw EVALSHA: a pipeline given the `Script` itself asks the server SCRIPT EXISTS
+        # before every execute (one more round trip per batch).
+        pipe.execute_command(  # type: ignore[no-untyped-call]
+            "EVALSHA", script.sha, len(keys), *keys, *args,
+            **(route(client, keys[0]) if keys else {}))
     replies = list(pipe.execute(raise_on_error=False))
     for i, reply in enumerate(replies):
         if isinstance(reply, NoScriptError):
@@ -115,6 +115,17 @@ def run_scripts(
         elif isinstance(reply, Exception):
             raise reply
     return replies
+
+
+def route(client: Any, key: str) -> dict[str, Any]:
+    """Keyword options that send a command for `key` straight to its slot's node. Without
+    them redis-py 8's cluster client asks a server which keys an XREADGROUP names, and which
+    keys each pipelined EVALSHA names (COMMAND GETKEYS: one blocking round trip per command,
+    before the pipeline is even sent). The slot is computed locally instead; a MOVED reply
+    is still followed (the retry routes by slot). Empty for a single Redis."""
+    if not is_cluster(client):
+        return {}
+    return {"target_nodes": client.get_node_from_key(key)}
 
 
 _LOADED: set[tuple[int, str]] = set()

@@ -19,47 +19,91 @@ from hivemem.store.redis import Redis, redis_errors, run_scripts, set_union
 # One atomic step per turn, for a batch of turns of one partition (every key in one slot):
 # a session belongs to the namespace of its first turn (a turn of another namespace gets -1,
 # nothing written; sessions from before namespaces are "default"); a repeated turn id
-# returns the seq it already had; otherwise the next seq is taken, the turn is appended to
-# the partition's turns stream and to the recent window. KEYS: the stream, the partition's
-# session set, then 5 keys per turn (seq, ids, recent, meta, ns). ARGV: the window, the
-# entry's two field names (from `TurnEntry`), then 5 values per turn (turn id, wire JSON,
-# timestamp, session id, namespace). Returns seq, duplicate per turn, flattened. (A session
-# is listed and its first activity set by its first turn only; the window is trimmed only
-# once it can be full: fewer commands per turn.)
+# returns the seq it already had; otherwise the next seq is taken and the turn is appended
+# to the partition's turns stream and to the recent window. KEYS: the stream, the
+# partition's session set, then 5 keys per session (seq, ids, recent, meta, ns). ARGV: the
+# window, the entry's two field names (from `TurnEntry`), the session count m, the m
+# session ids, then 5 values per turn (its session's index 1..m, turn id, wire JSON,
+# timestamp, namespace). Returns seq, duplicate per turn, flattened.
+# Per turn only the id lookup and the XADD run; a session's namespace and counter are read
+# once per call (at its first turn) and its ids, recent window, counter and activity are
+# written once per call at the end: a batch of one session costs a handful of commands, not
+# eight per turn. A session is listed and its first activity set by its first turn only; the
+# window is trimmed only once it can be full.
 _APPEND_TURNS = """
 local window = tonumber(ARGV[1])
+local m = tonumber(ARGV[4])
 local out = {}
-for i = 0, (#KEYS - 2) / 5 - 1 do
-  local k, a = 2 + i * 5, 3 + i * 5
-  local owner = redis.call('GET', KEYS[k + 5])
-  if not owner then
-    if redis.call('EXISTS', KEYS[k + 1]) == 1 then owner = 'default' end
-    if not owner or owner == ARGV[a + 5] then redis.call('SET', KEYS[k + 5], ARGV[a + 5]) end
+local sessions = {}
+local order = {}
+local function chunked(cmd, key, list)
+  for i = 1, #list, 512 do
+    redis.call(cmd, key, unpack(list, i, math.min(i + 511, #list)))
   end
-  if owner and owner ~= ARGV[a + 5] then
+end
+for a = 5 + m, #ARGV, 5 do
+  local j = tonumber(ARGV[a])
+  local s = sessions[j]
+  local ns = ARGV[a + 4]
+  if not s then
+    local k = 2 + (j - 1) * 5
+    local owner = redis.call('GET', KEYS[k + 5])
+    local seq = tonumber(redis.call('GET', KEYS[k + 1]) or '0')
+    if not owner then
+      if seq > 0 then owner = 'default' end
+      if not owner or owner == ns then
+        owner = ns
+        redis.call('SET', KEYS[k + 5], owner)
+      end
+    end
+    s = {k = k, sid = ARGV[4 + j], owner = owner, seq = seq, known = {}, ids = {},
+         recent = {}}
+    sessions[j] = s
+    order[#order + 1] = s
+  end
+  if s.owner ~= ns then
     out[#out + 1] = -1
     out[#out + 1] = 0
   else
-    local existing = redis.call('HGET', KEYS[k + 2], ARGV[a + 1])
+    local tid = ARGV[a + 1]
+    local existing = s.known[tid] or redis.call('HGET', KEYS[s.k + 2], tid)
     if existing then
       out[#out + 1] = tonumber(existing)
       out[#out + 1] = 1
     else
-      local seq = redis.call('INCR', KEYS[k + 1])
-      redis.call('HSET', KEYS[k + 2], ARGV[a + 1], seq)
+      s.seq = s.seq + 1
+      local seq = s.seq
+      s.known[tid] = seq
+      s.ids[#s.ids + 1] = tid
+      s.ids[#s.ids + 1] = seq
       redis.call('XADD', KEYS[1], '*', ARGV[2], seq, ARGV[3], ARGV[a + 2])
       if window > 0 then
-        redis.call('ZADD', KEYS[k + 3], seq, ARGV[a + 2])
-        if seq > window then redis.call('ZREMRANGEBYRANK', KEYS[k + 3], 0, -(window + 1)) end
+        s.recent[#s.recent + 1] = seq
+        s.recent[#s.recent + 1] = ARGV[a + 2]
       end
       if seq == 1 then
-        redis.call('HSET', KEYS[k + 4], 'first_ts', ARGV[a + 3], 'last_ts', ARGV[a + 3])
-        redis.call('SADD', KEYS[2], ARGV[a + 4])
-      else
-        redis.call('HSET', KEYS[k + 4], 'last_ts', ARGV[a + 3])
+        s.first = ARGV[a + 3]
+        redis.call('SADD', KEYS[2], s.sid)
       end
+      s.last = ARGV[a + 3]
       out[#out + 1] = seq
       out[#out + 1] = 0
+    end
+  end
+end
+for _, s in ipairs(order) do
+  if #s.ids > 0 then
+    local k = s.k
+    redis.call('SET', KEYS[k + 1], s.seq)
+    chunked('HSET', KEYS[k + 2], s.ids)
+    if window > 0 then
+      chunked('ZADD', KEYS[k + 3], s.recent)
+      if s.seq > window then redis.call('ZREMRANGEBYRANK', KEYS[k + 3], 0, -(window + 1)) end
+    end
+    if s.first then
+      redis.call('HSET', KEYS[k + 4], 'first_ts', s.first, 'last_ts', s.last)
+    else
+      redis.call('HSET', KEYS[k + 4], 'last_ts', s.last)
     end
   end
 end
@@ -107,6 +151,9 @@ return published
 """
 
 
+_IN_SCOPE_MAX = 100_000  # pairs remembered by `check_scopes` before it starts over
+
+
 class SessionState:
     def __init__(self, client: Redis, keys: Keys, recent_window: int) -> None:
         self._r = client
@@ -116,20 +163,29 @@ class SessionState:
         self._append = client.register_script(_APPEND_TURNS)
         self._control = client.register_script(_APPEND_CONTROL)
         self._publish = client.register_script(_PUBLISH_EMBEDDED)
+        # (session, namespace) pairs `check_scopes` has seen pass: see there.
+        self._in_scope: dict[tuple[str, str], None] = {}
 
     def _append_call(
         self, partition: int, drafts: Sequence[TurnFields]
     ) -> tuple[list[str], list[str | int]]:
-        """The append script's keys and args for turns of one partition."""
+        """The append script's keys and args for turns of one partition (a session's keys
+        once, however many of its turns the call carries)."""
         k = self.keys
         keys: list[str] = [k.turns_stream(partition), k.sessions(partition)]
-        args: list[str | int] = [self.recent_window, TurnEntry.SEQ_FIELD, TurnEntry.TURN_FIELD]
+        index: dict[str, int] = {}
+        turns: list[str | int] = []
         for draft in drafts:
             sid = draft.session_id
-            keys += (k.session_seq(sid), k.session_turn_ids(sid), k.session_recent(sid),
-                     k.session_meta(sid), k.session_namespace(sid))
-            args += (draft.turn_id, wire_json(draft), draft.timestamp.isoformat(), sid,
-                     draft.namespace)
+            j = index.get(sid)
+            if j is None:
+                j = index[sid] = len(index) + 1
+                keys += (k.session_seq(sid), k.session_turn_ids(sid), k.session_recent(sid),
+                         k.session_meta(sid), k.session_namespace(sid))
+            turns += (j, draft.turn_id, wire_json(draft), draft.timestamp.isoformat(),
+                      draft.namespace)
+        args: list[str | int] = [self.recent_window, TurnEntry.SEQ_FIELD, TurnEntry.TURN_FIELD,
+                                 len(index), *index, *turns]
         return keys, args
 
     def append_turn(self, draft: TurnFields) -> tuple[int, bool]:
@@ -166,6 +222,8 @@ class SessionState:
                 refused |= seq < 0
                 out[i] = (seq, dup)
         if refused:
+            # A session claimed by another namespace meanwhile: forget what passed before.
+            self._in_scope.clear()
             raise OutOfScope()
         return out
 
@@ -247,7 +305,11 @@ class SessionState:
         return DEFAULT_NAMESPACE if exists else None
 
     def check_scopes(self, pairs: Sequence[tuple[str, str]]) -> None:
-        """`check_scope` for many (session, namespace) pairs in one round trip."""
+        """`check_scope` for many (session, namespace) pairs in one round trip, skipping
+        pairs this client has seen pass before: a session's namespace is fixed by its first
+        turn, so a pair that passed keeps passing (the append script checks every turn
+        again anyway; this pre-check is what writes nothing of a batch with one bad turn)."""
+        pairs = [pair for pair in pairs if pair not in self._in_scope]
         if not pairs:
             return
         k = self.keys
@@ -263,6 +325,9 @@ class SessionState:
                 DEFAULT_NAMESPACE if exists else None)
             if found is not None and found != namespace:
                 raise OutOfScope()
+        if len(self._in_scope) + len(pairs) > _IN_SCOPE_MAX:
+            self._in_scope.clear()
+        self._in_scope.update(dict.fromkeys(pairs))
 
     def check_scope(self, session_id: str, namespace: str, *, must_exist: bool = False) -> None:
         """`OutOfScope` when the session is another namespace's (or, with `must_exist`,

@@ -15,7 +15,7 @@ import redis
 from hivemem.domain.models import DeadLetter, StageLag
 from hivemem.pipeline.messages import decode_dead_letter, encode_dead_letter
 from hivemem.pipeline.topology import Keys, Stage
-from hivemem.store.redis import Redis, is_cluster, redis_errors
+from hivemem.store.redis import Redis, is_cluster, redis_errors, route
 
 
 @dataclass(frozen=True, slots=True)
@@ -41,7 +41,7 @@ def decode_entries(raw: Any, stream: str = "") -> list[StreamEntry]:
     return out
 
 
-def _read_reply(reply: Any) -> list[StreamEntry]:
+def read_reply(reply: Any) -> list[StreamEntry]:
     """An XREADGROUP reply over one or more streams, RESP2 or RESP3 shape."""
     if not reply:
         return []
@@ -118,30 +118,37 @@ class StreamStore:
         own_pending: bool = False,
     ) -> list[StreamEntry]:
         """One XREADGROUP over several streams (up to `count` from each). On a cluster the
-        streams live in different slots: one non-blocking read per stream, pipelined, and
-        the caller waits between empty polls (`blocks` says which)."""
+        streams live in different slots: one read per stream, pipelined, non-blocking for
+        more than one stream, and the caller waits between empty polls (`blocks`)."""
         if not streams:
             return []
         start = "0" if own_pending else ">"
         with redis_errors("read stream"):
-            if is_cluster(self._r) and len(streams) > 1:
+            if is_cluster(self._r):
+                # Raw XREADGROUP routed by its stream's slot (`route`: no COMMAND GETKEYS
+                # round trip per read); BLOCK only when one stream is read.
+                block = None if own_pending or len(streams) > 1 else block_ms
                 pipe = self._r.pipeline(transaction=False)
                 for stream in streams:
-                    pipe.xreadgroup(group, consumer, {stream: start}, count=count)
+                    args: list[Any] = ["XREADGROUP", "GROUP", group, consumer, "COUNT", count]
+                    if block is not None:
+                        args += ["BLOCK", block]
+                    pipe.execute_command(  # type: ignore[no-untyped-call]
+                        *args, "STREAMS", stream, start, **route(self._r, stream))
                 out: list[StreamEntry] = []
                 for reply in pipe.execute():
-                    out += _read_reply(reply)
+                    out += read_reply(reply)
                 return out
             reply = self._r.xreadgroup(
                 group, consumer, dict.fromkeys(streams, start), count=count,
                 block=None if own_pending else block_ms,
             )
-        return _read_reply(reply)
+        return read_reply(reply)
 
-    @property
-    def blocks(self) -> bool:
-        """Does `read_many` over several streams block until an entry arrives?"""
-        return not is_cluster(self._r)
+    def blocks(self, streams: int) -> bool:
+        """Does `read_many` over this many streams block until an entry arrives? (On a
+        cluster only a read of one stream can: the others are other slots.)"""
+        return streams == 1 or not is_cluster(self._r)
 
     def claim_idle(
         self, stream: str, group: str, consumer: str, *, min_idle_ms: int, count: int
@@ -220,6 +227,23 @@ class StreamStore:
         with redis_errors("read pending summary"):
             summary = self._r.xpending(stream, group)
         return int(summary["pending"])
+
+    def drained(self, streams: list[str], group: str) -> bool:
+        """Nothing pending and nothing undelivered for `group` on any of `streams`: one
+        pipelined XINFO GROUPS per stream (one round trip per node)."""
+        if not streams:
+            return True
+        with redis_errors("read group info"):
+            pipe = self._r.pipeline(transaction=False)
+            for stream in streams:
+                pipe.xinfo_groups(stream)
+            replies = pipe.execute()
+        for groups in replies:
+            for info in groups:
+                if _text(info["name"]) == group and (
+                        int(info["pending"]) or int(info.get("lag") or 0)):
+                    return False
+        return True
 
     def length(self, stream: str) -> int:
         with redis_errors("read stream length"):

@@ -53,12 +53,14 @@ class BoundaryHandler:
             self.advance(session_id, entries)
 
     def advance(self, session_id: str, entries: dict[str, EmbeddedEntry]) -> None:
-        """Buffer `entries`, and while this worker holds the session's lease move its
-        pointer as far as the buffer allows: two scripts per step (`EpisodeStore`)."""
-        buffered = [(f, e.seq, e.to_json()) for f, e in entries.items()]
+        """Offer `entries`, and while this worker holds the session's lease move its
+        pointer as far as the entries in hand and the buffer allow: two scripts per step
+        (`EpisodeStore`); an entry's JSON is sent only if it has to wait in the buffer."""
+        offered = [(f, e.seq) for f, e in entries.items()]
         token: str | None = None
         while True:
-            step = self.store.begin(session_id, buffered, token)
+            step = self.store.begin(session_id, offered, lambda f: entries[f].to_json(),
+                                    token)
             if step is None:
                 return  # the holder's commit sees what was just buffered and goes on
             token = step.token
@@ -67,9 +69,13 @@ class BoundaryHandler:
             except BaseException:
                 self.store.release(session_id, token)
                 raise
-            if more != 1:
+            if more == 0:
                 return
-            buffered = []
+            if more == 1:
+                offered = []  # all in hand was consumed; the rest is in the buffer
+            # -1: the lease was lost before the commit; what this call consumed was never
+            # buffered, so offer it again (buffered now, or taken back under a new lease).
+            token = None if more < 0 else token
 
     def _advance_locked(
         self, session_id: str, step: Advance, entries: dict[str, EmbeddedEntry]
@@ -77,6 +83,7 @@ class BoundaryHandler:
         started = time.perf_counter()
         state = step.state
         consumed: list[str] = []
+        from_buffer: list[str] = []
         closed: list[Episode] = []
         markers: Counter[str] = Counter()
         for field, raw in step.ready:
@@ -85,6 +92,8 @@ class BoundaryHandler:
                 break
             closed.extend(self._apply(state, item, markers))
             consumed.append(field)
+            if raw is not None:
+                from_buffer.append(field)
         if not consumed:
             self.store.release(session_id, step.token)
             return 0
@@ -94,7 +103,7 @@ class BoundaryHandler:
             step.token,
             next_seq=seq,
             state=state,
-            consumed=consumed,
+            from_buffer=from_buffer,
             closed=closed,
             marker_counts=dict(markers),
         )

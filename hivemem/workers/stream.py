@@ -9,10 +9,16 @@ goes to its partition's dead-letter stream with its error after `max_deliveries`
 store is down the batch is retried in place with back-off, so an outage never dead-letters
 good messages; a misconfiguration (`ConfigurationError`) stops the worker instead, for the
 same reason.
+
+Reading: on one Redis a worker blocks in one XREADGROUP over all its partitions' streams.
+On a Redis Cluster each partition is its own slot, so it reads them in one pipeline per node
+without blocking (or blocks, when it owns one stream) and, between empty polls, waits on a
+doorbell (`hivemem.store.doorbell`) that rings when any of its streams grows.
 """
 
 from __future__ import annotations
 
+import math
 import os
 import signal
 import socket
@@ -35,6 +41,7 @@ from hivemem.errors import (
     StoreUnavailable,
 )
 from hivemem.pipeline.topology import Stage
+from hivemem.store.doorbell import Doorbell
 from hivemem.store.partitions import PartitionLeases
 from hivemem.store.streams import StreamEntry, StreamStore
 
@@ -43,8 +50,11 @@ T = TypeVar("T")
 log = structlog.get_logger(__name__)
 
 _TRANSIENT = (StoreUnavailable, RetryLater)
-# A cluster cannot block on streams of several slots at once: poll this often instead.
+# A cluster cannot block on streams of several slots at once. A running worker waits on a
+# doorbell (`hivemem.store.doorbell`) between empty polls; a burst run (tests, benchmarks,
+# which check for idleness after every empty read) polls this often instead.
 _POLL_S = 0.02
+_HANDOVER_S = 0.25
 
 
 @dataclass(frozen=True)
@@ -110,12 +120,16 @@ class StreamWorker(Generic[M]):
         )
         self._refresh_s = min(settings.claim_interval_s, settings.claim_idle_ms / 3000)
         self.owned: list[str] = []
+        self._doorbell: Doorbell | None = None
         self._log = log.bind(worker=kind.name, consumer=self.consumer)
 
     # -- lifecycle -------------------------------------------------------------------------
 
     def stop(self) -> None:
         self._stop.set()
+        bell = self._doorbell
+        if bell is not None:
+            bell.wake()  # a stop must not wait for the doorbell's timeout
 
     @property
     def stopping(self) -> bool:
@@ -153,6 +167,9 @@ class StreamWorker(Generic[M]):
                 if burst and handled == 0 and self._idle():
                     break
         finally:
+            if self._doorbell is not None:
+                self._doorbell.close()
+                self._doorbell = None
             try:
                 self.leases.leave()
             except (StoreUnavailable, ConfigurationError) as exc:
@@ -170,7 +187,10 @@ class StreamWorker(Generic[M]):
         before = self.owned
         owned = self.leases.refresh()
         self.owned = [self.kind.streams[p] for p in owned]
-        self._next_refresh = time.monotonic() + self._refresh_s
+        # A worker that joined waits for others to hand over its share: ask again soon
+        # rather than a whole refresh interval later.
+        self._next_refresh = time.monotonic() + (
+            min(self._refresh_s, _HANDOVER_S) if self.leases.waiting else self._refresh_s)
         if self.owned != before:
             self._log.info("worker.partitions", owned=owned)
             self._next_claim = 0.0  # new partitions: look for their orphans now
@@ -179,11 +199,7 @@ class StreamWorker(Generic[M]):
         # Called right after a read found nothing new in this worker's partitions. Others'
         # partitions count too: one still leased by a dead worker may hold undelivered
         # entries (lag) that this worker reads once the lease expires.
-        return all(
-            self.streams.pending_count(stream, self.kind.group) == 0
-            and self.streams.lag(stream, self.kind.group) == 0
-            for stream in self.kind.streams
-        )
+        return self.streams.drained(list(self.kind.streams), self.kind.group)
 
     def _with_retry(self, fn: Callable[[], T]) -> T:
         """Run `fn`, backing off while a store is down. Gives up only when stopping."""
@@ -225,14 +241,29 @@ class StreamWorker(Generic[M]):
             block_ms=self.settings.block_ms,
         )
         if entries:
+            if self._doorbell is not None:
+                for stream, last in {e.stream: e.entry_id for e in entries}.items():
+                    self._doorbell.seen(stream, last)
             handled += self._process(entries)
-        else:
-            if not self.streams.blocks:
+        elif burst:
+            if not self.streams.blocks(len(self.owned)):
                 self._stop.wait(_POLL_S)
-            if burst:
-                # Nothing new: orphans are all that can be left, so look for them now.
-                self._next_claim = 0.0
+            # Nothing new: orphans are all that can be left, so look for them now.
+            self._next_claim = 0.0
+        elif not self.streams.blocks(len(self.owned)):
+            # Until an entry arrives, a lease refresh or a reclaim is due, or a stop.
+            bell = self._bell()
+            bell.watch(self.owned)
+            due = min(self._next_refresh, self._next_claim,
+                      self._next_trim if self.settings.trim_interval_s else math.inf
+                      ) - time.monotonic()
+            bell.wait(max(0.0, min(self.settings.block_ms / 1000, due)))
         return handled
+
+    def _bell(self) -> Doorbell:
+        if self._doorbell is None:
+            self._doorbell = Doorbell(self.streams.redis, self.settings.block_ms)
+        return self._doorbell
 
     def _trim(self) -> None:
         """Drop what every group has acknowledged; a failure only delays it to next time."""

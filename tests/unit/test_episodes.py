@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 import random
 from datetime import UTC, datetime, timedelta
+from typing import Any
 
 import numpy as np
 import pytest
@@ -175,25 +176,78 @@ def test_a_worker_without_the_lease_only_buffers(redis_client: redis.Redis) -> N
     assert store.progress("s1")[0] == 2
     assert redis_client.exists(KEYS.boundary_lease("s1")) == 0  # released after the commit
     assert store.commit("s1", "other-worker", next_seq=99, state=SessionEpisodes("s1"),
-                        consumed=[], closed=[], marker_counts={}) == -1
+                        from_buffer=[], closed=[], marker_counts={}) == -1
     assert store.progress("s1")[0] == 2
 
 
 def test_a_holder_goes_on_with_what_others_buffered_meanwhile(redis_client: redis.Redis) -> None:
     store = EpisodeStore(redis_client, KEYS, 5000)
-    first = store.begin("s1", [("1", 1, decode_item(turn_item(turn(1), unit(1))).to_json())])
+    bodies = {str(i): decode_item(turn_item(turn(i, i - 1), unit(1))).to_json()
+              for i in (1, 2)}
+    first = store.begin("s1", [("1", 1)], bodies.__getitem__)
     assert first is not None and [f for f, _ in first.ready] == ["1"]
-    assert first.ready[0][1] is None  # handed in: not read back
-    # Another worker buffers seq 2 while the lease is held: it gets no lease...
-    assert store.begin("s1", [("2", 2, decode_item(turn_item(turn(2, 1), unit(1))).to_json())]
-                       ) is None
+    assert first.ready[0][1] is None  # handed in: not read back...
+    assert redis_client.hlen(KEYS.boundary_buffer("s1")) == 0  # ...nor ever buffered
+    # Another worker offers seq 2 while the lease is held: it gets no lease, so its entry
+    # is buffered...
+    assert store.begin("s1", [("2", 2)], bodies.__getitem__) is None
+    assert redis_client.hlen(KEYS.boundary_buffer("s1")) == 1
     # ...and the holder's commit says there is more, keeping the lease for it.
-    more = store.commit("s1", first.token, next_seq=2, state=first.state, consumed=["1"],
+    more = store.commit("s1", first.token, next_seq=2, state=first.state, from_buffer=[],
                         closed=[], marker_counts={})
     assert more == 1
-    second = store.begin("s1", [], first.token)
+    second = store.begin("s1", [], bodies.__getitem__, first.token)
     assert second is not None and [f for f, _ in second.ready] == ["2"]
-    assert second.ready[0][1] is not None  # buffered by the other worker: read back
+    assert second.ready[0][1] == bodies["2"]  # buffered by the other worker: read back
+    assert store.commit("s1", first.token, next_seq=3, state=second.state, from_buffer=["2"],
+                        closed=[], marker_counts={}) == 0
+    assert redis_client.hlen(KEYS.boundary_buffer("s1")) == 0
+
+
+def test_only_entries_that_must_wait_are_sent_and_buffered(redis_client: redis.Redis) -> None:
+    store = EpisodeStore(redis_client, KEYS, 5000)
+    sent: list[str] = []
+    bodies = {str(i): decode_item(turn_item(turn(i, i - 1), unit(1))).to_json()
+              for i in (1, 2, 3)}
+
+    def payload(field: str) -> str:
+        sent.append(field)
+        return bodies[field]
+
+    # Seq 2 and 3 before seq 1: nothing is ready, both wait in the buffer (their JSON sent).
+    assert store.begin("s1", [("2", 2), ("3", 3)], payload) is None
+    assert sorted(sent) == ["2", "3"] and redis_client.hlen(KEYS.boundary_buffer("s1")) == 2
+    assert redis_client.exists(KEYS.boundary_lease("s1")) == 0
+    # Seq 1 arrives: the run is 1 (handed in, its JSON never sent) then 2, 3 (buffered).
+    sent.clear()
+    step = store.begin("s1", [("1", 1)], payload)
+    assert step is not None and sent == []
+    assert [(f, raw is None) for f, raw in step.ready] == [("1", True), ("2", False),
+                                                          ("3", False)]
+
+
+def test_a_lost_lease_offers_the_entries_again(redis_client: redis.Redis) -> None:
+    store = EpisodeStore(redis_client, KEYS, 5000)
+    handler = BoundaryHandler(store, POLICY)
+    real_commit = store.commit
+    lost = {"done": False}
+
+    def commit_after_losing_the_lease(session_id: str, token: str, **kw: Any) -> int:
+        if not lost["done"]:  # the lease expires and another worker takes it, once
+            lost["done"] = True
+            redis_client.set(KEYS.boundary_lease(session_id), "other-worker", px=5000)
+        return real_commit(session_id, token, **kw)
+
+    store.commit = commit_after_losing_the_lease  # type: ignore[method-assign]
+    handler([decode_item(turn_item(turn(1), unit(1)))])
+    # The entry was consumed by the failed attempt only: now it waits in the buffer for
+    # the new holder (the stream entry is acked, so the buffer must have it).
+    assert store.progress("s1")[0] == 0
+    assert redis_client.hlen(KEYS.boundary_buffer("s1")) == 1
+    redis_client.delete(KEYS.boundary_lease("s1"))
+    handler([decode_item(turn_item(turn(2, 1), unit(1)))])
+    assert store.progress("s1")[0] == 2
+    assert redis_client.hlen(KEYS.boundary_buffer("s1")) == 0
 
 
 def test_commit_writes_closed_episodes_to_the_outbox_once(redis_client: redis.Redis) -> None:

@@ -1,0 +1,104 @@
+"""The append script writes a session's ids, window, counter and activity once per call:
+the result must be the same as appending the turns one by one."""
+
+from __future__ import annotations
+
+from datetime import UTC, datetime, timedelta
+
+import pytest
+import redis
+
+from hivemem.config import IngestSettings
+from hivemem.domain.turn import TurnDraft
+from hivemem.errors import OutOfScope
+from hivemem.pipeline.topology import Keys
+from hivemem.store.state import SessionState
+
+T0 = datetime(2026, 3, 1, tzinfo=UTC)
+
+
+def draft(session: str, i: int, *, turn_id: str | None = None,
+          namespace: str = "default") -> TurnDraft:
+    return TurnDraft(session, "user", f"turn {i}", settings=IngestSettings(),
+                     timestamp=T0 + timedelta(minutes=i), turn_id=turn_id or f"{session}-{i}",
+                     namespace=namespace)
+
+
+def snapshot(r: redis.Redis, keys: Keys, session: str) -> tuple[object, ...]:
+    return (r.get(keys.session_seq(session)), r.hgetall(keys.session_turn_ids(session)),
+            r.zrange(keys.session_recent(session), 0, -1, withscores=True),
+            r.hgetall(keys.session_meta(session)),
+            r.xlen(keys.turns_stream(keys.partition(session))),
+            r.smembers(keys.sessions(keys.partition(session))))
+
+
+def test_a_batch_gives_what_one_by_one_gives(redis_client: redis.Redis) -> None:
+    batch_keys, single_keys = Keys("batch"), Keys("single")
+    batched = SessionState(redis_client, batch_keys, recent_window=3)
+    single = SessionState(redis_client, single_keys, recent_window=3)
+    # Two sessions interleaved, a repeated turn id inside the batch, more turns than the
+    # window holds.
+    drafts = [draft("a", 1), draft("b", 1), draft("a", 2), draft("a", 2), draft("a", 3),
+              draft("b", 2), draft("a", 4), draft("a", 5)]
+    got = batched.append_turns(drafts)
+    one_by_one = [single.append_turn(d) for d in drafts]
+    assert got == one_by_one == [(1, False), (1, False), (2, False), (2, True), (3, False),
+                                 (2, False), (4, False), (5, False)]
+    for session in ("a", "b"):
+        assert snapshot(redis_client, batch_keys, session) == snapshot(
+            redis_client, single_keys, session)
+    assert [int(s) for _, s in redis_client.zrange(
+        batch_keys.session_recent("a"), 0, -1, withscores=True)] == [3, 4, 5]
+    # A later call continues the counter and sees the earlier ids.
+    assert batched.append_turns([draft("a", 6), draft("a", 1)]) == [(6, False), (1, True)]
+
+
+def test_a_turn_of_another_namespace_is_refused_inside_a_batch(
+    redis_client: redis.Redis,
+) -> None:
+    state = SessionState(redis_client, Keys("ns"), recent_window=5)
+    with pytest.raises(OutOfScope):
+        state.append_turns([draft("a", 1, namespace="team-x"),
+                            draft("a", 2, namespace="team-y"), draft("a", 3, namespace="team-x")])
+    # The refused turn took no seq; the others did, in order.
+    assert state.last_seq("a") == 2
+    assert state.namespace_of("a") == "team-x"
+
+
+def test_a_long_batch_of_one_session(redis_client: redis.Redis) -> None:
+    # More pairs than one HSET/ZADD call is given at once inside the script.
+    state = SessionState(redis_client, Keys("long"), recent_window=400)
+    out = state.append_turns([draft("a", i) for i in range(1, 701)])
+    assert [seq for seq, _ in out] == list(range(1, 701))
+    keys = state.keys
+    assert redis_client.hlen(keys.session_turn_ids("a")) == 700
+    assert redis_client.zcard(keys.session_recent("a")) == 400
+    assert state.stats("a").last_activity == T0 + timedelta(minutes=700)
+    assert state.stats("a").first_activity == T0 + timedelta(minutes=1)
+
+
+def test_a_batch_after_the_server_lost_its_scripts(redis_client: redis.Redis) -> None:
+    # The scripts go as raw EVALSHA; a server that forgot them (restarted, or a promoted
+    # replica) answers NOSCRIPT, and those calls run again on their own.
+    state = SessionState(redis_client, Keys("flushed"), recent_window=5)
+    assert state.append_turns([draft(s, 1) for s in "abcd"]) == [(1, False)] * 4
+    redis_client.script_flush()
+    assert state.append_turns([draft(s, 2) for s in "abcd"]) == [(2, False)] * 4
+
+
+def test_a_scope_that_passed_is_not_read_again_until_a_turn_is_refused(
+    redis_client: redis.Redis,
+) -> None:
+    state = SessionState(redis_client, Keys("cache"), recent_window=5)
+    state.check_scopes([("a", "team-x")])
+    state.append_turns([draft("a", 1, namespace="team-x")])
+    # The session changes hands behind this client's back (an import with --mode replace):
+    redis_client.set(state.keys.session_namespace("a"), "team-y")
+    state.check_scopes([("a", "team-x")])  # remembered: no read, passes
+    # ...but the append script checks every turn itself: nothing of "a" is written.
+    with pytest.raises(OutOfScope):
+        state.append_turns([draft("a", 2, namespace="team-x")])
+    assert state.last_seq("a") == 1
+    # And the refusal made the client forget: the pre-check reads again and refuses.
+    with pytest.raises(OutOfScope):
+        state.check_scopes([("a", "team-x")])
