@@ -17,6 +17,9 @@ in the recall path of the same client and puts it back afterwards:
   `EmbeddingSettings(query_model_path=...)`.
 - speaker-0.1 / -0.2: `weights.speaker`: a turn by a speaker the question names gains that.
 - search-40: 40 hits per retriever instead of 20. neighbours-10: context around 10 hits.
+- window-x: `weights.window` = x: each turn's context-window vector (the turn embedded after
+  the turns before it, `EmbeddingSettings.window_turns`) searched too and averaged into its
+  dense similarity with weight x.
 
 Per arm: R@1/5/10/20 overall and per category, latency p50/p95, and (for arms that must not
 change results) how many questions got a different item list than defaults.
@@ -134,6 +137,9 @@ ARMS: dict[str, Arm] = {
     "speaker-0.2": _policy({}, {"speaker": 0.2}),
     "search-40": _policy({"search_limit": 40}),
     "neighbours-10": _policy({"neighbours": 10}),
+    "window-0.3": _policy({}, {"window": 0.3}),
+    "window-0.5": _policy({}, {"window": 0.5}),
+    "window-1.0": _policy({}, {"window": 1.0}),
 }
 
 

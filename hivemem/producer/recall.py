@@ -39,6 +39,7 @@ class _Entry:
     hit: TurnHit | None = None
     queued: Turn | None = None
     fact: Fact | None = None
+    window: Vector | None = None  # a stored turn's context-window vector, if it has one
 
     @property
     def is_turn(self) -> bool:
@@ -145,9 +146,9 @@ class Recaller:
             pool, self.vectors.search_turns(scope, query_vector, limit, access), "dense"
         )
         self._add_turn_hits(pool, lexical_turns, "lexical")
-        for entry in pool.values():
-            if entry.signals.dense_rank is None:  # a lexical-only hit: its real similarity
-                entry.signals.dense = _dot(entry.vector, query_vector)
+        self._add_turn_hits(pool, self._window_hits(scope, query_vector, policy, access),
+                            "window")
+        _similarities(pool, query_vector)
         past = asks_about_past(query)
         superseded = self._add_facts(
             pool, scope, query_vector, lexical_facts, policy, access, past=past
@@ -155,6 +156,7 @@ class Recaller:
         self._add_recent(pool, recent, query_vector, access)
         if policy.neighbours:
             self._add_neighbours(pool, query_vector, policy, access)
+        _similarities(pool, query_vector)  # of the turns added since
 
         # Which statements are history, from the facts of the sessions asked (kept between
         # calls; only what was written since the last call is read).
@@ -222,6 +224,15 @@ class Recaller:
 
     # -- candidate sources -------------------------------------------------------------------
 
+    def _window_hits(
+        self, scope: str | list[str], query: Vector, policy: RecallPolicy,
+        access: Scope | None,
+    ) -> list[TurnHit]:
+        """The nearest context windows, when the policy weighs them and the store has them."""
+        if not policy.weights.window or not self.vectors.has_windows:
+            return []
+        return self.vectors.search_turns_window(scope, query, policy.search_limit, access)
+
     @staticmethod
     def _add_turn_hits(pool: dict[str, _Entry], hits: list[TurnHit], kind: str) -> None:
         for rank, hit in enumerate(hits, 1):
@@ -231,11 +242,14 @@ class Recaller:
                 entry = pool[key] = _Entry(
                     Signals(key=key, source="turn", session_id=hit.session_id,
                             seq=hit.seq, markers=hit.markers),
-                    _unit(hit.vector), hit=hit,
+                    _unit(hit.vector), hit=hit, window=_unit(hit.window),
                 )
             if kind == "dense":
                 entry.signals.dense = hit.score
                 entry.signals.dense_rank = rank
+            elif kind == "window":
+                entry.signals.window = hit.score
+                entry.signals.window_rank = rank
             else:
                 entry.signals.lexical_raw = hit.score
                 entry.signals.lexical_rank = rank
@@ -315,6 +329,7 @@ class Recaller:
                         markers=hit.markers if hit else turn.markers,
                         dense=_dot(vector, query)),
                 vector, hit=hit, queued=None if hit else turn,
+                window=_unit(hit.window) if hit else None,
             )
 
     def _add_neighbours(
@@ -342,7 +357,7 @@ class Recaller:
                 pool[key] = _Entry(
                     Signals(key=key, source="turn", session_id=session, seq=hit.seq,
                             markers=hit.markers, dense=_dot(vector, query)),
-                    vector, hit=hit,
+                    vector, hit=hit, window=_unit(hit.window),
                 )
 
 
@@ -399,6 +414,17 @@ def _facts_stand_for_their_turns(
                 best = max(best, scores[turn_key].final + 1e-6)
         if best > scores[key].final:
             scores[key] = scores[key].model_copy(update={"final": best, "restates": best})
+
+
+def _similarities(pool: dict[str, _Entry], query: Vector) -> None:
+    """Fill in what the searches did not give: the dense similarity of a turn found by
+    another retriever, and the window similarity of a turn that has a window vector."""
+    for entry in pool.values():
+        sig = entry.signals
+        if sig.dense_rank is None and entry.is_turn:
+            sig.dense = _dot(entry.vector, query)
+        if sig.window is None and entry.window is not None:
+            sig.window = _dot(entry.window, query)
 
 
 def _unit(vector: Vector | None) -> Vector | None:

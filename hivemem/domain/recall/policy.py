@@ -46,6 +46,9 @@ class ScoringWeights(BaseModel):
     # LoCoMo dev, same run (bench/locomo_arms.py): R@1 0.369 -> 0.396, R@5 0.609 -> 0.626
     # (up in every category), R@10 0.714 -> 0.711; 0.1 gave less.
     speaker: float = 0.2
+    # A turn's context-window vector (the turn with the ones before it) next to its own:
+    # dense similarity = (turn + window x this) / (1 + this). 0: turn vectors only.
+    window: float = 0.0
     kind: dict[str, float] = Field(default_factory=dict)
 
 

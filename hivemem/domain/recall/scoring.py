@@ -25,6 +25,9 @@ class Signals:
     lexical_raw: float | None = None  # BM25 score (None: not among the lexical hits)
     dense_rank: int | None = None  # 1-based rank among the dense hits of its source
     lexical_rank: int | None = None
+    # A turn's context-window similarity (None: no window vector; it ranks on `dense`).
+    window: float | None = None
+    window_rank: int | None = None
     seq: int | None = None
     markers: tuple[str, ...] = ()
     kind: str | None = None  # a fact's kind
@@ -72,14 +75,24 @@ def relevance(signal: Signals, lexical_max: float, policy: RecallPolicy) -> tupl
     if policy.fusion == "rrf":
         # Reciprocal rank fusion, scaled so rank 1 in every list gives 1.0.
         k = w.rrf_k
-        total = (w.dense + w.lexical) or 1.0
+        total = (w.dense + w.lexical + w.window) or 1.0
         fused = 0.0
         if signal.dense_rank is not None:
             fused += w.dense * (k + 1) / (k + signal.dense_rank)
         if signal.lexical_rank is not None:
             fused += w.lexical * (k + 1) / (k + signal.lexical_rank)
+        if signal.window_rank is not None:
+            fused += w.window * (k + 1) / (k + signal.window_rank)
         return lexical, fused / total
-    return lexical, w.dense * signal.dense + w.lexical * lexical
+    return lexical, w.dense * dense_similarity(signal, w.window) + w.lexical * lexical
+
+
+def dense_similarity(signal: Signals, window_weight: float) -> float:
+    """The turn's similarity and its window's, averaged with `window_weight` for the window
+    (on the scale of one cosine, so facts, which have no window, compete on equal terms)."""
+    if signal.window is None or not window_weight:
+        return signal.dense
+    return (signal.dense + window_weight * signal.window) / (1.0 + window_weight)
 
 
 def score_candidates(
