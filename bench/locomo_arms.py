@@ -20,6 +20,8 @@ in the recall path of the same client and puts it back afterwards:
 - window-x: `weights.window` = x: each turn's context-window vector (the turn embedded after
   the turns before it, `EmbeddingSettings.window_turns`) searched too and averaged into its
   dense similarity with weight x.
+- no-speakers: `dense_without_speakers`: the query is embedded without the names of the
+  session's speakers it mentions (the speaker weight still favours their turns).
 
 Per arm: R@1/5/10/20 overall and per category, latency p50/p95, and (for arms that must not
 change results) how many questions got a different item list than defaults.
@@ -140,6 +142,9 @@ ARMS: dict[str, Arm] = {
     "window-0.3": _policy({}, {"window": 0.3}),
     "window-0.5": _policy({}, {"window": 0.5}),
     "window-1.0": _policy({}, {"window": 1.0}),
+    "no-speakers": _policy({"dense_without_speakers": True}),
+    "no-speakers-window-0.5": _policy({"dense_without_speakers": True}, {"window": 0.5}),
+    "no-speakers-window-1.0": _policy({"dense_without_speakers": True}, {"window": 1.0}),
 }
 
 

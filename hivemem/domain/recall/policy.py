@@ -66,6 +66,10 @@ class RecallPolicy(BaseModel):
     # vs 0.706) and cut p95 from 26.7 to 21.0 ms: fewer distractors, fewer payloads to read.
     search_limit: int = Field(default=20, ge=1, le=1000)
     lexical: bool = True
+    # Embed the query without the names of the session's speakers that it mentions: with
+    # a name in it, the query vector is close to every turn that person said (their name
+    # opens each one) or that mentions them; `weights.speaker` still favours their turns.
+    dense_without_speakers: bool = False
     fusion: Fusion = "weighted"
     neighbours: int = Field(default=5, ge=0, le=100)  # add the turns next to the best n hits
     recent_turns: int = Field(default=12, ge=0, le=1000)
