@@ -202,7 +202,7 @@ class Recaller:
             current_session=session_id, newest_seq=newest, latest=asks_for_latest(query),
             past=past,
         )
-        _facts_stand_for_their_turns(pool, scores, policy.dedup_threshold)
+        restated = _facts_stand_for_their_turns(pool, scores, policy)
         candidates = [
             Candidate(
                 key=key,
@@ -218,8 +218,11 @@ class Recaller:
         ]
         budget = max(0, token_budget - policy.reserve_tokens)
         chosen, excluded = _select_current(
-            candidates, budget, policy, keep_history=past or policy.include_history
+            [c for c in candidates if c.key not in restated], budget, policy,
+            keep_history=past or policy.include_history,
         )
+        excluded += [Excluded(c, "duplicate", f"restated by {restated[c.key]}")
+                     for c in candidates if c.key in restated]
         explained: list[ExcludedItem] = []
         if explain:
             explained = [_excluded(x) for x in excluded]
@@ -426,11 +429,15 @@ def _select_current(
 
 
 def _facts_stand_for_their_turns(
-    pool: dict[str, _Entry], scores: dict[str, ScoreComponents], threshold: float
-) -> None:
+    pool: dict[str, _Entry], scores: dict[str, ScoreComponents], policy: RecallPolicy
+) -> dict[str, str]:
     """A fact that restates a turn it came from (near-duplicate text) ranks at least as high
     as that turn, so dedup keeps the fact (it carries status, kind and validity) and the
-    turn is dropped as its duplicate."""
+    turn is dropped as its duplicate. Returns the turns that a fact restates less closely
+    than `dedup_threshold` but at least `restates_threshold` (turn key -> fact key): the
+    same statement twice, so only the fact competes."""
+    threshold = min(policy.dedup_threshold, policy.restates_threshold)
+    restated: dict[str, str] = {}
     turns = {e.turn_id: key for key, e in pool.items() if e.is_turn}
     for key, entry in pool.items():
         fact = entry.fact
@@ -442,10 +449,14 @@ def _facts_stand_for_their_turns(
             if turn_key is None or pool[turn_key].signals.session_id != fact.session_id:
                 continue
             turn_vector = pool[turn_key].vector
-            if turn_vector is not None and float(turn_vector @ entry.vector) >= threshold:
+            similarity = -1.0 if turn_vector is None else float(turn_vector @ entry.vector)
+            if similarity >= threshold:
                 best = max(best, scores[turn_key].final + 1e-6)
+                if similarity < policy.dedup_threshold:
+                    restated.setdefault(turn_key, key)
         if best > scores[key].final:
             scores[key] = scores[key].model_copy(update={"final": best, "restates": best})
+    return restated
 
 
 def _similarities(pool: dict[str, _Entry], query: Vector) -> None:

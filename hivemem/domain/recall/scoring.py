@@ -74,15 +74,21 @@ def relevance(signal: Signals, lexical_max: float, policy: RecallPolicy) -> tupl
         lexical = max(0.0, signal.lexical_raw / lexical_max)
     if policy.fusion == "rrf":
         # Reciprocal rank fusion, scaled so rank 1 in every list gives 1.0.
+        # The window list shares the dense weight, as in the weighted fusion; a candidate
+        # without a window vector ranks there as it ranks on its own vector.
         k = w.rrf_k
-        total = (w.dense + w.lexical + w.window) or 1.0
-        fused = 0.0
+        total = (w.dense + w.lexical) or 1.0
+        dense = 0.0
         if signal.dense_rank is not None:
-            fused += w.dense * (k + 1) / (k + signal.dense_rank)
+            dense = (k + 1) / (k + signal.dense_rank)
+        window_rank = signal.window_rank if signal.window is not None else signal.dense_rank
+        if w.window and window_rank is not None:
+            dense = (dense + w.window * (k + 1) / (k + window_rank)) / (1.0 + w.window)
+        elif w.window:
+            dense /= 1.0 + w.window
+        fused = w.dense * dense
         if signal.lexical_rank is not None:
             fused += w.lexical * (k + 1) / (k + signal.lexical_rank)
-        if signal.window_rank is not None:
-            fused += w.window * (k + 1) / (k + signal.window_rank)
         return lexical, fused / total
     return lexical, w.dense * dense_similarity(signal, w.window) + w.lexical * lexical
 
