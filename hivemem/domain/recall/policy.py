@@ -18,9 +18,9 @@ Fusion = Literal["weighted", "rrf"]
 class ScoringWeights(BaseModel):
     """How much each score component counts in `final`.
 
-    Defaults were chosen on the LoCoMo dev split (bench/locomo.py: dense + 0.6 x lexical and
-    0.3 x the best neighbour's relevance ranked best, and the result moved little between
-    0.4 and 1.0 for either), never on individual questions.
+    Defaults were chosen on the LoCoMo dev split (bench/locomo.py, bench/locomo_arms.py),
+    never on individual questions: 0.3 x the best neighbour's relevance; with window vectors
+    and the speakers' names out of the query vector, 0.25 x lexical (0.6 before them).
     """
 
     model_config = ConfigDict(frozen=True, extra="forbid")
