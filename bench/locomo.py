@@ -37,7 +37,8 @@ Systems:
   (ingest_many -> embed workers (dense vectors + BM25 sparse vectors) -> Qdrant Edge; boundary
   worker for episodes; reflection into facts with the default heuristic reflector, no LLM),
   recall after `wait_until_processed` (embed and boundary stages) and `wait_until_reflected`,
-  with the default `balanced` preset (hybrid dense + BM25 fused by weight, facts, neighbours).
+  with the default `balanced` preset (hybrid dense + window vectors + BM25 fused by weight, facts,
+  neighbours).
   All five conversations share one store, so BM25's IDF is over all of their turns. The same
   memory is then ranked under other policies ("hivemem under other recall policies"). Then one more untimed
   `recall(limit=200)` per question for diagnostics (score components of evidence turns).

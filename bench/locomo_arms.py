@@ -17,6 +17,15 @@ in the recall path of the same client and puts it back afterwards:
   `EmbeddingSettings(query_model_path=...)`.
 - speaker-0.1 / -0.2: `weights.speaker`: a turn by a speaker the question names gains that.
 - search-40: 40 hits per retriever instead of 20. neighbours-10: context around 10 hits.
+- window-x: `weights.window` = x (default 1.0): each turn's context-window vector (the turn
+  embedded after the turns before it, `EmbeddingSettings.window_turns`) searched too and
+  averaged into its dense similarity with weight x. no-window: 0.
+- speakers-in-query: `dense_without_speakers=False` (default True: the query is embedded
+  without the names of the session's speakers it mentions; the speaker weight still
+  favours their turns).
+- lexical-0.6: the BM25 weight before (default 0.25). restates-1.0: `restates_threshold`
+  1.0 (default 0.5: a fact at least that similar to a turn it came from stands for it).
+- previous-defaults: all four back as they were (the defaults before this work).
 
 Per arm: R@1/5/10/20 overall and per category, latency p50/p95, and (for arms that must not
 change results) how many questions got a different item list than defaults.
@@ -134,6 +143,17 @@ ARMS: dict[str, Arm] = {
     "speaker-0.2": _policy({}, {"speaker": 0.2}),
     "search-40": _policy({"search_limit": 40}),
     "neighbours-10": _policy({"neighbours": 10}),
+    "window-0.3": _policy({}, {"window": 0.3}),
+    "window-0.5": _policy({}, {"window": 0.5}),
+    "window-1.0": _policy({}, {"window": 1.0}),
+    # The defaults before window vectors (issue 18's quality work), and each of its four
+    # changes taken back alone from the current defaults.
+    "previous-defaults": _policy({"dense_without_speakers": False, "restates_threshold": 1.0},
+                                 {"window": 0.0, "lexical": 0.6}),
+    "no-window": _policy({}, {"window": 0.0}),
+    "speakers-in-query": _policy({"dense_without_speakers": False}),
+    "lexical-0.6": _policy({}, {"lexical": 0.6}),
+    "restates-1.0": _policy({"restates_threshold": 1.0}),
 }
 
 

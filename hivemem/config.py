@@ -178,6 +178,10 @@ class EmbeddingSettings(BaseModel):
     # same model: queries ~20% faster end to end, LoCoMo R@10 equal, R@5 -0.004; see README).
     # It must be the same model: its vectors are compared with the documents'.
     query_model_path: Path | None = None
+    # Each turn is embedded a second time with up to this many turns before it (the "window"
+    # vector, searched next to the turn's own): a reply ("Yes, last Tuesday!") then matches
+    # a question about what it replied to. 0: turn vectors only (embedding costs about half).
+    window_turns: int = Field(default=2, ge=0, le=10)
     # Only for the hashing provider (tests): vector size.
     dim: int = Field(default=384, ge=8, le=4096)
 

@@ -30,7 +30,7 @@ def owner_router(vectors: VectorStore, key: str) -> APIRouter:
         if op not in wire.OPERATIONS:
             raise HTTPException(status_code=404, detail=f"no vector operation {op!r}")
         if op == "info":
-            return {"dim": vectors.dim}
+            return {"dim": vectors.dim, "has_windows": vectors.has_windows}
         collection = body.get("collection")
         if collection not in COLLECTIONS:
             raise HTTPException(status_code=422, detail=f"unknown collection {collection!r}")
@@ -44,11 +44,12 @@ def _run(vectors: VectorStore, op: str, collection: str, body: dict[str, Any]) -
     if op == "upsert":
         vectors.upsert(collection, wire.decode_points(body["points"]))
         return None
-    if op == "search":
+    if op in ("search", "search_window"):
         vector = wire.decode_vector(body["vector"])
         if vector is None:
-            raise HTTPException(status_code=422, detail="search needs a vector")
-        return wire.encode_hits(vectors.search(collection, vector, int(body["limit"]), where))
+            raise HTTPException(status_code=422, detail=f"{op} needs a vector")
+        search = vectors.search if op == "search" else vectors.search_window
+        return wire.encode_hits(search(collection, vector, int(body["limit"]), where))
     if op == "search_sparse":
         sparse = wire.decode_sparse(body["sparse"])
         if sparse is None:

@@ -6,6 +6,8 @@ Writes nothing. The stores answer; `memory.scoring` scores; `memory.budget` choo
 
 from __future__ import annotations
 
+import threading
+from collections import OrderedDict
 from collections.abc import Sequence
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
@@ -16,7 +18,7 @@ from hivemem.config import ReflectionSettings
 from hivemem.domain.fact import VISIBLE, Fact, FactStatus
 from hivemem.domain.models import ContextItem, ExcludedItem, RecallResult, ScoreComponents, Turn
 from hivemem.domain.recall.budget import Candidate, Excluded, select
-from hivemem.domain.recall.currency import asks_about_past, people_asked_about
+from hivemem.domain.recall.currency import asks_about_past, people_asked_about, without_people
 from hivemem.domain.recall.policy import RecallPolicy
 from hivemem.domain.recall.scoring import Signals, asks_for_latest, relevance, score_candidates
 from hivemem.domain.scope import Scope
@@ -27,6 +29,9 @@ from hivemem.providers.lexical import LexicalEncoder
 from hivemem.store.episodes import EpisodeStore
 from hivemem.store.state import SessionState
 from hivemem.store.vectors.base import FactHit, TurnHit, Vector, VectorStore
+
+# Sessions whose speakers the recaller keeps (a few ids each).
+_SPEAKER_SESSIONS = 4096
 
 
 @dataclass(slots=True)
@@ -39,6 +44,7 @@ class _Entry:
     hit: TurnHit | None = None
     queued: Turn | None = None
     fact: Fact | None = None
+    window: Vector | None = None  # a stored turn's context-window vector, if it has one
 
     @property
     def is_turn(self) -> bool:
@@ -101,6 +107,10 @@ class Recaller:
         # The query is embedded on this thread while the caller's thread reads Redis and
         # runs the lexical searches (ONNX releases the GIL): the two overlap.
         self._embedding = ThreadPoolExecutor(max_workers=1, thread_name_prefix="hivemem-q")
+        # Who has spoken in each session recalled lately (lower-cased agent ids, from the
+        # recent window and earlier candidates): names the query may drop before embedding.
+        self._speakers: OrderedDict[str, frozenset[str]] = OrderedDict()
+        self._speakers_lock = threading.Lock()  # recall runs on many threads
 
     def close(self) -> None:
         self._embedding.shutdown(wait=False)
@@ -119,10 +129,10 @@ class Recaller:
         """`access`: who asks; every store read is limited to what it may see."""
         sessions = [session_id, *(s for s in related_sessions if s != session_id)]
         scope: str | list[str] = session_id if len(sessions) == 1 else sessions
-        embedding = self._embedding.submit(self.embedder.embed_query, query)
+        dense_query, recent = self._dense_query(session_id, query, policy, access)
+        embedding = self._embedding.submit(self.embedder.embed_query, dense_query)
         try:
             sparse = self.lexical.query(query) if policy.lexical else None
-            recent = self.state.recent_turns(session_id, policy.recent_turns, access)
             assigned, _closed, open_ep, _markers = self.episodes.progress(session_id)
             limit = policy.search_limit
             lexical_turns = (
@@ -145,9 +155,9 @@ class Recaller:
             pool, self.vectors.search_turns(scope, query_vector, limit, access), "dense"
         )
         self._add_turn_hits(pool, lexical_turns, "lexical")
-        for entry in pool.values():
-            if entry.signals.dense_rank is None:  # a lexical-only hit: its real similarity
-                entry.signals.dense = _dot(entry.vector, query_vector)
+        self._add_turn_hits(pool, self._window_hits(scope, query_vector, policy, access),
+                            "window")
+        _similarities(pool, query_vector)
         past = asks_about_past(query)
         superseded = self._add_facts(
             pool, scope, query_vector, lexical_facts, policy, access, past=past
@@ -155,6 +165,7 @@ class Recaller:
         self._add_recent(pool, recent, query_vector, access)
         if policy.neighbours:
             self._add_neighbours(pool, query_vector, policy, access)
+        _similarities(pool, query_vector)  # of the turns added since
 
         # Which statements are history, from the facts of the sessions asked (kept between
         # calls; only what was written since the last call is read).
@@ -165,9 +176,7 @@ class Recaller:
         ) if policy.fact_limit else Currency({}, {})
         replaced, personal = currency.replaced, currency.personal
         asked_about = people_asked_about(query, set(personal.values()))
-        speakers = people_asked_about(query, {
-            a.lower() for e in pool.values() if (a := e.agent_id)}) if (
-            policy.weights.speaker) else set()
+        speakers = self._speakers_named(session_id, query, pool, policy)
         for key, entry in pool.items():
             sig = entry.signals
             sig.successors = replaced.get(key, ())
@@ -193,7 +202,7 @@ class Recaller:
             current_session=session_id, newest_seq=newest, latest=asks_for_latest(query),
             past=past,
         )
-        _facts_stand_for_their_turns(pool, scores, policy.dedup_threshold)
+        restated = _facts_stand_for_their_turns(pool, scores, policy)
         candidates = [
             Candidate(
                 key=key,
@@ -209,8 +218,11 @@ class Recaller:
         ]
         budget = max(0, token_budget - policy.reserve_tokens)
         chosen, excluded = _select_current(
-            candidates, budget, policy, keep_history=past or policy.include_history
+            [c for c in candidates if c.key not in restated], budget, policy,
+            keep_history=past or policy.include_history,
         )
+        excluded += [Excluded(c, "duplicate", f"restated by {restated[c.key]}")
+                     for c in candidates if c.key in restated]
         explained: list[ExcludedItem] = []
         if explain:
             explained = [_excluded(x) for x in excluded]
@@ -220,7 +232,41 @@ class Recaller:
             excluded=explained,
         )
 
+    def _dense_query(
+        self, session_id: str, query: str, policy: RecallPolicy, access: Scope | None
+    ) -> tuple[str, list[Turn]]:
+        """The text to embed (the query, or it without the speakers it names) and the
+        session's recent turns (read first: they say who has spoken, ~0.3 ms)."""
+        recent = self.state.recent_turns(session_id, policy.recent_turns, access)
+        if not policy.dense_without_speakers:
+            return query, recent
+        known = self._speakers.get(session_id, frozenset()) | {
+            t.agent_id.lower() for t in recent if t.agent_id}
+        return without_people(query, people_asked_about(query, known)), recent
+
+    def _speakers_named(
+        self, session_id: str, query: str, pool: dict[str, _Entry], policy: RecallPolicy
+    ) -> set[str]:
+        """The candidates' speakers the query names (remembered for the session)."""
+        said = {a.lower() for e in pool.values() if (a := e.agent_id)}
+        with self._speakers_lock:
+            known = self._speakers.get(session_id, frozenset())
+            self._speakers[session_id] = known | said
+            self._speakers.move_to_end(session_id)
+            while len(self._speakers) > _SPEAKER_SESSIONS:
+                self._speakers.popitem(last=False)
+        return people_asked_about(query, said) if policy.weights.speaker else set()
+
     # -- candidate sources -------------------------------------------------------------------
+
+    def _window_hits(
+        self, scope: str | list[str], query: Vector, policy: RecallPolicy,
+        access: Scope | None,
+    ) -> list[TurnHit]:
+        """The nearest context windows, when the policy weighs them and the store has them."""
+        if not policy.weights.window or not self.vectors.has_windows:
+            return []
+        return self.vectors.search_turns_window(scope, query, policy.search_limit, access)
 
     @staticmethod
     def _add_turn_hits(pool: dict[str, _Entry], hits: list[TurnHit], kind: str) -> None:
@@ -231,11 +277,14 @@ class Recaller:
                 entry = pool[key] = _Entry(
                     Signals(key=key, source="turn", session_id=hit.session_id,
                             seq=hit.seq, markers=hit.markers),
-                    _unit(hit.vector), hit=hit,
+                    _unit(hit.vector), hit=hit, window=_unit(hit.window),
                 )
             if kind == "dense":
                 entry.signals.dense = hit.score
                 entry.signals.dense_rank = rank
+            elif kind == "window":
+                entry.signals.window = hit.score
+                entry.signals.window_rank = rank
             else:
                 entry.signals.lexical_raw = hit.score
                 entry.signals.lexical_rank = rank
@@ -315,6 +364,7 @@ class Recaller:
                         markers=hit.markers if hit else turn.markers,
                         dense=_dot(vector, query)),
                 vector, hit=hit, queued=None if hit else turn,
+                window=_unit(hit.window) if hit else None,
             )
 
     def _add_neighbours(
@@ -342,7 +392,7 @@ class Recaller:
                 pool[key] = _Entry(
                     Signals(key=key, source="turn", session_id=session, seq=hit.seq,
                             markers=hit.markers, dense=_dot(vector, query)),
-                    vector, hit=hit,
+                    vector, hit=hit, window=_unit(hit.window),
                 )
 
 
@@ -379,11 +429,15 @@ def _select_current(
 
 
 def _facts_stand_for_their_turns(
-    pool: dict[str, _Entry], scores: dict[str, ScoreComponents], threshold: float
-) -> None:
+    pool: dict[str, _Entry], scores: dict[str, ScoreComponents], policy: RecallPolicy
+) -> dict[str, str]:
     """A fact that restates a turn it came from (near-duplicate text) ranks at least as high
     as that turn, so dedup keeps the fact (it carries status, kind and validity) and the
-    turn is dropped as its duplicate."""
+    turn is dropped as its duplicate. Returns the turns that a fact restates less closely
+    than `dedup_threshold` but at least `restates_threshold` (turn key -> fact key): the
+    same statement twice, so only the fact competes."""
+    threshold = min(policy.dedup_threshold, policy.restates_threshold)
+    restated: dict[str, str] = {}
     turns = {e.turn_id: key for key, e in pool.items() if e.is_turn}
     for key, entry in pool.items():
         fact = entry.fact
@@ -395,10 +449,25 @@ def _facts_stand_for_their_turns(
             if turn_key is None or pool[turn_key].signals.session_id != fact.session_id:
                 continue
             turn_vector = pool[turn_key].vector
-            if turn_vector is not None and float(turn_vector @ entry.vector) >= threshold:
+            similarity = -1.0 if turn_vector is None else float(turn_vector @ entry.vector)
+            if similarity >= threshold:
                 best = max(best, scores[turn_key].final + 1e-6)
+                if similarity < policy.dedup_threshold:
+                    restated.setdefault(turn_key, key)
         if best > scores[key].final:
             scores[key] = scores[key].model_copy(update={"final": best, "restates": best})
+    return restated
+
+
+def _similarities(pool: dict[str, _Entry], query: Vector) -> None:
+    """Fill in what the searches did not give: the dense similarity of a turn found by
+    another retriever, and the window similarity of a turn that has a window vector."""
+    for entry in pool.values():
+        sig = entry.signals
+        if sig.dense_rank is None and entry.is_turn:
+            sig.dense = _dot(entry.vector, query)
+        if sig.window is None and entry.window is not None:
+            sig.window = _dot(entry.window, query)
 
 
 def _unit(vector: Vector | None) -> Vector | None:

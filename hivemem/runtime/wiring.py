@@ -211,6 +211,7 @@ class Wiring:
         handler = EmbedHandler(
             embedder or self.embedder, self.vectors, self.session_state(conn),
             StreamStore(conn, self.keys), self.keys,
+            window_turns=self.settings.embedding.window_turns,
         )
         return embed_kind(handler)
 

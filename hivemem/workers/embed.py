@@ -16,7 +16,7 @@ from hivemem.domain.models import Turn
 from hivemem.errors import ConfigurationError
 from hivemem.pipeline.messages import EmbeddedTurn, SkipEntry, TurnEntry
 from hivemem.pipeline.topology import Keys, Topology
-from hivemem.providers.embedders import Embedder
+from hivemem.providers.embedders import Embedder, Matrix
 from hivemem.providers.lexical import LexicalEncoder
 from hivemem.store.state import SessionState
 from hivemem.store.streams import StreamEntry, StreamStore
@@ -44,6 +44,8 @@ class EmbedHandler:
         streams: StreamStore,
         keys: Keys,
         lexical: LexicalEncoder | None = None,
+        *,
+        window_turns: int = 2,
     ) -> None:
         if embedder.dim != vectors.dim:
             raise ConfigurationError(
@@ -56,6 +58,7 @@ class EmbedHandler:
         self.keys = keys
         self.topology = Topology(keys)
         self.lexical = lexical or LexicalEncoder()
+        self.window_turns = window_turns
 
     def __call__(self, turns: list[Turn]) -> None:
         started = time.perf_counter()
@@ -63,8 +66,9 @@ class EmbedHandler:
         texts = [t.content for t in turns]
         matrix = self.embedder.embed_documents(texts)
         sparse = self.lexical.documents(texts)
+        windows = self._windows(turns, matrix)
         embedded = time.perf_counter()
-        self.vectors.upsert_turns(turns, matrix, sparse)
+        self.vectors.upsert_turns(turns, matrix, sparse, windows)
         # One idempotent script per partition: processed bit + the boundary stage's entry,
         # published only for turns not processed before (a retry after this point, or a
         # redelivery, appends nothing twice).
@@ -79,6 +83,36 @@ class EmbedHandler:
             write_ms=round((time.perf_counter() - embedded) * 1000, 2),
         )
 
+    def _windows(self, turns: list[Turn], matrix: Matrix) -> Matrix | None:
+        """Each turn embedded after the `window_turns` turns before it in its session (from
+        this batch, else from the store: a session's turns are embedded in order). A turn
+        with nothing before it keeps its own vector. None when windows are off."""
+        if not self.window_turns or not self.vectors.has_windows:
+            return None
+        before: dict[tuple[str, int], Turn] = {(t.session_id, t.seq): t for t in turns}
+        wanted: dict[str, set[int]] = {}
+        for t in turns:
+            for seq in range(max(1, t.seq - self.window_turns), t.seq):
+                if (t.session_id, seq) not in before:
+                    wanted.setdefault(t.session_id, set()).add(seq)
+        for session, seqs in wanted.items():
+            for hit in self.vectors.turns_by_seq(session, sorted(seqs), with_vectors=False):
+                before.setdefault((session, hit.seq), hit.turn)
+        rows: list[int] = []
+        texts: list[str] = []
+        for i, t in enumerate(turns):
+            context = [
+                _context_text(p) for seq in range(t.seq - self.window_turns, t.seq)
+                if (p := before.get((t.session_id, seq))) is not None and _may_frame(p, t)
+            ]
+            if context:
+                rows.append(i)
+                texts.append("\n".join([*context, t.content]))
+        windows = matrix.copy()
+        if texts:
+            windows[rows] = self.embedder.embed_documents(texts)
+        return windows
+
     def dead_lettered(self, entry: StreamEntry, _error: str) -> None:
         try:
             turn = decode_turn(entry)
@@ -89,6 +123,23 @@ class EmbedHandler:
             self.keys.embedded_stream(self.keys.partition(turn.session_id)),
             [SkipEntry(session_id=turn.session_id, seq=turn.seq).to_fields()],
         )
+
+
+# A previous turn enters a window up to this many characters (its start): the model reads
+# ~256 tokens, and the turn itself, last in the text, must not be cut off.
+_CONTEXT_CHARS = 400
+
+
+def _context_text(turn: Turn) -> str:
+    return turn.content[:_CONTEXT_CHARS]
+
+
+def _may_frame(previous: Turn, turn: Turn) -> bool:
+    """Whether `previous` may shape `turn`'s window vector: same namespace, and not another
+    agent's private turn (a shared turn's vector must not carry what its reader may not see)."""
+    if previous.namespace != turn.namespace:
+        return False
+    return previous.visibility != "private" or previous.agent_id == turn.agent_id
 
 
 def embed_kind(handler: EmbedHandler) -> WorkerKind[Turn]:

@@ -63,6 +63,7 @@ class _Vectors:
     """Counts writes; the real stores are tested elsewhere (idempotent point ids)."""
 
     dim = 64
+    has_windows = False  # no window vectors: the handler reads no earlier turns
 
     def __init__(self) -> None:
         self.upserts = 0

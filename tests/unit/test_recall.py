@@ -144,3 +144,36 @@ def test_episodes_in_embedded_mode(tmp_path: Path, settings: Settings) -> None:
         items = client.recall("s1", "hiking")
         current = [i for i in items if i.components.episode == 1.0]
         assert [i.seq for i in current] == [11]
+
+
+def test_a_fact_that_restates_its_source_turn_stands_for_it(pipeline) -> None:
+    """Fact and turn say the same thing (similarity between restates_threshold and the
+    dedup threshold): only the fact takes a place; the turn is listed as its duplicate."""
+    from datetime import UTC, datetime
+
+    from hivemem import PRESETS
+    from hivemem.domain.fact import Fact
+
+    client, drain = pipeline
+    turn = ("Caroline: I went to the LGBTQ support group yesterday and it was so powerful,"
+            " everyone shared their stories")
+    client.ingest("s1", "user", turn, turn_id="D1:3")
+    for i in range(10):
+        client.ingest("s1", "assistant", f"filler chatter about the weather number {i}")
+    drain()
+    now = datetime.now(UTC)
+    fact = Fact(fact_id=f"{7:032x}", session_id="s1", created_at=now, valid_from=now,
+                content="Caroline went to the LGBTQ support group", source_turn_ids=["D1:3"])
+    emb = HashingEmbedder(1024)
+    similarity = float(emb.embed_documents([fact.content])[0] @ emb.embed_documents([turn])[0])
+    assert 0.5 <= similarity < 0.95  # a restatement, not a near-duplicate text
+    client._get_recaller().vectors.upsert_facts([fact], emb.embed_documents([fact.content]))
+    query = "when did Caroline go to the support group"
+    result = client.recall("s1", query, token_budget=2000, explain=True)
+    ids = [i.source_id for i in result]
+    assert fact.fact_id in ids and "D1:3" not in ids
+    dropped = next(x for x in result.excluded if x.source_id == "D1:3")
+    assert dropped.reason == "duplicate" and fact.fact_id in dropped.detail
+    both = PRESETS["balanced"].model_copy(update={"restates_threshold": 1.0})
+    ids = [i.source_id for i in client.recall("s1", query, token_budget=2000, preset=both)]
+    assert fact.fact_id in ids and "D1:3" in ids

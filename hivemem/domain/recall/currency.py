@@ -111,3 +111,15 @@ def people_asked_about(query: str, people: Iterable[str]) -> set[str]:
     """The known speakers a query names ("which city is Sam based in?" -> {"sam"})."""
     words = set(re.findall(r"[a-z][\w-]*", query.lower().replace("'s", "")))
     return {p for p in people if p in words}
+
+
+def without_people(query: str, people: Iterable[str]) -> str:
+    """The query with these names (and their possessive) taken out: "What did Sam paint?"
+    -> "What did paint?". The query itself when nothing else would be left."""
+    names = sorted({p for p in people if p}, key=len, reverse=True)
+    if not names:
+        return query
+    alternatives = "|".join(re.escape(n) for n in names)
+    pattern = r"(?<![\w-])(?:" + alternatives + r")(?:'s|\u2019s)?(?![\w-])"
+    stripped = " ".join(re.sub(pattern, " ", query, flags=re.IGNORECASE).split())
+    return stripped if re.search(r"\w", stripped) else query

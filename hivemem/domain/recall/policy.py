@@ -18,15 +18,18 @@ Fusion = Literal["weighted", "rrf"]
 class ScoringWeights(BaseModel):
     """How much each score component counts in `final`.
 
-    Defaults were chosen on the LoCoMo dev split (bench/locomo.py: dense + 0.6 x lexical and
-    0.3 x the best neighbour's relevance ranked best, and the result moved little between
-    0.4 and 1.0 for either), never on individual questions.
+    Defaults were chosen on the LoCoMo dev split (bench/locomo.py, bench/locomo_arms.py),
+    never on individual questions: 0.3 x the best neighbour's relevance; with window vectors
+    and the speakers' names out of the query vector, 0.25 x lexical (0.6 before them).
     """
 
     model_config = ConfigDict(frozen=True, extra="forbid")
 
     dense: float = 1.0
-    lexical: float = 0.6
+    # BM25, scaled so the best lexical hit of the call has 1.0. 0.6 ranked best while the
+    # dense signal was the raw turn vector of the whole query; with window vectors and the
+    # speakers' names out of the query vector, 0.25 does (LoCoMo dev, bench/locomo_arms.py).
+    lexical: float = 0.25
     rrf_k: int = Field(default=10, ge=1)  # only for fusion="rrf"
     neighbour: float = 0.3
     recency: float = 0.05
@@ -46,6 +49,10 @@ class ScoringWeights(BaseModel):
     # LoCoMo dev, same run (bench/locomo_arms.py): R@1 0.369 -> 0.396, R@5 0.609 -> 0.626
     # (up in every category), R@10 0.714 -> 0.711; 0.1 gave less.
     speaker: float = 0.2
+    # A turn's context-window vector (the turn with the ones before it) next to its own:
+    # dense similarity = (turn + window x this) / (1 + this). 0: turn vectors only.
+    # LoCoMo dev, same run: R@5 0.626 -> 0.645, R@10 0.711 -> 0.732 alone (0.3, 0.5 less).
+    window: float = 1.0
     kind: dict[str, float] = Field(default_factory=dict)
 
 
@@ -63,6 +70,10 @@ class RecallPolicy(BaseModel):
     # vs 0.706) and cut p95 from 26.7 to 21.0 ms: fewer distractors, fewer payloads to read.
     search_limit: int = Field(default=20, ge=1, le=1000)
     lexical: bool = True
+    # Embed the query without the names of the session's speakers that it mentions: with
+    # a name in it, the query vector is close to every turn that person said (their name
+    # opens each one) or that mentions them; `weights.speaker` still favours their turns.
+    dense_without_speakers: bool = True
     fusion: Fusion = "weighted"
     neighbours: int = Field(default=5, ge=0, le=100)  # add the turns next to the best n hits
     recent_turns: int = Field(default=12, ge=0, le=1000)
@@ -72,6 +83,11 @@ class RecallPolicy(BaseModel):
     # Share of the budget each source may take at most (1.0: no cap).
     quotas: dict[str, float] = Field(default_factory=lambda: {"fact": 0.5})
     dedup_threshold: float = Field(default=0.95, gt=0, le=1.0)
+    # A fact this similar to a turn it was distilled from says the same thing: the turn
+    # leaves the candidates and the fact stands for it (1.0: only `dedup_threshold` applies).
+    # LoCoMo dev: the heuristic facts often cut a turn down to a sentence (similarity
+    # ~0.6-0.9), and fact and turn then took two of the first ten places.
+    restates_threshold: float = Field(default=0.5, gt=0, le=1.0)
     # Boosts scale with relevance (an irrelevant recent turn gains nothing); agent_state
     # turns this off so goals and constraints come first whatever the query.
     gate_boosts: bool = True

@@ -25,6 +25,9 @@ class Signals:
     lexical_raw: float | None = None  # BM25 score (None: not among the lexical hits)
     dense_rank: int | None = None  # 1-based rank among the dense hits of its source
     lexical_rank: int | None = None
+    # A turn's context-window similarity (None: no window vector; it ranks on `dense`).
+    window: float | None = None
+    window_rank: int | None = None
     seq: int | None = None
     markers: tuple[str, ...] = ()
     kind: str | None = None  # a fact's kind
@@ -71,15 +74,31 @@ def relevance(signal: Signals, lexical_max: float, policy: RecallPolicy) -> tupl
         lexical = max(0.0, signal.lexical_raw / lexical_max)
     if policy.fusion == "rrf":
         # Reciprocal rank fusion, scaled so rank 1 in every list gives 1.0.
+        # The window list shares the dense weight, as in the weighted fusion; a candidate
+        # without a window vector ranks there as it ranks on its own vector.
         k = w.rrf_k
         total = (w.dense + w.lexical) or 1.0
-        fused = 0.0
+        dense = 0.0
         if signal.dense_rank is not None:
-            fused += w.dense * (k + 1) / (k + signal.dense_rank)
+            dense = (k + 1) / (k + signal.dense_rank)
+        window_rank = signal.window_rank if signal.window is not None else signal.dense_rank
+        if w.window and window_rank is not None:
+            dense = (dense + w.window * (k + 1) / (k + window_rank)) / (1.0 + w.window)
+        elif w.window:
+            dense /= 1.0 + w.window
+        fused = w.dense * dense
         if signal.lexical_rank is not None:
             fused += w.lexical * (k + 1) / (k + signal.lexical_rank)
         return lexical, fused / total
-    return lexical, w.dense * signal.dense + w.lexical * lexical
+    return lexical, w.dense * dense_similarity(signal, w.window) + w.lexical * lexical
+
+
+def dense_similarity(signal: Signals, window_weight: float) -> float:
+    """The turn's similarity and its window's, averaged with `window_weight` for the window
+    (on the scale of one cosine, so facts, which have no window, compete on equal terms)."""
+    if signal.window is None or not window_weight:
+        return signal.dense
+    return (signal.dense + window_weight * signal.window) / (1.0 + window_weight)
 
 
 def score_candidates(

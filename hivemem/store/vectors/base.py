@@ -29,6 +29,10 @@ COLLECTIONS = (TURNS, FACTS)
 DENSE = "dense"
 # BM25 term weights; the collection's IDF modifier supplies the IDF (see providers/lexical.py).
 LEXICAL = "lexical"
+# A turn embedded with the turns before it (`EmbeddingSettings.window_turns`): a reply such as
+# "Yes, last Tuesday" matches the question its context was about. Turns only; optional per
+# point (stores made before it, or a window of 0, have none).
+WINDOW = "window"
 # Fields recall and rebuild filter or order on: each gets a payload index.
 KEYWORD_FIELDS = (
     "session_id", "agent_id", "role", "markers", "status", "subject", "kind",
@@ -78,12 +82,16 @@ class TurnHit:
     """A turn the store returned. The `Turn` is built from the payload only when asked for:
     recall reads a hundred hits a call and keeps about twenty."""
 
-    __slots__ = ("_turn", "payload", "score", "vector")
+    __slots__ = ("_turn", "payload", "score", "vector", "window")
 
-    def __init__(self, payload: dict[str, Any], score: float, vector: Vector | None) -> None:
+    def __init__(
+        self, payload: dict[str, Any], score: float, vector: Vector | None,
+        window: Vector | None = None,
+    ) -> None:
         self.payload = payload
         self.score = score
         self.vector = vector
+        self.window = window
         self._turn: Turn | None = None
 
     @property
@@ -123,6 +131,7 @@ class Point:
     vector: Vector
     payload: dict[str, Any]
     sparse: SparseVector | None = None
+    window: Vector | None = None
 
 
 @dataclass(frozen=True, slots=True)
@@ -131,6 +140,7 @@ class Hit:
     score: float
     payload: dict[str, Any]
     vector: Vector | None
+    window: Vector | None = None
 
 
 # Payload conditions, all of which must hold: field -> value, or field -> list (any of);
@@ -152,6 +162,12 @@ class VectorStore(ABC):
 
     dim: int
 
+    @property
+    def has_windows(self) -> bool:
+        """Whether the turns collection holds context-window vectors (a store made before
+        them may not: recall then ranks on the turn vectors alone)."""
+        return False
+
     # -- backend primitives ----------------------------------------------------------------
 
     @abstractmethod
@@ -161,6 +177,12 @@ class VectorStore(ABC):
     def search(
         self, collection: str, vector: Vector, limit: int, where: Where | None
     ) -> list[Hit]: ...
+
+    def search_window(
+        self, collection: str, vector: Vector, limit: int, where: Where | None
+    ) -> list[Hit]:
+        """Nearest by the `WINDOW` vector; a backend without window vectors finds none."""
+        return []
 
     @abstractmethod
     def search_sparse(
@@ -193,13 +215,16 @@ class VectorStore(ABC):
         turns: Sequence[Turn],
         vectors: Vector,
         sparse: Sequence[SparseVector] | None = None,
+        windows: Vector | None = None,
     ) -> None:
+        """`windows`: each turn's context-window vector (row i for turn i), if embedded."""
         points = [
             Point(
                 turn_point_id(t.session_id, t.turn_id),
                 vectors[i],
                 turn_payload(t),
                 None if sparse is None else sparse[i],
+                None if windows is None else windows[i],
             )
             for i, t in enumerate(turns)
         ]
@@ -211,7 +236,20 @@ class VectorStore(ABC):
         scope: Scope | None = None,
     ) -> list[TurnHit]:
         hits = self.search(TURNS, vector, limit, {**_sessions(sessions), **scoped(scope)})
-        return [TurnHit(h.payload, h.score, h.vector) for h in hits]
+        return [TurnHit(h.payload, h.score, h.vector, h.window) for h in hits]
+
+    def search_turns_window(
+        self, sessions: str | Sequence[str], vector: Vector, limit: int,
+        scope: Scope | None = None,
+    ) -> list[TurnHit]:
+        """The turns whose context-window vector is nearest (none in a store without
+        window vectors). A hit's `score` is its window similarity."""
+        if not self.has_windows:
+            return []
+        hits = self.search_window(
+            TURNS, vector, limit, {**_sessions(sessions), **scoped(scope)}
+        )
+        return [TurnHit(h.payload, h.score, h.vector, h.window) for h in hits]
 
     def search_turns_lexical(
         self, sessions: str | Sequence[str], sparse: SparseVector, limit: int,
@@ -222,18 +260,19 @@ class VectorStore(ABC):
         hits = self.search_sparse(
             TURNS, sparse, limit, {**_sessions(sessions), **scoped(scope)}
         )
-        return [TurnHit(h.payload, h.score, h.vector) for h in hits]
+        return [TurnHit(h.payload, h.score, h.vector, h.window) for h in hits]
 
     def turns_by_seq(
-        self, session_id: str, seqs: Sequence[int], scope: Scope | None = None
+        self, session_id: str, seqs: Sequence[int], scope: Scope | None = None, *,
+        with_vectors: bool = True,
     ) -> list[TurnHit]:
         """The session's turns with these sequence numbers (those that are embedded)."""
         if not seqs:
             return []
         where: Where = {"session_id": session_id, "seq": sorted(set(seqs)), **scoped(scope)}
         return [
-            TurnHit(h.payload, 0.0, h.vector)
-            for h in self.scroll(TURNS, where, with_vectors=True)
+            TurnHit(h.payload, 0.0, h.vector, h.window)
+            for h in self.scroll(TURNS, where, with_vectors=with_vectors)
         ]
 
     def get_turns(
@@ -243,7 +282,7 @@ class VectorStore(ABC):
             return []
         hits = self.retrieve(TURNS, [turn_point_id(session_id, t) for t in turn_ids])
         return [
-            TurnHit(h.payload, 0.0, h.vector)
+            TurnHit(h.payload, 0.0, h.vector, h.window)
             for h in hits if scope is None or scope.allows(h.payload)
         ]
 
@@ -369,13 +408,16 @@ def _sessions(sessions: str | Sequence[str]) -> dict[str, Any]:
     return {"session_id": list(sessions)}
 
 
-def as_vector(values: Any) -> Vector | None:
+def as_vector(values: Any, name: str = DENSE) -> Vector | None:
+    """The named vector out of what the engine returned (a bare list is the dense one)."""
     if values is None:
         return None
     if isinstance(values, dict):
-        values = values.get(DENSE)
+        values = values.get(name)
         if values is None:
             return None
+    elif name != DENSE:
+        return None
     return np.asarray(values, dtype=np.float32)
 
 

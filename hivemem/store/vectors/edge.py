@@ -32,6 +32,7 @@ from hivemem.store.vectors.base import (
     KEYWORD_FIELDS,
     LEXICAL,
     SCOPE,
+    WINDOW,
     WRITTEN_AT,
     Hit,
     Point,
@@ -78,8 +79,9 @@ class EdgeVectorStore(VectorStore):
                     "qdrant-edge",
                     f"{self.path / name} holds {stored}-d vectors, the embedder makes {dim}-d",
                 )
-            if not self._has_lexical(name):
-                self._add_lexical(name)
+            missing = [v for v in (LEXICAL, WINDOW) if not self._has_vector(name, v)]
+            if missing:
+                self._migrate(name, missing)
             self._ensure_indexes(name)
 
     def _config(self) -> Any:
@@ -87,7 +89,10 @@ class EdgeVectorStore(VectorStore):
         qe = self._qe
         ix = self.index
         return qe.EdgeConfig(
-            vectors={DENSE: qe.EdgeVectorParams(size=self.dim, distance=qe.Distance.Cosine)},
+            vectors={
+                name: qe.EdgeVectorParams(size=self.dim, distance=qe.Distance.Cosine)
+                for name in (DENSE, WINDOW)
+            },
             sparse_vectors={LEXICAL: qe.EdgeSparseVectorParams(modifier=qe.Modifier.Idf)},
             hnsw_config=qe.HnswIndexConfig(
                 m=ix.hnsw_m, ef_construct=ix.hnsw_ef_construct,
@@ -103,8 +108,8 @@ class EdgeVectorStore(VectorStore):
         except Exception as exc:
             if "WAL" in str(exc) or "WouldBlock" in str(exc):
                 raise
-            # A shard from before keyword search has no lexical vectors: it opens as it
-            # is, and `_add_lexical` migrates it.
+            # A shard from before keyword search or window vectors opens as it is, and
+            # `_migrate` copies it into the current layout.
             return self._qe.EdgeShard.load(str(shard_path))
 
     def _ensure_indexes(self, collection: str) -> None:
@@ -130,11 +135,10 @@ class EdgeVectorStore(VectorStore):
             return qe.KeywordIndexParams(is_tenant=True)
         return qe.PayloadSchemaType.Keyword
 
-    def _has_lexical(self, collection: str) -> bool:
+    def _has_vector(self, collection: str, name: str) -> bool:
         qe = self._qe
-        probe = qe.QueryRequest(
-            limit=1, query=qe.Query.Nearest(qe.SparseVector([1], [1.0]), using=LEXICAL)
-        )
+        probe = qe.QueryRequest(limit=1, query=qe.Query.Nearest(
+            qe.SparseVector([1], [1.0]) if name == LEXICAL else [1.0] * self.dim, using=name))
         try:
             self._shards[collection].query(probe)
         except Exception as exc:
@@ -143,10 +147,12 @@ class EdgeVectorStore(VectorStore):
             raise
         return True
 
-    def _add_lexical(self, collection: str) -> None:
-        """Migrate a shard made before keyword search: copy every point, with BM25 vectors
-        from its stored text, into a new shard, then swap the folders (the old one is kept
-        as `<name>.pre-lexical` until the copy is complete)."""
+    def _migrate(self, collection: str, missing: list[str]) -> None:
+        """Migrate a shard made before keyword search or window vectors: copy every point
+        into a new shard of the current layout (BM25 vectors made from its stored text; no
+        window vectors: those need the embedder, and recall ranks a turn without one on its
+        turn vector), then swap the folders (the old one is kept as `<name>.pre-migration`
+        until the copy is complete)."""
         started = time.perf_counter()
         lexical = LexicalEncoder()
         old_path = self._folders[collection]
@@ -165,7 +171,12 @@ class EdgeVectorStore(VectorStore):
                 if vector is None:
                     continue
                 text = str((r.payload or {}).get("content", ""))
-                batch.append(Point(str(r.id), vector, r.payload, lexical.document(text)))
+                sparse = lexical.document(text) if LEXICAL in missing else None
+                if sparse is None and isinstance(r.vector, dict) and LEXICAL in r.vector:
+                    kept = r.vector[LEXICAL]
+                    sparse = SparseVector(list(kept.indices), list(kept.values))
+                batch.append(Point(str(r.id), vector, r.payload, sparse,
+                                   as_vector(r.vector, WINDOW)))
             if batch:
                 new_shard.update(self._qe.UpdateOperation.upsert_points(
                     [self._qe.Point(id=p.id, vector=self._vectors(p), payload=p.payload)
@@ -177,13 +188,13 @@ class EdgeVectorStore(VectorStore):
         new_shard.flush()
         new_shard.close()
         old.close()
-        backup = old_path.with_name(f"{collection}.pre-lexical")
+        backup = old_path.with_name(f"{collection}.pre-migration")
         shutil.rmtree(backup, ignore_errors=True)
         old_path.rename(backup)
         new_path.rename(old_path)
         self._shards[collection] = self._qe.EdgeShard.load(str(old_path))
         shutil.rmtree(backup, ignore_errors=True)
-        log.info("store.migrated", collection=collection, change="added lexical vectors",
+        log.info("store.migrated", collection=collection, added=missing,
                  points=copied, ms=round((time.perf_counter() - started) * 1000, 1))
 
     def _open(self, shard_path: Path) -> Any:
@@ -284,11 +295,23 @@ class EdgeVectorStore(VectorStore):
                 self._on("upsert", collection, "update", operation)
                 self.indexer.wrote(collection, len(batch), operation)
 
+    @property
+    def has_windows(self) -> bool:
+        return True  # an older shard is migrated on open
+
     def _vectors(self, point: Point) -> dict[str, Any]:
         vectors: dict[str, Any] = {DENSE: point.vector.tolist()}
         if point.sparse:
             vectors[LEXICAL] = self._qe.SparseVector(point.sparse.indices, point.sparse.values)
+        if point.window is not None:
+            vectors[WINDOW] = point.window.tolist()
         return vectors
+
+    def search_window(
+        self, collection: str, vector: Vector, limit: int, where: Where | None
+    ) -> list[Hit]:
+        return self._query("search_window", collection, self._qe.Query.Nearest(
+            vector.tolist(), using=WINDOW), limit, where)
 
     def search(
         self, collection: str, vector: Vector, limit: int, where: Where | None
@@ -311,13 +334,15 @@ class EdgeVectorStore(VectorStore):
             with_vector=True,
         )
         points = self._on(action, collection, "query", request)
-        return [Hit(str(p.id), float(p.score), p.payload, as_vector(p.vector)) for p in points]
+        return [Hit(str(p.id), float(p.score), p.payload, as_vector(p.vector),
+                    as_vector(p.vector, WINDOW)) for p in points]
 
     def retrieve(self, collection: str, ids: Sequence[str]) -> list[Hit]:
         if not ids:
             return []
         records = self._on("retrieve", collection, "retrieve", list(ids), True, True)
-        return [Hit(str(r.id), 0.0, r.payload, as_vector(r.vector)) for r in records]
+        return [Hit(str(r.id), 0.0, r.payload, as_vector(r.vector), as_vector(r.vector, WINDOW))
+                for r in records]
 
     def scroll(
         self, collection: str, where: Where | None, *, with_vectors: bool = False
@@ -331,8 +356,11 @@ class EdgeVectorStore(VectorStore):
             )
             records, offset = self._on("scroll", collection, "scroll", request)
             for record in records:
-                vector = as_vector(record.vector) if with_vectors else None
-                yield Hit(str(record.id), 0.0, record.payload, vector)
+                if with_vectors:
+                    yield Hit(str(record.id), 0.0, record.payload, as_vector(record.vector),
+                              as_vector(record.vector, WINDOW))
+                else:
+                    yield Hit(str(record.id), 0.0, record.payload, None)
             if offset is None:
                 return
 

@@ -30,6 +30,7 @@ class ProxyVectorStore(VectorStore):
         self._url = url
         self._unreachable = unreachable
         self._dim: int | None = None
+        self._has_windows: bool | None = None
         headers = {header: key or ""}
         if url is not None and url.startswith("unix://"):
             transport = httpx.HTTPTransport(uds=url.removeprefix("unix://"))
@@ -48,6 +49,13 @@ class ProxyVectorStore(VectorStore):
     @dim.setter
     def dim(self, value: int) -> None:
         self._dim = value
+
+    @property
+    def has_windows(self) -> bool:
+        """Whether the owner's store holds window vectors (asked once)."""
+        if self._has_windows is None:
+            self._has_windows = bool(self._call("info", {}).get("has_windows", False))
+        return self._has_windows
 
     def _call(self, op: str, body: dict[str, Any]) -> Any:
         if self._url is None:
@@ -70,6 +78,13 @@ class ProxyVectorStore(VectorStore):
         self, collection: str, vector: Vector, limit: int, where: Where | None
     ) -> list[Hit]:
         return wire.decode_hits(self._call("search", {
+            "collection": collection, "vector": wire.encode_vector(vector), "limit": limit,
+            "where": wire.encode_where(where)}))
+
+    def search_window(
+        self, collection: str, vector: Vector, limit: int, where: Where | None
+    ) -> list[Hit]:
+        return wire.decode_hits(self._call("search_window", {
             "collection": collection, "vector": wire.encode_vector(vector), "limit": limit,
             "where": wire.encode_where(where)}))
 

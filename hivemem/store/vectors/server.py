@@ -26,6 +26,8 @@ from hivemem.store.vectors.base import (
     KEYWORD_FIELDS,
     LEXICAL,
     SCOPE,
+    TURNS,
+    WINDOW,
     WRITTEN_AT,
     Hit,
     Point,
@@ -63,6 +65,7 @@ class ServerVectorStore(VectorStore):
         # Local mode (`:memory:`, unit tests) filters in Python and ignores payload indexes.
         self._local = location is not None
         self._without_lexical: set[str] = set()
+        self._without_window: set[str] = set()
         self._ordering = qm.WriteOrdering(settings.write_ordering)
         consistency = settings.read_consistency
         self._consistency: Any = (
@@ -122,6 +125,12 @@ class ServerVectorStore(VectorStore):
             self._without_lexical.add(collection)
             log.warning("store.no_lexical", collection=collection,
                         fix="re-create the collection and re-ingest to get keyword search")
+        if not (isinstance(vectors, dict) and WINDOW in vectors):
+            # Made before window vectors (Qdrant adds no named vector to a collection):
+            # recall there ranks turns on their own vectors until it is re-created.
+            self._without_window.add(collection)
+            log.warning("store.no_window", collection=collection,
+                        fix="re-create the collection and re-ingest to get window vectors")
         self._check_consistency(collection, info.config.params)
         if self._local:
             return
@@ -149,8 +158,10 @@ class ServerVectorStore(VectorStore):
         try:
             self._client.create_collection(
                 collection,
-                vectors_config={DENSE: qm.VectorParams(size=self.dim,
-                                                       distance=qm.Distance.COSINE)},
+                vectors_config={
+                    name: qm.VectorParams(size=self.dim, distance=qm.Distance.COSINE)
+                    for name in (DENSE, WINDOW)
+                },
                 sparse_vectors_config={LEXICAL: qm.SparseVectorParams(
                     modifier=qm.Modifier.IDF)},
                 shard_number=settings.shard_number,
@@ -229,8 +240,9 @@ class ServerVectorStore(VectorStore):
         if not points:
             return
         lexical = self.prefix + collection not in self._without_lexical
+        window = self.prefix + collection not in self._without_window
         batch = [
-            qm.PointStruct(id=p.id, vector=_vectors(p, lexical), payload=p.payload)
+            qm.PointStruct(id=p.id, vector=_vectors(p, lexical, window), payload=p.payload)
             for p in points
         ]
         # wait=True: applied (and in the WAL) on write_consistency_factor replicas before
@@ -241,6 +253,23 @@ class ServerVectorStore(VectorStore):
         self, collection: str, vector: Vector, limit: int, where: Where | None
     ) -> list[Hit]:
         return self._query("search", collection, vector.tolist(), DENSE, limit, where)
+
+    def _names(self, collection: str) -> list[str]:
+        """The dense vectors a read returns (a collection made before windows has one)."""
+        if self.prefix + collection in self._without_window:
+            return [DENSE]
+        return [DENSE, WINDOW]
+
+    @property
+    def has_windows(self) -> bool:
+        return self.prefix + TURNS not in self._without_window
+
+    def search_window(
+        self, collection: str, vector: Vector, limit: int, where: Where | None
+    ) -> list[Hit]:
+        if self.prefix + collection in self._without_window:
+            return []
+        return self._query("search_window", collection, vector.tolist(), WINDOW, limit, where)
 
     def search_sparse(
         self, collection: str, sparse: SparseVector, limit: int, where: Where | None
@@ -263,10 +292,11 @@ class ServerVectorStore(VectorStore):
             query_filter=self._filter(where),
             limit=limit,
             with_payload=True,
-            with_vectors=[DENSE],
+            with_vectors=self._names(collection),
         )
         return [
-            Hit(str(p.id), float(p.score), p.payload or {}, as_vector(p.vector))
+            Hit(str(p.id), float(p.score), p.payload or {}, as_vector(p.vector),
+                as_vector(p.vector, WINDOW))
             for p in response.points
         ]
 
@@ -275,9 +305,10 @@ class ServerVectorStore(VectorStore):
             return []
         records = self._read(
             "retrieve", self._client.retrieve, self.prefix + collection, ids=list(ids),
-            with_payload=True, with_vectors=[DENSE],
+            with_payload=True, with_vectors=self._names(collection),
         )
-        return [Hit(str(r.id), 0.0, r.payload or {}, as_vector(r.vector)) for r in records]
+        return [Hit(str(r.id), 0.0, r.payload or {}, as_vector(r.vector),
+                    as_vector(r.vector, WINDOW)) for r in records]
 
     def scroll(
         self, collection: str, where: Where | None, *, with_vectors: bool = False
@@ -292,11 +323,12 @@ class ServerVectorStore(VectorStore):
                 limit=512,
                 offset=offset,
                 with_payload=True,
-                with_vectors=[DENSE] if with_vectors else False,
+                with_vectors=self._names(collection) if with_vectors else False,
             )
             for record in records:
                 vector = as_vector(record.vector) if with_vectors else None
-                yield Hit(str(record.id), 0.0, record.payload or {}, vector)
+                window = as_vector(record.vector, WINDOW) if with_vectors else None
+                yield Hit(str(record.id), 0.0, record.payload or {}, vector, window)
             if offset is None:
                 return
 
@@ -378,8 +410,10 @@ def _others_private(agent_id: str | None) -> qm.Condition:
     )
 
 
-def _vectors(point: Point, lexical: bool = True) -> dict[str, Any]:
+def _vectors(point: Point, lexical: bool = True, window: bool = True) -> dict[str, Any]:
     vectors: dict[str, Any] = {DENSE: point.vector.tolist()}
+    if point.window is not None and window:
+        vectors[WINDOW] = point.window.tolist()
     if point.sparse and lexical:
         vectors[LEXICAL] = qm.SparseVector(
             indices=point.sparse.indices, values=point.sparse.values

@@ -18,8 +18,8 @@ from hivemem.providers.lexical import SparseVector
 from hivemem.store.vectors.base import SCOPE, Hit, Point, Vector, Where
 
 # The operations a guest may ask for (`VectorStore`'s backend primitives, except close).
-OPERATIONS = ("info", "upsert", "search", "search_sparse", "retrieve", "scroll", "count",
-              "delete")
+OPERATIONS = ("info", "upsert", "search", "search_window", "search_sparse", "retrieve",
+              "scroll", "count", "delete")
 
 
 def encode_vector(vector: Vector | None) -> str | None:
@@ -72,7 +72,8 @@ def decode_where(data: Mapping[str, Any] | None) -> Where | None:
 
 def encode_points(points: Sequence[Point]) -> list[dict[str, Any]]:
     return [{"id": p.id, "vector": encode_vector(p.vector), "payload": p.payload,
-             "sparse": encode_sparse(p.sparse)} for p in points]
+             "sparse": encode_sparse(p.sparse), "window": encode_vector(p.window)}
+            for p in points]
 
 
 def decode_points(data: Sequence[Mapping[str, Any]]) -> list[Point]:
@@ -82,15 +83,17 @@ def decode_points(data: Sequence[Mapping[str, Any]]) -> list[Point]:
         if vector is None:
             raise ValueError(f"point {p.get('id')!r} has no vector")
         sparse = decode_sparse(p.get("sparse"))
-        points.append(Point(str(p["id"]), vector, dict(p["payload"]), sparse))
+        points.append(Point(str(p["id"]), vector, dict(p["payload"]), sparse,
+                            decode_vector(p.get("window"))))
     return points
 
 
 def encode_hits(hits: Sequence[Hit]) -> list[dict[str, Any]]:
     return [{"id": h.id, "score": h.score, "payload": h.payload,
-             "vector": encode_vector(h.vector)} for h in hits]
+             "vector": encode_vector(h.vector), "window": encode_vector(h.window)}
+            for h in hits]
 
 
 def decode_hits(data: Sequence[Mapping[str, Any]]) -> list[Hit]:
-    return [Hit(str(h["id"]), float(h["score"]), dict(h["payload"]), decode_vector(h["vector"]))
-            for h in data]
+    return [Hit(str(h["id"]), float(h["score"]), dict(h["payload"]), decode_vector(h["vector"]),
+                decode_vector(h.get("window"))) for h in data]

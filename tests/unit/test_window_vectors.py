@@ -1,0 +1,181 @@
+"""Context-window vectors: each turn embedded with the turns before it, written by the embed
+worker, searched by recall next to the turn's own vector (weights.window), on both stores."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from datetime import UTC, datetime, timedelta
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from hivemem import PRESETS, MemoryClient, Settings
+from hivemem.config import QdrantSettings
+from hivemem.domain.models import Role, Turn
+from hivemem.pipeline.topology import Keys
+from hivemem.providers.embedders import HashingEmbedder
+from hivemem.store.vectors.base import VectorStore
+from hivemem.store.vectors.edge import EdgeVectorStore
+from hivemem.store.vectors.server import ServerVectorStore
+from hivemem.workers.embed import EmbedHandler
+
+EMB = HashingEmbedder(256)
+T0 = datetime(2026, 3, 1, 9, 0, tzinfo=UTC)
+
+
+@pytest.fixture(params=["server-memory", "edge"])
+def store(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[VectorStore]:
+    s: VectorStore
+    if request.param == "edge":
+        s = EdgeVectorStore(tmp_path / "q", EMB.dim)
+    else:
+        s = ServerVectorStore(QdrantSettings(), EMB.dim, location=":memory:")
+    yield s
+    s.close()
+
+
+def turn(seq: int, content: str, **kw: object) -> Turn:
+    return Turn(turn_id=f"t{seq}", session_id="s", role=Role.USER, content=content,
+                timestamp=T0 + timedelta(seconds=seq), seq=seq, token_count=3,
+                **kw)  # type: ignore[arg-type]
+
+
+class _NoStreams:
+    """The embed handler's Redis side is not under test here."""
+
+    def publish_embedded(self, _entries: object) -> None:
+        pass
+
+
+def _embed(store: VectorStore, batches: list[list[Turn]], window_turns: int = 2) -> None:
+    handler = EmbedHandler(EMB, store, _NoStreams(), None, Keys(),  # type: ignore[arg-type]
+                           window_turns=window_turns)
+    for batch in batches:
+        handler(batch)
+
+
+def _windows(store: VectorStore) -> dict[int, np.ndarray]:
+    hits = store.turns_by_seq("s", [1, 2, 3, 4])
+    return {h.seq: h.window for h in hits if h.window is not None}
+
+
+def test_the_embed_worker_writes_each_turns_window_from_the_turns_before_it(
+    store: VectorStore,
+) -> None:
+    turns = [turn(1, "which database for billing"), turn(2, "postgres, definitely"),
+             turn(3, "agreed"), turn(4, "ship it friday")]
+    # Turn 3's predecessors come from the store (an earlier batch), turn 4's from both.
+    _embed(store, [turns[:2], turns[2:]])
+    windows = _windows(store)
+    assert store.has_windows and sorted(windows) == [1, 2, 3, 4]
+    own = {h.seq: h.vector for h in store.turns_by_seq("s", [1, 2, 3, 4])}
+    # Nothing before the first turn: its window is its own vector.
+    assert np.allclose(windows[1], own[1])
+    expected = EMB.embed_documents([
+        "which database for billing\npostgres, definitely",
+        "which database for billing\npostgres, definitely\nagreed",
+        "postgres, definitely\nagreed\nship it friday",
+    ])
+    for seq, row in zip((2, 3, 4), expected, strict=True):
+        assert np.allclose(windows[seq], row, atol=1e-6)
+    hits = store.search_turns_window("s", EMB.embed_query("database billing postgres"), 4)
+    assert hits and hits[0].seq == 2 and hits[0].window is not None
+
+
+def test_another_agents_private_turn_stays_out_of_a_shared_turns_window(
+    store: VectorStore,
+) -> None:
+    _embed(store, [[turn(1, "my salary is secret", agent_id="a", visibility="private"),
+                    turn(2, "lunch at noon", agent_id="b")]])
+    window = _windows(store)[2]
+    assert np.allclose(window, EMB.embed_documents(["lunch at noon"])[0])
+
+
+def test_window_turns_0_writes_no_windows(store: VectorStore) -> None:
+    _embed(store, [[turn(1, "a"), turn(2, "b")]], window_turns=0)
+    assert _windows(store) == {}
+    assert store.search_turns_window("s", EMB.embed_query("a"), 5) == []
+
+
+def test_recall_weighs_the_window_of_a_reply_to_what_the_query_asks(
+    tmp_path: Path, settings: Settings
+) -> None:
+    with MemoryClient.local(tmp_path / "m", settings, embedder=EMB) as client:
+        for i, text in enumerate(("which database do we use for the billing service",
+                                  "postgres, definitely", "the office plants need water",
+                                  "the cafeteria menu changed again")):
+            client.ingest("s", "user", text, timestamp=T0 + timedelta(minutes=i),
+                          turn_id=f"t{i}")
+        client.wait_until_processed("s", 30)
+        query = "billing database"
+        base = PRESETS["balanced"]
+        flat = base.model_copy(update={"weights": base.weights.model_copy(
+            update={"window": 0.0, "neighbour": 0.0, "recency": 0.0})})
+        windowed = flat.model_copy(update={"weights": flat.weights.model_copy(
+            update={"window": 1.0})})
+        without = {i.source_id: i.score for i in client.recall("s", query, 500, preset=flat)}
+        with_ = {i.source_id: i.score for i in client.recall("s", query, 500,
+                                                             preset=windowed)}
+        # The reply shares no word with the query; its window (question + reply) does.
+        assert with_["t1"] > without["t1"] + 0.1
+        # A turn whose window adds nothing relevant does not gain.
+        assert with_["t3"] <= without["t3"] + 1e-6
+
+
+def test_edge_store_from_before_window_vectors_is_migrated(tmp_path: Path) -> None:
+    """A shard made without the window vector gets it on open; its old points have none
+    (recall ranks them on their turn vectors) and new points are written with one."""
+    import qdrant_edge as qe
+
+    from hivemem.store.vectors.base import turn_payload, turn_point_id
+
+    old = turn(1, "the invoice job crashed")
+    for name in ("turns", "facts"):
+        shard = qe.EdgeShard.create(str(tmp_path / "q" / name), qe.EdgeConfig(
+            vectors={"dense": qe.EdgeVectorParams(size=EMB.dim, distance=qe.Distance.Cosine)},
+            sparse_vectors={"lexical": qe.EdgeSparseVectorParams(modifier=qe.Modifier.Idf)}))
+        if name == "turns":
+            shard.update(qe.UpdateOperation.upsert_points([qe.Point(
+                id=turn_point_id("s", "t1"),
+                vector={"dense": EMB.embed_documents([old.content])[0].tolist()},
+                payload=turn_payload(old))]))
+        shard.flush()
+        shard.close()
+    store = EdgeVectorStore(tmp_path / "q", EMB.dim)
+    try:
+        assert store.count_turns("s") == 1 and _windows(store) == {}
+        _embed(store, [[turn(2, "restarted it")]])
+        assert sorted(_windows(store)) == [2]
+        assert [h.seq for h in store.search_turns_window(
+            "s", EMB.embed_query("invoice job crashed restarted"), 5)] == [2]
+    finally:
+        store.close()
+    assert sorted(p.name for p in (tmp_path / "q").iterdir()) == ["facts", "turns"]
+
+
+def test_server_collection_without_window_vectors_ranks_on_turn_vectors() -> None:
+    from qdrant_client import QdrantClient
+    from qdrant_client import models as qm
+
+    settings = QdrantSettings()
+    client = QdrantClient(location=":memory:")
+    for name in ("turns", "facts"):  # made the way hivemem made them before windows
+        client.create_collection(
+            settings.collection_prefix + name,
+            vectors_config={"dense": qm.VectorParams(size=EMB.dim,
+                                                     distance=qm.Distance.COSINE)},
+            sparse_vectors_config={"lexical": qm.SparseVectorParams(modifier=qm.Modifier.IDF)})
+    store = ServerVectorStore(settings, EMB.dim, location=":memory:")
+    store._client = client  # the pre-existing collections above
+    store._without_window.clear()
+    for name in ("turns", "facts"):
+        store._ensure_collection(settings.collection_prefix + name)
+    try:
+        assert not store.has_windows
+        _embed(store, [[turn(1, "which database"), turn(2, "postgres")]])
+        assert _windows(store) == {}
+        assert store.search_turns_window("s", EMB.embed_query("postgres"), 5) == []
+        assert [h.seq for h in store.search_turns("s", EMB.embed_query("postgres"), 1)] == [2]
+    finally:
+        store.close()
