@@ -60,8 +60,20 @@ class VectorIndexSettings(BaseModel):
     # Embedded engine: start a background index build when a collection has grown by this
     # many points since the last one (0: never; `optimize` by hand).
     index_after_points: int = Field(default=20_000, ge=0)
+    # Threads of the embedded engine's HNSW build (0: one per core). One: the build takes
+    # one core and leaves the other(s) to recall and the workers; with more threads than
+    # free cores the build's threads wait on each other.
+    index_build_threads: int = Field(default=1, ge=0, le=64)
+    # Niceness of the build's child process: recall in the parent keeps the cores first.
+    # 10 starves the build on a saturated machine (a 100k build is ~45 CPU-seconds); a
+    # benchmark timing the build passes 0.
+    index_build_nice: int = Field(default=10, ge=0, le=19)
     # Payload on disk (mmap) instead of RAM; None: the engine's default.
     on_disk_payload: bool | None = None
+    # "int8": scalar-quantised copies of the dense vectors (a quarter of the memory) that
+    # the HNSW search scores with, rescoring the best with the originals; from the next
+    # index build. "none": float32 only.
+    quantization: Literal["none", "int8"] = "none"
 
 
 class QdrantSettings(BaseModel):

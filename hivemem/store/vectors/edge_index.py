@@ -6,7 +6,8 @@ included. So the build runs in a child process on a copy of the collection's fol
 
 1. under the store's lock: flush, copy the collection's folder to a new generation folder
    (`<name>.g<n>`), start a journal of every later write to that collection;
-2. the child (`python -m hivemem.store.vectors.edge_build <copy>`, niced) opens the copy,
+2. the child (`python -m hivemem.store.vectors.edge_build <copy>`, niced by
+   `index_build_nice`) opens the copy,
    optimises it (HNSW and payload-index build) and closes it; the store serves reads and
    writes all the while;
 3. the parent opens the built copy and replays the journal on it while writes go on; then,
@@ -89,10 +90,12 @@ class BackgroundIndex:
         swap: Callable[[str, Any, Path], Callable[[], None]],
         *,
         max_journal: int = 200_000,
+        nice: int = 10,
     ) -> None:
         self.path = path
         self.every = every
         self.max_journal = max_journal
+        self.nice = nice
         self._lock = lock
         self._shard_of = shard_of
         self._folder_of = folder_of
@@ -144,7 +147,8 @@ class BackgroundIndex:
     def _run(self, collection: str, copy: Path) -> None:
         started = time.perf_counter()
         child = subprocess.Popen(
-            [sys.executable, "-m", "hivemem.store.vectors.edge_build", str(copy)],
+            [sys.executable, "-m", "hivemem.store.vectors.edge_build", "--nice",
+             str(self.nice), str(copy)],
             stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
         self._child = child
         _out, err = child.communicate()
