@@ -32,18 +32,15 @@ from common import RESULTS, machine_facts, summarize
 from scale_fill import DIM, bulk_fill, load_avg, summarize_versus, versus_exact
 
 VARIANTS: dict[str, dict[str, Any]] = {
-    # what the product did before this probe: every keyword field's index takes part in
-    # the graph build (enable_hnsw defaults to on), payload_m 16
-    "before": {"legacy_payload_hnsw": True},
-    "default": {},
-    "m0-tenant-only": {"hnsw_m": 0, "payload_m": 16},
-    "no-payload-m": {"payload_m": 0},
-    "ef64": {"hnsw_ef_construct": 64},
-    "ef64-m12": {"hnsw_ef_construct": 64, "hnsw_m": 12},
+    # the store before this probe: every keyword field's index in the graph build
+    # (enable_hnsw on), float32, the build's threads one per core
+    "before": {"legacy_payload_hnsw": True, "quantization": "none", "index_build_threads": 0},
+    "fp32": {"quantization": "none"},
+    "fp32-threads0": {"quantization": "none", "index_build_threads": 0},
+    "fp32-m0-tenant-only": {"quantization": "none", "hnsw_m": 0},
+    "fp32-ef64-m12": {"quantization": "none", "hnsw_ef_construct": 64, "hnsw_m": 12},
     "int8": {"quantization": "int8"},
     "int8-ef64-m12": {"quantization": "int8", "hnsw_ef_construct": 64, "hnsw_m": 12},
-    "threads0": {"index_build_threads": 0},
-    "threads1": {"index_build_threads": 1},
 }
 
 
@@ -68,7 +65,8 @@ def run_child(folder: Path) -> dict[str, Any]:
     return out
 
 
-def bare(path: Path, settings: Any, qvecs: np.ndarray, session: str) -> dict[str, Any]:
+def bare(path: Path, settings: Any, qvecs: np.ndarray, session: str,
+         sweep: tuple[int, ...] = ()) -> dict[str, Any]:
     from hivemem.store.vectors.edge import EdgeVectorStore
 
     store = EdgeVectorStore(path, DIM, settings)
@@ -83,9 +81,22 @@ def bare(path: Path, settings: Any, qvecs: np.ndarray, session: str) -> dict[str
             hits = store.search_turns(session, v, 30)
             ms.append((time.perf_counter() - t0) * 1000)
             overlap.append(versus_exact(hits, exact_hits(store, session, v, 30)))
-        return {"bare_search_ms": summarize(ms), "segments": info["segments"],
-                "indexed_vectors": info["indexed_vectors"],
-                "vs_exact": summarize_versus(overlap, 30)}
+        out: dict[str, Any] = {"bare_search_ms": summarize(ms), "segments": info["segments"],
+                               "indexed_vectors": info["indexed_vectors"],
+                               "vs_exact": summarize_versus(overlap, 30)}
+        if sweep:
+            out["hnsw_ef_sweep"] = {}
+            for ef in sweep:
+                store.index = settings.model_copy(update={"hnsw_ef": ef})
+                ms, overlap = [], []
+                for v in qvecs:
+                    t0 = time.perf_counter()
+                    hits = store.search_turns(session, v, 30)
+                    ms.append((time.perf_counter() - t0) * 1000)
+                    overlap.append(versus_exact(hits, exact_hits(store, session, v, 30)))
+                out["hnsw_ef_sweep"][str(ef)] = {"bare_search_ms": summarize(ms),
+                                                 "vs_exact": summarize_versus(overlap, 30)}
+        return out
     finally:
         store.close()
 
@@ -107,8 +118,10 @@ def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--points", type=int, default=100_000)
     ap.add_argument("--sessions", type=int, default=1)
-    ap.add_argument("--variants", nargs="*", default=["default"], choices=list(VARIANTS))
+    ap.add_argument("--variants", nargs="*", default=["fp32", "int8"], choices=list(VARIANTS))
     ap.add_argument("--queries", type=int, default=50)
+    ap.add_argument("--ef", type=int, nargs="*", default=[64, 128, 256],
+                    help="hnsw_ef values to sweep after each build")
     ap.add_argument("--out", default=str(RESULTS / "edge_build_probe.json"))
     args = ap.parse_args()
     from hivemem.config import VectorIndexSettings
@@ -155,7 +168,7 @@ def main() -> None:
                 row = {"settings": VARIANTS[name], "load": load_avg()}
                 row["before_build"] = bare(work, settings, qvecs, sessions[0])
                 row["build"] = run_child(work / "turns")
-                row["after_build"] = bare(work, settings, qvecs, sessions[0])
+                row["after_build"] = bare(work, settings, qvecs, sessions[0], tuple(args.ef))
             row["load_after"] = load_avg()
             result["variants"][name] = row
             print(name, json.dumps(row["build"]), flush=True)

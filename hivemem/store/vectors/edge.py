@@ -313,7 +313,18 @@ class EdgeVectorStore(VectorStore):
         self, collection: str, vector: Vector, limit: int, where: Where | None
     ) -> list[Hit]:
         return self._query("search", collection, self._qe.Query.Nearest(
-            vector.tolist(), using=DENSE), limit, where)
+            vector.tolist(), using=DENSE), limit, where, self._dense_params())
+
+    def _dense_params(self) -> Any:
+        """Search parameters of dense queries: the graph's ef and, with int8, rescoring the
+        quantised candidates with the original vectors (scores stay exact cosines)."""
+        qe = self._qe
+        ix = self.index
+        if ix.hnsw_ef is None and ix.quantization == "none":
+            return None
+        quantization = (qe.QuantizationSearchParams(rescore=True)
+                        if ix.quantization == "int8" else None)
+        return qe.SearchParams(hnsw_ef=ix.hnsw_ef, quantization=quantization)
 
     def search_sparse(
         self, collection: str, sparse: SparseVector, limit: int, where: Where | None
@@ -323,11 +334,12 @@ class EdgeVectorStore(VectorStore):
         return self._query("search_sparse", collection, query, limit, where)
 
     def _query(
-        self, action: str, collection: str, query: Any, limit: int, where: Where | None
+        self, action: str, collection: str, query: Any, limit: int, where: Where | None,
+        params: Any = None,
     ) -> list[Hit]:
         request = self._qe.QueryRequest(
             limit=limit, query=query, filter=self._filter(where), with_payload=True,
-            with_vector=_DENSE_ONLY,
+            with_vector=_DENSE_ONLY, params=params,
         )
         points = self._on(action, collection, "query", request)
         return [Hit(str(p.id), float(p.score), p.payload, as_vector(p.vector)) for p in points]
