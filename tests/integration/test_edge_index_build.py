@@ -68,3 +68,34 @@ def test_growth_starts_a_background_build_that_keeps_later_writes(tmp_path: Path
         assert reopened.count_turns("s") == written
     finally:
         reopened.close()
+
+
+def test_an_int8_index_rescores_with_the_original_vectors(tmp_path: Path) -> None:
+    """With int8 quantization (the default) the graph scores quantised vectors; the hits
+    recall gets carry exact cosines (rescored), which recall's scoring compares across
+    searches."""
+    settings = SMALL.model_copy(update={"index_after_points": 0})
+    assert settings.quantization == "int8"
+    store = EdgeVectorStore(tmp_path / "q", EMB.dim, settings)
+    try:
+        turns = _turns("s", 1, 400)
+        vectors = EMB.embed_documents([t.content for t in turns])
+        store.upsert_turns(turns, vectors)
+        store.build_index(TURNS)
+        assert store.index_info(TURNS)["indexed_vectors"] > 0
+        query = EMB.embed_query("note 7 about topic 7")
+        hits = store.search_turns("s", query, 5)
+        assert hits[0].turn_id == "t7"
+        for hit in hits:
+            exact = float(vectors[hit.seq - 1] @ query)
+            assert abs(hit.score - exact) < 1e-5, (hit.turn_id, hit.score, exact)
+        # Without rescoring the scores are the quantised ones (so the check above can fail).
+        store.index = settings.model_copy(update={"hnsw_ef": 64})
+        raw = store._query("search", TURNS, store._qe.Query.Nearest(query.tolist(),
+                           using="dense"), 5, {"session_id": "s"},
+                           store._qe.SearchParams(quantization=store._qe.QuantizationSearchParams(
+                               rescore=False)))
+        assert any(abs(h.score - float(vectors[int(h.payload["seq"]) - 1] @ query)) > 1e-5
+                   for h in raw)
+    finally:
+        store.close()
