@@ -99,3 +99,48 @@ def test_an_int8_index_rescores_with_the_original_vectors(tmp_path: Path) -> Non
                    for h in raw)
     finally:
         store.close()
+
+
+def test_recall_goes_on_while_the_build_copies_the_collection_and_writes_wait(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """The copy at a build's start holds the write lock only: searches are answered during
+    it, a write waits for its end and is in the built collection."""
+    import threading
+
+    from hivemem.store.vectors import edge_index
+
+    copying, release = threading.Event(), threading.Event()
+    real_copy = edge_index._copy
+
+    def held_copy(source: Path, target: Path) -> None:
+        copying.set()
+        release.wait(30)
+        real_copy(source, target)
+
+    monkeypatch.setattr(edge_index, "_copy", held_copy)
+    store = EdgeVectorStore(tmp_path / "q", EMB.dim, SMALL.model_copy(
+        update={"index_after_points": 0}))
+    try:
+        _write(store, _turns("s", 1, 50))
+        store.build_index(TURNS, wait=False)
+        assert copying.wait(10)
+        found: list[str] = []
+        reader = threading.Thread(target=lambda: found.extend(
+            h.turn_id for h in store.search_turns("s", EMB.embed_query("note 7 about topic 7"),
+                                                  1)))
+        reader.start()
+        reader.join(10)
+        assert not reader.is_alive() and found == ["t7"]  # answered while the copy is held
+        writer = threading.Thread(target=_write, args=(store, _turns("s", 51, 1)))
+        writer.start()
+        writer.join(0.5)
+        assert writer.is_alive()  # the write waits for the copy
+        release.set()
+        writer.join(10)
+        assert not writer.is_alive()
+        store.indexer.wait()
+        assert store.indexer.builds == 1
+        assert store.count_turns("s") == 51
+    finally:
+        release.set()
+        store.close()

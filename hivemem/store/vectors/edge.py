@@ -59,11 +59,14 @@ class EdgeVectorStore(VectorStore):
         self.path = Path(path)
         self.index = index or VectorIndexSettings()
         self._lock = threading.RLock()
+        # Taken by every write before `_lock`: an index build holds it (not `_lock`) while
+        # it copies the collection, so recall goes on and writes wait.
+        self._writes = threading.RLock()
         self._closed = False
         self._shards: dict[str, Any] = {}
         self._folders: dict[str, Path] = {}  # where each collection lives (index builds move it)
         self.indexer = BackgroundIndex(
-            self.path, self.index.index_after_points, self._lock,
+            self.path, self.index.index_after_points, self._lock, self._writes,
             lambda name: self._shards[name], lambda name: self._folders[name],
             self._qe_load, self._swap, nice=self.index.index_build_nice,
         )
@@ -299,7 +302,7 @@ class EdgeVectorStore(VectorStore):
         ]
         if batch:
             operation = qe.UpdateOperation.upsert_points(batch)
-            with self._lock:
+            with self._writes, self._lock:
                 self._on("upsert", collection, "update", operation)
                 self.indexer.wrote(collection, len(batch), operation)
 
@@ -391,12 +394,12 @@ class EdgeVectorStore(VectorStore):
 
     def delete(self, collection: str, where: Where) -> None:
         operation = self._qe.UpdateOperation.delete_points_by_filter(self._filter(where))
-        with self._lock:
+        with self._writes, self._lock:
             self._on("delete", collection, "update", operation)
             self.indexer.wrote(collection, 0, operation)
 
     def flush(self) -> None:
-        with self._lock:
+        with self._writes, self._lock:  # files change: not while a build copies them
             for shard in self._shards.values():
                 self._call("flush", shard.flush)
 
