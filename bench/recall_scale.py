@@ -52,6 +52,7 @@ class FixedQuery:
         self.inner = inner
         self.vector: Any = None
         self.dim = DIM
+        self.name = "fixed-query"
 
     def embed_documents(self, texts: Any) -> Any:
         return self.inner.embed_documents(texts)
@@ -66,6 +67,23 @@ def rss_mb() -> float:
             if line.startswith("VmRSS:"):
                 return round(int(line.split()[1]) / 1024, 1)
     return float("nan")
+
+
+def child_rss(store: Any) -> dict[str, float]:
+    """The build child's resident memory now (anonymous and file-backed, MB): ru_maxrss
+    counts the shard files it maps as well."""
+    child = store.indexer._child
+    out: dict[str, float] = {}
+    if child is None:
+        return out
+    try:
+        with open(f"/proc/{child.pid}/status", encoding="utf-8") as fh:
+            for line in fh:
+                if line.startswith(("RssAnon:", "RssFile:")):
+                    out[line.split(":")[0]] = int(line.split()[1]) / 1024
+    except OSError:
+        pass
+    return out
 
 
 def exact_hits(store: Any, session: str, vector: np.ndarray,
@@ -167,7 +185,10 @@ def row(name: str, points: int, per_session: int, build: bool, args: argparse.Na
             before = resource.getrusage(resource.RUSAGE_CHILDREN)
             t0 = time.perf_counter()
             store.build_index(TURNS, wait=False)
+            peak: dict[str, float] = {}
             while store.indexer.running:
+                for k, v in child_rss(store).items():
+                    peak[k] = max(peak.get(k, 0.0), v)
                 i = len(during) % len(qvecs)
                 fixed.vector = qvecs[i]
                 recaller.embedder = fixed
@@ -183,6 +204,7 @@ def row(name: str, points: int, per_session: int, build: bool, args: argparse.Na
             out["index_builds"] = store.indexer.builds
             out["recall_excl_embedding_during_build_ms"] = summarize(during) if during else None
             out["child_peak_rss_mb"] = round(after.ru_maxrss / 1024, 1)
+            out["child_peak_rss_sampled_mb"] = {k: round(v, 1) for k, v in peak.items()}
             out["segments_after"] = store.index_info(TURNS)
             out["load_after_build"] = load_avg()
             # The first recalls on the swapped-in shard (its files are new to this process).
