@@ -144,3 +144,37 @@ def test_recall_goes_on_while_the_build_copies_the_collection_and_writes_wait(
     finally:
         release.set()
         store.close()
+
+
+def test_tenant_graphs_only_search_several_sessions_exactly(tmp_path: Path) -> None:
+    """hnsw_m 0 builds per-session graphs only; a search over several sessions (related
+    sessions) then finds the same top-k as an exact scan."""
+    import numpy as np
+    import qdrant_edge as qe
+
+    settings = VectorIndexSettings(index_after_points=0, indexing_threshold_kb=1,
+                                   full_scan_threshold_kb=1, hnsw_m=0, payload_m=16,
+                                   index_build_nice=0)
+    store = EdgeVectorStore(tmp_path / "q", 64, settings)
+    rng = np.random.default_rng(1)
+    try:
+        for session in ("a", "b", "c"):
+            vectors = rng.standard_normal((600, 64)).astype(np.float32)
+            vectors /= np.linalg.norm(vectors, axis=1, keepdims=True)
+            store.upsert_turns(_turns(session, 1, 600), vectors)
+        store.build_index(TURNS)
+        assert store.indexer.builds == 1
+        found = []
+        for _ in range(10):
+            query = rng.standard_normal(64).astype(np.float32)
+            query /= np.linalg.norm(query)
+            hits = store.search_turns(["a", "b"], query, 20)
+            exact = store._query("search", TURNS, qe.Query.Nearest(query.tolist(),
+                                 using="dense"), 20, {"session_id": ["a", "b"]},
+                                 qe.SearchParams(exact=True))
+            found.append(len({(h.session_id, h.turn_id) for h in hits}
+                             & {(h.payload["session_id"], h.payload["turn_id"])
+                                for h in exact}) / 20)
+        assert min(found) == 1.0
+    finally:
+        store.close()

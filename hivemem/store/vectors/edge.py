@@ -316,18 +316,25 @@ class EdgeVectorStore(VectorStore):
         self, collection: str, vector: Vector, limit: int, where: Where | None
     ) -> list[Hit]:
         return self._query("search", collection, self._qe.Query.Nearest(
-            vector.tolist(), using=DENSE), limit, where, self._dense_params())
+            vector.tolist(), using=DENSE), limit, where, self._dense_params(where))
 
-    def _dense_params(self) -> Any:
+    def _dense_params(self, where: Where | None) -> Any:
         """Search parameters of dense queries: the graph's ef and, with int8, rescoring the
-        quantised candidates with the original vectors (scores stay exact cosines)."""
+        quantised candidates with the original vectors (scores stay exact cosines).
+
+        With `hnsw_m` 0 (per-session graphs only, the multi-tenant setting) a search over
+        several sessions has no graph that links them: the engine walks one session's
+        graph under the filter and misses most of the others' points (measured: 0.53 of
+        the exact top-20 over two sessions). Such searches compare exactly instead."""
         qe = self._qe
         ix = self.index
-        if ix.hnsw_ef is None and ix.quantization == "none":
+        sessions = (where or {}).get("session_id")
+        exact = ix.hnsw_m == 0 and isinstance(sessions, list | tuple) and len(sessions) > 1
+        if ix.hnsw_ef is None and ix.quantization == "none" and not exact:
             return None
         quantization = (qe.QuantizationSearchParams(rescore=True)
                         if ix.quantization == "int8" else None)
-        return qe.SearchParams(hnsw_ef=ix.hnsw_ef, quantization=quantization)
+        return qe.SearchParams(hnsw_ef=ix.hnsw_ef, quantization=quantization, exact=exact)
 
     def search_sparse(
         self, collection: str, sparse: SparseVector, limit: int, where: Where | None
