@@ -151,7 +151,7 @@ def row(name: str, points: int, per_session: int, build: bool, args: argparse.Na
     n_sessions = max(1, points // per_session)
     tmp = Path(tempfile.mkdtemp(prefix="hivemem-scale-", dir=args.tmp))
     # Builds by hand here (timed), not by growth; the child not niced (the build is timed).
-    settings = VectorIndexSettings(index_after_points=0, index_build_nice=0)
+    settings = VectorIndexSettings(index_after_points=0, index_build_nice=0, **args.index)
     out: dict[str, Any] = {"points": points, "sessions": n_sessions,
                            "points_per_session": points // n_sessions,
                            "index_settings": settings.model_dump(), "load_before": load_avg()}
@@ -249,11 +249,20 @@ def main() -> None:
     ap.add_argument("--b-per-session", type=int, default=100)
     ap.add_argument("--queries", type=int, default=100)
     ap.add_argument("--no-build", dest="build", action="store_false")
+    ap.add_argument("--build-c", action="store_true",
+                    help="build row c's graph too (the product does not below"
+                         " index_after_points)")
     ap.add_argument("--tmp", default=None, help="where the stores are made (default: /tmp)")
+    ap.add_argument("--index", nargs="*", default=[], metavar="KEY=VALUE",
+                    help="VectorIndexSettings overrides, e.g. hnsw_m=0 (named in the row)")
     ap.add_argument("--out", default=str(RESULTS / "recall_scale.json"))
     ap.add_argument("--merge", action="store_true",
                     help="keep the other rows already in --out (replace only these)")
     args = ap.parse_args()
+    overrides = dict(kv.split("=", 1) for kv in args.index)
+    args.index = {k: (None if v == "none" and k == "hnsw_ef" else
+                      v if k == "quantization" else int(v)) for k, v in overrides.items()}
+    suffix = "".join(f", {k}={v}" for k, v in args.index.items())
     offline_model_env()
     from hivemem.config import EmbeddingSettings
     from hivemem.providers.embedders import build_embedder
@@ -266,7 +275,7 @@ def main() -> None:
     if args.merge and Path(args.out).exists():
         result = json.loads(Path(args.out).read_text(encoding="utf-8"))
     shapes = {
-        "c": ("c: 10k in one session", 10_000, 10_000, False),
+        "c": ("c: 10k in one session", 10_000, 10_000, args.build_c),
         "b": (f"b: {args.b_points} across {args.b_points // args.b_per_session} sessions",
               args.b_points, args.b_per_session, args.build),
         "a": (f"a: {args.a_points} in one session", args.a_points, args.a_points,
@@ -274,6 +283,7 @@ def main() -> None:
     }
     for key in args.rows:
         name, points, per, build = shapes[key]
+        name += suffix
         result["rows"][name] = row(name, points, per, build, args, embedder, log)
         result["rows"][name]["queries"] = args.queries
         result.update({"machine": machine_facts(),
