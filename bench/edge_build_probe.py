@@ -140,9 +140,15 @@ def main() -> None:
             base = tmp / f"base-{'legacy' if legacy else 'new'}"
             base.mkdir()
             t0 = time.perf_counter()
+            # The legacy shard is built as it was filled: fill it with its variant's
+            # settings (the others are opened with theirs before their build).
+            fill_settings = VectorIndexSettings(index_after_points=0, **(
+                {k: v for k, v in VARIANTS[next(v for v in args.variants if bool(
+                    VARIANTS[v].get("legacy_payload_hnsw")))].items()
+                 if k != "legacy_payload_hnsw"} if legacy else {}))
             vectors, sessions, _texts = bulk_fill(
                 base, args.points, args.sessions, np.random.default_rng(7),
-                VectorIndexSettings(index_after_points=0), legacy_indexes=legacy)
+                fill_settings, legacy_indexes=legacy)
             result[f"fill_s{'_legacy' if legacy else ''}"] = round(time.perf_counter() - t0, 1)
             print(f"filled {args.points} in {time.perf_counter() - t0:.1f} s", flush=True)
             bases[legacy] = base

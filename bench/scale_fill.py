@@ -44,14 +44,14 @@ def text_of(topic: int, j: int) -> str:
     return " ".join(f"w{(topic * 7 + (j * 31 + k * 977) % 97) % VOCAB}" for k in range(12))
 
 
-def create_legacy_indexes(path: Path, dim: int) -> None:
+def create_legacy_indexes(path: Path, dim: int, settings: Any = None) -> None:
     """Payload indexes as the store made them before: plain schemas (enable_hnsw on)."""
     import qdrant_edge as qe
 
     from hivemem.store.vectors.base import FLOAT_FIELDS, INTEGER_FIELDS, KEYWORD_FIELDS
     from hivemem.store.vectors.edge import EdgeVectorStore
 
-    store = EdgeVectorStore(path, dim)
+    store = EdgeVectorStore(path, dim, settings)
     config = store._config()
     store.close()
     for name in ("turns", "facts"):
@@ -75,6 +75,17 @@ def create_legacy_indexes(path: Path, dim: int) -> None:
         shard.close()
 
 
+def _without_index_upgrade(make: Any) -> Any:
+    from hivemem.store.vectors.edge import EdgeVectorStore
+
+    real = EdgeVectorStore._ensure_indexes
+    EdgeVectorStore._ensure_indexes = lambda self, collection: None  # type: ignore[method-assign]
+    try:
+        return make()
+    finally:
+        EdgeVectorStore._ensure_indexes = real  # type: ignore[method-assign]
+
+
 def bulk_fill(path: Path, n: int, n_sessions: int, rng: np.random.Generator, settings: Any,
               *, legacy_indexes: bool = False, log: Any = None,
               batch: int = 2000, sample: int = 2000,
@@ -88,12 +99,16 @@ def bulk_fill(path: Path, n: int, n_sessions: int, rng: np.random.Generator, set
     from hivemem.store.vectors.edge import EdgeVectorStore
 
     if legacy_indexes:
-        create_legacy_indexes(path, DIM)
+        create_legacy_indexes(path, DIM, settings)
     lexical = LexicalEncoder()
     vectors, topic = corpus(n, rng)
     sessions = [f"s{i}" for i in range(n_sessions)]
     start = datetime(2026, 1, 1, tzinfo=UTC)
-    store = EdgeVectorStore(path, DIM, settings)
+    if legacy_indexes:
+        # Opening would make the indexes again with today's parameters: keep the old ones.
+        store = _without_index_upgrade(lambda: EdgeVectorStore(path, DIM, settings))
+    else:
+        store = EdgeVectorStore(path, DIM, settings)
     t0 = time.perf_counter()
     try:
         for i in range(0, n, batch):
