@@ -142,10 +142,13 @@ def main() -> None:
             t0 = time.perf_counter()
             # The legacy shard is built as it was filled: fill it with its variant's
             # settings (the others are opened with theirs before their build).
+            # The new base is filled without quantization: the engine keeps a shard's
+            # quantization when it is opened with none ("not specified"), so an int8 base
+            # would make every variant int8; int8 variants switch it on when opened.
             fill_settings = VectorIndexSettings(index_after_points=0, **(
                 {k: v for k, v in VARIANTS[next(v for v in args.variants if bool(
                     VARIANTS[v].get("legacy_payload_hnsw")))].items()
-                 if k != "legacy_payload_hnsw"} if legacy else {}))
+                 if k != "legacy_payload_hnsw"} if legacy else {"quantization": "none"}))
             vectors, sessions, _texts = bulk_fill(
                 base, args.points, args.sessions, np.random.default_rng(7),
                 fill_settings, legacy_indexes=legacy)
