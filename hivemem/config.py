@@ -74,7 +74,8 @@ class VectorIndexSettings(BaseModel):
     # the graph is built and searched with, the best rescored with the originals; from the
     # next index build. Measured at 100k x 384 (bench/results/edge_build_probe.json): the
     # build takes less than half the CPU of float32, searches are faster, and the graph
-    # finds as much of the exact top-k. "none": float32 only.
+    # finds as much of the exact top-k. "none": float32 only, for a new store: the embedded
+    # engine reads "none" as "not specified" and keeps an existing store's int8.
     quantization: Literal["none", "int8"] = "int8"
     # Candidates an HNSW search keeps (None: the engine's default, ef_construct); more is
     # closer to exact and slower (the sweep in bench/results/edge_build_probe.json).
