@@ -1,22 +1,26 @@
 #!/usr/bin/env python
 """Recall at scale on the embedded engine: latency with the bare Qdrant search as baseline.
 
-    nice python bench/recall_scale.py                    # rows c, b, a (defaults below)
-    nice python bench/recall_scale.py --rows c --queries 200
+    python bench/recall_scale.py                           # rows c, b, a (defaults below)
+    python bench/recall_scale.py --rows a --a-points 1000000 --queries 200
 
 Rows (synthetic 384-d vectors around 512 topic centres, synthetic word texts for BM25; the
 model is not the point, except in the "incl. embedding" column):
-- c: 10k turns in one session;
-- b: N points across N/100 sessions (the multi-tenant shape), recall in one session;
-- a: one session of N points, before and after the background HNSW build (build time,
-  child-process peak memory, and recall latency while the build runs).
+- c: 10k turns in one session (below `index_after_points`: the product never builds a
+  graph for it, the filtered search compares exactly);
+- b: 1M points across 10k sessions (the multi-tenant shape), recall in one session;
+- a: one session of 100k (or --a-points) points, before and after the HNSW build the store
+  runs in its background child (build wall and CPU time, child peak RSS, recall latency
+  while the build runs, the graph's recall@k against an exact scan).
 
-Per row: p50/p95 of the bare dense search (`VectorStore.search_turns`, filtered to the
-session), of `Recaller.recall` with a precomputed query vector (excl. embedding), and of
-`Recaller.recall` embedding the query with fastembed all-MiniLM-L6-v2 (incl.). Recall runs
-the default `balanced` policy: dense + BM25 searches over turns and facts, neighbours,
-scoring, budget. Redis is fakeredis (an empty recent window: the point is the vector store).
-Saved to bench/results/recall_scale.json.
+The store is filled through `EdgeVectorStore.upsert` with prebuilt vectors (bench/
+scale_fill.py: not what is measured). Per row, interleaved query by query: p50/p95 of the
+bare dense search (`VectorStore.search_turns`, filtered to the session: the baseline), of
+`Recaller.recall` with a precomputed query vector (excl. embedding), and of `Recaller.recall`
+embedding the query with the product's query embedder (incl.). Recall runs the default
+`balanced` policy: dense + BM25 searches over turns and facts, neighbours, scoring, budget.
+Redis is fakeredis (an empty recent window: the point is the vector store). Each row notes
+the load average before and after. Saved to bench/results/recall_scale.json.
 """
 
 from __future__ import annotations
@@ -29,7 +33,7 @@ import sys
 import tempfile
 import threading
 import time
-from datetime import UTC, datetime, timedelta
+from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
@@ -38,10 +42,7 @@ import numpy as np
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 from common import RESULTS, machine_facts, offline_model_env, summarize
-
-DIM = 384
-CENTRES = 512
-VOCAB = 5000
+from scale_fill import DIM, bulk_fill, load_avg, summarize_versus, versus_exact
 
 
 class FixedQuery:
@@ -51,6 +52,7 @@ class FixedQuery:
         self.inner = inner
         self.vector: Any = None
         self.dim = DIM
+        self.name = "fixed-query"
 
     def embed_documents(self, texts: Any) -> Any:
         return self.inner.embed_documents(texts)
@@ -59,50 +61,57 @@ class FixedQuery:
         return self.vector
 
 
-def corpus(n: int, rng: np.random.Generator) -> tuple[np.ndarray, np.ndarray, list[str]]:
-    centres = rng.standard_normal((CENTRES, DIM)).astype(np.float32)
-    topic = rng.integers(0, CENTRES, n)
-    vectors = centres[topic] + 0.9 * rng.standard_normal((n, DIM)).astype(np.float32)
-    vectors /= np.linalg.norm(vectors, axis=1, keepdims=True)
-    words = rng.integers(0, VOCAB, (n, 12))
-    texts = [" ".join(f"w{(t * 7 + w) % VOCAB}" for w in row) for t, row in zip(topic, words,
-                                                                                 strict=True)]
-    return vectors, topic, texts
+def rss_mb() -> float:
+    with open("/proc/self/status", encoding="utf-8") as fh:
+        for line in fh:
+            if line.startswith("VmRSS:"):
+                return round(int(line.split()[1]) / 1024, 1)
+    return float("nan")
 
 
-def fill(store: Any, sessions: list[str], n: int, rng: np.random.Generator,
-         log: Any) -> tuple[np.ndarray, list[str], float]:
-    from hivemem.domain.models import Role, Turn
-    from hivemem.providers.lexical import LexicalEncoder
+def child_rss(store: Any) -> dict[str, float]:
+    """The build child's resident memory now (anonymous and file-backed, MB): ru_maxrss
+    counts the shard files it maps as well."""
+    child = store.indexer._child
+    out: dict[str, float] = {}
+    if child is None:
+        return out
+    try:
+        with open(f"/proc/{child.pid}/status", encoding="utf-8") as fh:
+            for line in fh:
+                if line.startswith(("RssAnon:", "RssFile:")):
+                    out[line.split(":")[0]] = int(line.split()[1]) / 1024
+    except OSError:
+        pass
+    return out
 
-    lexical = LexicalEncoder()
-    vectors, _topic, texts = corpus(n, rng)
-    t0 = time.perf_counter()
-    start = datetime(2026, 1, 1, tzinfo=UTC)
-    batch = 1000
-    for i in range(0, n, batch):
-        turns = []
-        for j in range(i, min(n, i + batch)):
-            session = sessions[j % len(sessions)]
-            seq = j // len(sessions) + 1
-            turns.append(Turn.model_construct(
-                turn_id=f"t{seq}", session_id=session, agent_id=None, role=Role.USER,
-                content=texts[j], markers=(), metadata={}, timestamp=start + timedelta(
-                    seconds=j), seq=seq, token_count=14, namespace="default",
-                visibility="shared", duplicate=False))
-        store.upsert_turns(turns, vectors[i:i + len(turns)],
-                           [lexical.document(t.content) for t in turns])
-        if (i // batch) % 20 == 0:
-            log(f"    {i + len(turns)}/{n} points, {time.perf_counter() - t0:.0f} s")
-    return vectors, texts, time.perf_counter() - t0
+
+def exact_hits(store: Any, session: str, vector: np.ndarray,
+               limit: int) -> list[tuple[str, float]]:
+    import qdrant_edge as qe
+
+    request = qe.QueryRequest(
+        limit=limit, query=qe.Query.Nearest(vector.tolist(), using="dense"),
+        filter=store._filter({"session_id": session}), with_payload=True,
+        with_vector=False, params=qe.SearchParams(exact=True))
+    return [(str(p.payload["turn_id"]), float(p.score))
+            for p in store._on("bench", "turns", "query", request)]
 
 
 def measure(store: Any, recaller: Any, fixed: FixedQuery, session: str, queries: list[str],
-            qvecs: np.ndarray, policy: Any) -> dict[str, Any]:
-    bare, excl, incl = [], [], []
+            qvecs: np.ndarray, policy: Any, *, check: bool = False) -> dict[str, Any]:
+    bare: list[float] = []
+    excl: list[float] = []
+    incl: list[float] = []
+    overlap: list[tuple[float, float, float]] = []
+    for text, vec in zip(queries[:10], qvecs[:10], strict=True):  # first reads after opening
+        store.search_turns(session, vec, policy.search_limit)
+        fixed.vector = vec
+        recaller.embedder = fixed
+        recaller.recall(session, text, 4000, policy)
     for text, vec in zip(queries, qvecs, strict=True):
         t0 = time.perf_counter()
-        store.search_turns(session, vec, policy.search_limit)
+        hits = store.search_turns(session, vec, policy.search_limit)
         bare.append((time.perf_counter() - t0) * 1000)
         recaller.embedder = fixed
         fixed.vector = vec
@@ -113,12 +122,20 @@ def measure(store: Any, recaller: Any, fixed: FixedQuery, session: str, queries:
         t0 = time.perf_counter()
         recaller.recall(session, text, 4000, policy)
         incl.append((time.perf_counter() - t0) * 1000)
-    return {"bare_search_ms": summarize(bare), "recall_excl_embedding_ms": summarize(excl),
-            "recall_incl_embedding_ms": summarize(incl)}
+        if check:
+            overlap.append(versus_exact(hits, exact_hits(store, session, vec,
+                                                         policy.search_limit)))
+    out: dict[str, Any] = {
+        "bare_search_ms": summarize(bare), "recall_excl_embedding_ms": summarize(excl),
+        "recall_incl_embedding_ms": summarize(incl),
+        "excl_over_bare_p95": round(summarize(excl)["p95"] / summarize(bare)["p95"], 2)}
+    if check:
+        out["search_vs_exact"] = summarize_versus(overlap, policy.search_limit)
+    return out
 
 
-def row(name: str, points: int, per_session: int, args: argparse.Namespace, embedder: Any,
-        log: Any) -> dict[str, Any]:
+def row(name: str, points: int, per_session: int, build: bool, args: argparse.Namespace,
+        embedder: Any, log: Any) -> dict[str, Any]:
     import fakeredis
 
     from hivemem.config import VectorIndexSettings
@@ -131,16 +148,22 @@ def row(name: str, points: int, per_session: int, args: argparse.Namespace, embe
     from hivemem.store.vectors.edge import EdgeVectorStore
 
     rng = np.random.default_rng(7)
-    sessions = [f"s{i}" for i in range(max(1, points // per_session))]
-    tmp = Path(tempfile.mkdtemp(prefix="hivemem-scale-"))
-    # Index builds by hand here (timed), not by growth.
-    store = EdgeVectorStore(tmp / "q", DIM, VectorIndexSettings(index_after_points=0))
-    out: dict[str, Any] = {"points": points, "sessions": len(sessions),
-                           "points_per_session": points // len(sessions)}
+    n_sessions = max(1, points // per_session)
+    tmp = Path(tempfile.mkdtemp(prefix="hivemem-scale-", dir=args.tmp))
+    # Builds by hand here (timed), not by growth; the child not niced (the build is timed).
+    settings = VectorIndexSettings(index_after_points=0, index_build_nice=0, **args.index)
+    out: dict[str, Any] = {"points": points, "sessions": n_sessions,
+                           "points_per_session": points // n_sessions,
+                           "index_settings": settings.model_dump(), "load_before": load_avg()}
+    store = None
+    recaller = None
     try:
-        log(f"{name}: {points} points in {len(sessions)} session(s)")
-        vectors, texts, fill_s = fill(store, sessions, points, rng, log)
-        out["fill_s"] = round(fill_s, 1)
+        log(f"{name}: {points} points in {n_sessions} session(s)")
+        t0 = time.perf_counter()
+        qbase, sessions, texts = bulk_fill(tmp / "q", points, n_sessions, rng, settings,
+                                           log=log)
+        out["fill_s"] = round(time.perf_counter() - t0, 1)
+        store = EdgeVectorStore(tmp / "q", DIM, settings)
         redis = fakeredis.FakeRedis()
         keys = Keys("bench")
         recaller = Recaller(SessionState(redis, keys, 50), EpisodeStore(redis, keys, 10_000),
@@ -148,63 +171,98 @@ def row(name: str, points: int, per_session: int, args: argparse.Namespace, embe
         fixed = FixedQuery(embedder)
         policy = PRESETS["balanced"]
         session = sessions[0]
-        mine = [i for i in range(points) if i % len(sessions) == 0]
-        picks = rng.choice(mine, size=args.queries)
-        qvecs = vectors[picks] + 0.3 * rng.standard_normal((args.queries, DIM)).astype(
+        picks = rng.choice(len(qbase), size=args.queries)
+        qvecs = qbase[picks] + 0.3 * rng.standard_normal((args.queries, DIM)).astype(
             np.float32)
         qvecs /= np.linalg.norm(qvecs, axis=1, keepdims=True)
         queries = [" ".join(texts[i].split()[:5]) for i in picks]
-        recaller.recall(session, "warm up", 4000, policy)
+        out["segments_before"] = store.index_info(TURNS)
+        out["rss_mb_after_fill"] = rss_mb()
         out["unindexed"] = measure(store, recaller, fixed, session, queries, qvecs, policy)
-        log(f"  unindexed: {_line(out['unindexed'])}")
-        if args.build and name.startswith("a"):
+        log(f"  unindexed: {_line(out['unindexed'])}  load {load_avg()}")
+        if build:
             during: list[float] = []
+            before = resource.getrusage(resource.RUSAGE_CHILDREN)
             t0 = time.perf_counter()
             store.build_index(TURNS, wait=False)
+            peak: dict[str, float] = {}
             while store.indexer.running:
-                fixed.vector = qvecs[len(during) % len(qvecs)]
+                for k, v in child_rss(store).items():
+                    peak[k] = max(peak.get(k, 0.0), v)
+                i = len(during) % len(qvecs)
+                fixed.vector = qvecs[i]
                 recaller.embedder = fixed
                 s = time.perf_counter()
-                recaller.recall(session, queries[len(during) % len(queries)], 4000, policy)
+                recaller.recall(session, queries[i], 4000, policy)
                 during.append((time.perf_counter() - s) * 1000)
                 time.sleep(0.05)
             store.indexer.wait()
-            out["index_build_s"] = round(time.perf_counter() - t0, 1)
+            after = resource.getrusage(resource.RUSAGE_CHILDREN)
+            out["index_build_wall_s"] = round(time.perf_counter() - t0, 1)
+            out["index_build_child_cpu_s"] = round(
+                after.ru_utime + after.ru_stime - before.ru_utime - before.ru_stime, 1)
             out["index_builds"] = store.indexer.builds
             out["recall_excl_embedding_during_build_ms"] = summarize(during) if during else None
-            out["child_peak_rss_mb"] = round(
-                resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss / 1024, 1)
-            info = store._shards[TURNS].info()
-            out["indexed_vectors"] = info.indexed_vectors_count
-            out["indexed"] = measure(store, recaller, fixed, session, queries, qvecs, policy)
-            log(f"  built in {out['index_build_s']} s ({info.indexed_vectors_count} indexed;"
-                f" recall during build p95"
-                f" {out['recall_excl_embedding_during_build_ms'] and out['recall_excl_embedding_during_build_ms']['p95']} ms)")
-            log(f"  indexed:   {_line(out['indexed'])}")
+            out["child_peak_rss_mb"] = round(after.ru_maxrss / 1024, 1)
+            out["child_peak_rss_sampled_mb"] = {k: round(v, 1) for k, v in peak.items()}
+            out["segments_after"] = store.index_info(TURNS)
+            out["load_after_build"] = load_avg()
+            # The first recalls on the swapped-in shard (its files are new to this process).
+            first = []
+            for i in range(20):
+                fixed.vector = qvecs[i]
+                recaller.embedder = fixed
+                s = time.perf_counter()
+                recaller.recall(session, queries[i], 4000, policy)
+                first.append(round((time.perf_counter() - s) * 1000, 2))
+            out["first_recalls_after_swap_excl_embedding_ms"] = first
+            out["indexed"] = measure(store, recaller, fixed, session, queries, qvecs, policy,
+                                     check=True)
+            log(f"  built in {out['index_build_wall_s']} s wall,"
+                f" {out['index_build_child_cpu_s']} CPU-s, {out['segments_after']}")
+            log(f"  indexed:   {_line(out['indexed'])}  load {load_avg()}")
         out["process_peak_rss_mb"] = round(
             resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024, 1)
+        out["rss_mb_end"] = rss_mb()
         out["folder_mb"] = round(sum(f.stat().st_blocks * 512 for f in tmp.rglob("*")
                                      if f.is_file()) / 2**20, 1)
-        recaller.close()
+        out["load_after"] = load_avg()
     finally:
-        store.close()
+        if recaller is not None:
+            recaller.close()
+        if store is not None:
+            store.close()
         shutil.rmtree(tmp, ignore_errors=True)
     return out
 
 
 def _line(m: dict[str, Any]) -> str:
     return "  ".join(f"{k.replace('_ms', '')} p50 {v['p50']:.2f} p95 {v['p95']:.2f}"
-                     for k, v in m.items())
+                     for k, v in m.items() if isinstance(v, dict) and "p50" in v)
 
 
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--rows", nargs="*", default=["c", "b", "a"], choices=["c", "b", "a"])
-    ap.add_argument("--points", type=int, default=100_000, help="rows a and b")
+    ap.add_argument("--a-points", type=int, default=100_000)
+    ap.add_argument("--b-points", type=int, default=1_000_000)
+    ap.add_argument("--b-per-session", type=int, default=100)
     ap.add_argument("--queries", type=int, default=100)
     ap.add_argument("--no-build", dest="build", action="store_false")
+    ap.add_argument("--build-c", action="store_true",
+                    help="build row c's graph too (the product does not below"
+                         " index_after_points)")
+    ap.add_argument("--tmp", default=None, help="where the stores are made (default: /tmp)")
+    ap.add_argument("--index", nargs="*", default=[], metavar="KEY=VALUE",
+                    help="VectorIndexSettings overrides, e.g. hnsw_m=0 (named in the row)")
     ap.add_argument("--out", default=str(RESULTS / "recall_scale.json"))
+    ap.add_argument("--merge", action="store_true",
+                    help="keep the other rows already in --out (replace only these)")
     args = ap.parse_args()
+    overrides = dict(kv.split("=", 1) for kv in args.index)
+    args.index = {k: (None if v == "none" and k == "hnsw_ef" else
+                      v if k == "quantization" else int(v)) for k, v in overrides.items()}
+    suffix = "".join(f", {k}={v}" for k, v in args.index.items())
     offline_model_env()
     from hivemem.config import EmbeddingSettings
     from hivemem.providers.embedders import build_embedder
@@ -213,18 +271,25 @@ def main() -> None:
         print(msg, flush=True)
 
     embedder = build_embedder(EmbeddingSettings(), for_queries=True)
-    result: dict[str, Any] = {"benchmark": "recall-scale", "dim": DIM, "queries": args.queries,
-                              "rows": {}}
-    shapes = {"c": ("c: 10k in one session", 10_000, 10_000),
-              "b": (f"b: {args.points} across {args.points // 100} sessions", args.points, 100),
-              "a": (f"a: {args.points} in one session", args.points, args.points)}
+    result: dict[str, Any] = {"benchmark": "recall-scale", "dim": DIM, "rows": {}}
+    if args.merge and Path(args.out).exists():
+        result = json.loads(Path(args.out).read_text(encoding="utf-8"))
+    shapes = {
+        "c": ("c: 10k in one session", 10_000, 10_000, args.build_c),
+        "b": (f"b: {args.b_points} across {args.b_points // args.b_per_session} sessions",
+              args.b_points, args.b_per_session, args.build),
+        "a": (f"a: {args.a_points} in one session", args.a_points, args.a_points,
+              args.build),
+    }
     for key in args.rows:
-        name, points, per = shapes[key]
-        result["rows"][name] = row(name, points, per, args, embedder, log)
-    result.update({"machine": machine_facts(),
-                   "generated_at": datetime.now(UTC).isoformat(timespec="seconds")})
-    Path(args.out).parent.mkdir(parents=True, exist_ok=True)
-    Path(args.out).write_text(json.dumps(result, indent=2), encoding="utf-8")
+        name, points, per, build = shapes[key]
+        name += suffix
+        result["rows"][name] = row(name, points, per, build, args, embedder, log)
+        result["rows"][name]["queries"] = args.queries
+        result.update({"machine": machine_facts(),
+                       "generated_at": datetime.now(UTC).isoformat(timespec="seconds")})
+        Path(args.out).parent.mkdir(parents=True, exist_ok=True)
+        Path(args.out).write_text(json.dumps(result, indent=2), encoding="utf-8")
     log(f"saved {args.out}")
 
 

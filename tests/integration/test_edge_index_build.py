@@ -68,3 +68,113 @@ def test_growth_starts_a_background_build_that_keeps_later_writes(tmp_path: Path
         assert reopened.count_turns("s") == written
     finally:
         reopened.close()
+
+
+def test_an_int8_index_rescores_with_the_original_vectors(tmp_path: Path) -> None:
+    """With int8 quantization (the default) the graph scores quantised vectors; the hits
+    recall gets carry exact cosines (rescored), which recall's scoring compares across
+    searches."""
+    settings = SMALL.model_copy(update={"index_after_points": 0})
+    assert settings.quantization == "int8"
+    store = EdgeVectorStore(tmp_path / "q", EMB.dim, settings)
+    try:
+        turns = _turns("s", 1, 400)
+        vectors = EMB.embed_documents([t.content for t in turns])
+        store.upsert_turns(turns, vectors)
+        store.build_index(TURNS)
+        assert store.index_info(TURNS)["indexed_vectors"] > 0
+        query = EMB.embed_query("note 7 about topic 7")
+        hits = store.search_turns("s", query, 5)
+        assert hits[0].turn_id == "t7"
+        for hit in hits:
+            exact = float(vectors[hit.seq - 1] @ query)
+            assert abs(hit.score - exact) < 1e-5, (hit.turn_id, hit.score, exact)
+        # Without rescoring the scores are the quantised ones (so the check above can fail).
+        store.index = settings.model_copy(update={"hnsw_ef": 64})
+        raw = store._query("search", TURNS, store._qe.Query.Nearest(query.tolist(),
+                           using="dense"), 5, {"session_id": "s"},
+                           store._qe.SearchParams(quantization=store._qe.QuantizationSearchParams(
+                               rescore=False)))
+        assert any(abs(h.score - float(vectors[int(h.payload["seq"]) - 1] @ query)) > 1e-5
+                   for h in raw)
+    finally:
+        store.close()
+
+
+def test_recall_goes_on_while_the_build_copies_the_collection_and_writes_wait(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """The copy at a build's start holds the write lock only: searches are answered during
+    it, a write waits for its end and is in the built collection."""
+    import threading
+
+    from hivemem.store.vectors import edge_index
+
+    copying, release = threading.Event(), threading.Event()
+    real_copy = edge_index._copy
+
+    def held_copy(source: Path, target: Path) -> None:
+        copying.set()
+        release.wait(30)
+        real_copy(source, target)
+
+    monkeypatch.setattr(edge_index, "_copy", held_copy)
+    store = EdgeVectorStore(tmp_path / "q", EMB.dim, SMALL.model_copy(
+        update={"index_after_points": 0}))
+    try:
+        _write(store, _turns("s", 1, 50))
+        store.build_index(TURNS, wait=False)
+        assert copying.wait(10)
+        found: list[str] = []
+        reader = threading.Thread(target=lambda: found.extend(
+            h.turn_id for h in store.search_turns("s", EMB.embed_query("note 7 about topic 7"),
+                                                  1)))
+        reader.start()
+        reader.join(10)
+        assert not reader.is_alive() and found == ["t7"]  # answered while the copy is held
+        writer = threading.Thread(target=_write, args=(store, _turns("s", 51, 1)))
+        writer.start()
+        writer.join(0.5)
+        assert writer.is_alive()  # the write waits for the copy
+        release.set()
+        writer.join(10)
+        assert not writer.is_alive()
+        store.indexer.wait()
+        assert store.indexer.builds == 1
+        assert store.count_turns("s") == 51
+    finally:
+        release.set()
+        store.close()
+
+
+def test_tenant_graphs_only_search_several_sessions_exactly(tmp_path: Path) -> None:
+    """hnsw_m 0 builds per-session graphs only; a search over several sessions (related
+    sessions) then finds the same top-k as an exact scan."""
+    import numpy as np
+    import qdrant_edge as qe
+
+    settings = VectorIndexSettings(index_after_points=0, indexing_threshold_kb=1,
+                                   full_scan_threshold_kb=1, hnsw_m=0, payload_m=16,
+                                   index_build_nice=0)
+    store = EdgeVectorStore(tmp_path / "q", 64, settings)
+    rng = np.random.default_rng(1)
+    try:
+        for session in ("a", "b", "c"):
+            vectors = rng.standard_normal((600, 64)).astype(np.float32)
+            vectors /= np.linalg.norm(vectors, axis=1, keepdims=True)
+            store.upsert_turns(_turns(session, 1, 600), vectors)
+        store.build_index(TURNS)
+        assert store.indexer.builds == 1
+        found = []
+        for _ in range(10):
+            query = rng.standard_normal(64).astype(np.float32)
+            query /= np.linalg.norm(query)
+            hits = store.search_turns(["a", "b"], query, 20)
+            exact = store._query("search", TURNS, qe.Query.Nearest(query.tolist(),
+                                 using="dense"), 20, {"session_id": ["a", "b"]},
+                                 qe.SearchParams(exact=True))
+            found.append(len({(h.session_id, h.turn_id) for h in hits}
+                             & {(h.payload["session_id"], h.payload["turn_id"])
+                                for h in exact}) / 20)
+        assert min(found) == 1.0
+    finally:
+        store.close()

@@ -54,3 +54,37 @@ def test_an_interrupted_build_is_cleaned_up_and_a_finished_one_kept(tmp_path: Pa
         assert store.count_turns("s") == 25
     finally:
         store.close()
+
+
+def test_only_the_tenant_key_takes_part_in_the_graph_build_also_in_an_older_shard(
+        tmp_path: Path) -> None:
+    """Per-value HNSW graphs (payload_m) for session_id only; a shard whose indexes were made
+    before (plain schemas: every field in the build) gets them remade at open, and its
+    filters answer as before."""
+    import qdrant_edge as qe
+
+    q = tmp_path / "q"
+    store = EdgeVectorStore(q, EMB.dim, VectorIndexSettings(index_after_points=0))
+    _write(store, _turns("s", 1, 20))
+    _write(store, _turns("other", 1, 5))
+    shard = store._shards[TURNS]
+    for field in ("role", "visibility"):  # as an older hivemem made them
+        shard.update(qe.UpdateOperation.delete_field_index(field))
+        shard.update(qe.UpdateOperation.create_field_index(field, qe.PayloadSchemaType.Keyword))
+    assert shard.info().payload_schema["role"].params is None
+    store.close()
+
+    store = EdgeVectorStore(q, EMB.dim, VectorIndexSettings(index_after_points=0))
+    try:
+        schema = store._shards[TURNS].info().payload_schema
+        assert schema["session_id"].params.is_tenant is True
+        assert schema["session_id"].params.enable_hnsw is None  # the engine's default: on
+        for field in ("role", "visibility", "namespace", "agent_id", "seq", "written_at"):
+            assert schema[field].params is not None, field
+            assert schema[field].params.enable_hnsw is False, field
+        assert store.count_turns("s") == 20
+        assert store.count("turns", {"session_id": "s", "role": "user"}) == 20
+        hits = store.search_turns("s", EMB.embed_query("note 7 about topic 7"), 3)
+        assert hits[0].turn_id == "t7"
+    finally:
+        store.close()

@@ -175,6 +175,9 @@ class ServerVectorStore(VectorStore):
                 optimizers_config=qm.OptimizersConfigDiff(
                     indexing_threshold=index.indexing_threshold_kb),
                 on_disk_payload=index.on_disk_payload,
+                quantization_config=qm.ScalarQuantization(scalar=qm.ScalarQuantizationConfig(
+                    type=qm.ScalarType.INT8, quantile=0.99, always_ram=True))
+                if index.quantization == "int8" else None,
             )
         except UnexpectedResponse as exc:
             if not is_conflict(exc):
