@@ -12,7 +12,7 @@ from abc import ABC, abstractmethod
 from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from datetime import datetime
-from typing import Any
+from typing import Any, Literal, cast
 
 import numpy as np
 import numpy.typing as npt
@@ -26,6 +26,8 @@ from hivemem.providers.lexical import SparseVector
 TURNS = "turns"
 FACTS = "facts"
 COLLECTIONS = (TURNS, FACTS)
+# Which vector a turn search compares the query with.
+TurnSearch = Literal["dense", "window", "lexical"]
 DENSE = "dense"
 # BM25 term weights; the collection's IDF modifier supplies the IDF (see providers/lexical.py).
 LEXICAL = "lexical"
@@ -80,9 +82,11 @@ def turn_from_payload(payload: dict[str, Any]) -> Turn:
 
 class TurnHit:
     """A turn the store returned. The `Turn` is built from the payload only when asked for:
-    recall reads a hundred hits a call and keeps about twenty."""
+    recall reads a hundred hits a call and keeps about twenty. A backend may hand over its
+    reply's vectors unconverted (`from_reply`): they become arrays on first use, because
+    recall sees one turn in up to three searches and uses the vectors of the first."""
 
-    __slots__ = ("_turn", "payload", "score", "vector", "window")
+    __slots__ = ("_raw", "_turn", "_vector", "_window", "payload", "score")
 
     def __init__(
         self, payload: dict[str, Any], score: float, vector: Vector | None,
@@ -90,9 +94,34 @@ class TurnHit:
     ) -> None:
         self.payload = payload
         self.score = score
-        self.vector = vector
-        self.window = window
+        self._vector = vector
+        self._window = window
+        self._raw: Any = None
         self._turn: Turn | None = None
+
+    @classmethod
+    def from_reply(cls, payload: dict[str, Any], score: float, vectors: Any) -> TurnHit:
+        """`vectors`: what the engine returned for the point (see `as_vector`)."""
+        hit = cls(payload, score, None)
+        hit._raw = vectors
+        return hit
+
+    def _convert(self) -> None:
+        raw, self._raw = self._raw, None
+        self._vector = as_vector(raw)
+        self._window = as_vector(raw, WINDOW)
+
+    @property
+    def vector(self) -> Vector | None:
+        if self._raw is not None:
+            self._convert()
+        return self._vector
+
+    @property
+    def window(self) -> Vector | None:
+        if self._raw is not None:
+            self._convert()
+        return self._window
 
     @property
     def turn(self) -> Turn:
@@ -235,8 +264,9 @@ class VectorStore(ABC):
         self, sessions: str | Sequence[str], vector: Vector, limit: int,
         scope: Scope | None = None,
     ) -> list[TurnHit]:
-        hits = self.search(TURNS, vector, limit, {**_sessions(sessions), **scoped(scope)})
-        return [TurnHit(h.payload, h.score, h.vector, h.window) for h in hits]
+        return self._search_turns(
+            "dense", vector, limit, {**_sessions(sessions), **scoped(scope)}
+        )
 
     def search_turns_window(
         self, sessions: str | Sequence[str], vector: Vector, limit: int,
@@ -246,10 +276,9 @@ class VectorStore(ABC):
         window vectors). A hit's `score` is its window similarity."""
         if not self.has_windows:
             return []
-        hits = self.search_window(
-            TURNS, vector, limit, {**_sessions(sessions), **scoped(scope)}
+        return self._search_turns(
+            "window", vector, limit, {**_sessions(sessions), **scoped(scope)}
         )
-        return [TurnHit(h.payload, h.score, h.vector, h.window) for h in hits]
 
     def search_turns_lexical(
         self, sessions: str | Sequence[str], sparse: SparseVector, limit: int,
@@ -257,9 +286,20 @@ class VectorStore(ABC):
     ) -> list[TurnHit]:
         if not sparse:
             return []
-        hits = self.search_sparse(
-            TURNS, sparse, limit, {**_sessions(sessions), **scoped(scope)}
+        return self._search_turns(
+            "lexical", sparse, limit, {**_sessions(sessions), **scoped(scope)}
         )
+
+    def _search_turns(
+        self, using: TurnSearch, query: Vector | SparseVector, limit: int, where: Where
+    ) -> list[TurnHit]:
+        """The turn searches' one path: the generic searches, wrapped. A backend overrides
+        it to build the hits from its reply directly."""
+        if using == "lexical":
+            hits = self.search_sparse(TURNS, cast(SparseVector, query), limit, where)
+        else:
+            search = self.search if using == "dense" else self.search_window
+            hits = search(TURNS, cast(Vector, query), limit, where)
         return [TurnHit(h.payload, h.score, h.vector, h.window) for h in hits]
 
     def turns_by_seq(
