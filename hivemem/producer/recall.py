@@ -44,7 +44,12 @@ class _Entry:
     hit: TurnHit | None = None
     queued: Turn | None = None
     fact: Fact | None = None
-    window: Vector | None = None  # a stored turn's context-window vector, if it has one
+
+    @property
+    def window(self) -> Vector | None:
+        """A stored turn's context-window vector, if it has one (read only for the turns
+        the window search did not find: converting it is most of a hit's cost)."""
+        return None if self.hit is None else _unit(self.hit.window)
 
     @property
     def is_turn(self) -> bool:
@@ -277,7 +282,7 @@ class Recaller:
                 entry = pool[key] = _Entry(
                     Signals(key=key, source="turn", session_id=hit.session_id,
                             seq=hit.seq, markers=hit.markers),
-                    _unit(hit.vector), hit=hit, window=_unit(hit.window),
+                    _unit(hit.vector), hit=hit,
                 )
             if kind == "dense":
                 entry.signals.dense = hit.score
@@ -364,7 +369,6 @@ class Recaller:
                         markers=hit.markers if hit else turn.markers,
                         dense=_dot(vector, query)),
                 vector, hit=hit, queued=None if hit else turn,
-                window=_unit(hit.window) if hit else None,
             )
 
     def _add_neighbours(
@@ -392,7 +396,7 @@ class Recaller:
                 pool[key] = _Entry(
                     Signals(key=key, source="turn", session_id=session, seq=hit.seq,
                             markers=hit.markers, dense=_dot(vector, query)),
-                    vector, hit=hit, window=_unit(hit.window),
+                    vector, hit=hit,
                 )
 
 
@@ -466,8 +470,8 @@ def _similarities(pool: dict[str, _Entry], query: Vector) -> None:
         sig = entry.signals
         if sig.dense_rank is None and entry.is_turn:
             sig.dense = _dot(entry.vector, query)
-        if sig.window is None and entry.window is not None:
-            sig.window = _dot(entry.window, query)
+        if sig.window is None and (window := entry.window) is not None:
+            sig.window = _dot(window, query)
 
 
 def _unit(vector: Vector | None) -> Vector | None:

@@ -80,13 +80,21 @@ def turn_from_payload(payload: dict[str, Any]) -> Turn:
     )
 
 
+# Not converted yet (None is a value: a point without that vector).
+_PENDING: Any = object()
+
+
 class TurnHit:
     """A turn the store returned. The `Turn` is built from the payload only when asked for:
-    recall reads a hundred hits a call and keeps about twenty. A backend may hand over its
-    reply's vectors unconverted (`from_reply`): they become arrays on first use, because
-    recall sees one turn in up to three searches and uses the vectors of the first."""
+    recall reads a hundred hits a call and keeps about twenty.
 
-    __slots__ = ("_raw", "_turn", "_vector", "_window", "payload", "score")
+    A backend may hand over its reply point unread (`from_reply`): its vectors are read and
+    converted to arrays each on first use (reading a point's two 384-d vectors out of the
+    engine and converting them costs ~13 us). Recall sees one turn in up to three searches
+    and uses the vectors of the first; the window vector only of turns the window search
+    did not find."""
+
+    __slots__ = ("_reply", "_turn", "_vector", "_vectors", "_window", "payload", "score")
 
     def __init__(
         self, payload: dict[str, Any], score: float, vector: Vector | None,
@@ -96,31 +104,32 @@ class TurnHit:
         self.score = score
         self._vector = vector
         self._window = window
-        self._raw: Any = None
+        self._reply: Any = None
+        self._vectors: Any = None
         self._turn: Turn | None = None
 
     @classmethod
-    def from_reply(cls, payload: dict[str, Any], score: float, vectors: Any) -> TurnHit:
-        """`vectors`: what the engine returned for the point (see `as_vector`)."""
-        hit = cls(payload, score, None)
-        hit._raw = vectors
+    def from_reply(cls, payload: dict[str, Any], score: float, reply: Any) -> TurnHit:
+        """`reply`: the engine's point; its `vector` is read as `as_vector` reads it."""
+        hit = cls(payload, score, _PENDING, _PENDING)
+        hit._reply = reply
         return hit
 
-    def _convert(self) -> None:
-        raw, self._raw = self._raw, None
-        self._vector = as_vector(raw)
-        self._window = as_vector(raw, WINDOW)
+    def _engine_vectors(self) -> Any:
+        if self._reply is not None:
+            self._vectors, self._reply = self._reply.vector, None
+        return self._vectors
 
     @property
     def vector(self) -> Vector | None:
-        if self._raw is not None:
-            self._convert()
+        if self._vector is _PENDING:
+            self._vector = as_vector(self._engine_vectors())
         return self._vector
 
     @property
     def window(self) -> Vector | None:
-        if self._raw is not None:
-            self._convert()
+        if self._window is _PENDING:
+            self._window = as_vector(self._engine_vectors(), WINDOW)
         return self._window
 
     @property

@@ -409,7 +409,7 @@ class EdgeVectorStore(VectorStore):
                 nearest = qe.Query.Nearest(vector, using=WINDOW)
                 action = "search_window"
         points = self._points(action, TURNS, nearest, limit, where, params)
-        return [TurnHit.from_reply(p.payload, float(p.score), p.vector) for p in points]
+        return [TurnHit.from_reply(p.payload, float(p.score), p) for p in points]
 
     def retrieve(self, collection: str, ids: Sequence[str]) -> list[Hit]:
         if not ids:
