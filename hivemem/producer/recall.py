@@ -28,7 +28,13 @@ from hivemem.providers.embedders import Embedder
 from hivemem.providers.lexical import LexicalEncoder
 from hivemem.store.episodes import EpisodeStore
 from hivemem.store.state import SessionState
-from hivemem.store.vectors.base import FactHit, TurnHit, Vector, VectorStore
+from hivemem.store.vectors.base import (
+    FactHit,
+    TurnHit,
+    Vector,
+    VectorStore,
+    turn_item_fields,
+)
 
 # Sessions whose speakers the recaller keeps (a few ids each).
 _SPEAKER_SESSIONS = 4096
@@ -491,6 +497,14 @@ def _entry(candidate: Candidate) -> tuple[_Entry, ScoreComponents]:
 
 def _item(candidate: Candidate) -> ContextItem:
     entry, components = _entry(candidate)
+    hit = entry.hit
+    if hit is not None and entry.queued is None:
+        # Straight from the payload: the item's validation makes the role an enum and
+        # the markers a tuple, as building the `Turn` first would (twice the cost).
+        return ContextItem(
+            score=components.final, components=components, source_type="turn",
+            **turn_item_fields(hit.payload),
+        )
     if entry.turn is not None:
         turn = entry.turn
         return ContextItem(

@@ -84,6 +84,25 @@ def turn_from_payload(payload: dict[str, Any]) -> Turn:
 _PENDING: Any = object()
 
 
+def turn_item_fields(payload: dict[str, Any]) -> dict[str, Any]:
+    """The `ContextItem` fields of a stored turn, read from its payload as
+    `turn_from_payload` reads them (recall's chosen turns; no `Turn` built on the way)."""
+    return {
+        "content": payload["content"],
+        "role": payload["role"],
+        "token_count": int(payload.get("token_count", 0)),
+        "source_id": payload["turn_id"],
+        "session_id": payload["session_id"],
+        "agent_id": payload.get("agent_id"),
+        "seq": int(payload["seq"]),
+        "timestamp": datetime.fromisoformat(payload["timestamp"]),
+        "markers": tuple(payload.get("markers") or ()),
+        "metadata": payload.get("metadata") or {},
+        "namespace": payload.get("namespace") or "default",
+        "visibility": payload.get("visibility") or "shared",
+    }
+
+
 class TurnHit:
     """A turn the store returned. The `Turn` is built from the payload only when asked for:
     recall reads a hundred hits a call and keeps about twenty.
