@@ -24,6 +24,7 @@ from hivemem.domain.recall.scoring import Signals, asks_for_latest, relevance, s
 from hivemem.domain.scope import Scope
 from hivemem.domain.tokens import estimate_tokens
 from hivemem.producer.currency import Currency, CurrencyView
+from hivemem.producer.known_facts import SessionFacts
 from hivemem.providers.embedders import Embedder
 from hivemem.providers.lexical import LexicalEncoder
 from hivemem.store.episodes import EpisodeStore
@@ -150,12 +151,12 @@ class Recaller:
                 self.vectors.search_turns_lexical(scope, sparse, limit, access) if sparse
                 else []
             )
-            statuses = _statuses(policy)
+            known, search_facts = self._known_facts(sessions, policy)
             lexical_facts = (
                 self.vectors.search_facts_lexical(
-                    scope, sparse, policy.fact_limit, statuses, access
+                    scope, sparse, policy.fact_limit, _statuses(policy), access
                 )
-                if sparse and policy.fact_limit else []
+                if sparse and search_facts else []
             )
         finally:
             query_vector = embedding.result()
@@ -172,7 +173,7 @@ class Recaller:
         past = asks_about_past(query)
         superseded = self._add_facts(
             pool, scope, query_vector, lexical_facts, policy, access, past=past
-        )
+        ) if search_facts else []
         self._add_recent(pool, recent, query_vector, access)
         if policy.neighbours:
             self._add_neighbours(pool, query_vector, policy, access)
@@ -184,6 +185,7 @@ class Recaller:
             session_id, sessions, access,
             # The session's turns that no reflection has seen yet change currency too.
             [t for t in recent if t.session_id == session_id and t.seq >= current_from],
+            known,
         ) if policy.fact_limit else Currency({}, {})
         replaced, personal = currency.replaced, currency.personal
         asked_about = people_asked_about(query, set(personal.values()))
@@ -267,6 +269,14 @@ class Recaller:
             while len(self._speakers) > _SPEAKER_SESSIONS:
                 self._speakers.popitem(last=False)
         return people_asked_about(query, said) if policy.weights.speaker else set()
+
+    def _known_facts(
+        self, sessions: Sequence[str], policy: RecallPolicy
+    ) -> tuple[list[tuple[str, SessionFacts]], bool]:
+        """The sessions' facts (read for currency anyway), and whether to search facts:
+        where no session has any (before the first reflection), the searches find none."""
+        known = self.currency.facts(sessions) if policy.fact_limit else []
+        return known, any(snap.facts for _s, snap in known)
 
     # -- candidate sources -------------------------------------------------------------------
 
