@@ -9,7 +9,7 @@ from __future__ import annotations
 import threading
 from collections import OrderedDict
 from collections.abc import Sequence
-from concurrent.futures import ThreadPoolExecutor
+from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass
 
 import numpy as np
@@ -158,6 +158,7 @@ class Recaller:
                 )
                 if sparse and search_facts else []
             )
+            _read_vectors_while(lexical_turns, embedding)
         finally:
             query_vector = embedding.result()
         current_from = open_ep.seq_start if open_ep and open_ep.turn_ids else assigned + 1
@@ -236,13 +237,10 @@ class Recaller:
         )
         excluded += [Excluded(c, "duplicate", f"restated by {restated[c.key]}")
                      for c in candidates if c.key in restated]
-        explained: list[ExcludedItem] = []
-        if explain:
-            explained = [_excluded(x) for x in excluded]
-            explained += [_superseded(hit, policy) for hit in superseded]
         return RecallResult(
             [_item(c) for c in chosen], token_budget=budget, preset=policy.name,
-            excluded=explained,
+            excluded=[*map(_excluded, excluded), *(_superseded(h, policy) for h in superseded)]
+            if explain else [],
         )
 
     def _dense_query(
@@ -414,6 +412,15 @@ class Recaller:
                             markers=hit.markers, dense=_dot(vector, query)),
                     vector, hit=hit,
                 )
+
+
+def _read_vectors_while(hits: list[TurnHit], embedding: Future[Vector]) -> None:
+    """Until the query is embedded (ONNX releases the GIL), read the vectors of the BM25
+    hits: most become candidates, and this thread would only wait."""
+    for hit in hits:
+        if embedding.done():
+            return
+        _ = hit.vector, hit.window
 
 
 def _select_current(
