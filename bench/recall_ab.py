@@ -33,7 +33,7 @@ HERE = Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE))
 
 
-def child(store: Path, queries: Path) -> None:
+def child(store: Path, queries: Path, embed: bool) -> None:
     """Serve blocks of recalls: read "start count" lines, answer one JSON line each."""
     import fakeredis
     from recall_profile import FixedQuery
@@ -54,8 +54,14 @@ def child(store: Path, queries: Path) -> None:
     redis = fakeredis.FakeRedis()
     keys = Keys("bench")
     fixed = FixedQuery()
+    embedder: Any = fixed
+    if embed:  # the product's query embedder: the query text is embedded in each recall
+        from hivemem.config import EmbeddingSettings
+        from hivemem.providers.embedders import build_embedder
+
+        embedder = build_embedder(EmbeddingSettings(), for_queries=True)
     recaller = Recaller(SessionState(redis, keys, 50), EpisodeStore(redis, keys, 10_000),
-                        vstore, fixed)
+                        vstore, embedder)
     policy = PRESETS["balanced"]
     for i in range(10):  # warm-up
         fixed.vector = vectors[i]
@@ -87,17 +93,20 @@ def main() -> None:
     ap.add_argument("--rounds", type=int, default=10)
     ap.add_argument("--per-round", type=int, default=50)
     ap.add_argument("--out", default=str(HERE / "results" / "recall_ab.json"))
+    ap.add_argument("--embed", action="store_true",
+                    help="embed each query with the product's query embedder (incl. embedding)")
     ap.add_argument("--child", nargs=2, metavar=("STORE", "QUERIES"), help=argparse.SUPPRESS)
     args = ap.parse_args()
     if args.child:
-        child(Path(args.child[0]), Path(args.child[1]))
+        child(Path(args.child[0]), Path(args.child[1]), args.embed)
         return
 
-    from common import machine_facts, summarize
+    from common import machine_facts, offline_model_env, summarize
     from scale_fill import DIM, bulk_fill, load_avg
 
     from hivemem.config import VectorIndexSettings
 
+    offline_model_env()
     tmp = Path(tempfile.mkdtemp(prefix="hivemem-ab-"))
     procs: dict[str, subprocess.Popen[str]] = {}
     try:
@@ -117,7 +126,8 @@ def main() -> None:
             env = {**os.environ, "PYTHONPATH": str(root)}
             procs[arm] = subprocess.Popen(
                 [sys.executable, str(HERE / "recall_ab.py"), "--baseline", str(root),
-                 "--child", str(tmp / arm), str(tmp / "queries.npz")],
+                 "--child", str(tmp / arm), str(tmp / "queries.npz"),
+                 *(["--embed"] if args.embed else [])],
                 cwd=root, env=env, stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True,
             )
             assert procs[arm].stdout is not None
@@ -125,6 +135,7 @@ def main() -> None:
             if not Path(ready).resolve().is_relative_to(root):
                 raise SystemExit(f"{arm}: imported {ready}, not from {root}")
         out: dict[str, Any] = {"benchmark": "recall-ab", "points": args.points,
+                               "query_embedding": "included" if args.embed else "excluded",
                                "load_before": load_avg()}
         got: dict[str, dict[str, list[Any]]] = {a: {"cpu": [], "wall": [], "items": []}
                                                 for a in procs}
