@@ -91,7 +91,27 @@ def profile(points: int, build: bool, n: int, tmp: Path) -> dict[str, Any]:
     recaller = Recaller(state, episodes, store, fixed)
     timed(state, "recent_turns", "redis.recent_turns")
     timed(episodes, "progress", "redis.episode_progress")
-    timed(recaller, "currency", "recall.currency (facts since last call)")
+    view, label = recaller.currency, "recall.currency (facts since last call)"
+
+    class TimedCurrency:
+        """The currency view with both of its calls timed (one label, as before recall
+        read the facts first to skip fact searches in sessions without any)."""
+
+        def __call__(self, *a: Any, **k: Any) -> Any:
+            t0 = time.process_time()
+            try:
+                return view(*a, **k)
+            finally:
+                spent[label] += time.process_time() - t0
+
+        def facts(self, *a: Any, **k: Any) -> Any:
+            t0 = time.process_time()
+            try:
+                return view.facts(*a, **k)
+            finally:
+                spent[label] += time.process_time() - t0
+
+    recaller.currency = TimedCurrency()  # type: ignore[assignment]
     policy = PRESETS["balanced"]
     rng = np.random.default_rng(11)
     picks = rng.choice(len(qbase), size=n)

@@ -19,7 +19,7 @@ from hivemem.domain.fact import Fact
 from hivemem.domain.models import Turn
 from hivemem.domain.recall.currency import personal_statements, stale_statements
 from hivemem.domain.scope import Scope
-from hivemem.producer.known_facts import KnownFacts
+from hivemem.producer.known_facts import KnownFacts, SessionFacts
 from hivemem.producer.provisional import UnreflectedView
 from hivemem.store.vectors.base import VectorStore
 
@@ -42,16 +42,23 @@ class CurrencyView:
         self._seen: OrderedDict[tuple[object, ...], Currency] = OrderedDict()
         self._lock = threading.Lock()
 
+    def facts(self, sessions: Sequence[str]) -> list[tuple[str, SessionFacts]]:
+        """Each session's facts now (every status and scope)."""
+        return [(s, self.known.get(s)) for s in sessions]
+
     def __call__(
         self,
         session_id: str,
         sessions: Sequence[str],
         access: Scope | None,
         unreflected: Sequence[Turn],
+        snapshots: Sequence[tuple[str, SessionFacts]] | None = None,
     ) -> Currency:
         """For a recall in `session_id` over `sessions` (it first), by `access`;
-        `unreflected`: that session's turns no reflection has seen yet."""
-        snapshots = [(s, self.known.get(s)) for s in sessions]
+        `unreflected`: that session's turns no reflection has seen yet; `snapshots`: what
+        `facts(sessions)` returned earlier in the same recall (read now if not given)."""
+        if snapshots is None:
+            snapshots = self.facts(sessions)
         key = (
             tuple((s, snap.revision) for s, snap in snapshots),
             access,

@@ -9,7 +9,7 @@ from __future__ import annotations
 import threading
 from collections import OrderedDict
 from collections.abc import Sequence
-from concurrent.futures import ThreadPoolExecutor
+from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass
 
 import numpy as np
@@ -24,11 +24,18 @@ from hivemem.domain.recall.scoring import Signals, asks_for_latest, relevance, s
 from hivemem.domain.scope import Scope
 from hivemem.domain.tokens import estimate_tokens
 from hivemem.producer.currency import Currency, CurrencyView
+from hivemem.producer.known_facts import SessionFacts
 from hivemem.providers.embedders import Embedder
 from hivemem.providers.lexical import LexicalEncoder
 from hivemem.store.episodes import EpisodeStore
 from hivemem.store.state import SessionState
-from hivemem.store.vectors.base import FactHit, TurnHit, Vector, VectorStore
+from hivemem.store.vectors.base import (
+    FactHit,
+    TurnHit,
+    Vector,
+    VectorStore,
+    turn_item_fields,
+)
 
 # Sessions whose speakers the recaller keeps (a few ids each).
 _SPEAKER_SESSIONS = 4096
@@ -44,7 +51,12 @@ class _Entry:
     hit: TurnHit | None = None
     queued: Turn | None = None
     fact: Fact | None = None
-    window: Vector | None = None  # a stored turn's context-window vector, if it has one
+
+    @property
+    def window(self) -> Vector | None:
+        """A stored turn's context-window vector, if it has one (read only for the turns
+        the window search did not find: converting it is most of a hit's cost)."""
+        return None if self.hit is None else _unit(self.hit.window)
 
     @property
     def is_turn(self) -> bool:
@@ -139,13 +151,14 @@ class Recaller:
                 self.vectors.search_turns_lexical(scope, sparse, limit, access) if sparse
                 else []
             )
-            statuses = _statuses(policy)
+            known, search_facts = self._known_facts(sessions, policy)
             lexical_facts = (
                 self.vectors.search_facts_lexical(
-                    scope, sparse, policy.fact_limit, statuses, access
+                    scope, sparse, policy.fact_limit, _statuses(policy), access
                 )
-                if sparse and policy.fact_limit else []
+                if sparse and search_facts else []
             )
+            _read_vectors_while(lexical_turns, embedding)
         finally:
             query_vector = embedding.result()
         current_from = open_ep.seq_start if open_ep and open_ep.turn_ids else assigned + 1
@@ -161,7 +174,7 @@ class Recaller:
         past = asks_about_past(query)
         superseded = self._add_facts(
             pool, scope, query_vector, lexical_facts, policy, access, past=past
-        )
+        ) if search_facts else []
         self._add_recent(pool, recent, query_vector, access)
         if policy.neighbours:
             self._add_neighbours(pool, query_vector, policy, access)
@@ -173,6 +186,7 @@ class Recaller:
             session_id, sessions, access,
             # The session's turns that no reflection has seen yet change currency too.
             [t for t in recent if t.session_id == session_id and t.seq >= current_from],
+            known,
         ) if policy.fact_limit else Currency({}, {})
         replaced, personal = currency.replaced, currency.personal
         asked_about = people_asked_about(query, set(personal.values()))
@@ -223,13 +237,10 @@ class Recaller:
         )
         excluded += [Excluded(c, "duplicate", f"restated by {restated[c.key]}")
                      for c in candidates if c.key in restated]
-        explained: list[ExcludedItem] = []
-        if explain:
-            explained = [_excluded(x) for x in excluded]
-            explained += [_superseded(hit, policy) for hit in superseded]
         return RecallResult(
             [_item(c) for c in chosen], token_budget=budget, preset=policy.name,
-            excluded=explained,
+            excluded=[*map(_excluded, excluded), *(_superseded(h, policy) for h in superseded)]
+            if explain else [],
         )
 
     def _dense_query(
@@ -257,6 +268,14 @@ class Recaller:
                 self._speakers.popitem(last=False)
         return people_asked_about(query, said) if policy.weights.speaker else set()
 
+    def _known_facts(
+        self, sessions: Sequence[str], policy: RecallPolicy
+    ) -> tuple[list[tuple[str, SessionFacts]], bool]:
+        """The sessions' facts (read for currency anyway), and whether to search facts:
+        where no session has any (before the first reflection), the searches find none."""
+        known = self.currency.facts(sessions) if policy.fact_limit else []
+        return known, any(snap.facts for _s, snap in known)
+
     # -- candidate sources -------------------------------------------------------------------
 
     def _window_hits(
@@ -277,7 +296,7 @@ class Recaller:
                 entry = pool[key] = _Entry(
                     Signals(key=key, source="turn", session_id=hit.session_id,
                             seq=hit.seq, markers=hit.markers),
-                    _unit(hit.vector), hit=hit, window=_unit(hit.window),
+                    _unit(hit.vector), hit=hit,
                 )
             if kind == "dense":
                 entry.signals.dense = hit.score
@@ -364,7 +383,6 @@ class Recaller:
                         markers=hit.markers if hit else turn.markers,
                         dense=_dot(vector, query)),
                 vector, hit=hit, queued=None if hit else turn,
-                window=_unit(hit.window) if hit else None,
             )
 
     def _add_neighbours(
@@ -392,8 +410,17 @@ class Recaller:
                 pool[key] = _Entry(
                     Signals(key=key, source="turn", session_id=session, seq=hit.seq,
                             markers=hit.markers, dense=_dot(vector, query)),
-                    vector, hit=hit, window=_unit(hit.window),
+                    vector, hit=hit,
                 )
+
+
+def _read_vectors_while(hits: list[TurnHit], embedding: Future[Vector]) -> None:
+    """Until the query is embedded (ONNX releases the GIL), read the vectors of the BM25
+    hits: most become candidates, and this thread would only wait."""
+    for hit in hits:
+        if embedding.done():
+            return
+        _ = hit.vector, hit.window
 
 
 def _select_current(
@@ -466,8 +493,8 @@ def _similarities(pool: dict[str, _Entry], query: Vector) -> None:
         sig = entry.signals
         if sig.dense_rank is None and entry.is_turn:
             sig.dense = _dot(entry.vector, query)
-        if sig.window is None and entry.window is not None:
-            sig.window = _dot(entry.window, query)
+        if sig.window is None and (window := entry.window) is not None:
+            sig.window = _dot(window, query)
 
 
 def _unit(vector: Vector | None) -> Vector | None:
@@ -487,6 +514,14 @@ def _entry(candidate: Candidate) -> tuple[_Entry, ScoreComponents]:
 
 def _item(candidate: Candidate) -> ContextItem:
     entry, components = _entry(candidate)
+    hit = entry.hit
+    if hit is not None and entry.queued is None:
+        # Straight from the payload: the item's validation makes the role an enum and
+        # the markers a tuple, as building the `Turn` first would (twice the cost).
+        return ContextItem(
+            score=components.final, components=components, source_type="turn",
+            **turn_item_fields(hit.payload),
+        )
     if entry.turn is not None:
         turn = entry.turn
         return ContextItem(

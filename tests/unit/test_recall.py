@@ -177,3 +177,35 @@ def test_a_fact_that_restates_its_source_turn_stands_for_it(pipeline) -> None:
     both = PRESETS["balanced"].model_copy(update={"restates_threshold": 1.0})
     ids = [i.source_id for i in client.recall("s1", query, token_budget=2000, preset=both)]
     assert fact.fact_id in ids and "D1:3" in ids
+
+
+def test_recall_searches_facts_only_once_a_session_has_some(pipeline) -> None:
+    """Before the first fact the two fact searches are skipped (they would find nothing);
+    the first fact written is searched and recalled on the next call."""
+    from datetime import UTC, datetime
+
+    from hivemem.domain.fact import Fact
+
+    client, drain = pipeline
+    client.ingest("s1", "user", "we deploy the billing service on Fridays")
+    drain()
+    vectors = client._get_recaller().vectors
+    searched: list[str] = []
+    for name in ("search_facts", "search_facts_lexical"):
+        inner = getattr(vectors, name)
+
+        def spy(*args: object, _inner=inner, _name=name, **kwargs: object) -> object:
+            searched.append(_name)
+            return _inner(*args, **kwargs)
+
+        setattr(vectors, name, spy)
+    query = "when do we deploy billing"
+    assert [i.source_type for i in client.recall("s1", query)] == ["turn"]
+    assert searched == []
+    now = datetime.now(UTC)
+    fact = Fact(fact_id=f"{9:032x}", session_id="s1", created_at=now, valid_from=now,
+                content="billing deploys happen on Fridays")
+    vectors.upsert_facts([fact], HashingEmbedder(1024).embed_documents([fact.content]))
+    ids = [i.source_id for i in client.recall("s1", query)]
+    assert sorted(searched) == ["search_facts", "search_facts_lexical"]
+    assert fact.fact_id in ids

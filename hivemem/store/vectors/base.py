@@ -12,7 +12,7 @@ from abc import ABC, abstractmethod
 from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from datetime import datetime
-from typing import Any
+from typing import Any, Literal, cast
 
 import numpy as np
 import numpy.typing as npt
@@ -26,6 +26,8 @@ from hivemem.providers.lexical import SparseVector
 TURNS = "turns"
 FACTS = "facts"
 COLLECTIONS = (TURNS, FACTS)
+# Which vector a turn search compares the query with.
+TurnSearch = Literal["dense", "window", "lexical"]
 DENSE = "dense"
 # BM25 term weights; the collection's IDF modifier supplies the IDF (see providers/lexical.py).
 LEXICAL = "lexical"
@@ -78,11 +80,40 @@ def turn_from_payload(payload: dict[str, Any]) -> Turn:
     )
 
 
+# Not converted yet (None is a value: a point without that vector).
+_PENDING: Any = object()
+
+
+def turn_item_fields(payload: dict[str, Any]) -> dict[str, Any]:
+    """The `ContextItem` fields of a stored turn, read from its payload as
+    `turn_from_payload` reads them (recall's chosen turns; no `Turn` built on the way)."""
+    return {
+        "content": payload["content"],
+        "role": payload["role"],
+        "token_count": int(payload.get("token_count", 0)),
+        "source_id": payload["turn_id"],
+        "session_id": payload["session_id"],
+        "agent_id": payload.get("agent_id"),
+        "seq": int(payload["seq"]),
+        "timestamp": datetime.fromisoformat(payload["timestamp"]),
+        "markers": tuple(payload.get("markers") or ()),
+        "metadata": payload.get("metadata") or {},
+        "namespace": payload.get("namespace") or "default",
+        "visibility": payload.get("visibility") or "shared",
+    }
+
+
 class TurnHit:
     """A turn the store returned. The `Turn` is built from the payload only when asked for:
-    recall reads a hundred hits a call and keeps about twenty."""
+    recall reads a hundred hits a call and keeps about twenty.
 
-    __slots__ = ("_turn", "payload", "score", "vector", "window")
+    A backend may hand over its reply point unread (`from_reply`): its vectors are read and
+    converted to arrays each on first use (reading a point's two 384-d vectors out of the
+    engine and converting them costs ~13 us). Recall sees one turn in up to three searches
+    and uses the vectors of the first; the window vector only of turns the window search
+    did not find."""
+
+    __slots__ = ("_reply", "_turn", "_vector", "_vectors", "_window", "payload", "score")
 
     def __init__(
         self, payload: dict[str, Any], score: float, vector: Vector | None,
@@ -90,9 +121,35 @@ class TurnHit:
     ) -> None:
         self.payload = payload
         self.score = score
-        self.vector = vector
-        self.window = window
+        self._vector = vector
+        self._window = window
+        self._reply: Any = None
+        self._vectors: Any = None
         self._turn: Turn | None = None
+
+    @classmethod
+    def from_reply(cls, payload: dict[str, Any], score: float, reply: Any) -> TurnHit:
+        """`reply`: the engine's point; its `vector` is read as `as_vector` reads it."""
+        hit = cls(payload, score, _PENDING, _PENDING)
+        hit._reply = reply
+        return hit
+
+    def _engine_vectors(self) -> Any:
+        if self._reply is not None:
+            self._vectors, self._reply = self._reply.vector, None
+        return self._vectors
+
+    @property
+    def vector(self) -> Vector | None:
+        if self._vector is _PENDING:
+            self._vector = as_vector(self._engine_vectors())
+        return self._vector
+
+    @property
+    def window(self) -> Vector | None:
+        if self._window is _PENDING:
+            self._window = as_vector(self._engine_vectors(), WINDOW)
+        return self._window
 
     @property
     def turn(self) -> Turn:
@@ -235,8 +292,9 @@ class VectorStore(ABC):
         self, sessions: str | Sequence[str], vector: Vector, limit: int,
         scope: Scope | None = None,
     ) -> list[TurnHit]:
-        hits = self.search(TURNS, vector, limit, {**_sessions(sessions), **scoped(scope)})
-        return [TurnHit(h.payload, h.score, h.vector, h.window) for h in hits]
+        return self._search_turns(
+            "dense", vector, limit, {**_sessions(sessions), **scoped(scope)}
+        )
 
     def search_turns_window(
         self, sessions: str | Sequence[str], vector: Vector, limit: int,
@@ -246,10 +304,9 @@ class VectorStore(ABC):
         window vectors). A hit's `score` is its window similarity."""
         if not self.has_windows:
             return []
-        hits = self.search_window(
-            TURNS, vector, limit, {**_sessions(sessions), **scoped(scope)}
+        return self._search_turns(
+            "window", vector, limit, {**_sessions(sessions), **scoped(scope)}
         )
-        return [TurnHit(h.payload, h.score, h.vector, h.window) for h in hits]
 
     def search_turns_lexical(
         self, sessions: str | Sequence[str], sparse: SparseVector, limit: int,
@@ -257,9 +314,20 @@ class VectorStore(ABC):
     ) -> list[TurnHit]:
         if not sparse:
             return []
-        hits = self.search_sparse(
-            TURNS, sparse, limit, {**_sessions(sessions), **scoped(scope)}
+        return self._search_turns(
+            "lexical", sparse, limit, {**_sessions(sessions), **scoped(scope)}
         )
+
+    def _search_turns(
+        self, using: TurnSearch, query: Vector | SparseVector, limit: int, where: Where
+    ) -> list[TurnHit]:
+        """The turn searches' one path: the generic searches, wrapped. A backend overrides
+        it to build the hits from its reply directly."""
+        if using == "lexical":
+            hits = self.search_sparse(TURNS, cast(SparseVector, query), limit, where)
+        else:
+            search = self.search if using == "dense" else self.search_window
+            hits = search(TURNS, cast(Vector, query), limit, where)
         return [TurnHit(h.payload, h.score, h.vector, h.window) for h in hits]
 
     def turns_by_seq(

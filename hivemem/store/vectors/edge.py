@@ -13,7 +13,7 @@ import threading
 import time
 from collections.abc import Callable, Iterator, Sequence
 from pathlib import Path
-from typing import Any
+from typing import Any, cast
 
 import qdrant_edge as qe
 import structlog
@@ -32,10 +32,13 @@ from hivemem.store.vectors.base import (
     KEYWORD_FIELDS,
     LEXICAL,
     SCOPE,
+    TURNS,
     WINDOW,
     WRITTEN_AT,
     Hit,
     Point,
+    TurnHit,
+    TurnSearch,
     Vector,
     VectorStore,
     Where,
@@ -371,13 +374,42 @@ class EdgeVectorStore(VectorStore):
         self, action: str, collection: str, query: Any, limit: int, where: Where | None,
         params: Any = None,
     ) -> list[Hit]:
+        points = self._points(action, collection, query, limit, where, params)
+        return [Hit(str(p.id), float(p.score), p.payload, as_vector(p.vector),
+                    as_vector(p.vector, WINDOW)) for p in points]
+
+    def _points(
+        self, action: str, collection: str, query: Any, limit: int, where: Where | None,
+        params: Any = None,
+    ) -> Any:
         request = self._qe.QueryRequest(
             limit=limit, query=query, filter=self._filter(where), with_payload=True,
             with_vector=_HIT_VECTORS, params=params,
         )
-        points = self._on(action, collection, "query", request)
-        return [Hit(str(p.id), float(p.score), p.payload, as_vector(p.vector),
-                    as_vector(p.vector, WINDOW)) for p in points]
+        return self._on(action, collection, "query", request)
+
+    def _search_turns(
+        self, using: TurnSearch, query: Vector | SparseVector, limit: int, where: Where
+    ) -> list[TurnHit]:
+        """The turn searches build their hits from the reply (no `Hit` step, no point id
+        formatted); the vectors stay unconverted until recall uses them (`TurnHit`)."""
+        qe = self._qe
+        params = None
+        if using == "lexical":
+            sparse = cast(SparseVector, query)
+            nearest = qe.Query.Nearest(
+                qe.SparseVector(sparse.indices, sparse.values), using=LEXICAL)
+            action = "search_sparse"
+        else:
+            vector = cast(Vector, query).tolist()
+            if using == "dense":
+                nearest = qe.Query.Nearest(vector, using=DENSE)
+                action, params = "search", self._dense_params(where)
+            else:
+                nearest = qe.Query.Nearest(vector, using=WINDOW)
+                action = "search_window"
+        points = self._points(action, TURNS, nearest, limit, where, params)
+        return [TurnHit.from_reply(p.payload, float(p.score), p) for p in points]
 
     def retrieve(self, collection: str, ids: Sequence[str]) -> list[Hit]:
         if not ids:
