@@ -120,7 +120,7 @@ def profile(points: int, build: bool, n: int, tmp: Path) -> dict[str, Any]:
     queries = [" ".join(texts[i].split()[:5]) for i in picks]
     out: dict[str, Any] = {"points": points, "built": build, "load_before": load_avg()}
     try:
-        for i in range(10):
+        for i in range(min(10, n)):  # warm-up
             fixed.vector = qvecs[i]
             recaller.recall(sessions[0], queries[i], 4000, policy)
         spent.clear()
