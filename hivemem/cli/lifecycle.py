@@ -8,19 +8,16 @@ anything is written.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterator
-from contextlib import contextmanager
 from datetime import UTC, datetime
 from pathlib import Path
 
 import click
 from rich.markup import escape
-from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 from rich.table import Table
 from rich.text import Text
 
 from hivemem.cli.fact_ids import resolve_fact_id, short
-from hivemem.cli.output import cells, emit_json, id_param, stderr, stdout
+from hivemem.cli.output import cells, emit_json, id_param, progress_bar, stdout
 from hivemem.cli.target import Target, opened, with_target
 from hivemem.errors import ValidationError
 from hivemem.transfer.importer import validate_file
@@ -29,19 +26,6 @@ IMPORT_MODES = ("append", "replace", "skip_existing", "overwrite")
 
 
 SESSION = id_param("session", "SESSION")
-
-
-@contextmanager
-def _progress(label: str, total: int | None, quiet: bool) -> Iterator[Callable[[int], None]]:
-    """A rich progress bar on stderr (none with --json); yields the advance callback."""
-    if quiet:
-        yield lambda _n: None
-        return
-    columns = (TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(),
-               TimeElapsedColumn())
-    with Progress(*columns, console=stderr(), transient=True) as bar:
-        task = bar.add_task(label, total=total)
-        yield lambda n: bar.advance(task, n)
 
 
 def _bad_input(exc: ValidationError) -> click.BadParameter:
@@ -215,7 +199,7 @@ def _export(target: Target, path: Path, sessions: list[str] | None, vectors: boo
     with opened(target) as client:
         total = client.admin.count_export_records(sessions) if not as_json else None
         try:
-            with _progress(f"exporting to {path.name}", total, as_json) as advance:
+            with progress_bar(f"exporting to {path.name}", total, as_json) as advance:
                 summary = client.admin.export(path, sessions, vectors=vectors, progress=advance)
         except ValidationError as exc:
             raise _bad_input(exc) from None
@@ -235,7 +219,7 @@ def _import(target: Target, path: Path, mode: str, as_json: bool, verb: str) -> 
         raise click.ClickException(f"{path}: {exc}") from None
     with opened(target) as client:
         try:
-            with _progress(f"{verb} {path.name}", manifest.records, as_json) as advance:
+            with progress_bar(f"{verb} {path.name}", manifest.records, as_json) as advance:
                 summary = client.admin.import_file(path, mode=mode, progress=advance)
         except ValidationError as exc:
             raise click.ClickException(f"{path}: {exc}") from None

@@ -10,11 +10,13 @@ from __future__ import annotations
 
 import json
 import sys
-from collections.abc import Callable, Sequence
-from typing import Any
+from collections.abc import Callable, Iterator, Sequence
+from contextlib import contextmanager
+from typing import Any, Protocol
 
 import click
 from rich.console import Console
+from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 from rich.table import Table
 from rich.text import Text
 
@@ -31,6 +33,34 @@ def stdout() -> Console:
 
 def stderr() -> Console:
     return Console(stderr=True, highlight=False)
+
+
+class Advance(Protocol):
+    """Done just now, and the total when it became known (None: unchanged)."""
+
+    def __call__(self, n: int, total: int | None = None, /) -> None: ...
+
+
+def _ignore(n: int, total: int | None = None, /) -> None:
+    pass
+
+
+@contextmanager
+def progress_bar(label: str, total: int | None, quiet: bool) -> Iterator[Advance]:
+    """A rich progress bar on stderr (none when `quiet`, e.g. with --json); yields
+    ``advance(n, total=None)``, which may also set a total learnt on the way."""
+    if quiet:
+        yield _ignore
+        return
+    columns = (TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(),
+               TimeElapsedColumn())
+    with Progress(*columns, console=stderr(), transient=True) as bar:
+        task = bar.add_task(label, total=total)
+
+        def advance(n: int, new_total: int | None = None, /) -> None:
+            bar.update(task, advance=n, total=new_total)  # None leaves the total as it is
+
+        yield advance
 
 
 def emit_json(data: Any) -> None:

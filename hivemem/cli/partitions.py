@@ -6,14 +6,13 @@ import dataclasses
 import json
 
 import click
-from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 
-from hivemem.cli.output import stderr
+from hivemem.cli.output import progress_bar
 from hivemem.cli.target import Target, with_target
 from hivemem.errors import HivememError
 from hivemem.pipeline.topology import Keys
 from hivemem.store.redis_connect import connect
-from hivemem.store.repartition import Repartition
+from hivemem.store.repartition import Repartition, written_count
 
 
 @click.command()
@@ -36,21 +35,12 @@ def repartition(target: Target, partitions: int, as_json: bool) -> None:
     except HivememError as exc:
         raise click.ClickException(str(exc)) from None
     try:
-        probe = Keys(target.settings.redis.key_prefix, partitions)
-        move = Repartition(client, probe, probe)
-        marker = move.marker()
-        old_count = marker["old"] if marker else (move.recorded() or settings.partitions)
-        move = Repartition(client, Keys(probe.prefix, old_count), probe,
+        prefix = target.settings.redis.key_prefix
+        old_count = written_count(client, prefix, settings.partitions)
+        move = Repartition(client, Keys(prefix, old_count), Keys(prefix, partitions),
                            ttl_ms=target.settings.worker.claim_idle_ms)
-        columns = (TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(),
-                   TimeElapsedColumn())
-        with Progress(*columns, console=stderr(), transient=True,
-                      disable=as_json) as bar:
-            task = bar.add_task(f"sessions {old_count} -> {partitions} partitions", total=None)
-
-            def advance(done: int, total: int) -> None:
-                bar.update(task, completed=done, total=total)
-
+        with progress_bar(f"sessions {old_count} -> {partitions} partitions", None,
+                          as_json) as advance:
             summary = move.run(advance)
     except HivememError as exc:
         raise click.ClickException(str(exc)) from None

@@ -24,15 +24,12 @@ import structlog
 from hivemem.config import IngestSettings
 from hivemem.errors import Backpressure, StoreUnavailable
 from hivemem.pipeline.topology import Stage
-from hivemem.store.redis import Redis, redis_errors
+from hivemem.store.redis import Redis, as_text, redis_errors
 
 log = structlog.get_logger(__name__)
 
 _POLL_S = 0.05
 
-
-def _text(value: Any) -> str:
-    return value.decode("utf-8", "replace") if isinstance(value, bytes) else str(value)
 
 
 class IngestGuard:
@@ -72,7 +69,7 @@ class IngestGuard:
 
     def _one(self, length: int, groups: list[Any]) -> int:
         for info in groups:
-            if _text(info["name"]) == self.stage.group:
+            if as_text(info["name"]) == self.stage.group:
                 lag = info.get("lag")
                 pending = int(info.get("pending") or 0)
                 if lag is None:  # Redis cannot tell after deletions: count it all
@@ -130,15 +127,15 @@ class IngestGuard:
             try:
                 fsync = self._r.config_get("appendfsync").get("appendfsync")
                 aof = self._r.config_get("appendonly").get("appendonly")
-                version = _text(self._r.info("server").get("redis_version", "0"))
+                version = as_text(self._r.info("server").get("redis_version", "0"))
             except redis.ResponseError as exc:
                 raise StoreUnavailable(
                     "redis", f"durable ingest: cannot read the server's persistence settings"
                     f" ({exc}); not supported by this store") from None
-        if _text(aof) != "yes":
+        if as_text(aof) != "yes":
             raise StoreUnavailable(
                 "redis", "durable ingest needs appendonly yes on the Redis server")
-        if _text(fsync) == "always":
+        if as_text(fsync) == "always":
             self._durable_mode = "always"
             return
         major, minor = (int(p) for p in [*version.split("."), "0", "0"][:2])
@@ -148,7 +145,7 @@ class IngestGuard:
         raise StoreUnavailable(
             "redis",
             f"durable ingest needs Redis >= 7.2 (WAITAOF) or appendfsync always; this server"
-            f" is {version} with appendfsync {_text(fsync)}",
+            f" is {version} with appendfsync {as_text(fsync)}",
         )
 
     def wait_durable(self) -> None:

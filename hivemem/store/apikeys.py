@@ -18,7 +18,6 @@ import re
 import secrets
 from collections.abc import Mapping
 from datetime import UTC, datetime
-from typing import Any
 
 from pydantic import BaseModel
 
@@ -26,7 +25,7 @@ from hivemem.domain.ids import check_id
 from hivemem.domain.scope import check_namespace
 from hivemem.errors import ValidationError
 from hivemem.pipeline.topology import Keys
-from hivemem.store.redis import Redis, redis_errors
+from hivemem.store.redis import Redis, as_text, redis_errors
 
 _FORMAT = re.compile(r"^hm_([0-9a-f]{12})_([A-Za-z0-9_-]{20,128})$")
 
@@ -57,9 +56,6 @@ def presented_key(headers: Mapping[str, str]) -> str | None:
 def _digest(salt: bytes, secret: str) -> str:
     return hashlib.sha256(salt + secret.encode("utf-8")).hexdigest()
 
-
-def _text(value: Any) -> str:
-    return value.decode("utf-8") if isinstance(value, bytes) else str(value)
 
 
 class ApiKeyStore:
@@ -108,14 +104,14 @@ class ApiKeyStore:
 
     def list(self) -> list[ApiKeyInfo]:
         with redis_errors("list api keys"):
-            ids = sorted(_text(i) for i in self._r.smembers(self.keys.api_keys))
+            ids = sorted(as_text(i) for i in self._r.smembers(self.keys.api_keys))
             pipe = self._r.pipeline(transaction=False)
             for key_id in ids:
                 pipe.hgetall(self.keys.api_key(key_id))
             rows = pipe.execute()
         out: list[ApiKeyInfo] = []
         for key_id, row in zip(ids, rows, strict=True):
-            record = {_text(k): _text(v) for k, v in row.items()}
+            record = {as_text(k): as_text(v) for k, v in row.items()}
             if record:
                 out.append(_info(key_id, record))
         return sorted(out, key=lambda i: i.created_at)
@@ -128,7 +124,7 @@ class ApiKeyStore:
         key_id, secret = match.groups()
         with redis_errors("read api key"):
             row = self._r.hgetall(self.keys.api_key(key_id))
-        record = {_text(k): _text(v) for k, v in row.items()}
+        record = {as_text(k): as_text(v) for k, v in row.items()}
         if not record:
             return None
         expected = record.get("hash", "")

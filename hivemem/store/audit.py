@@ -12,7 +12,7 @@ from typing import Any
 from hivemem.domain.audit import AuditEvent
 from hivemem.pipeline.messages import AuditEntry
 from hivemem.pipeline.topology import Keys
-from hivemem.store.redis import Redis, is_cluster, queue_script, redis_errors
+from hivemem.store.redis import Redis, as_text, is_cluster, queue_script, redis_errors
 
 # Append events in order; seq continues from the stream's length (it is never trimmed).
 # ARGV[1], ARGV[2]: the entry's field names (`AuditEntry`); then one body per event.
@@ -28,12 +28,9 @@ _CHUNK = 500  # events per script call (all of a run's calls go in one MULTI)
 _PAGE = 1000
 
 
-def _text(value: Any) -> str:
-    return value.decode("utf-8") if isinstance(value, bytes) else str(value)
-
 
 def _event(fields: Any) -> AuditEvent | None:
-    decoded = {_text(k): _text(v) for k, v in (fields or {}).items()}
+    decoded = {as_text(k): as_text(v) for k, v in (fields or {}).items()}
     if AuditEntry.EVENT_FIELD not in decoded:
         return None
     return AuditEntry.from_fields(decoded).event
@@ -89,7 +86,7 @@ class AuditLog:
                     yield event
             if len(rows) < _PAGE:
                 return
-            start = "(" + _text(rows[-1][0])
+            start = "(" + as_text(rows[-1][0])
 
     def events(self, session_id: str) -> list[AuditEvent]:
         return list(self.iter_events(session_id))

@@ -32,13 +32,12 @@ from __future__ import annotations
 import secrets
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
-from typing import Any
 
 from hivemem.domain.episode import Episode, OpenEpisode, SessionEpisodes
 from hivemem.domain.scope import Scope
 from hivemem.pipeline.messages import OutboxEntry
 from hivemem.pipeline.topology import Keys
-from hivemem.store.redis import Redis, redis_errors
+from hivemem.store.redis import Redis, as_text, redis_errors
 
 # KEYS: state, buffer, lease. ARGV: token, lease ms, max run, then (field, seq, JSON)
 # triples, JSON '' when the caller has not sent it (the light call, see `begin`).
@@ -143,9 +142,6 @@ class Advance:
     ready: list[tuple[str, str | None]]  # (field, JSON; None = the caller handed it in)
 
 
-def _text(value: Any) -> str:
-    return value.decode("utf-8") if isinstance(value, bytes) else str(value)
-
 
 class EpisodeStore:
     def __init__(self, client: Redis, keys: Keys, lease_ms: int) -> None:
@@ -189,7 +185,7 @@ class EpisodeStore:
                 reply = self._begin(keys=self._session_keys(session_id), args=full)
         if int(reply[0]) == 0:
             return None
-        open_raw = _text(reply[3])
+        open_raw = as_text(reply[3])
         state = SessionEpisodes(
             session_id=session_id,
             closed_count=int(reply[2]),
@@ -197,7 +193,7 @@ class EpisodeStore:
         )
         rest = reply[4:]
         ready = [
-            (_text(rest[i]), _text(rest[i + 1]) or None) for i in range(0, len(rest), 2)
+            (as_text(rest[i]), as_text(rest[i + 1]) or None) for i in range(0, len(rest), 2)
         ]
         return Advance(token=token, next_seq=int(reply[1]), state=state, ready=ready)
 
@@ -249,7 +245,7 @@ class EpisodeStore:
         """(turns assigned, episodes closed, the open episode, marker counts)."""
         with redis_errors("read boundary state"):
             raw = self._r.hgetall(self.keys.boundary_state(session_id))
-        state = {_text(a): _text(b) for a, b in raw.items()}
+        state = {as_text(a): as_text(b) for a, b in raw.items()}
         open_ep = OpenEpisode.model_validate_json(state["open"]) if state.get("open") else None
         markers = {
             name.split(":", 1)[1]: int(value)
@@ -271,7 +267,7 @@ class EpisodeStore:
             ids = self._r.lrange(self.keys.session_episodes(session_id), start, end)
             if not ids:
                 return []
-            bodies = self._r.mget([self.keys.episode(session_id, _text(i)) for i in ids])
+            bodies = self._r.mget([self.keys.episode(session_id, as_text(i)) for i in ids])
         found = [Episode.model_validate_json(b) for b in bodies if b is not None]
         if scope is None:
             return found

@@ -22,7 +22,7 @@ import time
 from typing import Any
 
 from hivemem.pipeline.topology import Keys
-from hivemem.store.redis import Redis, redis_errors, run_scripts
+from hivemem.store.redis import Redis, as_text, redis_errors, run_scripts
 
 # Take the lease if it is free, renew it if it is ours. 1: held by us now.
 _TAKE = """
@@ -38,8 +38,13 @@ return 0
 """
 
 
-def _text(value: Any) -> str:
-    return value.decode("utf-8", "replace") if isinstance(value, bytes) else str(value)
+
+def live_members(client: Redis, keys: Keys, stage: str, ttl_ms: int) -> int:
+    """How many workers of `stage` sent a heartbeat within `ttl_ms` (a killed one's lingers
+    in the set until a live worker prunes it)."""
+    now = int(time.time() * 1000)
+    with redis_errors("read stage members"):
+        return int(client.zcount(keys.stage_members(stage), now - ttl_ms, "+inf"))
 
 
 def assignment(members: list[str], partitions: int, member: str) -> list[int]:
@@ -81,7 +86,7 @@ class PartitionLeases:
             pipe.zrange(members_key, 0, -1)
             pipe.pexpire(members_key, max(self.ttl_ms * 10, 60_000))
             _, _, raw_members, _ = pipe.execute()
-            members = [_text(m) for m in raw_members]
+            members = [as_text(m) for m in raw_members]
             wanted = assignment(members, self.partitions, self.member)
             drop = [p for p in self.owned if p not in wanted]
             calls: list[tuple[list[str], list[Any]]] = [
@@ -116,4 +121,4 @@ class PartitionLeases:
             for p in range(self.partitions):
                 pipe.get(self.keys.partition_lease(self.stage, p))
             replies = pipe.execute()
-        return {p: _text(v) for p, v in enumerate(replies) if v is not None}
+        return {p: as_text(v) for p, v in enumerate(replies) if v is not None}

@@ -161,11 +161,12 @@ def set_union(client: Redis, set_keys: Sequence[str]) -> set[str]:
         pipe.smembers(key)
     out: set[str] = set()
     for members in pipe.execute():
-        out.update(_text(m) for m in members)
+        out.update(as_text(m) for m in members)
     return out
 
 
-def _text(value: Any) -> str:
+def as_text(value: Any) -> str:
+    """A Redis reply value as text (bytes from a client without decode_responses)."""
     return value.decode("utf-8", "replace") if isinstance(value, bytes) else str(value)
 
 

@@ -13,7 +13,7 @@ from hivemem.domain.scope import Scope
 from hivemem.errors import MalformedEntry, RetryLater
 from hivemem.pipeline.messages import TraceEntry
 from hivemem.pipeline.topology import Keys
-from hivemem.store.redis import Redis, redis_errors
+from hivemem.store.redis import Redis, as_text, redis_errors
 
 _RENEW = """
 if redis.call('GET', KEYS[1]) == ARGV[1] then
@@ -33,9 +33,6 @@ if tonumber(ARGV[2]) > cur then redis.call('SET', KEYS[2], ARGV[2]) end
 return tonumber(ARGV[2])
 """
 
-
-def _text(value: Any) -> str:
-    return value.decode("utf-8") if isinstance(value, bytes) else str(value)
 
 
 class SessionLock:
@@ -131,7 +128,7 @@ class ReflectionState:
             rows = self._r.xrevrange(self.keys.traces_stream, count=scan)
         out: list[dict[str, Any]] = []
         for _entry_id, fields in rows or []:
-            decoded = {_text(k): _text(v) for k, v in (fields or {}).items()}
+            decoded = {as_text(k): as_text(v) for k, v in (fields or {}).items()}
             try:
                 trace = TraceEntry.from_fields(decoded).trace
             except MalformedEntry:

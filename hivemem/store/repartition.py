@@ -22,7 +22,6 @@ from __future__ import annotations
 
 import inspect
 import json
-import time
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 
@@ -30,9 +29,10 @@ import redis
 
 from hivemem.errors import ConfigurationError, StoreUnavailable
 from hivemem.pipeline.topology import DISPATCH, STAGE_NAMES, Keys, Topology
-from hivemem.store.redis import Redis
+from hivemem.store.partitions import live_members
+from hivemem.store.redis import Redis, as_text, set_union
 
-Progress = Callable[[int, int], None]  # sessions moved so far, sessions in all
+Progress = Callable[[int, int], None]  # sessions just done, sessions in all
 
 _PROBE = "probe-session"
 
@@ -66,12 +66,32 @@ def session_key_names(keys: Keys) -> list[Callable[[str], str]]:
     return found
 
 
-def _decode(value: bytes | str) -> str:
-    return value.decode() if isinstance(value, bytes) else value
+
+def _recorded(client: Redis, keys: Keys) -> int | None:
+    raw = client.get(keys.partition_count)
+    return int(raw) if raw is not None else None
+
+
+def _marker(client: Redis, keys: Keys) -> dict[str, int] | None:
+    raw = client.get(keys.repartition_marker)
+    if raw is None:
+        return None
+    loaded = json.loads(as_text(raw))
+    return {"old": int(loaded["old"]), "new": int(loaded["new"])}
+
+
+def written_count(client: Redis, prefix: str, fallback: int) -> int:
+    """The partition count the data is written with: an unfinished move's old count, else
+    the recorded one, else `fallback` (nothing recorded yet: the settings' count)."""
+    keys = Keys(prefix, 1)  # the count's and the marker's names carry no partition
+    marker = _marker(client, keys)
+    if marker is not None:
+        return marker["old"]
+    return _recorded(client, keys) or fallback
 
 
 def _entry_id(value: bytes | str) -> tuple[int, int]:
-    ms, _, seq = _decode(value).partition("-")
+    ms, _, seq = as_text(value).partition("-")
     return int(ms), int(seq or 0)
 
 
@@ -91,29 +111,20 @@ class Repartition:
     # -- what is there ---------------------------------------------------------------------
 
     def recorded(self) -> int | None:
-        raw = self.r.get(self.old.partition_count)
-        return int(raw) if raw is not None else None
+        return _recorded(self.r, self.old)
 
     def marker(self) -> dict[str, int] | None:
-        raw = self.r.get(self.old.repartition_marker)
-        if raw is None:
-            return None
-        loaded = json.loads(_decode(raw))
-        return {"old": int(loaded["old"]), "new": int(loaded["new"])}
+        return _marker(self.r, self.old)
 
     def sessions(self, keys: Keys) -> set[str]:
-        out: set[str] = set()
-        for key in keys.all_sessions():
-            out.update(_decode(m) for m in self.r.smembers(key))
-        return out
+        return set_union(self.r, keys.all_sessions())
 
     # -- preconditions ---------------------------------------------------------------------
 
     def refusal(self) -> str | None:
         """Why the move may not start now (None: it may)."""
         for name in (*STAGE_NAMES, DISPATCH):
-            now_ms = int(time.time() * 1000)
-            live = self.r.zcount(self.old.stage_members(name), now_ms - self.ttl_ms, "+inf")
+            live = live_members(self.r, self.old, name, self.ttl_ms)
             if live:
                 return (f"{live} {name} worker(s) are running: stop every worker (and "
                         "`hivemem serve`) first; a killed worker counts as gone after "
@@ -140,7 +151,7 @@ class Repartition:
             return None
         info = self.r.xinfo_stream(stream)
         last = _entry_id(info["last-generated-id"])
-        mine = [g for g in self.r.xinfo_groups(stream) if _decode(g["name"]) == group]
+        mine = [g for g in self.r.xinfo_groups(stream) if as_text(g["name"]) == group]
         if not mine:
             return "holds entries no worker has read" if int(info["length"]) else None
         if int(mine[0]["pending"]):
@@ -184,14 +195,14 @@ class Repartition:
         summary.sessions = len(sessions)
         names_old = session_key_names(old)
         names_new = session_key_names(new)
-        for done, sid in enumerate(sessions, 1):
+        for sid in sessions:
             moved = self._move_session(sid, names_old, names_new)
             summary.keys_moved += moved
             summary.sessions_moved += moved > 0
             q = new.partition(sid)
             summary.per_partition[q] = summary.per_partition.get(q, 0) + 1
             if progress is not None:
-                progress(done, len(sessions))
+                progress(1, len(sessions))
         summary.streams_dropped = self._drop_old_streams()
         for stage in (*STAGE_NAMES, DISPATCH):
             self.r.delete(old.stage_members(stage))
@@ -218,7 +229,7 @@ class Repartition:
         listed = self.r.lrange(old.session_episodes(sid), 0, -1) or self.r.lrange(
             new.session_episodes(sid), 0, -1)
         for raw in listed:
-            eid = _decode(raw)
+            eid = as_text(raw)
             moved += self._move(old.episode(sid, eid), new.episode(sid, eid))
         for name_old, name_new in zip(names_old, names_new, strict=True):
             moved += self._move(name_old(sid), name_new(sid))

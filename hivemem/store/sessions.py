@@ -13,17 +13,14 @@ from hivemem.domain.models import Turn
 from hivemem.domain.scope import DEFAULT_NAMESPACE
 from hivemem.pipeline.messages import wire_json
 from hivemem.pipeline.topology import Keys
-from hivemem.store.redis import Redis, redis_errors, set_union
+from hivemem.store.redis import Redis, as_text, redis_errors, set_union
 
 _INFO_FIELDS = ("title", "agent_id", "created_at")
 
 
-def _text(value: Any) -> str:
-    return value.decode("utf-8") if isinstance(value, bytes) else str(value)
-
 
 def _hash(raw: dict[Any, Any]) -> dict[str, str]:
-    return {_text(k): _text(v) for k, v in sorted(raw.items(), key=lambda kv: _text(kv[0]))}
+    return {as_text(k): as_text(v) for k, v in sorted(raw.items(), key=lambda kv: as_text(kv[0]))}
 
 
 class SessionStore:
@@ -76,7 +73,7 @@ class SessionStore:
                 pipe.exists(k.session_seq(sid))
             replies = pipe.execute()
         owners = [
-            _text(owner) if owner is not None else (DEFAULT_NAMESPACE if exists else None)
+            as_text(owner) if owner is not None else (DEFAULT_NAMESPACE if exists else None)
             for owner, exists in zip(replies[::2], replies[1::2], strict=True)
         ]
         return [sid for sid, owner in zip(ids, owners, strict=True) if owner == namespace]
@@ -106,7 +103,7 @@ class SessionStore:
             "dead": base64.b64encode(dead).decode("ascii") if dead else "",
             "boundary": _hash(boundary),
             "reflected": int(reflected or 0),
-            "namespace": _text(namespace) if namespace is not None else None,
+            "namespace": as_text(namespace) if namespace is not None else None,
         }
 
     def restore_state(self, session_id: str, state: dict[str, Any]) -> None:
@@ -183,7 +180,7 @@ class SessionStore:
 
     def episode_ids(self, session_id: str) -> list[str]:
         with redis_errors("list episodes"):
-            return [_text(i) for i in self._r.lrange(self.keys.session_episodes(session_id),
+            return [as_text(i) for i in self._r.lrange(self.keys.session_episodes(session_id),
                                                        0, -1)]
 
     def episodes_exist(self, session_id: str, episode_ids: Sequence[str]) -> bool:

@@ -7,14 +7,14 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from datetime import datetime
-from typing import Any, cast
+from typing import cast
 
 from hivemem.domain.models import SessionStats, Turn, TurnFields
 from hivemem.domain.scope import DEFAULT_NAMESPACE, Scope
 from hivemem.errors import OutOfScope
 from hivemem.pipeline.messages import EpisodeControl, TurnEntry, turn_from_wire, wire_json
 from hivemem.pipeline.topology import Keys, Topology
-from hivemem.store.redis import Redis, redis_errors, run_scripts, set_union
+from hivemem.store.redis import Redis, as_text, redis_errors, run_scripts, set_union
 
 # One atomic step per turn, for a batch of turns of one partition (every key in one slot):
 # a session belongs to the namespace of its first turn (a turn of another namespace gets -1,
@@ -124,9 +124,6 @@ redis.call('XADD', KEYS[4], '*', ARGV[1], seq, ARGV[2], ARGV[3], ARGV[4], ARGV[5
 return seq
 """
 
-
-def _text(value: Any) -> str:
-    return value.decode("utf-8") if isinstance(value, bytes) else str(value)
 
 
 # The embed stage's one write to Redis per partition and batch, idempotent: for each turn,
@@ -301,7 +298,7 @@ class SessionState:
             pipe.exists(k.session_seq(session_id))
             owner, exists = pipe.execute()
         if owner is not None:
-            return _text(owner)
+            return as_text(owner)
         return DEFAULT_NAMESPACE if exists else None
 
     def check_scopes(self, pairs: Sequence[tuple[str, str]]) -> None:
@@ -321,7 +318,7 @@ class SessionState:
             replies = pipe.execute()
         for (_sid, namespace), owner, exists in zip(pairs, replies[::2], replies[1::2],
                                                     strict=True):
-            found = _text(owner) if owner is not None else (
+            found = as_text(owner) if owner is not None else (
                 DEFAULT_NAMESPACE if exists else None)
             if found is not None and found != namespace:
                 raise OutOfScope()
@@ -359,7 +356,7 @@ class SessionState:
         last, done, dead = self.progress(session_id)
         with redis_errors("read session meta"):
             meta = self._r.hgetall(self.keys.session_meta(session_id))
-        decoded = {_text(k): _text(v) for k, v in meta.items()}
+        decoded = {as_text(k): as_text(v) for k, v in meta.items()}
         first = decoded.get("first_ts")
         latest = decoded.get("last_ts")
         controls = int(decoded.get("controls", 0))

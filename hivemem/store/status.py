@@ -7,12 +7,10 @@ prefix), so it does not import rq.
 
 from __future__ import annotations
 
-from typing import Any
-
 from pydantic import BaseModel, Field
 
 from hivemem.pipeline.topology import Keys, Stage, Topology
-from hivemem.store.redis import Redis, redis_errors
+from hivemem.store.redis import Redis, as_text, redis_errors
 
 
 class Consumer(BaseModel):
@@ -38,9 +36,6 @@ class PipelineStatus(BaseModel):
     reflect_workers: int
 
 
-def _text(value: Any) -> str:
-    return value.decode("utf-8", "replace") if isinstance(value, bytes) else str(value)
-
 
 def _stage(redis: Redis, stage: Stage) -> StageStatus:
     """The stage summed over its partitions; a consumer that reads several partitions is
@@ -61,12 +56,12 @@ def _stage(redis: Redis, stage: Stage) -> StageStatus:
             continue
         status.length += int(length)
         for info in redis.xinfo_groups(stream):
-            if _text(info["name"]) != stage.group:
+            if as_text(info["name"]) != stage.group:
                 continue
             status.lag += int(info.get("lag") or 0)
             status.pending += int(info["pending"])
             for consumer in redis.xinfo_consumers(stream, stage.group):
-                name = _text(consumer["name"])
+                name = as_text(consumer["name"])
                 seen = consumers.get(name)
                 pending, idle = int(consumer["pending"]), int(consumer["idle"])
                 if seen is not None:

@@ -15,7 +15,7 @@ import redis
 from hivemem.domain.models import DeadLetter, StageLag
 from hivemem.pipeline.messages import decode_dead_letter, encode_dead_letter
 from hivemem.pipeline.topology import Keys, Stage
-from hivemem.store.redis import Redis, is_cluster, redis_errors, route
+from hivemem.store.redis import Redis, as_text, is_cluster, redis_errors, route
 
 
 @dataclass(frozen=True, slots=True)
@@ -25,9 +25,6 @@ class StreamEntry:
     stream: str = ""  # the (partition's) stream it was read from
 
 
-def _text(value: Any) -> str:
-    return value.decode("utf-8", "replace") if isinstance(value, bytes) else str(value)
-
 
 def decode_entries(raw: Any, stream: str = "") -> list[StreamEntry]:
     """XRANGE / XREADGROUP / XAUTOCLAIM rows as `StreamEntry`s."""
@@ -36,7 +33,7 @@ def decode_entries(raw: Any, stream: str = "") -> list[StreamEntry]:
         if fields is None:  # deleted while pending
             continue
         out.append(StreamEntry(
-            _text(entry_id), {_text(k): _text(v) for k, v in fields.items()}, stream
+            as_text(entry_id), {as_text(k): as_text(v) for k, v in fields.items()}, stream
         ))
     return out
 
@@ -48,10 +45,10 @@ def read_reply(reply: Any) -> list[StreamEntry]:
     out: list[StreamEntry] = []
     if isinstance(reply, dict):  # RESP3: {stream: [entries]}
         for stream, rows in reply.items():
-            out += decode_entries(rows[0] if rows else [], _text(stream))
+            out += decode_entries(rows[0] if rows else [], as_text(stream))
         return out
     for stream, rows in reply:
-        out += decode_entries(rows, _text(stream))
+        out += decode_entries(rows, as_text(stream))
     return out
 
 
@@ -174,7 +171,7 @@ class StreamStore:
         out: dict[str, int] = {}
         for rows in replies:
             for row in rows:
-                out[_text(row["message_id"])] = int(row["times_delivered"])
+                out[as_text(row["message_id"])] = int(row["times_delivered"])
         return out
 
     def ack(self, stream: str, group: str, entry_ids: list[str]) -> None:
@@ -193,7 +190,7 @@ class StreamStore:
     def last_error(self, stream: str, group: str, entry_id: str) -> str | None:
         with redis_errors("read delivery error"):
             raw = self._r.hget(self.keys.delivery_errors(stream, group), entry_id)
-        return None if raw is None else _text(raw)
+        return None if raw is None else as_text(raw)
 
     def dead_letter(
         self, stream: str, group: str, entry: StreamEntry, error: str, deliveries: int
@@ -240,7 +237,7 @@ class StreamStore:
             replies = pipe.execute()
         for groups in replies:
             for info in groups:
-                if _text(info["name"]) == group and (
+                if as_text(info["name"]) == group and (
                         int(info["pending"]) or int(info.get("lag") or 0)):
                     return False
         return True
@@ -254,7 +251,7 @@ class StreamStore:
         with redis_errors("read group info"):
             groups = self._r.xinfo_groups(stream)
         for info in groups:
-            if _text(info["name"]) == group:
+            if as_text(info["name"]) == group:
                 lag = info.get("lag")
                 return int(lag) if lag is not None else 0
         return 0
@@ -277,7 +274,7 @@ class StreamStore:
                     pipe.xinfo_groups(stream)
                 for groups in pipe.execute():
                     for info in groups:
-                        if _text(info["name"]) == stage.group:
+                        if as_text(info["name"]) == stage.group:
                             lag += int(info.get("lag") or 0)
                             pending += int(info["pending"])
         return StageLag(stage=stage.name, stream=stage.stream_for(0), lag=lag,
@@ -291,12 +288,12 @@ class StreamStore:
                 return 0
             floor: tuple[int, int] | None = None
             for info in groups:
-                name = _text(info["name"])
+                name = as_text(info["name"])
                 summary = self._r.xpending(stream, name)
                 if summary["pending"]:
-                    candidate = _text(summary["min"])
+                    candidate = as_text(summary["min"])
                 else:
-                    candidate = _text(info["last-delivered-id"])
+                    candidate = as_text(info["last-delivered-id"])
                 parts = candidate.split("-")
                 key = (int(parts[0]), int(parts[1]))
                 floor = key if floor is None or key < floor else floor

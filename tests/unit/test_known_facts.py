@@ -12,25 +12,19 @@ from pathlib import Path
 import pytest
 
 from hivemem import MemoryClient, Settings
-from hivemem.config import QdrantSettings
 from hivemem.domain.fact import Fact, FactStatus
 from hivemem.producer.known_facts import KnownFacts
 from hivemem.providers.embedders import HashingEmbedder
 from hivemem.store.vectors.base import FACTS, VectorStore
-from hivemem.store.vectors.edge import EdgeVectorStore
-from hivemem.store.vectors.server import ServerVectorStore
+from tests.support.vector_stores import BACKENDS, open_store
 
 EMB = HashingEmbedder(64)
 T0 = datetime(2026, 3, 1, 9, 0, tzinfo=UTC)
 
 
-@pytest.fixture(params=["server-memory", "edge"])
+@pytest.fixture(params=BACKENDS)
 def store(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[VectorStore]:
-    s: VectorStore
-    if request.param == "edge":
-        s = EdgeVectorStore(tmp_path / "q", EMB.dim)
-    else:
-        s = ServerVectorStore(QdrantSettings(), EMB.dim, location=":memory:")
+    s = open_store(request.param, tmp_path / "q", EMB.dim)
     yield s
     s.close()
 

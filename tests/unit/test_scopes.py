@@ -11,7 +11,6 @@ import pytest
 import redis
 
 from hivemem import MemoryClient, ValidationError
-from hivemem.config import QdrantSettings
 from hivemem.domain.consolidation import PlanContext, plan_actions
 from hivemem.domain.fact import Fact, FactAction
 from hivemem.domain.models import Role, Turn
@@ -19,9 +18,8 @@ from hivemem.domain.scope import Owner, Scope, owner_of
 from hivemem.errors import OutOfScope
 from hivemem.providers.embedders import HashingEmbedder
 from hivemem.store.vectors.base import TURNS, Point, VectorStore
-from hivemem.store.vectors.edge import EdgeVectorStore
-from hivemem.store.vectors.server import ServerVectorStore
 from tests.support.streams import turns_len
+from tests.support.vector_stores import BACKENDS, open_store
 
 EMB = HashingEmbedder(64)
 Pipeline = tuple[MemoryClient, Callable[[], None]]
@@ -55,13 +53,9 @@ def _turn(session: str, seq: int, content: str, **kw: object) -> Turn:
                 **kw)  # type: ignore[arg-type]
 
 
-@pytest.fixture(params=["server-memory", "edge"])
+@pytest.fixture(params=BACKENDS)
 def store(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[VectorStore]:
-    s: VectorStore
-    if request.param == "edge":
-        s = EdgeVectorStore(tmp_path / "q", EMB.dim)
-    else:
-        s = ServerVectorStore(QdrantSettings(), EMB.dim, location=":memory:")
+    s = open_store(request.param, tmp_path / "q", EMB.dim)
     yield s
     s.close()
 

@@ -19,18 +19,15 @@ from hivemem.store.vectors.base import VectorStore
 from hivemem.store.vectors.edge import EdgeVectorStore
 from hivemem.store.vectors.server import ServerVectorStore
 from hivemem.workers.embed import EmbedHandler
+from tests.support.vector_stores import BACKENDS, open_store
 
 EMB = HashingEmbedder(256)
 T0 = datetime(2026, 3, 1, 9, 0, tzinfo=UTC)
 
 
-@pytest.fixture(params=["server-memory", "edge"])
+@pytest.fixture(params=BACKENDS)
 def store(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[VectorStore]:
-    s: VectorStore
-    if request.param == "edge":
-        s = EdgeVectorStore(tmp_path / "q", EMB.dim)
-    else:
-        s = ServerVectorStore(QdrantSettings(), EMB.dim, location=":memory:")
+    s = open_store(request.param, tmp_path / "q", EMB.dim)
     yield s
     s.close()
 
