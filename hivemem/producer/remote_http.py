@@ -13,11 +13,9 @@ problem body: 422 -> `ValidationError` with the field, 404 -> `NotFound`, 401/40
 from __future__ import annotations
 
 import asyncio
-import email.utils
 import time
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
-from datetime import UTC, datetime
 from importlib import metadata
 from pathlib import Path
 from typing import Any, Generic, TypeVar
@@ -36,6 +34,7 @@ from hivemem.errors import (
     Unauthorized,
     ValidationError,
 )
+from hivemem.providers.retry_after import retry_after
 
 R = TypeVar("R")
 log = structlog.get_logger(__name__)
@@ -96,26 +95,10 @@ class RetryPolicy:
         """Seconds before attempt ``attempt + 1``: the server's Retry-After (seconds or an
         HTTP date) when it sent one, else an exponential backoff; at most `max_wait_s`."""
         if response is not None:
-            after = _retry_after(response.headers.get("retry-after"))
+            after = retry_after(response.headers)
             if after is not None:
                 return min(after, self.max_wait_s)
         return float(min(self.backoff_s * 2.0 ** attempt, self.max_wait_s))
-
-
-def _retry_after(value: str | None) -> float | None:
-    if not value:
-        return None
-    try:
-        return max(0.0, float(value))
-    except ValueError:
-        pass
-    try:
-        when = email.utils.parsedate_to_datetime(value)
-    except (TypeError, ValueError):
-        return None
-    if when.tzinfo is None:
-        when = when.replace(tzinfo=UTC)
-    return max(0.0, (when - datetime.now(UTC)).total_seconds())
 
 
 def _problem(response: httpx.Response) -> dict[str, Any]:

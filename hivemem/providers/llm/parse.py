@@ -20,7 +20,7 @@ import structlog
 from pydantic import ValidationError as PydanticValidationError
 
 from hivemem.domain.fact import FactAction, FactKind
-from hivemem.domain.values import named_values
+from hivemem.domain.provenance import stated_in, words_of
 from hivemem.errors import ProviderError
 from hivemem.providers.llm.prompt import Aliases
 from hivemem.providers.reflector import ReflectionRequest
@@ -45,12 +45,6 @@ _THINK = re.compile(r"<think>.*?</think>", re.DOTALL | re.IGNORECASE)
 _TRAILING_COMMA = re.compile(r",(\s*[}\]])")
 _OPEN = re.compile(r"[\[{]")
 _ID_WRAPPING = " \t\n<>[]()\"'`{}.…"  # "<3f9a...>": a shortened id
-_WORD = re.compile(r"[a-z0-9][a-z0-9+#.-]*[a-z0-9+#]|[a-z0-9]")
-_STOP = frozenset(re.findall(r"\w+",
-    "the a an and or of to for in on at by is are was were be been it its this that these "
-    "those we our us you your they their he she his her i my me with as from will would "
-    "should must can could has have had do does did not no so but if then than use used "
-    "using now also just very"))
 _MISSING: Any = object()
 
 _OPS: dict[str, str] = {
@@ -137,7 +131,7 @@ class _Known:
         facts = {**aliases.fact_ids(), **{f.fact_id.lower(): f.fact_id
                                           for f in request.prior_facts}}
         turns = {**aliases.turn_ids(), **{t.turn_id.lower(): t.turn_id for t in request.turns}}
-        words = {w for t in request.turns for w in _words(t.content)}
+        words = {w for t in request.turns for w in words_of(t.content)}
         return cls(
             fact_ids=facts,
             turn_ids=turns,
@@ -163,20 +157,7 @@ class _Known:
     def supports(self, content: str) -> bool:
         """Does the episode state this? Most of its words, and every name in it, occur in
         the turns (a copy of the prompt or an invented fact fails)."""
-        words = [w for w in _words(content) if w not in _STOP]
-        if not words:
-            return False
-        seen = sum(1 for w in words if w in self.vocabulary)
-        names = named_values(content)
-        names_ok = all(
-            any(v.startswith(n) or n.startswith(v) for v in self.vocabulary if len(v) >= 3)
-            for n in names
-        )
-        return names_ok and seen * 2 >= len(words)
-
-
-def _words(text: str) -> list[str]:
-    return _WORD.findall(text.lower())
+        return stated_in(content, self.vocabulary)
 
 
 def _text(value: Any) -> str | None:

@@ -10,8 +10,6 @@ from __future__ import annotations
 import json
 import time
 from collections.abc import Callable, Sequence
-from datetime import UTC, datetime
-from email.utils import parsedate_to_datetime
 from types import TracebackType
 from typing import Any, Self
 
@@ -20,6 +18,7 @@ import structlog
 
 from hivemem.config import LLMConfig
 from hivemem.errors import ProviderError, RetryLater
+from hivemem.providers.retry_after import retry_after
 
 log = structlog.get_logger(__name__)
 
@@ -33,30 +32,6 @@ class LLMHTTPError(ProviderError):
         super().__init__(message)
         self.status = status
         self.body = body  # redacted excerpt
-
-
-def _retry_after(headers: httpx.Headers) -> float | None:
-    """Seconds the server asked us to wait (Retry-After seconds or date, retry-after-ms)."""
-    millis = headers.get("retry-after-ms")
-    if millis:
-        try:
-            return max(0.0, float(millis) / 1000.0)
-        except ValueError:
-            pass
-    value = headers.get("retry-after")
-    if not value:
-        return None
-    try:
-        return max(0.0, float(value))
-    except ValueError:
-        pass
-    try:
-        when = parsedate_to_datetime(value)
-    except (TypeError, ValueError):
-        return None
-    if when.tzinfo is None:
-        when = when.replace(tzinfo=UTC)
-    return max(0.0, (when - datetime.now(UTC)).total_seconds())
 
 
 class LLMTransport:
@@ -167,7 +142,7 @@ class LLMTransport:
                     raise LLMHTTPError(f"{self.name}: HTTP {status}: {body}", status, body)
                 problem = f"HTTP {status}"
                 if status == 429:
-                    wait = _retry_after(response.headers)
+                    wait = retry_after(response.headers)
             if attempt == attempts:
                 raise RetryLater(f"{self.name}: {problem} after {attempts} attempt(s)")
             if wait is None:
