@@ -16,15 +16,15 @@ from __future__ import annotations
 
 import threading
 import time
-from typing import Any
 
-import redis
 import structlog
 
 from hivemem.config import IngestSettings
 from hivemem.errors import Backpressure, StoreUnavailable
 from hivemem.pipeline.topology import Stage
-from hivemem.store.redis import Redis, as_text, redis_errors
+from hivemem.store.durability import persistence, wait_aof
+from hivemem.store.redis import Redis
+from hivemem.store.status import stage_backlog
 
 log = structlog.get_logger(__name__)
 
@@ -48,34 +48,8 @@ class IngestGuard:
     # -- backpressure ----------------------------------------------------------------------
 
     def backlog(self) -> int:
-        """Turns the embed group has not consumed, over every partition: never delivered
-        (lag) plus delivered but not acked (pending). Before the group exists: the stream's
-        length. One pipelined round trip."""
-        with redis_errors("read embed backlog"):
-            pipe = self._r.pipeline(transaction=False)
-            for stream in self.streams:
-                pipe.xlen(stream)
-                pipe.xinfo_groups(stream)
-            replies = pipe.execute(raise_on_error=False)
-        total = 0
-        for length, groups in zip(replies[::2], replies[1::2], strict=True):
-            if isinstance(length, redis.RedisError) and not isinstance(
-                    length, redis.ResponseError):
-                raise StoreUnavailable("redis", f"read embed backlog: {length}")
-            if isinstance(groups, Exception):  # no stream yet
-                continue
-            total += self._one(int(length), groups)
-        return total
-
-    def _one(self, length: int, groups: list[Any]) -> int:
-        for info in groups:
-            if as_text(info["name"]) == self.stage.group:
-                lag = info.get("lag")
-                pending = int(info.get("pending") or 0)
-                if lag is None:  # Redis cannot tell after deletions: count it all
-                    return length
-                return int(lag) + pending
-        return length
+        """Turns the embed stage has not finished, over every partition (one round trip)."""
+        return stage_backlog(self._r, self.stage)
 
     def admit(self, count: int = 1) -> None:
         """Before writing `count` turns: raise `Backpressure` (or block, per settings) while
@@ -123,40 +97,28 @@ class IngestGuard:
         """Before a durable write: make sure the server can confirm it (probed once)."""
         if self._durable_mode is not None:
             return
-        with redis_errors("probe durability"):
-            try:
-                fsync = self._r.config_get("appendfsync").get("appendfsync")
-                aof = self._r.config_get("appendonly").get("appendonly")
-                version = as_text(self._r.info("server").get("redis_version", "0"))
-            except redis.ResponseError as exc:
-                raise StoreUnavailable(
-                    "redis", f"durable ingest: cannot read the server's persistence settings"
-                    f" ({exc}); not supported by this store") from None
-        if as_text(aof) != "yes":
+        server = persistence(self._r)
+        if not server.appendonly:
             raise StoreUnavailable(
                 "redis", "durable ingest needs appendonly yes on the Redis server")
-        if as_text(fsync) == "always":
+        if server.appendfsync == "always":
             self._durable_mode = "always"
             return
-        major, minor = (int(p) for p in [*version.split("."), "0", "0"][:2])
-        if (major, minor) >= (7, 2):
+        if server.version >= (7, 2):
             self._durable_mode = "waitaof"
             return
+        version = ".".join(map(str, server.version))
         raise StoreUnavailable(
             "redis",
             f"durable ingest needs Redis >= 7.2 (WAITAOF) or appendfsync always; this server"
-            f" is {version} with appendfsync {as_text(fsync)}",
+            f" is {version} with appendfsync {server.appendfsync}",
         )
 
     def wait_durable(self) -> None:
         """After the write: block until the local AOF has it (or raise `StoreUnavailable`)."""
         if self._durable_mode != "waitaof":
             return
-        with redis_errors("wait for AOF fsync"):
-            local, _replicas = self._r.execute_command(  # type: ignore[no-untyped-call]
-                "WAITAOF", 1, 0, self.settings.durable_timeout_ms
-            )
-        if int(local) < 1:
+        if wait_aof(self._r, self.settings.durable_timeout_ms) < 1:
             raise StoreUnavailable(
                 "redis", f"the turn was written but not fsynced to the AOF within"
                 f" {self.settings.durable_timeout_ms} ms")

@@ -1,5 +1,6 @@
 """The deployment's pipeline at a glance, from Redis: per stage the lag, pending entries,
 dead letters and consumers (XINFO CONSUMERS); the reflection jobs per state and rq workers.
+Also the one number ingest's backpressure needs: a stage's backlog (`stage_backlog`).
 
 Read by `hivemem status` and by the metrics collector. Reads rq's keys directly (``rq:``
 prefix), so it does not import rq.
@@ -7,8 +8,12 @@ prefix), so it does not import rq.
 
 from __future__ import annotations
 
+from typing import Any
+
+import redis as redis_py
 from pydantic import BaseModel, Field
 
+from hivemem.errors import StoreUnavailable
 from hivemem.pipeline.topology import Keys, Stage, Topology
 from hivemem.store.redis import Redis, as_text, redis_errors
 
@@ -43,9 +48,9 @@ def _stage(redis: Redis, stage: Stage) -> StageStatus:
     status = StageStatus(stage=stage.name, stream=stage.stream_for(0))
     streams = stage.streams()
     pipe = redis.pipeline(transaction=False)
-    for stream in streams:
+    for partition, stream in enumerate(streams):
         pipe.exists(stream)
-        pipe.xlen(f"{stream}:dead")
+        pipe.xlen(stage.dead_letters_for(partition))
         pipe.xlen(stream)
     replies = pipe.execute()
     consumers: dict[str, Consumer] = {}
@@ -85,3 +90,34 @@ def pipeline_status(redis: Redis, keys: Keys, reflect_queue: str) -> PipelineSta
             "failed": int(failed), "finished": int(finished), "deferred": int(deferred)}
     return PipelineStatus(stages=stage_rows, reflect_queue=reflect_queue, reflect_jobs=jobs,
                           reflect_workers=int(workers))
+
+
+def stage_backlog(redis: Redis, stage: Stage) -> int:
+    """Entries `stage`'s group has not finished, over every partition: never delivered (lag)
+    plus delivered but not acked (pending). Before the group exists: the stream's length.
+    One pipelined round trip."""
+    with redis_errors(f"read {stage.name} backlog"):
+        pipe = redis.pipeline(transaction=False)
+        for stream in stage.streams():
+            pipe.xlen(stream)
+            pipe.xinfo_groups(stream)
+        replies = pipe.execute(raise_on_error=False)
+    total = 0
+    for length, groups in zip(replies[::2], replies[1::2], strict=True):
+        if isinstance(length, redis_py.RedisError) and not isinstance(
+                length, redis_py.ResponseError):
+            raise StoreUnavailable("redis", f"read {stage.name} backlog: {length}")
+        if isinstance(groups, Exception):  # no stream yet
+            continue
+        total += _group_backlog(stage.group, int(length), groups)
+    return total
+
+
+def _group_backlog(group: str, length: int, groups: list[Any]) -> int:
+    for info in groups:
+        if as_text(info["name"]) == group:
+            lag = info.get("lag")
+            if lag is None:  # Redis cannot tell after deletions: count it all
+                return length
+            return int(lag) + int(info.get("pending") or 0)
+    return length

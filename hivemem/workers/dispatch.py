@@ -11,12 +11,12 @@ and enqueues nothing. The marker outlives rq's own job TTLs.
 
 from __future__ import annotations
 
-import redis
 import structlog
 
 from hivemem.pipeline.messages import OutboxEntry
 from hivemem.pipeline.topology import Keys, Topology
-from hivemem.store.redis import Redis, redis_errors
+from hivemem.store.once import write_once
+from hivemem.store.redis import Redis
 from hivemem.store.streams import StreamEntry
 from hivemem.workers.jobs import Enqueue
 from hivemem.workers.stream import WorkerKind
@@ -42,20 +42,10 @@ class DispatchHandler:
 
     def dispatch(self, item: OutboxEntry) -> bool:
         """Enqueue the episode's job unless it was enqueued before. True: enqueued now."""
-        marker = self.keys.dispatched(item.episode_id)
-        with redis_errors("enqueue reflect job"), self._r.pipeline(transaction=True) as pipe:
-            while True:
-                try:
-                    pipe.watch(marker)  # type: ignore[no-untyped-call]
-                    if pipe.exists(marker):
-                        return False
-                    pipe.multi()
-                    pipe.set(marker, 1, ex=_MARKER_TTL_S)
-                    self.enqueue(pipe, item)
-                    pipe.execute()
-                    break
-                except redis.WatchError:
-                    continue  # another dispatcher raced us: look at the marker again
+        enqueued = write_once(self._r, self.keys.dispatched(item.episode_id), _MARKER_TTL_S,
+                              lambda pipe: self.enqueue(pipe, item), what="enqueue reflect job")
+        if not enqueued:
+            return False
         log.info("episode.dispatched", episode_id=item.episode_id, session_id=item.session_id,
                  index=item.index)
         return True
