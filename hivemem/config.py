@@ -228,7 +228,9 @@ class IngestSettings(BaseModel):
 class WorkerSettings(BaseModel):
     # Entries per read: a big read sorts more texts by length before the ONNX batches (1024:
     # the pipeline keeps 1.04x raw fastembed sorted over all texts; 256: 0.77x). Under a
-    # backlog a read takes ~13 s on one ONNX thread, well inside claim_idle_ms.
+    # backlog a read can take a minute on one busy ONNX thread (window vectors embed every
+    # turn twice): longer than claim_idle_ms, so a worker keeps its leases and its batch
+    # alive while it works (workers/keepalive.py).
     batch_size: int = Field(default=1024, ge=1, le=10_000)
     block_ms: int = Field(default=1000, ge=1, le=4000)
     # Entries pending longer than this on any consumer are presumed orphaned and reclaimed.

@@ -100,6 +100,20 @@ class PartitionLeases:
         self.waiting = len(self.owned) < len(wanted)
         return self.owned
 
+    def renew(self) -> None:
+        """Heartbeat and renew the leases held, nothing else (no rebalancing): what a
+        worker does while a long batch is in its hands."""
+        if not self.owned:
+            return
+        now = int(time.time() * 1000)
+        with redis_errors("renew partition leases"):
+            self._r.zadd(self.keys.stage_members(self.stage), {self.member: now})
+            calls: list[tuple[list[str], list[Any]]] = [
+                ([self.keys.partition_lease(self.stage, p)], [self.member, self.ttl_ms])
+                for p in self.owned
+            ]
+            run_scripts(self._r, self._take, calls)
+
     def _give(self, partitions: list[int]) -> None:
         calls: list[tuple[list[str], list[Any]]] = [
             ([self.keys.partition_lease(self.stage, p)], [self.member]) for p in partitions

@@ -157,6 +157,16 @@ class StreamStore:
             )
         return decode_entries(reply[1], stream)
 
+    def touch(self, stream: str, group: str, consumer: str, entry_ids: list[str]) -> None:
+        """Reset the idle time of entries `consumer` holds (XCLAIM to itself, JUSTID: the
+        delivery count is not raised), so that a handler still working on them is not
+        taken for dead and its entries are not reclaimed under it."""
+        if not entry_ids:
+            return
+        with redis_errors("touch pending entries"):
+            ids: list[Any] = list(entry_ids)
+            self._r.xclaim(stream, group, consumer, 0, ids, justid=True)
+
     def deliveries(self, stream: str, group: str, entry_ids: list[str]) -> dict[str, int]:
         """How many times each entry has been delivered (for dead-lettering)."""
         if not entry_ids:

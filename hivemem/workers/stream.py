@@ -25,7 +25,7 @@ import socket
 import threading
 import time
 import uuid
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from types import FrameType
 from typing import Generic, TypeVar
@@ -44,6 +44,7 @@ from hivemem.pipeline.topology import Stage
 from hivemem.store.doorbell import Doorbell
 from hivemem.store.partitions import PartitionLeases
 from hivemem.store.streams import StreamEntry, StreamStore
+from hivemem.workers.keepalive import Keepalive
 
 M = TypeVar("M")
 T = TypeVar("T")
@@ -119,6 +120,8 @@ class StreamWorker(Generic[M]):
             partitions=len(kind.streams),
         )
         self._refresh_s = min(settings.claim_interval_s, settings.claim_idle_ms / 3000)
+        self._keepalive = Keepalive(settings.claim_idle_ms / 3000, self._keep_alive,
+                                    name=f"hivemem-keepalive-{kind.name}")
         self.owned: list[str] = []
         self._doorbell: Doorbell | None = None
         self._log = log.bind(worker=kind.name, consumer=self.consumer)
@@ -167,6 +170,7 @@ class StreamWorker(Generic[M]):
                 if burst and handled == 0 and self._idle():
                     break
         finally:
+            self._keepalive.close()
             if self._doorbell is not None:
                 self._doorbell.close()
                 self._doorbell = None
@@ -194,6 +198,13 @@ class StreamWorker(Generic[M]):
         if self.owned != before:
             self._log.info("worker.partitions", owned=owned)
             self._next_claim = 0.0  # new partitions: look for their orphans now
+
+    def _keep_alive(self, entries: Sequence[StreamEntry]) -> None:
+        """While a batch is in hand (from the keepalive thread): this worker is not dead."""
+        self.leases.renew()
+        for stream in dict.fromkeys(e.stream for e in entries):
+            self.streams.touch(stream, self.kind.group, self.consumer,
+                               [e.entry_id for e in entries if e.stream == stream])
 
     def _idle(self) -> bool:
         # Called right after a read found nothing new in this worker's partitions. Others'
@@ -331,6 +342,11 @@ class StreamWorker(Generic[M]):
                 self._dead_letter(entry, f"undecodable: {type(exc).__name__}: {exc}", 1)
         if not decoded:
             return 0
+        with self._keepalive.holding([e for e, _ in decoded]):
+            return self._handle(decoded)
+
+    def _handle(self, decoded: list[tuple[StreamEntry, M]]) -> int:
+        k = self.kind
         try:
             self._with_retry(lambda: k.handle([m for _, m in decoded]))
         except _TRANSIENT:

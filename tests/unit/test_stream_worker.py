@@ -397,3 +397,68 @@ def test_acknowledged_entries_are_trimmed_pending_and_unread_ones_kept(
     # A second group that has read nothing yet holds everything back.
     redis_client.xgroup_create(STREAM, "late", id="0")
     assert StreamStore(redis_client, KEYS).trim_consumed(STREAM) == 0
+
+
+def test_a_batch_held_longer_than_claim_idle_is_not_taken_from_its_worker(
+    redis_client: redis.Redis, settings: Settings
+) -> None:
+    """A slow handler (here 4x claim_idle_ms) keeps its partition lease and its entries: a
+    second worker of the stage neither takes the partition nor reclaims the batch, so
+    nothing is handled twice."""
+    import threading
+
+    idle_s = settings.worker.claim_idle_ms / 1000
+    slow_started = threading.Event()
+
+    def slow(batch: list[int]) -> None:
+        slow_started.set()
+        time.sleep(4 * idle_s)
+
+    first, second = Recorder(), Recorder()
+    first_handle = first.__call__
+    first_worker = make_worker(redis_client, settings, first, consumer="a-first")
+    first_worker.kind = WorkerKind(
+        name="test", streams=(STREAM,), group=GROUP, decode=decode,
+        handle=lambda batch: (slow(batch), first_handle(batch))[1],
+        on_dead_letter=first.on_dead_letter,
+    )
+    add(redis_client, 1, 2, 3)
+    threads = [threading.Thread(target=first_worker.run)]
+    threads[0].start()
+    assert slow_started.wait(10)
+    second_worker = make_worker(redis_client, settings, second, consumer="b-second")
+    threads.append(threading.Thread(target=second_worker.run))
+    threads[1].start()
+    deadline = time.monotonic() + 20
+    while sorted(first.done + second.done) != [1, 2, 3] and time.monotonic() < deadline:
+        time.sleep(0.02)
+    time.sleep(2 * idle_s)  # room for a (wrong) second handling to show up
+    for worker in (first_worker, second_worker):
+        worker.stop()
+    for thread in threads:
+        thread.join(10)
+    assert sorted(first.done) == [1, 2, 3]
+    assert second.calls == []
+    assert second_worker.report.reclaimed == 0
+    assert pending(redis_client) == []
+
+
+def test_keepalive_renews_only_while_a_batch_outlasts_its_interval() -> None:
+    from hivemem.workers.keepalive import Keepalive
+
+    seen: list[list[int]] = []
+    keepalive = Keepalive(0.05, lambda held: seen.append(list(held)))
+    try:
+        with keepalive.holding([1, 2]):
+            pass  # shorter than the interval
+        time.sleep(0.15)
+        assert seen == []
+        with keepalive.holding([3]):
+            time.sleep(0.28)
+        held_renewals = len(seen)
+        time.sleep(0.15)
+        assert 3 <= held_renewals <= 6
+        assert len(seen) == held_renewals  # nothing once the batch is done
+        assert all(batch == [3] for batch in seen)
+    finally:
+        keepalive.close()
