@@ -169,6 +169,13 @@ class StreamWorker(Generic[M]):
                 handled = self._with_retry(lambda: self.step(burst=burst))
                 if burst and handled == 0 and self._idle():
                     break
+        except _TRANSIENT as exc:
+            if not self.stopping:
+                raise
+            # Told to stop while a store is down (or already gone: an embedded owner that
+            # stopped its server after the drain timed out): what is in hand stays pending
+            # for a reclaim, so this is a stop, not a crash.
+            self._log.warning("worker.stopped_with_store_down", error=str(exc))
         finally:
             self._keepalive.close()
             if self._doorbell is not None:

@@ -462,3 +462,41 @@ def test_keepalive_renews_only_while_a_batch_outlasts_its_interval() -> None:
         assert all(batch == [3] for batch in seen)
     finally:
         keepalive.close()
+
+
+def test_a_worker_stopped_while_redis_is_gone_returns_instead_of_crashing(
+    redis_client: redis.Redis, settings: Settings, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """An embedded owner stops its server after a drain timed out: the worker's next read
+    fails, and since it was told to stop, it ends its run (its batch stays pending)."""
+    handler = Recorder()
+    worker = make_worker(redis_client, settings, handler)
+
+    def gone(*_args: Any, **_kwargs: Any) -> list[StreamEntry]:
+        worker.stop()
+        raise StoreUnavailable("redis", "read stream: No such file or directory")
+
+    monkeypatch.setattr(worker.streams, "read_many", gone)
+    report = worker.run()
+    assert report.handled == 0
+    assert worker.stopping
+
+
+def test_a_store_outage_without_a_stop_still_backs_off_and_raises_nothing_early(
+    redis_client: redis.Redis, settings: Settings, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    handler = Recorder()
+    worker = make_worker(redis_client, settings, handler)
+    calls: list[int] = []
+    real = worker.streams.read_many
+
+    def flaky(*args: Any, **kwargs: Any) -> list[StreamEntry]:
+        calls.append(1)
+        if len(calls) <= 2:
+            raise StoreUnavailable("redis", "blip")
+        worker.stop()
+        return real(*args, **kwargs)
+
+    monkeypatch.setattr(worker.streams, "read_many", flaky)
+    worker.run()
+    assert len(calls) >= 3  # retried in place, not ended by the first failure
