@@ -202,6 +202,10 @@ class EmbeddingSettings(BaseModel):
     # vector, searched next to the turn's own): a reply ("Yes, last Tuesday!") then matches
     # a question about what it replied to. 0: turn vectors only (embedding costs about half).
     window_turns: int = Field(default=2, ge=0, le=10)
+    # How the window vector is made: "text" embeds the turns joined as one text (a second
+    # model pass per turn over about three times the text); "mean" adds up the turns' own
+    # vectors (no model pass at all).
+    window_mode: Literal["text", "mean"] = "text"
     # Only for the hashing provider (tests): vector size.
     dim: int = Field(default=384, ge=8, le=4096)
 

@@ -212,6 +212,7 @@ class Wiring:
             embedder or self.embedder, self.vectors, self.session_state(conn),
             StreamStore(conn, self.keys), self.keys,
             window_turns=self.settings.embedding.window_turns,
+            window_mode=self.settings.embedding.window_mode,
         )
         return embed_kind(handler)
 

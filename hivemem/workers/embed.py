@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import time
 
+import numpy as np
 import structlog
 
 from hivemem.domain.markers import detect_markers, merge_markers
@@ -20,7 +21,7 @@ from hivemem.providers.embedders import Embedder, Matrix
 from hivemem.providers.lexical import LexicalEncoder
 from hivemem.store.state import SessionState
 from hivemem.store.streams import StreamEntry, StreamStore
-from hivemem.store.vectors.base import VectorStore
+from hivemem.store.vectors.base import Vector, VectorStore
 from hivemem.workers.stream import WorkerKind
 
 log = structlog.get_logger(__name__)
@@ -46,6 +47,7 @@ class EmbedHandler:
         lexical: LexicalEncoder | None = None,
         *,
         window_turns: int = 2,
+        window_mode: str = "text",
     ) -> None:
         if embedder.dim != vectors.dim:
             raise ConfigurationError(
@@ -59,6 +61,7 @@ class EmbedHandler:
         self.topology = Topology(keys)
         self.lexical = lexical or LexicalEncoder()
         self.window_turns = window_turns
+        self.window_mode = window_mode
 
     def __call__(self, turns: list[Turn]) -> None:
         started = time.perf_counter()
@@ -95,20 +98,31 @@ class EmbedHandler:
             for seq in range(max(1, t.seq - self.window_turns), t.seq):
                 if (t.session_id, seq) not in before:
                     wanted.setdefault(t.session_id, set()).add(seq)
+        mean = self.window_mode == "mean"
+        own: dict[tuple[str, int], Vector] = {
+            (t.session_id, t.seq): matrix[i] for i, t in enumerate(turns)} if mean else {}
         for session, seqs in wanted.items():
-            for hit in self.vectors.turns_by_seq(session, sorted(seqs), with_vectors=False):
+            for hit in self.vectors.turns_by_seq(session, sorted(seqs), with_vectors=mean):
                 before.setdefault((session, hit.seq), hit.turn)
+                if mean and hit.vector is not None:
+                    own.setdefault((session, hit.seq), hit.vector)
         rows: list[int] = []
         texts: list[str] = []
+        windows = matrix.copy()
         for i, t in enumerate(turns):
-            context = [
-                _context_text(p) for seq in range(t.seq - self.window_turns, t.seq)
+            framing = [
+                p for seq in range(t.seq - self.window_turns, t.seq)
                 if (p := before.get((t.session_id, seq))) is not None and _may_frame(p, t)
             ]
-            if context:
+            if not framing:
+                continue
+            if mean:
+                vectors = [own[key] for p in framing if (key := (p.session_id, p.seq)) in own]
+                total = np.sum([*vectors, matrix[i]], axis=0)
+                windows[i] = total / max(float(np.linalg.norm(total)), 1e-12)
+            else:
                 rows.append(i)
-                texts.append("\n".join([*context, t.content]))
-        windows = matrix.copy()
+                texts.append("\n".join([*(_context_text(p) for p in framing), t.content]))
         if texts:
             windows[rows] = self.embedder.embed_documents(texts)
         return windows

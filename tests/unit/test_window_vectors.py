@@ -45,9 +45,10 @@ class _NoStreams:
         pass
 
 
-def _embed(store: VectorStore, batches: list[list[Turn]], window_turns: int = 2) -> None:
+def _embed(store: VectorStore, batches: list[list[Turn]], window_turns: int = 2,
+           window_mode: str = "text") -> None:
     handler = EmbedHandler(EMB, store, _NoStreams(), None, Keys(),  # type: ignore[arg-type]
-                           window_turns=window_turns)
+                           window_turns=window_turns, window_mode=window_mode)
     for batch in batches:
         handler(batch)
 
@@ -87,6 +88,28 @@ def test_another_agents_private_turn_stays_out_of_a_shared_turns_window(
                     turn(2, "lunch at noon", agent_id="b")]])
     window = _windows(store)[2]
     assert np.allclose(window, EMB.embed_documents(["lunch at noon"])[0])
+
+
+def test_mean_windows_add_up_the_turns_own_vectors_across_batches(
+    store: VectorStore,
+) -> None:
+    turns = [turn(1, "which database for billing"), turn(2, "postgres, definitely"),
+             turn(3, "agreed", agent_id="b"), turn(4, "ship it friday"),
+             turn(5, "secret plan", agent_id="a", visibility="private"), turn(6, "ok")]
+    _embed(store, [turns[:2], turns[2:]], window_mode="mean")
+    own = dict(zip(range(1, 7), EMB.embed_documents([t.content for t in turns]), strict=True))
+    windows = {h.seq: h.window for h in store.turns_by_seq("s", list(range(1, 7)))}
+
+    def mean(*seqs: int) -> np.ndarray:
+        total = np.sum([own[s] for s in seqs], axis=0)
+        return total / np.linalg.norm(total)
+
+    assert np.allclose(windows[1], own[1])  # nothing before it
+    assert np.allclose(windows[2], mean(1, 2), atol=1e-6)
+    assert np.allclose(windows[3], mean(1, 2, 3), atol=1e-6)  # 1 and 2 from the store
+    assert np.allclose(windows[4], mean(2, 3, 4), atol=1e-6)
+    # Another agent's private turn stays out of a shared turn's window.
+    assert np.allclose(windows[6], mean(4, 6), atol=1e-6)
 
 
 def test_window_turns_0_writes_no_windows(store: VectorStore) -> None:
