@@ -152,7 +152,10 @@ def make_handler(
     embedded-stream writes, so timing it leaves the worker's reads and acks alone)."""
     state = SessionState(conn, keys, settings.ingest.recent_window)
     streams = StreamStore(conn, keys)
-    return EmbedHandler(embedder, store, state, streams, keys), state, streams
+    handler = EmbedHandler(embedder, store, state, streams, keys,
+                           window_turns=settings.embedding.window_turns,
+                           window_mode=settings.embedding.window_mode)
+    return handler, state, streams
 
 
 def interleaved_turns(convs: list[dict[str, Any]]) -> list[tuple[str, str]]:

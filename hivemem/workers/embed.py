@@ -47,7 +47,7 @@ class EmbedHandler:
         lexical: LexicalEncoder | None = None,
         *,
         window_turns: int = 2,
-        window_mode: str = "text",
+        window_mode: str = "mean",
     ) -> None:
         if embedder.dim != vectors.dim:
             raise ConfigurationError(
