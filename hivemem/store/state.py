@@ -12,7 +12,14 @@ from typing import cast
 from hivemem.domain.models import SessionStats, Turn, TurnFields
 from hivemem.domain.scope import DEFAULT_NAMESPACE, Scope
 from hivemem.errors import OutOfScope
-from hivemem.pipeline.messages import EpisodeControl, TurnEntry, turn_from_wire, wire_json
+from hivemem.pipeline.messages import (
+    EmbeddedTurn,
+    EmbeddedTurns,
+    EpisodeControl,
+    TurnEntry,
+    turn_from_wire,
+    wire_json,
+)
 from hivemem.pipeline.topology import Keys, Topology
 from hivemem.store.redis import Redis, as_text, redis_errors, run_scripts, set_union
 
@@ -20,92 +27,98 @@ from hivemem.store.redis import Redis, as_text, redis_errors, run_scripts, set_u
 # a session belongs to the namespace of its first turn (a turn of another namespace gets -1,
 # nothing written; sessions from before namespaces are "default"); a repeated turn id
 # returns the seq it already had; otherwise the next seq is taken and the turn is appended
-# to the partition's turns stream and to the recent window. KEYS: the stream, the
-# partition's session set, then 5 keys per session (seq, ids, recent, meta, ns). ARGV: the
-# window, the entry's two field names (from `TurnEntry`), the session count m, the m
-# session ids, then 5 values per turn (its session's index 1..m, turn id, wire JSON,
-# timestamp, namespace). Returns seq, duplicate per turn, flattened.
-# Per turn only the id lookup and the XADD run; a session's namespace and counter are read
-# once per call (at its first turn) and its ids, recent window, counter and activity are
-# written once per call at the end: a batch of one session costs a handful of commands, not
-# eight per turn. A session is listed and its first activity set by its first turn only; the
-# window is trimmed only once it can be full.
+# to the partition's turns stream and to the recent window.
+# The caller groups the turns by (session, namespace), groups in the order of their first
+# turn: only one group of a session can match its owner, so this refuses and appends what
+# turn-by-turn order would, and per-session order is kept inside each group. Per group the
+# script reads the owner and counter (one MGET) and every turn id (one HMGET), XADDs each new
+# turn, then writes the counter, ids, window and activity once: a handful of commands per
+# session and call, one per turn. A session is listed and its first activity set by its
+# first turn only. KEYS: the stream, the partition's session set, then 5 keys per group
+# (seq, ids, recent, meta, ns). ARGV: the window, the entry's two field names (from
+# `TurnEntry`), the group count g, then per group: session id, namespace, turn count c and
+# c (turn id, wire JSON, timestamp) triples. Returns seq, duplicate per turn, group by
+# group, flattened.
 _APPEND_TURNS = """
 local window = tonumber(ARGV[1])
-local m = tonumber(ARGV[4])
 local out = {}
-local sessions = {}
-local order = {}
 local function chunked(cmd, key, list)
   for i = 1, #list, 512 do
     redis.call(cmd, key, unpack(list, i, math.min(i + 511, #list)))
   end
 end
-for a = 5 + m, #ARGV, 5 do
-  local j = tonumber(ARGV[a])
-  local s = sessions[j]
-  local ns = ARGV[a + 4]
-  if not s then
-    local k = 2 + (j - 1) * 5
-    local owner = redis.call('GET', KEYS[k + 5])
-    local seq = tonumber(redis.call('GET', KEYS[k + 1]) or '0')
-    if not owner then
-      if seq > 0 then owner = 'default' end
-      if not owner or owner == ns then
-        owner = ns
-        redis.call('SET', KEYS[k + 5], owner)
-      end
+local a = 5
+for g = 1, tonumber(ARGV[4]) do
+  local k = 2 + (g - 1) * 5
+  local sid, ns, c = ARGV[a], ARGV[a + 1], tonumber(ARGV[a + 2])
+  a = a + 3
+  local cur = redis.call('MGET', KEYS[k + 5], KEYS[k + 1])
+  local owner = cur[1]
+  local seq = tonumber(cur[2] or '0')
+  if not owner then
+    if seq > 0 then owner = 'default' end
+    if not owner or owner == ns then
+      owner = ns
+      redis.call('SET', KEYS[k + 5], owner)
     end
-    s = {k = k, sid = ARGV[4 + j], owner = owner, seq = seq, known = {}, ids = {},
-         recent = {}}
-    sessions[j] = s
-    order[#order + 1] = s
   end
-  if s.owner ~= ns then
-    out[#out + 1] = -1
-    out[#out + 1] = 0
-  else
-    local tid = ARGV[a + 1]
-    local existing = s.known[tid] or redis.call('HGET', KEYS[s.k + 2], tid)
-    if existing then
-      out[#out + 1] = tonumber(existing)
-      out[#out + 1] = 1
-    else
-      s.seq = s.seq + 1
-      local seq = s.seq
-      s.known[tid] = seq
-      s.ids[#s.ids + 1] = tid
-      s.ids[#s.ids + 1] = seq
-      redis.call('XADD', KEYS[1], '*', ARGV[2], seq, ARGV[3], ARGV[a + 2])
-      if window > 0 then
-        s.recent[#s.recent + 1] = seq
-        s.recent[#s.recent + 1] = ARGV[a + 2]
-      end
-      if seq == 1 then
-        s.first = ARGV[a + 3]
-        redis.call('SADD', KEYS[2], s.sid)
-      end
-      s.last = ARGV[a + 3]
-      out[#out + 1] = seq
+  if owner ~= ns then
+    for _ = 1, c do
+      out[#out + 1] = -1
       out[#out + 1] = 0
     end
-  end
-end
-for _, s in ipairs(order) do
-  if #s.ids > 0 then
-    local k = s.k
-    redis.call('SET', KEYS[k + 1], s.seq)
-    chunked('HSET', KEYS[k + 2], s.ids)
-    if window > 0 then
-      chunked('ZADD', KEYS[k + 3], s.recent)
-      if s.seq > window then redis.call('ZREMRANGEBYRANK', KEYS[k + 3], 0, -(window + 1)) end
+  else
+    local found = {}
+    for i = 0, c - 1, 512 do
+      local tids = {}
+      for j = i, math.min(i + 511, c - 1) do tids[#tids + 1] = ARGV[a + 3 * j] end
+      for _, v in ipairs(redis.call('HMGET', KEYS[k + 2], unpack(tids))) do
+        found[#found + 1] = v
+      end
     end
-    if s.first then
-      redis.call('HSET', KEYS[k + 4], 'first_ts', s.first, 'last_ts', s.last)
-    else
-      redis.call('HSET', KEYS[k + 4], 'last_ts', s.last)
+    local known, ids, recent = {}, {}, {}
+    local first, last
+    for j = 1, c do
+      local b = a + 3 * (j - 1)
+      local tid = ARGV[b]
+      local existing = known[tid] or found[j]
+      if existing then
+        out[#out + 1] = tonumber(existing)
+        out[#out + 1] = 1
+      else
+        seq = seq + 1
+        known[tid] = seq
+        ids[#ids + 1] = tid
+        ids[#ids + 1] = seq
+        redis.call('XADD', KEYS[1], '*', ARGV[2], seq, ARGV[3], ARGV[b + 1])
+        if window > 0 then
+          recent[#recent + 1] = seq
+          recent[#recent + 1] = ARGV[b + 1]
+        end
+        if seq == 1 then
+          first = ARGV[b + 2]
+          redis.call('SADD', KEYS[2], sid)
+        end
+        last = ARGV[b + 2]
+        out[#out + 1] = seq
+        out[#out + 1] = 0
+      end
+    end
+    if #ids > 0 then
+      redis.call('SET', KEYS[k + 1], seq)
+      chunked('HSET', KEYS[k + 2], ids)
+      if window > 0 then
+        chunked('ZADD', KEYS[k + 3], recent)
+        if seq > window then redis.call('ZREMRANGEBYRANK', KEYS[k + 3], 0, -(window + 1)) end
+      end
+      if first then
+        redis.call('HSET', KEYS[k + 4], 'first_ts', first, 'last_ts', last)
+      else
+        redis.call('HSET', KEYS[k + 4], 'last_ts', last)
+      end
     end
   end
+  a = a + 3 * c
 end
 return out
 """
@@ -126,23 +139,48 @@ return seq
 
 
 
-# The embed stage's one write to Redis per partition and batch, idempotent: for each turn,
-# set its processed bit and, only if the bit was not set before, publish the turn (with its
-# vector) on the partition's embedded stream. A retry after a crash or an outage between
-# the Qdrant write and this script publishes nothing twice. KEYS: the embedded stream, then
-# one processed bitmap per item; ARGV per item: seq, field count n, then n name/value pairs.
+# The embed stage's one write to Redis per partition and batch, idempotent: set each turn's
+# processed bit and publish the turns whose bit was not set before on the partition's
+# embedded stream, one `EmbeddedTurns` entry per session. A retry after a crash or an outage
+# between the Qdrant write and this script publishes nothing twice. One BITFIELD per session
+# sets all its bits and returns the old ones (BITFIELD numbers bits as SETBIT does).
+# KEYS: the embedded stream, then one processed bitmap per session. ARGV: the entry's
+# constant names and kind (`EmbeddedTurns.script_fields`), then per session its id, its turn
+# count c and c (seq, head JSON, vector or '') triples. Returns how many turns it published.
 _PUBLISH_EMBEDDED = """
-local a = 1
 local published = 0
-for i = 2, #KEYS do
-  local seq = tonumber(ARGV[a])
-  local n = tonumber(ARGV[a + 1])
-  local old = redis.call('SETBIT', KEYS[i], seq, 1)
-  if old == 0 then
-    redis.call('XADD', KEYS[1], '*', unpack(ARGV, a + 2, a + 1 + 2 * n))
-    published = published + 1
+local a = 7
+for g = 2, #KEYS do
+  local sid, c = ARGV[a], tonumber(ARGV[a + 1])
+  a = a + 2
+  local old = {}
+  for i = 0, c - 1, 1000 do
+    local ops = {}
+    for j = i, math.min(i + 999, c - 1) do
+      ops[#ops + 1] = 'SET'
+      ops[#ops + 1] = 'u1'
+      ops[#ops + 1] = ARGV[a + 3 * j]
+      ops[#ops + 1] = 1
+    end
+    for _, bit in ipairs(redis.call('BITFIELD', KEYS[g], unpack(ops))) do
+      old[#old + 1] = bit
+    end
   end
-  a = a + 2 + 2 * n
+  local seqs, heads, vecs = {}, {}, {}
+  for j = 1, c do
+    if old[j] == 0 then
+      seqs[#seqs + 1] = ARGV[a]
+      heads[#heads + 1] = ARGV[a + 1]
+      vecs[#vecs + 1] = ARGV[a + 2]
+    end
+    a = a + 3
+  end
+  if #seqs > 0 then
+    redis.call('XADD', KEYS[1], '*', ARGV[1], ARGV[2], ARGV[3], sid,
+               ARGV[4], table.concat(seqs, ','), ARGV[5], '[' .. table.concat(heads, ',') .. ']',
+               ARGV[6], table.concat(vecs, ','))
+    published = published + #seqs
+  end
 end
 return published
 """
@@ -165,29 +203,32 @@ class SessionState:
 
     def _append_call(
         self, partition: int, drafts: Sequence[TurnFields]
-    ) -> tuple[list[str], list[str | int]]:
-        """The append script's keys and args for turns of one partition (a session's keys
-        once, however many of its turns the call carries)."""
+    ) -> tuple[list[str], list[str | int], list[int]]:
+        """The append script's keys and args for turns of one partition, grouped by
+        (session, namespace) in the order of each group's first turn, and where each reply
+        pair belongs: `order[i]` is the index in `drafts` of the i-th turn the script
+        answers for."""
         k = self.keys
+        groups: dict[tuple[str, str], list[int]] = {}
+        for i, draft in enumerate(drafts):
+            groups.setdefault((draft.session_id, draft.namespace), []).append(i)
         keys: list[str] = [k.turns_stream(partition), k.sessions(partition)]
-        index: dict[str, int] = {}
-        turns: list[str | int] = []
-        for draft in drafts:
-            sid = draft.session_id
-            j = index.get(sid)
-            if j is None:
-                j = index[sid] = len(index) + 1
-                keys += (k.session_seq(sid), k.session_turn_ids(sid), k.session_recent(sid),
-                         k.session_meta(sid), k.session_namespace(sid))
-            turns += (j, draft.turn_id, wire_json(draft), draft.timestamp.isoformat(),
-                      draft.namespace)
         args: list[str | int] = [self.recent_window, TurnEntry.SEQ_FIELD, TurnEntry.TURN_FIELD,
-                                 len(index), *index, *turns]
-        return keys, args
+                                 len(groups)]
+        order: list[int] = []
+        for (sid, namespace), members in groups.items():
+            keys += (k.session_seq(sid), k.session_turn_ids(sid), k.session_recent(sid),
+                     k.session_meta(sid), k.session_namespace(sid))
+            args += (sid, namespace, len(members))
+            for i in members:
+                draft = drafts[i]
+                args += (draft.turn_id, wire_json(draft), draft.timestamp.isoformat())
+            order += members
+        return keys, args, order
 
     def append_turn(self, draft: TurnFields) -> tuple[int, bool]:
         """Returns (seq, duplicate). `OutOfScope` if the session is another namespace's."""
-        keys, args = self._append_call(self.keys.partition(draft.session_id), [draft])
+        keys, args, _ = self._append_call(self.keys.partition(draft.session_id), [draft])
         with redis_errors("append turn"):
             seq, dup = self._append(keys=keys, args=args)
         if int(seq) < 0:
@@ -210,37 +251,45 @@ class SessionState:
             self._append_call(p, [drafts[i] for i in idx]) for p, idx in by_partition.items()
         ]
         with redis_errors("append turns"):
-            replies = run_scripts(self._r, self._append, calls)
+            replies = run_scripts(self._r, self._append, [(ks, args) for ks, args, _ in calls])
         out: list[tuple[int, bool]] = [(0, False)] * len(drafts)
         refused = False
-        for idx, flat in zip(by_partition.values(), replies, strict=True):
-            for j, i in enumerate(idx):
+        for idx, (_, _, order), flat in zip(by_partition.values(), calls, replies, strict=True):
+            for j, local in enumerate(order):
                 seq, dup = int(flat[2 * j]), bool(int(flat[2 * j + 1]))
                 refused |= seq < 0
-                out[i] = (seq, dup)
+                out[idx[local]] = (seq, dup)
         if refused:
             # A session claimed by another namespace meanwhile: forget what passed before.
             self._in_scope.clear()
             raise OutOfScope()
         return out
 
-    def publish_embedded(self, items: Sequence[tuple[Turn, dict[str, str]]]) -> int:
-        """Mark these turns processed and publish each one's entry on its partition's
-        embedded stream, only for turns not marked before (a retry appends nothing twice).
-        One script per partition, one round trip. Returns how many were published."""
-        if not items:
+    def publish_embedded(self, entries: Sequence[EmbeddedTurn]) -> int:
+        """Mark these turns processed and publish them on their partitions' embedded
+        streams (one `EmbeddedTurns` entry per session), only the turns not marked before
+        (a retry appends nothing twice). One script per partition, one round trip. Returns
+        how many turns were published."""
+        if not entries:
             return 0
         k = self.keys
-        calls: dict[int, tuple[list[str], list[str | int]]] = {}
-        for turn, fields in items:
-            p = k.partition(turn.session_id)
-            keys, args = calls.setdefault(p, ([k.embedded_stream(p)], []))
-            keys.append(k.session_processed(turn.session_id))
-            args += (turn.seq, len(fields))
-            for name, value in fields.items():
-                args += (name, value)
+        by_partition: dict[int, dict[str, list[EmbeddedTurn]]] = {}
+        for entry in entries:
+            sid = entry.session_id
+            by_partition.setdefault(k.partition(sid), {}).setdefault(sid, []).append(entry)
+        names = EmbeddedTurns.script_fields()
+        calls: list[tuple[list[str], list[str | int]]] = []
+        for p, sessions in by_partition.items():
+            keys = [k.embedded_stream(p)]
+            args: list[str | int] = [*names]
+            for sid, group in sessions.items():
+                keys.append(k.session_processed(sid))
+                args += (sid, len(group))
+                for entry in group:
+                    args += entry.script_values()
+            calls.append((keys, args))
         with redis_errors("publish embedded turns"):
-            replies = run_scripts(self._r, self._publish, list(calls.values()))
+            replies = run_scripts(self._r, self._publish, calls)
         return sum(int(r) for r in replies)
 
     def append_control(self, session_id: str, action: str) -> int | None:

@@ -21,7 +21,7 @@ from hivemem.store.state import SessionState
 from hivemem.store.streams import StreamEntry, StreamStore
 from hivemem.workers.embed import EmbedHandler, decode_turn
 from hivemem.workers.stream import StreamWorker, WorkerKind
-from tests.support.streams import embedded_len
+from tests.support.streams import embedded_items_of, embedded_len
 
 KEYS = Keys("hmpart", 8)
 
@@ -108,6 +108,7 @@ def test_an_embed_retry_after_the_writes_appends_nothing_twice(
     worker.run(burst=True)
     assert vectors.upserts > 16  # it did retry the whole batch, Qdrant write included
     assert embedded_len(redis_client, keys) == 16  # ...and published each turn once
+    assert len(set(embedded_items_of(redis_client, keys))) == 16
     for sid in sessions:
         assert plain.progress(sid) == (4, 4, 0)
 
