@@ -209,10 +209,6 @@ class EmbeddedTurn(Entry):
             fields[VEC] = self.vec
         return fields
 
-    def script_values(self) -> tuple[int, str, str]:
-        """(seq, head JSON, vector text or '')."""
-        return self.turn.seq, head_json(self.turn), self.vec or ""
-
     @classmethod
     def from_fields(cls, fields: Mapping[str, str]) -> EmbeddedTurn:
         return cls(turn=turn_from_wire(_field(fields, TURN), _seq(fields), head=True),
@@ -329,9 +325,13 @@ class EmbeddedTurns(Entry):
     @staticmethod
     def script_fields() -> list[str]:
         """For the script that writes the entry (`hivemem.store.state`): kind's name and
-        value, then the names of session_id, seqs, turns and vecs; per turn it takes
-        `EmbeddedTurn.script_values` and joins them as `to_fields` does."""
+        value, then the names of session_id, seqs, turns and vecs, whose values are
+        `script_values`."""
         return [KIND, "turns", SESSION_ID, SEQS, TURNS, VECS]
+
+    def script_values(self) -> tuple[str, str, str, str]:
+        fields = self.to_fields()
+        return fields[SESSION_ID], fields[SEQS], fields[TURNS], fields[VECS]
 
 
 EmbeddedEntry: TypeAlias = EmbeddedTurn | EmbeddedTurns | EpisodeControl | SkipEntry

@@ -143,47 +143,59 @@ return seq
 # processed bit and publish the turns whose bit was not set before on the partition's
 # embedded stream, one `EmbeddedTurns` entry per session. A retry after a crash or an outage
 # between the Qdrant write and this script publishes nothing twice. One BITFIELD per session
-# sets all its bits and returns the old ones (BITFIELD numbers bits as SETBIT does).
-# KEYS: the embedded stream, then one processed bitmap per session. ARGV: the entry's
-# constant names and kind (`EmbeddedTurns.script_fields`), then per session its id, its turn
-# count c and c (seq, head JSON, vector or '') triples. Returns how many turns it published.
+# sets its bits and returns the old ones (BITFIELD numbers bits as SETBIT does); the entry's
+# values come built (Lua hashes every byte of every string it makes, so joining the turns
+# here would cost more than the rest of the script). A session whose turns are partly
+# published already (a redelivery batched with new turns) has the bits this call set put
+# back, and the caller publishes the rest on its own. KEYS: the embedded stream, then one
+# processed bitmap per session. ARGV: the entry's names and kind
+# (`EmbeddedTurns.script_fields`), then per session the entry's four values
+# (`EmbeddedTurns.script_values`), its turn count c and its c seqs. Returns the number of
+# turns published, then (session index, the c old bits) for each partly published session.
 _PUBLISH_EMBEDDED = """
 local published = 0
+local out = {0}
 local a = 7
 for g = 2, #KEYS do
-  local sid, c = ARGV[a], tonumber(ARGV[a + 1])
-  a = a + 2
-  local old = {}
-  for i = 0, c - 1, 1000 do
-    local ops = {}
-    for j = i, math.min(i + 999, c - 1) do
-      ops[#ops + 1] = 'SET'
-      ops[#ops + 1] = 'u1'
-      ops[#ops + 1] = ARGV[a + 3 * j]
-      ops[#ops + 1] = 1
-    end
-    for _, bit in ipairs(redis.call('BITFIELD', KEYS[g], unpack(ops))) do
-      old[#old + 1] = bit
-    end
+  local c = tonumber(ARGV[a + 4])
+  local first = a + 5
+  local ops = {}
+  for j = 0, c - 1 do
+    ops[#ops + 1] = 'SET'
+    ops[#ops + 1] = 'u1'
+    ops[#ops + 1] = ARGV[first + j]
+    ops[#ops + 1] = 1
   end
-  local seqs, heads, vecs = {}, {}, {}
-  for j = 1, c do
-    if old[j] == 0 then
-      seqs[#seqs + 1] = ARGV[a]
-      heads[#heads + 1] = ARGV[a + 1]
-      vecs[#vecs + 1] = ARGV[a + 2]
+  local old = redis.call('BITFIELD', KEYS[g], unpack(ops))
+  local ones = 0
+  for j = 1, c do ones = ones + old[j] end
+  if ones == 0 then
+    redis.call('XADD', KEYS[1], '*', ARGV[1], ARGV[2], ARGV[3], ARGV[a], ARGV[4], ARGV[a + 1],
+               ARGV[5], ARGV[a + 2], ARGV[6], ARGV[a + 3])
+    published = published + c
+  elseif ones < c then
+    local undo = {}
+    for j = 1, c do
+      if old[j] == 0 then
+        undo[#undo + 1] = 'SET'
+        undo[#undo + 1] = 'u1'
+        undo[#undo + 1] = ARGV[first + j - 1]
+        undo[#undo + 1] = 0
+      end
     end
-    a = a + 3
+    redis.call('BITFIELD', KEYS[g], unpack(undo))
+    out[#out + 1] = g - 1
+    for j = 1, c do out[#out + 1] = old[j] end
   end
-  if #seqs > 0 then
-    redis.call('XADD', KEYS[1], '*', ARGV[1], ARGV[2], ARGV[3], sid,
-               ARGV[4], table.concat(seqs, ','), ARGV[5], '[' .. table.concat(heads, ',') .. ']',
-               ARGV[6], table.concat(vecs, ','))
-    published = published + #seqs
-  end
+  a = first + c
 end
-return published
+out[1] = published
+return out
 """
+
+# Turns of one session in one published entry at most (a BITFIELD's arguments stay well
+# inside what a script may unpack).
+_ENTRY_TURNS = 1000
 
 
 _IN_SCOPE_MAX = 100_000  # pairs remembered by `check_scopes` before it starts over
@@ -268,8 +280,9 @@ class SessionState:
     def publish_embedded(self, entries: Sequence[EmbeddedTurn]) -> int:
         """Mark these turns processed and publish them on their partitions' embedded
         streams (one `EmbeddedTurns` entry per session), only the turns not marked before
-        (a retry appends nothing twice). One script per partition, one round trip. Returns
-        how many turns were published."""
+        (a retry appends nothing twice). One script per partition, one round trip (two
+        when a session's turns were partly published before). Returns how many turns were
+        published."""
         if not entries:
             return 0
         k = self.keys
@@ -279,18 +292,31 @@ class SessionState:
             by_partition.setdefault(k.partition(sid), {}).setdefault(sid, []).append(entry)
         names = EmbeddedTurns.script_fields()
         calls: list[tuple[list[str], list[str | int]]] = []
+        groups: list[list[list[EmbeddedTurn]]] = []
         for p, sessions in by_partition.items():
             keys = [k.embedded_stream(p)]
             args: list[str | int] = [*names]
-            for sid, group in sessions.items():
-                keys.append(k.session_processed(sid))
-                args += (sid, len(group))
-                for entry in group:
-                    args += entry.script_values()
+            chunks = [turns[i:i + _ENTRY_TURNS] for turns in sessions.values()
+                      for i in range(0, len(turns), _ENTRY_TURNS)]
+            for chunk in chunks:
+                keys.append(k.session_processed(chunk[0].session_id))
+                batch = EmbeddedTurns(session_id=chunk[0].session_id, turns=tuple(chunk))
+                args += (*batch.script_values(), len(chunk), *(t.seq for t in chunk))
             calls.append((keys, args))
+            groups.append(chunks)
         with redis_errors("publish embedded turns"):
             replies = run_scripts(self._r, self._publish, calls)
-        return sum(int(r) for r in replies)
+        published = 0
+        rest: list[EmbeddedTurn] = []
+        for chunks, reply in zip(groups, replies, strict=True):
+            published += int(reply[0])
+            i = 1
+            while i < len(reply):
+                chunk = chunks[int(reply[i]) - 1]
+                bits = reply[i + 1:i + 1 + len(chunk)]
+                rest += (t for t, bit in zip(chunk, bits, strict=True) if int(bit) == 0)
+                i += 1 + len(chunk)
+        return published + self.publish_embedded(rest)
 
     def append_control(self, session_id: str, action: str) -> int | None:
         """Enqueue an episode control after the session's turns so far; None: no session."""
