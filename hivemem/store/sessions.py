@@ -11,8 +11,8 @@ from typing import Any
 from hivemem.domain.episode import Episode
 from hivemem.domain.models import Turn
 from hivemem.domain.scope import DEFAULT_NAMESPACE
-from hivemem.pipeline.messages import wire_json
 from hivemem.pipeline.topology import Keys
+from hivemem.store import window as recent_window
 from hivemem.store.redis import Redis, as_text, redis_errors, set_union
 
 _INFO_FIELDS = ("title", "agent_id", "created_at")
@@ -143,14 +143,9 @@ class SessionStore:
         """The recent window from the session's newest turns."""
         if window <= 0 or not turns:
             return
-        newest = sorted(turns, key=lambda t: t.seq)[-window:]
-        key = self.keys.session_recent(session_id)
         with redis_errors("restore recent window"):
             pipe = self._r.pipeline(transaction=True)
-            for turn in newest:
-                pipe.zremrangebyscore(key, turn.seq, turn.seq)
-            pipe.zadd(key, {wire_json(t): t.seq for t in newest})
-            pipe.zremrangebyrank(key, 0, -(window + 1))
+            recent_window.queue_write(pipe, self.keys, session_id, turns, window)
             pipe.execute()
 
     def add_episodes(self, session_id: str, episodes: Sequence[Episode]) -> None:
@@ -196,7 +191,8 @@ class SessionStore:
         episodes = self.episode_ids(session_id)
         keys = [
             k.session_seq(session_id), k.session_turn_ids(session_id),
-            k.session_recent(session_id), k.session_processed(session_id),
+            k.session_recent(session_id), k.session_window(session_id),
+            k.session_processed(session_id),
             k.session_dead(session_id), k.session_meta(session_id), k.session_info(session_id),
             k.boundary_state(session_id), k.boundary_buffer(session_id),
             k.session_episodes(session_id), k.reflected(session_id),

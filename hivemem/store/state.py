@@ -7,7 +7,6 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from datetime import datetime
-from typing import cast
 
 from hivemem.domain.models import SessionStats, Turn, TurnFields
 from hivemem.domain.scope import DEFAULT_NAMESPACE, Scope
@@ -21,7 +20,9 @@ from hivemem.pipeline.messages import (
     wire_json,
 )
 from hivemem.pipeline.topology import Keys, Topology
+from hivemem.store import window
 from hivemem.store.redis import Redis, as_text, redis_errors, run_scripts, set_union
+from hivemem.store.window import MIGRATE_LUA
 
 # One atomic step per turn, for a batch of turns of one partition (every key in one slot):
 # a session belongs to the namespace of its first turn (a turn of another namespace gets -1,
@@ -34,12 +35,15 @@ from hivemem.store.redis import Redis, as_text, redis_errors, run_scripts, set_u
 # script reads the owner and counter (one MGET) and every turn id (one HMGET), XADDs each new
 # turn, then writes the counter, ids, window and activity once: a handful of commands per
 # session and call, one per turn. A session is listed and its first activity set by its
-# first turn only. KEYS: the stream, the partition's session set, then 5 keys per group
-# (seq, ids, recent, meta, ns). ARGV: the window, the entry's two field names (from
-# `TurnEntry`), the group count g, then per group: session id, namespace, turn count c and
-# c (turn id, wire JSON, timestamp) triples. Returns seq, duplicate per turn, group by
-# group, flattened.
-_APPEND_TURNS = """
+# first turn only. The window is a list of (seq, JSON) pairs (`hivemem.store.window`): one
+# RPUSH, and an LTRIM once it can be full; a push that finds the list empty in a session
+# that had turns moves the session's older sorted-set window into it first. Each seq is
+# made text once (Lua formats numbers with sprintf). KEYS: the stream, the partition's
+# session set, then 6 keys per group (seq, ids, window, meta, ns, the older window). ARGV:
+# the window, the entry's two field names (from `TurnEntry`), the group count g, then per
+# group: session id, namespace, turn count c and c (turn id, wire JSON, timestamp)
+# triples. Returns seq, duplicate per turn, group by group, flattened.
+_APPEND_TURNS = MIGRATE_LUA + """
 local window = tonumber(ARGV[1])
 local out = {}
 local function chunked(cmd, key, list)
@@ -49,7 +53,7 @@ local function chunked(cmd, key, list)
 end
 local a = 5
 for g = 1, tonumber(ARGV[4]) do
-  local k = 2 + (g - 1) * 5
+  local k = 2 + (g - 1) * 6
   local sid, ns, c = ARGV[a], ARGV[a + 1], tonumber(ARGV[a + 2])
   a = a + 3
   local cur = redis.call('MGET', KEYS[k + 5], KEYS[k + 1])
@@ -77,6 +81,7 @@ for g = 1, tonumber(ARGV[4]) do
       end
     end
     local known, ids, recent = {}, {}, {}
+    local before = seq
     local first, last
     for j = 1, c do
       local b = a + 3 * (j - 1)
@@ -87,12 +92,13 @@ for g = 1, tonumber(ARGV[4]) do
         out[#out + 1] = 1
       else
         seq = seq + 1
-        known[tid] = seq
+        local text = string.format('%d', seq)
+        known[tid] = text
         ids[#ids + 1] = tid
-        ids[#ids + 1] = seq
-        redis.call('XADD', KEYS[1], '*', ARGV[2], seq, ARGV[3], ARGV[b + 1])
+        ids[#ids + 1] = text
+        redis.call('XADD', KEYS[1], '*', ARGV[2], text, ARGV[3], ARGV[b + 1])
         if window > 0 then
-          recent[#recent + 1] = seq
+          recent[#recent + 1] = text
           recent[#recent + 1] = ARGV[b + 1]
         end
         if seq == 1 then
@@ -108,8 +114,12 @@ for g = 1, tonumber(ARGV[4]) do
       redis.call('SET', KEYS[k + 1], seq)
       chunked('HSET', KEYS[k + 2], ids)
       if window > 0 then
-        chunked('ZADD', KEYS[k + 3], recent)
-        if seq > window then redis.call('ZREMRANGEBYRANK', KEYS[k + 3], 0, -(window + 1)) end
+        local length = 0
+        for i = 1, #recent, 512 do
+          length = redis.call('RPUSH', KEYS[k + 3], unpack(recent, i, math.min(i + 511, #recent)))
+        end
+        if length == #recent and before > 0 then migrate_window(KEYS[k + 3], KEYS[k + 6]) end
+        if seq > window then redis.call('LTRIM', KEYS[k + 3], -2 * window, -1) end
       end
       if first then
         redis.call('HSET', KEYS[k + 4], 'first_ts', first, 'last_ts', last)
@@ -229,8 +239,8 @@ class SessionState:
                                  len(groups)]
         order: list[int] = []
         for (sid, namespace), members in groups.items():
-            keys += (k.session_seq(sid), k.session_turn_ids(sid), k.session_recent(sid),
-                     k.session_meta(sid), k.session_namespace(sid))
+            keys += (k.session_seq(sid), k.session_turn_ids(sid), k.session_window(sid),
+                     k.session_meta(sid), k.session_namespace(sid), k.session_recent(sid))
             args += (sid, namespace, len(members))
             for i in members:
                 draft = drafts[i]
@@ -413,16 +423,8 @@ class SessionState:
     ) -> list[Turn]:
         """The newest `limit` turns, newest first, including ones not yet embedded; with a
         scope, only those it may see (another agent's private turns are left out)."""
-        if limit <= 0:
-            return []
-        with redis_errors("read recent turns"):
-            rows = cast(
-                list[tuple[bytes, float]],
-                self._r.zrevrange(
-                    self.keys.session_recent(session_id), 0, limit - 1, withscores=True
-                ),
-            )
-        turns = [turn_from_wire(member, int(score)) for member, score in rows]
+        rows = window.read(self._r, self.keys, session_id, limit)
+        turns = [turn_from_wire(member, seq) for member, seq in rows]
         if scope is None:
             return turns
         return [t for t in turns if scope.admits(t.namespace, t.visibility, t.agent_id)]
@@ -472,17 +474,9 @@ class SessionState:
             )
             for turn in ordered:
                 pipe.setbit(k.session_processed(session_id), turn.seq, 1)
-            if self.recent_window > 0:
-                window = ordered[-self.recent_window :]
-                # One member per seq: the stored version (with its detected markers) replaces
-                # the one written at ingest, instead of sitting beside it.
-                for turn in window:
-                    pipe.zremrangebyscore(k.session_recent(session_id), turn.seq, turn.seq)
-                pipe.zadd(
-                    k.session_recent(session_id),
-                    {wire_json(t): t.seq for t in window},
-                )
-                pipe.zremrangebyrank(k.session_recent(session_id), 0, -(self.recent_window + 1))
+            # One entry per seq: the stored version (with its detected markers) replaces
+            # the one written at ingest, instead of sitting beside it.
+            window.queue_write(pipe, k, session_id, ordered, self.recent_window)
             pipe.hsetnx(k.session_meta(session_id), "first_ts", ordered[0].timestamp.isoformat())
             pipe.hset(k.session_meta(session_id), "last_ts", ordered[-1].timestamp.isoformat())
             pipe.sadd(k.session_set(session_id), session_id)

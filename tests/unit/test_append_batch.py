@@ -24,9 +24,14 @@ def draft(session: str, i: int, *, turn_id: str | None = None,
                      namespace=namespace)
 
 
+def window_seqs(r: redis.Redis, keys: Keys, session: str) -> list[int]:
+    """The seqs the window list holds, oldest first ((seq, JSON) pairs)."""
+    return [int(s) for s in r.lrange(keys.session_window(session), 0, -1)[::2]]
+
+
 def snapshot(r: redis.Redis, keys: Keys, session: str) -> tuple[object, ...]:
     return (r.get(keys.session_seq(session)), r.hgetall(keys.session_turn_ids(session)),
-            r.zrange(keys.session_recent(session), 0, -1, withscores=True),
+            r.lrange(keys.session_window(session), 0, -1),
             r.hgetall(keys.session_meta(session)),
             r.xlen(keys.turns_stream(keys.partition(session))),
             r.smembers(keys.sessions(keys.partition(session))))
@@ -47,8 +52,7 @@ def test_a_batch_gives_what_one_by_one_gives(redis_client: redis.Redis) -> None:
     for session in ("a", "b"):
         assert snapshot(redis_client, batch_keys, session) == snapshot(
             redis_client, single_keys, session)
-    assert [int(s) for _, s in redis_client.zrange(
-        batch_keys.session_recent("a"), 0, -1, withscores=True)] == [3, 4, 5]
+    assert window_seqs(redis_client, batch_keys, "a") == [3, 4, 5]
     # A later call continues the counter and sees the earlier ids.
     assert batched.append_turns([draft("a", 6), draft("a", 1)]) == [(6, False), (1, True)]
 
@@ -72,7 +76,7 @@ def test_a_long_batch_of_one_session(redis_client: redis.Redis) -> None:
     assert [seq for seq, _ in out] == list(range(1, 701))
     keys = state.keys
     assert redis_client.hlen(keys.session_turn_ids("a")) == 700
-    assert redis_client.zcard(keys.session_recent("a")) == 400
+    assert len(window_seqs(redis_client, keys, "a")) == 400
     assert state.stats("a").last_activity == T0 + timedelta(minutes=700)
     assert state.stats("a").first_activity == T0 + timedelta(minutes=1)
 
@@ -102,3 +106,55 @@ def test_a_scope_that_passed_is_not_read_again_until_a_turn_is_refused(
     # And the refusal made the client forget: the pre-check reads again and refuses.
     with pytest.raises(OutOfScope):
         state.check_scopes([("a", "team-x")])
+
+
+def _legacy_window(r: redis.Redis, keys: Keys, session: str, drafts: list[TurnDraft],
+                   seqs: list[int]) -> None:
+    """The window as the sorted set that came before the list (members the wire JSON)."""
+    from hivemem.pipeline.messages import wire_json
+
+    r.zadd(keys.session_recent(session), {wire_json(d): s for d, s in zip(drafts, seqs,
+                                                                        strict=True)})
+
+
+def test_a_window_of_the_older_layout_is_read_then_moved_by_the_next_turn(
+    redis_client: redis.Redis,
+) -> None:
+    keys = Keys("legacywin")
+    state = SessionState(redis_client, keys, recent_window=4)
+    # A session written before the list: counter 3, ids, and the window as a sorted set.
+    old = [draft("a", i) for i in (1, 2, 3)]
+    redis_client.set(keys.session_seq("a"), 3)
+    redis_client.hset(keys.session_turn_ids("a"), mapping={d.turn_id: i + 1
+                                                           for i, d in enumerate(old)})
+    _legacy_window(redis_client, keys, "a", old, [1, 2, 3])
+    # Read as it is.
+    assert [(t.seq, t.content) for t in state.recent_turns("a", 10)] == [
+        (3, "turn 3"), (2, "turn 2"), (1, "turn 1")]
+    # The next turns move it in front of themselves, and the window stays the newest 4.
+    assert state.append_turns([draft("a", 4), draft("a", 5)]) == [(4, False), (5, False)]
+    assert redis_client.exists(keys.session_recent("a")) == 0
+    assert window_seqs(redis_client, keys, "a") == [2, 3, 4, 5]
+    assert [t.seq for t in state.recent_turns("a", 10)] == [5, 4, 3, 2]
+    assert [t.content for t in state.recent_turns("a", 2)] == ["turn 5", "turn 4"]
+    # A repeated id of the old layout is still a duplicate.
+    assert state.append_turn(draft("a", 2)) == (2, True)
+
+
+def test_a_rewrite_of_the_window_merges_the_older_layout_one_entry_per_seq(
+    redis_client: redis.Redis,
+) -> None:
+    from hivemem.domain.models import Turn
+    from hivemem.pipeline.messages import turn_fields
+    from hivemem.store.sessions import SessionStore
+
+    keys = Keys("legacyrw")
+    old = [draft("a", i) for i in (1, 2, 3)]
+    _legacy_window(redis_client, keys, "a", old, [1, 2, 3])
+    stored = [Turn.model_validate({**turn_fields(draft("a", i)), "seq": i,
+                                   "content": f"stored {i}"}) for i in (2, 3, 4)]
+    SessionStore(redis_client, keys).set_recent("a", stored, 3)
+    assert redis_client.exists(keys.session_recent("a")) == 0
+    state = SessionState(redis_client, keys, recent_window=3)
+    assert [(t.seq, t.content) for t in state.recent_turns("a", 10)] == [
+        (4, "stored 4"), (3, "stored 3"), (2, "stored 2")]
