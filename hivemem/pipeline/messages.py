@@ -105,10 +105,27 @@ def turn_fields(turn: TurnFields) -> dict[str, Any]:
     }
 
 
+# Fields the wire form leaves out when they hold the model's default (`Turn` fills them in
+# again): most turns are shared, in the default namespace, without an agent, markers or
+# metadata, and every byte of the wire form is copied several times through Redis (turns
+# stream, recent window, the scripts' arguments).
+_DEFAULTS: dict[str, Any] = {"agent_id": None, "markers": [], "metadata": {},
+                             "namespace": Turn.model_fields["namespace"].default,
+                             "visibility": Turn.model_fields["visibility"].default}
+
+
+def _dumps(fields: dict[str, Any]) -> str:
+    for name, default in _DEFAULTS.items():
+        if name in fields and fields[name] == default:
+            del fields[name]
+    return json.dumps(fields, ensure_ascii=False, separators=(",", ":"))
+
+
 def wire_json(turn: TurnFields) -> str:
-    """The turn as the turns stream, the embedded stream and the recent window carry it (the
-    seq travels beside it). The Qdrant payload adds its own fields to `turn_fields`."""
-    return json.dumps(turn_fields(turn), ensure_ascii=False, separators=(",", ":"))
+    """The turn as the turns stream and the recent window carry it (the seq travels beside
+    it), without the fields that hold their default. The Qdrant payload adds its own fields
+    to `turn_fields`."""
+    return _dumps(turn_fields(turn))
 
 
 # What the boundary stage never reads: the embedded stream leaves them out (`head_json`).
@@ -122,7 +139,7 @@ def head_json(turn: TurnFields) -> str:
     fields = turn_fields(turn)
     for name in _BODY:
         del fields[name]
-    return json.dumps(fields, ensure_ascii=False, separators=(",", ":"))
+    return _dumps(fields)
 
 
 def turn_from_wire(raw: str | bytes, seq: int, *, head: bool = False) -> Turn:

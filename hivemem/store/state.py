@@ -36,22 +36,24 @@ from hivemem.store.window import MIGRATE_LUA
 # turn, then writes the counter, ids, window and activity once: a handful of commands per
 # session and call, one per turn. A session is listed and its first activity set by its
 # first turn only. The window is a list of (seq, JSON) pairs (`hivemem.store.window`): one
-# RPUSH, and an LTRIM once it can be full; a push that finds the list empty in a session
-# that had turns moves the session's older sorted-set window into it first. Each seq is
-# made text once (Lua formats numbers with sprintf). KEYS: the stream, the partition's
-# session set, then 6 keys per group (seq, ids, window, meta, ns, the older window). ARGV:
-# the window, the entry's two field names (from `TurnEntry`), the group count g, then per
-# group: session id, namespace, turn count c and c (turn id, wire JSON, timestamp)
-# triples. Returns seq, duplicate per turn, group by group, flattened.
+# RPUSH, and an LTRIM once it holds `slack` turns too many; a push that finds the list empty
+# in a session that had turns moves the session's older sorted-set window into it first.
+# Each seq is made text once (Lua formats numbers with sprintf). KEYS: the stream, the
+# partition's session set, then 6 keys per group (seq, ids, window, meta, ns, the older
+# window). ARGV: the window, the entry's two field names (from `TurnEntry`), the group
+# count g, the slack, then per group: session id, namespace, turn count c and c (turn id,
+# wire JSON, timestamp) triples. Returns seq, duplicate per turn, group by group,
+# flattened.
 _APPEND_TURNS = MIGRATE_LUA + """
 local window = tonumber(ARGV[1])
+local slack = tonumber(ARGV[5])
 local out = {}
 local function chunked(cmd, key, list)
   for i = 1, #list, 512 do
     redis.call(cmd, key, unpack(list, i, math.min(i + 511, #list)))
   end
 end
-local a = 5
+local a = 6
 for g = 1, tonumber(ARGV[4]) do
   local k = 2 + (g - 1) * 6
   local sid, ns, c = ARGV[a], ARGV[a + 1], tonumber(ARGV[a + 2])
@@ -118,8 +120,12 @@ for g = 1, tonumber(ARGV[4]) do
         for i = 1, #recent, 512 do
           length = redis.call('RPUSH', KEYS[k + 3], unpack(recent, i, math.min(i + 511, #recent)))
         end
-        if length == #recent and before > 0 then migrate_window(KEYS[k + 3], KEYS[k + 6]) end
-        if seq > window then redis.call('LTRIM', KEYS[k + 3], -2 * window, -1) end
+        if length == #recent and before > 0 then
+          length = migrate_window(KEYS[k + 3], KEYS[k + 6], length)
+        end
+        if length > 2 * (window + slack) then
+          redis.call('LTRIM', KEYS[k + 3], -2 * window, -1)
+        end
       end
       if first then
         redis.call('HSET', KEYS[k + 4], 'first_ts', first, 'last_ts', last)
@@ -236,7 +242,7 @@ class SessionState:
             groups.setdefault((draft.session_id, draft.namespace), []).append(i)
         keys: list[str] = [k.turns_stream(partition), k.sessions(partition)]
         args: list[str | int] = [self.recent_window, TurnEntry.SEQ_FIELD, TurnEntry.TURN_FIELD,
-                                 len(groups)]
+                                 len(groups), window.slack(self.recent_window)]
         order: list[int] = []
         for (sid, namespace), members in groups.items():
             keys += (k.session_seq(sid), k.session_turn_ids(sid), k.session_window(sid),
@@ -423,7 +429,8 @@ class SessionState:
     ) -> list[Turn]:
         """The newest `limit` turns, newest first, including ones not yet embedded; with a
         scope, only those it may see (another agent's private turns are left out)."""
-        rows = window.read(self._r, self.keys, session_id, limit)
+        # The list may hold a few more than the window (`window.slack`): never more.
+        rows = window.read(self._r, self.keys, session_id, min(limit, self.recent_window))
         turns = [turn_from_wire(member, seq) for member, seq in rows]
         if scope is None:
             return turns

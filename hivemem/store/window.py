@@ -3,10 +3,12 @@ yet embedded, for recall and chat.
 
 Layout (`Keys.session_window`): a list, oldest first, of (seq, wire JSON) pairs, two
 elements per turn. The ingest script (`hivemem.store.state`) appends to it with one RPUSH
-and trims it with LTRIM: a list append copies the turn once and hashes nothing, where the
-sorted set it replaces (`Keys.session_recent`, members the turn's JSON, scored by seq)
-hashed every member into its dict and into a skiplist, and removed the trimmed ones from
-both (about a fifth of the ingest script's Redis CPU).
+and trims it with LTRIM to the newest `window` turns once it holds `slack(window)` more
+(a trim moves the rest of a list node, so it is done once per several calls, not on each);
+readers never ask for more than `window`, so they see what an exact trim would leave. A
+list append copies the turn once and hashes nothing, where the sorted set it replaces
+(`Keys.session_recent`, members the turn's JSON, scored by seq) hashed every member into
+its dict and into a skiplist, and removed the trimmed ones from both.
 
 Sessions written before the list existed keep their sorted set until their next turn: the
 ingest script then moves its members in front of the new ones and drops it (`MIGRATE_LUA`).
@@ -27,18 +29,19 @@ from hivemem.store.redis import Redis, redis_errors
 # the list (`win`), oldest first, then drop it. LPUSH puts each argument at the head in turn,
 # so the newest old pair goes first and the oldest ends up at the head.
 MIGRATE_LUA = """
-local function migrate_window(win, old)
+local function migrate_window(win, old, length)
   local rows = redis.call('ZRANGE', old, 0, -1, 'WITHSCORES')
-  if #rows == 0 then return end
+  if #rows == 0 then return length end
   local pushed = {}
   for i = #rows - 1, 1, -2 do
     pushed[#pushed + 1] = rows[i]
     pushed[#pushed + 1] = rows[i + 1]
   end
   for i = 1, #pushed, 512 do
-    redis.call('LPUSH', win, unpack(pushed, i, math.min(i + 511, #pushed)))
+    length = redis.call('LPUSH', win, unpack(pushed, i, math.min(i + 511, #pushed)))
   end
   redis.call('DEL', old)
+  return length
 end
 """
 
@@ -68,6 +71,11 @@ for i = 1, #out, 512 do
 end
 return #out / 2
 """
+
+
+def slack(window: int) -> int:
+    """How many turns past `window` the list may hold before the ingest script trims it."""
+    return max(1, window // 4)
 
 
 def read(client: Redis, keys: Keys, session_id: str, limit: int) -> list[tuple[bytes, int]]:

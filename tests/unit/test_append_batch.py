@@ -134,9 +134,11 @@ def test_a_window_of_the_older_layout_is_read_then_moved_by_the_next_turn(
     # The next turns move it in front of themselves, and the window stays the newest 4.
     assert state.append_turns([draft("a", 4), draft("a", 5)]) == [(4, False), (5, False)]
     assert redis_client.exists(keys.session_recent("a")) == 0
-    assert window_seqs(redis_client, keys, "a") == [2, 3, 4, 5]
+    assert window_seqs(redis_client, keys, "a") == [1, 2, 3, 4, 5]  # 4 + a slack of 1
     assert [t.seq for t in state.recent_turns("a", 10)] == [5, 4, 3, 2]
-    assert [t.content for t in state.recent_turns("a", 2)] == ["turn 5", "turn 4"]
+    state.append_turn(draft("a", 6))  # past the slack: trimmed to the window
+    assert window_seqs(redis_client, keys, "a") == [3, 4, 5, 6]
+    assert [t.content for t in state.recent_turns("a", 2)] == ["turn 6", "turn 5"]
     # A repeated id of the old layout is still a duplicate.
     assert state.append_turn(draft("a", 2)) == (2, True)
 

@@ -34,6 +34,7 @@ from hivemem.pipeline.messages import (
     decode_embedded,
     embedded_from_json,
     encode_dead_letter,
+    turn_from_wire,
     wire_json,
 )
 from hivemem.pipeline.topology import Keys, Topology
@@ -406,3 +407,17 @@ def test_the_spelling_patterns_catch_what_they_are_for(what: str) -> None:
     inside = "\n".join(_sources(inside=True).values())
     if what in ("stream key", "entry field"):
         assert SPELLINGS[what].search(inside), what
+
+
+def test_the_wire_form_leaves_out_default_fields_and_reads_both_forms() -> None:
+    plain = turn(agent_id=None, markers=(), metadata={}, namespace="default",
+                 visibility="shared")
+    sent = json.loads(wire_json(plain))
+    assert not {"agent_id", "markers", "metadata", "namespace", "visibility"} & set(sent)
+    assert turn_from_wire(wire_json(plain), plain.seq) == plain
+    # The form with every field (written before) reads the same.
+    full = json.dumps({**sent, "agent_id": None, "markers": [], "metadata": {},
+                       "namespace": "default", "visibility": "shared"})
+    assert turn_from_wire(full, plain.seq) == plain
+    # Non-default values travel.
+    assert json.loads(wire_json(turn()))["namespace"] == "team"
