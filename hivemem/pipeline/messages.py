@@ -152,6 +152,16 @@ def turn_from_wire(raw: str | bytes, seq: int, *, head: bool = False) -> Turn:
     return _turn_from_data(data, seq, head=head)
 
 
+def turn_timestamp(raw: str | bytes) -> str | None:
+    """The timestamp of a turn in its wire form (None if it has none or is not JSON)."""
+    try:
+        data = json.loads(raw)
+    except ValueError:
+        return None
+    value = data.get("timestamp") if isinstance(data, dict) else None
+    return value if isinstance(value, str) else None
+
+
 def _turn_from_data(data: object, seq: int, *, head: bool) -> Turn:
     if not isinstance(data, dict):
         raise MalformedEntry("turn is not a JSON object")

@@ -51,9 +51,9 @@ class SessionStore:
         with redis_errors("read session metadata"):
             pipe = self._r.pipeline(transaction=False)
             pipe.hgetall(k.session_info(session_id))
-            pipe.hgetall(k.session_meta(session_id))
-            info, meta = pipe.execute()
-        return _hash(info), _hash(meta)
+            recent_window.queue_activity(pipe, k, session_id)
+            info, meta, tail = pipe.execute()
+        return _hash(info), _hash(recent_window.activity(meta, tail))
 
     def exists(self, session_id: str) -> bool:
         with redis_errors("check session"):
@@ -86,7 +86,7 @@ class SessionStore:
         k = self.keys
         with redis_errors("dump session state"):
             pipe = self._r.pipeline(transaction=False)
-            pipe.hgetall(k.session_meta(session_id))
+            recent_window.queue_activity(pipe, k, session_id)
             pipe.hgetall(k.session_info(session_id))
             pipe.get(k.session_seq(session_id))
             pipe.get(k.session_processed(session_id))
@@ -94,9 +94,9 @@ class SessionStore:
             pipe.hgetall(k.boundary_state(session_id))
             pipe.get(k.reflected(session_id))
             pipe.get(k.session_namespace(session_id))
-            meta, info, seq, done, dead, boundary, reflected, namespace = pipe.execute()
+            meta, tail, info, seq, done, dead, boundary, reflected, namespace = pipe.execute()
         return {
-            "meta": _hash(meta),
+            "meta": _hash(recent_window.activity(meta, tail)),
             "info": _hash(info),
             "seq": int(seq or 0),
             "processed": base64.b64encode(done).decode("ascii") if done else "",

@@ -33,17 +33,18 @@ from hivemem.store.window import MIGRATE_LUA
 # turn: only one group of a session can match its owner, so this refuses and appends what
 # turn-by-turn order would, and per-session order is kept inside each group. Per group the
 # script reads the owner and counter (one MGET) and every turn id (one HMGET), XADDs each new
-# turn, then writes the counter, ids, window and activity once: a handful of commands per
-# session and call, one per turn. A session is listed and its first activity set by its
-# first turn only. The window is a list of (seq, JSON) pairs (`hivemem.store.window`): one
-# RPUSH, and an LTRIM once it holds `slack` turns too many; a push that finds the list empty
-# in a session that had turns moves the session's older sorted-set window into it first.
-# Each seq is made text once (Lua formats numbers with sprintf). KEYS: the stream, the
-# partition's session set, then 6 keys per group (seq, ids, window, meta, ns, the older
-# window). ARGV: the window, the entry's two field names (from `TurnEntry`), the group
-# count g, the slack, then per group: session id, namespace, turn count c and c (turn id,
-# wire JSON, timestamp) triples. Returns seq, duplicate per turn, group by group,
-# flattened.
+# turn, then writes the counter, ids and window once: a handful of commands per session and
+# call, one per turn. A session is listed and its first activity set by its first turn
+# only; its last activity is its newest turn's timestamp, which the window's last entry
+# holds (`window.activity`), so the meta hash gets it only when there is no window.
+# The window is a list of (seq, JSON) pairs (`hivemem.store.window`): one RPUSH, and an
+# LTRIM once it holds `slack` turns too many; a push that finds the list empty in a session
+# that had turns moves the session's older sorted-set window into it first. Each seq is made
+# text once (Lua formats numbers with sprintf). KEYS: the stream, the partition's session
+# set, then 6 keys per group (seq, ids, window, meta, ns, the older window). ARGV: the
+# window, the entry's two field names (from `TurnEntry`), the group count g, the slack,
+# then per group: session id, namespace, turn count c and c (turn id, wire JSON, timestamp)
+# triples. Returns seq, duplicate per turn, group by group, flattened.
 _APPEND_TURNS = MIGRATE_LUA + """
 local window = tonumber(ARGV[1])
 local slack = tonumber(ARGV[5])
@@ -129,7 +130,7 @@ for g = 1, tonumber(ARGV[4]) do
       end
       if first then
         redis.call('HSET', KEYS[k + 4], 'first_ts', first, 'last_ts', last)
-      else
+      elseif window == 0 then
         redis.call('HSET', KEYS[k + 4], 'last_ts', last)
       end
     end
@@ -439,8 +440,9 @@ class SessionState:
     def stats(self, session_id: str) -> SessionStats:
         last, done, dead = self.progress(session_id)
         with redis_errors("read session meta"):
-            meta = self._r.hgetall(self.keys.session_meta(session_id))
-        decoded = {as_text(k): as_text(v) for k, v in meta.items()}
+            pipe = self._r.pipeline(transaction=False)
+            window.queue_activity(pipe, self.keys, session_id)
+            decoded = window.activity(*pipe.execute())
         first = decoded.get("first_ts")
         latest = decoded.get("last_ts")
         controls = int(decoded.get("controls", 0))

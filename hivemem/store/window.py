@@ -18,12 +18,13 @@ Until then the readers here fall back to it, and a rewrite (`write`) merges it i
 from __future__ import annotations
 
 from collections.abc import Sequence
+from datetime import datetime
 from typing import Any, cast
 
 from hivemem.domain.models import Turn
-from hivemem.pipeline.messages import wire_json
+from hivemem.pipeline.messages import turn_timestamp, wire_json
 from hivemem.pipeline.topology import Keys
-from hivemem.store.redis import Redis, redis_errors
+from hivemem.store.redis import Redis, as_text, redis_errors
 
 # A Lua function for the ingest script: move the older sorted-set window (`old`) in front of
 # the list (`win`), oldest first, then drop it. LPUSH puts each argument at the head in turn,
@@ -104,3 +105,23 @@ def queue_write(pipe: Any, keys: Keys, session_id: str, turns: Sequence[Turn],
         args += (turn.seq, wire_json(turn))
     pipe.eval(_WRITE, 2, keys.session_window(session_id), keys.session_recent(session_id),
               *args)
+
+
+def queue_activity(pipe: Any, keys: Keys, session_id: str) -> None:
+    """Queue the two reads `activity` combines: the meta hash and the window's last entry."""
+    pipe.hgetall(keys.session_meta(session_id))
+    pipe.lrange(keys.session_window(session_id), -1, -1)
+
+
+def activity(meta: dict[Any, Any], tail: list[bytes]) -> dict[str, str]:
+    """The session's activity hash (first_ts, last_ts, controls) with last_ts its newest
+    turn's: the ingest script leaves last_ts in the hash to the window's last entry (the
+    later of the two is taken: the hash is the newer one in a session whose window was
+    turned off since, or that predates the list)."""
+    out = {as_text(k): as_text(v) for k, v in meta.items()}
+    newest = turn_timestamp(tail[0]) if tail else None
+    if newest is not None:
+        stored = out.get("last_ts")
+        if stored is None or datetime.fromisoformat(stored) < datetime.fromisoformat(newest):
+            out["last_ts"] = newest
+    return out

@@ -12,6 +12,7 @@ from hivemem.config import IngestSettings
 from hivemem.domain.turn import TurnDraft
 from hivemem.errors import OutOfScope
 from hivemem.pipeline.topology import Keys
+from hivemem.store.sessions import SessionStore
 from hivemem.store.state import SessionState
 
 T0 = datetime(2026, 3, 1, tzinfo=UTC)
@@ -32,7 +33,7 @@ def window_seqs(r: redis.Redis, keys: Keys, session: str) -> list[int]:
 def snapshot(r: redis.Redis, keys: Keys, session: str) -> tuple[object, ...]:
     return (r.get(keys.session_seq(session)), r.hgetall(keys.session_turn_ids(session)),
             r.lrange(keys.session_window(session), 0, -1),
-            r.hgetall(keys.session_meta(session)),
+            SessionStore(r, keys).info(session)[1],  # first/last activity
             r.xlen(keys.turns_stream(keys.partition(session))),
             r.smembers(keys.sessions(keys.partition(session))))
 
@@ -148,7 +149,6 @@ def test_a_rewrite_of_the_window_merges_the_older_layout_one_entry_per_seq(
 ) -> None:
     from hivemem.domain.models import Turn
     from hivemem.pipeline.messages import turn_fields
-    from hivemem.store.sessions import SessionStore
 
     keys = Keys("legacyrw")
     old = [draft("a", i) for i in (1, 2, 3)]
@@ -160,3 +160,17 @@ def test_a_rewrite_of_the_window_merges_the_older_layout_one_entry_per_seq(
     state = SessionState(redis_client, keys, recent_window=3)
     assert [(t.seq, t.content) for t in state.recent_turns("a", 10)] == [
         (4, "stored 4"), (3, "stored 3"), (2, "stored 2")]
+
+
+@pytest.mark.parametrize("window", [0, 3])
+def test_the_last_activity_is_the_newest_turns_with_or_without_a_window(
+    redis_client: redis.Redis, window: int,
+) -> None:
+    state = SessionState(redis_client, Keys(f"activity{window}"), recent_window=window)
+    state.append_turns([draft("a", 1), draft("a", 2)])
+    state.append_turn(draft("a", 3))
+    stats = state.stats("a")
+    assert stats.first_activity == T0 + timedelta(minutes=1)
+    assert stats.last_activity == T0 + timedelta(minutes=3)
+    info = SessionStore(redis_client, state.keys).info("a")[1]
+    assert info["last_ts"] == (T0 + timedelta(minutes=3)).isoformat()
