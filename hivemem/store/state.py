@@ -9,7 +9,7 @@ from collections.abc import Sequence
 from datetime import datetime
 
 from hivemem.domain.models import SessionStats, Turn, TurnFields
-from hivemem.domain.scope import DEFAULT_NAMESPACE, Scope
+from hivemem.domain.scope import Scope
 from hivemem.errors import OutOfScope
 from hivemem.pipeline.messages import (
     EmbeddedTurn,
@@ -20,8 +20,8 @@ from hivemem.pipeline.messages import (
     wire_json,
 )
 from hivemem.pipeline.topology import Keys, Topology
-from hivemem.store import window
-from hivemem.store.redis import Redis, as_text, redis_errors, run_scripts, set_union
+from hivemem.store import head, window
+from hivemem.store.redis import Redis, redis_errors, run_scripts, set_union
 from hivemem.store.window import MIGRATE_LUA
 
 # One atomic step per turn, for a batch of turns of one partition (every key in one slot):
@@ -32,20 +32,23 @@ from hivemem.store.window import MIGRATE_LUA
 # The caller groups the turns by (session, namespace), groups in the order of their first
 # turn: only one group of a session can match its owner, so this refuses and appends what
 # turn-by-turn order would, and per-session order is kept inside each group. Per group the
-# script reads the owner and counter (one MGET) and every turn id (one HMGET), XADDs each new
-# turn, then writes the counter, ids and window once: a handful of commands per session and
-# call, one per turn. A session is listed and its first activity set by its first turn
-# only; its last activity is its newest turn's timestamp, which the window's last entry
-# holds (`window.activity`), so the meta hash gets it only when there is no window.
+# script reads the counter, the owner and every turn id from the ids hash (one HMGET: they
+# share it, `hivemem.store.head`; a session written before they did has them moved in),
+# XADDs each new turn, then writes the counter and the ids (one HSET) and the window once:
+# three or four commands per session and call, one per turn. A session is listed and its
+# first activity set by its first turn only; its last activity is its newest turn's
+# timestamp, which the window's last entry holds (`window.activity`), so the meta hash gets
+# it only when there is no window.
 # The window is a list of (seq, JSON) pairs (`hivemem.store.window`): one RPUSH, and an
 # LTRIM once it holds `slack` turns too many; a push that finds the list empty in a session
 # that had turns moves the session's older sorted-set window into it first. Each seq is made
 # text once (Lua formats numbers with sprintf). KEYS: the stream, the partition's session
-# set, then 6 keys per group (seq, ids, window, meta, ns, the older window). ARGV: the
-# window, the entry's two field names (from `TurnEntry`), the group count g, the slack,
-# then per group: session id, namespace, turn count c and c (turn id, wire JSON, timestamp)
-# triples. Returns seq, duplicate per turn, group by group, flattened.
-_APPEND_TURNS = MIGRATE_LUA + """
+# set, then 6 keys per group (the older seq string, ids, window, meta, the older ns string,
+# the older window). ARGV: the window, the entry's two field names (from `TurnEntry`), the
+# group count g, the slack, then per group: session id, namespace, turn count c and c (turn
+# id, wire JSON, timestamp) triples. Returns seq, duplicate per turn, group by group,
+# flattened.
+_APPEND_TURNS = MIGRATE_LUA + head.LEGACY_LUA + """
 local window = tonumber(ARGV[1])
 local slack = tonumber(ARGV[5])
 local out = {}
@@ -59,14 +62,31 @@ for g = 1, tonumber(ARGV[4]) do
   local k = 2 + (g - 1) * 6
   local sid, ns, c = ARGV[a], ARGV[a + 1], tonumber(ARGV[a + 2])
   a = a + 3
-  local cur = redis.call('MGET', KEYS[k + 5], KEYS[k + 1])
-  local owner = cur[1]
-  local seq = tonumber(cur[2] or '0')
+  local ids_key = KEYS[k + 2]
+  local found = {}
+  local seq_raw, owner
+  for i = 0, c - 1, 512 do
+    local fields = {}
+    if i == 0 then fields = {'#seq', '#ns'} end
+    for j = i, math.min(i + 511, c - 1) do fields[#fields + 1] = ARGV[a + 3 * j] end
+    local got = redis.call('HMGET', ids_key, unpack(fields))
+    local from = 1
+    if i == 0 then
+      seq_raw, owner = got[1], got[2]
+      from = 3
+    end
+    for x = from, #got do found[#found + 1] = got[x] end
+  end
+  if not seq_raw and not owner then
+    seq_raw, owner = legacy_head(ids_key, KEYS[k + 1], KEYS[k + 5])
+  end
+  local seq = tonumber(seq_raw or '0')
+  local claim = false
   if not owner then
     if seq > 0 then owner = 'default' end
     if not owner or owner == ns then
       owner = ns
-      redis.call('SET', KEYS[k + 5], owner)
+      claim = true
     end
   end
   if owner ~= ns then
@@ -75,14 +95,6 @@ for g = 1, tonumber(ARGV[4]) do
       out[#out + 1] = 0
     end
   else
-    local found = {}
-    for i = 0, c - 1, 512 do
-      local tids = {}
-      for j = i, math.min(i + 511, c - 1) do tids[#tids + 1] = ARGV[a + 3 * j] end
-      for _, v in ipairs(redis.call('HMGET', KEYS[k + 2], unpack(tids))) do
-        found[#found + 1] = v
-      end
-    end
     local known, ids, recent = {}, {}, {}
     local before = seq
     local first, last
@@ -113,9 +125,17 @@ for g = 1, tonumber(ARGV[4]) do
         out[#out + 1] = 0
       end
     end
+    if #ids > 0 or claim then
+      local fields = {}
+      if #ids > 0 then fields = {'#seq', string.format('%d', seq)} end
+      if claim then
+        fields[#fields + 1] = '#ns'
+        fields[#fields + 1] = owner
+      end
+      for _, v in ipairs(ids) do fields[#fields + 1] = v end
+      chunked('HSET', ids_key, fields)
+    end
     if #ids > 0 then
-      redis.call('SET', KEYS[k + 1], seq)
-      chunked('HSET', KEYS[k + 2], ids)
       if window > 0 then
         local length = 0
         for i = 1, #recent, 512 do
@@ -144,9 +164,12 @@ return out
 # An explicit episode close takes the session's next seq, so the boundary stage meets it in
 # order with the turns. It skips the embed stage: its processed bit is set here. The entry
 # is `EpisodeControl`: ARGV[1] names the seq field, ARGV[2..7] are its other three pairs.
-_APPEND_CONTROL = """
-if redis.call('EXISTS', KEYS[1]) == 0 then return -1 end
-local seq = redis.call('INCR', KEYS[1])
+# KEYS: ids hash, processed bitmap, meta, the embedded stream, the older seq and ns strings.
+_APPEND_CONTROL = head.LEGACY_LUA + """
+if not redis.call('HGET', KEYS[1], '#seq') then
+  if not legacy_head(KEYS[1], KEYS[5], KEYS[6]) then return -1 end
+end
+local seq = redis.call('HINCRBY', KEYS[1], '#seq', 1)
 redis.call('SETBIT', KEYS[2], seq, 1)
 redis.call('HINCRBY', KEYS[3], 'controls', 1)
 redis.call('XADD', KEYS[4], '*', ARGV[1], seq, ARGV[2], ARGV[3], ARGV[4], ARGV[5], ARGV[6],
@@ -214,6 +237,17 @@ return out
 # inside what a script may unpack).
 _ENTRY_TURNS = 1000
 
+
+# restore_session's counter and owner: KEYS ids hash, the older seq and ns strings; ARGV the
+# restored turns' top seq and the first turn's namespace.
+_RESTORE_HEAD = head.LEGACY_LUA + """
+local got = redis.call('HMGET', KEYS[1], '#seq', '#ns')
+if not got[1] and not got[2] then legacy_head(KEYS[1], KEYS[2], KEYS[3]) end
+local c = tonumber(redis.call('HGET', KEYS[1], '#seq') or '0')
+if c < tonumber(ARGV[1]) then redis.call('HSET', KEYS[1], '#seq', ARGV[1]) end
+redis.call('HSETNX', KEYS[1], '#ns', ARGV[2])
+return 0
+"""
 
 _IN_SCOPE_MAX = 100_000  # pairs remembered by `check_scopes` before it starts over
 
@@ -341,10 +375,11 @@ class SessionState:
         with redis_errors("append control"):
             seq = self._control(
                 keys=[
-                    k.session_seq(session_id),
+                    k.session_turn_ids(session_id),
                     k.session_processed(session_id),
                     k.session_meta(session_id),
                     k.embedded_stream(k.partition(session_id)),
+                    *head.legacy_keys(k, session_id),
                 ],
                 args=[EpisodeControl.SEQ_FIELD,
                       *EpisodeControl.script_fields(session_id, action)],
@@ -366,32 +401,26 @@ class SessionState:
             self._r.setbit(self.keys.session_dead(session_id), seq, 1)
 
     def last_seq(self, session_id: str) -> int:
-        with redis_errors("read sequence"):
-            raw = self._r.get(self.keys.session_seq(session_id))
-        return 0 if raw is None else int(raw)
+        return self.progress(session_id)[0]
 
     def progress(self, session_id: str) -> tuple[int, int, int]:
         """(last seq, processed, dead-lettered) in one round trip."""
         k = self.keys
         with redis_errors("read progress"):
             pipe = self._r.pipeline(transaction=False)
-            pipe.get(k.session_seq(session_id))
+            head.queue_read(pipe, k, session_id)
             pipe.bitcount(k.session_processed(session_id))
             pipe.bitcount(k.session_dead(session_id))
-            seq, done, dead = pipe.execute()
-        return (0 if seq is None else int(seq)), int(done), int(dead)
+            fields, legacy, done, dead = pipe.execute()
+        return head.decode(fields, legacy)[0], int(done), int(dead)
 
     def namespace_of(self, session_id: str) -> str | None:
         """The namespace that owns the session; None for a session with no turns yet."""
-        k = self.keys
         with redis_errors("read session namespace"):
             pipe = self._r.pipeline(transaction=False)
-            pipe.get(k.session_namespace(session_id))
-            pipe.exists(k.session_seq(session_id))
-            owner, exists = pipe.execute()
-        if owner is not None:
-            return as_text(owner)
-        return DEFAULT_NAMESPACE if exists else None
+            head.queue_read(pipe, self.keys, session_id)
+            fields, legacy = pipe.execute()
+        return head.decode(fields, legacy)[1]
 
     def check_scopes(self, pairs: Sequence[tuple[str, str]]) -> None:
         """`check_scope` for many (session, namespace) pairs in one round trip, skipping
@@ -401,17 +430,14 @@ class SessionState:
         pairs = [pair for pair in pairs if pair not in self._in_scope]
         if not pairs:
             return
-        k = self.keys
         with redis_errors("read session namespaces"):
             pipe = self._r.pipeline(transaction=False)
             for session_id, _ns in pairs:
-                pipe.get(k.session_namespace(session_id))
-                pipe.exists(k.session_seq(session_id))
+                head.queue_read(pipe, self.keys, session_id)
             replies = pipe.execute()
-        for (_sid, namespace), owner, exists in zip(pairs, replies[::2], replies[1::2],
-                                                    strict=True):
-            found = as_text(owner) if owner is not None else (
-                DEFAULT_NAMESPACE if exists else None)
+        for (_sid, namespace), fields, legacy in zip(pairs, replies[::2], replies[1::2],
+                                                     strict=True):
+            found = head.decode(fields, legacy)[1]
             if found is not None and found != namespace:
                 raise OutOfScope()
         if len(self._in_scope) + len(pairs) > _IN_SCOPE_MAX:
@@ -469,18 +495,13 @@ class SessionState:
         with redis_errors("restore session"):
             pipe = self._r.pipeline(transaction=True)
             top = ordered[-1].seq
-            # Never move a live counter backwards.
-            pipe.eval(
-                "local c = tonumber(redis.call('GET', KEYS[1]) or '0')"
-                " if c < tonumber(ARGV[1]) then redis.call('SET', KEYS[1], ARGV[1]) end"
-                " return 0",
-                1,
-                k.session_seq(session_id),
-                top,
-            )
-            pipe.hset(
-                k.session_turn_ids(session_id), mapping={t.turn_id: t.seq for t in ordered}
-            )
+            # Never move a live counter backwards; the owner is the first turn's unless the
+            # session has one.
+            pipe.eval(_RESTORE_HEAD, 3, k.session_turn_ids(session_id),
+                      *head.legacy_keys(k, session_id), top, ordered[0].namespace)
+            ids = head.valid_ids(ordered)
+            if ids:
+                pipe.hset(k.session_turn_ids(session_id), mapping=ids)  # type: ignore[arg-type]
             for turn in ordered:
                 pipe.setbit(k.session_processed(session_id), turn.seq, 1)
             # One entry per seq: the stored version (with its detected markers) replaces
@@ -489,6 +510,5 @@ class SessionState:
             pipe.hsetnx(k.session_meta(session_id), "first_ts", ordered[0].timestamp.isoformat())
             pipe.hset(k.session_meta(session_id), "last_ts", ordered[-1].timestamp.isoformat())
             pipe.sadd(k.session_set(session_id), session_id)
-            pipe.setnx(k.session_namespace(session_id), ordered[0].namespace)
             pipe.execute()
 

@@ -30,8 +30,14 @@ def window_seqs(r: redis.Redis, keys: Keys, session: str) -> list[int]:
     return [int(s) for s in r.lrange(keys.session_window(session), 0, -1)[::2]]
 
 
+def turn_ids(r: redis.Redis, keys: Keys, session: str) -> dict[bytes, bytes]:
+    """The ids hash without the counter and owner it also holds (`hivemem.store.head`)."""
+    return {k: v for k, v in r.hgetall(keys.session_turn_ids(session)).items()
+            if not k.startswith(b"#")}
+
+
 def snapshot(r: redis.Redis, keys: Keys, session: str) -> tuple[object, ...]:
-    return (r.get(keys.session_seq(session)), r.hgetall(keys.session_turn_ids(session)),
+    return (SessionState(r, keys, 0).last_seq(session), r.hgetall(keys.session_turn_ids(session)),
             r.lrange(keys.session_window(session), 0, -1),
             SessionStore(r, keys).info(session)[1],  # first/last activity
             r.xlen(keys.turns_stream(keys.partition(session))),
@@ -76,7 +82,7 @@ def test_a_long_batch_of_one_session(redis_client: redis.Redis) -> None:
     out = state.append_turns([draft("a", i) for i in range(1, 701)])
     assert [seq for seq, _ in out] == list(range(1, 701))
     keys = state.keys
-    assert redis_client.hlen(keys.session_turn_ids("a")) == 700
+    assert len(turn_ids(redis_client, keys, "a")) == 700
     assert len(window_seqs(redis_client, keys, "a")) == 400
     assert state.stats("a").last_activity == T0 + timedelta(minutes=700)
     assert state.stats("a").first_activity == T0 + timedelta(minutes=1)
@@ -98,7 +104,7 @@ def test_a_scope_that_passed_is_not_read_again_until_a_turn_is_refused(
     state.check_scopes([("a", "team-x")])
     state.append_turns([draft("a", 1, namespace="team-x")])
     # The session changes hands behind this client's back (an import with --mode replace):
-    redis_client.set(state.keys.session_namespace("a"), "team-y")
+    redis_client.hset(state.keys.session_turn_ids("a"), "#ns", "team-y")
     state.check_scopes([("a", "team-x")])  # remembered: no read, passes
     # ...but the append script checks every turn itself: nothing of "a" is written.
     with pytest.raises(OutOfScope):
@@ -174,3 +180,51 @@ def test_the_last_activity_is_the_newest_turns_with_or_without_a_window(
     assert stats.last_activity == T0 + timedelta(minutes=3)
     info = SessionStore(redis_client, state.keys).info("a")[1]
     assert info["last_ts"] == (T0 + timedelta(minutes=3)).isoformat()
+
+
+def test_a_counter_and_owner_of_the_older_layout_are_read_then_moved_into_the_ids_hash(
+    redis_client: redis.Redis,
+) -> None:
+    keys = Keys("legacyhead")
+    state = SessionState(redis_client, keys, recent_window=5)
+    sessions = SessionStore(redis_client, keys)
+    # Two sessions written before: counter and owner in strings of their own.
+    for sid in ("a", "b"):
+        redis_client.set(keys.session_seq(sid), 2)
+        redis_client.set(keys.session_namespace(sid), "team-x")
+        redis_client.hset(keys.session_turn_ids(sid), mapping={f"{sid}-1": 1, f"{sid}-2": 2})
+        redis_client.sadd(keys.session_set(sid), sid)
+    # Read as they are.
+    assert state.last_seq("a") == 2 and state.namespace_of("a") == "team-x"
+    assert sessions.session_ids("team-x") == ["a", "b"]
+    assert sessions.dump_state("a")["seq"] == 2
+    assert sessions.dump_state("a")["namespace"] == "team-x"
+    state.check_scopes([("a", "team-x")])
+    with pytest.raises(OutOfScope):
+        state.check_scopes([("b", "default")])
+    # The next turn of "a" and an episode close of "b" move them into the ids hash.
+    assert state.append_turns([draft("a", 3, namespace="team-x"),
+                               draft("a", 1, namespace="team-x")]) == [(3, False), (1, True)]
+    assert state.append_control("b", "close_episode") == 3
+    for sid, seq in (("a", 3), ("b", 3)):
+        assert redis_client.exists(keys.session_seq(sid), keys.session_namespace(sid)) == 0
+        assert state.last_seq(sid) == seq and state.namespace_of(sid) == "team-x"
+    with pytest.raises(OutOfScope):
+        state.append_turn(draft("a", 4))  # still team-x's
+    assert state.append_control("nobody", "close_episode") is None
+
+
+def test_a_restored_or_imported_turn_id_that_is_not_an_id_is_not_kept(
+    redis_client: redis.Redis,
+) -> None:
+    from hivemem.domain.models import Turn
+    from hivemem.pipeline.messages import turn_fields
+
+    keys = Keys("oddids")
+    state = SessionState(redis_client, keys, recent_window=5)
+    odd = [Turn.model_validate({**turn_fields(draft("a", 1)), "seq": 1, "turn_id": "#seq"}),
+           Turn.model_validate({**turn_fields(draft("a", 2)), "seq": 2})]
+    state.restore_session("a", odd)
+    SessionStore(redis_client, keys).add_turn_ids("a", odd)
+    assert turn_ids(redis_client, keys, "a") == {b"a-2": b"2"}
+    assert state.last_seq("a") == 2
