@@ -55,18 +55,23 @@ def legacy_keys(keys: Keys, session_id: str) -> list[str]:
     return [keys.session_seq(session_id), keys.session_namespace(session_id)]
 
 
+READS = 3  # replies `queue_read` queues
+
+
 def queue_read(pipe: Any, keys: Keys, session_id: str) -> None:
-    """Queue the two reads `decode` combines."""
+    """Queue the `READS` reads `decode` combines (GETs, not an MGET: a cluster pipeline
+    refuses MGET)."""
     pipe.hmget(keys.session_turn_ids(session_id), SEQ_FIELD, NS_FIELD)
-    pipe.mget(legacy_keys(keys, session_id))
+    for key in legacy_keys(keys, session_id):
+        pipe.get(key)
 
 
-def decode(fields: list[Any], legacy: list[Any]) -> tuple[int, str | None]:
-    """(counter, owner) from `queue_read`'s two replies: the hash's fields, else the older
+def decode(fields: list[Any], old_seq: Any, old_ns: Any) -> tuple[int, str | None]:
+    """(counter, owner) from `queue_read`'s replies: the hash's fields, else the older
     strings. The owner of a session with turns but no owner record is "default" (it
     predates namespaces); None: no such session."""
-    seq_raw = fields[0] if fields[0] is not None else legacy[0]
-    owner_raw = fields[1] if fields[1] is not None else legacy[1]
+    seq_raw = fields[0] if fields[0] is not None else old_seq
+    owner_raw = fields[1] if fields[1] is not None else old_ns
     seq = 0 if seq_raw is None else int(seq_raw)
     if owner_raw is not None:
         return seq, as_text(owner_raw)

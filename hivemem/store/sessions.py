@@ -71,8 +71,8 @@ class SessionStore:
             for sid in ids:
                 head.queue_read(pipe, k, sid)
             replies = pipe.execute()
-        owners = [head.decode(fields, legacy)[1]
-                  for fields, legacy in zip(replies[::2], replies[1::2], strict=True)]
+        n = head.READS
+        owners = [head.decode(*replies[n * i:n * i + n])[1] for i in range(len(ids))]
         return [sid for sid, owner in zip(ids, owners, strict=True) if owner == namespace]
 
     # -- state as data (export / import) ---------------------------------------------------
@@ -90,11 +90,11 @@ class SessionStore:
             pipe.get(k.session_dead(session_id))
             pipe.hgetall(k.boundary_state(session_id))
             pipe.get(k.reflected(session_id))
-            (meta, tail, info, fields, legacy, done, dead, boundary,
+            (meta, tail, info, fields, old_seq, old_ns, done, dead, boundary,
              reflected) = pipe.execute()
-        seq, owner = head.decode(fields, legacy)
+        seq, owner = head.decode(fields, old_seq, old_ns)
         # An owner the session never recorded (it predates namespaces) is not written out.
-        namespace = owner if (fields[1] is not None or legacy[1] is not None) else None
+        namespace = owner if (fields[1] is not None or old_ns is not None) else None
         return {
             "meta": _hash(recent_window.activity(meta, tail)),
             "info": _hash(info),

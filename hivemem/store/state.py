@@ -411,16 +411,16 @@ class SessionState:
             head.queue_read(pipe, k, session_id)
             pipe.bitcount(k.session_processed(session_id))
             pipe.bitcount(k.session_dead(session_id))
-            fields, legacy, done, dead = pipe.execute()
-        return head.decode(fields, legacy)[0], int(done), int(dead)
+            *read, done, dead = pipe.execute()
+        return head.decode(*read)[0], int(done), int(dead)
 
     def namespace_of(self, session_id: str) -> str | None:
         """The namespace that owns the session; None for a session with no turns yet."""
         with redis_errors("read session namespace"):
             pipe = self._r.pipeline(transaction=False)
             head.queue_read(pipe, self.keys, session_id)
-            fields, legacy = pipe.execute()
-        return head.decode(fields, legacy)[1]
+            read = pipe.execute()
+        return head.decode(*read)[1]
 
     def check_scopes(self, pairs: Sequence[tuple[str, str]]) -> None:
         """`check_scope` for many (session, namespace) pairs in one round trip, skipping
@@ -435,9 +435,9 @@ class SessionState:
             for session_id, _ns in pairs:
                 head.queue_read(pipe, self.keys, session_id)
             replies = pipe.execute()
-        for (_sid, namespace), fields, legacy in zip(pairs, replies[::2], replies[1::2],
-                                                     strict=True):
-            found = head.decode(fields, legacy)[1]
+        n = head.READS
+        for i, (_sid, namespace) in enumerate(pairs):
+            found = head.decode(*replies[n * i:n * i + n])[1]
             if found is not None and found != namespace:
                 raise OutOfScope()
         if len(self._in_scope) + len(pairs) > _IN_SCOPE_MAX:
