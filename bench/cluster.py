@@ -4,6 +4,7 @@
     python bench/cluster.py                  # ~3-5 min on a quiet 2-CPU VM
     python bench/cluster.py --quick          # smoke run
     python bench/cluster.py --processes 1,2  # only the worker-process rows
+    python bench/cluster.py --cpu-only       # only the baseline and Redis CPU per turn
 
 Measured, in one run, with the hashing embedder (Redis and the pipeline are measured, not
 ONNX), rq on its own plain redis-server (rq does not run on a cluster):
@@ -416,6 +417,10 @@ def main() -> int:
     ap.add_argument("--quick", action="store_true")
     ap.add_argument("--processes", default=None, metavar="N,N",
                     help="only the worker-process rows, with these counts (cluster-partial.json)")
+    ap.add_argument("--cpu-only", action="store_true",
+                    help="only the XADD baseline and the Redis CPU per turn (cluster-cpu.json)")
+    ap.add_argument("--repeats", type=int, default=None,
+                    help="repeats of the CPU section (default 3, quick 1)")
     args = ap.parse_args()
     only = [int(x) for x in args.processes.split(",")] if args.processes else None
     configure_logging("warning")
@@ -438,13 +443,16 @@ def main() -> int:
             note_load(result, "after processes")
             return _save(result, "cluster-partial.json")
         result["baseline"] = bench_xadd(cluster, 4000 if args.quick else 20000)
-        result["cpu"] = bench_cpu_repeated(cluster, rq_server.url, n, 1 if args.quick else 3)
+        repeats = args.repeats or (1 if args.quick else 3)
+        result["cpu"] = bench_cpu_repeated(cluster, rq_server.url, n, repeats)
         result["cpu"]["usec_per_turn_over_xadd"] = round(
             result["cpu"]["usec_per_turn_total"] / result["baseline"]["server_usec_per_xadd"], 2)
         result["cpu"]["cpu_usec_per_turn_over_xadd"] = round(
             result["cpu"]["cpu_usec_per_turn_total"]
             / result["baseline"]["server_cpu_usec_per_xadd"], 2)
         note_load(result, "after cpu")
+        if args.cpu_only:
+            return _save(result, "cluster-cpu-quick.json" if args.quick else "cluster-cpu.json")
         result["round_trips"] = bench_round_trips(cluster, rq_server.url, 400 if args.quick
                                                   else 1000, counter)
         note_load(result, "after round trips")

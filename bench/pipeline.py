@@ -213,7 +213,7 @@ def bench_ingest(server: RedisServer, texts: list[str], n_single: int, n_many: i
     state = client._state  # bench-only: time the script call with prebuilt arguments
     script_lat: list[float] = []
     for d in drafts:
-        keys, args = state._append_call(client.keys.partition(d.session_id), [d])
+        keys, args, _ = state._append_call(client.keys.partition(d.session_id), [d])
         t0 = perf()
         state._append(keys=keys, args=args)
         script_lat.append((perf() - t0) * NS)
@@ -241,7 +241,7 @@ def bench_ingest(server: RedisServer, texts: list[str], n_single: int, n_many: i
         return [TurnDraft(f"{tag}-{sessions[i % 10]}", roles[i % 2], texts[i % len(texts)],
                           settings=ing) for i in range(len(batches) * 100)]
 
-    per_turn = [state._append_call(client.keys.partition(d.session_id), [d])
+    per_turn = [state._append_call(client.keys.partition(d.session_id), [d])[:2]
                 for d in bare_drafts("bare")]
     grouped: list[list[tuple[Any, Any]]] = []
     same = bare_drafts("same")
@@ -249,7 +249,7 @@ def bench_ingest(server: RedisServer, texts: list[str], n_single: int, n_many: i
         by_p: dict[int, list[TurnDraft]] = {}
         for d in same[b * 100:(b + 1) * 100]:
             by_p.setdefault(client.keys.partition(d.session_id), []).append(d)
-        grouped.append([state._append_call(part, ds) for part, ds in by_p.items()])
+        grouped.append([state._append_call(part, ds)[:2] for part, ds in by_p.items()])
     # Raw EVALSHA, the script loaded once: the cheapest way to send these calls (a pipeline
     # handed the `Script` asks SCRIPT EXISTS first, one more round trip per batch).
     sha = r.script_load(state._append.script)

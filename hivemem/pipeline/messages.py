@@ -8,8 +8,11 @@ forever, so the consume loop dead-letters it at once instead of retrying.
 Entries and their fields:
 - turns stream, `TurnEntry`: ``seq``, ``turn`` (the turn's wire JSON, `wire_json`); written
   by the ingest script in `hivemem.store.state`, which gets the field names from here.
-- embedded stream (`EmbeddedEntry`), by ``kind``: ``turn`` (`EmbeddedTurn`: the turn and its
-  vector ``vec``), ``control`` (`EpisodeControl`: close_episode / close_session), ``skip``
+- embedded stream (`EmbeddedEntry`), by ``kind``: ``turns`` (`EmbeddedTurns`: several turns
+  of one session, what the embed stage publishes), ``turn`` (`EmbeddedTurn`: one turn without
+  its content and metadata, `head_json`, and its vector ``vec`` as float16; the boundary
+  buffer keeps these, and entries written before ``turns`` existed are of this kind),
+  ``control`` (`EpisodeControl`: close_episode / close_session), ``skip``
   (`SkipEntry`: a turn the embed stage dead-lettered).
 - dead-letter streams: `encode_dead_letter` / `decode_dead_letter` (the original entry's
   fields ride along prefixed with ``f:``).
@@ -36,7 +39,7 @@ from hivemem.domain.audit import AuditEvent
 from hivemem.domain.episode import ControlAction
 from hivemem.domain.models import DeadLetter, Turn, TurnFields
 from hivemem.errors import MalformedEntry
-from hivemem.pipeline.vectors import VectorDecodeError, decode_vector, encode_vector
+from hivemem.pipeline.vectors import VectorDecodeError, decode_vector, encode_vector_half
 
 # Field names, spelled once.
 SEQ = "seq"
@@ -102,23 +105,73 @@ def turn_fields(turn: TurnFields) -> dict[str, Any]:
     }
 
 
+# Fields the wire form leaves out when they hold the model's default (`Turn` fills them in
+# again): most turns are shared, in the default namespace, without an agent, markers or
+# metadata, and every byte of the wire form is copied several times through Redis (turns
+# stream, recent window, the scripts' arguments).
+_DEFAULTS: dict[str, Any] = {"agent_id": None, "markers": [], "metadata": {},
+                             "namespace": Turn.model_fields["namespace"].default,
+                             "visibility": Turn.model_fields["visibility"].default}
+
+
+def _dumps(fields: dict[str, Any]) -> str:
+    for name, default in _DEFAULTS.items():
+        if name in fields and fields[name] == default:
+            del fields[name]
+    return json.dumps(fields, ensure_ascii=False, separators=(",", ":"))
+
+
 def wire_json(turn: TurnFields) -> str:
-    """The turn as the turns stream, the embedded stream and the recent window carry it (the
-    seq travels beside it). The Qdrant payload adds its own fields to `turn_fields`."""
-    return json.dumps(turn_fields(turn), ensure_ascii=False, separators=(",", ":"))
+    """The turn as the turns stream and the recent window carry it (the seq travels beside
+    it), without the fields that hold their default. The Qdrant payload adds its own fields
+    to `turn_fields`."""
+    return _dumps(turn_fields(turn))
 
 
-def turn_from_wire(raw: str | bytes, seq: int) -> Turn:
-    """The inverse of `wire_json`; `MalformedEntry` when it is not a valid turn."""
+# What the boundary stage never reads: the embedded stream leaves them out (`head_json`).
+_BODY = ("content", "metadata")
+
+
+def head_json(turn: TurnFields) -> str:
+    """The turn without its content and metadata: everything the boundary stage reads (ids,
+    role, time, size, markers, scope), for the embedded stream, where every byte is copied
+    into Redis, read back and, while it waits for its predecessors, kept in the buffer."""
+    fields = turn_fields(turn)
+    for name in _BODY:
+        del fields[name]
+    return _dumps(fields)
+
+
+def turn_from_wire(raw: str | bytes, seq: int, *, head: bool = False) -> Turn:
+    """The inverse of `wire_json` (with `head`, of `head_json` too: the turn then has empty
+    content and metadata); `MalformedEntry` when it is not a valid turn."""
     try:
         data = json.loads(raw)
-        if not isinstance(data, dict):
-            raise MalformedEntry("turn is not a JSON object")
-        data["seq"] = seq
+    except ValueError as exc:
+        raise MalformedEntry(f"bad turn: {exc}", cause=exc) from None
+    return _turn_from_data(data, seq, head=head)
+
+
+def turn_timestamp(raw: str | bytes) -> str | None:
+    """The timestamp of a turn in its wire form (None if it has none or is not JSON)."""
+    try:
+        data = json.loads(raw)
+    except ValueError:
+        return None
+    value = data.get("timestamp") if isinstance(data, dict) else None
+    return value if isinstance(value, str) else None
+
+
+def _turn_from_data(data: object, seq: int, *, head: bool) -> Turn:
+    if not isinstance(data, dict):
+        raise MalformedEntry("turn is not a JSON object")
+    if head:
+        data.setdefault("content", "")
+        data.setdefault("metadata", {})
+    data["seq"] = seq
+    try:
         return Turn.model_validate(data)
-    except (ValueError, PydanticValidationError) as exc:
-        if isinstance(exc, MalformedEntry):
-            raise
+    except PydanticValidationError as exc:
         raise MalformedEntry(f"bad turn: {exc}", cause=exc) from None
 
 
@@ -150,7 +203,10 @@ def decode_turn_entry(fields: Mapping[str, str]) -> TurnEntry:
 
 
 class EmbeddedTurn(Entry):
-    """A turn durable in Qdrant, with its dense vector (base64, see `pipeline.vectors`)."""
+    """A turn durable in Qdrant, for the boundary stage: the turn without its content and
+    metadata (it reads neither) and its dense vector as float16 (it only feeds a cosine
+    against the episode's centroid; see `pipeline.vectors`). Entries written before this
+    form (the whole turn, a float32 vector) decode the same way."""
 
     kind: Literal["turn"] = "turn"
     turn: Turn
@@ -158,7 +214,9 @@ class EmbeddedTurn(Entry):
 
     @classmethod
     def of(cls, turn: Turn, vector: npt.ArrayLike | None) -> EmbeddedTurn:
-        return cls(turn=turn, vec=None if vector is None else encode_vector(vector))
+        if turn.content or turn.metadata:
+            turn = turn.model_copy(update={"content": "", "metadata": {}})
+        return cls(turn=turn, vec=None if vector is None else encode_vector_half(vector))
 
     @property
     def session_id(self) -> str:
@@ -173,20 +231,24 @@ class EmbeddedTurn(Entry):
         return None if not self.vec else decode_vector(self.vec)
 
     def to_fields(self) -> dict[str, str]:
-        fields = {KIND: self.kind, SEQ: str(self.turn.seq), TURN: wire_json(self.turn)}
+        fields = {KIND: self.kind, SEQ: str(self.turn.seq), TURN: head_json(self.turn)}
         if self.vec:
             fields[VEC] = self.vec
         return fields
 
     @classmethod
     def from_fields(cls, fields: Mapping[str, str]) -> EmbeddedTurn:
-        vec = fields.get(VEC) or None
-        if vec is not None:
-            try:
-                decode_vector(vec)
-            except VectorDecodeError as exc:
-                raise MalformedEntry(f"bad vector: {exc}", cause=exc) from None
-        return cls(turn=turn_from_wire(_field(fields, TURN), _seq(fields)), vec=vec)
+        return cls(turn=turn_from_wire(_field(fields, TURN), _seq(fields), head=True),
+                   vec=_checked_vector(fields.get(VEC) or None))
+
+
+def _checked_vector(vec: str | None) -> str | None:
+    if vec is not None:
+        try:
+            decode_vector(vec)
+        except VectorDecodeError as exc:
+            raise MalformedEntry(f"bad vector: {exc}", cause=exc) from None
+    return vec
 
 
 class EpisodeControl(Entry):
@@ -238,11 +300,80 @@ class SkipEntry(Entry):
             raise MalformedEntry(f"bad skip: {exc}", cause=exc) from None
 
 
-EmbeddedEntry: TypeAlias = EmbeddedTurn | EpisodeControl | SkipEntry
+SEQS = "seqs"
+TURNS = "turns"
+VECS = "vecs"
 
-_EMBEDDED: dict[str, type[EmbeddedTurn] | type[EpisodeControl] | type[SkipEntry]] = {
-    "turn": EmbeddedTurn, "control": EpisodeControl, "skip": SkipEntry,
+
+class EmbeddedTurns(Entry):
+    """Several turns of one session in one entry: what the embed stage publishes, one entry
+    per session and batch, so that a backlog costs the embedded stream (its XADD, the boundary
+    stage's read and ack) one entry per session instead of one per turn. Fields: ``seqs``
+    (comma-separated), ``turns`` (a JSON array of `head_json`), ``vecs`` (the vectors' texts,
+    comma-separated, empty for a turn without one); the same order in all three."""
+
+    kind: Literal["turns"] = "turns"
+    session_id: str = Field(min_length=1)
+    turns: tuple[EmbeddedTurn, ...] = Field(min_length=1)
+
+    @property
+    def seq(self) -> int:
+        return self.turns[0].seq
+
+    def to_fields(self) -> dict[str, str]:
+        return {KIND: self.kind, SESSION_ID: self.session_id,
+                SEQS: ",".join(str(t.seq) for t in self.turns),
+                TURNS: "[" + ",".join(head_json(t.turn) for t in self.turns) + "]",
+                VECS: ",".join(t.vec or "" for t in self.turns)}
+
+    @classmethod
+    def from_fields(cls, fields: Mapping[str, str]) -> EmbeddedTurns:
+        raw_seqs = _field(fields, SEQS).split(",")
+        vecs = _field(fields, VECS).split(",")
+        try:
+            heads = json.loads(_field(fields, TURNS))
+        except ValueError as exc:
+            raise MalformedEntry(f"bad turns JSON: {exc}", cause=exc) from None
+        if not isinstance(heads, list) or not len(heads) == len(raw_seqs) == len(vecs):
+            raise MalformedEntry("seqs, turns and vecs differ in length")
+        turns = [
+            EmbeddedTurn(turn=_turn_from_data(head, _seq({SEQ: raw_seq}), head=True),
+                         vec=_checked_vector(vec or None))
+            for raw_seq, head, vec in zip(raw_seqs, heads, vecs, strict=True)
+        ]
+        session_id = _field(fields, SESSION_ID)
+        if any(t.turn.session_id != session_id for t in turns):
+            raise MalformedEntry("a turn of another session")
+        try:
+            return cls(session_id=session_id, turns=tuple(turns))
+        except PydanticValidationError as exc:
+            raise MalformedEntry(f"bad turns entry: {exc}", cause=exc) from None
+
+    @staticmethod
+    def script_fields() -> list[str]:
+        """For the script that writes the entry (`hivemem.store.state`): kind's name and
+        value, then the names of session_id, seqs, turns and vecs, whose values are
+        `script_values`."""
+        return [KIND, "turns", SESSION_ID, SEQS, TURNS, VECS]
+
+    def script_values(self) -> tuple[str, str, str, str]:
+        fields = self.to_fields()
+        return fields[SESSION_ID], fields[SEQS], fields[TURNS], fields[VECS]
+
+
+EmbeddedEntry: TypeAlias = EmbeddedTurn | EmbeddedTurns | EpisodeControl | SkipEntry
+EmbeddedItem: TypeAlias = EmbeddedTurn | EpisodeControl | SkipEntry
+
+_EMBEDDED: dict[str, type[EmbeddedTurn] | type[EmbeddedTurns] | type[EpisodeControl]
+                | type[SkipEntry]] = {
+    "turn": EmbeddedTurn, "turns": EmbeddedTurns, "control": EpisodeControl, "skip": SkipEntry,
 }
+
+
+def embedded_items(entry: EmbeddedEntry) -> tuple[EmbeddedItem, ...]:
+    """What one embedded-stream entry holds, one item per seq (an `EmbeddedTurns` holds
+    several turns)."""
+    return entry.turns if isinstance(entry, EmbeddedTurns) else (entry,)
 
 
 def decode_embedded(fields: Mapping[str, str]) -> EmbeddedEntry:
@@ -254,15 +385,19 @@ def decode_embedded(fields: Mapping[str, str]) -> EmbeddedEntry:
     return message.from_fields(fields)
 
 
-def embedded_from_json(raw: str | bytes) -> EmbeddedEntry:
-    """The inverse of `Entry.to_json` for embedded-stream entries."""
+def embedded_from_json(raw: str | bytes) -> EmbeddedItem:
+    """The inverse of `Entry.to_json` for one embedded item (what the boundary buffer
+    keeps: a turn, a control or a skip, never a several-turn entry)."""
     try:
         fields = json.loads(raw)
     except ValueError as exc:
         raise MalformedEntry(f"bad JSON: {exc}", cause=exc) from None
     if not isinstance(fields, dict):
         raise MalformedEntry("entry JSON is not an object")
-    return decode_embedded(fields)
+    entry = decode_embedded(fields)
+    if isinstance(entry, EmbeddedTurns):
+        raise MalformedEntry("a several-turn entry where one item was expected")
+    return entry
 
 
 # -- the episode outbox -----------------------------------------------------------------------

@@ -154,8 +154,14 @@ class Keys:
         """Hash turn id -> seq: makes a repeated turn id a no-op."""
         return f"{self._s(session_id)}:ids"
 
+    def session_window(self, session_id: str) -> str:
+        """List of the latest turns, oldest first, as (seq, wire JSON) pairs: two elements
+        per turn (`hivemem.store.window`)."""
+        return f"{self._s(session_id)}:win"
+
     def session_recent(self, session_id: str) -> str:
-        """Sorted set of the latest turns (JSON), scored by seq."""
+        """The window's older form (a sorted set of wire JSON scored by seq): read while a
+        session written before the list has no new turn, moved into the list by the next."""
         return f"{self._s(session_id)}:recent"
 
     def session_processed(self, session_id: str) -> str:

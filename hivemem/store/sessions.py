@@ -10,9 +10,9 @@ from typing import Any
 
 from hivemem.domain.episode import Episode
 from hivemem.domain.models import Turn
-from hivemem.domain.scope import DEFAULT_NAMESPACE
-from hivemem.pipeline.messages import wire_json
 from hivemem.pipeline.topology import Keys
+from hivemem.store import head
+from hivemem.store import window as recent_window
 from hivemem.store.redis import Redis, as_text, redis_errors, set_union
 
 _INFO_FIELDS = ("title", "agent_id", "created_at")
@@ -51,9 +51,9 @@ class SessionStore:
         with redis_errors("read session metadata"):
             pipe = self._r.pipeline(transaction=False)
             pipe.hgetall(k.session_info(session_id))
-            pipe.hgetall(k.session_meta(session_id))
-            info, meta = pipe.execute()
-        return _hash(info), _hash(meta)
+            recent_window.queue_activity(pipe, k, session_id)
+            info, meta, tail = pipe.execute()
+        return _hash(info), _hash(recent_window.activity(meta, tail))
 
     def exists(self, session_id: str) -> bool:
         with redis_errors("check session"):
@@ -69,13 +69,10 @@ class SessionStore:
                 return ids
             pipe = self._r.pipeline(transaction=False)
             for sid in ids:
-                pipe.get(k.session_namespace(sid))
-                pipe.exists(k.session_seq(sid))
+                head.queue_read(pipe, k, sid)
             replies = pipe.execute()
-        owners = [
-            as_text(owner) if owner is not None else (DEFAULT_NAMESPACE if exists else None)
-            for owner, exists in zip(replies[::2], replies[1::2], strict=True)
-        ]
+        n = head.READS
+        owners = [head.decode(*replies[n * i:n * i + n])[1] for i in range(len(ids))]
         return [sid for sid, owner in zip(ids, owners, strict=True) if owner == namespace]
 
     # -- state as data (export / import) ---------------------------------------------------
@@ -86,24 +83,27 @@ class SessionStore:
         k = self.keys
         with redis_errors("dump session state"):
             pipe = self._r.pipeline(transaction=False)
-            pipe.hgetall(k.session_meta(session_id))
+            recent_window.queue_activity(pipe, k, session_id)
             pipe.hgetall(k.session_info(session_id))
-            pipe.get(k.session_seq(session_id))
+            head.queue_read(pipe, k, session_id)
             pipe.get(k.session_processed(session_id))
             pipe.get(k.session_dead(session_id))
             pipe.hgetall(k.boundary_state(session_id))
             pipe.get(k.reflected(session_id))
-            pipe.get(k.session_namespace(session_id))
-            meta, info, seq, done, dead, boundary, reflected, namespace = pipe.execute()
+            (meta, tail, info, fields, old_seq, old_ns, done, dead, boundary,
+             reflected) = pipe.execute()
+        seq, owner = head.decode(fields, old_seq, old_ns)
+        # An owner the session never recorded (it predates namespaces) is not written out.
+        namespace = owner if (fields[1] is not None or old_ns is not None) else None
         return {
-            "meta": _hash(meta),
+            "meta": _hash(recent_window.activity(meta, tail)),
             "info": _hash(info),
-            "seq": int(seq or 0),
+            "seq": seq,
             "processed": base64.b64encode(done).decode("ascii") if done else "",
             "dead": base64.b64encode(dead).decode("ascii") if dead else "",
             "boundary": _hash(boundary),
             "reflected": int(reflected or 0),
-            "namespace": as_text(namespace) if namespace is not None else None,
+            "namespace": namespace,
         }
 
     def restore_state(self, session_id: str, state: dict[str, Any]) -> None:
@@ -117,8 +117,10 @@ class SessionStore:
                 pipe.delete(key)
                 if mapping:
                     pipe.hset(key, mapping=mapping)
+            # The counter and owner go to the ids hash; the older strings, if any, go.
+            pipe.delete(*head.legacy_keys(k, session_id))
             if state.get("seq"):
-                pipe.set(k.session_seq(session_id), int(state["seq"]))
+                pipe.hset(k.session_turn_ids(session_id), head.SEQ_FIELD, int(state["seq"]))
             for key, blob in ((k.session_processed(session_id), state.get("processed")),
                               (k.session_dead(session_id), state.get("dead"))):
                 pipe.delete(key)
@@ -127,7 +129,8 @@ class SessionStore:
             if state.get("reflected"):
                 pipe.set(k.reflected(session_id), int(state["reflected"]))
             if state.get("namespace"):
-                pipe.set(k.session_namespace(session_id), str(state["namespace"]))
+                pipe.hset(k.session_turn_ids(session_id), head.NS_FIELD,
+                          str(state["namespace"]))
             pipe.sadd(k.session_set(session_id), session_id)
             pipe.execute()
 
@@ -135,22 +138,20 @@ class SessionStore:
         """Idempotency ids for imported turns (a re-ingest of the same turn id is a no-op)."""
         if not turns:
             return
+        ids = head.valid_ids(turns)
+        if not ids:
+            return
         with redis_errors("restore turn ids"):
             self._r.hset(self.keys.session_turn_ids(session_id),
-                         mapping={t.turn_id: t.seq for t in turns})
+                         mapping=ids)  # type: ignore[arg-type]
 
     def set_recent(self, session_id: str, turns: Sequence[Turn], window: int) -> None:
         """The recent window from the session's newest turns."""
         if window <= 0 or not turns:
             return
-        newest = sorted(turns, key=lambda t: t.seq)[-window:]
-        key = self.keys.session_recent(session_id)
         with redis_errors("restore recent window"):
             pipe = self._r.pipeline(transaction=True)
-            for turn in newest:
-                pipe.zremrangebyscore(key, turn.seq, turn.seq)
-            pipe.zadd(key, {wire_json(t): t.seq for t in newest})
-            pipe.zremrangebyrank(key, 0, -(window + 1))
+            recent_window.queue_write(pipe, self.keys, session_id, turns, window)
             pipe.execute()
 
     def add_episodes(self, session_id: str, episodes: Sequence[Episode]) -> None:
@@ -196,7 +197,8 @@ class SessionStore:
         episodes = self.episode_ids(session_id)
         keys = [
             k.session_seq(session_id), k.session_turn_ids(session_id),
-            k.session_recent(session_id), k.session_processed(session_id),
+            k.session_recent(session_id), k.session_window(session_id),
+            k.session_processed(session_id),
             k.session_dead(session_id), k.session_meta(session_id), k.session_info(session_id),
             k.boundary_state(session_id), k.boundary_buffer(session_id),
             k.session_episodes(session_id), k.reflected(session_id),

@@ -7,145 +7,26 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from datetime import datetime
-from typing import cast
 
 from hivemem.domain.models import SessionStats, Turn, TurnFields
-from hivemem.domain.scope import DEFAULT_NAMESPACE, Scope
+from hivemem.domain.scope import Scope
 from hivemem.errors import OutOfScope
-from hivemem.pipeline.messages import EpisodeControl, TurnEntry, turn_from_wire, wire_json
+from hivemem.pipeline.messages import (
+    EmbeddedTurn,
+    EmbeddedTurns,
+    EpisodeControl,
+    TurnEntry,
+    turn_from_wire,
+    wire_json,
+)
 from hivemem.pipeline.topology import Keys, Topology
-from hivemem.store.redis import Redis, as_text, redis_errors, run_scripts, set_union
+from hivemem.store import head, window
+from hivemem.store import state_scripts as scripts
+from hivemem.store.redis import Redis, redis_errors, run_scripts, set_union
 
-# One atomic step per turn, for a batch of turns of one partition (every key in one slot):
-# a session belongs to the namespace of its first turn (a turn of another namespace gets -1,
-# nothing written; sessions from before namespaces are "default"); a repeated turn id
-# returns the seq it already had; otherwise the next seq is taken and the turn is appended
-# to the partition's turns stream and to the recent window. KEYS: the stream, the
-# partition's session set, then 5 keys per session (seq, ids, recent, meta, ns). ARGV: the
-# window, the entry's two field names (from `TurnEntry`), the session count m, the m
-# session ids, then 5 values per turn (its session's index 1..m, turn id, wire JSON,
-# timestamp, namespace). Returns seq, duplicate per turn, flattened.
-# Per turn only the id lookup and the XADD run; a session's namespace and counter are read
-# once per call (at its first turn) and its ids, recent window, counter and activity are
-# written once per call at the end: a batch of one session costs a handful of commands, not
-# eight per turn. A session is listed and its first activity set by its first turn only; the
-# window is trimmed only once it can be full.
-_APPEND_TURNS = """
-local window = tonumber(ARGV[1])
-local m = tonumber(ARGV[4])
-local out = {}
-local sessions = {}
-local order = {}
-local function chunked(cmd, key, list)
-  for i = 1, #list, 512 do
-    redis.call(cmd, key, unpack(list, i, math.min(i + 511, #list)))
-  end
-end
-for a = 5 + m, #ARGV, 5 do
-  local j = tonumber(ARGV[a])
-  local s = sessions[j]
-  local ns = ARGV[a + 4]
-  if not s then
-    local k = 2 + (j - 1) * 5
-    local owner = redis.call('GET', KEYS[k + 5])
-    local seq = tonumber(redis.call('GET', KEYS[k + 1]) or '0')
-    if not owner then
-      if seq > 0 then owner = 'default' end
-      if not owner or owner == ns then
-        owner = ns
-        redis.call('SET', KEYS[k + 5], owner)
-      end
-    end
-    s = {k = k, sid = ARGV[4 + j], owner = owner, seq = seq, known = {}, ids = {},
-         recent = {}}
-    sessions[j] = s
-    order[#order + 1] = s
-  end
-  if s.owner ~= ns then
-    out[#out + 1] = -1
-    out[#out + 1] = 0
-  else
-    local tid = ARGV[a + 1]
-    local existing = s.known[tid] or redis.call('HGET', KEYS[s.k + 2], tid)
-    if existing then
-      out[#out + 1] = tonumber(existing)
-      out[#out + 1] = 1
-    else
-      s.seq = s.seq + 1
-      local seq = s.seq
-      s.known[tid] = seq
-      s.ids[#s.ids + 1] = tid
-      s.ids[#s.ids + 1] = seq
-      redis.call('XADD', KEYS[1], '*', ARGV[2], seq, ARGV[3], ARGV[a + 2])
-      if window > 0 then
-        s.recent[#s.recent + 1] = seq
-        s.recent[#s.recent + 1] = ARGV[a + 2]
-      end
-      if seq == 1 then
-        s.first = ARGV[a + 3]
-        redis.call('SADD', KEYS[2], s.sid)
-      end
-      s.last = ARGV[a + 3]
-      out[#out + 1] = seq
-      out[#out + 1] = 0
-    end
-  end
-end
-for _, s in ipairs(order) do
-  if #s.ids > 0 then
-    local k = s.k
-    redis.call('SET', KEYS[k + 1], s.seq)
-    chunked('HSET', KEYS[k + 2], s.ids)
-    if window > 0 then
-      chunked('ZADD', KEYS[k + 3], s.recent)
-      if s.seq > window then redis.call('ZREMRANGEBYRANK', KEYS[k + 3], 0, -(window + 1)) end
-    end
-    if s.first then
-      redis.call('HSET', KEYS[k + 4], 'first_ts', s.first, 'last_ts', s.last)
-    else
-      redis.call('HSET', KEYS[k + 4], 'last_ts', s.last)
-    end
-  end
-end
-return out
-"""
-
-
-# An explicit episode close takes the session's next seq, so the boundary stage meets it in
-# order with the turns. It skips the embed stage: its processed bit is set here. The entry
-# is `EpisodeControl`: ARGV[1] names the seq field, ARGV[2..7] are its other three pairs.
-_APPEND_CONTROL = """
-if redis.call('EXISTS', KEYS[1]) == 0 then return -1 end
-local seq = redis.call('INCR', KEYS[1])
-redis.call('SETBIT', KEYS[2], seq, 1)
-redis.call('HINCRBY', KEYS[3], 'controls', 1)
-redis.call('XADD', KEYS[4], '*', ARGV[1], seq, ARGV[2], ARGV[3], ARGV[4], ARGV[5], ARGV[6],
-           ARGV[7])
-return seq
-"""
-
-
-
-# The embed stage's one write to Redis per partition and batch, idempotent: for each turn,
-# set its processed bit and, only if the bit was not set before, publish the turn (with its
-# vector) on the partition's embedded stream. A retry after a crash or an outage between
-# the Qdrant write and this script publishes nothing twice. KEYS: the embedded stream, then
-# one processed bitmap per item; ARGV per item: seq, field count n, then n name/value pairs.
-_PUBLISH_EMBEDDED = """
-local a = 1
-local published = 0
-for i = 2, #KEYS do
-  local seq = tonumber(ARGV[a])
-  local n = tonumber(ARGV[a + 1])
-  local old = redis.call('SETBIT', KEYS[i], seq, 1)
-  if old == 0 then
-    redis.call('XADD', KEYS[1], '*', unpack(ARGV, a + 2, a + 1 + 2 * n))
-    published = published + 1
-  end
-  a = a + 2 + 2 * n
-end
-return published
-"""
+# Turns of one session in one published entry at most (a BITFIELD's arguments stay well
+# inside what a script may unpack).
+_ENTRY_TURNS = 1000
 
 
 _IN_SCOPE_MAX = 100_000  # pairs remembered by `check_scopes` before it starts over
@@ -157,37 +38,40 @@ class SessionState:
         self.keys = keys
         self.topology = Topology(keys)
         self.recent_window = recent_window
-        self._append = client.register_script(_APPEND_TURNS)
-        self._control = client.register_script(_APPEND_CONTROL)
-        self._publish = client.register_script(_PUBLISH_EMBEDDED)
+        self._append = client.register_script(scripts.APPEND_TURNS)
+        self._control = client.register_script(scripts.APPEND_CONTROL)
+        self._publish = client.register_script(scripts.PUBLISH_EMBEDDED)
         # (session, namespace) pairs `check_scopes` has seen pass: see there.
         self._in_scope: dict[tuple[str, str], None] = {}
 
     def _append_call(
         self, partition: int, drafts: Sequence[TurnFields]
-    ) -> tuple[list[str], list[str | int]]:
-        """The append script's keys and args for turns of one partition (a session's keys
-        once, however many of its turns the call carries)."""
+    ) -> tuple[list[str], list[str | int], list[int]]:
+        """The append script's keys and args for turns of one partition, grouped by
+        (session, namespace) in the order of each group's first turn, and where each reply
+        pair belongs: `order[i]` is the index in `drafts` of the i-th turn the script
+        answers for."""
         k = self.keys
+        groups: dict[tuple[str, str], list[int]] = {}
+        for i, draft in enumerate(drafts):
+            groups.setdefault((draft.session_id, draft.namespace), []).append(i)
         keys: list[str] = [k.turns_stream(partition), k.sessions(partition)]
-        index: dict[str, int] = {}
-        turns: list[str | int] = []
-        for draft in drafts:
-            sid = draft.session_id
-            j = index.get(sid)
-            if j is None:
-                j = index[sid] = len(index) + 1
-                keys += (k.session_seq(sid), k.session_turn_ids(sid), k.session_recent(sid),
-                         k.session_meta(sid), k.session_namespace(sid))
-            turns += (j, draft.turn_id, wire_json(draft), draft.timestamp.isoformat(),
-                      draft.namespace)
         args: list[str | int] = [self.recent_window, TurnEntry.SEQ_FIELD, TurnEntry.TURN_FIELD,
-                                 len(index), *index, *turns]
-        return keys, args
+                                 len(groups), window.slack(self.recent_window)]
+        order: list[int] = []
+        for (sid, namespace), members in groups.items():
+            keys += (k.session_seq(sid), k.session_turn_ids(sid), k.session_window(sid),
+                     k.session_meta(sid), k.session_namespace(sid), k.session_recent(sid))
+            args += (sid, namespace, len(members))
+            for i in members:
+                draft = drafts[i]
+                args += (draft.turn_id, wire_json(draft), draft.timestamp.isoformat())
+            order += members
+        return keys, args, order
 
     def append_turn(self, draft: TurnFields) -> tuple[int, bool]:
         """Returns (seq, duplicate). `OutOfScope` if the session is another namespace's."""
-        keys, args = self._append_call(self.keys.partition(draft.session_id), [draft])
+        keys, args, _ = self._append_call(self.keys.partition(draft.session_id), [draft])
         with redis_errors("append turn"):
             seq, dup = self._append(keys=keys, args=args)
         if int(seq) < 0:
@@ -210,38 +94,60 @@ class SessionState:
             self._append_call(p, [drafts[i] for i in idx]) for p, idx in by_partition.items()
         ]
         with redis_errors("append turns"):
-            replies = run_scripts(self._r, self._append, calls)
+            replies = run_scripts(self._r, self._append, [(ks, args) for ks, args, _ in calls])
         out: list[tuple[int, bool]] = [(0, False)] * len(drafts)
         refused = False
-        for idx, flat in zip(by_partition.values(), replies, strict=True):
-            for j, i in enumerate(idx):
+        for idx, (_, _, order), flat in zip(by_partition.values(), calls, replies, strict=True):
+            for j, local in enumerate(order):
                 seq, dup = int(flat[2 * j]), bool(int(flat[2 * j + 1]))
                 refused |= seq < 0
-                out[i] = (seq, dup)
+                out[idx[local]] = (seq, dup)
         if refused:
             # A session claimed by another namespace meanwhile: forget what passed before.
             self._in_scope.clear()
             raise OutOfScope()
         return out
 
-    def publish_embedded(self, items: Sequence[tuple[Turn, dict[str, str]]]) -> int:
-        """Mark these turns processed and publish each one's entry on its partition's
-        embedded stream, only for turns not marked before (a retry appends nothing twice).
-        One script per partition, one round trip. Returns how many were published."""
-        if not items:
+    def publish_embedded(self, entries: Sequence[EmbeddedTurn]) -> int:
+        """Mark these turns processed and publish them on their partitions' embedded
+        streams (one `EmbeddedTurns` entry per session), only the turns not marked before
+        (a retry appends nothing twice). One script per partition, one round trip (two
+        when a session's turns were partly published before). Returns how many turns were
+        published."""
+        if not entries:
             return 0
         k = self.keys
-        calls: dict[int, tuple[list[str], list[str | int]]] = {}
-        for turn, fields in items:
-            p = k.partition(turn.session_id)
-            keys, args = calls.setdefault(p, ([k.embedded_stream(p)], []))
-            keys.append(k.session_processed(turn.session_id))
-            args += (turn.seq, len(fields))
-            for name, value in fields.items():
-                args += (name, value)
+        by_partition: dict[int, dict[str, list[EmbeddedTurn]]] = {}
+        for entry in entries:
+            sid = entry.session_id
+            by_partition.setdefault(k.partition(sid), {}).setdefault(sid, []).append(entry)
+        names = EmbeddedTurns.script_fields()
+        calls: list[tuple[list[str], list[str | int]]] = []
+        groups: list[list[list[EmbeddedTurn]]] = []
+        for p, sessions in by_partition.items():
+            keys = [k.embedded_stream(p)]
+            args: list[str | int] = [*names]
+            chunks = [turns[i:i + _ENTRY_TURNS] for turns in sessions.values()
+                      for i in range(0, len(turns), _ENTRY_TURNS)]
+            for chunk in chunks:
+                keys.append(k.session_processed(chunk[0].session_id))
+                batch = EmbeddedTurns(session_id=chunk[0].session_id, turns=tuple(chunk))
+                args += (*batch.script_values(), len(chunk), *(t.seq for t in chunk))
+            calls.append((keys, args))
+            groups.append(chunks)
         with redis_errors("publish embedded turns"):
-            replies = run_scripts(self._r, self._publish, list(calls.values()))
-        return sum(int(r) for r in replies)
+            replies = run_scripts(self._r, self._publish, calls)
+        published = 0
+        rest: list[EmbeddedTurn] = []
+        for chunks, reply in zip(groups, replies, strict=True):
+            published += int(reply[0])
+            i = 1
+            while i < len(reply):
+                chunk = chunks[int(reply[i]) - 1]
+                bits = reply[i + 1:i + 1 + len(chunk)]
+                rest += (t for t, bit in zip(chunk, bits, strict=True) if int(bit) == 0)
+                i += 1 + len(chunk)
+        return published + self.publish_embedded(rest)
 
     def append_control(self, session_id: str, action: str) -> int | None:
         """Enqueue an episode control after the session's turns so far; None: no session."""
@@ -249,10 +155,11 @@ class SessionState:
         with redis_errors("append control"):
             seq = self._control(
                 keys=[
-                    k.session_seq(session_id),
+                    k.session_turn_ids(session_id),
                     k.session_processed(session_id),
                     k.session_meta(session_id),
                     k.embedded_stream(k.partition(session_id)),
+                    *head.legacy_keys(k, session_id),
                 ],
                 args=[EpisodeControl.SEQ_FIELD,
                       *EpisodeControl.script_fields(session_id, action)],
@@ -274,32 +181,26 @@ class SessionState:
             self._r.setbit(self.keys.session_dead(session_id), seq, 1)
 
     def last_seq(self, session_id: str) -> int:
-        with redis_errors("read sequence"):
-            raw = self._r.get(self.keys.session_seq(session_id))
-        return 0 if raw is None else int(raw)
+        return self.progress(session_id)[0]
 
     def progress(self, session_id: str) -> tuple[int, int, int]:
         """(last seq, processed, dead-lettered) in one round trip."""
         k = self.keys
         with redis_errors("read progress"):
             pipe = self._r.pipeline(transaction=False)
-            pipe.get(k.session_seq(session_id))
+            head.queue_read(pipe, k, session_id)
             pipe.bitcount(k.session_processed(session_id))
             pipe.bitcount(k.session_dead(session_id))
-            seq, done, dead = pipe.execute()
-        return (0 if seq is None else int(seq)), int(done), int(dead)
+            *read, done, dead = pipe.execute()
+        return head.decode(*read)[0], int(done), int(dead)
 
     def namespace_of(self, session_id: str) -> str | None:
         """The namespace that owns the session; None for a session with no turns yet."""
-        k = self.keys
         with redis_errors("read session namespace"):
             pipe = self._r.pipeline(transaction=False)
-            pipe.get(k.session_namespace(session_id))
-            pipe.exists(k.session_seq(session_id))
-            owner, exists = pipe.execute()
-        if owner is not None:
-            return as_text(owner)
-        return DEFAULT_NAMESPACE if exists else None
+            head.queue_read(pipe, self.keys, session_id)
+            read = pipe.execute()
+        return head.decode(*read)[1]
 
     def check_scopes(self, pairs: Sequence[tuple[str, str]]) -> None:
         """`check_scope` for many (session, namespace) pairs in one round trip, skipping
@@ -309,17 +210,14 @@ class SessionState:
         pairs = [pair for pair in pairs if pair not in self._in_scope]
         if not pairs:
             return
-        k = self.keys
         with redis_errors("read session namespaces"):
             pipe = self._r.pipeline(transaction=False)
             for session_id, _ns in pairs:
-                pipe.get(k.session_namespace(session_id))
-                pipe.exists(k.session_seq(session_id))
+                head.queue_read(pipe, self.keys, session_id)
             replies = pipe.execute()
-        for (_sid, namespace), owner, exists in zip(pairs, replies[::2], replies[1::2],
-                                                    strict=True):
-            found = as_text(owner) if owner is not None else (
-                DEFAULT_NAMESPACE if exists else None)
+        n = head.READS
+        for i, (_sid, namespace) in enumerate(pairs):
+            found = head.decode(*replies[n * i:n * i + n])[1]
             if found is not None and found != namespace:
                 raise OutOfScope()
         if len(self._in_scope) + len(pairs) > _IN_SCOPE_MAX:
@@ -338,16 +236,9 @@ class SessionState:
     ) -> list[Turn]:
         """The newest `limit` turns, newest first, including ones not yet embedded; with a
         scope, only those it may see (another agent's private turns are left out)."""
-        if limit <= 0:
-            return []
-        with redis_errors("read recent turns"):
-            rows = cast(
-                list[tuple[bytes, float]],
-                self._r.zrevrange(
-                    self.keys.session_recent(session_id), 0, limit - 1, withscores=True
-                ),
-            )
-        turns = [turn_from_wire(member, int(score)) for member, score in rows]
+        # The list may hold a few more than the window (`window.slack`): never more.
+        rows = window.read(self._r, self.keys, session_id, min(limit, self.recent_window))
+        turns = [turn_from_wire(member, seq) for member, seq in rows]
         if scope is None:
             return turns
         return [t for t in turns if scope.admits(t.namespace, t.visibility, t.agent_id)]
@@ -355,8 +246,9 @@ class SessionState:
     def stats(self, session_id: str) -> SessionStats:
         last, done, dead = self.progress(session_id)
         with redis_errors("read session meta"):
-            meta = self._r.hgetall(self.keys.session_meta(session_id))
-        decoded = {as_text(k): as_text(v) for k, v in meta.items()}
+            pipe = self._r.pipeline(transaction=False)
+            window.queue_activity(pipe, self.keys, session_id)
+            decoded = window.activity(*pipe.execute())
         first = decoded.get("first_ts")
         latest = decoded.get("last_ts")
         controls = int(decoded.get("controls", 0))
@@ -383,34 +275,20 @@ class SessionState:
         with redis_errors("restore session"):
             pipe = self._r.pipeline(transaction=True)
             top = ordered[-1].seq
-            # Never move a live counter backwards.
-            pipe.eval(
-                "local c = tonumber(redis.call('GET', KEYS[1]) or '0')"
-                " if c < tonumber(ARGV[1]) then redis.call('SET', KEYS[1], ARGV[1]) end"
-                " return 0",
-                1,
-                k.session_seq(session_id),
-                top,
-            )
-            pipe.hset(
-                k.session_turn_ids(session_id), mapping={t.turn_id: t.seq for t in ordered}
-            )
+            # Never move a live counter backwards; the owner is the first turn's unless the
+            # session has one.
+            pipe.eval(scripts.RESTORE_HEAD, 3, k.session_turn_ids(session_id),
+                      *head.legacy_keys(k, session_id), top, ordered[0].namespace)
+            ids = head.valid_ids(ordered)
+            if ids:
+                pipe.hset(k.session_turn_ids(session_id), mapping=ids)  # type: ignore[arg-type]
             for turn in ordered:
                 pipe.setbit(k.session_processed(session_id), turn.seq, 1)
-            if self.recent_window > 0:
-                window = ordered[-self.recent_window :]
-                # One member per seq: the stored version (with its detected markers) replaces
-                # the one written at ingest, instead of sitting beside it.
-                for turn in window:
-                    pipe.zremrangebyscore(k.session_recent(session_id), turn.seq, turn.seq)
-                pipe.zadd(
-                    k.session_recent(session_id),
-                    {wire_json(t): t.seq for t in window},
-                )
-                pipe.zremrangebyrank(k.session_recent(session_id), 0, -(self.recent_window + 1))
+            # One entry per seq: the stored version (with its detected markers) replaces
+            # the one written at ingest, instead of sitting beside it.
+            window.queue_write(pipe, k, session_id, ordered, self.recent_window)
             pipe.hsetnx(k.session_meta(session_id), "first_ts", ordered[0].timestamp.isoformat())
             pipe.hset(k.session_meta(session_id), "last_ts", ordered[-1].timestamp.isoformat())
             pipe.sadd(k.session_set(session_id), session_id)
-            pipe.setnx(k.session_namespace(session_id), ordered[0].namespace)
             pipe.execute()
 

@@ -21,10 +21,12 @@ from hivemem.domain.episode import (
 )
 from hivemem.pipeline.messages import (
     EmbeddedEntry,
+    EmbeddedItem,
     EmbeddedTurn,
     EpisodeControl,
     decode_embedded,
     embedded_from_json,
+    embedded_items,
 )
 from hivemem.pipeline.topology import Topology
 from hivemem.store.episodes import Advance, EpisodeStore
@@ -46,13 +48,14 @@ class BoundaryHandler:
 
     def __call__(self, items: list[EmbeddedEntry]) -> None:
         # The buffer keeps each entry's fields as JSON until its predecessors are in.
-        by_session: dict[str, dict[str, EmbeddedEntry]] = defaultdict(dict)
-        for item in items:
-            by_session[item.session_id][str(item.seq)] = item
+        by_session: dict[str, dict[str, EmbeddedItem]] = defaultdict(dict)
+        for entry in items:
+            for item in embedded_items(entry):
+                by_session[item.session_id][str(item.seq)] = item
         for session_id, entries in by_session.items():
             self.advance(session_id, entries)
 
-    def advance(self, session_id: str, entries: dict[str, EmbeddedEntry]) -> None:
+    def advance(self, session_id: str, entries: dict[str, EmbeddedItem]) -> None:
         """Offer `entries`, and while this worker holds the session's lease move its
         pointer as far as the entries in hand and the buffer allow: two scripts per step
         (`EpisodeStore`); an entry's JSON is sent only if it has to wait in the buffer."""
@@ -78,7 +81,7 @@ class BoundaryHandler:
             token = None if more < 0 else token
 
     def _advance_locked(
-        self, session_id: str, step: Advance, entries: dict[str, EmbeddedEntry]
+        self, session_id: str, step: Advance, entries: dict[str, EmbeddedItem]
     ) -> int:
         started = time.perf_counter()
         state = step.state
@@ -130,7 +133,7 @@ class BoundaryHandler:
         return outcome
 
     def _apply(
-        self, state: SessionEpisodes, item: EmbeddedEntry, markers: Counter[str]
+        self, state: SessionEpisodes, item: EmbeddedItem, markers: Counter[str]
     ) -> list[Episode]:
         if isinstance(item, EmbeddedTurn):
             markers.update(item.turn.markers)

@@ -75,9 +75,7 @@ class EmbedHandler:
         # One idempotent script per partition: processed bit + the boundary stage's entry,
         # published only for turns not processed before (a retry after this point, or a
         # redelivery, appends nothing twice).
-        self.state.publish_embedded(
-            [(t, EmbeddedTurn.of(t, matrix[i]).to_fields()) for i, t in enumerate(turns)]
-        )
+        self.state.publish_embedded([EmbeddedTurn.of(t, matrix[i]) for i, t in enumerate(turns)])
         log.debug(
             "turns.embedded",
             count=len(turns),

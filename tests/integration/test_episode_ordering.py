@@ -46,11 +46,16 @@ from hivemem.config import Settings
 from hivemem.domain.episode import (
     Episode,
     SessionEpisodes,
-    decode_vector,
     step_control,
     step_turn,
 )
-from hivemem.pipeline.messages import turn_from_wire
+from hivemem.pipeline.messages import (
+    EmbeddedItem,
+    EmbeddedTurn,
+    EpisodeControl,
+    decode_embedded,
+    embedded_items,
+)
 from hivemem.producer.client import MemoryClient
 from hivemem.store.episodes import EpisodeStore
 from hivemem.workers.boundary import policy_from
@@ -172,16 +177,20 @@ def _copy_stream(src: redis.Redis, dst: redis.Redis, stream: str) -> int:
         last = rows[-1][0].decode()
 
 
+def _embedded_items(client: redis.Redis) -> list[EmbeddedItem]:
+    """Every item on the embedded stream (an entry of several turns gives each)."""
+    return [item for _, raw in client.xrange(KEYS.embedded_stream(0))
+            for item in embedded_items(decode_embedded(
+                {k.decode(): v.decode() for k, v in raw.items()}))]
+
+
 def _sequential_reference(
     client: redis.Redis, sessions: list[str], policy: Any
 ) -> tuple[dict[str, list[Episode]], dict[str, list[str]]]:
     """The rules applied in seq order in-process: (closed episodes, open episode's turn ids)."""
-    by_session: dict[str, dict[int, dict[str, str]]] = defaultdict(dict)
-    for _, raw in client.xrange(KEYS.embedded_stream(0)):
-        fields = {k.decode(): v.decode() for k, v in raw.items()}
-        sid = (json.loads(fields["turn"])["session_id"] if fields["kind"] == "turn"
-               else fields["session_id"])
-        by_session[sid][int(fields["seq"])] = fields
+    by_session: dict[str, dict[int, EmbeddedItem]] = defaultdict(dict)
+    for item in _embedded_items(client):
+        by_session[item.session_id][item.seq] = item
     closed: dict[str, list[Episode]] = {}
     open_ids: dict[str, list[str]] = {}
     for sid in sessions:
@@ -191,11 +200,10 @@ def _sequential_reference(
         assert sorted(entries) == list(range(1, len(entries) + 1)), sid
         for seq in sorted(entries):
             f = entries[seq]
-            if f["kind"] == "turn":
-                vec = decode_vector(f["vec"]) if f.get("vec") else None
-                out.extend(step_turn(state, turn_from_wire(f["turn"], seq), vec, policy))
-            elif f["kind"] == "control":
-                out.extend(step_control(state, f["action"]))  # type: ignore[arg-type]
+            if isinstance(f, EmbeddedTurn):
+                out.extend(step_turn(state, f.turn, f.vector, policy))
+            elif isinstance(f, EpisodeControl):
+                out.extend(step_control(state, f.action))
         closed[sid] = out
         open_ids[sid] = list(state.open.turn_ids) if state.open else []
     return closed, open_ids
@@ -309,11 +317,8 @@ def _assert_partition(
 ) -> None:
     """Every turn in exactly one episode or in the open one, in order; every seq assigned."""
     last_seq = dict.fromkeys(sessions, 0)
-    for _, raw in client.xrange(KEYS.embedded_stream(0)):
-        fields = {k.decode(): v.decode() for k, v in raw.items()}
-        sid = (json.loads(fields["turn"])["session_id"] if fields["kind"] == "turn"
-               else fields["session_id"])
-        last_seq[sid] = max(last_seq[sid], int(fields["seq"]))
+    for item in _embedded_items(client):
+        last_seq[item.session_id] = max(last_seq[item.session_id], item.seq)
     for sid in sessions:
         flat = [t for e in closed[sid] for t in e.turn_ids] + state[sid][1]
         assert flat == turn_ids[sid], sid
@@ -342,7 +347,9 @@ def test_many_boundary_workers_and_a_kill_give_the_same_episodes_as_one_worker(
     embed = start_worker(env, "--burst", command=EMBED_CMD)
     assert embed.wait(timeout=60) == 0, embed.output()
     n_entries = real_redis.xlen(KEYS.embedded_stream(0))
-    assert n_entries == len(events)
+    # One item per event (the embed stage publishes a session's turns of a batch as one
+    # entry, so there are fewer entries than items).
+    assert len(_embedded_items(real_redis)) == len(events)
     t_embed = time.monotonic()
 
     # The copy for run (b), taken before (a) starts: db 1 sees only the embedded stream.

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from hivemem.pipeline.messages import decode_embedded, embedded_items
 from hivemem.pipeline.topology import Keys
 
 
@@ -32,5 +33,15 @@ def turns_len(r: Any, keys: Keys) -> int:
     return sum(int(r.xlen(keys.turns_stream(p))) for p in range(keys.partitions))
 
 
+def embedded_items_of(r: Any, keys: Keys) -> list[tuple[str, int]]:
+    """(session, seq) of every item on the embedded streams, one per turn, control or skip
+    (an entry of several turns counts each)."""
+    return [(item.session_id, item.seq)
+            for _, raw in embedded_entries(r, keys)
+            for item in embedded_items(decode_embedded(
+                {k.decode(): v.decode() for k, v in raw.items()}))]
+
+
 def embedded_len(r: Any, keys: Keys) -> int:
-    return sum(int(r.xlen(keys.embedded_stream(p))) for p in range(keys.partitions))
+    """How many items (turns, controls, skips) the embedded streams hold."""
+    return len(embedded_items_of(r, keys))

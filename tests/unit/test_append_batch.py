@@ -12,6 +12,7 @@ from hivemem.config import IngestSettings
 from hivemem.domain.turn import TurnDraft
 from hivemem.errors import OutOfScope
 from hivemem.pipeline.topology import Keys
+from hivemem.store.sessions import SessionStore
 from hivemem.store.state import SessionState
 
 T0 = datetime(2026, 3, 1, tzinfo=UTC)
@@ -24,10 +25,21 @@ def draft(session: str, i: int, *, turn_id: str | None = None,
                      namespace=namespace)
 
 
+def window_seqs(r: redis.Redis, keys: Keys, session: str) -> list[int]:
+    """The seqs the window list holds, oldest first ((seq, JSON) pairs)."""
+    return [int(s) for s in r.lrange(keys.session_window(session), 0, -1)[::2]]
+
+
+def turn_ids(r: redis.Redis, keys: Keys, session: str) -> dict[bytes, bytes]:
+    """The ids hash without the counter and owner it also holds (`hivemem.store.head`)."""
+    return {k: v for k, v in r.hgetall(keys.session_turn_ids(session)).items()
+            if not k.startswith(b"#")}
+
+
 def snapshot(r: redis.Redis, keys: Keys, session: str) -> tuple[object, ...]:
-    return (r.get(keys.session_seq(session)), r.hgetall(keys.session_turn_ids(session)),
-            r.zrange(keys.session_recent(session), 0, -1, withscores=True),
-            r.hgetall(keys.session_meta(session)),
+    return (SessionState(r, keys, 0).last_seq(session), r.hgetall(keys.session_turn_ids(session)),
+            r.lrange(keys.session_window(session), 0, -1),
+            SessionStore(r, keys).info(session)[1],  # first/last activity
             r.xlen(keys.turns_stream(keys.partition(session))),
             r.smembers(keys.sessions(keys.partition(session))))
 
@@ -47,8 +59,7 @@ def test_a_batch_gives_what_one_by_one_gives(redis_client: redis.Redis) -> None:
     for session in ("a", "b"):
         assert snapshot(redis_client, batch_keys, session) == snapshot(
             redis_client, single_keys, session)
-    assert [int(s) for _, s in redis_client.zrange(
-        batch_keys.session_recent("a"), 0, -1, withscores=True)] == [3, 4, 5]
+    assert window_seqs(redis_client, batch_keys, "a") == [3, 4, 5]
     # A later call continues the counter and sees the earlier ids.
     assert batched.append_turns([draft("a", 6), draft("a", 1)]) == [(6, False), (1, True)]
 
@@ -71,8 +82,8 @@ def test_a_long_batch_of_one_session(redis_client: redis.Redis) -> None:
     out = state.append_turns([draft("a", i) for i in range(1, 701)])
     assert [seq for seq, _ in out] == list(range(1, 701))
     keys = state.keys
-    assert redis_client.hlen(keys.session_turn_ids("a")) == 700
-    assert redis_client.zcard(keys.session_recent("a")) == 400
+    assert len(turn_ids(redis_client, keys, "a")) == 700
+    assert len(window_seqs(redis_client, keys, "a")) == 400
     assert state.stats("a").last_activity == T0 + timedelta(minutes=700)
     assert state.stats("a").first_activity == T0 + timedelta(minutes=1)
 
@@ -93,7 +104,7 @@ def test_a_scope_that_passed_is_not_read_again_until_a_turn_is_refused(
     state.check_scopes([("a", "team-x")])
     state.append_turns([draft("a", 1, namespace="team-x")])
     # The session changes hands behind this client's back (an import with --mode replace):
-    redis_client.set(state.keys.session_namespace("a"), "team-y")
+    redis_client.hset(state.keys.session_turn_ids("a"), "#ns", "team-y")
     state.check_scopes([("a", "team-x")])  # remembered: no read, passes
     # ...but the append script checks every turn itself: nothing of "a" is written.
     with pytest.raises(OutOfScope):
@@ -102,3 +113,118 @@ def test_a_scope_that_passed_is_not_read_again_until_a_turn_is_refused(
     # And the refusal made the client forget: the pre-check reads again and refuses.
     with pytest.raises(OutOfScope):
         state.check_scopes([("a", "team-x")])
+
+
+def _legacy_window(r: redis.Redis, keys: Keys, session: str, drafts: list[TurnDraft],
+                   seqs: list[int]) -> None:
+    """The window as the sorted set that came before the list (members the wire JSON)."""
+    from hivemem.pipeline.messages import wire_json
+
+    r.zadd(keys.session_recent(session), {wire_json(d): s for d, s in zip(drafts, seqs,
+                                                                        strict=True)})
+
+
+def test_a_window_of_the_older_layout_is_read_then_moved_by_the_next_turn(
+    redis_client: redis.Redis,
+) -> None:
+    keys = Keys("legacywin")
+    state = SessionState(redis_client, keys, recent_window=4)
+    # A session written before the list: counter 3, ids, and the window as a sorted set.
+    old = [draft("a", i) for i in (1, 2, 3)]
+    redis_client.set(keys.session_seq("a"), 3)
+    redis_client.hset(keys.session_turn_ids("a"), mapping={d.turn_id: i + 1
+                                                           for i, d in enumerate(old)})
+    _legacy_window(redis_client, keys, "a", old, [1, 2, 3])
+    # Read as it is.
+    assert [(t.seq, t.content) for t in state.recent_turns("a", 10)] == [
+        (3, "turn 3"), (2, "turn 2"), (1, "turn 1")]
+    # The next turns move it in front of themselves, and the window stays the newest 4.
+    assert state.append_turns([draft("a", 4), draft("a", 5)]) == [(4, False), (5, False)]
+    assert redis_client.exists(keys.session_recent("a")) == 0
+    assert window_seqs(redis_client, keys, "a") == [1, 2, 3, 4, 5]  # 4 + a slack of 1
+    assert [t.seq for t in state.recent_turns("a", 10)] == [5, 4, 3, 2]
+    state.append_turn(draft("a", 6))  # past the slack: trimmed to the window
+    assert window_seqs(redis_client, keys, "a") == [3, 4, 5, 6]
+    assert [t.content for t in state.recent_turns("a", 2)] == ["turn 6", "turn 5"]
+    # A repeated id of the old layout is still a duplicate.
+    assert state.append_turn(draft("a", 2)) == (2, True)
+
+
+def test_a_rewrite_of_the_window_merges_the_older_layout_one_entry_per_seq(
+    redis_client: redis.Redis,
+) -> None:
+    from hivemem.domain.models import Turn
+    from hivemem.pipeline.messages import turn_fields
+
+    keys = Keys("legacyrw")
+    old = [draft("a", i) for i in (1, 2, 3)]
+    _legacy_window(redis_client, keys, "a", old, [1, 2, 3])
+    stored = [Turn.model_validate({**turn_fields(draft("a", i)), "seq": i,
+                                   "content": f"stored {i}"}) for i in (2, 3, 4)]
+    SessionStore(redis_client, keys).set_recent("a", stored, 3)
+    assert redis_client.exists(keys.session_recent("a")) == 0
+    state = SessionState(redis_client, keys, recent_window=3)
+    assert [(t.seq, t.content) for t in state.recent_turns("a", 10)] == [
+        (4, "stored 4"), (3, "stored 3"), (2, "stored 2")]
+
+
+@pytest.mark.parametrize("window", [0, 3])
+def test_the_last_activity_is_the_newest_turns_with_or_without_a_window(
+    redis_client: redis.Redis, window: int,
+) -> None:
+    state = SessionState(redis_client, Keys(f"activity{window}"), recent_window=window)
+    state.append_turns([draft("a", 1), draft("a", 2)])
+    state.append_turn(draft("a", 3))
+    stats = state.stats("a")
+    assert stats.first_activity == T0 + timedelta(minutes=1)
+    assert stats.last_activity == T0 + timedelta(minutes=3)
+    info = SessionStore(redis_client, state.keys).info("a")[1]
+    assert info["last_ts"] == (T0 + timedelta(minutes=3)).isoformat()
+
+
+def test_a_counter_and_owner_of_the_older_layout_are_read_then_moved_into_the_ids_hash(
+    redis_client: redis.Redis,
+) -> None:
+    keys = Keys("legacyhead")
+    state = SessionState(redis_client, keys, recent_window=5)
+    sessions = SessionStore(redis_client, keys)
+    # Two sessions written before: counter and owner in strings of their own.
+    for sid in ("a", "b"):
+        redis_client.set(keys.session_seq(sid), 2)
+        redis_client.set(keys.session_namespace(sid), "team-x")
+        redis_client.hset(keys.session_turn_ids(sid), mapping={f"{sid}-1": 1, f"{sid}-2": 2})
+        redis_client.sadd(keys.session_set(sid), sid)
+    # Read as they are.
+    assert state.last_seq("a") == 2 and state.namespace_of("a") == "team-x"
+    assert sessions.session_ids("team-x") == ["a", "b"]
+    assert sessions.dump_state("a")["seq"] == 2
+    assert sessions.dump_state("a")["namespace"] == "team-x"
+    state.check_scopes([("a", "team-x")])
+    with pytest.raises(OutOfScope):
+        state.check_scopes([("b", "default")])
+    # The next turn of "a" and an episode close of "b" move them into the ids hash.
+    assert state.append_turns([draft("a", 3, namespace="team-x"),
+                               draft("a", 1, namespace="team-x")]) == [(3, False), (1, True)]
+    assert state.append_control("b", "close_episode") == 3
+    for sid, seq in (("a", 3), ("b", 3)):
+        assert redis_client.exists(keys.session_seq(sid), keys.session_namespace(sid)) == 0
+        assert state.last_seq(sid) == seq and state.namespace_of(sid) == "team-x"
+    with pytest.raises(OutOfScope):
+        state.append_turn(draft("a", 4))  # still team-x's
+    assert state.append_control("nobody", "close_episode") is None
+
+
+def test_a_restored_or_imported_turn_id_that_is_not_an_id_is_not_kept(
+    redis_client: redis.Redis,
+) -> None:
+    from hivemem.domain.models import Turn
+    from hivemem.pipeline.messages import turn_fields
+
+    keys = Keys("oddids")
+    state = SessionState(redis_client, keys, recent_window=5)
+    odd = [Turn.model_validate({**turn_fields(draft("a", 1)), "seq": 1, "turn_id": "#seq"}),
+           Turn.model_validate({**turn_fields(draft("a", 2)), "seq": 2})]
+    state.restore_session("a", odd)
+    SessionStore(redis_client, keys).add_turn_ids("a", odd)
+    assert turn_ids(redis_client, keys, "a") == {b"a-2": b"2"}
+    assert state.last_seq("a") == 2

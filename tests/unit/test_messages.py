@@ -34,10 +34,16 @@ from hivemem.pipeline.messages import (
     decode_embedded,
     embedded_from_json,
     encode_dead_letter,
+    turn_from_wire,
     wire_json,
 )
 from hivemem.pipeline.topology import Keys, Topology
-from hivemem.pipeline.vectors import VectorDecodeError, decode_vector, encode_vector
+from hivemem.pipeline.vectors import (
+    VectorDecodeError,
+    decode_vector,
+    encode_vector,
+    encode_vector_half,
+)
 from hivemem.store.state import SessionState
 from hivemem.store.streams import StreamStore
 from hivemem.workers.boundary import decode_item
@@ -105,6 +111,7 @@ def test_partitions_are_stable_and_every_key_of_a_session_shares_its_slot() -> N
         slot = key_slot(keys.turns_stream(p).encode())
         session_keys = [
             keys.session_seq(sid), keys.session_turn_ids(sid), keys.session_recent(sid),
+            keys.session_window(sid),
             keys.session_processed(sid), keys.session_dead(sid), keys.session_meta(sid),
             keys.session_info(sid), keys.session_audit(sid), keys.boundary_state(sid),
             keys.boundary_buffer(sid), keys.boundary_lease(sid), keys.session_episodes(sid),
@@ -172,12 +179,48 @@ def test_embedded_turn_round_trip_with_and_without_a_vector() -> None:
     assert fields["kind"] == "turn"
     back = decode_embedded({**fields, "later": "x"})
     assert back == entry and isinstance(back, EmbeddedTurn)
-    assert back.vector is not None and np.array_equal(back.vector, vector)
+    # float16 on the wire (the boundary stage's cosine needs no more): within 1e-3 here.
+    assert back.vector is not None and np.allclose(back.vector, vector, atol=1e-3)
+    assert back.vector is not None and np.array_equal(back.vector, entry.vector)
     assert (back.session_id, back.seq) == ("s1", 3)
     bare = EmbeddedTurn.of(turn(), None)
     assert "vec" not in bare.to_fields()
     assert decode_embedded(bare.to_fields()) == bare and bare.vector is None
     assert embedded_from_json(entry.to_json()) == entry
+
+
+def test_an_embedded_turn_carries_what_the_boundary_reads_and_not_the_content() -> None:
+    full = turn()
+    entry = EmbeddedTurn.of(full, np.ones(8, dtype=np.float32))
+    sent = json.loads(entry.to_fields()["turn"])
+    assert "content" not in sent and "metadata" not in sent
+    head = decode_embedded(entry.to_fields())
+    assert isinstance(head, EmbeddedTurn)
+    assert head.turn == full.model_copy(update={"content": "", "metadata": {}})
+    assert entry.to_fields()["vec"].startswith("f16:")
+
+
+def test_an_embedded_entry_of_the_older_form_still_decodes() -> None:
+    # Written before the compact form: the whole turn and a float32 vector.
+    vector = np.linspace(-1, 1, 16, dtype=np.float32)
+    old = {"kind": "turn", "seq": "3", "turn": wire_json(turn()), "vec": encode_vector(vector)}
+    back = decode_embedded(old)
+    assert isinstance(back, EmbeddedTurn) and back.turn == turn()
+    assert back.vector is not None and np.array_equal(back.vector, vector)
+
+
+def test_the_half_vector_keeps_a_cosine_within_1e_3() -> None:
+    rng = np.random.default_rng(7)
+    for dim in (64, 384):
+        a, b = rng.normal(size=(2, dim)).astype(np.float32)
+        a, b = a / np.linalg.norm(a), b / np.linalg.norm(b)
+        exact = float(a @ b)
+        half = decode_vector(encode_vector_half(a)) @ decode_vector(encode_vector_half(b))
+        assert abs(float(half) - exact) < 1e-3
+    with pytest.raises(VectorDecodeError):
+        decode_vector("f16:AAA")  # not whole float16s
+    with pytest.raises(VectorDecodeError):
+        decode_vector("f16:%%%")
 
 
 @pytest.mark.parametrize("entry", [
@@ -364,3 +407,17 @@ def test_the_spelling_patterns_catch_what_they_are_for(what: str) -> None:
     inside = "\n".join(_sources(inside=True).values())
     if what in ("stream key", "entry field"):
         assert SPELLINGS[what].search(inside), what
+
+
+def test_the_wire_form_leaves_out_default_fields_and_reads_both_forms() -> None:
+    plain = turn(agent_id=None, markers=(), metadata={}, namespace="default",
+                 visibility="shared")
+    sent = json.loads(wire_json(plain))
+    assert not {"agent_id", "markers", "metadata", "namespace", "visibility"} & set(sent)
+    assert turn_from_wire(wire_json(plain), plain.seq) == plain
+    # The form with every field (written before) reads the same.
+    full = json.dumps({**sent, "agent_id": None, "markers": [], "metadata": {},
+                       "namespace": "default", "visibility": "shared"})
+    assert turn_from_wire(full, plain.seq) == plain
+    # Non-default values travel.
+    assert json.loads(wire_json(turn()))["namespace"] == "team"

@@ -8,6 +8,7 @@ import threading
 import time
 from typing import Any
 
+import numpy as np
 import pytest
 import redis
 
@@ -21,7 +22,7 @@ from hivemem.store.state import SessionState
 from hivemem.store.streams import StreamEntry, StreamStore
 from hivemem.workers.embed import EmbedHandler, decode_turn
 from hivemem.workers.stream import StreamWorker, WorkerKind
-from tests.support.streams import embedded_len
+from tests.support.streams import embedded_items_of, embedded_len
 
 KEYS = Keys("hmpart", 8)
 
@@ -108,6 +109,7 @@ def test_an_embed_retry_after_the_writes_appends_nothing_twice(
     worker.run(burst=True)
     assert vectors.upserts > 16  # it did retry the whole batch, Qdrant write included
     assert embedded_len(redis_client, keys) == 16  # ...and published each turn once
+    assert len(set(embedded_items_of(redis_client, keys))) == 16
     for sid in sessions:
         assert plain.progress(sid) == (4, 4, 0)
 
@@ -186,3 +188,26 @@ def test_two_workers_split_the_partitions_and_handle_everything_once(
     everything = sorted(seen["a"] + seen["b"])
     assert everything == list(range(200))  # each once
     assert seen["a"] and seen["b"]  # both did work
+
+
+def test_a_publish_of_partly_published_turns_publishes_only_the_rest(
+    redis_client: redis.Redis, settings: Settings
+) -> None:
+    # A redelivery batched with new turns: one session's entry would hold a turn that was
+    # published before; the script puts its bits back and the rest goes out on its own.
+    from hivemem.domain.turn import TurnDraft
+    from hivemem.pipeline.messages import EmbeddedTurn
+
+    keys = Keys("hmpartly", 2)
+    state = SessionState(redis_client, keys, 10)
+    for i in range(4):
+        state.append_turn(TurnDraft("s", "user", f"turn {i}", settings=settings.ingest))
+    turns = state.recent_turns("s", 10)[::-1]
+    entries = [EmbeddedTurn.of(t, np.ones(4, dtype=np.float32)) for t in turns]
+    assert state.publish_embedded(entries[:2]) == 2
+    assert state.publish_embedded(entries[1:3]) == 1  # seq 2 again, seq 3 new
+    assert state.publish_embedded(entries) == 1  # only seq 4
+    assert state.publish_embedded(entries) == 0
+    assert sorted(embedded_items_of(redis_client, keys)) == [("s", 1), ("s", 2), ("s", 3),
+                                                             ("s", 4)]
+    assert state.progress("s") == (4, 4, 0)

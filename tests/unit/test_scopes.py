@@ -192,7 +192,8 @@ def test_sessions_from_before_namespaces_are_default(
 ) -> None:
     client, _drain = pipeline
     client.ingest("old", "user", "hello")
-    redis_client.delete(client.keys.session_namespace("old"))  # as written before scopes
+    # As written before scopes: a counter, no owner.
+    redis_client.hdel(client.keys.session_turn_ids("old"), "#ns")
     client.ingest("old", "user", "again")  # the default namespace still owns it
     with pytest.raises(OutOfScope):
         client.ingest("old", "user", "claim", namespace="team-a")
