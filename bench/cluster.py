@@ -288,8 +288,11 @@ def bench_round_trips(cluster: RedisCluster, rq_url: str, n: int,
         data = rows(n, 20, f"rt{batch}")
         for start in range(0, n, 100):
             client.ingest_many(data[start:start + 100])
+        # A trickle is turns arriving one at a time: each embed batch holds one turn, so
+        # each embedded-stream entry does too (the embed stage writes one entry per session
+        # and batch). A backlog comes out of the embed stage in big batches.
         wiring.embed_worker(worker_settings=settings.worker.model_copy(
-            update={"batch_size": 256})).run(burst=True)
+            update={"batch_size": 1 if batch == 1 else 256})).run(burst=True)
         stage = wiring.boundary_stage()
         inner = stage.handle
 
@@ -419,6 +422,8 @@ def main() -> int:
                     help="only the worker-process rows, with these counts (cluster-partial.json)")
     ap.add_argument("--cpu-only", action="store_true",
                     help="only the XADD baseline and the Redis CPU per turn (cluster-cpu.json)")
+    ap.add_argument("--round-trips-only", action="store_true",
+                    help="only the boundary round trips (cluster-round-trips.json)")
     ap.add_argument("--repeats", type=int, default=None,
                     help="repeats of the CPU section (default 3, quick 1)")
     args = ap.parse_args()
@@ -442,6 +447,11 @@ def main() -> int:
                                                   2000 if args.quick else 10000, only, folder)
             note_load(result, "after processes")
             return _save(result, "cluster-partial.json")
+        if args.round_trips_only:
+            result["round_trips"] = bench_round_trips(cluster, rq_server.url,
+                                                      400 if args.quick else 1000, counter)
+            note_load(result, "after round trips")
+            return _save(result, "cluster-round-trips.json")
         result["baseline"] = bench_xadd(cluster, 4000 if args.quick else 20000)
         repeats = args.repeats or (1 if args.quick else 3)
         result["cpu"] = bench_cpu_repeated(cluster, rq_server.url, n, repeats)
