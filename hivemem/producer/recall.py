@@ -119,6 +119,8 @@ class Recaller:
         # The query is embedded on this thread while the caller's thread reads Redis and
         # runs the lexical searches (ONNX releases the GIL): the two overlap.
         self._embedding = ThreadPoolExecutor(max_workers=1, thread_name_prefix="hivemem-q")
+        self._inflight = 0  # embeddings submitted and not yet done (under _inflight_lock)
+        self._inflight_lock = threading.Lock()
         # Who has spoken in each session recalled lately (lower-cased agent ids, from the
         # recent window and earlier candidates): names the query may drop before embedding.
         self._speakers: OrderedDict[str, frozenset[str]] = OrderedDict()
@@ -142,7 +144,7 @@ class Recaller:
         sessions = [session_id, *(s for s in related_sessions if s != session_id)]
         scope: str | list[str] = session_id if len(sessions) == 1 else sessions
         dense_query, recent = self._dense_query(session_id, query, policy, access)
-        embedding = self._embedding.submit(self.embedder.embed_query, dense_query)
+        embedding = self._embed_query(dense_query)
         try:
             sparse = self.lexical.query(query) if policy.lexical else None
             assigned, _closed, open_ep, _markers = self.episodes.progress(session_id)
@@ -242,6 +244,37 @@ class Recaller:
             excluded=[*map(_excluded, excluded), *(_superseded(h, policy) for h in superseded)]
             if explain else [],
         )
+
+    def _embed_query(self, text: str) -> Future[Vector]:
+        """The query's vector, embedded on the embedding thread; returns once that thread has
+        started on it. A new task needs the GIL to start, and the caller's next steps hold
+        it (the engine's searches and fakeredis do not release it; a Redis reply may come
+        at once): measured, the embedding began only when the caller waited for it, ~1.5 ms
+        in, so nothing overlapped. Once in ONNX it runs beside the caller. When another
+        recall's embedding is on the thread, this one queues and the caller goes on."""
+        started = threading.Event()
+        embed = self.embedder.embed_query
+
+        def run() -> Vector:
+            started.set()
+            try:
+                return embed(text)
+            finally:
+                with self._inflight_lock:
+                    self._inflight -= 1
+
+        with self._inflight_lock:
+            idle = not self._inflight
+            self._inflight += 1
+        try:
+            embedding = self._embedding.submit(run)
+        except BaseException:
+            with self._inflight_lock:
+                self._inflight -= 1
+            raise
+        if idle:
+            started.wait()
+        return embedding
 
     def _dense_query(
         self, session_id: str, query: str, policy: RecallPolicy, access: Scope | None
