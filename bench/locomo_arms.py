@@ -169,7 +169,7 @@ def build_memory(tmp: Path, convs: list[dict[str, Any]], log: Callable[[str], No
     from hivemem.config import Settings
 
     settings = Settings.model_validate(overrides) if overrides else Settings()
-    client = MemoryClient.local(tmp, settings)
+    client = MemoryClient.local(tmp / "memory", settings)
     for conv in convs:
         session = f"locomo-{conv['name']}"
         payload = [
@@ -195,13 +195,13 @@ def run(arms: list[str], convs: list[dict[str, Any]], log: Callable[[str], None]
     lat: dict[str, list[float]] = {a: [] for a in arms}
     items_of: dict[str, dict[str, list[tuple[str, str, float]]]] = {a: {} for a in arms}
     try:
-        client = build_memory(tmp / "memory", convs, log)
+        client = build_memory(tmp, convs, log)
         clients = {arm: client for arm in arms}
         try:
             for arm in arms:
                 if arm in OWN_MEMORY:
                     log(f"  memory of arm {arm}: {OWN_MEMORY[arm]}")
-                    clients[arm] = build_memory(tmp / f"memory-{arm}", convs, log,
+                    clients[arm] = build_memory(tmp / f"arm-{arm}", convs, log,
                                                 OWN_MEMORY[arm])
             for arm in arms:  # warm-up, not timed: loads models, fills caches
                 with ARMS[arm](clients[arm]):
