@@ -100,6 +100,17 @@ class _Entry:
         return estimate_tokens(self.text)
 
 
+@dataclass(slots=True)
+class _Lexical:
+    """What recall reads before it needs the query's vector."""
+
+    lexical_turns: list[TurnHit]
+    lexical_facts: list[FactHit]
+    search_facts: bool
+    current_from: int
+    currency: Currency
+
+
 class Recaller:
     def __init__(
         self,
@@ -116,10 +127,10 @@ class Recaller:
         self.vectors = vectors
         self.embedder = embedder
         self.lexical = lexical or LexicalEncoder()
-        # The query is embedded on this thread while the caller's thread reads Redis and
-        # runs the lexical searches (ONNX releases the GIL): the two overlap.
-        self._embedding = ThreadPoolExecutor(max_workers=1, thread_name_prefix="hivemem-q")
-        self._inflight = 0  # embeddings submitted and not yet done (under _inflight_lock)
+        # The lexical searches and Redis reads run on this thread while the caller embeds
+        # the query (ONNX releases the GIL): the two overlap.
+        self._helper = ThreadPoolExecutor(max_workers=1, thread_name_prefix="hivemem-recall")
+        self._inflight = 0  # helper tasks submitted and not yet done (under _inflight_lock)
         self._inflight_lock = threading.Lock()
         # Who has spoken in each session recalled lately (lower-cased agent ids, from the
         # recent window and earlier candidates): names the query may drop before embedding.
@@ -127,7 +138,7 @@ class Recaller:
         self._speakers_lock = threading.Lock()  # recall runs on many threads
 
     def close(self) -> None:
-        self._embedding.shutdown(wait=False)
+        self._helper.shutdown(wait=False)
 
     def recall(
         self,
@@ -144,26 +155,16 @@ class Recaller:
         sessions = [session_id, *(s for s in related_sessions if s != session_id)]
         scope: str | list[str] = session_id if len(sessions) == 1 else sessions
         dense_query, recent = self._dense_query(session_id, query, policy, access)
-        embedding = self._embed_query(dense_query)
+        embedded = threading.Event()
+        before = self._before_vector(
+            session_id, sessions, scope, query, recent, policy, access, embedded)
         try:
-            sparse = self.lexical.query(query) if policy.lexical else None
-            assigned, _closed, open_ep, _markers = self.episodes.progress(session_id)
-            limit = policy.search_limit
-            lexical_turns = (
-                self.vectors.search_turns_lexical(scope, sparse, limit, access) if sparse
-                else []
-            )
-            known, search_facts = self._known_facts(sessions, policy)
-            lexical_facts = (
-                self.vectors.search_facts_lexical(
-                    scope, sparse, policy.fact_limit, _statuses(policy), access
-                )
-                if sparse and search_facts else []
-            )
-            _read_vectors_while(lexical_turns, embedding)
+            query_vector = self.embedder.embed_query(dense_query)
         finally:
-            query_vector = embedding.result()
-        current_from = open_ep.seq_start if open_ep and open_ep.turn_ids else assigned + 1
+            embedded.set()
+        got = before.result()
+        limit, lexical_turns, search_facts = (
+            policy.search_limit, got.lexical_turns, got.search_facts)
 
         pool: dict[str, _Entry] = {}
         self._add_turn_hits(
@@ -175,21 +176,14 @@ class Recaller:
         _similarities(pool, query_vector)
         past = asks_about_past(query)
         superseded = self._add_facts(
-            pool, scope, query_vector, lexical_facts, policy, access, past=past
+            pool, scope, query_vector, got.lexical_facts, policy, access, past=past
         ) if search_facts else []
         self._add_recent(pool, recent, query_vector, access)
         if policy.neighbours:
             self._add_neighbours(pool, query_vector, policy, access)
         _similarities(pool, query_vector)  # of the turns added since
 
-        # Which statements are history, from the facts of the sessions asked (kept between
-        # calls; only what was written since the last call is read).
-        currency = self.currency(
-            session_id, sessions, access,
-            # The session's turns that no reflection has seen yet change currency too.
-            [t for t in recent if t.session_id == session_id and t.seq >= current_from],
-            known,
-        ) if policy.fact_limit else Currency({}, {})
+        currency, current_from = got.currency, got.current_from
         replaced, personal = currency.replaced, currency.personal
         asked_about = people_asked_about(query, set(personal.values()))
         speakers = self._speakers_named(session_id, query, pool, policy)
@@ -245,36 +239,67 @@ class Recaller:
             if explain else [],
         )
 
-    def _embed_query(self, text: str) -> Future[Vector]:
-        """The query's vector, embedded on the embedding thread; returns once that thread has
-        started on it. A new task needs the GIL to start, and the caller's next steps hold
-        it (the engine's searches and fakeredis do not release it; a Redis reply may come
-        at once): measured, the embedding began only when the caller waited for it, ~1.5 ms
-        in, so nothing overlapped. Once in ONNX it runs beside the caller. When another
-        recall's embedding is on the thread, this one queues and the caller goes on."""
-        started = threading.Event()
-        embed = self.embedder.embed_query
+    def _before_vector(
+        self, session_id: str, sessions: list[str], scope: str | list[str], query: str,
+        recent: list[Turn], policy: RecallPolicy, access: Scope | None,
+        embedded: threading.Event,
+    ) -> Future[_Lexical]:
+        """What recall reads before it needs the query's vector, on the helper thread while
+        the caller embeds the query (ONNX releases the GIL; this thread takes it meanwhile).
+        The caller goes straight into ONNX: a task started on another thread would wait
+        for the GIL until the caller blocked (measured: the overlap was nil). With the
+        helper busy (another recall's), done here first."""
+        with self._inflight_lock:
+            idle = not self._inflight
+            self._inflight += 1
 
-        def run() -> Vector:
-            started.set()
+        def work() -> _Lexical:
             try:
-                return embed(text)
+                return self._lexical(session_id, sessions, scope, query, recent, policy,
+                                     access, embedded)
             finally:
                 with self._inflight_lock:
                     self._inflight -= 1
 
-        with self._inflight_lock:
-            idle = not self._inflight
-            self._inflight += 1
-        try:
-            embedding = self._embedding.submit(run)
-        except BaseException:
-            with self._inflight_lock:
-                self._inflight -= 1
-            raise
         if idle:
-            started.wait()
-        return embedding
+            try:
+                return self._helper.submit(work)
+            except RuntimeError:  # shut down (closed): as below
+                pass
+        done: Future[_Lexical] = Future()
+        done.set_result(work())
+        return done
+
+    def _lexical(
+        self, session_id: str, sessions: list[str], scope: str | list[str], query: str,
+        recent: list[Turn], policy: RecallPolicy, access: Scope | None,
+        embedded: threading.Event,
+    ) -> _Lexical:
+        """The BM25 searches, the session's episode progress, its facts and currency."""
+        sparse = self.lexical.query(query) if policy.lexical else None
+        assigned, _closed, open_ep, _markers = self.episodes.progress(session_id)
+        lexical_turns = (
+            self.vectors.search_turns_lexical(scope, sparse, policy.search_limit, access)
+            if sparse else []
+        )
+        known, search_facts = self._known_facts(sessions, policy)
+        lexical_facts = (
+            self.vectors.search_facts_lexical(
+                scope, sparse, policy.fact_limit, _statuses(policy), access
+            )
+            if sparse and search_facts else []
+        )
+        current_from = open_ep.seq_start if open_ep and open_ep.turn_ids else assigned + 1
+        # Which statements are history, from the facts of the sessions asked (kept between
+        # calls; only what was written since the last call is read).
+        currency = self.currency(
+            session_id, sessions, access,
+            # The session's turns that no reflection has seen yet change currency too.
+            [t for t in recent if t.session_id == session_id and t.seq >= current_from],
+            known,
+        ) if policy.fact_limit else Currency({}, {})
+        _read_vectors_while(lexical_turns, embedded)
+        return _Lexical(lexical_turns, lexical_facts, search_facts, current_from, currency)
 
     def _dense_query(
         self, session_id: str, query: str, policy: RecallPolicy, access: Scope | None
@@ -447,11 +472,11 @@ class Recaller:
                 )
 
 
-def _read_vectors_while(hits: list[TurnHit], embedding: Future[Vector]) -> None:
+def _read_vectors_while(hits: list[TurnHit], embedded: threading.Event) -> None:
     """Until the query is embedded (ONNX releases the GIL), read the vectors of the BM25
     hits: most become candidates, and this thread would only wait."""
     for hit in hits:
-        if embedding.done():
+        if embedded.is_set():
             return
         _ = hit.vector, hit.window
 
