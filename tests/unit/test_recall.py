@@ -209,3 +209,48 @@ def test_recall_searches_facts_only_once_a_session_has_some(pipeline) -> None:
     ids = [i.source_id for i in client.recall("s1", query)]
     assert sorted(searched) == ["search_facts", "search_facts_lexical"]
     assert fact.fact_id in ids
+
+
+def test_the_lexical_searches_run_while_the_query_is_embedded(pipeline) -> None:
+    """The caller embeds the query; the BM25 search runs meanwhile on the helper thread.
+    The embedder here returns only once that search has begun on another thread (it would
+    wait out its timeout, and the test fail, if recall ran the search before or after the
+    embedding on the caller). With the helper busy, a recall does it all on its own thread
+    and recalls the same."""
+    import threading
+
+    client, drain = pipeline
+    client.ingest("s1", "user", "the llama farm ships wool on Tuesdays")
+    client.ingest("s1", "assistant", "noted, Tuesdays for the wool")
+    drain()
+    recaller = client._get_recaller()
+    before = [i.source_id for i in client.recall("s1", "when does the llama wool ship")]
+    vectors, embedder = recaller.vectors, recaller.embedder
+    searching = threading.Event()
+    threads: list[str] = []
+    inner_search, inner_embed = vectors.search_turns_lexical, embedder.embed_query
+
+    def search(*args: object, **kwargs: object) -> object:
+        threads.append(threading.current_thread().name)
+        searching.set()
+        return inner_search(*args, **kwargs)
+
+    overlapped: list[bool] = []
+
+    def embed(text: str) -> object:
+        overlapped.append(searching.wait(timeout=10))
+        return inner_embed(text)
+
+    vectors.search_turns_lexical = search  # type: ignore[method-assign]
+    embedder.embed_query = embed  # type: ignore[method-assign]
+    try:
+        during = [i.source_id for i in client.recall("s1", "when does the llama wool ship")]
+        assert overlapped == [True] and threads[0] != threading.current_thread().name
+        recaller._inflight += 1  # as if another recall's lexical work were on the helper
+        searching.set()  # (the embedding does not wait on it here)
+        busy = [i.source_id for i in client.recall("s1", "when does the llama wool ship")]
+        recaller._inflight -= 1
+        assert threads[1] == threading.current_thread().name
+    finally:
+        del vectors.search_turns_lexical, embedder.embed_query
+    assert before == during == busy and before
