@@ -163,16 +163,13 @@ class Recaller:
         finally:
             embedded.set()
         got = before.result()
-        limit, lexical_turns, search_facts = (
-            policy.search_limit, got.lexical_turns, got.search_facts)
+        lexical_turns, search_facts = got.lexical_turns, got.search_facts
 
         pool: dict[str, _Entry] = {}
-        self._add_turn_hits(
-            pool, self.vectors.search_turns(scope, query_vector, limit, access), "dense"
-        )
+        dense_hits, window_hits = self._dense_hits(scope, query_vector, policy, access)
+        self._add_turn_hits(pool, dense_hits, "dense")
         self._add_turn_hits(pool, lexical_turns, "lexical")
-        self._add_turn_hits(pool, self._window_hits(scope, query_vector, policy, access),
-                            "window")
+        self._add_turn_hits(pool, window_hits, "window")
         _similarities(pool, query_vector)
         past = asks_about_past(query)
         superseded = self._add_facts(
@@ -248,9 +245,11 @@ class Recaller:
         the caller embeds the query (ONNX releases the GIL; this thread takes it meanwhile).
         The caller goes straight into ONNX: a task started on another thread would wait
         for the GIL until the caller blocked (measured: the overlap was nil). With the
-        helper busy (another recall's), done here first."""
+        helper busy (another recall's), or an embedder that holds the GIL, done here first."""
         with self._inflight_lock:
-            idle = not self._inflight
+            # Only beside an embedding that frees the GIL: else the hand-over costs (~0.1
+            # ms quiet, ~1 ms under load) and nothing runs in parallel.
+            idle = not self._inflight and getattr(self.embedder, "releases_gil", False)
             self._inflight += 1
 
         def work() -> _Lexical:
@@ -336,14 +335,16 @@ class Recaller:
 
     # -- candidate sources -------------------------------------------------------------------
 
-    def _window_hits(
+    def _dense_hits(
         self, scope: str | list[str], query: Vector, policy: RecallPolicy,
         access: Scope | None,
-    ) -> list[TurnHit]:
-        """The nearest context windows, when the policy weighs them and the store has them."""
+    ) -> tuple[list[TurnHit], list[TurnHit]]:
+        """The nearest turns, and the nearest context windows when the policy weighs them
+        and the store has them (one request to the store for both)."""
+        limit = policy.search_limit
         if not policy.weights.window or not self.vectors.has_windows:
-            return []
-        return self.vectors.search_turns_window(scope, query, policy.search_limit, access)
+            return self.vectors.search_turns(scope, query, limit, access), []
+        return self.vectors.search_turns_and_windows(scope, query, limit, access)
 
     @staticmethod
     def _add_turn_hits(pool: dict[str, _Entry], hits: list[TurnHit], kind: str) -> None:

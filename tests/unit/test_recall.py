@@ -215,8 +215,8 @@ def test_the_lexical_searches_run_while_the_query_is_embedded(pipeline) -> None:
     """The caller embeds the query; the BM25 search runs meanwhile on the helper thread.
     The embedder here returns only once that search has begun on another thread (it would
     wait out its timeout, and the test fail, if recall ran the search before or after the
-    embedding on the caller). With the helper busy, a recall does it all on its own thread
-    and recalls the same."""
+    embedding on the caller). With the helper busy, or an embedder that holds the GIL, a
+    recall does it all on its own thread and recalls the same."""
     import threading
 
     client, drain = pipeline
@@ -243,6 +243,7 @@ def test_the_lexical_searches_run_while_the_query_is_embedded(pipeline) -> None:
 
     vectors.search_turns_lexical = search  # type: ignore[method-assign]
     embedder.embed_query = embed  # type: ignore[method-assign]
+    embedder.releases_gil = True  # as ONNX's (the hashing embedder holds it: no helper)
     try:
         during = [i.source_id for i in client.recall("s1", "when does the llama wool ship")]
         assert overlapped == [True] and threads[0] != threading.current_thread().name
@@ -251,6 +252,10 @@ def test_the_lexical_searches_run_while_the_query_is_embedded(pipeline) -> None:
         busy = [i.source_id for i in client.recall("s1", "when does the llama wool ship")]
         recaller._inflight -= 1
         assert threads[1] == threading.current_thread().name
+        del embedder.releases_gil  # an embedder that holds the GIL: all on the caller
+        held = [i.source_id for i in client.recall("s1", "when does the llama wool ship")]
+        assert threads[2] == threading.current_thread().name
     finally:
         del vectors.search_turns_lexical, embedder.embed_query
-    assert before == during == busy and before
+        vars(embedder).pop("releases_gil", None)
+    assert before == during == busy == held and before

@@ -42,6 +42,7 @@ from hivemem.store.vectors.base import (
     Vector,
     VectorStore,
     Where,
+    _sessions,
     as_vector,
     scoped,
     turn_point_id,
@@ -388,6 +389,27 @@ class EdgeVectorStore(VectorStore):
             with_vector=_HIT_VECTORS, params=params,
         )
         return self._on(action, collection, "query", request)
+
+    def search_turns_and_windows(
+        self, sessions: str | Sequence[str], vector: Vector, limit: int,
+        scope: Scope | None = None,
+    ) -> tuple[list[TurnHit], list[TurnHit]]:
+        """One batch of the two requests: the engine plans them together, and the call costs
+        less than two (~0.2 ms CPU at 100k points)."""
+        qe = self._qe
+        where: Where = {**_sessions(sessions), **scoped(scope)}
+        values = vector.tolist()
+        condition = self._filter(where)
+        requests = [
+            qe.QueryRequest(
+                limit=limit, query=qe.Query.Nearest(values, using=using), filter=condition,
+                with_payload=True, with_vector=_HIT_VECTORS, params=params,
+            )
+            for using, params in ((DENSE, self._dense_params(where)), (WINDOW, None))
+        ]
+        dense, window = self._on("search", TURNS, "query_batch", qe.QueryBatchRequest(requests))
+        return ([TurnHit.from_reply(p.payload, float(p.score), p) for p in dense],
+                [TurnHit.from_reply(p.payload, float(p.score), p) for p in window])
 
     def _search_turns(
         self, using: TurnSearch, query: Vector | SparseVector, limit: int, where: Where
