@@ -15,6 +15,9 @@ in the recall path of the same client and puts it back afterwards:
   (what recall did before `producer/known_facts.py`); must give the same items as defaults.
 - int8-query: queries embedded with the int8 export (documents stay fp32):
   `EmbeddingSettings(query_model_path=...)`.
+- no-helper: recall's lexical work (BM25 searches, Redis reads, currency) on the caller
+  before the query embedding, as if the helper thread were busy (what recall did in
+  effect before the caller embedded the query itself); must give the same items.
 - int8-all: documents (turns, windows, facts) and queries embedded with the int8 export
   (`EmbeddingSettings(model_path=...)`): a second memory, built the same way from the same
   conversations before any question is asked, and recalled in the same interleaved loop.
@@ -65,7 +68,7 @@ from locomo import (
 )
 
 INT8 = SHARED / "models" / "all-MiniLM-L6-v2-onnx-int8"
-SAME_AS_DEFAULTS = ("uncached-currency",)
+SAME_AS_DEFAULTS = ("uncached-currency", "no-helper")
 # Arms that recall from a memory of their own, built with these Settings overrides.
 OWN_MEMORY: dict[str, dict[str, Any]] = {"int8-all": {"embedding": {"model_path": INT8}}}
 
@@ -96,6 +99,16 @@ def uncached_currency(client: Any) -> Iterator[None]:
         yield
     finally:
         recaller.currency = kept
+
+
+@contextmanager
+def no_helper(client: Any) -> Iterator[None]:
+    recaller = client._get_recaller()
+    recaller._inflight += 1  # the helper counts as busy: recall does it all on the caller
+    try:
+        yield
+    finally:
+        recaller._inflight -= 1
 
 
 def _int8_query() -> Arm:
@@ -143,6 +156,7 @@ def _policy(update: dict[str, Any], weights: dict[str, Any] | None = None) -> Ar
 ARMS: dict[str, Arm] = {
     "defaults": defaults,
     "uncached-currency": uncached_currency,
+    "no-helper": no_helper,
     "int8-query": _int8_query(),
     "int8-all": defaults,  # its own memory (OWN_MEMORY), the code as it stands
     "speaker-0.1": _policy({}, {"speaker": 0.1}),

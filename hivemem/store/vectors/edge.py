@@ -400,12 +400,14 @@ class EdgeVectorStore(VectorStore):
         where: Where = {**_sessions(sessions), **scoped(scope)}
         values = vector.tolist()
         condition = self._filter(where)
+        # A window hit's own window vector is never read (its score is that similarity).
         requests = [
             qe.QueryRequest(
                 limit=limit, query=qe.Query.Nearest(values, using=using), filter=condition,
-                with_payload=True, with_vector=_HIT_VECTORS, params=params,
+                with_payload=True, with_vector=vectors, params=params,
             )
-            for using, params in ((DENSE, self._dense_params(where)), (WINDOW, None))
+            for using, vectors, params in (
+                (DENSE, _HIT_VECTORS, self._dense_params(where)), (WINDOW, [DENSE], None))
         ]
         dense, window = self._on("search", TURNS, "query_batch", qe.QueryBatchRequest(requests))
         return ([TurnHit.from_reply(p.payload, float(p.score), p) for p in dense],
