@@ -109,6 +109,8 @@ class _Lexical:
     search_facts: bool
     current_from: int
     currency: Currency
+    # The recent turns' stored points (read ahead on the helper), or None: read when needed.
+    recent_stored: dict[str, TurnHit] | None = None
 
 
 class Recaller:
@@ -175,7 +177,7 @@ class Recaller:
         superseded = self._add_facts(
             pool, scope, query_vector, got.lexical_facts, policy, access, past=past
         ) if search_facts else []
-        self._add_recent(pool, recent, query_vector, access)
+        self._add_recent(pool, recent, query_vector, access, got.recent_stored)
         if policy.neighbours:
             self._add_neighbours(pool, query_vector, policy, access)
         _similarities(pool, query_vector)  # of the turns added since
@@ -252,29 +254,32 @@ class Recaller:
             idle = not self._inflight and getattr(self.embedder, "releases_gil", False)
             self._inflight += 1
 
-        def work() -> _Lexical:
+        def work(ahead: bool) -> _Lexical:
             try:
                 return self._lexical(session_id, sessions, scope, query, recent, policy,
-                                     access, embedded)
+                                     access, embedded, ahead=ahead)
             finally:
                 with self._inflight_lock:
                     self._inflight -= 1
 
         if idle:
             try:
-                return self._helper.submit(work)
+                return self._helper.submit(work, True)
             except RuntimeError:  # shut down (closed): as below
                 pass
         done: Future[_Lexical] = Future()
-        done.set_result(work())
+        done.set_result(work(False))
         return done
 
     def _lexical(
         self, session_id: str, sessions: list[str], scope: str | list[str], query: str,
         recent: list[Turn], policy: RecallPolicy, access: Scope | None,
-        embedded: threading.Event,
+        embedded: threading.Event, *, ahead: bool = False,
     ) -> _Lexical:
-        """The BM25 searches, the session's episode progress, its facts and currency."""
+        """The BM25 searches, the session's episode progress, its facts and currency.
+        `ahead` (beside the embedding): the recent turns' stored points too, all of them
+        (those no search finds compete as well; ~50 points whose vectors the caller would
+        read after the searches, now read while it is in ONNX)."""
         sparse = self.lexical.query(query) if policy.lexical else None
         assigned, _closed, open_ep, _markers = self.episodes.progress(session_id)
         lexical_turns = (
@@ -297,8 +302,13 @@ class Recaller:
             [t for t in recent if t.session_id == session_id and t.seq >= current_from],
             known,
         ) if policy.fact_limit else Currency({}, {})
-        _read_vectors_while(lexical_turns, embedded)
-        return _Lexical(lexical_turns, lexical_facts, search_facts, current_from, currency)
+        stored = None
+        if ahead and recent:
+            stored = {h.turn_id: h for h in self.vectors.get_turns(
+                recent[0].session_id, [t.turn_id for t in recent], access)}
+        _read_vectors_while([*lexical_turns, *(stored or {}).values()], embedded)
+        return _Lexical(lexical_turns, lexical_facts, search_facts, current_from, currency,
+                        stored)
 
     def _dense_query(
         self, session_id: str, query: str, policy: RecallPolicy, access: Scope | None
@@ -418,17 +428,21 @@ class Recaller:
 
     def _add_recent(
         self, pool: dict[str, _Entry], recent: list[Turn], query: Vector,
-        access: Scope | None = None,
+        access: Scope | None = None, stored: dict[str, TurnHit] | None = None,
     ) -> None:
-        """The newest turns compete too, embedded or not (recallable before embedding)."""
+        """The newest turns compete too, embedded or not (recallable before embedding).
+        `stored`: their points, read before (else read here)."""
         missing = [t for t in recent if f"turn:{t.session_id}:{t.turn_id}" not in pool]
         if not missing:
             return
-        found = {
-            h.turn_id: h for h in self.vectors.get_turns(
-                missing[0].session_id, [t.turn_id for t in missing], access
-            )
-        }
+        if stored is not None:
+            found = {t.turn_id: stored[t.turn_id] for t in missing if t.turn_id in stored}
+        else:
+            found = {
+                h.turn_id: h for h in self.vectors.get_turns(
+                    missing[0].session_id, [t.turn_id for t in missing], access
+                )
+            }
         queued = [t for t in missing if t.turn_id not in found]
         # Turns still in the queue are embedded here, so they compete on similarity too.
         queued_vectors = self.embedder.embed_documents([t.content for t in queued])
