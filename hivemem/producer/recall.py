@@ -104,6 +104,7 @@ class _Entry:
 class _Lexical:
     """What recall reads before it needs the query's vector."""
 
+    recent: list[Turn]
     lexical_turns: list[TurnHit]
     lexical_facts: list[FactHit]
     search_facts: bool
@@ -156,15 +157,25 @@ class Recaller:
         """`access`: who asks; every store read is limited to what it may see."""
         sessions = [session_id, *(s for s in related_sessions if s != session_id)]
         scope: str | list[str] = session_id if len(sessions) == 1 else sessions
-        dense_query, recent = self._dense_query(session_id, query, policy, access)
+        remembered = self._speakers.get(session_id, frozenset())
         embedded = threading.Event()
         before = self._before_vector(
-            session_id, sessions, scope, query, recent, policy, access, embedded)
+            session_id, sessions, scope, query, policy, access, embedded)
+        # The text to embed drops the speakers the query names, known from earlier recalls
+        # and the recent turns; the helper reads those meanwhile, so the embedding starts
+        # from the speakers remembered and is made again in the rare case the recent turns
+        # name one more that the query mentions (a session's first recall).
+        recent = before.result().recent if before.done() else None
+        dense_query = self._dense_query(query, policy, remembered, recent)
         try:
             query_vector = self.embedder.embed_query(dense_query)
         finally:
             embedded.set()
         got = before.result()
+        recent = got.recent
+        if recent and (exact := self._dense_query(query, policy, remembered, recent)) != (
+                dense_query):
+            query_vector = self.embedder.embed_query(exact)
         lexical_turns, search_facts = got.lexical_turns, got.search_facts
 
         pool: dict[str, _Entry] = {}
@@ -240,8 +251,7 @@ class Recaller:
 
     def _before_vector(
         self, session_id: str, sessions: list[str], scope: str | list[str], query: str,
-        recent: list[Turn], policy: RecallPolicy, access: Scope | None,
-        embedded: threading.Event,
+        policy: RecallPolicy, access: Scope | None, embedded: threading.Event,
     ) -> Future[_Lexical]:
         """What recall reads before it needs the query's vector, on the helper thread while
         the caller embeds the query (ONNX releases the GIL; this thread takes it meanwhile).
@@ -256,8 +266,8 @@ class Recaller:
 
         def work(ahead: bool) -> _Lexical:
             try:
-                return self._lexical(session_id, sessions, scope, query, recent, policy,
-                                     access, embedded, ahead=ahead)
+                return self._lexical(session_id, sessions, scope, query, policy, access,
+                                     embedded, ahead=ahead)
             finally:
                 with self._inflight_lock:
                     self._inflight -= 1
@@ -273,13 +283,15 @@ class Recaller:
 
     def _lexical(
         self, session_id: str, sessions: list[str], scope: str | list[str], query: str,
-        recent: list[Turn], policy: RecallPolicy, access: Scope | None,
-        embedded: threading.Event, *, ahead: bool = False,
+        policy: RecallPolicy, access: Scope | None, embedded: threading.Event, *,
+        ahead: bool = False,
     ) -> _Lexical:
-        """The BM25 searches, the session's episode progress, its facts and currency.
+        """The session's recent turns, the BM25 searches, its episode progress, facts and
+        currency.
         `ahead` (beside the embedding): the recent turns' stored points too, all of them
         (those no search finds compete as well; ~50 points whose vectors the caller would
         read after the searches, now read while it is in ONNX)."""
+        recent = self.state.recent_turns(session_id, policy.recent_turns, access)
         sparse = self.lexical.query(query) if policy.lexical else None
         assigned, _closed, open_ep, _markers = self.episodes.progress(session_id)
         lexical_turns = (
@@ -307,20 +319,19 @@ class Recaller:
             stored = {h.turn_id: h for h in self.vectors.get_turns(
                 recent[0].session_id, [t.turn_id for t in recent], access)}
         _read_vectors_while([*lexical_turns, *(stored or {}).values()], embedded)
-        return _Lexical(lexical_turns, lexical_facts, search_facts, current_from, currency,
-                        stored)
+        return _Lexical(recent, lexical_turns, lexical_facts, search_facts, current_from,
+                        currency, stored)
 
     def _dense_query(
-        self, session_id: str, query: str, policy: RecallPolicy, access: Scope | None
-    ) -> tuple[str, list[Turn]]:
-        """The text to embed (the query, or it without the speakers it names) and the
-        session's recent turns (read first: they say who has spoken, ~0.3 ms)."""
-        recent = self.state.recent_turns(session_id, policy.recent_turns, access)
+        self, query: str, policy: RecallPolicy, remembered: frozenset[str],
+        recent: list[Turn] | None,
+    ) -> str:
+        """The text to embed: the query, or it without the speakers it names (those
+        remembered for the session and those of its recent turns)."""
         if not policy.dense_without_speakers:
-            return query, recent
-        known = self._speakers.get(session_id, frozenset()) | {
-            t.agent_id.lower() for t in recent if t.agent_id}
-        return without_people(query, people_asked_about(query, known)), recent
+            return query
+        known = remembered | {t.agent_id.lower() for t in recent or () if t.agent_id}
+        return without_people(query, people_asked_about(query, known))
 
     def _speakers_named(
         self, session_id: str, query: str, pool: dict[str, _Entry], policy: RecallPolicy
