@@ -18,6 +18,8 @@ in the recall path of the same client and puts it back afterwards:
 - no-helper: recall's lexical work (BM25 searches, Redis reads, currency) on the caller
   before the query embedding, as if the helper thread were busy (what recall did in
   effect before the caller embedded the query itself); must give the same items.
+- query-threads-2: the query embedded on two ONNX threads (`EmbeddingSettings.query_threads`,
+  default 1); must give the same items.
 - int8-all: documents (turns, windows, facts) and queries embedded with the int8 export
   (`EmbeddingSettings(model_path=...)`): a second memory, built the same way from the same
   conversations before any question is asked, and recalled in the same interleaved loop.
@@ -68,7 +70,7 @@ from locomo import (
 )
 
 INT8 = SHARED / "models" / "all-MiniLM-L6-v2-onnx-int8"
-SAME_AS_DEFAULTS = ("uncached-currency", "no-helper")
+SAME_AS_DEFAULTS = ("uncached-currency", "no-helper", "query-threads-2")
 # Arms that recall from a memory of their own, built with these Settings overrides.
 OWN_MEMORY: dict[str, dict[str, Any]] = {"int8-all": {"embedding": {"model_path": INT8}}}
 
@@ -109,6 +111,28 @@ def no_helper(client: Any) -> Iterator[None]:
         yield
     finally:
         recaller._inflight -= 1
+
+
+def _query_embedder(**update: Any) -> Arm:
+    """Recall's query embedder built with these `EmbeddingSettings` changes, swapped in."""
+    embedder: list[Any] = []
+
+    @contextmanager
+    def arm(client: Any) -> Iterator[None]:
+        from hivemem.providers.embedders import build_embedder
+
+        if not embedder:
+            embedder.append(build_embedder(
+                client.settings.embedding.model_copy(update=update), for_queries=True))
+        recaller = client._get_recaller()
+        kept = recaller.embedder
+        recaller.embedder = embedder[0]
+        try:
+            yield
+        finally:
+            recaller.embedder = kept
+
+    return arm
 
 
 def _int8_query() -> Arm:
@@ -157,6 +181,7 @@ ARMS: dict[str, Arm] = {
     "defaults": defaults,
     "uncached-currency": uncached_currency,
     "no-helper": no_helper,
+    "query-threads-2": _query_embedder(query_threads=2),
     "int8-query": _int8_query(),
     "int8-all": defaults,  # its own memory (OWN_MEMORY), the code as it stands
     "speaker-0.1": _policy({}, {"speaker": 0.1}),
