@@ -259,3 +259,36 @@ def test_the_lexical_searches_run_while_the_query_is_embedded(pipeline) -> None:
         del vectors.search_turns_lexical, embedder.embed_query
         vars(embedder).pop("releases_gil", None)
     assert before == during == busy == held and before
+
+
+def test_recall_takes_its_lexical_work_back_from_a_helper_that_has_not_begun(pipeline) -> None:
+    """On an overloaded machine the helper may not have begun by the time the query is
+    embedded: the caller then does the work itself instead of waiting for it. Here the
+    helper thread is held by another task until after the recall has returned."""
+    import threading
+
+    client, drain = pipeline
+    client.ingest("s1", "user", "the llama farm ships wool on Tuesdays")
+    drain()
+    recaller = client._get_recaller()
+    embedder = recaller.embedder
+    before = [i.source_id for i in client.recall("s1", "when does the llama wool ship")]
+    release = threading.Event()
+    order: list[str] = []
+
+    def hold() -> None:
+        release.wait(timeout=10)
+        order.append("helper free")
+
+    embedder.releases_gil = True  # as ONNX's (the hashing embedder holds it: no helper)
+    held = recaller._helper.submit(hold)
+    try:
+        items = [i.source_id for i in client.recall("s1", "when does the llama wool ship")]
+        order.append("recalled")
+    finally:
+        release.set()
+        held.result()
+        del embedder.releases_gil
+    assert order == ["recalled", "helper free"]
+    assert items == before and items
+    assert recaller._inflight == 0
