@@ -11,6 +11,7 @@ from collections import OrderedDict
 from collections.abc import Callable, Sequence
 from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass
+from functools import partial
 
 import numpy as np
 
@@ -115,25 +116,36 @@ class _Lexical:
 
 
 class _Ahead:
-    """The helper's task (`work(True)`) or, without one, its result (`work(False)`, done
-    at once). `result()` takes the task back and runs it on the caller while the helper has
-    not begun it: on an overloaded machine the helper may get no core before the embedding
-    is done, and waiting for it then cost more than the overlap saves (LoCoMo at load 13:
-    p50 +27% before this)."""
+    """The lexical work (`work(ahead)`), on the helper thread once `start()` is called, or
+    done at once on the caller (`executor` None). `result()` takes the task back and runs
+    it on the caller while the helper has not begun it: on an overloaded machine the
+    helper may get no core before the embedding is done, and waiting for it then cost more
+    than the overlap saves (LoCoMo at load 13: p50 +27% before this)."""
 
-    def __init__(self, task: Future[_Lexical] | None,
+    def __init__(self, executor: ThreadPoolExecutor | None,
                  work: Callable[[bool], _Lexical]) -> None:
-        self._task = task
+        self._executor = executor
         self._work = work
-        self._value = work(False) if task is None else None
+        self._task: Future[_Lexical] | None = None
+        self._value = work(False) if executor is None else None
+
+    def start(self) -> None:
+        if self._executor is None or self._task is not None or self._value is not None:
+            return
+        try:
+            self._task = self._executor.submit(self._work, True)
+        except RuntimeError:  # shut down (closed): on the caller
+            self._value = self._work(False)
 
     def done(self) -> bool:
         return self._value is not None or (self._task is not None and self._task.done())
 
     def result(self) -> _Lexical:
         if self._value is None:
-            assert self._task is not None
-            self._value = self._work(False) if self._task.cancel() else self._task.result()
+            if self._task is None or self._task.cancel():
+                self._value = self._work(False)
+            else:
+                self._value = self._task.result()
         return self._value
 
 
@@ -180,25 +192,9 @@ class Recaller:
         """`access`: who asks; every store read is limited to what it may see."""
         sessions = [session_id, *(s for s in related_sessions if s != session_id)]
         scope: str | list[str] = session_id if len(sessions) == 1 else sessions
-        remembered = self._speakers.get(session_id, frozenset())
-        embedded = threading.Event()
-        before = self._before_vector(
-            session_id, sessions, scope, query, policy, access, embedded)
-        # The text to embed drops the speakers the query names, known from earlier recalls
-        # and the recent turns; the helper reads those meanwhile, so the embedding starts
-        # from the speakers remembered and is made again in the rare case the recent turns
-        # name one more that the query mentions (a session's first recall).
-        recent = before.result().recent if before.done() else None
-        dense_query = self._dense_query(query, policy, remembered, recent)
-        try:
-            query_vector = self.embedder.embed_query(dense_query)
-        finally:
-            embedded.set()
-        got = before.result()
+        query_vector, got = self._vector_and_lexical(
+            session_id, sessions, scope, query, policy, access)
         recent = got.recent
-        if recent and (exact := self._dense_query(query, policy, remembered, recent)) != (
-                dense_query):
-            query_vector = self.embedder.embed_query(exact)
         lexical_turns, search_facts = got.lexical_turns, got.search_facts
 
         pool: dict[str, _Entry] = {}
@@ -272,6 +268,37 @@ class Recaller:
             if explain else [],
         )
 
+    def _vector_and_lexical(
+        self, session_id: str, sessions: list[str], scope: str | list[str], query: str,
+        policy: RecallPolicy, access: Scope | None,
+    ) -> tuple[Vector, _Lexical]:
+        """The query's vector, and the lexical work done beside it (`_before_vector`).
+        The text to embed drops the speakers the query names, known from earlier recalls
+        and the recent turns; the helper reads those meanwhile, so the embedding starts
+        from the speakers remembered and is made again in the rare case the recent turns
+        name one more that the query mentions (a session's first recall)."""
+        remembered = self._speakers.get(session_id, frozenset())
+        embedded = threading.Event()
+        before = self._before_vector(
+            session_id, sessions, scope, query, policy, access, embedded)
+        recent = before.result().recent if before.done() else None
+        dense_query = self._dense_query(query, policy, remembered, recent)
+        try:
+            prepare = getattr(self.embedder, "prepare_query", None)
+            embed = prepare(dense_query) if prepare is not None else partial(
+                self.embedder.embed_query, dense_query)
+        finally:
+            before.start()  # after the tokenising (which frees the GIL for the helper)
+        try:
+            query_vector = embed()
+        finally:
+            embedded.set()
+        got = before.result()
+        if got.recent and (exact := self._dense_query(
+                query, policy, remembered, got.recent)) != dense_query:
+            query_vector = self.embedder.embed_query(exact)
+        return query_vector, got
+
     def _before_vector(
         self, session_id: str, sessions: list[str], scope: str | list[str], query: str,
         policy: RecallPolicy, access: Scope | None, embedded: threading.Event,
@@ -295,12 +322,7 @@ class Recaller:
                 with self._inflight_lock:
                     self._inflight -= 1
 
-        if idle:
-            try:
-                return _Ahead(self._helper.submit(work, True), work)
-            except RuntimeError:  # shut down (closed): as below
-                pass
-        return _Ahead(None, work)
+        return _Ahead(self._helper if idle else None, work)
 
     def _lexical(
         self, session_id: str, sessions: list[str], scope: str | list[str], query: str,
