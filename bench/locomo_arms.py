@@ -15,6 +15,14 @@ in the recall path of the same client and puts it back afterwards:
   (what recall did before `producer/known_facts.py`); must give the same items as defaults.
 - int8-query: queries embedded with the int8 export (documents stay fp32):
   `EmbeddingSettings(query_model_path=...)`.
+- no-helper: recall's lexical work (BM25 searches, Redis reads, currency) on the caller
+  before the query embedding, as if the helper thread were busy (what recall did in
+  effect before the caller embedded the query itself); must give the same items.
+- query-threads-2: the query embedded on two ONNX threads (`EmbeddingSettings.query_threads`,
+  default 1); must give the same items.
+- int8-all: documents (turns, windows, facts) and queries embedded with the int8 export
+  (`EmbeddingSettings(model_path=...)`): a second memory, built the same way from the same
+  conversations before any question is asked, and recalled in the same interleaved loop.
 - speaker-0.1 / -0.2: `weights.speaker`: a turn by a speaker the question names gains that.
 - search-40: 40 hits per retriever instead of 20. neighbours-10: context around 10 hits.
 - window-x: `weights.window` = x (default 1.0): each turn's context-window vector (the turn
@@ -62,7 +70,9 @@ from locomo import (
 )
 
 INT8 = SHARED / "models" / "all-MiniLM-L6-v2-onnx-int8"
-SAME_AS_DEFAULTS = ("uncached-currency",)
+SAME_AS_DEFAULTS = ("uncached-currency", "no-helper", "query-threads-2")
+# Arms that recall from a memory of their own, built with these Settings overrides.
+OWN_MEMORY: dict[str, dict[str, Any]] = {"int8-all": {"embedding": {"model_path": INT8}}}
 
 Arm = Callable[[Any], AbstractContextManager[None]]
 
@@ -91,6 +101,38 @@ def uncached_currency(client: Any) -> Iterator[None]:
         yield
     finally:
         recaller.currency = kept
+
+
+@contextmanager
+def no_helper(client: Any) -> Iterator[None]:
+    recaller = client._get_recaller()
+    recaller._inflight += 1  # the helper counts as busy: recall does it all on the caller
+    try:
+        yield
+    finally:
+        recaller._inflight -= 1
+
+
+def _query_embedder(**update: Any) -> Arm:
+    """Recall's query embedder built with these `EmbeddingSettings` changes, swapped in."""
+    embedder: list[Any] = []
+
+    @contextmanager
+    def arm(client: Any) -> Iterator[None]:
+        from hivemem.providers.embedders import build_embedder
+
+        if not embedder:
+            embedder.append(build_embedder(
+                client.settings.embedding.model_copy(update=update), for_queries=True))
+        recaller = client._get_recaller()
+        kept = recaller.embedder
+        recaller.embedder = embedder[0]
+        try:
+            yield
+        finally:
+            recaller.embedder = kept
+
+    return arm
 
 
 def _int8_query() -> Arm:
@@ -138,7 +180,10 @@ def _policy(update: dict[str, Any], weights: dict[str, Any] | None = None) -> Ar
 ARMS: dict[str, Arm] = {
     "defaults": defaults,
     "uncached-currency": uncached_currency,
+    "no-helper": no_helper,
+    "query-threads-2": _query_embedder(query_threads=2),
     "int8-query": _int8_query(),
+    "int8-all": defaults,  # its own memory (OWN_MEMORY), the code as it stands
     "speaker-0.1": _policy({}, {"speaker": 0.1}),
     "speaker-0.2": _policy({}, {"speaker": 0.2}),
     "search-40": _policy({"search_limit": 40}),
@@ -157,11 +202,13 @@ ARMS: dict[str, Arm] = {
 }
 
 
-def build_memory(tmp: Path, convs: list[dict[str, Any]], log: Callable[[str], None]) -> Any:
+def build_memory(tmp: Path, convs: list[dict[str, Any]], log: Callable[[str], None],
+                 overrides: dict[str, Any] | None = None) -> Any:
     from hivemem import MemoryClient
     from hivemem.config import Settings
 
-    client = MemoryClient.local(tmp / "memory", Settings())
+    settings = Settings.model_validate(overrides) if overrides else Settings()
+    client = MemoryClient.local(tmp / "memory", settings)
     for conv in convs:
         session = f"locomo-{conv['name']}"
         payload = [
@@ -188,18 +235,24 @@ def run(arms: list[str], convs: list[dict[str, Any]], log: Callable[[str], None]
     items_of: dict[str, dict[str, list[tuple[str, str, float]]]] = {a: {} for a in arms}
     try:
         client = build_memory(tmp, convs, log)
+        clients = {arm: client for arm in arms}
         try:
+            for arm in arms:
+                if arm in OWN_MEMORY:
+                    log(f"  memory of arm {arm}: {OWN_MEMORY[arm]}")
+                    clients[arm] = build_memory(tmp / f"arm-{arm}", convs, log,
+                                                OWN_MEMORY[arm])
             for arm in arms:  # warm-up, not timed: loads models, fills caches
-                with ARMS[arm](client):
-                    client.recall(f"locomo-{convs[0]['name']}", "warm up", limit=5)
+                with ARMS[arm](clients[arm]):
+                    clients[arm].recall(f"locomo-{convs[0]['name']}", "warm up", limit=5)
             with CpuMonitor() as cpu:
                 for n, (conv, q) in enumerate((c, q) for c in convs for q in c["questions"]):
                     session = f"locomo-{conv['name']}"
                     order = arms[n % len(arms):] + arms[: n % len(arms)]
                     for arm in order:
-                        with ARMS[arm](client):
+                        with ARMS[arm](clients[arm]):
                             t0 = time.perf_counter()
-                            items = client.recall(session, q["question"], BIG_BUDGET,
+                            items = clients[arm].recall(session, q["question"], BIG_BUDGET,
                                                   limit=max(KS))
                             lat[arm].append((time.perf_counter() - t0) * 1000)
                         rows[arm][q["qid"]] = recall_at_ks(
@@ -207,7 +260,8 @@ def run(arms: list[str], convs: list[dict[str, Any]], log: Callable[[str], None]
                         items_of[arm][q["qid"]] = [
                             (it.source_type, it.source_id, round(it.score, 6)) for it in items]
         finally:
-            client.close()
+            for each in {id(c): c for c in clients.values()}.values():
+                each.close()
     finally:
         shutil.rmtree(tmp, ignore_errors=True)
     cat_of = {q["qid"]: q["category"] for c in convs for q in c["questions"]}

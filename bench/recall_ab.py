@@ -3,6 +3,7 @@
 
     git -C /work/main archive main | tar -x -C /tmp/base   # the baseline's source tree
     python bench/recall_ab.py --baseline /tmp/base --points 10000
+    python bench/recall_ab.py --baseline /tmp/base --points 100000 --build   # row a's shape
 
 One store (bench/scale_fill.py, one session, no HNSW build) is filled once and copied; two
 child processes open one copy each, one importing hivemem from --baseline, the other from
@@ -95,6 +96,8 @@ def main() -> None:
     ap.add_argument("--out", default=str(HERE / "results" / "recall_ab.json"))
     ap.add_argument("--embed", action="store_true",
                     help="embed each query with the product's query embedder (incl. embedding)")
+    ap.add_argument("--build", action="store_true",
+                    help="build the HNSW graph once before the store is copied (row a's shape)")
     ap.add_argument("--child", nargs=2, metavar=("STORE", "QUERIES"), help=argparse.SUPPRESS)
     args = ap.parse_args()
     if args.child:
@@ -113,6 +116,15 @@ def main() -> None:
         settings = VectorIndexSettings(index_after_points=0, index_build_nice=0)
         qbase, sessions, texts = bulk_fill(tmp / "store", args.points, 1,
                                            np.random.default_rng(7), settings)
+        if args.build:
+            from hivemem.store.vectors.base import TURNS
+            from hivemem.store.vectors.edge import EdgeVectorStore
+
+            built = EdgeVectorStore(tmp / "store", DIM, settings)
+            try:
+                built.build_index(TURNS)
+            finally:
+                built.close()
         n = args.rounds * args.per_round
         rng = np.random.default_rng(11)
         picks = rng.choice(len(qbase), size=n)
@@ -135,6 +147,7 @@ def main() -> None:
             if not Path(ready).resolve().is_relative_to(root):
                 raise SystemExit(f"{arm}: imported {ready}, not from {root}")
         out: dict[str, Any] = {"benchmark": "recall-ab", "points": args.points,
+                               "hnsw_built": args.build,
                                "query_embedding": "included" if args.embed else "excluded",
                                "load_before": load_avg()}
         got: dict[str, dict[str, list[Any]]] = {a: {"cpu": [], "wall": [], "items": []}

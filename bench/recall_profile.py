@@ -79,7 +79,7 @@ def profile(points: int, build: bool, n: int, tmp: Path) -> dict[str, Any]:
 
         setattr(owner, name, wrapper)
 
-    for name in ("search_turns", "search_turns_lexical", "search_facts",
+    for name in ("search_turns", "search_turns_and_windows", "search_turns_lexical", "search_facts",
                  "search_facts_lexical", "turns_by_seq", "get_turns"):
         timed(store, name, f"store.{name}")
     for name in ("select", "score_candidates", "_item"):

@@ -28,3 +28,16 @@ def test_query_model_path_is_the_recall_paths_model(monkeypatch: pytest.MonkeyPa
     plain: Any = EmbeddingSettings()
     embedders.build_embedder(plain, for_queries=True)
     assert loaded[-1].model_path is None
+
+
+def test_a_prepared_query_is_the_same_vector_as_embed_query(fastembed_env: Path) -> None:
+    """Recall tokenises first and runs ONNX after starting its helper: bit for bit the
+    vector `embed_query` gives."""
+    import numpy as np
+
+    embedder = embedders.build_embedder(EmbeddingSettings(), for_queries=True)
+    assert isinstance(embedder, embedders.FastEmbedEmbedder) and embedder.releases_gil
+    for text in ("When did Caroline go to the LGBTQ support group?", "x", "  ",
+                 "a much longer question " * 40):
+        run = embedder.prepare_query(text)
+        assert np.array_equal(run(), embedder.embed_query(text))

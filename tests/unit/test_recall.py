@@ -209,3 +209,86 @@ def test_recall_searches_facts_only_once_a_session_has_some(pipeline) -> None:
     ids = [i.source_id for i in client.recall("s1", query)]
     assert sorted(searched) == ["search_facts", "search_facts_lexical"]
     assert fact.fact_id in ids
+
+
+def test_the_lexical_searches_run_while_the_query_is_embedded(pipeline) -> None:
+    """The caller embeds the query; the BM25 search runs meanwhile on the helper thread.
+    The embedder here returns only once that search has begun on another thread (it would
+    wait out its timeout, and the test fail, if recall ran the search before or after the
+    embedding on the caller). With the helper busy, or an embedder that holds the GIL, a
+    recall does it all on its own thread and recalls the same."""
+    import threading
+
+    client, drain = pipeline
+    client.ingest("s1", "user", "the llama farm ships wool on Tuesdays")
+    client.ingest("s1", "assistant", "noted, Tuesdays for the wool")
+    drain()
+    recaller = client._get_recaller()
+    before = [i.source_id for i in client.recall("s1", "when does the llama wool ship")]
+    vectors, embedder = recaller.vectors, recaller.embedder
+    searching = threading.Event()
+    threads: list[str] = []
+    inner_search, inner_embed = vectors.search_turns_lexical, embedder.embed_query
+
+    def search(*args: object, **kwargs: object) -> object:
+        threads.append(threading.current_thread().name)
+        searching.set()
+        return inner_search(*args, **kwargs)
+
+    overlapped: list[bool] = []
+
+    def embed(text: str) -> object:
+        overlapped.append(searching.wait(timeout=10))
+        return inner_embed(text)
+
+    vectors.search_turns_lexical = search  # type: ignore[method-assign]
+    embedder.embed_query = embed  # type: ignore[method-assign]
+    embedder.releases_gil = True  # as ONNX's (the hashing embedder holds it: no helper)
+    try:
+        during = [i.source_id for i in client.recall("s1", "when does the llama wool ship")]
+        assert overlapped == [True] and threads[0] != threading.current_thread().name
+        recaller._inflight += 1  # as if another recall's lexical work were on the helper
+        searching.set()  # (the embedding does not wait on it here)
+        busy = [i.source_id for i in client.recall("s1", "when does the llama wool ship")]
+        recaller._inflight -= 1
+        assert threads[1] == threading.current_thread().name
+        del embedder.releases_gil  # an embedder that holds the GIL: all on the caller
+        held = [i.source_id for i in client.recall("s1", "when does the llama wool ship")]
+        assert threads[2] == threading.current_thread().name
+    finally:
+        del vectors.search_turns_lexical, embedder.embed_query
+        vars(embedder).pop("releases_gil", None)
+    assert before == during == busy == held and before
+
+
+def test_recall_takes_its_lexical_work_back_from_a_helper_that_has_not_begun(pipeline) -> None:
+    """On an overloaded machine the helper may not have begun by the time the query is
+    embedded: the caller then does the work itself instead of waiting for it. Here the
+    helper thread is held by another task until after the recall has returned."""
+    import threading
+
+    client, drain = pipeline
+    client.ingest("s1", "user", "the llama farm ships wool on Tuesdays")
+    drain()
+    recaller = client._get_recaller()
+    embedder = recaller.embedder
+    before = [i.source_id for i in client.recall("s1", "when does the llama wool ship")]
+    release = threading.Event()
+    order: list[str] = []
+
+    def hold() -> None:
+        release.wait(timeout=10)
+        order.append("helper free")
+
+    embedder.releases_gil = True  # as ONNX's (the hashing embedder holds it: no helper)
+    held = recaller._helper.submit(hold)
+    try:
+        items = [i.source_id for i in client.recall("s1", "when does the llama wool ship")]
+        order.append("recalled")
+    finally:
+        release.set()
+        held.result()
+        del embedder.releases_gil
+    assert order == ["recalled", "helper free"]
+    assert items == before and items
+    assert recaller._inflight == 0

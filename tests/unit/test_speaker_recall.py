@@ -71,3 +71,56 @@ def test_dense_without_speakers_embeds_the_query_without_the_named_speaker(
         # Sam's own turn still comes first: the speaker weight says who.
         policy = base.model_copy(update={"dense_without_speakers": True})
         assert next(iter(client.recall("s", query, 500, preset=policy))).agent_id == "sam"
+
+
+def test_beside_the_helper_the_query_is_embedded_again_when_the_recent_turns_name_more(
+    tmp_path: Path, settings: Settings
+) -> None:
+    """With an embedder that frees the GIL, recall embeds the query while the helper reads
+    the recent turns, so it starts from the speakers remembered for the session; on a
+    session's first recall those do not include Sam yet: the query is embedded again
+    without the name, and the dense scores are those of that text. Afterwards Sam is
+    remembered and the first embedding is the right one."""
+
+    class Recording(HashingEmbedder):
+        releases_gil = True
+
+        def __init__(self) -> None:
+            super().__init__(1024)
+            self.queries: list[str] = []
+
+        def embed_query(self, text: str):  # type: ignore[no-untyped-def]
+            self.queries.append(text)
+            embedding.set()
+            return super().embed_query(text)
+
+    import threading
+
+    embedding = threading.Event()
+    emb = Recording()
+    with MemoryClient.local(tmp_path / "m", settings, embedder=emb) as client:
+        for i, (agent, text) in enumerate((("sam", "Sam: I painted the lake at dawn"),
+                                           ("priya", "Priya: Sam and I went sailing"))):
+            client.ingest("s", "user", text, agent_id=agent,
+                          timestamp=T0 + timedelta(minutes=i), turn_id=f"t-{agent}")
+        client.wait_until_processed("s", 30)
+        query = "What did Sam paint?"
+        policy = PRESETS["balanced"].model_copy(update={"dense_without_speakers": True})
+        q = emb.embed_query("What did paint?")
+        state = client._get_recaller().state
+        inner = state.recent_turns
+
+        def recent_turns(*args: object, **kwargs: object) -> object:
+            # The helper reads them only once the embedding has begun (as it does when the
+            # caller is quicker to ONNX than the helper to Redis, which is the usual race).
+            assert embedding.wait(timeout=10)
+            return inner(*args, **kwargs)
+
+        state.recent_turns = recent_turns  # type: ignore[method-assign]
+        for expected_queries in ([query, "What did paint?"], ["What did paint?"]):
+            emb.queries.clear()
+            embedding.clear()
+            items = {i.source_id: i for i in client.recall("s", query, 500, preset=policy)}
+            assert emb.queries == expected_queries
+            expected = float(emb.embed_documents(["Sam: I painted the lake at dawn"])[0] @ q)
+            assert abs(items["t-sam"].components.dense - expected) < 1e-5

@@ -296,6 +296,15 @@ class VectorStore(ABC):
             "dense", vector, limit, {**_sessions(sessions), **scoped(scope)}
         )
 
+    def search_turns_and_windows(
+        self, sessions: str | Sequence[str], vector: Vector, limit: int,
+        scope: Scope | None = None,
+    ) -> tuple[list[TurnHit], list[TurnHit]]:
+        """`search_turns` and `search_turns_window` of one vector (a backend may send the
+        two as one request)."""
+        return (self.search_turns(sessions, vector, limit, scope),
+                self.search_turns_window(sessions, vector, limit, scope))
+
     def search_turns_window(
         self, sessions: str | Sequence[str], vector: Vector, limit: int,
         scope: Scope | None = None,
