@@ -75,11 +75,20 @@ def serve(target: Target, host: str | None, port: int | None, workers: int) -> N
         uvicorn.run("hivemem.api.app:from_env", factory=True, workers=workers, **bind)
         return
     with opened(target, owner=True) as client:  # a server owns its folder, never a guest
-        # uvicorn shuts down on SIGTERM and then raises it again with the handler found at
-        # start: with the default one the process would die before the client closes (an
-        # embedded folder's workers would not drain). Ours lets the `with` close it.
-        signal.signal(signal.SIGTERM, lambda *_: None)
+        _close_on_sigterm("http")
         uvicorn.run(create_app(settings, client=client), **bind)
+
+
+def _close_on_sigterm(transport: str) -> None:
+    """SIGTERM (how Docker and systemd stop services) must end in the `with` that closes the
+    client: an embedded folder's workers drain and its child Redis server stops.
+    uvicorn shuts down on SIGTERM and then raises it again with the handler found at start;
+    with the default one the process would die before the client closes, so ours does
+    nothing. A stdio server has no such shutdown: SIGTERM interrupts it like Ctrl-C."""
+    if transport == "http":
+        signal.signal(signal.SIGTERM, lambda *_: None)
+    else:
+        signal.signal(signal.SIGTERM, signal.default_int_handler)
 
 
 @click.command("mcp")
@@ -108,6 +117,7 @@ def mcp_cmd(target: Target, transport: str, namespace: str, host: str, port: int
         raise _missing("mcp", exc.name or "mcp") from None
     _say_where(target, "mcp")
     with opened(target) as client:
+        _close_on_sigterm(transport)
         run(client, transport=transport, namespace=namespace, host=host, port=port,
             auth=transport == "http" and not no_auth)
 

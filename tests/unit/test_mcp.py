@@ -20,6 +20,8 @@ pytest.importorskip("mcp")
 from mcp import ClientSession, StdioServerParameters
 from mcp.client.stdio import stdio_client
 
+from hivemem.runtime.child_server import DATA_DIR, PIDFILE
+
 
 def _data(result: Any) -> Any:
     assert not result.is_error, result.content
@@ -157,9 +159,26 @@ def test_mcp_over_streamable_http_needs_a_key(tmp_path: Path) -> None:
                 "jsonrpc": "2.0", "id": 1, "method": "initialize", "params": {}})
             assert r.status_code == 401, r.text
         asyncio.run(asyncio.wait_for(_over_http(url, team, alice), timeout=60))
+        child = int((Path(store) / DATA_DIR / PIDFILE).read_text().strip())
     finally:
         server.terminate()
         server.wait(timeout=30)
+    # SIGTERM closed the store: the embedded folder's child Redis server stopped with it.
+    deadline = time.monotonic() + 10
+    while _alive(child) and time.monotonic() < deadline:
+        time.sleep(0.05)
+    assert not _alive(child), "the MCP server left its embedded Redis server running"
+
+
+def _alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    try:  # a zombie is not alive: it only waits to be reaped
+        return Path(f"/proc/{pid}/stat").read_text().split(")")[-1].split()[0] != "Z"
+    except OSError:
+        return False
 
 
 def test_mcp_without_keys_stays_on_loopback(tmp_path: Path) -> None:
