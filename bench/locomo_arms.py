@@ -113,17 +113,14 @@ def no_helper(client: Any) -> Iterator[None]:
         recaller._inflight -= 1
 
 
-def _query_embedder(**update: Any) -> Arm:
-    """Recall's query embedder built with these `EmbeddingSettings` changes, swapped in."""
+def _swapped_query_embedder(make: Callable[[Any], Any]) -> Arm:
+    """Recall's query embedder replaced by `make(client)` (built once) for the arm."""
     embedder: list[Any] = []
 
     @contextmanager
     def arm(client: Any) -> Iterator[None]:
-        from hivemem.providers.embedders import build_embedder
-
         if not embedder:
-            embedder.append(build_embedder(
-                client.settings.embedding.model_copy(update=update), for_queries=True))
+            embedder.append(make(client))
         recaller = client._get_recaller()
         kept = recaller.embedder
         recaller.embedder = embedder[0]
@@ -133,28 +130,22 @@ def _query_embedder(**update: Any) -> Arm:
             recaller.embedder = kept
 
     return arm
+
+
+def _query_embedder(**update: Any) -> Arm:
+    """Recall's query embedder built with these `EmbeddingSettings` changes, swapped in."""
+    from hivemem.providers.embedders import build_embedder
+
+    return _swapped_query_embedder(lambda client: build_embedder(
+        client.settings.embedding.model_copy(update=update), for_queries=True))
 
 
 def _int8_query() -> Arm:
-    embedder: list[Any] = []
+    from hivemem.config import EmbeddingSettings
+    from hivemem.providers.embedders import build_embedder
 
-    @contextmanager
-    def arm(client: Any) -> Iterator[None]:
-        from hivemem.config import EmbeddingSettings
-        from hivemem.providers.embedders import build_embedder
-
-        if not embedder:
-            embedder.append(build_embedder(
-                EmbeddingSettings(model_path=INT8), for_queries=True))
-        recaller = client._get_recaller()
-        kept = recaller.embedder
-        recaller.embedder = embedder[0]
-        try:
-            yield
-        finally:
-            recaller.embedder = kept
-
-    return arm
+    return _swapped_query_embedder(lambda _client: build_embedder(
+        EmbeddingSettings(model_path=INT8), for_queries=True))
 
 
 def _policy(update: dict[str, Any], weights: dict[str, Any] | None = None) -> Arm:

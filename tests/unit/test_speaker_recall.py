@@ -48,16 +48,21 @@ def test_without_people_drops_the_names_and_keeps_the_question() -> None:
     assert without_people("anything", set()) == "anything"
 
 
+def _sam_and_priya(client: MemoryClient) -> None:
+    """Two speakers' turns, one naming the other, embedded."""
+    for i, (agent, text) in enumerate((("sam", "Sam: I painted the lake at dawn"),
+                                       ("priya", "Priya: Sam and I went sailing"))):
+        client.ingest("s", "user", text, agent_id=agent,
+                      timestamp=T0 + timedelta(minutes=i), turn_id=f"t-{agent}")
+    client.wait_until_processed("s", 30)
+
+
 def test_dense_without_speakers_embeds_the_query_without_the_named_speaker(
     tmp_path: Path, settings: Settings
 ) -> None:
     emb = HashingEmbedder(1024)
     with MemoryClient.local(tmp_path / "m", settings, embedder=emb) as client:
-        for i, (agent, text) in enumerate((("sam", "Sam: I painted the lake at dawn"),
-                                           ("priya", "Priya: Sam and I went sailing"))):
-            client.ingest("s", "user", text, agent_id=agent,
-                          timestamp=T0 + timedelta(minutes=i), turn_id=f"t-{agent}")
-        client.wait_until_processed("s", 30)
+        _sam_and_priya(client)
         query = "What did Sam paint?"
         base = PRESETS["balanced"]
         for strip, embedded in ((False, query), (True, "What did paint?")):
@@ -99,11 +104,7 @@ def test_beside_the_helper_the_query_is_embedded_again_when_the_recent_turns_nam
     embedding = threading.Event()
     emb = Recording()
     with MemoryClient.local(tmp_path / "m", settings, embedder=emb) as client:
-        for i, (agent, text) in enumerate((("sam", "Sam: I painted the lake at dawn"),
-                                           ("priya", "Priya: Sam and I went sailing"))):
-            client.ingest("s", "user", text, agent_id=agent,
-                          timestamp=T0 + timedelta(minutes=i), turn_id=f"t-{agent}")
-        client.wait_until_processed("s", 30)
+        _sam_and_priya(client)
         query = "What did Sam paint?"
         policy = PRESETS["balanced"].model_copy(update={"dense_without_speakers": True})
         q = emb.embed_query("What did paint?")
