@@ -79,7 +79,9 @@ def _check_episodes_and_jobs(
                     return False
             return True
 
-        _wait_for("every turn embedded and assigned", settled, every, 90)
+        # Generous: the waits end as soon as the work is done, and on a loaded 2-core CI box
+        # (8 worker processes, 3 masters and a failover) 90 s was seen not to be enough.
+        _wait_for("every turn embedded and assigned", settled, every, 180)
         rq = redis.Redis.from_url(rq_url)
         main = connect(settings.redis)
         keys = Keys("hm", PARTITIONS)
@@ -87,7 +89,7 @@ def _check_episodes_and_jobs(
         reflection = ReflectionState(main, keys)
         _wait_for("every episode reflected", lambda: all(
             reflection.reflected(sid) == len(episodes.episodes(sid)) for sid in SESSIONS),
-            every, 90)
+            every, 180)
         all_episodes = {sid: episodes.episodes(sid) for sid in SESSIONS}
         for sid, eps in all_episodes.items():
             assert client.get_session_stats(sid).turns_dead_lettered == 0, sid
