@@ -82,7 +82,7 @@ def profile(points: int, build: bool, n: int, tmp: Path) -> dict[str, Any]:
     for name in ("search_turns", "search_turns_and_windows", "search_turns_lexical", "search_facts",
                  "search_facts_lexical", "turns_by_seq", "get_turns"):
         timed(store, name, f"store.{name}")
-    for name in ("select", "score_candidates", "_item"):
+    for name in ("select", "score_candidates", "context_item"):
         timed(recall_module, name, f"recall.{name}")
     redis = fakeredis.FakeRedis()
     keys = Keys("bench")

@@ -13,19 +13,24 @@ from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass
 from functools import partial
 
-import numpy as np
-
 from hivemem.config import ReflectionSettings
-from hivemem.domain.fact import VISIBLE, Fact, FactStatus
-from hivemem.domain.models import ContextItem, ExcludedItem, RecallResult, ScoreComponents, Turn
+from hivemem.domain.fact import VISIBLE, FactStatus
+from hivemem.domain.models import RecallResult, ScoreComponents, Turn
 from hivemem.domain.recall.budget import Candidate, Excluded, select
 from hivemem.domain.recall.currency import asks_about_past, people_asked_about, without_people
 from hivemem.domain.recall.policy import RecallPolicy
 from hivemem.domain.recall.scoring import Signals, asks_for_latest, relevance, score_candidates
 from hivemem.domain.scope import Scope
-from hivemem.domain.tokens import estimate_tokens
 from hivemem.producer.currency import Currency, CurrencyView
 from hivemem.producer.known_facts import SessionFacts
+from hivemem.producer.recall_items import (
+    PoolEntry,
+    context_item,
+    excluded_item,
+    pool_entry,
+    superseded_item,
+    unit_vector,
+)
 from hivemem.providers.embedders import Embedder
 from hivemem.providers.lexical import LexicalEncoder
 from hivemem.store.episodes import EpisodeStore
@@ -35,70 +40,10 @@ from hivemem.store.vectors.base import (
     TurnHit,
     Vector,
     VectorStore,
-    turn_item_fields,
 )
 
 # Sessions whose speakers the recaller keeps (a few ids each).
 _SPEAKER_SESSIONS = 4096
-
-
-@dataclass(slots=True)
-class _Entry:
-    """A candidate: a stored turn (`hit`, its Turn built only if chosen), a turn still in
-    the queue (`queued`), or a fact."""
-
-    signals: Signals
-    vector: Vector | None
-    hit: TurnHit | None = None
-    queued: Turn | None = None
-    fact: Fact | None = None
-
-    @property
-    def window(self) -> Vector | None:
-        """A stored turn's context-window vector, if it has one (read only for the turns
-        the window search did not find: converting it is most of a hit's cost)."""
-        return None if self.hit is None else _unit(self.hit.window)
-
-    @property
-    def is_turn(self) -> bool:
-        return self.hit is not None or self.queued is not None
-
-    @property
-    def turn(self) -> Turn | None:
-        if self.queued is not None:
-            return self.queued
-        return None if self.hit is None else self.hit.turn
-
-    @property
-    def turn_id(self) -> str:
-        if self.hit is not None:
-            return self.hit.turn_id
-        return self.queued.turn_id if self.queued is not None else ""
-
-    @property
-    def agent_id(self) -> str | None:
-        """Who said it (turns only)."""
-        if self.hit is not None:
-            agent = self.hit.payload.get("agent_id")
-            return agent if isinstance(agent, str) else None
-        return self.queued.agent_id if self.queued is not None else None
-
-    @property
-    def text(self) -> str:
-        if self.hit is not None:
-            return self.hit.content
-        if self.queued is not None:
-            return self.queued.content
-        assert self.fact is not None
-        return self.fact.content
-
-    @property
-    def tokens(self) -> int:
-        if self.hit is not None:
-            return self.hit.token_count
-        if self.queued is not None:
-            return self.queued.token_count
-        return estimate_tokens(self.text)
 
 
 @dataclass(slots=True)
@@ -197,7 +142,7 @@ class Recaller:
         recent = got.recent
         lexical_turns, search_facts = got.lexical_turns, got.search_facts
 
-        pool: dict[str, _Entry] = {}
+        pool: dict[str, PoolEntry] = {}
         dense_hits, window_hits = self._dense_hits(scope, query_vector, policy, access)
         self._add_turn_hits(pool, dense_hits, "dense")
         self._add_turn_hits(pool, lexical_turns, "lexical")
@@ -263,9 +208,9 @@ class Recaller:
         excluded += [Excluded(c, "duplicate", f"restated by {restated[c.key]}")
                      for c in candidates if c.key in restated]
         return RecallResult(
-            [_item(c) for c in chosen], token_budget=budget, preset=policy.name,
-            excluded=[*map(_excluded, excluded), *(_superseded(h, policy) for h in superseded)]
-            if explain else [],
+            [context_item(c) for c in chosen], token_budget=budget, preset=policy.name,
+            excluded=[*map(excluded_item, excluded),
+                      *(superseded_item(h, policy) for h in superseded)] if explain else [],
         )
 
     def _vector_and_lexical(
@@ -377,7 +322,7 @@ class Recaller:
         return without_people(query, people_asked_about(query, known))
 
     def _speakers_named(
-        self, session_id: str, query: str, pool: dict[str, _Entry], policy: RecallPolicy
+        self, session_id: str, query: str, pool: dict[str, PoolEntry], policy: RecallPolicy
     ) -> set[str]:
         """The candidates' speakers the query names (remembered for the session)."""
         said = {a.lower() for e in pool.values() if (a := e.agent_id)}
@@ -411,15 +356,15 @@ class Recaller:
         return self.vectors.search_turns_and_windows(scope, query, limit, access)
 
     @staticmethod
-    def _add_turn_hits(pool: dict[str, _Entry], hits: list[TurnHit], kind: str) -> None:
+    def _add_turn_hits(pool: dict[str, PoolEntry], hits: list[TurnHit], kind: str) -> None:
         for rank, hit in enumerate(hits, 1):
             key = f"turn:{hit.session_id}:{hit.turn_id}"
             entry = pool.get(key)
             if entry is None:
-                entry = pool[key] = _Entry(
+                entry = pool[key] = PoolEntry(
                     Signals(key=key, source="turn", session_id=hit.session_id,
                             seq=hit.seq, markers=hit.markers),
-                    _unit(hit.vector), hit=hit,
+                    unit_vector(hit.vector), hit=hit,
                 )
             if kind == "dense":
                 entry.signals.dense = hit.score
@@ -433,7 +378,7 @@ class Recaller:
 
     def _add_facts(
         self,
-        pool: dict[str, _Entry],
+        pool: dict[str, PoolEntry],
         scope: str | list[str],
         query_vector: Vector,
         lexical: list[FactHit],
@@ -466,10 +411,10 @@ class Recaller:
                     policy.include_archived and fact.status == FactStatus.ARCHIVED)):
                 left_out.append(d_hit)
                 continue
-            vector = _unit(d_hit.vector)
+            vector = unit_vector(d_hit.vector)
             dense_score = d_hit.score if d_rank is not None else _dot(vector, query_vector)
             key = f"fact:{fact.fact_id}"
-            pool[key] = _Entry(
+            pool[key] = PoolEntry(
                 Signals(
                     key=key, source="fact", session_id=fact.session_id, dense=dense_score,
                     dense_rank=d_rank, lexical_raw=l_hit.score if l_hit else None,
@@ -481,7 +426,7 @@ class Recaller:
         return left_out
 
     def _add_recent(
-        self, pool: dict[str, _Entry], recent: list[Turn], query: Vector,
+        self, pool: dict[str, PoolEntry], recent: list[Turn], query: Vector,
         access: Scope | None = None, stored: dict[str, TurnHit] | None = None,
     ) -> None:
         """The newest turns compete too, embedded or not (recallable before embedding).
@@ -503,9 +448,9 @@ class Recaller:
         vectors = {t.turn_id: queued_vectors[i] for i, t in enumerate(queued)}
         for turn in missing:
             hit = found.get(turn.turn_id)
-            vector = _unit(hit.vector) if hit else vectors[turn.turn_id]
+            vector = unit_vector(hit.vector) if hit else vectors[turn.turn_id]
             key = f"turn:{turn.session_id}:{turn.turn_id}"
-            pool[key] = _Entry(
+            pool[key] = PoolEntry(
                 Signals(key=key, source="turn", session_id=turn.session_id, seq=turn.seq,
                         markers=hit.markers if hit else turn.markers,
                         dense=_dot(vector, query)),
@@ -513,7 +458,7 @@ class Recaller:
             )
 
     def _add_neighbours(
-        self, pool: dict[str, _Entry], query: Vector, policy: RecallPolicy,
+        self, pool: dict[str, PoolEntry], query: Vector, policy: RecallPolicy,
         access: Scope | None = None,
     ) -> None:
         """The turns right before and after the best turn hits."""
@@ -533,8 +478,8 @@ class Recaller:
                 key = f"turn:{session}:{hit.turn_id}"
                 if key in pool:
                     continue
-                vector = _unit(hit.vector)
-                pool[key] = _Entry(
+                vector = unit_vector(hit.vector)
+                pool[key] = PoolEntry(
                     Signals(key=key, source="turn", session_id=session, seq=hit.seq,
                             markers=hit.markers, dense=_dot(vector, query)),
                     vector, hit=hit,
@@ -570,9 +515,9 @@ def _select_current(
             return chosen, excluded
         keys = {c.key for c in chosen}
         replaced = {
-            c.key: next(k for k in _entry(c)[0].signals.successors if k in keys)
+            c.key: next(k for k in pool_entry(c)[0].signals.successors if k in keys)
             for c in chosen
-            if any(k in keys for k in _entry(c)[0].signals.successors)
+            if any(k in keys for k in pool_entry(c)[0].signals.successors)
         }
         if not replaced:
             return chosen, excluded + left_out
@@ -583,7 +528,7 @@ def _select_current(
 
 
 def _facts_stand_for_their_turns(
-    pool: dict[str, _Entry], scores: dict[str, ScoreComponents], policy: RecallPolicy
+    pool: dict[str, PoolEntry], scores: dict[str, ScoreComponents], policy: RecallPolicy
 ) -> dict[str, str]:
     """A fact that restates a turn it came from (near-duplicate text) ranks at least as high
     as that turn, so dedup keeps the fact (it carries status, kind and validity) and the
@@ -613,7 +558,7 @@ def _facts_stand_for_their_turns(
     return restated
 
 
-def _similarities(pool: dict[str, _Entry], query: Vector) -> None:
+def _similarities(pool: dict[str, PoolEntry], query: Vector) -> None:
     """Fill in what the searches did not give: the dense similarity of a turn found by
     another retriever, and the window similarity of a turn that has a window vector."""
     for entry in pool.values():
@@ -624,114 +569,8 @@ def _similarities(pool: dict[str, _Entry], query: Vector) -> None:
             sig.window = _dot(window, query)
 
 
-def _unit(vector: Vector | None) -> Vector | None:
-    return None if vector is None else np.asarray(vector, dtype=np.float32)
-
-
 def _dot(vector: Vector | None, query: Vector) -> float:
     return 0.0 if vector is None else float(vector @ query)
-
-
-def _entry(candidate: Candidate) -> tuple[_Entry, ScoreComponents]:
-    entry = candidate.payload["entry"]
-    components = candidate.payload["components"]
-    assert isinstance(entry, _Entry) and isinstance(components, ScoreComponents)
-    return entry, components
-
-
-def _item(candidate: Candidate) -> ContextItem:
-    entry, components = _entry(candidate)
-    hit = entry.hit
-    if hit is not None and entry.queued is None:
-        # Straight from the payload: the item's validation makes the role an enum and
-        # the markers a tuple, as building the `Turn` first would (twice the cost).
-        return ContextItem(
-            score=components.final, components=components, source_type="turn",
-            **turn_item_fields(hit.payload),
-        )
-    if entry.turn is not None:
-        turn = entry.turn
-        return ContextItem(
-            content=turn.content,
-            role=turn.role,
-            score=components.final,
-            components=components,
-            token_count=turn.token_count,
-            source_type="turn",
-            source_id=turn.turn_id,
-            session_id=turn.session_id,
-            agent_id=turn.agent_id,
-            seq=turn.seq,
-            timestamp=turn.timestamp,
-            markers=turn.markers,
-            metadata=turn.metadata,
-            namespace=turn.namespace,
-            visibility=turn.visibility,
-        )
-    assert entry.fact is not None
-    return _fact_item(entry.fact, components, candidate.token_count)
-
-
-def _fact_item(fact: Fact, components: ScoreComponents, token_count: int) -> ContextItem:
-    return ContextItem(
-        content=fact.content,
-        role=None,
-        score=components.final,
-        components=components,
-        token_count=token_count,
-        source_type="fact",
-        source_id=fact.fact_id,
-        session_id=fact.session_id,
-        agent_id=fact.agent_id,
-        namespace=fact.namespace,
-        visibility=fact.visibility,
-        timestamp=fact.valid_from,
-        metadata={
-            "kind": fact.kind.value,
-            "subject": fact.subject,
-            "status": fact.status.value,
-            "conflict": fact.status == FactStatus.CONFLICTED,
-            "conflicts_with": fact.conflicts_with,
-            "source_turn_ids": fact.source_turn_ids,
-            "episode_id": fact.episode_id,
-            "valid_from": fact.valid_from.isoformat(),
-            "valid_to": fact.valid_to.isoformat() if fact.valid_to else None,
-            "superseded_by": fact.superseded_by,
-            "version": fact.version,
-        },
-    )
-
-
-def _excluded(x: Excluded) -> ExcludedItem:
-    entry, components = _entry(x.candidate)
-    turn, fact = entry.turn, entry.fact
-    return ExcludedItem(
-        source_type=entry.signals.source,
-        source_id=turn.turn_id if turn is not None else fact.fact_id if fact else "",
-        session_id=entry.signals.session_id,
-        content=entry.text,
-        score=components.final,
-        components=components,
-        token_count=x.candidate.token_count,
-        reason=x.reason,  # type: ignore[arg-type]
-        detail=x.detail,
-    )
-
-
-def _superseded(hit: FactHit, policy: RecallPolicy) -> ExcludedItem:
-    fact = hit.fact
-    return ExcludedItem(
-        source_type="fact",
-        source_id=fact.fact_id,
-        session_id=fact.session_id,
-        content=fact.content,
-        score=hit.score,
-        components=ScoreComponents(dense=hit.score, stale=1.0, final=hit.score),
-        token_count=estimate_tokens(fact.content),
-        reason="superseded",
-        detail=f"superseded by {fact.superseded_by}" if fact.superseded_by
-        else f"status {fact.status.value}; include_history=True shows it",
-    )
 
 
 def _statuses(policy: RecallPolicy) -> list[str]:
