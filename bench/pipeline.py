@@ -77,8 +77,8 @@ import hivemem.workers.embed as embed_mod  # noqa: E402
 from hivemem.config import EmbeddingSettings, Settings, WorkerSettings  # noqa: E402
 from hivemem.domain.turn import TurnDraft  # noqa: E402
 from hivemem.logs import configure_logging  # noqa: E402
-from hivemem.pipeline.messages import wire_json  # noqa: E402
 from hivemem.pipeline.topology import Keys  # noqa: E402
+from hivemem.pipeline.wire import wire_json  # noqa: E402
 from hivemem.producer.client import MemoryClient  # noqa: E402
 from hivemem.store.redis import connect  # noqa: E402
 from hivemem.store.state import SessionState  # noqa: E402

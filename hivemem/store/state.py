@@ -11,15 +11,9 @@ from datetime import datetime
 from hivemem.domain.models import SessionStats, Turn, TurnFields
 from hivemem.domain.scope import Scope
 from hivemem.errors import OutOfScope
-from hivemem.pipeline.messages import (
-    EmbeddedTurn,
-    EmbeddedTurns,
-    EpisodeControl,
-    TurnEntry,
-    turn_from_wire,
-    wire_json,
-)
+from hivemem.pipeline.messages import EmbeddedTurn, EmbeddedTurns, EpisodeControl, TurnEntry
 from hivemem.pipeline.topology import Keys, Topology
+from hivemem.pipeline.wire import turn_from_wire, wire_json
 from hivemem.store import head, window
 from hivemem.store import state_scripts as scripts
 from hivemem.store.redis import Redis, redis_errors, run_scripts, set_union

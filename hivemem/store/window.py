@@ -22,8 +22,8 @@ from datetime import datetime
 from typing import Any, cast
 
 from hivemem.domain.models import Turn
-from hivemem.pipeline.messages import turn_timestamp, wire_json
 from hivemem.pipeline.topology import Keys
+from hivemem.pipeline.wire import turn_timestamp, wire_json
 from hivemem.store.redis import Redis, as_text, redis_errors
 
 # A Lua function for the ingest script: move the older sorted-set window (`old`) in front of

@@ -118,7 +118,7 @@ def test_a_scope_that_passed_is_not_read_again_until_a_turn_is_refused(
 def _legacy_window(r: redis.Redis, keys: Keys, session: str, drafts: list[TurnDraft],
                    seqs: list[int]) -> None:
     """The window as the sorted set that came before the list (members the wire JSON)."""
-    from hivemem.pipeline.messages import wire_json
+    from hivemem.pipeline.wire import wire_json
 
     r.zadd(keys.session_recent(session), {wire_json(d): s for d, s in zip(drafts, seqs,
                                                                         strict=True)})
@@ -154,7 +154,7 @@ def test_a_rewrite_of_the_window_merges_the_older_layout_one_entry_per_seq(
     redis_client: redis.Redis,
 ) -> None:
     from hivemem.domain.models import Turn
-    from hivemem.pipeline.messages import turn_fields
+    from hivemem.pipeline.wire import turn_fields
 
     keys = Keys("legacyrw")
     old = [draft("a", i) for i in (1, 2, 3)]
@@ -218,7 +218,7 @@ def test_a_restored_or_imported_turn_id_that_is_not_an_id_is_not_kept(
     redis_client: redis.Redis,
 ) -> None:
     from hivemem.domain.models import Turn
-    from hivemem.pipeline.messages import turn_fields
+    from hivemem.pipeline.wire import turn_fields
 
     keys = Keys("oddids")
     state = SessionState(redis_client, keys, recent_window=5)

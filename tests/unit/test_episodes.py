@@ -19,9 +19,9 @@ from hivemem.domain.episode import (
     step_turn,
 )
 from hivemem.domain.models import Role, Turn
-from hivemem.pipeline.messages import wire_json
 from hivemem.pipeline.topology import Keys
 from hivemem.pipeline.vectors import encode_vector
+from hivemem.pipeline.wire import wire_json
 from hivemem.store.episodes import EpisodeStore
 from hivemem.store.streams import StreamEntry
 from hivemem.workers.boundary import BoundaryHandler, decode_item

@@ -32,8 +32,8 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from hivemem import MemoryClient, Settings, ValidationError
-from hivemem.pipeline.messages import turn_from_wire
 from hivemem.pipeline.topology import Keys, partition_of
+from hivemem.pipeline.wire import turn_from_wire
 from hivemem.providers.embedders import HashingEmbedder
 from hivemem.store.redis import connect_fake, fake_server
 from tests.support.streams import turn_entries, turns_len

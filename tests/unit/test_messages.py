@@ -34,8 +34,6 @@ from hivemem.pipeline.messages import (
     decode_embedded,
     embedded_from_json,
     encode_dead_letter,
-    turn_from_wire,
-    wire_json,
 )
 from hivemem.pipeline.topology import Keys, Topology
 from hivemem.pipeline.vectors import (
@@ -44,6 +42,7 @@ from hivemem.pipeline.vectors import (
     encode_vector,
     encode_vector_half,
 )
+from hivemem.pipeline.wire import turn_from_wire, wire_json
 from hivemem.store.state import SessionState
 from hivemem.store.streams import StreamStore
 from hivemem.workers.boundary import decode_item

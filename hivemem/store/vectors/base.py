@@ -20,7 +20,7 @@ import numpy.typing as npt
 from hivemem.domain.fact import Fact
 from hivemem.domain.models import Role, Turn
 from hivemem.domain.scope import Scope
-from hivemem.pipeline.messages import turn_fields
+from hivemem.pipeline.wire import turn_fields
 from hivemem.providers.lexical import SparseVector
 
 TURNS = "turns"
