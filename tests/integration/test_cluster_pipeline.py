@@ -174,6 +174,17 @@ def _run_pipeline(
             out, _ = p.communicate(timeout=90)
             assert p.returncode == 0, out
         settings = Settings.model_validate(settings_doc)
+        # A reflect job whose worker was killed mid-job stays in rq's started registry until
+        # rq's abandoned-job detection (worker maintenance, every 10 min, once the job's
+        # timeout has passed) puts it back in the queue: run that detection now, with its
+        # clock moved past the timeout, as the crash test does. (When the killed job was a
+        # session's last episode, nothing else would reflect it within the wait.)
+        from rq import Queue
+        from rq.registry import StartedJobRegistry
+
+        time.sleep(1.0)  # let the killed worker's job be visible as started
+        queue = Queue(settings.episodes.reflect_queue, connection=redis.Redis.from_url(rq_url))
+        StartedJobRegistry(queue=queue).cleanup(timestamp=time.time() + 3600)
         _check_episodes_and_jobs(settings, rq_url, every)
         for w in every:
             if w.process.poll() is None:
