@@ -37,6 +37,9 @@ class Keepalive:
         self._due = 0.0
         self._closed = False
         self._thread: threading.Thread | None = None
+        # Held while a renewal runs: leaving `holding` waits for it, so the worker's next
+        # lease refresh never races a renewal made with the partitions it owned before.
+        self._renewing = threading.Lock()
         self.renewals = 0
 
     @contextmanager
@@ -54,6 +57,8 @@ class Keepalive:
         finally:
             with self._cond:
                 self._held = None
+            with self._renewing:
+                pass
 
     def close(self) -> None:
         with self._cond:
@@ -74,7 +79,10 @@ class Keepalive:
                 held = self._held
                 self._due = time.monotonic() + self.interval_s
             try:
-                self._renew(held or ())
+                with self._renewing:
+                    if self._held is not held:  # the batch ended meanwhile: nothing to keep
+                        continue
+                    self._renew(held or ())
                 self.renewals += 1
             except StoreUnavailable as exc:
                 # Only a lease renewal missed: if Redis stays away the entries are
