@@ -104,8 +104,13 @@ def _check_episodes_and_jobs(
         # killed ones included), and each job id exists on rq's Redis.
         dispatched = Counter(e["episode_id"] for w in every
                              for e in w.events("episode.dispatched"))
-        assert set(dispatched) == set(ids)
+        assert set(dispatched) <= set(ids)
         assert max(dispatched.values()) == 1, dispatched.most_common(3)
+        # The killed dispatcher can have been SIGKILLed after its MULTI ran and before it
+        # logged (seen once on a loaded CI box): at most that one episode goes unlogged,
+        # and its dispatch marker and job are there like every other's.
+        assert len(set(ids) - set(dispatched)) <= 1, set(ids) - set(dispatched)
+        assert all(rq.exists(keys.dispatched(i)) for i in ids)
         assert all(rq.exists(f"rq:job:reflect-{i}") for i in ids)
         main.close()
         rq.close()
