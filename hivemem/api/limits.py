@@ -4,8 +4,12 @@ It runs after authentication: a request to the API (``/v1/...``) without a valid
 has its body read (the app answers 401 from an empty body), so an anonymous client cannot
 make the server buffer anything. An authenticated body over the limit is refused as soon as
 that is known: at once for a declared Content-Length, at the first chunk past the limit for
-a chunked one. The 413 goes out before any more is read; the rest of a moderately oversized
-body is then dropped (bounded in size and time) so that the client can read the 413.
+a chunked one. The 413's status line and headers go out before any more is read; the rest of
+a moderately oversized body is then dropped (bounded in size and time) and only then the
+response completed, so that the client, still sending, can read the 413. (The drain must come
+before the response's last message: once a response is complete, uvicorn's `receive` answers
+`http.disconnect` at once, the connection is closed with the client's bytes unread, and the
+kernel's reset can destroy the 413 before the client reads it, as seen on CI.)
 """
 
 from __future__ import annotations
@@ -21,9 +25,9 @@ from hivemem.api.auth import KeyCheck, presented_key
 from hivemem.api.problems import BASE, MEDIA_TYPE
 
 _NO_BODY = ("GET", "HEAD", "OPTIONS")
-# After a 413 (already sent), read and drop the rest of a body up to this many times the
-# limit, for at most _DRAIN_S: a socket closed with unread bytes is reset by the kernel, and
-# the reset can destroy the 413 before the client reads it. Bigger bodies are cut at once.
+# With a 413 started, read and drop the rest of a body up to this many times the limit, for
+# at most _DRAIN_S: a socket closed with unread bytes is reset by the kernel, and the reset
+# can destroy the 413 before the client reads it. Bigger bodies are cut at once.
 _DRAIN_FACTOR = 16
 _DRAIN_S = 2.0
 
@@ -54,9 +58,9 @@ class BodyLimit:
                 await self._refuse(scope, send, 400, "bad Content-Length")
                 return
             if size > self.max_bytes:
-                await self._refuse(scope, send, 413, self._detail())
-                if size <= _DRAIN_FACTOR * self.max_bytes:
-                    await _drain(receive)
+                await self._refuse(scope, send, 413, self._detail(),
+                                   drain=receive if size <= _DRAIN_FACTOR * self.max_bytes
+                                   else None)
                 return
             await self.app(scope, receive, send)
             return
@@ -70,8 +74,7 @@ class BodyLimit:
             body = message.get("body", b"")
             total += len(body)
             if total > self.max_bytes:
-                await self._refuse(scope, send, 413, self._detail())
-                await _drain(receive)
+                await self._refuse(scope, send, 413, self._detail(), drain=receive)
                 return
             chunks.append(body)
             if not message.get("more_body", False):
@@ -91,7 +94,8 @@ class BodyLimit:
         return f"the request body exceeds {self.max_bytes} bytes"
 
     @staticmethod
-    async def _refuse(scope: Scope, send: Send, status: int, detail: str) -> None:
+    async def _refuse(scope: Scope, send: Send, status: int, detail: str,
+                      drain: Receive | None = None) -> None:
         kind = "too-large" if status == 413 else "malformed"
         title = "Request too large" if status == 413 else "Bad request"
         body: dict[str, Any] = {"type": BASE + kind, "title": title, "status": status,
@@ -102,6 +106,8 @@ class BodyLimit:
             (b"content-length", str(len(payload)).encode()),
             (b"connection", b"close"),
         ]})
+        if drain is not None:
+            await _drain(drain)
         await send({"type": "http.response.body", "body": payload})
 
 
