@@ -182,6 +182,10 @@ ARMS: dict[str, Arm] = {
     "window-0.3": _policy({}, {"window": 0.3}),
     "window-0.5": _policy({}, {"window": 0.5}),
     "window-1.0": _policy({}, {"window": 1.0}),
+    "window-1.5": _policy({}, {"window": 1.5}),
+    "window-2.0": _policy({}, {"window": 2.0}),
+    "lexical-0.15": _policy({}, {"lexical": 0.15}),
+    "lexical-0.4": _policy({}, {"lexical": 0.4}),
     # The defaults before window vectors (issue 18's quality work), and each of its four
     # changes taken back alone from the current defaults.
     "previous-defaults": _policy({"dense_without_speakers": False, "restates_threshold": 1.0},

@@ -194,9 +194,16 @@ class EmbeddingSettings(BaseModel):
     # The recall path embeds one short query: one thread is as fast and does not fight the
     # workers for the cores (p95 8 ms vs 35 ms on a busy 2-core box).
     query_threads: int | None = Field(default=1, ge=1)
-    # The recall path's model export, if not `model_path` (e.g. the int8 quantisation of the
-    # same model: queries ~20% faster end to end, LoCoMo R@10 equal, R@5 -0.004; see README).
-    # It must be the same model: its vectors are compared with the documents'.
+    # How recall embeds its query: "int8", the model's int8 quantisation, made once from the
+    # fp32 model (providers/quantized.py; needs the `onnx` package, else fp32 with a warning):
+    # recall p95 -3.5 ms with LoCoMo R@5/R@10 within noise of "fp32" (bench/locomo_arms.py).
+    # The documents (turns, windows, facts) are always embedded by the model as loaded.
+    query_precision: Literal["int8", "fp32"] = "int8"
+    # Where the int8 copy is kept (default: $XDG_CACHE_HOME or ~/.cache, then hivemem/models).
+    derived_dir: Path | None = None
+    # The recall path's model export, if not the int8 copy of `model_path` / `model`: a folder
+    # as for `model_path`. It must be the same model: its vectors are compared with the
+    # documents'.
     query_model_path: Path | None = None
     # Each turn is embedded a second time with up to this many turns before it (the "window"
     # vector, searched next to the turn's own): a reply ("Yes, last Tuesday!") then matches

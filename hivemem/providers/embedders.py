@@ -15,9 +15,11 @@ from typing import Any, Protocol
 
 import numpy as np
 import numpy.typing as npt
+import structlog
 
 from hivemem.config import EmbeddingSettings
 from hivemem.errors import ModelUnavailable, ProviderError
+from hivemem.providers.quantized import default_derived_dir, int8_copy
 
 Matrix = npt.NDArray[np.float32]
 
@@ -74,6 +76,8 @@ class HashingEmbedder:
         return row
 
 
+log = structlog.get_logger(__name__)
+
 _HOW_TO_FIX = (
     "To fix: on a machine with internet access the model downloads on first use; offline, set"
     " FASTEMBED_CACHE_PATH to a folder that holds the model in fastembed's cache layout and"
@@ -82,27 +86,37 @@ _HOW_TO_FIX = (
 )
 
 
+def _offline_if_local(settings: EmbeddingSettings) -> None:
+    if settings.offline or model_is_local(settings):
+        # Read by huggingface_hub when fastembed imports it: set before that import.
+        os.environ.setdefault("HF_HUB_OFFLINE", "1")
+
+
+def _fastembed_kwargs(settings: EmbeddingSettings) -> dict[str, Any]:
+    """Where fastembed finds the model: the cache folder, a specific export."""
+    kwargs: dict[str, Any] = {}
+    cache_dir = settings.cache_dir or os.environ.get("FASTEMBED_CACHE_PATH")
+    if cache_dir:
+        kwargs["cache_dir"] = str(cache_dir)
+    if settings.model_path is not None:
+        kwargs["specific_model_path"] = str(settings.model_path)
+    return kwargs
+
+
 class FastEmbedEmbedder:
     """fastembed's ONNX models. Batches are sorted by length: 2-2.5x faster on mixed turns."""
 
     releases_gil = True  # onnxruntime's run does
 
     def __init__(self, settings: EmbeddingSettings) -> None:
-        if settings.offline or model_is_local(settings):
-            # Read by huggingface_hub when fastembed imports it: set before that import.
-            os.environ.setdefault("HF_HUB_OFFLINE", "1")
+        _offline_if_local(settings)
         try:
             from fastembed import TextEmbedding
         except ImportError as exc:  # pragma: no cover - fastembed is a dependency
             raise ModelUnavailable(f"fastembed is not installed: {exc}") from None
         self.name = settings.model
         self.batch_size = settings.batch_size
-        kwargs: dict[str, Any] = {}
-        cache_dir = settings.cache_dir or os.environ.get("FASTEMBED_CACHE_PATH")
-        if cache_dir:
-            kwargs["cache_dir"] = str(cache_dir)
-        if settings.model_path is not None:
-            kwargs["specific_model_path"] = str(settings.model_path)
+        kwargs = _fastembed_kwargs(settings)
         if settings.threads is not None:
             kwargs["threads"] = settings.threads
         try:
@@ -184,8 +198,37 @@ def build_embedder(settings: EmbeddingSettings, *, for_queries: bool = False) ->
         update: dict[str, Any] = {"threads": settings.query_threads}
         if settings.query_model_path is not None:
             update["model_path"] = settings.query_model_path
+        elif settings.query_precision == "int8":
+            update["model_path"] = _int8_query_model(settings)
         settings = settings.model_copy(update=update)
     return FastEmbedEmbedder(settings)
+
+
+def _int8_query_model(settings: EmbeddingSettings) -> Path | None:
+    """The int8 copy of the configured model's export (None: it could not be made, and
+    recall embeds with the fp32 model, as logged)."""
+    _offline_if_local(settings)
+    try:
+        from fastembed import TextEmbedding
+    except ImportError as exc:  # pragma: no cover - fastembed is a dependency
+        raise ModelUnavailable(f"fastembed is not installed: {exc}") from None
+    try:
+        # Finds (or downloads) the files without starting an ONNX session.
+        located = TextEmbedding(settings.model, lazy_load=True, **_fastembed_kwargs(settings))
+    except Exception as exc:
+        raise ModelUnavailable(
+            f"could not load embedding model {settings.model!r}: {exc}. {_HOW_TO_FIX}"
+        ) from None
+    inner: Any = located.model  # fastembed's ONNX model: its files' folder and name
+    try:
+        return int8_copy(Path(inner._model_dir), inner.model_description.model_file,
+                         settings.derived_dir or default_derived_dir(), name=settings.model)
+    except Exception as exc:
+        log.warning("embedding.query_int8_unavailable", model=settings.model,
+                    error=f"{type(exc).__name__}: {exc}",
+                    fix="pip install onnx, or set embedding.derived_dir to a writable folder,"
+                        " or embedding.query_precision=fp32")
+        return None
 
 
 def model_cache(settings: EmbeddingSettings) -> Path | None:
