@@ -13,8 +13,10 @@ in the recall path of the same client and puts it back afterwards:
 - defaults: the code as it stands.
 - uncached-currency: the facts of the session read whole and currency derived on every call
   (what recall did before `producer/known_facts.py`); must give the same items as defaults.
-- int8-query: queries embedded with the int8 export (documents stay fp32):
-  `EmbeddingSettings(query_model_path=...)`.
+- fp32-query: queries embedded with the fp32 model, as the documents are
+  (`EmbeddingSettings(query_precision="fp32")`; the default is the int8 copy of the model).
+- int8-query: queries embedded with the int8 export in ../shared/models (documents stay fp32):
+  the same model file as the default's int8 copy, so it must give the same items.
 - no-helper: recall's lexical work (BM25 searches, Redis reads, currency) on the caller
   before the query embedding, as if the helper thread were busy (what recall did in
   effect before the caller embedded the query itself); must give the same items.
@@ -23,6 +25,10 @@ in the recall path of the same client and puts it back afterwards:
 - int8-all: documents (turns, windows, facts) and queries embedded with the int8 export
   (`EmbeddingSettings(model_path=...)`): a second memory, built the same way from the same
   conversations before any question is asked, and recalled in the same interleaved loop.
+- text-windows: a memory whose window vectors are the turns embedded again as one text
+  at embed time (`EmbeddingSettings(window_mode="text")`); mean-windows: the mean of their
+  vectors, never refined (`"mean"`). The default (`"refined"`): the mean at embed time,
+  the text by the window stage afterwards; every memory build waits for it.
 - speaker-0.1 / -0.2: `weights.speaker`: a turn by a speaker the question names gains that.
 - search-40: 40 hits per retriever instead of 20. neighbours-10: context around 10 hits.
 - window-x: `weights.window` = x (default 1.0): each turn's context-window vector (the turn
@@ -70,9 +76,13 @@ from locomo import (
 )
 
 INT8 = SHARED / "models" / "all-MiniLM-L6-v2-onnx-int8"
-SAME_AS_DEFAULTS = ("uncached-currency", "no-helper", "query-threads-2")
+SAME_AS_DEFAULTS = ("uncached-currency", "no-helper", "query-threads-2", "int8-query")
 # Arms that recall from a memory of their own, built with these Settings overrides.
-OWN_MEMORY: dict[str, dict[str, Any]] = {"int8-all": {"embedding": {"model_path": INT8}}}
+OWN_MEMORY: dict[str, dict[str, Any]] = {
+    "int8-all": {"embedding": {"model_path": INT8}},
+    "text-windows": {"embedding": {"window_mode": "text"}},
+    "mean-windows": {"embedding": {"window_mode": "mean"}},
+}
 
 Arm = Callable[[Any], AbstractContextManager[None]]
 
@@ -174,7 +184,10 @@ ARMS: dict[str, Arm] = {
     "no-helper": no_helper,
     "query-threads-2": _query_embedder(query_threads=2),
     "int8-query": _int8_query(),
+    "fp32-query": _query_embedder(query_precision="fp32"),
     "int8-all": defaults,  # its own memory (OWN_MEMORY), the code as it stands
+    "text-windows": defaults,  # its own memory: window vectors embedded as text
+    "mean-windows": defaults,  # its own memory: window vectors the mean, never refined
     "speaker-0.1": _policy({}, {"speaker": 0.1}),
     "speaker-0.2": _policy({}, {"speaker": 0.2}),
     "search-40": _policy({"search_limit": 40}),
@@ -217,9 +230,28 @@ def build_memory(tmp: Path, convs: list[dict[str, Any]], log: Callable[[str], No
         client.wait_until_processed(session, timeout=900)
         client.wait_until_processed(session, timeout=300, stage="boundary")
         client.wait_until_reflected(session, timeout=600)
+        refined = wait_for_windows(client, timeout=900)
         log(f"  {session}: {len(payload)} turns, {len(client.facts(session, include_history=True))}"
-            f" facts, ready in {time.perf_counter() - t0:.1f} s")
+            f" facts, ready in {time.perf_counter() - t0:.1f} s"
+            + (f" (windows refined {refined:.1f} s after)" if refined is not None else ""))
     return client
+
+
+def wait_for_windows(client: Any, timeout: float) -> float | None:
+    """With `window_mode: refined`, wait until the window stage has refined every turn
+    (bench-only: reads the stage's backlog). Seconds waited; None: not refined mode."""
+    from hivemem.pipeline.topology import Topology
+    from hivemem.store.status import stage_backlog
+
+    if client.settings.embedding.window_mode != "refined":
+        return None
+    stage = Topology(client.keys).window
+    t0 = time.perf_counter()
+    while stage_backlog(client._redis, stage):
+        if time.perf_counter() - t0 > timeout:
+            raise TimeoutError("window stage did not catch up")
+        time.sleep(0.05)
+    return time.perf_counter() - t0
 
 
 def run(arms: list[str], convs: list[dict[str, Any]], log: Callable[[str], None]

@@ -211,9 +211,12 @@ class EmbeddingSettings(BaseModel):
     window_turns: int = Field(default=2, ge=0, le=10)
     # How the window vector is made: "mean" adds up the turns' own vectors (no model pass:
     # the embed stage keeps ~0.86x the rate it has without windows); "text" embeds the turns
-    # joined as one text (LoCoMo R@5 +0.012, but a second model pass over about three times
-    # the text: ~0.24x the rate, and on 2 cores it no longer keeps up with 50 turns/s).
-    window_mode: Literal["text", "mean"] = "mean"
+    # joined as one text (LoCoMo R@5 +0.011, but a second model pass over about three times
+    # the text: ~0.24x the rate, and on 2 cores it no longer keeps up with 50 turns/s);
+    # "refined": the mean at once, then the text by the window stage while the embed stage
+    # has nothing waiting (workers/window.py): the freshness of "mean", and the quality of
+    # "text" once the machine has had the time.
+    window_mode: Literal["text", "mean", "refined"] = "refined"
     # Only for the hashing provider (tests): vector size.
     dim: int = Field(default=384, ge=8, le=4096)
 

@@ -43,6 +43,9 @@ from hivemem.pipeline.messages import decode_turn_entry as _decode_turn_entry
 EMBED = "embed"
 BOUNDARY = "boundary"
 DISPATCH = "dispatch"  # closed episodes (the outbox) -> rq reflect jobs
+# Window vectors embedded again as text, on spare capacity (a second group on the embedded
+# stream; `embedding.window_mode: refined`). Not a per-turn stage: nothing waits for it.
+WINDOW = "window"
 STAGE_NAMES: tuple[str, ...] = (EMBED, BOUNDARY)
 DEFAULT_PARTITIONS = 16
 
@@ -287,9 +290,10 @@ class Stage:
 
 class Topology:
     """The deployment's stages, built from its `Keys`: `Topology(keys).embed`, `.boundary`,
-    `.dispatch` (the outbox), `.stages` (the per-turn stages, in pipeline order)."""
+    `.dispatch` (the outbox), `.window` (window refinement), `.stages` (the per-turn stages,
+    in pipeline order)."""
 
-    __slots__ = ("boundary", "dispatch", "embed", "keys")
+    __slots__ = ("boundary", "dispatch", "embed", "keys", "window")
 
     def __init__(self, keys: Keys) -> None:
         self.keys = keys
@@ -304,6 +308,12 @@ class Topology:
         self.dispatch = Stage(
             name=DISPATCH, group=DISPATCH, message=OutboxEntry, decode=decode_outbox,
             partitions=keys.partitions, stream_of=keys.outbox_stream,
+        )
+        # The embedded stream read a second time, by its own group: a group on a stream
+        # keeps its entries from being trimmed until it has acked them.
+        self.window = Stage(
+            name=WINDOW, group=WINDOW, message=EmbeddedEntry, decode=decode_embedded,
+            partitions=keys.partitions, stream_of=keys.embedded_stream,
         )
 
     @property

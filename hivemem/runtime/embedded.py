@@ -145,6 +145,12 @@ class EmbeddedRuntime:
                 conn, embedder=worker_embedder, worker_settings=worker_settings,
                 consumer=f"embedded-embed-{i}",
             ), f"embed-{i}")
+        if wiring.refines_windows:
+            self._start(wiring.window_worker(
+                wiring.connect(), worker_settings=worker_settings, consumer="embedded-window",
+            ), "window")
+        else:
+            wiring.drop_window_group()
         self._start(wiring.boundary_worker(
             wiring.connect(), worker_settings=worker_settings, consumer="embedded-boundary",
         ), "boundary")

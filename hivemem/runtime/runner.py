@@ -3,13 +3,14 @@
 from __future__ import annotations
 
 import threading
+from typing import Any
 
 from hivemem.config import Settings
 from hivemem.pipeline.topology import DISPATCH, EMBED, STAGE_NAMES
 from hivemem.runtime.metrics import Metrics
 from hivemem.runtime.wiring import Wiring
 from hivemem.workers.retries import RetryPromoter
-from hivemem.workers.stream import WorkerReport
+from hivemem.workers.stream import StreamWorker, WorkerReport
 
 KINDS = (*STAGE_NAMES, DISPATCH, "reflect")
 
@@ -71,8 +72,10 @@ def run_worker(
     if kind not in KINDS:
         raise ValueError(f"unknown worker kind {kind!r}; known: {', '.join(KINDS)}")
     with Wiring(settings) as wiring:
+        window = None
         if kind == EMBED:
             stage = wiring.embed_stage()
+            window = _window_beside_embed(wiring, name)
         elif kind == DISPATCH:
             stage = wiring.dispatch_stage()
         else:
@@ -82,4 +85,26 @@ def run_worker(
             stage if metrics is None else metrics.instrument(stage), consumer=name
         )
         worker.install_signal_handlers()
-        return worker.run(burst=burst)
+        window_thread = None
+        if window is not None:
+            window_thread = threading.Thread(
+                target=window.run, kwargs={"burst": burst}, name="hivemem-window",
+                daemon=True)
+            window_thread.start()
+        try:
+            return worker.run(burst=burst)
+        finally:
+            if window is not None and window_thread is not None:
+                window.stop()
+                window_thread.join(timeout=30)
+
+
+def _window_beside_embed(wiring: Wiring, name: str | None) -> StreamWorker[Any] | None:
+    """An embed worker process refines windows in a thread of its own when the embed stage
+    has nothing waiting (`window_mode: refined`); otherwise it removes the window group a
+    former setting left, so that the embedded streams still trim."""
+    if not wiring.refines_windows:
+        wiring.drop_window_group()
+        return None
+    return wiring.window_worker(wiring.connect(),
+                                consumer=None if name is None else f"{name}-window")

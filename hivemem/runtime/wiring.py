@@ -15,7 +15,7 @@ from functools import cached_property
 from typing import TYPE_CHECKING, Any, Self
 
 from hivemem.config import Settings, WorkerSettings
-from hivemem.pipeline.topology import Keys
+from hivemem.pipeline.topology import Keys, Topology
 from hivemem.providers.embedders import Embedder, build_embedder
 from hivemem.providers.llm import reflector_for
 from hivemem.providers.reflector import Reflector
@@ -26,6 +26,7 @@ from hivemem.store.redis_connect import check_partitions, connect, connect_rq
 from hivemem.store.reflection import ReflectionState
 from hivemem.store.sessions import SessionStore
 from hivemem.store.state import SessionState
+from hivemem.store.status import stage_backlog
 from hivemem.store.streams import StreamStore
 from hivemem.store.vectors.base import VectorStore
 from hivemem.store.vectors.factory import open_vector_store
@@ -36,6 +37,7 @@ from hivemem.workers.dispatch import DispatchHandler, dispatch_kind
 from hivemem.workers.embed import EmbedHandler, embed_kind
 from hivemem.workers.jobs import JobContext, reflect_enqueuer
 from hivemem.workers.stream import StreamWorker, WorkerKind
+from hivemem.workers.window import WindowHandler, window_kind
 
 if TYPE_CHECKING:
     from hivemem.workers.rqworker import ContextWorker, ThreadWorker
@@ -215,6 +217,39 @@ class Wiring:
             window_mode=self.settings.embedding.window_mode,
         )
         return embed_kind(handler)
+
+    @property
+    def refines_windows(self) -> bool:
+        """Whether a window stage runs beside the embed stage (`window_mode: refined`)."""
+        embedding = self.settings.embedding
+        return embedding.window_mode == "refined" and embedding.window_turns > 0
+
+    def window_stage(self, conn: Redis | None = None, embedder: Embedder | None = None
+                     ) -> StageKind:
+        """Window vectors embedded again from text while the embed stage is idle."""
+        conn = conn or self.redis
+        embed = Topology(self.keys).embed
+        handler = WindowHandler(
+            embedder or self.new_embedder(), self.vectors, self.keys,
+            lambda: stage_backlog(conn, embed),
+            window_turns=self.settings.embedding.window_turns,
+        )
+        return window_kind(handler)
+
+    def window_worker(
+        self, conn: Redis | None = None, *, embedder: Embedder | None = None,
+        worker_settings: WorkerSettings | None = None, consumer: str | None = None,
+    ) -> StreamWorker[Any]:
+        return self.stream_worker(
+            self.window_stage(conn, embedder), conn,
+            worker_settings=worker_settings, consumer=consumer,
+        )
+
+    def drop_window_group(self) -> None:
+        """Without a window stage, its consumer group (from when there was one) must not
+        hold the embedded streams back from trimming: remove it."""
+        StreamStore(self.redis, self.keys).drop_groups(
+            Topology(self.keys).window.streams(), Topology(self.keys).window.group)
 
     def boundary_stage(self, conn: Redis | None = None) -> StageKind:
         conn = conn or self.redis

@@ -90,6 +90,15 @@ class StreamStore:
                 if isinstance(reply, Exception) and "BUSYGROUP" not in str(reply):
                     raise reply
 
+    def drop_groups(self, streams: list[str], group: str) -> None:
+        """Remove `group` from each stream that has it (pipelined; a missing stream or
+        group is no error)."""
+        with redis_errors("remove consumer groups"):
+            pipe = self._r.pipeline(transaction=False)
+            for stream in streams:
+                pipe.xgroup_destroy(stream, group)
+            pipe.execute(raise_on_error=False)
+
     def read(
         self,
         stream: str,

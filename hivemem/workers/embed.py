@@ -14,6 +14,7 @@ import structlog
 
 from hivemem.domain.markers import detect_markers, merge_markers
 from hivemem.domain.models import Turn
+from hivemem.domain.windows import framing, window_text
 from hivemem.errors import ConfigurationError
 from hivemem.pipeline.messages import EmbeddedTurn, SkipEntry, TurnEntry
 from hivemem.pipeline.topology import Keys, Topology
@@ -90,37 +91,37 @@ class EmbedHandler:
         with nothing before it keeps its own vector. None when windows are off."""
         if not self.window_turns or not self.vectors.has_windows:
             return None
-        before: dict[tuple[str, int], Turn] = {(t.session_id, t.seq): t for t in turns}
+        before: dict[str, dict[int, Turn]] = {}
+        for t in turns:
+            before.setdefault(t.session_id, {})[t.seq] = t
         wanted: dict[str, set[int]] = {}
         for t in turns:
+            known = before[t.session_id]
             for seq in range(max(1, t.seq - self.window_turns), t.seq):
-                if (t.session_id, seq) not in before:
+                if seq not in known:
                     wanted.setdefault(t.session_id, set()).add(seq)
-        mean = self.window_mode == "mean"
+        mean = self.window_mode != "text"  # refined: the mean now, the text later
         own: dict[tuple[str, int], Vector] = {
             (t.session_id, t.seq): matrix[i] for i, t in enumerate(turns)} if mean else {}
         for session, seqs in wanted.items():
             for hit in self.vectors.turns_by_seq(session, sorted(seqs), with_vectors=mean):
-                before.setdefault((session, hit.seq), hit.turn)
+                before[session].setdefault(hit.seq, hit.turn)
                 if mean and hit.vector is not None:
                     own.setdefault((session, hit.seq), hit.vector)
         rows: list[int] = []
         texts: list[str] = []
         windows = matrix.copy()
         for i, t in enumerate(turns):
-            framing = [
-                p for seq in range(t.seq - self.window_turns, t.seq)
-                if (p := before.get((t.session_id, seq))) is not None and _may_frame(p, t)
-            ]
-            if not framing:
+            framed = framing(t, before[t.session_id], self.window_turns)
+            if not framed:
                 continue
             if mean:
-                vectors = [own[key] for p in framing if (key := (p.session_id, p.seq)) in own]
+                vectors = [own[key] for p in framed if (key := (p.session_id, p.seq)) in own]
                 total = np.sum([*vectors, matrix[i]], axis=0)
                 windows[i] = total / max(float(np.linalg.norm(total)), 1e-12)
             else:
                 rows.append(i)
-                texts.append("\n".join([*(_context_text(p) for p in framing), t.content]))
+                texts.append(window_text(framed, t))
         if texts:
             windows[rows] = self.embedder.embed_documents(texts)
         return windows
@@ -135,23 +136,6 @@ class EmbedHandler:
             self.keys.embedded_stream(self.keys.partition(turn.session_id)),
             [SkipEntry(session_id=turn.session_id, seq=turn.seq).to_fields()],
         )
-
-
-# A previous turn enters a window up to this many characters (its start): the model reads
-# ~256 tokens, and the turn itself, last in the text, must not be cut off.
-_CONTEXT_CHARS = 400
-
-
-def _context_text(turn: Turn) -> str:
-    return turn.content[:_CONTEXT_CHARS]
-
-
-def _may_frame(previous: Turn, turn: Turn) -> bool:
-    """Whether `previous` may shape `turn`'s window vector: same namespace, and not another
-    agent's private turn (a shared turn's vector must not carry what its reader may not see)."""
-    if previous.namespace != turn.namespace:
-        return False
-    return previous.visibility != "private" or previous.agent_id == turn.agent_id
 
 
 def embed_kind(handler: EmbedHandler) -> WorkerKind[Turn]:

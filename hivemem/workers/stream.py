@@ -55,6 +55,7 @@ _TRANSIENT = (StoreUnavailable, RetryLater)
 # doorbell (`hivemem.store.doorbell`) between empty polls; a burst run (tests, benchmarks,
 # which check for idleness after every empty read) polls this often instead.
 _POLL_S = 0.02
+_NOT_READY_S = 0.05
 _HANDOVER_S = 0.25
 
 
@@ -68,6 +69,11 @@ class WorkerKind(Generic[M]):
     decode: Callable[[StreamEntry], M]
     handle: Callable[[list[M]], None]
     on_dead_letter: Callable[[StreamEntry, str], None] | None = None
+    # A stage that works on spare capacity reads only while this says so (None: always);
+    # asked before every read, and again every `_NOT_READY_S` while it says no.
+    ready: Callable[[], bool] | None = None
+    # Entries per read at most, if fewer than `WorkerSettings.batch_size`.
+    batch_size: int | None = None
 
     @classmethod
     def of(
@@ -76,10 +82,14 @@ class WorkerKind(Generic[M]):
         decode: Callable[[StreamEntry], M],
         handle: Callable[[list[M]], None],
         on_dead_letter: Callable[[StreamEntry, str], None] | None = None,
+        *,
+        ready: Callable[[], bool] | None = None,
+        batch_size: int | None = None,
     ) -> WorkerKind[M]:
         """The worker kind of a pipeline stage (its name, partitions' streams and group)."""
         return cls(name=stage.name, streams=tuple(stage.streams()), group=stage.group,
-                   decode=decode, handle=handle, on_dead_letter=on_dead_letter)
+                   decode=decode, handle=handle, on_dead_letter=on_dead_letter,
+                   ready=ready, batch_size=batch_size)
 
 
 @dataclass
@@ -251,11 +261,14 @@ class StreamWorker(Generic[M]):
         if not self.owned:
             self._stop.wait(min(self._refresh_s, self.settings.block_ms / 1000))
             return handled
+        if k.ready is not None and not k.ready():
+            self._stop.wait(min(_NOT_READY_S, self.settings.block_ms / 1000))
+            return handled
         entries = self.streams.read_many(
             self.owned,
             k.group,
             self.consumer,
-            count=self.settings.batch_size,
+            count=min(self.settings.batch_size, k.batch_size or self.settings.batch_size),
             block_ms=self.settings.block_ms,
         )
         if entries:

@@ -1,0 +1,143 @@
+"""The window stage (`window_mode: refined`): the embed stage writes mean windows, and the
+window stage, a second consumer group on the embedded stream, embeds them again from text
+while the embed stage has nothing waiting; on a real redis-server with the real workers."""
+
+from __future__ import annotations
+
+from datetime import UTC, datetime, timedelta
+from typing import Any
+
+import numpy as np
+import pytest
+
+from hivemem import MemoryClient, Settings
+from hivemem.pipeline.topology import Topology
+from hivemem.providers.embedders import HashingEmbedder
+from hivemem.runtime.runner import _window_beside_embed
+from hivemem.runtime.wiring import Wiring
+from hivemem.store.status import stage_backlog
+from hivemem.store.vectors.server import ServerVectorStore
+
+T0 = datetime(2026, 3, 1, 9, 0, tzinfo=UTC)
+TEXTS = ["which database for billing", "postgres, definitely", "agreed",
+         "ship it friday", "and the cache?", "redis"]
+
+
+def _setup(redis_server: Any, settings: Settings, mode: str = "refined"
+           ) -> tuple[MemoryClient, Wiring, HashingEmbedder, Any]:
+    base = redis_server.client()
+    base.flushall()
+    settings = settings.model_copy(update={"embedding": settings.embedding.model_copy(
+        update={"window_mode": mode})})
+    emb = HashingEmbedder(256)
+    vectors = ServerVectorStore(settings.qdrant, emb.dim, location=":memory:")
+    client = MemoryClient(settings, redis_client=base, vector_store=vectors, embedder=emb)
+    wiring = Wiring(settings, redis=base, vectors=vectors, embedder=emb)
+    return client, wiring, emb, vectors
+
+
+def _ingest(client: MemoryClient, session: str, texts: list[str], start: int = 0) -> None:
+    for i, text in enumerate(texts, start):
+        client.ingest(session, "user" if i % 2 == 0 else "assistant", text,
+                      timestamp=T0 + timedelta(seconds=i))
+
+
+def _windows(vectors: Any, session: str, n: int) -> dict[int, np.ndarray]:
+    return {h.seq: h.window for h in vectors.turns_by_seq(session, list(range(1, n + 1)))}
+
+
+def test_mean_windows_at_once_then_text_windows_from_the_window_stage(
+    redis_server: Any, settings: Settings
+) -> None:
+    client, wiring, emb, vectors = _setup(redis_server, settings)
+    _ingest(client, "s", TEXTS)
+    wiring.embed_worker().run(burst=True)
+    own = {h.seq: h.vector for h in vectors.turns_by_seq("s", list(range(1, 7)),
+                                                         with_vectors=True)}
+    mean = _windows(vectors, "s", 6)
+    total = own[1] + own[2] + own[3]
+    assert np.allclose(mean[3], total / np.linalg.norm(total), atol=1e-3)  # the mean first
+    window = Topology(wiring.keys).window
+    assert stage_backlog(wiring.redis, window) > 0
+    report = wiring.window_worker().run(burst=True)
+    assert report.handled >= 1 and report.dead_lettered == 0
+    assert stage_backlog(wiring.redis, window) == 0
+    refined = _windows(vectors, "s", 6)
+    assert np.allclose(refined[1], own[1], atol=1e-3)  # nothing before it: its own vector
+    expected = emb.embed_documents(["\n".join(TEXTS[max(0, i - 2):i + 1]) for i in range(1, 6)])
+    for seq, row in zip(range(2, 7), expected, strict=True):
+        assert np.allclose(refined[seq], row, atol=1e-3), seq
+        assert not np.allclose(refined[seq], mean[seq], atol=1e-3), seq
+    # The rest of the point is as the embed stage wrote it: dense vector, BM25, payload.
+    again = vectors.turns_by_seq("s", list(range(1, 7)), with_vectors=True)
+    assert all(np.allclose(h.vector, own[h.seq]) for h in again)
+    assert [h.turn.content for h in sorted(again, key=lambda h: h.seq)] == TEXTS
+    lexical = vectors.search_turns_lexical("s", wiring_lexical_query("postgres"), 3)
+    assert lexical and lexical[0].seq == 2
+    # The boundary stage reads the same entries through its own group, untouched.
+    wiring.boundary_worker().run(burst=True)
+    assert client.get_session_stats("s").turns_assigned == 6
+    client.close()
+
+
+def wiring_lexical_query(text: str) -> Any:
+    from hivemem.providers.lexical import LexicalEncoder
+
+    return LexicalEncoder().query(text)
+
+
+def test_the_window_stage_waits_while_the_embed_stage_has_work(
+    redis_server: Any, settings: Settings
+) -> None:
+    client, wiring, _emb, vectors = _setup(redis_server, settings)
+    _ingest(client, "s", TEXTS[:3])
+    wiring.embed_worker().run(burst=True)
+    _ingest(client, "s", TEXTS[3:], start=3)  # queued, not embedded: the embed stage is busy
+    window = wiring.window_worker()
+    window.streams.ensure_groups(list(window.kind.streams), window.kind.group)
+    window._refresh()
+    for _ in range(3):
+        assert window.step() == 0  # not ready: reads nothing
+    assert stage_backlog(wiring.redis, Topology(wiring.keys).window) > 0
+    wiring.embed_worker().run(burst=True)
+    assert window.step() > 0  # the embed stage is idle now
+    client.close()
+
+
+def test_without_refined_windows_the_embed_worker_removes_the_window_group(
+    redis_server: Any, settings: Settings
+) -> None:
+    """A group nobody reads would keep the embedded streams from trimming for ever."""
+    client, wiring, _emb, _vectors = _setup(redis_server, settings)
+    _ingest(client, "s", TEXTS[:2])
+    wiring.embed_worker().run(burst=True)
+    assert _window_beside_embed(wiring, "e1") is not None
+    wiring.window_worker().run(burst=True)  # the group exists now
+    stream = Topology(wiring.keys).window.stream_for(wiring.keys.partition("s"))
+    assert "window" in {g["name"].decode() for g in wiring.redis.xinfo_groups(stream)}
+    client.close()
+    _client, mean_wiring, _e, _v = _setup_keep(redis_server, settings, "mean")
+    assert _window_beside_embed(mean_wiring, "e1") is None
+    assert "window" not in {g["name"].decode() for g in mean_wiring.redis.xinfo_groups(stream)}
+    _client.close()
+
+
+def _setup_keep(redis_server: Any, settings: Settings, mode: str
+                ) -> tuple[MemoryClient, Wiring, HashingEmbedder, Any]:
+    """As `_setup`, on the data already there."""
+    base = redis_server.client()
+    settings = settings.model_copy(update={"embedding": settings.embedding.model_copy(
+        update={"window_mode": mode})})
+    emb = HashingEmbedder(256)
+    vectors = ServerVectorStore(settings.qdrant, emb.dim, location=":memory:")
+    client = MemoryClient(settings, redis_client=base, vector_store=vectors, embedder=emb)
+    return client, Wiring(settings, redis=base, vectors=vectors, embedder=emb), emb, vectors
+
+
+@pytest.mark.parametrize("mode", ["mean", "text"])
+def test_other_window_modes_run_no_window_stage(
+    redis_server: Any, settings: Settings, mode: str
+) -> None:
+    client, wiring, _emb, _vectors = _setup(redis_server, settings, mode)
+    assert not wiring.refines_windows
+    client.close()
