@@ -89,7 +89,7 @@ def wiring_lexical_query(text: str) -> Any:
 def test_the_window_stage_waits_while_the_embed_stage_has_work(
     redis_server: Any, settings: Settings
 ) -> None:
-    client, wiring, _emb, vectors = _setup(redis_server, settings)
+    client, wiring, _emb, _vectors = _setup(redis_server, settings)
     _ingest(client, "s", TEXTS[:3])
     wiring.embed_worker().run(burst=True)
     _ingest(client, "s", TEXTS[3:], start=3)  # queued, not embedded: the embed stage is busy
