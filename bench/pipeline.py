@@ -77,15 +77,17 @@ import hivemem.workers.embed as embed_mod  # noqa: E402
 from hivemem.config import EmbeddingSettings, Settings, WorkerSettings  # noqa: E402
 from hivemem.domain.turn import TurnDraft  # noqa: E402
 from hivemem.logs import configure_logging  # noqa: E402
-from hivemem.pipeline.topology import Keys  # noqa: E402
+from hivemem.pipeline.topology import Keys, Topology  # noqa: E402
 from hivemem.pipeline.wire import wire_json  # noqa: E402
 from hivemem.producer.client import MemoryClient  # noqa: E402
 from hivemem.store.redis import connect  # noqa: E402
 from hivemem.store.state import SessionState  # noqa: E402
+from hivemem.store.status import stage_activity, stage_backlog  # noqa: E402
 from hivemem.store.streams import StreamStore  # noqa: E402
 from hivemem.store.vectors.edge import EdgeVectorStore  # noqa: E402
 from hivemem.workers.embed import EmbedHandler, embed_kind  # noqa: E402
 from hivemem.workers.stream import StreamWorker  # noqa: E402
+from hivemem.workers.window import WindowHandler, window_kind  # noqa: E402
 
 MODEL = "sentence-transformers/all-MiniLM-L6-v2"
 NS = 1e-6  # ns -> ms
@@ -590,8 +592,12 @@ def bench_freshness(
     poll_s: float,
     drain_timeout_s: float,
     embedders: list[Any] | None = None,
+    window_mode: str | None = None,
+    window_embedder: Any | None = None,
 ) -> dict[str, Any]:
     """Steady-rate ingest with an embed worker thread; latency until the processed bit is set.
+    With `window_mode` "refined", a window-stage worker thread (`window_embedder`) beside
+    the embed workers, as an embed worker process runs it.
 
     The producer (this thread) calls `ingest` on an absolute schedule; a poller thread reads
     every tracked session's processed bitmap (one pipelined GET per tick) every `poll_s`. The
@@ -600,6 +606,9 @@ def bench_freshness(
     latency they had reached (a lower bound), so the percentiles never flatter the pipeline.
     """
     settings = make_settings(server.url, prefix, batch_size=worker_batch, block_ms=block_ms)
+    if window_mode is not None:
+        settings = settings.model_copy(update={"embedding": settings.embedding.model_copy(
+            update={"window_mode": window_mode})})
     keys = Keys(prefix)
     n = int(rate * seconds)
     plan = [turns[i % len(turns)] for i in range(n)]
@@ -636,6 +645,25 @@ def bench_freshness(
                               consumer=f"bench-fresh-{w}")
         workers.append(worker)
         wthreads.append(threading.Thread(target=worker.run, name=f"bench-embed-{w}", daemon=True))
+
+    refined = [0]
+    if settings.embedding.window_mode == "refined" and window_embedder is not None:
+        wconn = connect(settings.redis)
+        conns.append(wconn)
+        embed_stage = Topology(keys).embed
+        window_handler = WindowHandler(window_embedder, store, keys,
+                                       lambda c=wconn: stage_activity(c, embed_stage),
+                                       window_turns=settings.embedding.window_turns)
+
+        def refine(batch: list[Any], inner: WindowHandler = window_handler) -> None:
+            inner(batch)
+            refined[0] += len(batch)
+
+        kind = dataclasses.replace(window_kind(window_handler), handle=refine)
+        worker = StreamWorker(kind, StreamStore(wconn, keys), settings.worker,
+                              consumer="bench-window")
+        workers.append(worker)
+        wthreads.append(threading.Thread(target=worker.run, name="bench-window", daemon=True))
 
     # Poller: its own connection; one pipelined GET of each session's processed bitmap per tick.
     pconn = connect(settings.redis)
@@ -717,6 +745,8 @@ def bench_freshness(
         t_cut = time.perf_counter()
         stop_poll.set()
         pthread.join(timeout=5)
+    window_backlog = (stage_backlog(pconn, Topology(keys).window)
+                      if settings.embedding.window_mode == "refined" else None)
     for worker in workers:
         worker.stop()
     for t in wthreads:
@@ -739,6 +769,9 @@ def bench_freshness(
         per_window.append(round(chunk[len(chunk) // 2], 1))
     out = {
         "label": label,
+        "window_mode": settings.embedding.window_mode,
+        "window_entries_refined": refined[0],
+        "window_backlog_at_end": window_backlog,
         "rate_per_s": rate,
         "seconds": seconds,
         "turns": n,
@@ -1110,6 +1143,9 @@ def main() -> int:
     ap.add_argument("--fresh-rate", type=float, default=50.0)
     ap.add_argument("--fresh-seconds", type=float, default=None)
     ap.add_argument("--fresh-block-ms", type=int, default=100)
+    ap.add_argument("--fresh-window-modes", default="refined,mean",
+                    help="window modes for the freshness runs, the first reported as"
+                         " `freshness` (refined: with a window-stage thread)")
     ap.add_argument("--profile", type=Path, default=None, metavar="DIR",
                     help="also cProfile 100 recall() calls per session size into DIR")
     ap.add_argument("--max-wait", type=float, default=None, metavar="S",
@@ -1207,13 +1243,21 @@ def main() -> int:
                     model=MODEL, cache_dir=MODEL_CACHE, batch_size=eb_default, threads=1))
                 e1.bench_threads = 1
                 ones.append(e1)
-            res["freshness"] = bench_freshness(
-                server, tmp, all_turns, ones[0], prefix="bf",
-                label=f"deployment default: {cores} workers x 1 ONNX thread, batches"
-                      f" {wb_default}/{eb_default}",
-                worker_batch=wb_default, embedders=ones, **common_args)
+            window_one = FastEmbedEmbedder(EmbeddingSettings(
+                model=MODEL, cache_dir=MODEL_CACHE, batch_size=eb_default, threads=1))
+            # The default (refined windows: a window-stage thread beside the embed workers)
+            # and the mean-only mode as its baseline, one after the other.
+            for mode in args.fresh_window_modes.split(","):
+                key = "freshness" if mode == args.fresh_window_modes.split(",")[0] else (
+                    f"freshness_window_{mode}")
+                res[key] = bench_freshness(
+                    server, tmp, all_turns, ones[0], prefix=f"bf{mode[0]}",
+                    label=f"deployment default: {cores} workers x 1 ONNX thread, batches"
+                          f" {wb_default}/{eb_default}, window_mode {mode}",
+                    worker_batch=wb_default, embedders=ones, window_mode=mode,
+                    window_embedder=window_one, **common_args)
+                admin.flushall()
             del ones
-            admin.flushall()
             if not (q or args.no_experiments):
                 # The old single-worker setup: one worker, ONNX on all cores.
                 res["freshness_experiment_1worker"] = bench_freshness(

@@ -26,7 +26,7 @@ from hivemem.store.redis_connect import check_partitions, connect, connect_rq
 from hivemem.store.reflection import ReflectionState
 from hivemem.store.sessions import SessionStore
 from hivemem.store.state import SessionState
-from hivemem.store.status import stage_backlog
+from hivemem.store.status import stage_activity
 from hivemem.store.streams import StreamStore
 from hivemem.store.vectors.base import VectorStore
 from hivemem.store.vectors.factory import open_vector_store
@@ -231,7 +231,7 @@ class Wiring:
         embed = Topology(self.keys).embed
         handler = WindowHandler(
             embedder or self.new_embedder(), self.vectors, self.keys,
-            lambda: stage_backlog(conn, embed),
+            lambda: stage_activity(conn, embed),
             window_turns=self.settings.embedding.window_turns,
         )
         return window_kind(handler)

@@ -28,7 +28,7 @@ from dataclasses import dataclass, field
 import redis
 
 from hivemem.errors import ConfigurationError, StoreUnavailable
-from hivemem.pipeline.topology import DISPATCH, STAGE_NAMES, Keys, Topology
+from hivemem.pipeline.topology import DISPATCH, STAGE_NAMES, WINDOW, Keys, Topology
 from hivemem.store.partitions import live_members
 from hivemem.store.redis import Redis, as_text, set_union
 
@@ -123,7 +123,7 @@ class Repartition:
 
     def refusal(self) -> str | None:
         """Why the move may not start now (None: it may)."""
-        for name in (*STAGE_NAMES, DISPATCH):
+        for name in (*STAGE_NAMES, DISPATCH, WINDOW):
             live = live_members(self.r, self.old, name, self.ttl_ms)
             if live:
                 return (f"{live} {name} worker(s) are running: stop every worker (and "
@@ -247,8 +247,12 @@ class Repartition:
                     continue
                 related = [stream, stage.dead_letters_for(p),
                            self.old.delivery_errors(stream, stage.group)]
+                if stage.name == Topology(self.old).boundary.name:
+                    # The window stage's group reads the same stream (its windows not yet
+                    # refined stay means: refinement is optional).
+                    related.append(self.old.delivery_errors(stream, WINDOW))
                 dropped += int(self.r.delete(*related) > 0)
         for p in range(self.old.partitions):
-            for stage_name in (*STAGE_NAMES, DISPATCH):
+            for stage_name in (*STAGE_NAMES, DISPATCH, WINDOW):
                 self.r.delete(self.old.partition_lease(stage_name, p))
         return dropped

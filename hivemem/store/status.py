@@ -1,6 +1,7 @@
 """The deployment's pipeline at a glance, from Redis: per stage the lag, pending entries,
 dead letters and consumers (XINFO CONSUMERS); the reflection jobs per state and rq workers.
-Also the one number ingest's backpressure needs: a stage's backlog (`stage_backlog`).
+Also the one number ingest's backpressure needs: a stage's backlog (`stage_backlog`), and
+what a stage on spare capacity asks of the stage before it (`stage_activity`).
 
 Read by `hivemem status` and by the metrics collector. Reads rq's keys directly (``rq:``
 prefix), so it does not import rq.
@@ -111,6 +112,46 @@ def stage_backlog(redis: Redis, stage: Stage) -> int:
             continue
         total += _group_backlog(stage.group, int(length), groups)
     return total
+
+
+class StageActivity(BaseModel):
+    """A stage's backlog, and how long ago (server clock) the newest entry it was handed
+    was written (None: it has read nothing yet)."""
+
+    backlog: int
+    idle_ms: int | None
+
+
+def stage_activity(redis: Redis, stage: Stage) -> StageActivity:
+    """`stage_backlog` and the age of the newest entry the stage's group was delivered
+    (its id's milliseconds against the server's TIME). One pipelined round trip."""
+    with redis_errors(f"read {stage.name} activity"):
+        pipe = redis.pipeline(transaction=False)
+        pipe.time()
+        for stream in stage.streams():
+            pipe.xlen(stream)
+            pipe.xinfo_groups(stream)
+        replies = pipe.execute(raise_on_error=False)
+    now = replies[0]
+    if isinstance(now, Exception):
+        raise StoreUnavailable("redis", f"read {stage.name} activity: {now}")
+    now_ms = int(now[0]) * 1000 + int(now[1]) // 1000
+    total = 0
+    newest: int | None = None
+    for length, groups in zip(replies[1::2], replies[2::2], strict=True):
+        if isinstance(length, redis_py.RedisError) and not isinstance(
+                length, redis_py.ResponseError):
+            raise StoreUnavailable("redis", f"read {stage.name} activity: {length}")
+        if isinstance(groups, Exception):  # no stream yet
+            continue
+        total += _group_backlog(stage.group, int(length), groups)
+        for info in groups:
+            if as_text(info["name"]) == stage.group:
+                delivered = int(as_text(info["last-delivered-id"]).split("-")[0])
+                if delivered and (newest is None or delivered > newest):
+                    newest = delivered
+    return StageActivity(backlog=total,
+                         idle_ms=None if newest is None else max(0, now_ms - newest))
 
 
 def _group_backlog(group: str, length: int, groups: list[Any]) -> int:

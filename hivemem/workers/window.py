@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import time
 from collections.abc import Callable
+from typing import Protocol
 
 import numpy as np
 import structlog
@@ -35,12 +36,29 @@ from hivemem.workers.stream import WorkerKind
 
 log = structlog.get_logger(__name__)
 
-__all__ = ["WINDOW_BATCH", "WindowHandler", "window_kind"]
+__all__ = ["WINDOW_BATCH", "WINDOW_CHUNK", "WindowHandler", "window_kind"]
 
-# Entries per read: each holds one session's turns from one embed batch, and each turn is
-# embedded with up to `window_turns` predecessors (~3x its text). Small reads keep a refine
-# pass short when new turns arrive meanwhile.
-WINDOW_BATCH = 4
+# Entries per read: one (each holds one session's turns from one embed batch), refined
+# `WINDOW_CHUNK` turns per model call; between calls the stage looks at the embed stage
+# again and, while that has work, waits up to `MAX_PAUSE_S` before the next call. So under a
+# steady ingest it takes at most one chunk per pause of the machine's time.
+WINDOW_BATCH = 1
+WINDOW_CHUNK = 8
+MAX_PAUSE_S = 2.0
+# The embed stage counts as idle once it has nothing waiting and was handed nothing for
+# this long: at a steady ingest rate its backlog is empty between two turns.
+QUIET_MS = 500
+_POLL_S = 0.05
+
+
+class Activity(Protocol):
+    """What the window stage needs to know of the embed stage (`store.status.StageActivity`)."""
+
+    @property
+    def backlog(self) -> int: ...
+
+    @property
+    def idle_ms(self) -> int | None: ...
 
 
 class WindowHandler:
@@ -49,7 +67,7 @@ class WindowHandler:
         embedder: Embedder,
         vectors: VectorStore,
         keys: Keys,
-        embed_backlog: Callable[[], int],
+        embed_activity: Callable[[], Activity],
         *,
         window_turns: int = 2,
         lexical: LexicalEncoder | None = None,
@@ -58,13 +76,22 @@ class WindowHandler:
         self.vectors = vectors
         self.keys = keys
         self.topology = Topology(keys)
-        self.embed_backlog = embed_backlog
+        self.embed_activity = embed_activity
         self.window_turns = window_turns
         self.lexical = lexical or LexicalEncoder()
 
     def ready(self) -> bool:
-        """Only while the embed stage has nothing waiting: fresh turns go first."""
-        return self.embed_backlog() == 0
+        """Only while the embed stage is idle (nothing waiting, nothing handed to it for
+        `QUIET_MS`): fresh turns go first."""
+        activity = self.embed_activity()
+        return activity.backlog == 0 and (activity.idle_ms is None
+                                          or activity.idle_ms >= QUIET_MS)
+
+    def _pause(self) -> None:
+        """Between two model calls: wait while the embed stage has work, a bounded time."""
+        deadline = time.monotonic() + MAX_PAUSE_S
+        while not self.ready() and time.monotonic() < deadline:
+            time.sleep(_POLL_S)
 
     def __call__(self, entries: list[EmbeddedEntry]) -> None:
         wanted: dict[str, set[int]] = {}
@@ -96,18 +123,20 @@ class WindowHandler:
             if framed:  # else its window is its own vector, as the embed stage wrote it
                 rows.append(hit)
                 texts.append(window_text(framed, hit.turn))
-        if not rows:
-            return
-        try:
-            windows = self.embedder.embed_documents(texts)
-        except ProviderError as exc:
-            log.warning("window.refine_failed", session_id=session_id, turns=len(rows),
-                        error=str(exc))
-            return
-        stored = [h.turn for h in rows]
-        dense = np.stack([h.vector for h in rows if h.vector is not None])
-        self.vectors.upsert_turns(stored, dense, self.lexical.documents(
-            [t.content for t in stored]), windows)
+        for start in range(0, len(rows), WINDOW_CHUNK):
+            if start:
+                self._pause()
+            chunk, chunk_texts = rows[start:start + WINDOW_CHUNK], texts[start:start + WINDOW_CHUNK]
+            try:
+                windows = self.embedder.embed_documents(chunk_texts)
+            except ProviderError as exc:
+                log.warning("window.refine_failed", session_id=session_id, turns=len(chunk),
+                            error=str(exc))
+                return
+            stored = [h.turn for h in chunk]
+            dense = np.stack([h.vector for h in chunk if h.vector is not None])
+            self.vectors.upsert_turns(stored, dense, self.lexical.documents(
+                [t.content for t in stored]), windows)
         log.debug("window.refined", session_id=session_id, turns=len(rows),
                   ms=round((time.perf_counter() - started) * 1000, 2))
 

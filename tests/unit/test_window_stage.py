@@ -4,6 +4,7 @@ while the embed stage has nothing waiting; on a real redis-server with the real 
 
 from __future__ import annotations
 
+import time
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
@@ -17,6 +18,7 @@ from hivemem.runtime.runner import _window_beside_embed
 from hivemem.runtime.wiring import Wiring
 from hivemem.store.status import stage_backlog
 from hivemem.store.vectors.server import ServerVectorStore
+from hivemem.workers.window import QUIET_MS, WINDOW_CHUNK
 
 T0 = datetime(2026, 3, 1, 9, 0, tzinfo=UTC)
 TEXTS = ["which database for billing", "postgres, definitely", "agreed",
@@ -100,6 +102,8 @@ def test_the_window_stage_waits_while_the_embed_stage_has_work(
         assert window.step() == 0  # not ready: reads nothing
     assert stage_backlog(wiring.redis, Topology(wiring.keys).window) > 0
     wiring.embed_worker().run(burst=True)
+    assert window.step() == 0  # idle, but handed turns less than QUIET_MS ago
+    time.sleep(QUIET_MS / 1000 + 0.1)
     assert window.step() > 0  # the embed stage is idle now
     client.close()
 
@@ -140,4 +144,42 @@ def test_other_window_modes_run_no_window_stage(
 ) -> None:
     client, wiring, _emb, _vectors = _setup(redis_server, settings, mode)
     assert not wiring.refines_windows
+    client.close()
+
+
+def test_a_long_entry_is_refined_in_chunks_with_a_look_at_the_embed_stage_between(
+    redis_server: Any, settings: Settings
+) -> None:
+    client, wiring, _emb, vectors = _setup(redis_server, settings)
+    n = 2 * WINDOW_CHUNK + 3
+    _ingest(client, "s", [f"turn number {i} about topic {i % 4}" for i in range(n)])
+    wiring.embed_worker().run(burst=True)
+    worker = wiring.window_worker()
+    handler: Any = worker.kind.handle  # the WindowHandler
+    looks: list[int] = []
+    calls: list[int] = []
+    inner_ready = handler.ready
+    embedder = handler.embedder
+    real_embed = embedder.embed_documents
+
+    def ready() -> bool:
+        looks.append(len(calls))
+        return inner_ready()
+
+    def embed(texts: list[str]) -> Any:
+        calls.append(len(texts))
+        return real_embed(texts)
+
+    handler.ready = ready  # what it asks between two model calls
+    embedder.embed_documents = embed
+    try:
+        time.sleep(QUIET_MS / 1000 + 0.1)
+        worker.run(burst=True)
+    finally:
+        del embedder.embed_documents
+    assert sum(calls) == n - 1 and max(calls) <= WINDOW_CHUNK
+    assert len(calls) >= 3
+    # Between two model calls the embed stage was looked at again.
+    assert all(k in looks for k in range(1, len(calls)))
+    assert len(_windows(vectors, "s", n)) == n
     client.close()
