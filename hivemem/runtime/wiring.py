@@ -26,7 +26,7 @@ from hivemem.store.redis_connect import check_partitions, connect, connect_rq
 from hivemem.store.reflection import ReflectionState
 from hivemem.store.sessions import SessionStore
 from hivemem.store.state import SessionState
-from hivemem.store.status import stage_activity
+from hivemem.store.status import reflect_backlog, stage_activity
 from hivemem.store.streams import StreamStore
 from hivemem.store.vectors.base import VectorStore
 from hivemem.store.vectors.factory import open_vector_store
@@ -229,9 +229,12 @@ class Wiring:
         """Window vectors embedded again from text while the embed stage is idle."""
         conn = conn or self.redis
         embed = Topology(self.keys).embed
+        queue = self.queue_redis  # rq's Redis (thread-safe: a pool of connections)
+        reflect_queue = self.settings.episodes.reflect_queue
         handler = WindowHandler(
             embedder or self.new_embedder(), self.vectors, self.keys,
             lambda: stage_activity(conn, embed),
+            reflect_backlog=lambda: reflect_backlog(queue, reflect_queue),
             window_turns=self.settings.embedding.window_turns,
         )
         return window_kind(handler)

@@ -93,6 +93,16 @@ def pipeline_status(redis: Redis, keys: Keys, reflect_queue: str) -> PipelineSta
                           reflect_workers=int(workers))
 
 
+def reflect_backlog(queue_redis: Redis, reflect_queue: str) -> int:
+    """Reflect jobs waiting or running (rq's queue and its started registry)."""
+    with redis_errors("read reflect backlog"):
+        pipe = queue_redis.pipeline(transaction=False)
+        pipe.llen(f"rq:queue:{reflect_queue}")
+        pipe.zcard(f"rq:wip:{reflect_queue}")
+        queued, started = pipe.execute()
+    return int(queued) + int(started)
+
+
 def stage_backlog(redis: Redis, stage: Stage) -> int:
     """Entries `stage`'s group has not finished, over every partition: never delivered (lag)
     plus delivered but not acked (pending). Before the group exists: the stream's length.

@@ -5,9 +5,9 @@ mean of its own and its predecessors' vectors (no second model pass: it keeps up
 ingest rate), and this stage, a second consumer group on the embedded stream, later embeds
 the turn with the turns before it as one text and rewrites the point with that window vector
 (LoCoMo R@5 +0.011 over the mean: bench/locomo_arms.py). It reads only while the embed stage
-has nothing waiting (`ready`), a few turns at a time, so it takes only what the machine has
-to spare: a fresh turn is never queued behind it, and under sustained load windows stay
-means until the load drops.
+and the reflect queue are idle (`ready`), a few turns at a time, so it takes only what the
+machine has to spare: a fresh turn or a reflection is never queued behind it, and under
+sustained load windows stay means until the load drops.
 
 Refining is idempotent (the same text embeds to the same vector) and optional: a session
 whose turns cannot be refined (a model error) keeps its mean windows and the entry is acked,
@@ -69,6 +69,7 @@ class WindowHandler:
         keys: Keys,
         embed_activity: Callable[[], Activity],
         *,
+        reflect_backlog: Callable[[], int] | None = None,
         window_turns: int = 2,
         lexical: LexicalEncoder | None = None,
     ) -> None:
@@ -77,15 +78,17 @@ class WindowHandler:
         self.keys = keys
         self.topology = Topology(keys)
         self.embed_activity = embed_activity
+        self.reflect_backlog = reflect_backlog
         self.window_turns = window_turns
         self.lexical = lexical or LexicalEncoder()
 
     def ready(self) -> bool:
         """Only while the embed stage is idle (nothing waiting, nothing handed to it for
-        `QUIET_MS`): fresh turns go first."""
+        `QUIET_MS`) and no reflect job waits or runs: fresh turns and their facts go first."""
         activity = self.embed_activity()
-        return activity.backlog == 0 and (activity.idle_ms is None
-                                          or activity.idle_ms >= QUIET_MS)
+        if activity.backlog or (activity.idle_ms is not None and activity.idle_ms < QUIET_MS):
+            return False
+        return self.reflect_backlog is None or self.reflect_backlog() == 0
 
     def _pause(self) -> None:
         """Between two model calls: wait while the embed stage has work, a bounded time."""
