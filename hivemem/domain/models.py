@@ -49,6 +49,33 @@ class Turn(Message):
     duplicate: bool = False
 
 
+_TURN_FIELDS = tuple(Turn.model_fields)
+_set = object.__setattr__
+
+
+def trusted_turn(
+    *, turn_id: str, session_id: str, agent_id: str | None, role: Role, content: str,
+    markers: tuple[str, ...], metadata: dict[str, Any], timestamp: datetime, namespace: str,
+    visibility: Literal["private", "shared"], seq: int, token_count: int, duplicate: bool,
+) -> Turn:
+    """A `Turn` from values validated already: the very instance `Turn.model_construct`
+    builds from all its fields (the same ``__dict__`` in field order, every field in
+    ``model_fields_set``, no extra, no private), in a fifth of its time (model_construct
+    looks every field's aliases and defaults up again: ingest_many returns a Turn per turn).
+    tests/unit/test_wire_fast.py compares the two."""
+    turn = Turn.__new__(Turn)
+    _set(turn, "__dict__", {
+        "turn_id": turn_id, "session_id": session_id, "agent_id": agent_id, "role": role,
+        "content": content, "markers": markers, "metadata": metadata,
+        "timestamp": timestamp, "namespace": namespace, "visibility": visibility,
+        "seq": seq, "token_count": token_count, "duplicate": duplicate,
+    })
+    _set(turn, "__pydantic_fields_set__", set(_TURN_FIELDS))
+    _set(turn, "__pydantic_extra__", None)
+    _set(turn, "__pydantic_private__", None)
+    return turn
+
+
 SourceType = Literal["turn", "fact", "episode"]
 
 

@@ -14,21 +14,23 @@ import re
 _PIECES = re.compile(r"\w+|[^\w\s]", re.UNICODE)
 
 # The same count for ASCII text without the regex (6x faster, and every ingested turn is
-# counted): the word runs are what is left between non-word bytes, and every byte that is
-# neither a word character nor white space is a piece of its own. bytes.split() knows fewer
-# white-space bytes than the regex does (not \x1c-\x1f), so every non-word byte becomes a
-# space before the split.
+# counted): every byte that is neither a word character nor white space is a piece of its
+# own, and the word runs are counted where they start (a word byte after a non-word byte, or
+# at the start), once every word byte is mapped to "a" and every other byte to a space (one
+# translate and a count: no list of words is built).
 _ASCII = [chr(i) for i in range(128)]
-_NON_WORD = bytes(i for i, c in enumerate(_ASCII) if not re.fullmatch(r"\w", c))
 _WORD_OR_SPACE = bytes(
     i for i, c in enumerate(_ASCII) if re.fullmatch(r"\w", c) or c.isspace())
-_SEPARATE = bytes.maketrans(_NON_WORD, b" " * len(_NON_WORD))
+_WORD_MAP = bytes(ord("a") if re.fullmatch(r"\w", c) else ord(" ") for c in _ASCII) + (
+    b" " * 128)
 
 
 def _pieces(text: str) -> int:
     if text.isascii():
         raw = text.encode("ascii")
-        return len(raw.translate(_SEPARATE).split()) + len(raw.translate(None, _WORD_OR_SPACE))
+        runs = raw.translate(_WORD_MAP)
+        words = runs.count(b" a") + runs.startswith(b"a")
+        return words + len(raw.translate(None, _WORD_OR_SPACE))
     return len(_PIECES.findall(text))
 
 

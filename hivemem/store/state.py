@@ -13,7 +13,7 @@ from hivemem.domain.scope import Scope
 from hivemem.errors import OutOfScope
 from hivemem.pipeline.messages import EmbeddedTurn, EmbeddedTurns, EpisodeControl, TurnEntry
 from hivemem.pipeline.topology import Keys, Topology
-from hivemem.pipeline.wire import turn_from_wire, wire_json
+from hivemem.pipeline.wire import turn_from_wire, wire_parts
 from hivemem.store import head, window
 from hivemem.store import state_scripts as scripts
 from hivemem.store.redis import Redis, redis_errors, run_scripts, set_union
@@ -40,7 +40,7 @@ class SessionState:
 
     def _append_call(
         self, partition: int, drafts: Sequence[TurnFields]
-    ) -> tuple[list[str], list[str | int], list[int]]:
+    ) -> tuple[list[str], list[bytes | str | int], list[int]]:
         """The append script's keys and args for turns of one partition, grouped by
         (session, namespace) in the order of each group's first turn, and where each reply
         pair belongs: `order[i]` is the index in `drafts` of the i-th turn the script
@@ -50,8 +50,9 @@ class SessionState:
         for i, draft in enumerate(drafts):
             groups.setdefault((draft.session_id, draft.namespace), []).append(i)
         keys: list[str] = [k.turns_stream(partition), k.sessions(partition)]
-        args: list[str | int] = [self.recent_window, TurnEntry.SEQ_FIELD, TurnEntry.TURN_FIELD,
-                                 len(groups), window.slack(self.recent_window)]
+        args: list[bytes | str | int] = [
+            self.recent_window, TurnEntry.SEQ_FIELD, TurnEntry.TURN_FIELD, len(groups),
+            window.slack(self.recent_window)]
         order: list[int] = []
         for (sid, namespace), members in groups.items():
             keys += (k.session_seq(sid), k.session_turn_ids(sid), k.session_window(sid),
@@ -59,7 +60,7 @@ class SessionState:
             args += (sid, namespace, len(members))
             for i in members:
                 draft = drafts[i]
-                args += (draft.turn_id, wire_json(draft), draft.timestamp.isoformat())
+                args += (draft.turn_id, *wire_parts(draft))
             order += members
         return keys, args, order
 
