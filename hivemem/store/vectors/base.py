@@ -18,7 +18,7 @@ import numpy as np
 import numpy.typing as npt
 
 from hivemem.domain.fact import Fact
-from hivemem.domain.models import Role, Turn
+from hivemem.domain.models import Role, Turn, trusted_turn
 from hivemem.domain.scope import Scope
 from hivemem.pipeline.wire import turn_fields
 from hivemem.providers.lexical import SparseVector
@@ -62,8 +62,9 @@ def turn_payload(turn: Turn) -> dict[str, Any]:
 
 def turn_from_payload(payload: dict[str, Any]) -> Turn:
     # Payloads are written by `turn_payload` from validated turns: constructing without
-    # validation again is ~10x cheaper, and recall reads up to a hundred per call.
-    return Turn.model_construct(
+    # validation again is ~10x cheaper (and `trusted_turn` ~5x cheaper than
+    # `model_construct`), and recall reads up to a hundred per call.
+    return trusted_turn(
         turn_id=payload["turn_id"],
         session_id=payload["session_id"],
         agent_id=payload.get("agent_id"),
