@@ -80,7 +80,13 @@ def _stage(redis: Redis, stage: Stage) -> StageStatus:
 
 def pipeline_status(redis: Redis, keys: Keys, reflect_queue: str) -> PipelineStatus:
     with redis_errors("read pipeline status"):
-        stage_rows = [_stage(redis, s) for s in Topology(keys).stages]
+        topology = Topology(keys)
+        stage_rows = [_stage(redis, s) for s in topology.stages]
+        # The window stage reads the boundary stage's stream (and shares its dead letters,
+        # counted there): shown once its group exists, i.e. with `window_mode: refined`.
+        window = _stage(redis, topology.window)
+        if window.lag or window.pending or window.consumers:
+            stage_rows.append(window.model_copy(update={"dead_letters": 0}))
         pipe = redis.pipeline(transaction=False)
         pipe.llen(f"rq:queue:{reflect_queue}")
         for registry in ("wip", "scheduled", "failed", "finished", "deferred"):

@@ -32,6 +32,11 @@ def test_pipeline_status_reads_groups_consumers_and_dead_letters(
     assert (embed.length, embed.lag, embed.pending, embed.dead_letters) == (3, 2, 1, 1)
     assert [(c.name, c.pending) for c in embed.consumers] == [("worker-1", 1)]
     assert status.reflect_jobs["queued"] == 1 and status.reflect_workers == 0
+    assert [s.stage for s in status.stages] == ["embed", "boundary"]  # no window group yet
+    redis_client.xadd(keys.embedded_stream(0), {"kind": "skip", "seq": "1", "session_id": "s"})
+    redis_client.xgroup_create(keys.embedded_stream(0), "window", id="0")
+    window = pipeline_status(redis_client, keys, "hivemem-reflect").stages[-1]
+    assert (window.stage, window.lag, window.dead_letters) == ("window", 1, 0)
 
 
 def test_status_command_shows_workers(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
