@@ -243,3 +243,20 @@ def wait_for_quiet(max_wait_s: float, threshold_cores: float = 0.35, log: Any = 
             log(f"  (machine busy: other processes use {last:.2f} cores; waiting up to"
                 f" {max_wait_s:.0f} s for them to finish)")
             announced = True
+
+
+def wait_for_windows(client: Any, timeout: float = 900) -> float | None:
+    """With `window_mode: refined`, wait until the window stage has refined every turn
+    (bench-only: reads the stage's backlog). Seconds waited; None: not refined mode."""
+    from hivemem.pipeline.topology import Topology
+    from hivemem.store.status import stage_backlog
+
+    if client.settings.embedding.window_mode != "refined":
+        return None
+    stage = Topology(client.keys).window
+    t0 = time.perf_counter()
+    while stage_backlog(client._redis, stage):
+        if time.perf_counter() - t0 > timeout:
+            raise TimeoutError("window stage did not catch up")
+        time.sleep(0.05)
+    return time.perf_counter() - t0

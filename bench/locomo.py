@@ -36,7 +36,8 @@ Systems:
 - hivemem: `MemoryClient.local(tmp, Settings())` with default settings, the real pipeline
   (ingest_many -> embed workers (dense vectors + BM25 sparse vectors) -> Qdrant Edge; boundary
   worker for episodes; reflection into facts with the default heuristic reflector, no LLM),
-  recall after `wait_until_processed` (embed and boundary stages) and `wait_until_reflected`,
+  recall after `wait_until_processed` (embed and boundary stages), `wait_until_reflected` and
+  the window stage's refinement (`common.wait_for_windows`),
   with the default `balanced` preset (hybrid dense + window vectors + BM25 fused by weight, facts,
   neighbours).
   All five conversations share one store, so BM25's IDF is over all of their turns. The same
@@ -89,6 +90,7 @@ from common import (
     machine_facts,
     offline_model_env,
     summarize,
+    wait_for_windows,
 )
 
 MODEL = "sentence-transformers/all-MiniLM-L6-v2"
@@ -345,6 +347,10 @@ def run_hivemem(
                     facts = len(client.facts(session))
                     facts_all = len(client.facts(session, include_history=True))
                 t_refl = time.perf_counter() - t0
+                # Window vectors refined by the window stage (the default `refined` mode)
+                # once the rest is done: recall sees the memory as it settles.
+                refined = wait_for_windows(client)
+                t_win = time.perf_counter() - t0
                 info["ingest"][conv["name"]] = {
                     "turns": len(payload),
                     "enqueue_s": round(t_enq, 3),
@@ -352,6 +358,7 @@ def run_hivemem(
                     "episodes_assigned_s": round(t_all, 2),
                     "turns_per_s": round(len(payload) / t_emb, 1),
                     "reflected_s": round(t_refl, 2),
+                    "windows_refined_s": None if refined is None else round(t_win, 2),
                     "episodes": stats.episodes,
                     "open_episode_turns": stats.open_episode_turns,
                     "facts_current": facts,
@@ -362,6 +369,7 @@ def run_hivemem(
                     f" ({len(payload) / t_emb:.0f}/s), {stats.episodes} episodes"
                     + (f", {facts} current facts ({facts_all} with history),"
                        f" reflected at {t_refl:.1f} s" if facts is not None else "")
+                    + (f", windows refined at {t_win:.1f} s" if refined is not None else "")
                 )
             dead = client.admin.dead_letters()
             if dead:

@@ -63,7 +63,15 @@ from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-from common import RESULTS, SHARED, CpuMonitor, machine_facts, offline_model_env, summarize
+from common import (
+    RESULTS,
+    SHARED,
+    CpuMonitor,
+    machine_facts,
+    offline_model_env,
+    summarize,
+    wait_for_windows,
+)
 from locomo import (
     _AGENT_ID,
     BIG_BUDGET,
@@ -235,23 +243,6 @@ def build_memory(tmp: Path, convs: list[dict[str, Any]], log: Callable[[str], No
             f" facts, ready in {time.perf_counter() - t0:.1f} s"
             + (f" (windows refined {refined:.1f} s after)" if refined is not None else ""))
     return client
-
-
-def wait_for_windows(client: Any, timeout: float) -> float | None:
-    """With `window_mode: refined`, wait until the window stage has refined every turn
-    (bench-only: reads the stage's backlog). Seconds waited; None: not refined mode."""
-    from hivemem.pipeline.topology import Topology
-    from hivemem.store.status import stage_backlog
-
-    if client.settings.embedding.window_mode != "refined":
-        return None
-    stage = Topology(client.keys).window
-    t0 = time.perf_counter()
-    while stage_backlog(client._redis, stage):
-        if time.perf_counter() - t0 > timeout:
-            raise TimeoutError("window stage did not catch up")
-        time.sleep(0.05)
-    return time.perf_counter() - t0
 
 
 def run(arms: list[str], convs: list[dict[str, Any]], log: Callable[[str], None]
