@@ -256,6 +256,8 @@ def main() -> None:
     ap.add_argument("--index", nargs="*", default=[], metavar="KEY=VALUE",
                     help="VectorIndexSettings overrides, e.g. hnsw_m=0 (named in the row)")
     ap.add_argument("--out", default=str(RESULTS / "recall_scale.json"))
+    ap.add_argument("--query-precision", choices=["int8", "fp32"], default="int8",
+                    help="recall's query model (the product's default: int8)")
     ap.add_argument("--merge", action="store_true",
                     help="keep the other rows already in --out (replace only these)")
     args = ap.parse_args()
@@ -263,6 +265,7 @@ def main() -> None:
     args.index = {k: (None if v == "none" and k == "hnsw_ef" else
                       v if k == "quantization" else int(v)) for k, v in overrides.items()}
     suffix = "".join(f", {k}={v}" for k, v in args.index.items())
+    suffix += f", {args.query_precision} query"
     offline_model_env()
     from hivemem.config import EmbeddingSettings
     from hivemem.providers.embedders import build_embedder
@@ -270,7 +273,8 @@ def main() -> None:
     def log(msg: str) -> None:
         print(msg, flush=True)
 
-    embedder = build_embedder(EmbeddingSettings(), for_queries=True)
+    embedder = build_embedder(EmbeddingSettings(query_precision=args.query_precision),
+                              for_queries=True)
     result: dict[str, Any] = {"benchmark": "recall-scale", "dim": DIM, "rows": {}}
     if args.merge and Path(args.out).exists():
         result = json.loads(Path(args.out).read_text(encoding="utf-8"))
