@@ -9,7 +9,9 @@ and the reflect queue are idle (`ready`), a few turns at a time, so it takes onl
 machine has to spare: a fresh turn or a reflection is never queued behind it, and under
 sustained load windows stay means until the load drops.
 
-Refining is idempotent (the same text embeds to the same vector) and optional: a session
+Refining is idempotent (the same text embeds to the same vector), writes the window vector
+in place (`VectorStore.update_windows`: the rest of the point is not touched, a point gone is
+not brought back), and optional: a session
 whose turns cannot be refined (a model error) keeps its mean windows and the entry is acked,
 so this stage never dead-letters what the boundary stage reads from the same stream. A store
 outage is raised, and the consume loop retries it.
@@ -21,7 +23,6 @@ import time
 from collections.abc import Callable
 from typing import Protocol
 
-import numpy as np
 import structlog
 
 from hivemem.domain.windows import framing, window_text
@@ -29,7 +30,6 @@ from hivemem.errors import ProviderError
 from hivemem.pipeline.messages import EmbeddedEntry, EmbeddedTurn, EmbeddedTurns
 from hivemem.pipeline.topology import Keys, Topology
 from hivemem.providers.embedders import Embedder
-from hivemem.providers.lexical import LexicalEncoder
 from hivemem.store.vectors.base import TurnHit, VectorStore
 from hivemem.workers.boundary import decode_item
 from hivemem.workers.stream import WorkerKind
@@ -71,7 +71,6 @@ class WindowHandler:
         *,
         reflect_backlog: Callable[[], int] | None = None,
         window_turns: int = 2,
-        lexical: LexicalEncoder | None = None,
     ) -> None:
         self.embedder = embedder
         self.vectors = vectors
@@ -80,7 +79,6 @@ class WindowHandler:
         self.embed_activity = embed_activity
         self.reflect_backlog = reflect_backlog
         self.window_turns = window_turns
-        self.lexical = lexical or LexicalEncoder()
 
     def ready(self) -> bool:
         """Only while the embed stage is idle (nothing waiting, nothing handed to it for
@@ -114,14 +112,14 @@ class WindowHandler:
         needed = sorted({s for seq in seqs
                          for s in range(max(1, seq - self.window_turns), seq + 1)})
         hits = {h.seq: h for h in self.vectors.turns_by_seq(session_id, needed,
-                                                             with_vectors=True)}
+                                                             with_vectors=False)}
         turns = {seq: h.turn for seq, h in hits.items()}
         rows: list[TurnHit] = []
         texts: list[str] = []
         for seq in seqs:
             hit = hits.get(seq)
-            if hit is None or hit.vector is None:
-                continue  # dead-lettered (never stored), or stored without vectors
+            if hit is None:
+                continue  # dead-lettered: never stored
             framed = framing(hit.turn, turns, self.window_turns)
             if framed:  # else its window is its own vector, as the embed stage wrote it
                 rows.append(hit)
@@ -136,10 +134,9 @@ class WindowHandler:
                 log.warning("window.refine_failed", session_id=session_id, turns=len(chunk),
                             error=str(exc))
                 return
-            stored = [h.turn for h in chunk]
-            dense = np.stack([h.vector for h in chunk if h.vector is not None])
-            self.vectors.upsert_turns(stored, dense, self.lexical.documents(
-                [t.content for t in stored]), windows)
+            # In place: the window vector only (a turn deleted meanwhile stays deleted, and
+            # nothing else of the point is written back from this read).
+            self.vectors.update_windows(session_id, [h.turn_id for h in chunk], windows)
         log.debug("window.refined", session_id=session_id, turns=len(rows),
                   ms=round((time.perf_counter() - started) * 1000, 2))
 

@@ -47,6 +47,7 @@ _ROUTES: list[Route] = [
     ("DELETE", re.compile(_COLLECTION), "delete"),
     ("PUT", re.compile(_COLLECTION + r"/index"), "create_index"),
     ("PUT", re.compile(_COLLECTION + r"/points"), "upsert"),
+    ("PUT", re.compile(_COLLECTION + r"/points/vectors"), "update_vectors"),
     ("POST", re.compile(_COLLECTION + r"/points"), "retrieve"),
     ("POST", re.compile(_COLLECTION + r"/points/query"), "query"),
     ("POST", re.compile(_COLLECTION + r"/points/scroll"), "scroll"),

@@ -373,6 +373,22 @@ class Engine:
         ]
         return self._update(collection, qe.UpdateOperation.upsert_points(points))
 
+    def update_vectors(self, name: str, body: dict[str, Any]) -> dict[str, Any]:
+        """PUT .../points/vectors: Qdrant answers 404 when a point does not exist."""
+        collection = self._get(name)
+        points = body.get("points")
+        if not isinstance(points, list):
+            raise ApiError(400, "Format error in JSON body: expected points")
+        ids = [point_id(p.get("id")) for p in points]
+        present = {str(r.id) for r in collection.shard.retrieve(ids, False, False)}
+        missing = [i for i in ids if str(i) not in present]
+        if missing:
+            raise ApiError(404, f"Not found: No point with id {missing[0]} found")
+        operation = qe.UpdateOperation.update_vectors([
+            qe.PointVectors(id=i, vector=collection.edge_vectors(p.get("vector")))
+            for i, p in zip(ids, points, strict=True)])
+        return self._update(collection, operation)
+
     def delete_points(self, name: str, body: dict[str, Any]) -> dict[str, Any]:
         collection = self._get(name)
         if "filter" in body:

@@ -6,6 +6,7 @@ from __future__ import annotations
 from collections.abc import Iterator
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 import pytest
@@ -15,6 +16,7 @@ from hivemem.config import QdrantSettings
 from hivemem.domain.models import Role, Turn
 from hivemem.pipeline.topology import Keys
 from hivemem.providers.embedders import HashingEmbedder
+from hivemem.providers.lexical import LexicalEncoder
 from hivemem.store.vectors.base import VectorStore
 from hivemem.store.vectors.edge import EdgeVectorStore
 from hivemem.store.vectors.server import ServerVectorStore
@@ -199,3 +201,58 @@ def test_server_collection_without_window_vectors_ranks_on_turn_vectors() -> Non
         assert [h.seq for h in store.search_turns("s", EMB.embed_query("postgres"), 1)] == [2]
     finally:
         store.close()
+
+
+def test_update_windows_writes_the_window_in_place_and_never_brings_a_turn_back(
+    store: VectorStore, tmp_path: Path
+) -> None:
+    """What the window stage writes with: only the window vector changes, and a turn
+    deleted meanwhile (an import replacing the session) stays deleted."""
+    turns = [turn(1, "which database for billing"), turn(2, "postgres, definitely")]
+    _embed(store, [turns], window_mode="mean")
+    before = {h.seq: h for h in store.turns_by_seq("s", [1, 2])}
+    new = EMB.embed_documents(["a brand new window", "another one"])
+    assert store.update_windows("s", ["t1", "t2"], new) == 2
+    after = {h.seq: h for h in store.turns_by_seq("s", [1, 2])}
+    for seq in (1, 2):
+        assert np.allclose(after[seq].window, new[seq - 1], atol=1e-6)
+        assert np.allclose(after[seq].vector, before[seq].vector)
+        assert after[seq].turn == before[seq].turn
+    assert store.search_turns_lexical("s", LexicalEncoder().query("postgres"), 2)[0].seq == 2
+    assert store.update_windows("s", ["t1", "gone"], new) == 1
+    assert store.get_turns("s", ["gone"]) == []
+    assert store.count_turns("s") == 2
+
+
+def test_update_windows_through_a_qdrant_server_api(tmp_path: Path) -> None:
+    """The same against the REST stand-in. A point gone before the store's read is left
+    out; one deleted between its read and its write makes Qdrant answer 404 for the whole
+    request, and the store then updates the others one by one."""
+    from tests.support.qdrant_standin import spawn
+
+    standin = spawn(tmp_path / "standin")
+    store = ServerVectorStore(QdrantSettings(url=standin.url), EMB.dim)
+    try:
+        _embed(store, [[turn(1, "which database"), turn(2, "postgres")]], window_mode="mean")
+        new = EMB.embed_documents(["w1", "w2"])
+        assert store.update_windows("s", ["t1", "gone", "t2"], np.stack(
+            [new[0], new[0], new[1]])) == 2
+        after = {h.seq: h for h in store.turns_by_seq("s", [1, 2])}
+        assert np.allclose(after[2].window, new[1], atol=1e-6)
+        assert store.count_turns("s") == 2
+        # Deleted between the read and the write: the read saw every point.
+        real_retrieve = store._client.retrieve
+
+        def stale_read(collection: str, ids: list[str], **kw: Any) -> Any:
+            records = real_retrieve(collection, ids[:1], **kw)
+            return [r.model_copy(update={"id": i}) for i in ids for r in records[:1]]
+
+        store._client.retrieve = stale_read  # type: ignore[method-assign]
+        assert store.update_windows("s", ["t2", "gone"], np.stack([new[0], new[0]])) == 1
+        store._client.retrieve = real_retrieve  # type: ignore[method-assign]
+        after = {h.seq: h for h in store.turns_by_seq("s", [1, 2])}
+        assert np.allclose(after[2].window, new[0], atol=1e-6)
+        assert store.count_turns("s") == 2
+    finally:
+        store.close()
+        standin.stop()

@@ -20,6 +20,7 @@ import numpy.typing as npt
 from hivemem.domain.fact import Fact
 from hivemem.domain.models import Role, Turn, trusted_turn
 from hivemem.domain.scope import Scope
+from hivemem.errors import ConfigurationError
 from hivemem.pipeline.wire import turn_fields
 from hivemem.providers.lexical import SparseVector
 
@@ -266,6 +267,14 @@ class VectorStore(ABC):
     @abstractmethod
     def close(self) -> None: ...
 
+    def update_vectors(self, collection: str, name: str,
+                       vectors: Sequence[tuple[str, Vector]]) -> int:
+        """Replace the `name` vector of existing points (point id, vector), nothing else of
+        them; a point that is gone stays gone. Returns how many were updated."""
+        raise ConfigurationError(
+            f"{type(self).__name__} cannot update vectors in place (the window stage runs"
+            " where the vector store is: the embedded owner or a worker with a server)")
+
     # -- turns -----------------------------------------------------------------------------
 
     def upsert_turns(
@@ -288,6 +297,13 @@ class VectorStore(ABC):
         ]
         if points:
             self.upsert(TURNS, points)
+
+    def update_windows(self, session_id: str, turn_ids: Sequence[str], windows: Vector) -> int:
+        """Replace the window vectors of these turns (row i for turn i), in place: the rest
+        of each point (payload, dense and BM25 vectors) is left as it is, and a turn deleted
+        meanwhile is not brought back. Returns how many were updated."""
+        return self.update_vectors(TURNS, WINDOW, [
+            (turn_point_id(session_id, t), windows[i]) for i, t in enumerate(turn_ids)])
 
     def search_turns(
         self, sessions: str | Sequence[str], vector: Vector, limit: int,

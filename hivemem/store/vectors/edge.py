@@ -324,6 +324,25 @@ class EdgeVectorStore(VectorStore):
                 self._on("upsert", collection, "update", operation)
                 self.indexer.wrote(collection, len(batch), operation)
 
+    def update_vectors(self, collection: str, name: str,
+                       vectors: Sequence[tuple[str, Vector]]) -> int:
+        qe = self._qe
+        with self._writes:
+            # Only points that exist (the engine refuses the whole update otherwise); this
+            # process is the shard's one writer, and `_writes` orders it with the others.
+            ids = [i for i, _ in vectors]
+            present = {str(r.id) for r in self._on(
+                "update vectors", collection, "retrieve", ids, False, False)}
+            batch = [qe.PointVectors(id=i, vector={name: v.tolist()})
+                     for i, v in vectors if i in present]
+            if batch:
+                operation = qe.UpdateOperation.update_vectors(batch)
+                with self._lock:
+                    self._on("update vectors", collection, "update", operation)
+                    # Journaled for a build in flight; 0 points: an update does not grow it.
+                    self.indexer.wrote(collection, 0, operation)
+        return len(batch)
+
     @property
     def has_windows(self) -> bool:
         return True  # an older shard is migrated on open

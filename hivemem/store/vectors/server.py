@@ -43,6 +43,7 @@ from hivemem.store.vectors.server_calls import (
     is_conflict,
     reason_of,
     retrying,
+    status_of,
 )
 
 log = structlog.get_logger(__name__)
@@ -251,6 +252,35 @@ class ServerVectorStore(VectorStore):
         # wait=True: applied (and in the WAL) on write_consistency_factor replicas before
         # the worker acks.
         self._write("upsert", self._client.upsert, self.prefix + collection, points=batch)
+
+    def update_vectors(self, collection: str, name: str,
+                       vectors: Sequence[tuple[str, Vector]]) -> int:
+        """Only points that exist (read first): Qdrant refuses the whole request when one is
+        gone (404). One deleted between the read and the write: then one by one, leaving out
+        those it refuses."""
+        target = self.prefix + collection
+        ids = [i for i, _ in vectors]
+        present = {str(r.id) for r in self._read(
+            "update vectors", self._client.retrieve, target, ids, with_payload=False,
+            with_vectors=False)} if ids else set()
+        points = [qm.PointVectors(id=i, vector={name: v.tolist()})
+                  for i, v in vectors if i in present]
+        if not points:
+            return 0
+        if self._update_points(target, points):
+            return len(points)
+        return sum(self._update_points(target, [p]) for p in points)
+
+    def _update_points(self, target: str, points: list[qm.PointVectors]) -> bool:
+        """One update request; False when Qdrant says a point of it does not exist."""
+        try:
+            self._client.update_vectors(target, points=points, wait=True,
+                                        ordering=self._ordering)
+            return True
+        except CLIENT_ERRORS as exc:
+            if status_of(exc) == 404 and "No point" in reason_of(exc):
+                return False
+            raise classify("update vectors", exc) from None
 
     def search(
         self, collection: str, vector: Vector, limit: int, where: Where | None
