@@ -662,6 +662,7 @@ def bench_freshness(
         kind = dataclasses.replace(window_kind(window_handler), handle=refine)
         worker = StreamWorker(kind, StreamStore(wconn, keys), settings.worker,
                               consumer="bench-window")
+        window_handler.stopping = lambda w=worker: w.stopping
         workers.append(worker)
         wthreads.append(threading.Thread(target=worker.run, name="bench-window", daemon=True))
 

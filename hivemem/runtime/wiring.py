@@ -243,10 +243,14 @@ class Wiring:
         self, conn: Redis | None = None, *, embedder: Embedder | None = None,
         worker_settings: WorkerSettings | None = None, consumer: str | None = None,
     ) -> StreamWorker[Any]:
-        return self.stream_worker(
-            self.window_stage(conn, embedder), conn,
-            worker_settings=worker_settings, consumer=consumer,
+        stage = self.window_stage(conn, embedder)
+        worker = self.stream_worker(
+            stage, conn, worker_settings=worker_settings, consumer=consumer,
         )
+        handler = stage.handle
+        if isinstance(handler, WindowHandler):
+            handler.stopping = lambda: worker.stopping  # a pause ends at the worker's stop
+        return worker
 
     def drop_window_group(self) -> None:
         """Without a window stage, its consumer group (from when there was one) must not

@@ -39,12 +39,13 @@ log = structlog.get_logger(__name__)
 __all__ = ["WINDOW_BATCH", "WINDOW_CHUNK", "WindowHandler", "window_kind"]
 
 # Entries per read: one (each holds one session's turns from one embed batch), refined
-# `WINDOW_CHUNK` turns per model call; between calls the stage looks at the embed stage
-# again and, while that has work, waits up to `MAX_PAUSE_S` before the next call. So under a
-# steady ingest it takes at most one chunk per pause of the machine's time.
+# `WINDOW_CHUNK` turns per model call. Before every call the stage looks at the others again
+# and waits while they have work: an entry read in a quiet moment is not worked on once
+# turns arrive again. After `MAX_PAUSE_S` of waiting it refines one chunk anyway (under a load
+# that never stops, a trickle: its entry is not held for ever).
 WINDOW_BATCH = 1
 WINDOW_CHUNK = 8
-MAX_PAUSE_S = 2.0
+MAX_PAUSE_S = 60.0
 # The embed stage counts as idle once it has nothing waiting and was handed nothing for
 # this long: at a steady ingest rate its backlog is empty between two turns.
 QUIET_MS = 500
@@ -79,6 +80,8 @@ class WindowHandler:
         self.embed_activity = embed_activity
         self.reflect_backlog = reflect_backlog
         self.window_turns = window_turns
+        # Set by whoever runs the handler (`Wiring.window_worker`): a pause ends at a stop.
+        self.stopping: Callable[[], bool] = lambda: False
 
     def ready(self) -> bool:
         """Only while the embed stage is idle (nothing waiting, nothing handed to it for
@@ -89,9 +92,10 @@ class WindowHandler:
         return self.reflect_backlog is None or self.reflect_backlog() == 0
 
     def _pause(self) -> None:
-        """Between two model calls: wait while the embed stage has work, a bounded time."""
+        """Before a model call: wait while the others have work (a bounded time, and not
+        past a stop of the worker)."""
         deadline = time.monotonic() + MAX_PAUSE_S
-        while not self.ready() and time.monotonic() < deadline:
+        while not self.stopping() and time.monotonic() < deadline and not self.ready():
             time.sleep(_POLL_S)
 
     def __call__(self, entries: list[EmbeddedEntry]) -> None:
@@ -125,8 +129,7 @@ class WindowHandler:
                 rows.append(hit)
                 texts.append(window_text(framed, hit.turn))
         for start in range(0, len(rows), WINDOW_CHUNK):
-            if start:
-                self._pause()
+            self._pause()
             chunk, chunk_texts = rows[start:start + WINDOW_CHUNK], texts[start:start + WINDOW_CHUNK]
             try:
                 windows = self.embedder.embed_documents(chunk_texts)
