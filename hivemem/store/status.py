@@ -113,21 +113,7 @@ def stage_backlog(redis: Redis, stage: Stage) -> int:
     """Entries `stage`'s group has not finished, over every partition: never delivered (lag)
     plus delivered but not acked (pending). Before the group exists: the stream's length.
     One pipelined round trip."""
-    with redis_errors(f"read {stage.name} backlog"):
-        pipe = redis.pipeline(transaction=False)
-        for stream in stage.streams():
-            pipe.xlen(stream)
-            pipe.xinfo_groups(stream)
-        replies = pipe.execute(raise_on_error=False)
-    total = 0
-    for length, groups in zip(replies[::2], replies[1::2], strict=True):
-        if isinstance(length, redis_py.RedisError) and not isinstance(
-                length, redis_py.ResponseError):
-            raise StoreUnavailable("redis", f"read {stage.name} backlog: {length}")
-        if isinstance(groups, Exception):  # no stream yet
-            continue
-        total += _group_backlog(stage.group, int(length), groups)
-    return total
+    return stage_activity(redis, stage).backlog
 
 
 class StageActivity(BaseModel):

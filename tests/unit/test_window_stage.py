@@ -16,7 +16,7 @@ from hivemem.pipeline.topology import Topology
 from hivemem.providers.embedders import HashingEmbedder
 from hivemem.runtime.runner import _window_beside_embed
 from hivemem.runtime.wiring import Wiring
-from hivemem.store.status import stage_backlog
+from hivemem.store.status import StageActivity, stage_backlog
 from hivemem.store.vectors.server import ServerVectorStore
 from hivemem.workers.window import QUIET_MS, WINDOW_CHUNK
 
@@ -25,10 +25,12 @@ TEXTS = ["which database for billing", "postgres, definitely", "agreed",
          "ship it friday", "and the cache?", "redis"]
 
 
-def _setup(redis_server: Any, settings: Settings, mode: str = "refined"
-           ) -> tuple[MemoryClient, Wiring, HashingEmbedder, Any]:
+def _setup(redis_server: Any, settings: Settings, mode: str = "refined", *,
+           fresh: bool = True) -> tuple[MemoryClient, Wiring, HashingEmbedder, Any]:
+    """A client and a wiring on the test server (emptied first unless `fresh` is off)."""
     base = redis_server.client()
-    base.flushall()
+    if fresh:
+        base.flushall()
     settings = settings.model_copy(update={"embedding": settings.embedding.model_copy(
         update={"window_mode": mode})})
     emb = HashingEmbedder(256)
@@ -102,7 +104,12 @@ def test_the_window_stage_waits_while_the_embed_stage_has_work(
         assert window.step() == 0  # not ready: reads nothing
     assert stage_backlog(wiring.redis, Topology(wiring.keys).window) > 0
     wiring.embed_worker().run(burst=True)
-    assert window.step() == 0  # idle, but handed turns less than QUIET_MS ago
+    handler: Any = window.kind.handle
+    real_activity = handler.embed_activity
+    # Nothing waiting, but a turn handed to it less than QUIET_MS ago: not yet.
+    handler.embed_activity = lambda: StageActivity(backlog=0, idle_ms=QUIET_MS - 100)
+    assert window.step() == 0
+    handler.embed_activity = real_activity
     time.sleep(QUIET_MS / 1000 + 0.1)
     # A reflect job waiting (or running) goes first as well.
     queue = f"rq:queue:{settings.episodes.reflect_queue}"
@@ -125,22 +132,10 @@ def test_without_refined_windows_the_embed_worker_removes_the_window_group(
     stream = Topology(wiring.keys).window.stream_for(wiring.keys.partition("s"))
     assert "window" in {g["name"].decode() for g in wiring.redis.xinfo_groups(stream)}
     client.close()
-    _client, mean_wiring, _e, _v = _setup_keep(redis_server, settings, "mean")
+    _client, mean_wiring, _e, _v = _setup(redis_server, settings, "mean", fresh=False)
     assert _window_beside_embed(mean_wiring, "e1") is None
     assert "window" not in {g["name"].decode() for g in mean_wiring.redis.xinfo_groups(stream)}
     _client.close()
-
-
-def _setup_keep(redis_server: Any, settings: Settings, mode: str
-                ) -> tuple[MemoryClient, Wiring, HashingEmbedder, Any]:
-    """As `_setup`, on the data already there."""
-    base = redis_server.client()
-    settings = settings.model_copy(update={"embedding": settings.embedding.model_copy(
-        update={"window_mode": mode})})
-    emb = HashingEmbedder(256)
-    vectors = ServerVectorStore(settings.qdrant, emb.dim, location=":memory:")
-    client = MemoryClient(settings, redis_client=base, vector_store=vectors, embedder=emb)
-    return client, Wiring(settings, redis=base, vectors=vectors, embedder=emb), emb, vectors
 
 
 @pytest.mark.parametrize("mode", ["mean", "text"])
