@@ -3,7 +3,7 @@
 With `embedding.window_mode: refined` the embed stage writes a turn's window vector as the
 mean of its own and its predecessors' vectors (no second model pass: it keeps up with the
 ingest rate), and this stage, a second consumer group on the embedded stream, later embeds
-the turn with the turns before it as one text and rewrites the point with that window vector
+the turn with the turns before it as one text and writes that as the point's window vector
 (LoCoMo R@5 +0.011 over the mean: bench/locomo_arms.py). It reads only while the embed stage
 and the reflect queue are idle (`ready`), a few turns at a time, so it takes only what the
 machine has to spare: a fresh turn or a reflection is never queued behind it, and under
@@ -11,9 +11,9 @@ sustained load windows stay means until the load drops.
 
 Refining is idempotent (the same text embeds to the same vector), writes the window vector
 in place (`VectorStore.update_windows`: the rest of the point is not touched, a point gone is
-not brought back), and optional: a session
-whose turns cannot be refined (a model error) keeps its mean windows and the entry is acked,
-so this stage never dead-letters what the boundary stage reads from the same stream. A store
+not brought back), and optional: a session whose turns cannot be refined (a model error)
+keeps its mean windows and the entry is acked, so this stage never dead-letters what the
+boundary stage reads from the same stream. A store
 outage is raised, and the consume loop retries it.
 """
 
