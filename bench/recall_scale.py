@@ -19,7 +19,8 @@ bare dense search (`VectorStore.search_turns`, filtered to the session: the base
 `Recaller.recall` with a precomputed query vector (excl. embedding), and of `Recaller.recall`
 embedding the query with the product's query embedder (incl.). Recall runs the default
 `balanced` policy: dense + BM25 searches over turns and facts, neighbours, scoring, budget.
-Redis is fakeredis (an empty recent window: the point is the vector store). Each row notes
+Redis is a redis-server of the bench's own on a unix socket (an empty recent window: the
+point is the vector store; fakeredis, pure Python, cost recall ~1 ms here). Each row notes
 the load average before and after. Saved to bench/results/recall_scale.json.
 """
 
@@ -41,18 +42,21 @@ import numpy as np
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-from common import RESULTS, machine_facts, offline_model_env, summarize
+from common import RESULTS, RedisServer, machine_facts, offline_model_env, summarize
 from scale_fill import DIM, bulk_fill, load_avg, summarize_versus, versus_exact
 
 
 class FixedQuery:
-    """An embedder whose query vector is given: recall without the embedding cost."""
+    """An embedder whose query vector is given: recall without the embedding cost. It
+    frees the GIL as the product's query embedder does (so recall's helper thread works
+    beside the caller as it does with the real one)."""
 
     def __init__(self, inner: Any) -> None:
         self.inner = inner
         self.vector: Any = None
         self.dim = DIM
         self.name = "fixed-query"
+        self.releases_gil = bool(getattr(inner, "releases_gil", False))
 
     def embed_documents(self, texts: Any) -> Any:
         return self.inner.embed_documents(texts)
@@ -136,7 +140,7 @@ def measure(store: Any, recaller: Any, fixed: FixedQuery, session: str, queries:
 
 def row(name: str, points: int, per_session: int, build: bool, args: argparse.Namespace,
         embedder: Any, log: Any) -> dict[str, Any]:
-    import fakeredis
+    import redis as redis_py
 
     from hivemem.config import VectorIndexSettings
     from hivemem.domain.recall.policy import PRESETS
@@ -157,6 +161,7 @@ def row(name: str, points: int, per_session: int, build: bool, args: argparse.Na
                            "index_settings": settings.model_dump(), "load_before": load_avg()}
     store = None
     recaller = None
+    server = None
     try:
         log(f"{name}: {points} points in {n_sessions} session(s)")
         t0 = time.perf_counter()
@@ -164,7 +169,9 @@ def row(name: str, points: int, per_session: int, build: bool, args: argparse.Na
                                            log=log)
         out["fill_s"] = round(time.perf_counter() - t0, 1)
         store = EdgeVectorStore(tmp / "q", DIM, settings)
-        redis = fakeredis.FakeRedis()
+        server = RedisServer(tmp, appendonly=False)
+        server.start()
+        redis = redis_py.Redis.from_url(server.url)
         keys = Keys("bench")
         recaller = Recaller(SessionState(redis, keys, 50), EpisodeStore(redis, keys, 10_000),
                             store, embedder)
@@ -232,6 +239,8 @@ def row(name: str, points: int, per_session: int, build: bool, args: argparse.Na
             recaller.close()
         if store is not None:
             store.close()
+        if server is not None:
+            server.stop()
         shutil.rmtree(tmp, ignore_errors=True)
     return out
 
@@ -258,6 +267,8 @@ def main() -> None:
     ap.add_argument("--out", default=str(RESULTS / "recall_scale.json"))
     ap.add_argument("--query-precision", choices=["int8", "fp32"], default="int8",
                     help="recall's query model (the product's default: int8)")
+    ap.add_argument("--label", default="",
+                    help="appended to the row names (e.g. which code ran: a before/after)")
     ap.add_argument("--merge", action="store_true",
                     help="keep the other rows already in --out (replace only these)")
     args = ap.parse_args()
@@ -266,6 +277,8 @@ def main() -> None:
                       v if k == "quantization" else int(v)) for k, v in overrides.items()}
     suffix = "".join(f", {k}={v}" for k, v in args.index.items())
     suffix += f", {args.query_precision} query"
+    if args.label:
+        suffix += f", {args.label}"
     offline_model_env()
     from hivemem.config import EmbeddingSettings
     from hivemem.providers.embedders import build_embedder

@@ -88,11 +88,15 @@ def _without_index_upgrade(make: Any) -> Any:
 
 def bulk_fill(path: Path, n: int, n_sessions: int, rng: np.random.Generator, settings: Any,
               *, legacy_indexes: bool = False, log: Any = None,
-              batch: int = 2000, sample: int = 2000,
+              batch: int = 2000, sample: int = 2000, windows: bool = True,
               ) -> tuple[np.ndarray, list[str], list[str]]:
     """Write n turns round-robin over n_sessions sessions. Returns (vectors, sessions,
     texts) of up to `sample` of the first session's turns (query material; the whole
-    vector array is dropped here: 1M x 384 float32 is 1.5 GB)."""
+    vector array is dropped here: 1M x 384 float32 is 1.5 GB).
+
+    `windows`: each turn gets a context-window vector as the product's default (refined
+    or mean window modes) gives every embedded turn: here the normalised mean of the
+    turn's and its session neighbours' vectors (what the mean mode stores)."""
     from hivemem.domain.models import Role, Turn
     from hivemem.providers.lexical import LexicalEncoder
     from hivemem.store.vectors.base import TURNS, Point, turn_payload, turn_point_id
@@ -123,7 +127,8 @@ def bulk_fill(path: Path, n: int, n_sessions: int, rng: np.random.Generator, set
                     timestamp=start + timedelta(seconds=j), seq=seq, token_count=14,
                     namespace="default", visibility="shared", duplicate=False)
                 points.append(Point(turn_point_id(session, turn.turn_id), vectors[j],
-                                    turn_payload(turn), lexical.document(text)))
+                                    turn_payload(turn), lexical.document(text),
+                                    _window(vectors, j, n_sessions) if windows else None))
             store.upsert(TURNS, points)
             if log is not None and (i // batch) % 50 == 0:
                 log(f"    {i + len(points)}/{n} points, {time.perf_counter() - t0:.0f} s")
@@ -137,6 +142,13 @@ def bulk_fill(path: Path, n: int, n_sessions: int, rng: np.random.Generator, set
     texts = [text_of(int(topic[j]), int(j)) for j in mine]
     del vectors
     return picked, sessions, texts
+
+
+def _window(vectors: np.ndarray, j: int, step: int) -> np.ndarray:
+    """The mean of turn j's vector and its session neighbours' (j - step, j + step)."""
+    rows = vectors[j - step if j >= step else j:j + step + 1:step]
+    mean = rows.mean(axis=0)
+    return (mean / np.linalg.norm(mean)).astype(np.float32)
 
 
 def versus_exact(hits: list[Any], exact: list[tuple[str, float]]) -> tuple[float, float, float]:

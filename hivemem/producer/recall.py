@@ -12,6 +12,7 @@ from collections.abc import Callable, Sequence
 from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass
 from functools import partial
+from typing import Generic, TypeVar, cast
 
 from hivemem.config import ReflectionSettings
 from hivemem.domain.fact import VISIBLE, FactStatus
@@ -45,6 +46,8 @@ from hivemem.store.vectors.base import (
 # Sessions whose speakers the recaller keeps (a few ids each).
 _SPEAKER_SESSIONS = 4096
 
+_T = TypeVar("_T")
+
 
 @dataclass(slots=True)
 class _Lexical:
@@ -60,38 +63,46 @@ class _Lexical:
     recent_stored: dict[str, TurnHit] | None = None
 
 
-class _Ahead:
-    """The lexical work (`work(ahead)`), on the helper thread once `start()` is called, or
-    done at once on the caller (`executor` None). `result()` takes the task back and runs
-    it on the caller while the helper has not begun it: on an overloaded machine the
-    helper may get no core before the embedding is done, and waiting for it then cost more
-    than the overlap saves (LoCoMo at load 13: p50 +27% before this)."""
+class _Ahead(Generic[_T]):
+    """A piece of recall's work (`work(ahead)`), on the helper thread once `start()` is
+    called, or done at once on the caller (`executor` None). `result()` takes the task back
+    and runs it on the caller while the helper has not begun it: on an overloaded machine
+    the helper may get no core before the caller needs the value, and waiting for it then
+    cost more than the overlap saves (LoCoMo at load 13: p50 +27% before this)."""
 
     def __init__(self, executor: ThreadPoolExecutor | None,
-                 work: Callable[[bool], _Lexical]) -> None:
+                 work: Callable[[bool], _T], *, start: bool = False) -> None:
         self._executor = executor
         self._work = work
-        self._task: Future[_Lexical] | None = None
-        self._value = work(False) if executor is None else None
+        self._task: Future[_T] | None = None
+        self._done = False
+        self._value: _T | None = None
+        if executor is None:
+            self._set(work(False))
+        elif start:
+            self.start()
+
+    def _set(self, value: _T) -> None:
+        self._value, self._done = value, True
 
     def start(self) -> None:
-        if self._executor is None or self._task is not None or self._value is not None:
+        if self._executor is None or self._task is not None or self._done:
             return
         try:
             self._task = self._executor.submit(self._work, True)
         except RuntimeError:  # shut down (closed): on the caller
-            self._value = self._work(False)
+            self._set(self._work(False))
 
     def done(self) -> bool:
-        return self._value is not None or (self._task is not None and self._task.done())
+        return self._done or (self._task is not None and self._task.done())
 
-    def result(self) -> _Lexical:
-        if self._value is None:
+    def result(self) -> _T:
+        if not self._done:
             if self._task is None or self._task.cancel():
-                self._value = self._work(False)
+                self._set(self._work(False))
             else:
-                self._value = self._task.result()
-        return self._value
+                self._set(self._task.result())
+        return cast(_T, self._value)
 
 
 class Recaller:
@@ -137,17 +148,16 @@ class Recaller:
         """`access`: who asks; every store read is limited to what it may see."""
         sessions = [session_id, *(s for s in related_sessions if s != session_id)]
         scope: str | list[str] = session_id if len(sessions) == 1 else sessions
-        query_vector, got = self._vector_and_lexical(
+        query_vector, got, dense_hits, window_hits = self._searches(
             session_id, sessions, scope, query, policy, access)
         recent = got.recent
         lexical_turns, search_facts = got.lexical_turns, got.search_facts
 
         pool: dict[str, PoolEntry] = {}
-        dense_hits, window_hits = self._dense_hits(scope, query_vector, policy, access)
         self._add_turn_hits(pool, dense_hits, "dense")
         self._add_turn_hits(pool, lexical_turns, "lexical")
         self._add_turn_hits(pool, window_hits, "window")
-        _similarities(pool, query_vector)
+        self._similarities(pool, query_vector, policy)
         past = asks_about_past(query)
         superseded = self._add_facts(
             pool, scope, query_vector, got.lexical_facts, policy, access, past=past
@@ -155,7 +165,7 @@ class Recaller:
         self._add_recent(pool, recent, query_vector, access, got.recent_stored)
         if policy.neighbours:
             self._add_neighbours(pool, query_vector, policy, access)
-        _similarities(pool, query_vector)  # of the turns added since
+        self._similarities(pool, query_vector, policy)  # of the turns added since
 
         currency, current_from = got.currency, got.current_from
         replaced, personal = currency.replaced, currency.personal
@@ -213,19 +223,28 @@ class Recaller:
                       *(superseded_item(h, policy) for h in superseded)] if explain else [],
         )
 
-    def _vector_and_lexical(
+    def _searches(
         self, session_id: str, sessions: list[str], scope: str | list[str], query: str,
         policy: RecallPolicy, access: Scope | None,
-    ) -> tuple[Vector, _Lexical]:
-        """The query's vector, and the lexical work done beside it (`_before_vector`).
+    ) -> tuple[Vector, _Lexical, list[TurnHit], list[TurnHit]]:
+        """The query's vector, the lexical work, the dense hits and the window hits.
+
+        With the helper free (`_helper_free`), the lexical work runs on it while the caller
+        embeds the query (ONNX releases the GIL), and then the window search, while the
+        caller runs the dense one (the engine releases it too): on two cores the two
+        searches take the time of one. Else all of it on the caller, the two searches as
+        one request (`search_turns_and_windows`), as also when the helper is still busy
+        with the lexical work after the embedding.
+
         The text to embed drops the speakers the query names, known from earlier recalls
         and the recent turns; the helper reads those meanwhile, so the embedding starts
         from the speakers remembered and is made again in the rare case the recent turns
         name one more that the query mentions (a session's first recall)."""
+        helper = self._helper_free()
         remembered = self._speakers.get(session_id, frozenset())
         embedded = threading.Event()
-        before = self._before_vector(
-            session_id, sessions, scope, query, policy, access, embedded)
+        before = self._task(helper, lambda ahead: self._lexical(
+            session_id, sessions, scope, query, policy, access, embedded, ahead=ahead))
         recent = before.result().recent if before.done() else None
         dense_query = self._dense_query(query, policy, remembered, recent)
         try:
@@ -238,36 +257,64 @@ class Recaller:
             query_vector = embed()
         finally:
             embedded.set()
+        if before.done():  # the recent turns known before any search
+            exact = self._dense_query(query, policy, remembered, before.result().recent)
+            if exact != dense_query:
+                dense_query, query_vector = exact, self.embedder.embed_query(exact)
+        # The window search to the helper only once it is done with the lexical work (else
+        # the caller, waiting for both, would wait the longer): then the caller sends both
+        # searches as one request while the helper finishes.
+        windows = self._window_search(
+            helper if before.done() else None, scope, query_vector, policy, access)
+        if windows is None:
+            dense, window = self._dense_hits(scope, query_vector, policy, access)
+        else:
+            dense = self.vectors.search_turns(scope, query_vector, policy.search_limit, access)
         got = before.result()
-        if got.recent and (exact := self._dense_query(
-                query, policy, remembered, got.recent)) != dense_query:
-            query_vector = self.embedder.embed_query(exact)
-        return query_vector, got
+        exact = self._dense_query(query, policy, remembered, got.recent)
+        if exact != dense_query:  # the recent turns named a speaker: search again without
+            if windows is not None:
+                windows.result()
+            query_vector, windows = self.embedder.embed_query(exact), None
+            dense, window = self._dense_hits(scope, query_vector, policy, access)
+        if windows is not None:
+            window = windows.result()
+        return query_vector, got, dense, window
 
-    def _before_vector(
-        self, session_id: str, sessions: list[str], scope: str | list[str], query: str,
-        policy: RecallPolicy, access: Scope | None, embedded: threading.Event,
-    ) -> _Ahead:
-        """What recall reads before it needs the query's vector, on the helper thread while
-        the caller embeds the query (ONNX releases the GIL; this thread takes it meanwhile).
-        The caller goes straight into ONNX: a task started on another thread would wait
-        for the GIL until the caller blocked (measured: the overlap was nil). With the
-        helper busy (another recall's), or an embedder that holds the GIL, done here first."""
+    def _window_search(
+        self, helper: ThreadPoolExecutor | None, scope: str | list[str], vector: Vector,
+        policy: RecallPolicy, access: Scope | None,
+    ) -> _Ahead[list[TurnHit]] | None:
+        """The window search on the helper (None: no helper, or no windows to search)."""
+        if helper is None or not policy.weights.window or not self.vectors.has_windows:
+            return None
+        return self._task(helper, lambda _ahead: self.vectors.search_turns_window(
+            scope, vector, policy.search_limit, access), start=True)
+
+    def _helper_free(self) -> ThreadPoolExecutor | None:
+        """The helper, when no other recall is using it and the embedder frees the GIL:
+        else the hand-over costs (~0.1 ms quiet, ~1 ms under load) and nothing runs in
+        parallel (the caller goes straight into ONNX: a task started on another thread
+        would wait for the GIL until the caller blocked; measured: the overlap was nil)."""
         with self._inflight_lock:
-            # Only beside an embedding that frees the GIL: else the hand-over costs (~0.1
-            # ms quiet, ~1 ms under load) and nothing runs in parallel.
-            idle = not self._inflight and getattr(self.embedder, "releases_gil", False)
+            if self._inflight or not getattr(self.embedder, "releases_gil", False):
+                return None
+            return self._helper
+
+    def _task(self, helper: ThreadPoolExecutor | None, work: Callable[[bool], _T], *,
+              start: bool = False) -> _Ahead[_T]:
+        """`work` as an `_Ahead` on `helper` (None: at once, here), counted in flight."""
+        with self._inflight_lock:
             self._inflight += 1
 
-        def work(ahead: bool) -> _Lexical:
+        def counted(ahead: bool) -> _T:
             try:
-                return self._lexical(session_id, sessions, scope, query, policy, access,
-                                     embedded, ahead=ahead)
+                return work(ahead)
             finally:
                 with self._inflight_lock:
                     self._inflight -= 1
 
-        return _Ahead(self._helper if idle else None, work)
+        return _Ahead(helper, counted, start=start)
 
     def _lexical(
         self, session_id: str, sessions: list[str], scope: str | list[str], query: str,
@@ -354,6 +401,28 @@ class Recaller:
         if not policy.weights.window or not self.vectors.has_windows:
             return self.vectors.search_turns(scope, query, limit, access), []
         return self.vectors.search_turns_and_windows(scope, query, limit, access)
+
+    def _similarities(
+        self, pool: dict[str, PoolEntry], query: Vector, policy: RecallPolicy
+    ) -> None:
+        """Fill in what the searches did not give: the dense similarity of a turn found by
+        another retriever, and the window similarity of a stored turn the window search did
+        not find (asked of the store for all of them at once; not yet asked: `window_asked`
+        is False). Window similarities only when the policy weighs them."""
+        unasked: list[PoolEntry] = []
+        for entry in pool.values():
+            sig = entry.signals
+            if sig.dense_rank is None and entry.is_turn:
+                sig.dense = _dot(entry.vector, query)
+            if sig.window is None and entry.hit is not None and not entry.window_asked:
+                unasked.append(entry)
+        if not unasked or not policy.weights.window or not self.vectors.has_windows:
+            return
+        hits = [e.hit for e in unasked if e.hit is not None]
+        for entry, similarity in zip(
+                unasked, self.vectors.window_similarities(hits, query), strict=True):
+            entry.window_asked = True
+            entry.signals.window = similarity
 
     @staticmethod
     def _add_turn_hits(pool: dict[str, PoolEntry], hits: list[TurnHit], kind: str) -> None:
@@ -492,7 +561,7 @@ def _read_vectors_while(hits: list[TurnHit], embedded: threading.Event) -> None:
     for hit in hits:
         if embedded.is_set():
             return
-        _ = hit.vector, hit.window
+        _ = hit.vector
 
 
 def _select_current(
@@ -556,17 +625,6 @@ def _facts_stand_for_their_turns(
         if best > scores[key].final:
             scores[key] = scores[key].model_copy(update={"final": best, "restates": best})
     return restated
-
-
-def _similarities(pool: dict[str, PoolEntry], query: Vector) -> None:
-    """Fill in what the searches did not give: the dense similarity of a turn found by
-    another retriever, and the window similarity of a turn that has a window vector."""
-    for entry in pool.values():
-        sig = entry.signals
-        if sig.dense_rank is None and entry.is_turn:
-            sig.dense = _dot(entry.vector, query)
-        if sig.window is None and (window := entry.window) is not None:
-            sig.window = _dot(window, query)
 
 
 def _dot(vector: Vector | None, query: Vector) -> float:

@@ -33,12 +33,9 @@ class PoolEntry:
     hit: TurnHit | None = None
     queued: Turn | None = None
     fact: Fact | None = None
-
-    @property
-    def window(self) -> Vector | None:
-        """A stored turn's context-window vector, if it has one (read only for the turns
-        the window search did not find: converting it is most of a hit's cost)."""
-        return None if self.hit is None else unit_vector(self.hit.window)
+    # Whether the store was asked for its window similarity (a turn without a window
+    # vector keeps None after asking).
+    window_asked: bool = False
 
     @property
     def is_turn(self) -> bool:

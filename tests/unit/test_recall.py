@@ -292,3 +292,43 @@ def test_recall_takes_its_lexical_work_back_from_a_helper_that_has_not_begun(pip
     assert order == ["recalled", "helper free"]
     assert items == before and items
     assert recaller._inflight == 0
+
+
+def test_recall_runs_the_window_search_on_the_helper_beside_the_dense_one(pipeline) -> None:
+    """With an embedder that frees the GIL, the window search goes to the helper while the
+    caller runs the dense search (the engine frees it too); the context is the one the
+    two searches give as one request on the caller."""
+    import threading
+
+    client, drain = pipeline
+    client.ingest("s1", "user", "the llama farm ships wool on Tuesdays")
+    client.ingest("s1", "assistant", "noted: wool leaves the farm every Tuesday")
+    drain()
+    recaller = client._get_recaller()
+    vectors, embedder = recaller.vectors, recaller.embedder
+    assert vectors.has_windows
+    serial = client.recall("s1", "when does the llama wool ship")
+    threads: dict[str, str] = {}
+    inner_window, inner_dense = vectors.search_turns_window, vectors.search_turns
+
+    def window(*args: object, **kwargs: object) -> object:
+        threads["window"] = threading.current_thread().name
+        return inner_window(*args, **kwargs)
+
+    def dense(*args: object, **kwargs: object) -> object:
+        threads["dense"] = threading.current_thread().name
+        return inner_dense(*args, **kwargs)
+
+    vectors.search_turns_window = window  # type: ignore[method-assign]
+    vectors.search_turns = dense  # type: ignore[method-assign]
+    embedder.releases_gil = True  # as ONNX's (the hashing embedder holds it: no helper)
+    try:
+        parallel = client.recall("s1", "when does the llama wool ship")
+    finally:
+        del vectors.search_turns_window, vectors.search_turns
+        del embedder.releases_gil
+    assert threads["dense"] == threading.current_thread().name
+    assert threads["window"] != threads["dense"]
+    assert [(i.source_id, i.score) for i in parallel.items] == [
+        (i.source_id, i.score) for i in serial.items] and serial.items
+    assert recaller._inflight == 0

@@ -47,7 +47,8 @@ def _ingest(client: MemoryClient, session: str, texts: list[str], start: int = 0
 
 
 def _windows(vectors: Any, session: str, n: int) -> dict[int, np.ndarray]:
-    return {h.seq: h.window for h in vectors.turns_by_seq(session, list(range(1, n + 1)))}
+    return {h.seq: h.window for h in vectors.turns_by_seq(session, list(range(1, n + 1)),
+                                                             with_windows=True)}
 
 
 def test_mean_windows_at_once_then_text_windows_from_the_window_stage(

@@ -56,7 +56,7 @@ def _embed(store: VectorStore, batches: list[list[Turn]], window_turns: int = 2,
 
 
 def _windows(store: VectorStore) -> dict[int, np.ndarray]:
-    hits = store.turns_by_seq("s", [1, 2, 3, 4])
+    hits = store.turns_by_seq("s", [1, 2, 3, 4], with_windows=True)
     return {h.seq: h.window for h in hits if h.window is not None}
 
 
@@ -79,8 +79,13 @@ def test_the_embed_worker_writes_each_turns_window_from_the_turns_before_it(
     ])
     for seq, row in zip((2, 3, 4), expected, strict=True):
         assert np.allclose(windows[seq], row, atol=1e-6)
-    hits = store.search_turns_window("s", EMB.embed_query("database billing postgres"), 4)
-    assert hits and hits[0].seq == 2 and hits[0].window is not None
+    query = EMB.embed_query("database billing postgres")
+    hits = store.search_turns_window("s", query, 4)
+    assert hits and hits[0].seq == 2
+    # Recall asks the store for the window similarity of turns the window search missed:
+    # the same cosine the search scored.
+    assert store.window_similarities(hits, query) == pytest.approx(
+        [h.score for h in hits], abs=1e-5)
 
 
 def test_another_agents_private_turn_stays_out_of_a_shared_turns_window(
@@ -100,7 +105,8 @@ def test_mean_windows_add_up_the_turns_own_vectors_across_batches(
              turn(5, "secret plan", agent_id="a", visibility="private"), turn(6, "ok")]
     _embed(store, [turns[:2], turns[2:]], window_mode="mean")
     own = dict(zip(range(1, 7), EMB.embed_documents([t.content for t in turns]), strict=True))
-    windows = {h.seq: h.window for h in store.turns_by_seq("s", list(range(1, 7)))}
+    windows = {h.seq: h.window
+               for h in store.turns_by_seq("s", list(range(1, 7)), with_windows=True)}
 
     def mean(*seqs: int) -> np.ndarray:
         total = np.sum([own[s] for s in seqs], axis=0)
@@ -118,6 +124,9 @@ def test_window_turns_0_writes_no_windows(store: VectorStore) -> None:
     _embed(store, [[turn(1, "a"), turn(2, "b")]], window_turns=0)
     assert _windows(store) == {}
     assert store.search_turns_window("s", EMB.embed_query("a"), 5) == []
+    hits = store.turns_by_seq("s", [1, 2])
+    assert len(hits) == 2 and store.window_similarities(hits, EMB.embed_query("a")) == [
+        None, None]
 
 
 def test_recall_weighs_the_window_of_a_reply_to_what_the_query_asks(
@@ -210,10 +219,10 @@ def test_update_windows_writes_the_window_in_place_and_never_brings_a_turn_back(
     deleted meanwhile (an import replacing the session) stays deleted."""
     turns = [turn(1, "which database for billing"), turn(2, "postgres, definitely")]
     _embed(store, [turns], window_mode="mean")
-    before = {h.seq: h for h in store.turns_by_seq("s", [1, 2])}
+    before = {h.seq: h for h in store.turns_by_seq("s", [1, 2], with_windows=True)}
     new = EMB.embed_documents(["a brand new window", "another one"])
     assert store.update_windows("s", ["t1", "t2"], new) == 2
-    after = {h.seq: h for h in store.turns_by_seq("s", [1, 2])}
+    after = {h.seq: h for h in store.turns_by_seq("s", [1, 2], with_windows=True)}
     for seq in (1, 2):
         assert np.allclose(after[seq].window, new[seq - 1], atol=1e-6)
         assert np.allclose(after[seq].vector, before[seq].vector)
@@ -237,7 +246,7 @@ def test_update_windows_through_a_qdrant_server_api(tmp_path: Path) -> None:
         new = EMB.embed_documents(["w1", "w2"])
         assert store.update_windows("s", ["t1", "gone", "t2"], np.stack(
             [new[0], new[0], new[1]])) == 2
-        after = {h.seq: h for h in store.turns_by_seq("s", [1, 2])}
+        after = {h.seq: h for h in store.turns_by_seq("s", [1, 2], with_windows=True)}
         assert np.allclose(after[2].window, new[1], atol=1e-6)
         assert store.count_turns("s") == 2
         # Deleted between the read and the write: the read saw every point.
@@ -250,7 +259,7 @@ def test_update_windows_through_a_qdrant_server_api(tmp_path: Path) -> None:
         store._client.retrieve = stale_read  # type: ignore[method-assign]
         assert store.update_windows("s", ["t2", "gone"], np.stack([new[0], new[0]])) == 1
         store._client.retrieve = real_retrieve  # type: ignore[method-assign]
-        after = {h.seq: h for h in store.turns_by_seq("s", [1, 2])}
+        after = {h.seq: h for h in store.turns_by_seq("s", [1, 2], with_windows=True)}
         assert np.allclose(after[2].window, new[0], atol=1e-6)
         assert store.count_turns("s") == 2
     finally:

@@ -187,6 +187,8 @@ def _below_successors(signals: Sequence[Signals], out: dict[str, ScoreComponents
     """Current state first: a stale statement ranks just below its best-scored successor
     among the candidates (a turn that chose PostgreSQL below the fact that says MySQL)."""
     for s in signals:
+        if not s.successors:
+            continue
         rivals = [out[k].final for k in s.successors if k in out and k != s.key]
-        if s.successors and rivals and out[s.key].final >= (ceiling := max(rivals)):
+        if rivals and out[s.key].final >= (ceiling := max(rivals)):
             out[s.key] = out[s.key].model_copy(update={"final": ceiling - 1e-3})

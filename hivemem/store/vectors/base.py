@@ -137,9 +137,17 @@ class TurnHit:
         return hit
 
     def _engine_vectors(self) -> Any:
-        if self._reply is not None:
-            self._vectors, self._reply = self._reply.vector, None
+        if self._vectors is None and self._reply is not None:
+            self._vectors = self._reply.vector
         return self._vectors
+
+    @property
+    def point_id(self) -> str:
+        """The point's id in the store (from the reply when there is one: deriving it costs
+        ~6 us)."""
+        if self._reply is not None:
+            return str(self._reply.id)
+        return turn_point_id(self.session_id, self.turn_id)
 
     @property
     def vector(self) -> Vector | None:
@@ -334,6 +342,12 @@ class VectorStore(ABC):
             "window", vector, limit, {**_sessions(sessions), **scoped(scope)}
         )
 
+    def window_similarities(self, hits: Sequence[TurnHit], vector: Vector) -> list[float | None]:
+        """The similarity of each hit's context-window vector to `vector` (None: it has no
+        window vector). Here from the vectors the hits carry; a backend whose hits carry
+        none asks its engine."""
+        return [None if (w := h.window) is None else float(w @ vector) for h in hits]
+
     def search_turns_lexical(
         self, sessions: str | Sequence[str], sparse: SparseVector, limit: int,
         scope: Scope | None = None,
@@ -358,9 +372,11 @@ class VectorStore(ABC):
 
     def turns_by_seq(
         self, session_id: str, seqs: Sequence[int], scope: Scope | None = None, *,
-        with_vectors: bool = True,
+        with_vectors: bool = True, with_windows: bool = False,
     ) -> list[TurnHit]:
-        """The session's turns with these sequence numbers (those that are embedded)."""
+        """The session's turns with these sequence numbers (those that are embedded).
+        Their hits carry the dense vector (`with_vectors`) and, `with_windows`, the window
+        vector (a backend may give it either way)."""
         if not seqs:
             return []
         where: Where = {"session_id": session_id, "seq": sorted(set(seqs)), **scoped(scope)}

@@ -52,10 +52,16 @@ from hivemem.store.vectors.edge_index import BackgroundIndex, recover, set_activ
 
 log = structlog.get_logger(__name__)
 
-# Hits carry the dense and window vectors only: recall compares candidates by them, and
-# converting each hit's BM25 vector as well cost ~0.6 ms of a 30-hit search (measured at 30k
-# points). A collection without a window vector (facts, older shards) gives none.
-_HIT_VECTORS = [DENSE, WINDOW]
+# Points read generically (`search`, `retrieve`, `scroll`: export, the proxy) carry the
+# dense and window vectors, not the BM25 one (converting it as well cost ~0.6 ms of a 30-hit
+# search at 30k points). A collection without a window vector (facts, older shards) gives
+# none.
+_POINT_VECTORS = [DENSE, WINDOW]
+# Recall's turn hits carry the dense vector only: it compares candidates by it (dedup, the
+# similarity of a turn another retriever found). Their window similarities come from the
+# engine (`window_similarities`): reading a window vector out of a reply and converting it
+# cost ~35 us a hit, ~2 ms of a recall (measured at 10k and 100k points).
+_HIT_VECTORS = [DENSE]
 
 
 class EdgeVectorStore(VectorStore):
@@ -396,16 +402,16 @@ class EdgeVectorStore(VectorStore):
         self, action: str, collection: str, query: Any, limit: int, where: Where | None,
         params: Any = None,
     ) -> list[Hit]:
-        points = self._points(action, collection, query, limit, where, params)
+        points = self._points(action, collection, query, limit, where, params, _POINT_VECTORS)
         return [_hit(p, float(p.score)) for p in points]
 
     def _points(
         self, action: str, collection: str, query: Any, limit: int, where: Where | None,
-        params: Any = None,
+        params: Any = None, vectors: list[str] = _HIT_VECTORS,
     ) -> Any:
         request = self._qe.QueryRequest(
             limit=limit, query=query, filter=self._filter(where), with_payload=True,
-            with_vector=_HIT_VECTORS, params=params,
+            with_vector=vectors, params=params,
         )
         return self._on(action, collection, "query", request)
 
@@ -455,10 +461,25 @@ class EdgeVectorStore(VectorStore):
         points = self._points(action, TURNS, nearest, limit, where, params)
         return [TurnHit.from_reply(p.payload, float(p.score), p) for p in points]
 
+    def window_similarities(self, hits: Sequence[TurnHit], vector: Vector) -> list[float | None]:
+        """One exact query over just these points: the engine compares their window vectors
+        (a point without one is not returned: None)."""
+        if not hits:
+            return []
+        qe = self._qe
+        ids = [h.point_id for h in hits]
+        request = qe.QueryRequest(
+            limit=len(ids), query=qe.Query.Nearest(vector.tolist(), using=WINDOW),
+            filter=qe.Filter(must=[qe.HasIdCondition(set(ids))]), with_payload=False,
+            with_vector=False, params=qe.SearchParams(exact=True))
+        scores = {str(p.id): float(p.score)
+                  for p in self._on("window similarities", TURNS, "query", request)}
+        return [scores.get(i) for i in ids]
+
     def retrieve(self, collection: str, ids: Sequence[str]) -> list[Hit]:
         if not ids:
             return []
-        records = self._on("retrieve", collection, "retrieve", list(ids), True, _HIT_VECTORS)
+        records = self._on("retrieve", collection, "retrieve", list(ids), True, _POINT_VECTORS)
         return [_hit(r, 0.0) for r in records]
 
     def get_turns(
@@ -474,12 +495,12 @@ class EdgeVectorStore(VectorStore):
 
     def turns_by_seq(
         self, session_id: str, seqs: Sequence[int], scope: Scope | None = None, *,
-        with_vectors: bool = True,
+        with_vectors: bool = True, with_windows: bool = False,
     ) -> list[TurnHit]:
         """Pages the size of the ask (a seq is one turn of the session; a page of 512 cost
         ~0.1 ms more at 100k points), the vectors read out of the reply on first use: the
         generic path converted each point's two vectors twice (~0.8 ms of a recall's
-        neighbours at 100k)."""
+        neighbours at 100k). `with_windows`: the window vectors as well."""
         if not seqs:
             return []
         wanted = sorted(set(seqs))
@@ -490,7 +511,8 @@ class EdgeVectorStore(VectorStore):
         while True:
             request = qe.ScrollRequest(
                 offset=offset, limit=len(wanted), filter=where, with_payload=True,
-                with_vector=_HIT_VECTORS if with_vectors else False,
+                with_vector=(_POINT_VECTORS if with_windows else _HIT_VECTORS)
+                if with_vectors else False,
             )
             records, offset = self._on("scroll", TURNS, "scroll", request)
             out += [TurnHit.from_reply(r.payload, 0.0, r) if with_vectors
@@ -506,7 +528,7 @@ class EdgeVectorStore(VectorStore):
         while True:
             request = qe.ScrollRequest(
                 offset=offset, limit=512, filter=self._filter(where), with_payload=True,
-                with_vector=_HIT_VECTORS if with_vectors else False,
+                with_vector=_POINT_VECTORS if with_vectors else False,
             )
             records, offset = self._on("scroll", collection, "scroll", request)
             for record in records:
