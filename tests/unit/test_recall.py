@@ -299,6 +299,7 @@ def test_recall_runs_the_window_search_on_the_helper_beside_the_dense_one(pipeli
     caller runs the dense search (the engine frees it too); the context is the one the
     two searches give as one request on the caller."""
     import threading
+    import time
 
     client, drain = pipeline
     client.ingest("s1", "user", "the llama farm ships wool on Tuesdays")
@@ -309,23 +310,35 @@ def test_recall_runs_the_window_search_on_the_helper_beside_the_dense_one(pipeli
     assert vectors.has_windows
     serial = client.recall("s1", "when does the llama wool ship")
     threads: dict[str, str] = {}
+    windowing = threading.Event()
     inner_window, inner_dense = vectors.search_turns_window, vectors.search_turns
+    inner_embed = embedder.embed_query
 
     def window(*args: object, **kwargs: object) -> object:
         threads["window"] = threading.current_thread().name
+        windowing.set()
         return inner_window(*args, **kwargs)
 
     def dense(*args: object, **kwargs: object) -> object:
         threads["dense"] = threading.current_thread().name
+        windowing.wait(timeout=10)  # the helper has begun the window search (not taken back)
         return inner_dense(*args, **kwargs)
+
+    def embed(text: str) -> object:
+        # As a real embedding would: long enough for the helper's lexical work to end.
+        deadline = time.monotonic() + 10
+        while recaller._inflight and time.monotonic() < deadline:
+            time.sleep(0.001)
+        return inner_embed(text)
 
     vectors.search_turns_window = window  # type: ignore[method-assign]
     vectors.search_turns = dense  # type: ignore[method-assign]
+    embedder.embed_query = embed  # type: ignore[method-assign]
     embedder.releases_gil = True  # as ONNX's (the hashing embedder holds it: no helper)
     try:
         parallel = client.recall("s1", "when does the llama wool ship")
     finally:
-        del vectors.search_turns_window, vectors.search_turns
+        del vectors.search_turns_window, vectors.search_turns, embedder.embed_query
         del embedder.releases_gil
     assert threads["dense"] == threading.current_thread().name
     assert threads["window"] != threads["dense"]
