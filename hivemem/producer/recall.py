@@ -409,18 +409,19 @@ class Recaller:
         another retriever, and the window similarity of a stored turn the window search did
         not find (asked of the store for all of them at once; not yet asked: `window_asked`
         is False). Window similarities only when the policy weighs them."""
-        unasked: list[PoolEntry] = []
+        windows = bool(policy.weights.window) and self.vectors.has_windows
+        unasked: list[tuple[PoolEntry, TurnHit]] = []
         for entry in pool.values():
             sig = entry.signals
             if sig.dense_rank is None and entry.is_turn:
                 sig.dense = _dot(entry.vector, query)
-            if sig.window is None and entry.hit is not None and not entry.window_asked:
-                unasked.append(entry)
-        if not unasked or not policy.weights.window or not self.vectors.has_windows:
+            if (windows and sig.window is None and entry.hit is not None
+                    and not entry.window_asked):
+                unasked.append((entry, entry.hit))
+        if not unasked:
             return
-        hits = [e.hit for e in unasked if e.hit is not None]
-        for entry, similarity in zip(
-                unasked, self.vectors.window_similarities(hits, query), strict=True):
+        similarities = self.vectors.window_similarities([h for _e, h in unasked], query)
+        for (entry, _hit), similarity in zip(unasked, similarities, strict=True):
             entry.window_asked = True
             entry.signals.window = similarity
 
