@@ -42,6 +42,9 @@ in the recall path of the same client and puts it back afterwards:
   favours their turns).
 - lexical-0.6: the BM25 weight before (default 0.25). restates-1.0: `restates_threshold`
   1.0 (default 0.5: a fact at least that similar to a turn it came from stands for it).
+- windows-of-candidates (-30, -40): `window_search=False`: no window search of its own, the
+  window similarity of the candidates the other retrievers found only (one exact query over
+  them); -30/-40: 30 or 40 hits per retriever to make up for the window-only hits.
 - previous-defaults: all four back as they were (the defaults before this work).
 
 Per arm: R@1/5/10/20 overall and per category, latency p50/p95, and (for arms that must not
@@ -230,6 +233,11 @@ ARMS: dict[str, Arm] = {
     "speakers-in-query": _policy({"dense_without_speakers": False}),
     "lexical-0.6": _policy({}, {"lexical": 0.6}),
     "restates-1.0": _policy({"restates_threshold": 1.0}),
+    # No window search of its own: the candidates' window similarities only (one exact
+    # query over them); with 30 or 40 dense hits to make up for the window-only ones.
+    "windows-of-candidates": _policy({"window_search": False}),
+    "windows-of-candidates-30": _policy({"window_search": False, "search_limit": 30}),
+    "windows-of-candidates-40": _policy({"window_search": False, "search_limit": 40}),
 }
 
 

@@ -170,6 +170,14 @@ def main() -> None:
                                           strict=True))
         out["recalls"] = n
         out["recalls_with_identical_items"] = same
+        # Ids in the same order, scores equal to float32 rounding (a similarity computed
+        # from a stored vector instead of by the engine differs in the last bits).
+        pairs = list(zip(got["baseline"]["items"], got["this"]["items"], strict=True))
+        out["recalls_with_same_ids"] = sum([i for i, _s in a] == [i for i, _s in b]
+                                           for a, b in pairs)
+        out["max_score_difference_same_ids"] = max(
+            (abs(x[1] - y[1]) for a, b in pairs if [i for i, _s in a] == [i for i, _s in b]
+             for x, y in zip(a, b, strict=True)), default=0.0)
         for kind in ("cpu", "wall"):
             for stat in ("p50", "mean", "p95"):
                 base = out["baseline"][f"{kind}_ms_per_recall"][stat]

@@ -265,3 +265,57 @@ def test_update_windows_through_a_qdrant_server_api(tmp_path: Path) -> None:
     finally:
         store.close()
         standin.stop()
+
+
+def _weigh_windows_only(**update: object) -> Any:
+    base = PRESETS["balanced"]
+    return base.model_copy(update={**update, "weights": base.weights.model_copy(
+        update={"window": 1.0, "neighbour": 0.0, "recency": 0.0})})
+
+
+def test_without_a_window_search_the_candidates_get_their_window_similarities(
+    tmp_path: Path, settings: Settings, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    with MemoryClient.local(tmp_path / "m", settings, embedder=EMB) as client:
+        for i, text in enumerate(("which database do we use for the billing service",
+                                  "postgres, definitely", "the office plants need water",
+                                  "the cafeteria menu changed again")):
+            client.ingest("s", "user", text, timestamp=T0 + timedelta(minutes=i),
+                          turn_id=f"t{i}")
+        client.wait_until_processed("s", 30)
+        searched = {i.source_id: i.score for i in client.recall(
+            "s", "billing database", 500, preset=_weigh_windows_only())}
+
+        def no_window_search(*_a: object, **_k: object) -> object:
+            raise AssertionError("window_search=False searches no window vectors")
+
+        for name in ("search_turns_window", "search_turns_and_windows"):
+            monkeypatch.setattr(EdgeVectorStore, name, no_window_search)
+        among = {i.source_id: i.score for i in client.recall(
+            "s", "billing database", 500, preset=_weigh_windows_only(window_search=False))}
+    # Every turn is a dense candidate here: the same similarities, asked of the engine.
+    assert among.keys() == searched.keys() == {"t0", "t1", "t2", "t3"}
+    assert among == pytest.approx(searched, abs=1e-5)
+
+
+def test_a_neighbour_turn_brings_its_own_window_similarity(
+    tmp_path: Path, settings: Settings
+) -> None:
+    with MemoryClient.local(tmp_path / "m", settings, embedder=EMB) as client:
+        texts = ("which database do we use for the billing service", "postgres, definitely",
+                 "the office plants need water", "the cafeteria menu changed again")
+        for i, text in enumerate(texts):
+            client.ingest("s", "user", text, timestamp=T0 + timedelta(minutes=i),
+                          turn_id=f"t{i}")
+        client.wait_until_processed("s", 30)
+        # One dense hit (t0), no BM25, no recent window: t1 comes in as its neighbour.
+        policy = _weigh_windows_only(search_limit=1, neighbours=1, lexical=False,
+                                     recent_turns=0, window_search=False)
+        items = {i.source_id: i for i in client.recall("s", texts[0], 500, preset=policy)}
+        store = client.vector_store()
+        query = EMB.embed_query(texts[0])
+        (t1,) = store.turns_by_seq("s", [2])
+        (window,) = store.window_similarities([t1], query)
+    assert set(items) == {"t0", "t1"} and window is not None
+    neighbour = items["t1"].components
+    assert neighbour.relevance == pytest.approx((neighbour.dense + window) / 2, abs=1e-5)

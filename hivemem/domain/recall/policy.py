@@ -76,6 +76,10 @@ class RecallPolicy(BaseModel):
     dense_without_speakers: bool = True
     fusion: Fusion = "weighted"
     neighbours: int = Field(default=5, ge=0, le=100)  # add the turns next to the best n hits
+    # Search the context-window vectors as a retriever of their own (a second nearest-
+    # neighbour search, as costly as the dense one). False: the window similarity of the
+    # candidates the other retrievers found only (one exact query over them).
+    window_search: bool = True
     recent_turns: int = Field(default=12, ge=0, le=1000)
     fact_limit: int = Field(default=10, ge=0, le=1000)
     include_history: bool = False
