@@ -88,6 +88,24 @@ def test_the_embed_worker_writes_each_turns_window_from_the_turns_before_it(
         [h.score for h in hits], abs=1e-5)
 
 
+def test_window_similarities_of_turns_from_several_sessions(store: VectorStore) -> None:
+    handler = EmbedHandler(EMB, store, _NoStreams(), None, Keys(),  # type: ignore[arg-type]
+                           window_turns=2, window_mode="text")
+    for session in ("s", "other"):
+        handler([t.model_copy(update={"session_id": session}) for t in (
+            turn(1, "which database for billing"), turn(2, "postgres, definitely"))])
+    query = EMB.embed_query("database billing postgres")
+    hits = store.search_turns_window(["s", "other"], query, 4)
+    # Same seqs in both sessions: each turn gets its own window's similarity.
+    assert sorted((h.session_id, h.seq) for h in hits) == [
+        ("other", 1), ("other", 2), ("s", 1), ("s", 2)]
+    assert store.window_similarities(hits, query) == pytest.approx(
+        [h.score for h in hits], abs=1e-5)
+    one = [h for h in hits if h.session_id == "s"]
+    assert store.window_similarities(one, query) == pytest.approx(
+        [h.score for h in one], abs=1e-5)
+
+
 def test_another_agents_private_turn_stays_out_of_a_shared_turns_window(
     store: VectorStore,
 ) -> None:

