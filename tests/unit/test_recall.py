@@ -345,3 +345,66 @@ def test_recall_runs_the_window_search_on_the_helper_beside_the_dense_one(pipeli
     assert [(i.source_id, i.score) for i in parallel.items] == [
         (i.source_id, i.score) for i in serial.items] and serial.items
     assert recaller._inflight == 0
+
+
+def test_recall_runs_the_dense_fact_search_on_the_helper_beside_the_turn_search(
+    pipeline,
+) -> None:
+    """Once the helper is done with the lexical work, the dense fact search goes to it (after
+    the window search) while the caller runs the dense turn search; the context is the one
+    the caller gets searching facts itself."""
+    import threading
+    import time
+    from datetime import UTC, datetime
+
+    from hivemem.domain.fact import Fact
+
+    client, drain = pipeline
+    client.ingest("s1", "user", "the llama farm ships wool on Tuesdays")
+    drain()
+    recaller = client._get_recaller()
+    vectors, embedder = recaller.vectors, recaller.embedder
+    now = datetime.now(UTC)
+    fact = Fact(fact_id=f"{7:032x}", session_id="s1", created_at=now, valid_from=now,
+                content="wool ships from the llama farm on Tuesdays")
+    vectors.upsert_facts([fact], HashingEmbedder(1024).embed_documents([fact.content]))
+    query = "when does the llama wool ship"
+    serial = client.recall("s1", query)
+    assert fact.fact_id in [i.source_id for i in serial.items]
+    threads: dict[str, str] = {}
+    searching_facts = threading.Event()
+    inner_facts, inner_dense = vectors.search_facts, vectors.search_turns
+    inner_embed = embedder.embed_query
+
+    def facts(*args: object, **kwargs: object) -> object:
+        threads["facts"] = threading.current_thread().name
+        searching_facts.set()
+        return inner_facts(*args, **kwargs)
+
+    def dense(*args: object, **kwargs: object) -> object:
+        threads["dense"] = threading.current_thread().name
+        searching_facts.wait(timeout=10)  # the helper has begun the fact search
+        return inner_dense(*args, **kwargs)
+
+    def embed(text: str) -> object:
+        deadline = time.monotonic() + 10  # as a real embedding: the lexical work ends first
+        while recaller._inflight and time.monotonic() < deadline:
+            time.sleep(0.001)
+        return inner_embed(text)
+
+    vectors.search_facts = facts  # type: ignore[method-assign]
+    vectors.search_turns = dense  # type: ignore[method-assign]
+    embedder.embed_query = embed  # type: ignore[method-assign]
+    embedder.releases_gil = True  # as ONNX's (the hashing embedder holds it: no helper)
+    try:
+        parallel = client.recall("s1", query)
+    finally:
+        del vectors.search_facts, vectors.search_turns, embedder.embed_query
+        del embedder.releases_gil
+    assert threads["dense"] == threading.current_thread().name
+    assert threads["facts"] != threads["dense"]
+    # (The engine's cosine for the fact differs between calls in the last float32 bits.)
+    assert [i.source_id for i in parallel.items] == [i.source_id for i in serial.items]
+    assert [i.score for i in parallel.items] == pytest.approx(
+        [i.score for i in serial.items], abs=1e-6)
+    assert recaller._inflight == 0
