@@ -23,9 +23,6 @@ in the recall path of the same client and puts it back afterwards:
 - searches-as-one: the dense and window searches sent as one request on the caller, as
   when the helper is busy (the default sends the window search to the helper, once its
   lexical work is done, beside the caller's dense one); must give the same items.
-- facts-on-caller: the dense fact search on the caller after the turn searches (the default
-  sends it to the helper, after the window search, beside the caller's dense turn search);
-  must give the same items.
 - query-threads-2: the query embedded on two ONNX threads (`EmbeddingSettings.query_threads`,
   default 1); must give the same items.
 - int8-all: documents (turns, windows, facts) and queries embedded with the int8 export
@@ -94,7 +91,7 @@ from locomo import (
 
 INT8 = SHARED / "models" / "all-MiniLM-L6-v2-onnx-int8"
 SAME_AS_DEFAULTS = ("uncached-currency", "no-helper", "query-threads-2", "int8-query",
-                    "searches-as-one", "facts-on-caller")
+                    "searches-as-one")
 # Arms that recall from a memory of their own, built with these Settings overrides.
 OWN_MEMORY: dict[str, dict[str, Any]] = {
     "int8-all": {"embedding": {"model_path": INT8}},
@@ -149,16 +146,6 @@ def searches_as_one(client: Any) -> Iterator[None]:
         yield
     finally:
         del recaller._window_search
-
-
-@contextmanager
-def facts_on_caller(client: Any) -> Iterator[None]:
-    recaller = client._get_recaller()
-    recaller._fact_search = lambda *_a: None  # the dense fact search after the turn searches
-    try:
-        yield
-    finally:
-        del recaller._fact_search
 
 
 def _swapped_query_embedder(make: Callable[[Any], Any]) -> Arm:
@@ -221,7 +208,6 @@ ARMS: dict[str, Arm] = {
     "uncached-currency": uncached_currency,
     "no-helper": no_helper,
     "searches-as-one": searches_as_one,
-    "facts-on-caller": facts_on_caller,
     "query-threads-2": _query_embedder(query_threads=2),
     "int8-query": _int8_query(),
     "fp32-query": _query_embedder(query_precision="fp32"),

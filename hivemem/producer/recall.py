@@ -148,7 +148,7 @@ class Recaller:
         """`access`: who asks; every store read is limited to what it may see."""
         sessions = [session_id, *(s for s in related_sessions if s != session_id)]
         scope: str | list[str] = session_id if len(sessions) == 1 else sessions
-        query_vector, got, dense_hits, window_hits, dense_facts = self._searches(
+        query_vector, got, dense_hits, window_hits = self._searches(
             session_id, sessions, scope, query, policy, access)
         recent = got.recent
         lexical_turns, search_facts = got.lexical_turns, got.search_facts
@@ -160,8 +160,7 @@ class Recaller:
         self._similarities(pool, query_vector, policy)
         past = asks_about_past(query)
         superseded = self._add_facts(
-            pool, scope, query_vector, got.lexical_facts, policy, access, past=past,
-            dense=dense_facts,
+            pool, scope, query_vector, got.lexical_facts, policy, access, past=past
         ) if search_facts else []
         self._add_recent(pool, recent, query_vector, access, got.recent_stored)
         if policy.neighbours:
@@ -227,16 +226,15 @@ class Recaller:
     def _searches(
         self, session_id: str, sessions: list[str], scope: str | list[str], query: str,
         policy: RecallPolicy, access: Scope | None,
-    ) -> tuple[Vector, _Lexical, list[TurnHit], list[TurnHit], _Ahead[list[FactHit]] | None]:
-        """The query's vector, the lexical work, the dense hits, the window hits and the
-        dense fact search (None: `_add_facts` searches).
+    ) -> tuple[Vector, _Lexical, list[TurnHit], list[TurnHit]]:
+        """The query's vector, the lexical work, the dense hits and the window hits.
 
         With the helper free (`_helper_free`), the lexical work runs on it while the caller
-        embeds the query (ONNX releases the GIL), and then the window search and the dense
-        fact search, while the caller runs the dense turn search (the engine releases the
-        GIL too): on two cores the searches overlap. Else all of it on the caller, the two
-        turn searches as one request (`search_turns_and_windows`), as also when the helper
-        is still busy with the lexical work after the embedding.
+        embeds the query (ONNX releases the GIL), and then the window search, while the
+        caller runs the dense one (the engine releases it too): on two cores the two
+        searches take the time of one. Else all of it on the caller, the two searches as
+        one request (`search_turns_and_windows`), as also when the helper is still busy
+        with the lexical work after the embedding.
 
         The text to embed drops the speakers the query names, known from earlier recalls
         and the recent turns; the helper reads those meanwhile, so the embedding starts
@@ -266,9 +264,8 @@ class Recaller:
         # The window search to the helper only once it is done with the lexical work (else
         # the caller, waiting for both, would wait the longer): then the caller sends both
         # searches as one request while the helper finishes.
-        beside = helper if before.done() else None
-        windows = self._window_search(beside, scope, query_vector, policy, access)
-        facts = self._fact_search(beside, before, scope, query_vector, policy, access)
+        windows = self._window_search(
+            helper if before.done() else None, scope, query_vector, policy, access)
         if windows is None:
             dense, window = self._dense_hits(scope, query_vector, policy, access)
         else:
@@ -276,14 +273,13 @@ class Recaller:
         got = before.result()
         exact = self._dense_query(query, policy, remembered, got.recent)
         if exact != dense_query:  # the recent turns named a speaker: search again without
-            for task in (windows, facts):
-                if task is not None:
-                    task.result()
-            query_vector, windows, facts = self.embedder.embed_query(exact), None, None
+            if windows is not None:
+                windows.result()
+            query_vector, windows = self.embedder.embed_query(exact), None
             dense, window = self._dense_hits(scope, query_vector, policy, access)
         if windows is not None:
             window = windows.result()
-        return query_vector, got, dense, window, facts
+        return query_vector, got, dense, window
 
     def _window_search(
         self, helper: ThreadPoolExecutor | None, scope: str | list[str], vector: Vector,
@@ -294,17 +290,6 @@ class Recaller:
             return None
         return self._task(helper, lambda _ahead: self.vectors.search_turns_window(
             scope, vector, policy.search_limit, access), start=True)
-
-    def _fact_search(
-        self, helper: ThreadPoolExecutor | None, before: _Ahead[_Lexical],
-        scope: str | list[str], vector: Vector, policy: RecallPolicy, access: Scope | None,
-    ) -> _Ahead[list[FactHit]] | None:
-        """The dense fact search on the helper, after the window search (None: no helper,
-        or no facts to search: the lexical work, done, says whether there are any)."""
-        if helper is None or not policy.fact_limit or not before.result().search_facts:
-            return None
-        return self._task(helper, lambda _ahead: self.vectors.search_facts(
-            scope, vector, policy.fact_limit, _statuses(policy), access), start=True)
 
     def _helper_free(self) -> ThreadPoolExecutor | None:
         """The helper, when no other recall is using it and the embedder frees the GIL:
@@ -480,20 +465,18 @@ class Recaller:
         access: Scope | None = None,
         *,
         past: bool = False,
-        dense: _Ahead[list[FactHit]] | None = None,
     ) -> list[FactHit]:
-        """Add the facts that match (lexical hits given; dense ones `dense`'s, or searched
-        here). Returns the superseded ones left out (no history asked). `past`: the query
-        asks what was true before, so superseded versions are candidates (they hold the
-        answer)."""
+        """Add the facts that match (dense hits searched here, lexical ones given). Returns
+        the superseded ones left out (no history asked). `past`: the query asks what was
+        true before, so superseded versions are candidates (they hold the answer)."""
         if not policy.fact_limit:
-            if dense is not None:
-                dense.result()
             return []
-        found = dense.result() if dense is not None else self.vectors.search_facts(
-            scope, query_vector, policy.fact_limit, _statuses(policy), access)
+        statuses = _statuses(policy)
+        dense = self.vectors.search_facts(
+            scope, query_vector, policy.fact_limit, statuses, access
+        )
         hits: dict[str, tuple[FactHit, int | None, FactHit | None, int | None]] = {}
-        for rank, hit in enumerate(found, 1):
+        for rank, hit in enumerate(dense, 1):
             hits[hit.fact.fact_id] = (hit, rank, None, None)
         for rank, hit in enumerate(lexical, 1):
             d_hit, d_rank, _l, _r = hits.get(hit.fact.fact_id, (hit, None, None, None))
