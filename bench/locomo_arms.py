@@ -20,9 +20,6 @@ in the recall path of the same client and puts it back afterwards:
 - no-helper: recall's lexical work (BM25 searches, Redis reads, currency) on the caller
   before the query embedding, as if the helper thread were busy (what recall did in
   effect before the caller embedded the query itself); must give the same items.
-- searches-as-one: the dense and window searches sent as one request on the caller, as
-  when the helper is busy (the default sends the window search to the helper, once its
-  lexical work is done, beside the caller's dense one); must give the same items.
 - query-threads-2: the query embedded on two ONNX threads (`EmbeddingSettings.query_threads`,
   default 1); must give the same items.
 - int8-all: documents (turns, windows, facts) and queries embedded with the int8 export
@@ -90,8 +87,7 @@ from locomo import (
 )
 
 INT8 = SHARED / "models" / "all-MiniLM-L6-v2-onnx-int8"
-SAME_AS_DEFAULTS = ("uncached-currency", "no-helper", "query-threads-2", "int8-query",
-                    "searches-as-one")
+SAME_AS_DEFAULTS = ("uncached-currency", "no-helper", "query-threads-2", "int8-query")
 # Arms that recall from a memory of their own, built with these Settings overrides.
 OWN_MEMORY: dict[str, dict[str, Any]] = {
     "int8-all": {"embedding": {"model_path": INT8}},
@@ -136,16 +132,6 @@ def no_helper(client: Any) -> Iterator[None]:
         yield
     finally:
         recaller._inflight -= 1
-
-
-@contextmanager
-def searches_as_one(client: Any) -> Iterator[None]:
-    recaller = client._get_recaller()
-    recaller._window_search = lambda *_a: None  # the dense and window searches as one request
-    try:
-        yield
-    finally:
-        del recaller._window_search
 
 
 def _swapped_query_embedder(make: Callable[[Any], Any]) -> Arm:
@@ -207,7 +193,6 @@ ARMS: dict[str, Arm] = {
     "defaults": defaults,
     "uncached-currency": uncached_currency,
     "no-helper": no_helper,
-    "searches-as-one": searches_as_one,
     "query-threads-2": _query_embedder(query_threads=2),
     "int8-query": _int8_query(),
     "fp32-query": _query_embedder(query_precision="fp32"),

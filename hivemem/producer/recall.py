@@ -71,7 +71,7 @@ class _Ahead(Generic[_T]):
     cost more than the overlap saves (LoCoMo at load 13: p50 +27% before this)."""
 
     def __init__(self, executor: ThreadPoolExecutor | None,
-                 work: Callable[[bool], _T], *, start: bool = False) -> None:
+                 work: Callable[[bool], _T]) -> None:
         self._executor = executor
         self._work = work
         self._task: Future[_T] | None = None
@@ -79,8 +79,6 @@ class _Ahead(Generic[_T]):
         self._value: _T | None = None
         if executor is None:
             self._set(work(False))
-        elif start:
-            self.start()
 
     def _set(self, value: _T) -> None:
         self._value, self._done = value, True
@@ -230,11 +228,11 @@ class Recaller:
         """The query's vector, the lexical work, the dense hits and the window hits.
 
         With the helper free (`_helper_free`), the lexical work runs on it while the caller
-        embeds the query (ONNX releases the GIL), and then the window search, while the
-        caller runs the dense one (the engine releases it too): on two cores the two
-        searches take the time of one. Else all of it on the caller, the two searches as
-        one request (`search_turns_and_windows`), as also when the helper is still busy
-        with the lexical work after the embedding.
+        embeds the query (ONNX releases the GIL); else on the caller. The dense and window
+        searches go as one request (`search_turns_and_windows`) from the caller: sending
+        the window search to the helper beside the caller's dense one (and the dense fact
+        search, tried after it) measured no faster on LoCoMo, twice
+        (`bench/results/locomo_arms_searches_on_helper.json`).
 
         The text to embed drops the speakers the query names, known from earlier recalls
         and the recent turns; the helper reads those meanwhile, so the embedding starts
@@ -261,35 +259,13 @@ class Recaller:
             exact = self._dense_query(query, policy, remembered, before.result().recent)
             if exact != dense_query:
                 dense_query, query_vector = exact, self.embedder.embed_query(exact)
-        # The window search to the helper only once it is done with the lexical work (else
-        # the caller, waiting for both, would wait the longer): then the caller sends both
-        # searches as one request while the helper finishes.
-        windows = self._window_search(
-            helper if before.done() else None, scope, query_vector, policy, access)
-        if windows is None:
-            dense, window = self._dense_hits(scope, query_vector, policy, access)
-        else:
-            dense = self.vectors.search_turns(scope, query_vector, policy.search_limit, access)
+        dense, window = self._dense_hits(scope, query_vector, policy, access)
         got = before.result()
         exact = self._dense_query(query, policy, remembered, got.recent)
         if exact != dense_query:  # the recent turns named a speaker: search again without
-            if windows is not None:
-                windows.result()
-            query_vector, windows = self.embedder.embed_query(exact), None
+            query_vector = self.embedder.embed_query(exact)
             dense, window = self._dense_hits(scope, query_vector, policy, access)
-        if windows is not None:
-            window = windows.result()
         return query_vector, got, dense, window
-
-    def _window_search(
-        self, helper: ThreadPoolExecutor | None, scope: str | list[str], vector: Vector,
-        policy: RecallPolicy, access: Scope | None,
-    ) -> _Ahead[list[TurnHit]] | None:
-        """The window search on the helper (None: no helper, or no windows to search)."""
-        if helper is None or not self._searches_windows(policy):
-            return None
-        return self._task(helper, lambda _ahead: self.vectors.search_turns_window(
-            scope, vector, policy.search_limit, access), start=True)
 
     def _helper_free(self) -> ThreadPoolExecutor | None:
         """The helper, when no other recall is using it and the embedder frees the GIL:
@@ -301,8 +277,8 @@ class Recaller:
                 return None
             return self._helper
 
-    def _task(self, helper: ThreadPoolExecutor | None, work: Callable[[bool], _T], *,
-              start: bool = False) -> _Ahead[_T]:
+    def _task(self, helper: ThreadPoolExecutor | None, work: Callable[[bool], _T]
+              ) -> _Ahead[_T]:
         """`work` as an `_Ahead` on `helper` (None: at once, here), counted in flight."""
         with self._inflight_lock:
             self._inflight += 1
@@ -314,7 +290,7 @@ class Recaller:
                 with self._inflight_lock:
                     self._inflight -= 1
 
-        return _Ahead(helper, counted, start=start)
+        return _Ahead(helper, counted)
 
     def _lexical(
         self, session_id: str, sessions: list[str], scope: str | list[str], query: str,
