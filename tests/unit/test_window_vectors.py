@@ -147,16 +147,24 @@ def test_window_turns_0_writes_no_windows(store: VectorStore) -> None:
         None, None]
 
 
+_FOUR = ("which database do we use for the billing service", "postgres, definitely",
+         "the office plants need water", "the cafeteria menu changed again")
+
+
+def _four_turns(client: MemoryClient) -> tuple[str, ...]:
+    """Session "s": a question, its reply (which shares no word with the question) and two
+    unrelated turns, embedded (t0-t3)."""
+    for i, text in enumerate(_FOUR):
+        client.ingest("s", "user", text, timestamp=T0 + timedelta(minutes=i), turn_id=f"t{i}")
+    client.wait_until_processed("s", 30)
+    return _FOUR
+
+
 def test_recall_weighs_the_window_of_a_reply_to_what_the_query_asks(
     tmp_path: Path, settings: Settings
 ) -> None:
     with MemoryClient.local(tmp_path / "m", settings, embedder=EMB) as client:
-        for i, text in enumerate(("which database do we use for the billing service",
-                                  "postgres, definitely", "the office plants need water",
-                                  "the cafeteria menu changed again")):
-            client.ingest("s", "user", text, timestamp=T0 + timedelta(minutes=i),
-                          turn_id=f"t{i}")
-        client.wait_until_processed("s", 30)
+        _four_turns(client)
         query = "billing database"
         base = PRESETS["balanced"]
         flat = base.model_copy(update={"weights": base.weights.model_copy(
@@ -295,12 +303,7 @@ def test_without_a_window_search_the_candidates_get_their_window_similarities(
     tmp_path: Path, settings: Settings, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     with MemoryClient.local(tmp_path / "m", settings, embedder=EMB) as client:
-        for i, text in enumerate(("which database do we use for the billing service",
-                                  "postgres, definitely", "the office plants need water",
-                                  "the cafeteria menu changed again")):
-            client.ingest("s", "user", text, timestamp=T0 + timedelta(minutes=i),
-                          turn_id=f"t{i}")
-        client.wait_until_processed("s", 30)
+        _four_turns(client)
         searched = {i.source_id: i.score for i in client.recall(
             "s", "billing database", 500, preset=_weigh_windows_only())}
 
@@ -320,12 +323,7 @@ def test_a_neighbour_turn_brings_its_own_window_similarity(
     tmp_path: Path, settings: Settings
 ) -> None:
     with MemoryClient.local(tmp_path / "m", settings, embedder=EMB) as client:
-        texts = ("which database do we use for the billing service", "postgres, definitely",
-                 "the office plants need water", "the cafeteria menu changed again")
-        for i, text in enumerate(texts):
-            client.ingest("s", "user", text, timestamp=T0 + timedelta(minutes=i),
-                          turn_id=f"t{i}")
-        client.wait_until_processed("s", 30)
+        texts = _four_turns(client)
         # One dense hit (t0), no BM25, no recent window: t1 comes in as its neighbour.
         policy = _weigh_windows_only(search_limit=1, neighbours=1, lexical=False,
                                      recent_turns=0, window_search=False)
