@@ -59,9 +59,12 @@ def test_sigkill_mid_batch_then_reclaim_embeds_every_turn_exactly_once(
             assert not any(r.duplicate for r in results)
     assert real_redis.xlen(STREAM) == n
 
+    # The doomed worker's partition lease lives claim_idle_ms (default 30 s): the rescuer
+    # takes the partition over only once it expires. 3 s (the keepalive renews it and the
+    # batch in hand every second) instead of waiting 30 s for a dead worker's lease.
     env = worker_env(
         redis_url, qdrant_path, provider="fastembed",
-        extra={"HIVEMEM_WORKER__BATCH_SIZE": BATCH},
+        extra={"HIVEMEM_WORKER__BATCH_SIZE": BATCH, "HIVEMEM_WORKER__CLAIM_IDLE_MS": "3000"},
     )
     first = start_worker(env, "--name", "doomed")
 
