@@ -304,7 +304,9 @@ def test_without_a_window_search_the_candidates_get_their_window_similarities(
 ) -> None:
     with MemoryClient.local(tmp_path / "m", settings, embedder=EMB) as client:
         _four_turns(client)
-        searched = {i.source_id: i.score for i in client.recall(
+        # Relevance (dense, window, lexical fused): the boosts move as the boundary worker
+        # closes the episode between the two recalls.
+        searched = {i.source_id: i.components.relevance for i in client.recall(
             "s", "billing database", 500, preset=_weigh_windows_only())}
 
         def no_window_search(*_a: object, **_k: object) -> object:
@@ -312,7 +314,7 @@ def test_without_a_window_search_the_candidates_get_their_window_similarities(
 
         for name in ("search_turns_window", "search_turns_and_windows"):
             monkeypatch.setattr(EdgeVectorStore, name, no_window_search)
-        among = {i.source_id: i.score for i in client.recall(
+        among = {i.source_id: i.components.relevance for i in client.recall(
             "s", "billing database", 500, preset=_weigh_windows_only(window_search=False))}
     # Every turn is a dense candidate here: the same similarities, asked of the engine.
     assert among.keys() == searched.keys() == {"t0", "t1", "t2", "t3"}
