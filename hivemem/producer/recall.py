@@ -392,8 +392,9 @@ class Recaller:
     ) -> None:
         """Fill in what the searches did not give: the dense similarity of a turn found by
         another retriever, and the window similarity of a stored turn the window search did
-        not find (asked of the store for all of them at once; not yet asked: `window_asked`
-        is False). Window similarities only when the policy weighs them."""
+        not find, or of every one without a window search (asked of the store for all of
+        them at once; not yet asked: `window_asked` is False). Window similarities only when
+        the policy weighs them."""
         windows = self._weighs_windows(policy)
         unasked: list[tuple[PoolEntry, TurnHit]] = []
         for entry in pool.values():
@@ -538,7 +539,7 @@ class Recaller:
                 if key in pool:
                     continue
                 vector = unit_vector(hit.vector)
-                window = unit_vector(hit.window) if windows else None
+                window = hit.window if windows else None
                 pool[key] = PoolEntry(
                     Signals(key=key, source="turn", session_id=session, seq=hit.seq,
                             markers=hit.markers, dense=_dot(vector, query),

@@ -155,7 +155,7 @@ class TurnHit:
         each read; comparing these skips formatting it, ~3 us a point)."""
         if self._reply is not None:
             return self._reply.id
-        return uuid.UUID(turn_point_id(self.session_id, self.turn_id))
+        return uuid.UUID(self.point_id)
 
     @property
     def vector(self) -> Vector | None:
