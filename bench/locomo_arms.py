@@ -42,6 +42,9 @@ in the recall path of the same client and puts it back afterwards:
 - windows-of-candidates (-30, -40): `window_search=False`: no window search of its own, the
   window similarity of the candidates the other retrievers found only (one exact query over
   them); -30/-40: 30 or 40 hits per retriever to make up for the window-only hits.
+- search-threads-0 / -2: a memory whose embedded engine searches with a pool of one
+  thread per core (the engine's own default) / two threads
+  (`VectorIndexSettings.search_threads`; default 1: on the thread that asks).
 - previous-defaults: all four back as they were (the defaults before this work).
 
 Per arm: R@1/5/10/20 overall and per category, latency p50/p95, and (for arms that must not
@@ -93,6 +96,8 @@ OWN_MEMORY: dict[str, dict[str, Any]] = {
     "int8-all": {"embedding": {"model_path": INT8}},
     "text-windows": {"embedding": {"window_mode": "text"}},
     "mean-windows": {"embedding": {"window_mode": "mean"}},
+    "search-threads-0": {"qdrant": {"index": {"search_threads": 0}}},
+    "search-threads-2": {"qdrant": {"index": {"search_threads": 2}}},
 }
 
 Arm = Callable[[Any], AbstractContextManager[None]]
@@ -199,6 +204,8 @@ ARMS: dict[str, Arm] = {
     "int8-all": defaults,  # its own memory (OWN_MEMORY), the code as it stands
     "text-windows": defaults,  # its own memory: window vectors embedded as text
     "mean-windows": defaults,  # its own memory: window vectors the mean, never refined
+    "search-threads-0": defaults,  # its own memory: the engine's search pool, one per core
+    "search-threads-2": defaults,  # its own memory: a search pool of two threads
     "speaker-0.1": _policy({}, {"speaker": 0.1}),
     "speaker-0.2": _policy({}, {"speaker": 0.2}),
     "search-40": _policy({"search_limit": 40}),

@@ -82,6 +82,14 @@ class VectorIndexSettings(BaseModel):
     # 128 found the exact nearest in 0.60 of queries at 1.32 ms p50, 256 in 0.80 at 1.66 ms,
     # 512 in 0.94 at 2.16 ms.
     hnsw_ef: int | None = Field(default=256, ge=1, le=4096)
+    # Embedded: threads of the engine's search pool, which reads a collection's segments in
+    # parallel (0: one per core, the engine's own default). One: every search runs on the
+    # thread that asks. A collection has one or two segments here, so the pool's hand-over
+    # cost more than the parallel reads saved: LoCoMo recall p50 / p95 8.6 / 14.6 ms at one
+    # thread, 9.4 / 15.7 at two, 9.4 / 16.0 at the engine's eight on two cores, same recall
+    # (bench/results/locomo_arms_search_threads.json). Concurrent searches of one store are
+    # serialised by the engine's binding at any setting, so one thread costs them nothing.
+    search_threads: int = Field(default=1, ge=0, le=256)
 
 
 class QdrantSettings(BaseModel):

@@ -3,6 +3,8 @@ tests/integration/test_edge_index_build.py)."""
 
 from __future__ import annotations
 
+import json
+import os
 import shutil
 from datetime import UTC, datetime
 from pathlib import Path
@@ -10,7 +12,7 @@ from pathlib import Path
 from hivemem.config import VectorIndexSettings
 from hivemem.domain.models import Role, Turn
 from hivemem.providers.embedders import HashingEmbedder
-from hivemem.store.vectors.base import TURNS
+from hivemem.store.vectors.base import COLLECTIONS, TURNS
 from hivemem.store.vectors.edge import EdgeVectorStore
 from hivemem.store.vectors.edge_index import set_active
 
@@ -88,3 +90,22 @@ def test_only_the_tenant_key_takes_part_in_the_graph_build_also_in_an_older_shar
         assert hits[0].turn_id == "t7"
     finally:
         store.close()
+
+
+def _search_threads_on_disk(q: Path) -> set[int]:
+    return {json.loads((q / name / "edge_config.json").read_text())["max_search_threads"]
+            for name in COLLECTIONS}
+
+
+def test_search_threads_reach_the_engine_on_every_open(tmp_path: Path) -> None:
+    # The engine keeps the value it was last given in the collection's config on disk, so a
+    # store reopened with another setting must say it again (never fall back on the old one).
+    q = tmp_path / "q"
+    for setting, expected in ((3, 3), (0, os.cpu_count() or 1), (1, 1)):
+        store = EdgeVectorStore(q, EMB.dim, VectorIndexSettings(search_threads=setting))
+        try:
+            _write(store, _turns("s", setting * 10 + 1, 5))
+            assert store.count_turns("s") > 0
+        finally:
+            store.close()
+        assert _search_threads_on_disk(q) == {expected}

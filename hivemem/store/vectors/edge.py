@@ -8,6 +8,7 @@ planner compares exactly when a filter leaves few points (`VectorIndexSettings`)
 
 from __future__ import annotations
 
+import os
 import shutil
 import threading
 import time
@@ -121,6 +122,9 @@ class EdgeVectorStore(VectorStore):
             ),
             optimizers=qe.EdgeOptimizersConfig(indexing_threshold=ix.indexing_threshold_kb),
             on_disk_payload=ix.on_disk_payload,
+            # Always said: the engine keeps the last value given on disk, so None would
+            # leave a store at whatever it was opened with before.
+            max_search_threads=ix.search_threads or os.cpu_count() or 1,
             quantization_config=(
                 qe.ScalarQuantizationConfig(type=qe.ScalarType.Int8, quantile=0.99,
                                             always_ram=True)
