@@ -675,6 +675,24 @@ def run_baselines(
 # -- reference systems ------------------------------------------------------------------------
 
 
+def unusable_reference_venvs(systems: list[tuple[str, str]]) -> list[str]:
+    """Each venv that exists but lacks what its driver imports (the package itself and
+    fastembed), with the command that installs it. A missing venv is skipped later, noted."""
+    versions = {"gleanr": "0.5.0", "mneno": "0.4.0"}
+    problems = []
+    for system, python in systems:
+        if not Path(python).exists():
+            continue
+        check = subprocess.run([python, "-c", f"import {system}, fastembed, numpy"],
+                               capture_output=True, text=True, check=False)
+        if check.returncode != 0:
+            missing = (check.stderr.strip().splitlines() or ["?"])[-1]
+            problems.append(f"  {system} ({python}): {missing}; install with:"
+                            f" {Path(python).parent / 'pip'} install"
+                            f" {system}=={versions[system]} fastembed==0.9.1")
+    return problems
+
+
 def run_references(
     systems: list[tuple[str, str]],
     job_path: Path,
@@ -1089,6 +1107,13 @@ def main() -> None:
         f" repaired: {len(data_notes['repaired_ids'])},"
         f" questions without evidence: {len(data_notes['questions_without_evidence'])})")
 
+    references = [("gleanr", args.gleanr_python), ("mneno", args.mneno_python)]
+    if not (args.quick or args.skip_reference):
+        unusable = unusable_reference_venvs(references)
+        if unusable:  # before minutes of hivemem, not a traceback after them
+            sys.exit("reference venvs cannot run their drivers:\n" + "\n".join(unusable)
+                     + "\n(or pass --skip-reference)")
+
     scores = Scores()
     info: dict[str, Any] = {}
     log("hivemem (embedded mode, default settings):")
@@ -1119,7 +1144,7 @@ def main() -> None:
             log("reference systems (own venvs, public API"
                 + (", both at once):" if args.reference_jobs > 1 else "):"))
             refs = run_references(
-                [("gleanr", args.gleanr_python), ("mneno", args.mneno_python)],
+                references,
                 job_path, convs, scores, log, args.reference_timeout,
                 parallel=args.reference_jobs > 1, out_dir=out_dir,
             )
