@@ -67,3 +67,11 @@ def test_unknown_default_preset_is_refused() -> None:
 
     with pytest.raises(pydantic.ValidationError):
         RecallSettings(default_preset="fastest")  # type: ignore[arg-type]
+
+
+def test_search_threads_from_the_environment_and_bounded(monkeypatch: pytest.MonkeyPatch) -> None:
+    assert Settings.model_validate({}).qdrant.index.search_threads == 1
+    monkeypatch.setenv("HIVEMEM_QDRANT__INDEX__SEARCH_THREADS", "0")
+    assert Settings().qdrant.index.search_threads == 0
+    with pytest.raises(ValueError, match="search_threads"):
+        Settings.model_validate({"qdrant": {"index": {"search_threads": -1}}})
