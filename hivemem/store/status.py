@@ -16,7 +16,7 @@ from pydantic import BaseModel, Field
 
 from hivemem.errors import StoreUnavailable
 from hivemem.pipeline.topology import Keys, Stage, Topology
-from hivemem.store.redis import Redis, as_text, redis_errors
+from hivemem.store.redis import Redis, as_text, is_cluster, redis_errors
 
 
 class Consumer(BaseModel):
@@ -126,14 +126,20 @@ class StageActivity(BaseModel):
 
 def stage_activity(redis: Redis, stage: Stage) -> StageActivity:
     """`stage_backlog` and the age of the newest entry the stage's group was delivered
-    (its id's milliseconds against the server's TIME). One pipelined round trip."""
+    (its id's milliseconds against the server's TIME). One pipelined round trip; on a
+    Redis Cluster, whose pipelines refuse TIME (it names no key), TIME is a second one
+    (to any node: a cluster's clocks agree to well under the idle times asked about)."""
+    clustered = is_cluster(redis)
     with redis_errors(f"read {stage.name} activity"):
         pipe = redis.pipeline(transaction=False)
-        pipe.time()
+        if not clustered:
+            pipe.time()
         for stream in stage.streams():
             pipe.xlen(stream)
             pipe.xinfo_groups(stream)
         replies = pipe.execute(raise_on_error=False)
+        if clustered:
+            replies.insert(0, redis.time())
     now = replies[0]
     if isinstance(now, Exception):
         raise StoreUnavailable("redis", f"read {stage.name} activity: {now}")

@@ -282,3 +282,28 @@ def test_a_wrong_kind_of_url_is_a_configuration_error_not_an_outage(
         cluster.set(f"hm:{{p{p}}}:probe", p)
         assert int(cluster.get(f"hm:{{p{p}}}:probe")) == p
     cluster.close()
+
+
+def test_stage_activity_reads_a_redis_cluster(redis_cluster: RedisCluster) -> None:
+    # A cluster pipeline refuses TIME: the window stage's look at the embed stage (its
+    # `ready`) failed there with a ConfigurationError whenever it ran.
+    from hivemem.config import RedisSettings
+    from hivemem.pipeline.topology import Topology
+    from hivemem.store.status import stage_activity
+
+    redis_cluster.wait_ok()
+    cluster = connect(RedisSettings(url=redis_cluster.url))
+    try:
+        embed = Topology(Keys("act", partitions=4)).embed
+        before = stage_activity(cluster, embed)
+        assert before.backlog == 0 and before.idle_ms is None
+        for stream in embed.streams():
+            cluster.xgroup_create(stream, embed.group, id="0", mkstream=True)
+        cluster.xadd(embed.streams()[1], {"k": "v"})
+        assert stage_activity(cluster, embed).backlog == 1
+        cluster.xreadgroup(embed.group, "c", {embed.streams()[1]: ">"}, count=1)
+        after = stage_activity(cluster, embed)
+        assert after.backlog == 1  # delivered, not acked
+        assert after.idle_ms is not None and 0 <= after.idle_ms < 60_000
+    finally:
+        cluster.close()
