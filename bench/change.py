@@ -31,7 +31,13 @@ from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-from common import MODEL_CACHE, RESULTS, machine_facts, offline_model_env
+from common import (
+    MODEL_CACHE,
+    RESULTS,
+    exit_unless_references_run,
+    machine_facts,
+    offline_model_env,
+)
 
 from hivemem import Settings, __version__
 from hivemem.evaluation.change import (
@@ -138,6 +144,7 @@ def main() -> None:
     ap.add_argument("--mneno-python", default="/work/venv-mneno/bin/python")
     ap.add_argument("--out", type=Path, default=RESULTS)
     args = ap.parse_args()
+    exit_unless_references_run([("gleanr", args.gleanr_python), ("mneno", args.mneno_python)])
     cache = model_cache()
     suite = load_change_suite().select(ids=args.conversation)
     probes = sum(len(c.probes) for c in suite.conversations)

@@ -113,6 +113,30 @@ def _version(dist: str) -> str | None:
         return None
 
 
+# The reference systems' versions, each in its own venv (see bench/locomo.py's docstring).
+REFERENCE_VERSIONS = {"gleanr": "0.5.0", "mneno": "0.4.0"}
+
+
+def exit_unless_references_run(systems: list[tuple[str, str]]) -> None:
+    """Stop before a benchmark starts when a reference venv exists but cannot import its
+    package or fastembed (its driver's imports), naming the install command; a missing venv
+    is left to the benchmark (skipped, noted). Checked up front, not after minutes of
+    hivemem: a venv without fastembed once left a "full" LoCoMo run saved without them."""
+    problems = []
+    for system, python in systems:
+        if not Path(python).exists():
+            continue
+        check = subprocess.run([python, "-c", f"import {system}, fastembed"],
+                               capture_output=True, text=True, check=False)
+        if check.returncode != 0:
+            missing = (check.stderr.strip().splitlines() or ["?"])[-1]
+            problems.append(f"  {system} ({python}): {missing}; install with:"
+                            f" {Path(python).parent / 'pip'} install"
+                            f" {system}=={REFERENCE_VERSIONS[system]} fastembed==0.9.1")
+    if problems:
+        sys.exit("reference venvs cannot run their drivers:\n" + "\n".join(problems))
+
+
 def machine_facts() -> dict[str, Any]:
     cpu = None
     try:

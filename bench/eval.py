@@ -32,7 +32,13 @@ from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-from common import MODEL_CACHE, RESULTS, machine_facts, offline_model_env
+from common import (
+    MODEL_CACHE,
+    RESULTS,
+    exit_unless_references_run,
+    machine_facts,
+    offline_model_env,
+)
 
 from hivemem import MemoryClient, Settings, __version__
 from hivemem.evaluation.report import build_report, markdown
@@ -115,6 +121,7 @@ def main() -> None:
     ap.add_argument("--out", type=Path, default=RESULTS)
     args = ap.parse_args()
     offline_model_env()
+    exit_unless_references_run([("gleanr", args.gleanr_python)])
     scenarios = args.scenario or list(SCENARIOS)
     turns = [int(x) for x in args.turns.split(",")]
     suite = build_suite(scenarios, turns, args.iterations, args.seed)

@@ -53,8 +53,8 @@ Systems:
   `MemoryPolicy(access_weight=0.0)`: by default every recall raises the access count of what it
   returned, and that count feeds mneno's score for every later question.
   Set up with:
-      python3 -m venv /work/venv-gleanr && /work/venv-gleanr/bin/pip install gleanr==0.5.0 fastembed
-      python3 -m venv /work/venv-mneno && /work/venv-mneno/bin/pip install mneno==0.4.0 fastembed
+      python3 -m venv /work/venv-gleanr && /work/venv-gleanr/bin/pip install gleanr==0.5.0 fastembed==0.9.1
+      python3 -m venv /work/venv-mneno && /work/venv-mneno/bin/pip install mneno==0.4.0 fastembed==0.9.1
   (override with --gleanr-python / --mneno-python; a missing venv is skipped with a note).
 
 Results: printed, and saved to bench/results/locomo.{json,md,png} (--quick: locomo-quick.*).
@@ -86,6 +86,7 @@ from common import (
     MODEL_CACHE,
     RESULTS,
     CpuMonitor,
+    exit_unless_references_run,
     locomo_conversations,
     machine_facts,
     offline_model_env,
@@ -675,24 +676,6 @@ def run_baselines(
 # -- reference systems ------------------------------------------------------------------------
 
 
-def unusable_reference_venvs(systems: list[tuple[str, str]]) -> list[str]:
-    """Each venv that exists but lacks what its driver imports (the package itself and
-    fastembed), with the command that installs it. A missing venv is skipped later, noted."""
-    versions = {"gleanr": "0.5.0", "mneno": "0.4.0"}
-    problems = []
-    for system, python in systems:
-        if not Path(python).exists():
-            continue
-        check = subprocess.run([python, "-c", f"import {system}, fastembed, numpy"],
-                               capture_output=True, text=True, check=False)
-        if check.returncode != 0:
-            missing = (check.stderr.strip().splitlines() or ["?"])[-1]
-            problems.append(f"  {system} ({python}): {missing}; install with:"
-                            f" {Path(python).parent / 'pip'} install"
-                            f" {system}=={versions[system]} fastembed==0.9.1")
-    return problems
-
-
 def run_references(
     systems: list[tuple[str, str]],
     job_path: Path,
@@ -1109,10 +1092,7 @@ def main() -> None:
 
     references = [("gleanr", args.gleanr_python), ("mneno", args.mneno_python)]
     if not (args.quick or args.skip_reference):
-        unusable = unusable_reference_venvs(references)
-        if unusable:  # before minutes of hivemem, not a traceback after them
-            sys.exit("reference venvs cannot run their drivers:\n" + "\n".join(unusable)
-                     + "\n(or pass --skip-reference)")
+        exit_unless_references_run(references)  # or pass --skip-reference
 
     scores = Scores()
     info: dict[str, Any] = {}
