@@ -52,6 +52,9 @@ def test_growth_starts_a_background_build_that_keeps_later_writes(tmp_path: Path
             time.sleep(0.01)
         store.indexer.wait()
         assert store.indexer.builds == 1
+        # The built files were read in before the swap (recall does not fault them in).
+        assert store.indexer.warmed is not None and store.indexer.warmed.files > 0
+        assert store.indexer.warmed.bytes > 0
         assert written > 400  # writes went on during the build
         assert store.count_turns("s") == written
         info = store._shards[TURNS].info()
