@@ -121,12 +121,11 @@ def _dedup(
             continue
         if cand.vector is not None and n_vectors:
             sims = matrix[:n_vectors] @ cand.vector
-            close = sims >= threshold
             # "The deploy is on Tuesday" and "... on Thursday" embed alike but say two
             # things: a near-duplicate must not set another value. (Most candidates are
-            # near no kept one: one `any` before listing indexes.)
-            same = [i for i in np.flatnonzero(close)
-                    if not differs(vector_texts[i], cand.text)] if close.any() else []
+            # near no kept one: one `max` before listing indexes.)
+            same = [i for i in np.flatnonzero(sims >= threshold)
+                    if not differs(vector_texts[i], cand.text)] if sims.max() >= threshold else []
             if same:
                 best = max(same, key=lambda i: float(sims[i]))
                 dropped.append((cand, vector_keys[best]))

@@ -125,6 +125,7 @@ def score_candidates(
         if s.source == "turn" and s.seq is not None
     }
     best = max((rel for _lex, rel in fused.values()), default=0.0)
+    kind_weights = w.kind
     out: dict[str, ScoreComponents] = {}
     for s in signals:
         lexical, rel = fused[s.key]
@@ -137,8 +138,13 @@ def score_candidates(
         current = s.session_id == current_session
         rec = recency(s.seq, newest_seq, w.recency_half_life_turns) if current else 0.0
         marker = 1.0 if s.markers else 0.0
-        kinds = [s.kind] if s.kind else list(s.markers)
-        kind = max((w.kind.get(k, 0.0) for k in kinds), default=0.0)
+        # A fact's kind, else the best of the turn's markers (most policies weigh none).
+        kind = 0.0
+        if kind_weights:
+            if s.kind:
+                kind = kind_weights.get(s.kind, 0.0)
+            elif s.markers:
+                kind = max(kind_weights.get(k, 0.0) for k in s.markers)
         episode = 1.0 if s.in_current_episode and current else 0.0
         session = 1.0 if current else 0.5
         gate = 1.0
