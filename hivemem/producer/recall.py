@@ -302,9 +302,9 @@ class Recaller:
         `ahead` (beside the embedding): the recent turns' stored points too, all of them
         (those no search finds compete as well; ~50 points whose vectors the caller would
         read after the searches, now read while it is in ONNX)."""
-        recent = self.state.recent_turns(session_id, policy.recent_turns, access)
+        recent, (assigned, _closed, open_ep, _markers) = self.state.recent_turns_and_progress(
+            self.episodes, session_id, policy.recent_turns, access)
         sparse = self.lexical.query(query) if policy.lexical else None
-        assigned, _closed, open_ep, _markers = self.episodes.progress(session_id)
         lexical_turns = (
             self.vectors.search_turns_lexical(scope, sparse, policy.search_limit, access)
             if sparse else []

@@ -32,6 +32,7 @@ from __future__ import annotations
 import secrets
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
+from typing import Any
 
 from hivemem.domain.episode import Episode, OpenEpisode, SessionEpisodes
 from hivemem.domain.scope import Scope
@@ -131,6 +132,9 @@ return 0
 # Longest run one advance takes (a backlog is then committed in steps of this size).
 _MAX_RUN = 500
 
+# (turns assigned, episodes closed, the open episode, marker counts).
+Progress = tuple[int, int, OpenEpisode | None, dict[str, int]]
+
 
 @dataclass(frozen=True, slots=True)
 class Advance:
@@ -150,6 +154,12 @@ class EpisodeStore:
         self.lease_ms = lease_ms
         self._begin = client.register_script(_BEGIN)
         self._commit = client.register_script(_COMMIT)
+
+    @property
+    def client(self) -> Redis:
+        """The Redis client (a reader that shares it may queue `queue_progress` on its own
+        pipeline)."""
+        return self._r
 
     def _session_keys(self, session_id: str) -> list[str]:
         k = self.keys
@@ -241,10 +251,18 @@ class EpisodeStore:
 
     # -- reads -----------------------------------------------------------------------------
 
-    def progress(self, session_id: str) -> tuple[int, int, OpenEpisode | None, dict[str, int]]:
+    def progress(self, session_id: str) -> Progress:
         """(turns assigned, episodes closed, the open episode, marker counts)."""
         with redis_errors("read boundary state"):
             raw = self._r.hgetall(self.keys.boundary_state(session_id))
+        return self.decode_progress(raw)
+
+    def queue_progress(self, pipe: Any, session_id: str) -> None:
+        """Queue, on `pipe`, the read of `progress` (one reply, for `decode_progress`)."""
+        pipe.hgetall(self.keys.boundary_state(session_id))
+
+    @staticmethod
+    def decode_progress(raw: dict[Any, Any]) -> Progress:
         state = {as_text(a): as_text(b) for a, b in raw.items()}
         open_ep = OpenEpisode.model_validate_json(state["open"]) if state.get("open") else None
         markers = {

@@ -16,6 +16,7 @@ from hivemem.pipeline.topology import Keys, Topology
 from hivemem.pipeline.wire import turn_from_wire, wire_parts
 from hivemem.store import head, window
 from hivemem.store import state_scripts as scripts
+from hivemem.store.episodes import EpisodeStore, Progress
 from hivemem.store.redis import Redis, redis_errors, run_scripts, set_union
 
 # Turns of one session in one published entry at most (a BITFIELD's arguments stay well
@@ -233,10 +234,25 @@ class SessionState:
         scope, only those it may see (another agent's private turns are left out)."""
         # The list may hold a few more than the window (`window.slack`): never more.
         rows = window.read(self._r, self.keys, session_id, min(limit, self.recent_window))
-        turns = [turn_from_wire(member, seq) for member, seq in rows]
-        if scope is None:
-            return turns
-        return [t for t in turns if scope.admits(t.namespace, t.visibility, t.agent_id)]
+        return _turns_in(rows, scope)
+
+    def recent_turns_and_progress(
+        self, episodes: EpisodeStore, session_id: str, limit: int, scope: Scope | None = None
+    ) -> tuple[list[Turn], Progress]:
+        """`recent_turns` and `episodes.progress` in one round trip (recall reads both every
+        call; a round trip is ~0.1 ms here): the keys share the session's slot. Two when
+        the stores use different clients."""
+        limit = min(limit, self.recent_window)
+        if episodes.client is not self._r:
+            return self.recent_turns(session_id, limit, scope), episodes.progress(session_id)
+        with redis_errors("read recent turns and boundary state"):
+            pipe = self._r.pipeline(transaction=False)
+            if limit > 0:
+                window.queue_read(pipe, self.keys, session_id, limit)
+            episodes.queue_progress(pipe, session_id)
+            replies = pipe.execute()
+        rows = window.decode_read(replies[: window.READ_REPLIES]) if limit > 0 else []
+        return _turns_in(rows, scope), episodes.decode_progress(replies[-1])
 
     def stats(self, session_id: str) -> SessionStats:
         last, done, dead = self.progress(session_id)
@@ -287,3 +303,11 @@ class SessionState:
             pipe.sadd(k.session_set(session_id), session_id)
             pipe.execute()
 
+
+def _turns_in(rows: Sequence[tuple[bytes, int]], scope: Scope | None) -> list[Turn]:
+    """The window's rows as turns; with a scope, only those it may see (another agent's
+    private turns are left out)."""
+    turns = [turn_from_wire(member, seq) for member, seq in rows]
+    if scope is None:
+        return turns
+    return [t for t in turns if scope.admits(t.namespace, t.visibility, t.agent_id)]

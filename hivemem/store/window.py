@@ -85,9 +85,23 @@ def read(client: Redis, keys: Keys, session_id: str, limit: int) -> list[tuple[b
         return []
     with redis_errors("read recent turns"):
         pipe = client.pipeline(transaction=False)
-        pipe.lrange(keys.session_window(session_id), -2 * limit, -1)
-        pipe.zrevrange(keys.session_recent(session_id), 0, limit - 1, withscores=True)
-        flat, older = cast(tuple[list[bytes], list[tuple[bytes, float]]], pipe.execute())
+        queue_read(pipe, keys, session_id, limit)
+        return decode_read(pipe.execute())
+
+
+# Replies `queue_read` adds to a pipeline (`decode_read` takes them in order).
+READ_REPLIES = 2
+
+
+def queue_read(pipe: Any, keys: Keys, session_id: str, limit: int) -> None:
+    """Queue, on `pipe`, the reads of `read` (`limit` > 0): `READ_REPLIES` replies."""
+    pipe.lrange(keys.session_window(session_id), -2 * limit, -1)
+    pipe.zrevrange(keys.session_recent(session_id), 0, limit - 1, withscores=True)
+
+
+def decode_read(replies: Sequence[Any]) -> list[tuple[bytes, int]]:
+    """`queue_read`'s replies as `read` returns them."""
+    flat, older = cast(tuple[list[bytes], list[tuple[bytes, float]]], tuple(replies))
     if flat:
         return [(flat[i + 1], int(flat[i])) for i in range(len(flat) - 2, -1, -2)]
     return [(member, int(score)) for member, score in older]

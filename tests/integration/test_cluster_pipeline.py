@@ -307,3 +307,32 @@ def test_stage_activity_reads_a_redis_cluster(redis_cluster: RedisCluster) -> No
         assert after.idle_ms is not None and 0 <= after.idle_ms < 60_000
     finally:
         cluster.close()
+
+
+def test_recall_reads_window_and_progress_in_one_pipeline_on_a_redis_cluster(
+    redis_cluster: RedisCluster,
+) -> None:
+    # The window's keys and the boundary state share the session's slot: one cluster
+    # pipeline reads both (recall does, every call).
+    from datetime import UTC, datetime
+
+    from hivemem.config import IngestSettings, RedisSettings
+    from hivemem.domain.turn import TurnDraft
+    from hivemem.store.episodes import EpisodeStore
+    from hivemem.store.state import SessionState
+
+    redis_cluster.wait_ok()
+    cluster = connect(RedisSettings(url=redis_cluster.url))
+    try:
+        keys = Keys("together", partitions=4)
+        state = SessionState(cluster, keys, recent_window=5)
+        episodes = EpisodeStore(cluster, keys, 10_000)
+        for i in range(1, 4):
+            state.append_turn(TurnDraft("s", "user", f"turn {i}", settings=IngestSettings(),
+                                        turn_id=f"t{i}", timestamp=datetime.now(UTC)))
+        cluster.hset(keys.boundary_state("s"), mapping={"next_seq": 3, "closed_count": 1})
+        turns, progress = state.recent_turns_and_progress(episodes, "s", 10)
+        assert [t.seq for t in turns] == [3, 2, 1]
+        assert progress == (2, 1, None, {})
+    finally:
+        cluster.close()

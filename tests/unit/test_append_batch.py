@@ -228,3 +228,36 @@ def test_a_restored_or_imported_turn_id_that_is_not_an_id_is_not_kept(
     SessionStore(redis_client, keys).add_turn_ids("a", odd)
     assert turn_ids(redis_client, keys, "a") == {b"a-2": b"2"}
     assert state.last_seq("a") == 2
+
+
+def test_recall_reads_the_window_and_the_boundary_progress_in_one_round_trip(
+    redis_client: redis.Redis,
+) -> None:
+    from hivemem.store.episodes import EpisodeStore
+
+    keys = Keys("together")
+    state = SessionState(redis_client, keys, recent_window=4)
+    episodes = EpisodeStore(redis_client, keys, 10_000)
+    for i in range(1, 7):
+        state.append_turn(draft("a", i))
+    redis_client.hset(keys.boundary_state("a"), mapping={"next_seq": 5, "closed_count": 2})
+    sent: list[int] = []
+    execute = redis_client.pipeline().__class__.execute
+
+    def counted(pipe: object, *args: object, **kwargs: object) -> object:
+        sent.append(1)
+        return execute(pipe, *args, **kwargs)  # type: ignore[arg-type]
+
+    with pytest.MonkeyPatch.context() as mp:
+        mp.setattr(redis_client.pipeline().__class__, "execute", counted)
+        turns, progress = state.recent_turns_and_progress(episodes, "a", 3)
+    assert len(sent) == 1
+    assert [t.seq for t in turns] == [t.seq for t in state.recent_turns("a", 3)] == [6, 5, 4]
+    assert progress == episodes.progress("a") == (4, 2, None, {})
+    # No window asked: the progress alone; a session never written: empty and zeros.
+    assert state.recent_turns_and_progress(episodes, "a", 0) == ([], (4, 2, None, {}))
+    assert state.recent_turns_and_progress(episodes, "new", 5) == ([], (0, 0, None, {}))
+    # Stores on different clients: each reads its own.
+    other = EpisodeStore(redis.Redis(connection_pool=redis_client.connection_pool), keys,
+                         10_000)
+    assert state.recent_turns_and_progress(other, "a", 2)[0] == state.recent_turns("a", 2)
