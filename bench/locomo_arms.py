@@ -46,6 +46,8 @@ in the recall path of the same client and puts it back afterwards:
   thread per core (the engine's own default) / two threads
   (`VectorIndexSettings.search_threads`; default 1: on the thread that asks).
 - previous-defaults: all four back as they were (the defaults before this work).
+- no-answer / answer-0.15: `weights.answer` 0 / 0.15 (default 0.1): the turn right after a
+  turn that asks something ('?') gains that x the question's relevance (its answer).
 
 Per arm: R@1/5/10/20 overall and per category, latency p50/p95, and (for arms that must not
 change results) how many questions got a different item list than defaults.
@@ -222,6 +224,8 @@ ARMS: dict[str, Arm] = {
     "previous-defaults": _policy({"dense_without_speakers": False, "restates_threshold": 1.0},
                                  {"window": 0.0, "lexical": 0.6}),
     "no-window": _policy({}, {"window": 0.0}),
+    "no-answer": _policy({}, {"answer": 0.0}),
+    "answer-0.15": _policy({}, {"answer": 0.15}),
     "speakers-in-query": _policy({"dense_without_speakers": False}),
     "lexical-0.6": _policy({}, {"lexical": 0.6}),
     "restates-1.0": _policy({"restates_threshold": 1.0}),

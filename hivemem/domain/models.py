@@ -93,6 +93,8 @@ class ScoreComponents(BaseModel):
     lexical: float = 0.0
     relevance: float = 0.0
     neighbour: float = 0.0  # relevance of the best adjacent turn (context around a hit)
+    # Relevance of the turn right before, when it asks something (this turn may answer it).
+    answer: float = 0.0
     recency: float = 0.0
     marker: float = 0.0
     kind: float = 0.0  # the policy's weight for the item's kind (decision, goal, ...)
@@ -113,6 +115,8 @@ class ScoreComponents(BaseModel):
             parts.append(f"keywords {self.lexical:.2f}")
         if self.neighbour >= 0.05:
             parts.append(f"next to a hit {self.neighbour:.2f}")
+        if self.answer >= 0.05:
+            parts.append(f"answers a question {self.answer:.2f}")
         if self.recency >= 0.05:
             parts.append(f"recent {self.recency:.2f}")
         if self.marker:

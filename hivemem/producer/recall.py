@@ -169,6 +169,7 @@ class Recaller:
         replaced, personal = currency.replaced, currency.personal
         asked_about = people_asked_about(query, set(personal.values()))
         speakers = self._speakers_named(session_id, query, pool, policy)
+        asks_questions = bool(policy.weights.answer)
         for key, entry in pool.items():
             sig = entry.signals
             sig.successors = replaced.get(key, ())
@@ -178,6 +179,7 @@ class Recaller:
             if entry.is_turn:
                 sig.by_asked_speaker = bool(speakers) and (
                     (entry.agent_id or "").lower() in speakers)
+                sig.asks = asks_questions and "?" in entry.text
                 sig.in_current_episode = (
                     sig.session_id == session_id and (sig.seq or 0) >= current_from
                 )

@@ -102,6 +102,30 @@ def test_neighbours_gain_from_the_adjacent_hit_only_in_their_session() -> None:
     assert out["other"].session == 0.5 and "related session" in out["other"].reasons()
 
 
+def test_the_turn_after_a_relevant_question_gains_as_its_answer() -> None:
+    assert PRESETS["balanced"].weights.answer == pytest.approx(0.1)
+    policy = PRESETS["balanced"].model_copy(update={"weights": PRESETS[
+        "balanced"].weights.model_copy(update={"recency": 0.0})})  # seqs apart: no recency
+    sig = [Signals("q", "turn", "s", dense=0.8, seq=10, asks=True),
+           Signals("after", "turn", "s", dense=0.2, seq=11),
+           Signals("before", "turn", "s", dense=0.2, seq=9),
+           Signals("said", "turn", "s", dense=0.8, seq=20),  # a statement, not a question
+           Signals("after-said", "turn", "s", dense=0.2, seq=21)]
+    out = score_candidates(sig, policy, current_session="s", newest_seq=21)
+    # Only the turn after the question, by the weight x the question's relevance.
+    assert out["after"].answer == pytest.approx(out["q"].relevance)
+    assert out["before"].answer == 0.0 and out["after-said"].answer == 0.0
+    assert out["after"].final - out["after-said"].final == pytest.approx(
+        policy.weights.answer * out["q"].relevance)
+    assert "answers a question" in " ".join(out["after"].reasons())
+    # Weight 0: the neighbour weight alone, both sides alike.
+    off = policy.model_copy(update={"weights": policy.weights.model_copy(
+        update={"answer": 0.0})})
+    flat = score_candidates(sig, off, current_session="s", newest_seq=21)
+    assert flat["after"].answer == 0.0
+    assert flat["after"].final == pytest.approx(flat["after-said"].final)
+
+
 def test_history_ranks_below_current_and_kind_weights_apply() -> None:
     policy = PRESETS["agent_state"]
     sig = [Signals("old", "fact", "s", dense=0.9, kind="decision", history=True),

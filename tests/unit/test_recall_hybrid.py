@@ -87,6 +87,12 @@ def test_neighbours_bring_the_answer_next_to_the_hit(pipeline: Pipeline) -> None
     assert answer.components.neighbour == pytest.approx(result[0].components.relevance)
     assert answer.components.neighbour > 2 * max(
         i.components.relevance for i in result if i.source_id not in ("s1-10", "s1-11"))
+    # It follows a question: it gains as its answer too (and the turn before does not).
+    assert answer.components.answer == pytest.approx(result[0].components.relevance)
+    before = next(i for i in result if i.source_id == "s1-9")
+    assert before.components.answer == 0.0
+    assert answer.score - before.score > 0.9 * PRESETS["balanced"].weights.answer * (
+        result[0].components.relevance)
     narrow = PRESETS["balanced"].model_copy(update={"neighbours": 0, "search_limit": 1,
                                                     "recent_turns": 0})
     alone = client.recall("s1", "staging gateway port", token_budget=300, preset=narrow)

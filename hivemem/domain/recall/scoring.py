@@ -40,6 +40,8 @@ class Signals:
     other_person: bool = False
     # A turn said by a speaker the query names ("what did Caroline research?").
     by_asked_speaker: bool = False
+    # A turn that asks something (a question mark in it): the turn after it may answer.
+    asks: bool = False
     # Keys of the candidates that replaced this one (its facts' current versions and the
     # turns that stated them); set for stale statements only.
     successors: tuple[str, ...] = ()
@@ -124,6 +126,12 @@ def score_candidates(
         for s in signals
         if s.source == "turn" and s.seq is not None
     }
+    # The questions among the turns: the turn right after one may be its answer.
+    questions = {
+        (s.session_id, s.seq): fused[s.key][1]
+        for s in signals
+        if s.asks and s.source == "turn" and s.seq is not None
+    } if w.answer else {}
     best = max((rel for _lex, rel in fused.values()), default=0.0)
     kind_weights = w.kind
     out: dict[str, ScoreComponents] = {}
@@ -135,6 +143,9 @@ def score_candidates(
                 by_position.get((s.session_id, s.seq - 1), 0.0),
                 by_position.get((s.session_id, s.seq + 1), 0.0),
             )
+        answer = 0.0
+        if questions and s.source == "turn" and s.seq is not None:
+            answer = questions.get((s.session_id, s.seq - 1), 0.0)
         current = s.session_id == current_session
         rec = recency(s.seq, newest_seq, w.recency_half_life_turns) if current else 0.0
         marker = 1.0 if s.markers else 0.0
@@ -159,7 +170,8 @@ def score_candidates(
             + w.speaker * s.by_asked_speaker
             + kind
         )
-        final = rel + w.neighbour * neighbour + boosts + w.conflict * s.conflicted
+        final = (rel + w.neighbour * neighbour + w.answer * answer + boosts
+                 + w.conflict * s.conflicted)
         if past:
             pass  # the old value is what is asked for
         elif s.history:
@@ -173,6 +185,7 @@ def score_candidates(
             lexical=lexical,
             relevance=rel,
             neighbour=neighbour,
+            answer=answer,
             recency=rec,
             marker=marker,
             kind=kind,
