@@ -49,7 +49,10 @@ def run_reflect_worker(
         worker = wiring.reflect_worker(name=name, context=context)
         promoter = None
         if not burst:
-            promoter = RetryPromoter(wiring.redis, settings.episodes.reflect_queue)
+            # On rq's Redis, where the worker's queue and its scheduled retries live (with
+            # `redis.rq_url`, as a Redis Cluster needs, that is not the main Redis: retries
+            # scheduled there were never promoted and their episodes never reflected).
+            promoter = RetryPromoter(worker.connection, settings.episodes.reflect_queue)
             promoter.start()
         try:
             worker.work(burst=burst, with_scheduler=False, logging_level="WARNING")
