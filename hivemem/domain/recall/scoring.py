@@ -126,12 +126,11 @@ def score_candidates(
         for s in signals
         if s.source == "turn" and s.seq is not None
     }
-    # The questions among the turns: the turn right after one may be its answer.
+    # Where the questions among the turns are: the turn right after one may be its answer.
     questions = {
-        (s.session_id, s.seq): fused[s.key][1]
-        for s in signals
+        (s.session_id, s.seq) for s in signals
         if s.asks and s.source == "turn" and s.seq is not None
-    } if w.answer else {}
+    } if w.answer else set()
     best = max((rel for _lex, rel in fused.values()), default=0.0)
     kind_weights = w.kind
     out: dict[str, ScoreComponents] = {}
@@ -144,8 +143,9 @@ def score_candidates(
                 by_position.get((s.session_id, s.seq + 1), 0.0),
             )
         answer = 0.0
-        if questions and s.source == "turn" and s.seq is not None:
-            answer = questions.get((s.session_id, s.seq - 1), 0.0)
+        if questions and s.source == "turn" and s.seq is not None and (
+                before := (s.session_id, s.seq - 1)) in questions:
+            answer = by_position[before]
         current = s.session_id == current_session
         rec = recency(s.seq, newest_seq, w.recency_half_life_turns) if current else 0.0
         marker = 1.0 if s.markers else 0.0
