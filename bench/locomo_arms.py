@@ -42,6 +42,9 @@ in the recall path of the same client and puts it back afterwards:
 - windows-of-candidates (-30, -40): `window_search=False`: no window search of its own, the
   window similarity of the candidates the other retrievers found only (one exact query over
   them); -30/-40: 30 or 40 hits per retriever to make up for the window-only hits.
+- fused-search: the dense and window searches replaced by one ranking on the fused
+  similarity (dense + w x window) / (1 + w), emulated exactly (both searched over the whole
+  session; its latency means nothing); fused-and-dense: the dense search's hits as well.
 - search-threads-0 / -2: a memory whose embedded engine searches with a pool of one
   thread per core (the engine's own default) / two threads
   (`VectorIndexSettings.search_threads`; default 1: on the thread that asks).
@@ -196,6 +199,44 @@ def _policy(update: dict[str, Any], weights: dict[str, Any] | None = None) -> Ar
     return arm
 
 
+def _fused_search(extra_dense: bool = False) -> Arm:
+    """Recall's dense and window searches replaced by one ranking on the fused similarity
+    (dense + w * window) / (1 + w), what scoring ranks on: the top `search_limit` of it, each
+    with its dense and window similarity (emulated exactly: both searches over the whole
+    session, as a fused vector's single search would find them). `extra_dense`: the dense
+    search's own top hits as well."""
+
+    @contextmanager
+    def arm(client: Any) -> Iterator[None]:
+        from hivemem.domain.recall.policy import PRESETS
+        from hivemem.store.vectors.base import TurnHit
+
+        vectors = client._get_recaller().vectors
+        both = vectors.search_turns_and_windows
+
+        def fused(sessions: Any, vector: Any, limit: int, scope: Any = None) -> Any:
+            w = PRESETS["balanced"].weights.window
+            dense, window = both(sessions, vector, 100_000, scope)
+            win = {(h.session_id, h.turn_id): h.score for h in window}
+
+            def score(h: Any) -> float:
+                s = win.get((h.session_id, h.turn_id))
+                return h.score if s is None else (h.score + w * s) / (1 + w)
+
+            top = sorted(dense, key=score, reverse=True)[:limit]
+            hits = [*top, *(h for h in dense[:limit] if h not in top)] if extra_dense else top
+            return hits, [TurnHit(h.payload, win[(h.session_id, h.turn_id)], h.vector)
+                          for h in top if (h.session_id, h.turn_id) in win]
+
+        vectors.search_turns_and_windows = fused  # type: ignore[method-assign]
+        try:
+            yield
+        finally:
+            del vectors.search_turns_and_windows
+
+    return arm
+
+
 ARMS: dict[str, Arm] = {
     "defaults": defaults,
     "uncached-currency": uncached_currency,
@@ -232,6 +273,8 @@ ARMS: dict[str, Arm] = {
     # No window search of its own: the candidates' window similarities only (one exact
     # query over them); with 30 or 40 dense hits to make up for the window-only ones.
     "windows-of-candidates": _policy({"window_search": False}),
+    "fused-search": _fused_search(),
+    "fused-and-dense": _fused_search(extra_dense=True),
     "windows-of-candidates-30": _policy({"window_search": False, "search_limit": 30}),
     "windows-of-candidates-40": _policy({"window_search": False, "search_limit": 40}),
 }

@@ -60,6 +60,14 @@ def _windows(store: VectorStore) -> dict[int, np.ndarray]:
     return {h.seq: h.window for h in hits if h.window is not None}
 
 
+def _windows_of_their_own(store: VectorStore) -> dict[int, np.ndarray]:
+    """The windows that say more than their turn: a turn written without one ranks on its
+    own vector (qdrant-edge keeps fused vectors, so there its window is its own vector)."""
+    hits = store.turns_by_seq("s", [1, 2, 3, 4], with_windows=True)
+    return {h.seq: h.window for h in hits if h.window is not None
+            and not np.allclose(h.window, h.vector, atol=1e-6)}
+
+
 def test_the_embed_worker_writes_each_turns_window_from_the_turns_before_it(
     store: VectorStore,
 ) -> None:
@@ -80,8 +88,11 @@ def test_the_embed_worker_writes_each_turns_window_from_the_turns_before_it(
     for seq, row in zip((2, 3, 4), expected, strict=True):
         assert np.allclose(windows[seq], row, atol=1e-6)
     query = EMB.embed_query("database billing postgres")
-    hits = store.search_turns_window("s", query, 4)
-    assert hits and hits[0].seq == 2
+    dense, hits = store.search_turns_and_windows("s", query, 4)
+    # Ranked on dense + window together; turn 2's window (question + reply) is the nearest.
+    assert hits and max(hits, key=lambda h: h.score).seq == 2
+    fused = [(d.score + w.score) / 2 for d, w in zip(dense, hits, strict=True)]
+    assert fused == sorted(fused, reverse=True)
     # Recall asks the store for the window similarity of turns the window search missed:
     # the same cosine the search scored.
     assert store.window_similarities(hits, query) == pytest.approx(
@@ -95,7 +106,7 @@ def test_window_similarities_of_turns_from_several_sessions(store: VectorStore) 
         handler([t.model_copy(update={"session_id": session}) for t in (
             turn(1, "which database for billing"), turn(2, "postgres, definitely"))])
     query = EMB.embed_query("database billing postgres")
-    hits = store.search_turns_window(["s", "other"], query, 4)
+    _dense, hits = store.search_turns_and_windows(["s", "other"], query, 4)
     # Same seqs in both sessions: each turn gets its own window's similarity.
     assert sorted((h.session_id, h.seq) for h in hits) == [
         ("other", 1), ("other", 2), ("s", 1), ("s", 2)]
@@ -140,11 +151,15 @@ def test_mean_windows_add_up_the_turns_own_vectors_across_batches(
 
 def test_window_turns_0_writes_no_windows(store: VectorStore) -> None:
     _embed(store, [[turn(1, "a"), turn(2, "b")]], window_turns=0)
-    assert _windows(store) == {}
-    assert store.search_turns_window("s", EMB.embed_query("a"), 5) == []
+    assert _windows_of_their_own(store) == {}
+    query = EMB.embed_query("a")
+    dense, windows = store.search_turns_and_windows("s", query, 5)
+    # No window, or (qdrant-edge) the turn's own vector as its window: it ranks on that.
+    assert len(dense) == 2 and [h.score for h in windows] in (
+        [], pytest.approx([h.score for h in dense], abs=1e-5))
     hits = store.turns_by_seq("s", [1, 2])
-    assert len(hits) == 2 and store.window_similarities(hits, EMB.embed_query("a")) == [
-        None, None]
+    assert len(hits) == 2 and store.window_similarities(hits, query) in (
+        [None, None], pytest.approx([float(h.vector @ query) for h in hits], abs=1e-5))
 
 
 _FOUR = ("which database do we use for the billing service", "postgres, definitely",
@@ -181,8 +196,9 @@ def test_recall_weighs_the_window_of_a_reply_to_what_the_query_asks(
 
 
 def test_edge_store_from_before_window_vectors_is_migrated(tmp_path: Path) -> None:
-    """A shard made without the window vector gets it on open; its old points have none
-    (recall ranks them on their turn vectors) and new points are written with one."""
+    """A shard made without the window vector gets the fused one on open; its old points
+    have no window (their own vector stands for it: recall ranks them on their turn
+    vectors) and new points are written with one."""
     import qdrant_edge as qe
 
     from hivemem.store.vectors.base import turn_payload, turn_point_id
@@ -201,11 +217,53 @@ def test_edge_store_from_before_window_vectors_is_migrated(tmp_path: Path) -> No
         shard.close()
     store = EdgeVectorStore(tmp_path / "q", EMB.dim)
     try:
-        assert store.count_turns("s") == 1 and _windows(store) == {}
+        assert store.count_turns("s") == 1 and _windows_of_their_own(store) == {}
         _embed(store, [[turn(2, "restarted it")]])
-        assert sorted(_windows(store)) == [2]
-        assert [h.seq for h in store.search_turns_window(
-            "s", EMB.embed_query("invoice job crashed restarted"), 5)] == [2]
+        assert sorted(_windows_of_their_own(store)) == [2]
+        query = EMB.embed_query("invoice job crashed restarted")
+        dense, windows = store.search_turns_and_windows("s", query, 5)
+        scores = {h.seq: (d.score, h.score) for d, h in zip(dense, windows, strict=True)}
+        assert scores[1][1] == pytest.approx(scores[1][0], abs=1e-5)  # its own vector
+        assert scores[2][1] > scores[2][0] + 0.1  # its window holds the crashed job
+    finally:
+        store.close()
+    assert sorted(p.name for p in (tmp_path / "q").iterdir()) == ["facts", "turns"]
+
+
+def test_edge_store_with_window_vectors_is_migrated_to_fused_vectors(tmp_path: Path) -> None:
+    """A shard of the layout before fused vectors (dense + window, both cosine) is copied into
+    the fused layout on open: each turn keeps its window (recovered from the fused vector),
+    and the fused search ranks on the mean of the two similarities."""
+    import qdrant_edge as qe
+
+    from hivemem.store.vectors.base import turn_payload, turn_point_id
+
+    turns = [turn(1, "which database for billing"), turn(2, "postgres, definitely")]
+    own = EMB.embed_documents([t.content for t in turns])
+    old_windows = EMB.embed_documents(["a window about invoices", "billing database postgres"])
+    for name in ("turns", "facts"):
+        shard = qe.EdgeShard.create(str(tmp_path / "q" / name), qe.EdgeConfig(
+            vectors={v: qe.EdgeVectorParams(size=EMB.dim, distance=qe.Distance.Cosine)
+                     for v in ("dense", "window")},
+            sparse_vectors={"lexical": qe.EdgeSparseVectorParams(modifier=qe.Modifier.Idf)}))
+        if name == "turns":
+            shard.update(qe.UpdateOperation.upsert_points([qe.Point(
+                id=turn_point_id("s", t.turn_id),
+                vector={"dense": own[i].tolist(), "window": old_windows[i].tolist()},
+                payload=turn_payload(t)) for i, t in enumerate(turns)]))
+        shard.flush()
+        shard.close()
+    store = EdgeVectorStore(tmp_path / "q", EMB.dim)
+    try:
+        windows = _windows(store)
+        for seq in (1, 2):
+            assert np.allclose(windows[seq], old_windows[seq - 1], atol=1e-5)
+        query = EMB.embed_query("billing database postgres")
+        dense, window = store.search_turns_and_windows("s", query, 2)
+        assert [h.seq for h in dense] == [2, 1]  # turn 2's window is the query's words
+        for d, w in zip(dense, window, strict=True):
+            assert d.score == pytest.approx(float(own[d.seq - 1] @ query), abs=1e-5)
+            assert w.score == pytest.approx(float(old_windows[d.seq - 1] @ query), abs=1e-5)
     finally:
         store.close()
     assert sorted(p.name for p in (tmp_path / "q").iterdir()) == ["facts", "turns"]
@@ -232,7 +290,7 @@ def test_server_collection_without_window_vectors_ranks_on_turn_vectors() -> Non
         assert not store.has_windows
         _embed(store, [[turn(1, "which database"), turn(2, "postgres")]])
         assert _windows(store) == {}
-        assert store.search_turns_window("s", EMB.embed_query("postgres"), 5) == []
+        assert store.search_turns_and_windows("s", EMB.embed_query("postgres"), 5)[1] == []
         assert [h.seq for h in store.search_turns("s", EMB.embed_query("postgres"), 1)] == [2]
     finally:
         store.close()
@@ -312,7 +370,7 @@ def test_without_a_window_search_the_candidates_get_their_window_similarities(
         def no_window_search(*_a: object, **_k: object) -> object:
             raise AssertionError("window_search=False searches no window vectors")
 
-        for name in ("search_turns_window", "search_turns_and_windows"):
+        for name in ("search_fused", "search_turns_and_windows"):
             monkeypatch.setattr(EdgeVectorStore, name, no_window_search)
         among = {i.source_id: i.components.relevance for i in client.recall(
             "s", "billing database", 500, preset=_weigh_windows_only(window_search=False))}

@@ -28,7 +28,7 @@ TURNS = "turns"
 FACTS = "facts"
 COLLECTIONS = (TURNS, FACTS)
 # Which vector a turn search compares the query with.
-TurnSearch = Literal["dense", "window", "lexical"]
+TurnSearch = Literal["dense", "lexical"]
 DENSE = "dense"
 # BM25 term weights; the collection's IDF modifier supplies the IDF (see providers/lexical.py).
 LEXICAL = "lexical"
@@ -36,6 +36,15 @@ LEXICAL = "lexical"
 # "Yes, last Tuesday" matches the question its context was about. Turns only; optional per
 # point (stores made before it, or a window of 0, have none).
 WINDOW = "window"
+# A turn's vector and its window's in one, (dense + W * window) / (1 + W) with W =
+# `FUSED_WINDOW_WEIGHT`, both unit length (dot product, not cosine): its dot with a query is
+# the dense similarity that recall ranks turns on (`scoring.dense_similarity` at the default
+# `weights.window`), so one nearest-neighbour search finds the turns that the dense and the
+# window searches found together (measured on LoCoMo dev: the same R@5/10/20 within 0.004,
+# `bench/results/locomo_arms_fused.json`). A store that keeps it (qdrant-edge) keeps no window
+# vector: the window is ((1 + W) * fused - dense) / W. A turn without a window: fused = dense.
+FUSED = "fused"
+FUSED_WINDOW_WEIGHT = 1.0
 # Fields recall and rebuild filter or order on: each gets a payload index.
 KEYWORD_FIELDS = (
     "session_id", "agent_id", "role", "markers", "status", "subject", "kind",
@@ -166,7 +175,7 @@ class TurnHit:
     @property
     def window(self) -> Vector | None:
         if self._window is _PENDING:
-            self._window = as_vector(self._engine_vectors(), WINDOW)
+            self._window = window_of(self._engine_vectors())
         return self._window
 
     @property
@@ -256,7 +265,8 @@ class VectorStore(ABC):
     def search_window(
         self, collection: str, vector: Vector, limit: int, where: Where | None
     ) -> list[Hit]:
-        """Nearest by the `WINDOW` vector; a backend without window vectors finds none."""
+        """Nearest by the `WINDOW` vector; a backend that keeps none (or only `FUSED`
+        vectors) finds none."""
         return []
 
     @abstractmethod
@@ -333,22 +343,43 @@ class VectorStore(ABC):
         self, sessions: str | Sequence[str], vector: Vector, limit: int,
         scope: Scope | None = None,
     ) -> tuple[list[TurnHit], list[TurnHit]]:
-        """`search_turns` and `search_turns_window` of one vector (a backend may send the
-        two as one request)."""
-        return (self.search_turns(sessions, vector, limit, scope),
-                self.search_turns_window(sessions, vector, limit, scope))
+        """The `limit` turns nearest on the fused similarity (`FUSED`), best first: each in
+        the first list with its dense similarity as `score` and, when it has a window
+        vector, in the second with its window's."""
+        hits = self.search_fused(TURNS, vector, limit, {**_sessions(sessions), **scoped(scope)})
+        dense: list[TurnHit] = []
+        window: list[TurnHit] = []
+        for h in hits:
+            own = 0.0 if h.vector is None else float(h.vector @ vector)
+            dense.append(TurnHit(h.payload, own, h.vector, h.window))
+            if h.window is not None:
+                window.append(TurnHit(h.payload, window_similarity(h.score, own), h.vector,
+                                      h.window))
+        return dense, window
 
-    def search_turns_window(
-        self, sessions: str | Sequence[str], vector: Vector, limit: int,
-        scope: Scope | None = None,
-    ) -> list[TurnHit]:
-        """The turns whose context-window vector is nearest (none in a store without
-        window vectors). A hit's `score` is its window similarity."""
-        if not self.has_windows:
-            return []
-        return self._search_turns(
-            "window", vector, limit, {**_sessions(sessions), **scoped(scope)}
-        )
+    def search_fused(
+        self, collection: str, vector: Vector, limit: int, where: Where | None
+    ) -> list[Hit]:
+        """Nearest on the fused similarity (`FUSED`; a hit's `score`). Here from the dense
+        and the window searches, their hits ranked on it together (a backend that keeps
+        fused vectors searches them)."""
+        by_id: dict[str, tuple[Hit, float | None, float | None]] = {}
+        for h in self.search(collection, vector, limit, where):
+            by_id[h.id] = (h, h.score, None)
+        for h in self.search_window(collection, vector, limit, where):
+            kept, own, _w = by_id.get(h.id, (h, None, None))
+            by_id[h.id] = (kept, own, h.score)
+        ranked: list[Hit] = []
+        for h, found_own, found_win in by_id.values():
+            own = found_own if found_own is not None else (
+                0.0 if h.vector is None else float(h.vector @ vector))
+            win = found_win if found_win is not None else (
+                None if h.window is None else float(h.window @ vector))
+            score = own if win is None else (
+                (own + FUSED_WINDOW_WEIGHT * win) / (1.0 + FUSED_WINDOW_WEIGHT))
+            ranked.append(Hit(h.id, score, h.payload, h.vector, h.window))
+        ranked.sort(key=lambda h: h.score, reverse=True)
+        return ranked[:limit]
 
     def window_similarities(self, hits: Sequence[TurnHit], vector: Vector) -> list[float | None]:
         """The similarity of each hit's context-window vector to `vector` (None: it has no
@@ -374,8 +405,7 @@ class VectorStore(ABC):
         if using == "lexical":
             hits = self.search_sparse(TURNS, cast(SparseVector, query), limit, where)
         else:
-            search = self.search if using == "dense" else self.search_window
-            hits = search(TURNS, cast(Vector, query), limit, where)
+            hits = self.search(TURNS, cast(Vector, query), limit, where)
         return [TurnHit(h.payload, h.score, h.vector, h.window) for h in hits]
 
     def turns_by_seq(
@@ -541,6 +571,40 @@ def as_vector(values: Any, name: str = DENSE) -> Vector | None:
         # (4.8 against 7.9 us for 384 floats; recall converts ~80 a call).
         return np.fromiter(values, dtype=np.float32, count=len(values))
     return np.asarray(values, dtype=np.float32)
+
+
+def fused_vector(dense: Vector, window: Vector | None) -> Vector:
+    """The `FUSED` vector of a turn (its dense vector alone when it has no window)."""
+    own = _unit(dense)
+    if window is None:
+        return own
+    return ((own + FUSED_WINDOW_WEIGHT * _unit(window)) / (1.0 + FUSED_WINDOW_WEIGHT)
+            ).astype(np.float32)
+
+
+def window_of(values: Any) -> Vector | None:
+    """The window vector out of what the engine returned: stored as it is, or recovered from
+    the fused and dense vectors (`FUSED`)."""
+    if isinstance(values, dict) and WINDOW not in values and FUSED in values:
+        fused, dense = as_vector(values, FUSED), as_vector(values, DENSE)
+        if fused is None or dense is None:
+            return None
+        return window_from_fused(fused, dense)
+    return as_vector(values, WINDOW)
+
+
+def window_from_fused(fused: Vector, dense: Vector) -> Vector:
+    return ((1.0 + FUSED_WINDOW_WEIGHT) * fused - _unit(dense)) / FUSED_WINDOW_WEIGHT
+
+
+def window_similarity(fused_score: float, dense_score: float) -> float:
+    """A window's similarity to a query, from the fused and dense ones (`FUSED`)."""
+    return ((1.0 + FUSED_WINDOW_WEIGHT) * fused_score - dense_score) / FUSED_WINDOW_WEIGHT
+
+
+def _unit(vector: Vector) -> Vector:
+    norm = float(np.linalg.norm(vector))
+    return (vector / norm).astype(np.float32) if norm > 0 else vector.astype(np.float32)
 
 
 def _is_uuid(value: str) -> bool:

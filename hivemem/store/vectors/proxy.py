@@ -88,6 +88,13 @@ class ProxyVectorStore(VectorStore):
             "collection": collection, "vector": wire.encode_vector(vector), "limit": limit,
             "where": wire.encode_where(where)}))
 
+    def search_fused(
+        self, collection: str, vector: Vector, limit: int, where: Where | None
+    ) -> list[Hit]:
+        return wire.decode_hits(self._call("search_fused", {
+            "collection": collection, "vector": wire.encode_vector(vector), "limit": limit,
+            "where": wire.encode_where(where)}))
+
     def search_sparse(
         self, collection: str, sparse: SparseVector, limit: int, where: Where | None
     ) -> list[Hit]:

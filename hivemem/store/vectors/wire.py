@@ -18,8 +18,8 @@ from hivemem.providers.lexical import SparseVector
 from hivemem.store.vectors.base import SCOPE, Hit, Point, Vector, Where
 
 # The operations a guest may ask for (`VectorStore`'s backend primitives, except close).
-OPERATIONS = ("info", "upsert", "search", "search_window", "search_sparse", "retrieve",
-              "scroll", "count", "delete")
+OPERATIONS = ("info", "upsert", "search", "search_window", "search_fused", "search_sparse",
+              "retrieve", "scroll", "count", "delete")
 
 
 def encode_vector(vector: Vector | None) -> str | None:
