@@ -541,11 +541,10 @@ class Recaller:
                 if key in pool:
                     continue
                 vector = unit_vector(hit.vector)
-                window = hit.window if windows else None
                 pool[key] = PoolEntry(
                     Signals(key=key, source="turn", session_id=session, seq=hit.seq,
                             markers=hit.markers, dense=_dot(vector, query),
-                            window=None if window is None else _dot(window, query)),
+                            window=hit.window_score(query) if windows else None),
                     vector, hit=hit, window_asked=windows,
                 )
 

@@ -97,10 +97,11 @@ _PENDING: Any = object()
 
 def turn_item_fields(payload: dict[str, Any]) -> dict[str, Any]:
     """The `ContextItem` fields of a stored turn, read from its payload as
-    `turn_from_payload` reads them (recall's chosen turns; no `Turn` built on the way)."""
+    `turn_from_payload` reads them, typed as the item holds them (recall's chosen turns; no
+    `Turn` built on the way, no validation again: `trusted_context_item`)."""
     return {
         "content": payload["content"],
-        "role": payload["role"],
+        "role": Role(payload["role"]),
         "token_count": int(payload.get("token_count", 0)),
         "source_id": payload["turn_id"],
         "session_id": payload["session_id"],
@@ -177,6 +178,19 @@ class TurnHit:
         if self._window is _PENDING:
             self._window = window_of(self._engine_vectors())
         return self._window
+
+    def window_score(self, query: Vector) -> float | None:
+        """Its window's similarity to `query` (None: it has no window vector). From a reply
+        with the fused vector: by `window_similarity`, the window not recovered (~4 us)."""
+        if self._window is _PENDING:
+            values = self._engine_vectors()
+            if isinstance(values, dict) and WINDOW not in values and FUSED in values:
+                fused, own = as_vector(values, FUSED), self.vector
+                if fused is None or own is None:
+                    return None
+                return window_similarity(float(fused @ query), float(own @ query))
+        window = self.window
+        return None if window is None else float(window @ query)
 
     @property
     def turn(self) -> Turn:
