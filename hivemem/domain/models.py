@@ -171,34 +171,6 @@ class ContextItem(BaseModel):
 ExclusionReason = Literal["budget", "threshold", "duplicate", "superseded", "quota", "limit"]
 
 
-_CONTEXT_ITEM_FIELDS = tuple(ContextItem.model_fields)
-
-
-def trusted_context_item(
-    *, content: str, role: Role | None, score: float, components: ScoreComponents,
-    token_count: int, source_type: SourceType, source_id: str, session_id: str,
-    agent_id: str | None, seq: int | None, timestamp: datetime | None,
-    markers: tuple[str, ...], metadata: dict[str, Any], namespace: str,
-    visibility: Literal["private", "shared"],
-) -> ContextItem:
-    """A `ContextItem` from values validated already (a stored turn's payload, written from
-    a validated `Turn`): `ContextItem.model_construct`'s instance, as `trusted_turn` builds
-    a Turn; validating them again was a tenth of a recall at 100k points (~15 us an item).
-    tests/unit/test_wire_fast.py compares the two."""
-    item = ContextItem.__new__(ContextItem)
-    _set(item, "__dict__", {
-        "content": content, "role": role, "score": score, "components": components,
-        "token_count": token_count, "source_type": source_type, "source_id": source_id,
-        "session_id": session_id, "agent_id": agent_id, "seq": seq, "timestamp": timestamp,
-        "markers": markers, "metadata": metadata, "namespace": namespace,
-        "visibility": visibility,
-    })
-    _set(item, "__pydantic_fields_set__", set(_CONTEXT_ITEM_FIELDS))
-    _set(item, "__pydantic_extra__", None)
-    _set(item, "__pydantic_private__", None)
-    return item
-
-
 class ExcludedItem(BaseModel):
     """A candidate recall considered and left out (`recall(..., explain=True)`)."""
 

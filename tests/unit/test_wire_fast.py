@@ -197,27 +197,6 @@ def test_what_orjson_refuses_falls_back_to_json() -> None:
     assert wire_json(turn) == wire._dumps(turn_fields(turn))
 
 
-def test_trusted_context_item_is_the_validated_items_equal() -> None:
-    """Recall's items of stored turns, from their payloads: what validating them gives."""
-    from hivemem.domain.models import ContextItem, ScoreComponents, trusted_context_item
-    from hivemem.store.vectors.base import turn_item_fields, turn_payload
-
-    turn = _turn(agent_id="a", metadata={"k": [1]}, markers=("goal",))
-    components = ScoreComponents(dense=0.5, final=0.7)
-    fields = turn_item_fields(turn_payload(turn))
-    ours = trusted_context_item(score=0.7, components=components, source_type="turn", **fields)
-    validated = ContextItem(score=0.7, components=components, source_type="turn",
-                            **{**fields, "role": turn.role.value})
-    assert type(ours) is ContextItem and ours == validated and repr(ours) == repr(validated)
-    assert list(ours.__dict__.items()) == list(validated.__dict__.items())
-    assert ours.model_fields_set == set(ContextItem.model_fields)
-    assert ours.model_dump() == validated.model_dump()
-    assert ours.model_dump_json() == validated.model_dump_json()
-    assert ours.role is Role.USER and ours.render() == validated.render()
-    with pytest.raises(Exception, match="frozen"):
-        ours.seq = 4  # type: ignore[misc]
-
-
 def test_trusted_turn_is_model_constructs_instance() -> None:
     values = _turn(agent_id="a", metadata={"k": [1]}, markers=("goal",)).__dict__
     ours = trusted_turn(**values)

@@ -97,11 +97,10 @@ _PENDING: Any = object()
 
 def turn_item_fields(payload: dict[str, Any]) -> dict[str, Any]:
     """The `ContextItem` fields of a stored turn, read from its payload as
-    `turn_from_payload` reads them, typed as the item holds them (recall's chosen turns; no
-    `Turn` built on the way, no validation again: `trusted_context_item`)."""
+    `turn_from_payload` reads them (recall's chosen turns; no `Turn` built on the way)."""
     return {
         "content": payload["content"],
-        "role": Role(payload["role"]),
+        "role": payload["role"],
         "token_count": int(payload.get("token_count", 0)),
         "source_id": payload["turn_id"],
         "session_id": payload["session_id"],
