@@ -220,6 +220,7 @@ def test_edge_store_from_before_window_vectors_is_migrated(tmp_path: Path) -> No
         assert store.count_turns("s") == 1 and _windows_of_their_own(store) == {}
         _embed(store, [[turn(2, "restarted it")]])
         assert sorted(_windows_of_their_own(store)) == [2]
+        assert store.indexer.builds == 0 and not store.indexer.running  # 1 point: no graph
         query = EMB.embed_query("invoice job crashed restarted")
         dense, windows = store.search_turns_and_windows("s", query, 5)
         scores = {h.seq: (d.score, h.score) for d, h in zip(dense, windows, strict=True)}
@@ -267,6 +268,40 @@ def test_edge_store_with_window_vectors_is_migrated_to_fused_vectors(tmp_path: P
     finally:
         store.close()
     assert sorted(p.name for p in (tmp_path / "q").iterdir()) == ["facts", "turns"]
+
+
+def test_a_migrated_edge_store_large_enough_gets_its_graph_built(tmp_path: Path) -> None:
+    """The copy has no graph: a store past `index_after_points` starts a build on open
+    (growth alone would wait for as many new points again)."""
+    import qdrant_edge as qe
+
+    from hivemem.config import VectorIndexSettings
+    from hivemem.store.vectors.base import TURNS, turn_payload, turn_point_id
+
+    turns = [turn(i, f"note {i}") for i in range(1, 61)]
+    own = EMB.embed_documents([t.content for t in turns])
+    for name in ("turns", "facts"):
+        shard = qe.EdgeShard.create(str(tmp_path / "q" / name), qe.EdgeConfig(
+            vectors={v: qe.EdgeVectorParams(size=EMB.dim, distance=qe.Distance.Cosine)
+                     for v in ("dense", "window")},
+            sparse_vectors={"lexical": qe.EdgeSparseVectorParams(modifier=qe.Modifier.Idf)}))
+        if name == "turns":
+            shard.update(qe.UpdateOperation.upsert_points([qe.Point(
+                id=turn_point_id("s", t.turn_id),
+                vector={"dense": own[i].tolist(), "window": own[i].tolist()},
+                payload=turn_payload(t)) for i, t in enumerate(turns)]))
+        shard.flush()
+        shard.close()
+    store = EdgeVectorStore(tmp_path / "q", EMB.dim, VectorIndexSettings(
+        index_after_points=50, index_build_nice=0))
+    try:
+        store.indexer.wait()
+        assert store.indexer.builds == 1
+        assert store.count_turns("s") == 60
+        assert store.search_turns_and_windows("s", own[4], 1)[0][0].seq == 5
+        assert store.index_info(TURNS)["points"] == 60
+    finally:
+        store.close()
 
 
 def test_server_collection_without_window_vectors_ranks_on_turn_vectors() -> None:

@@ -103,9 +103,13 @@ class EdgeVectorStore(VectorStore):
                     f"{self.path / name} holds {stored}-d vectors, the embedder makes {dim}-d",
                 )
             missing = [v for v in (LEXICAL, FUSED) if not self._has_vector(name, v)]
-            if missing:
-                self._migrate(name, missing)
+            copied = self._migrate(name, missing) if missing else 0
             self._ensure_indexes(name)
+            # The copy has no graph, and growth would start one only after as many new
+            # points again: a migrated store large enough is indexed now, in the background.
+            every = self.index.index_after_points
+            if every and copied >= every:
+                self.build_index(name, wait=False)
 
     def _config(self) -> Any:
         """The engine settings; the index ones apply from the next optimiser run."""
@@ -190,7 +194,7 @@ class EdgeVectorStore(VectorStore):
             raise
         return True
 
-    def _migrate(self, collection: str, missing: list[str]) -> None:
+    def _migrate(self, collection: str, missing: list[str]) -> int:
         """Migrate a shard made before keyword search or fused vectors: copy every point
         into a new shard of the current layout (BM25 vectors made from its stored text, the
         fused vector from its dense and window vectors; a point without a window gets none:
@@ -240,6 +244,7 @@ class EdgeVectorStore(VectorStore):
         shutil.rmtree(backup, ignore_errors=True)
         log.info("store.migrated", collection=collection, added=missing,
                  points=copied, ms=round((time.perf_counter() - started) * 1000, 1))
+        return copied
 
     def _open(self, shard_path: Path) -> Any:
         qe = self._qe
