@@ -540,11 +540,12 @@ class Recaller:
                 key = f"turn:{session}:{hit.turn_id}"
                 if key in pool:
                     continue
+                # The window first: it reads both vectors out of the engine at once.
+                window = hit.window_score(query) if windows else None
                 vector = unit_vector(hit.vector)
                 pool[key] = PoolEntry(
                     Signals(key=key, source="turn", session_id=session, seq=hit.seq,
-                            markers=hit.markers, dense=_dot(vector, query),
-                            window=hit.window_score(query) if windows else None),
+                            markers=hit.markers, dense=_dot(vector, query), window=window),
                     vector, hit=hit, window_asked=windows,
                 )
 
