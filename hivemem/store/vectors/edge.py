@@ -461,7 +461,9 @@ class EdgeVectorStore(VectorStore):
             own = hit.vector
             hit.score = 0.0 if own is None else float(own @ vector)
             dense.append(hit)
-            window.append(TurnHit(p.payload, window_similarity(float(p.score), hit.score),
+            # The same payload object: each read of `p.payload` converts it anew (~1 us,
+            # and one more dict alive through the recall for the garbage collector).
+            window.append(TurnHit(hit.payload, window_similarity(float(p.score), hit.score),
                                   own, None))
         return dense, window
 
@@ -526,8 +528,8 @@ class EdgeVectorStore(VectorStore):
             return []
         ids = [turn_point_id(session_id, t) for t in turn_ids]
         records = self._on("retrieve", TURNS, "retrieve", ids, True, _HIT_VECTORS)
-        return [TurnHit.from_reply(r.payload, 0.0, r) for r in records
-                if scope is None or scope.allows(r.payload)]
+        hits = [TurnHit.from_reply(r.payload, 0.0, r) for r in records]
+        return [h for h in hits if scope is None or scope.allows(h.payload)]
 
     def turns_by_seq(
         self, session_id: str, seqs: Sequence[int], scope: Scope | None = None, *,
@@ -591,7 +593,8 @@ class EdgeVectorStore(VectorStore):
             request = qe.ScrollRequest(offset=offset, limit=512, filter=where,
                                        with_payload=True, with_vector=False)
             records, offset = self._on("scroll", FACTS, "scroll", request)
-            out += [(Fact.model_validate(r.payload), written_at(r.payload)) for r in records]
+            out += [(Fact.model_validate(payload), written_at(payload))
+                    for payload in (r.payload for r in records)]
             if offset is None:
                 return out
 
