@@ -405,7 +405,11 @@ class Recaller:
                 sig.dense = _dot(entry.vector, query)
             if (windows and sig.window is None and entry.hit is not None
                     and not entry.window_asked):
-                unasked.append((entry, entry.hit))
+                if entry.hit.carries_fused:  # from its own vectors, no query (~10 us)
+                    sig.window = entry.hit.window_score(query)
+                    entry.window_asked = True
+                else:
+                    unasked.append((entry, entry.hit))
         if not unasked:
             return
         similarities = self.vectors.window_similarities([h for _e, h in unasked], query)

@@ -126,7 +126,7 @@ class TurnHit:
     ~60 lists of 384 floats made the garbage collector's young collections traverse them
     (0.17 ms each, about one a recall at 100k points)."""
 
-    __slots__ = ("_reply", "_turn", "_vector", "_window", "payload", "score")
+    __slots__ = ("_fused", "_reply", "_turn", "_vector", "_window", "payload", "score")
 
     def __init__(
         self, payload: dict[str, Any], score: float, vector: Vector | None,
@@ -137,6 +137,8 @@ class TurnHit:
         self._vector = vector
         self._window = window
         self._reply: Any = None
+        # The reply's fused vector (`FUSED`), when it has one: converted with the dense one.
+        self._fused: Vector | None = None
         self._turn: Turn | None = None
 
     @classmethod
@@ -169,8 +171,24 @@ class TurnHit:
     @property
     def vector(self) -> Vector | None:
         if self._vector is _PENDING:
-            self._vector = as_vector(self._engine_vectors())
+            self._read_vectors()
         return self._vector
+
+    def _read_vectors(self) -> None:
+        """The dense vector out of the reply, and the fused one when the reply has it (a
+        backend asks for it only where recall needs the window similarity): one read."""
+        values = self._engine_vectors()
+        self._vector = as_vector(values)
+        if isinstance(values, dict) and FUSED in values:
+            self._fused = as_vector(values, FUSED)
+
+    @property
+    def carries_fused(self) -> bool:
+        """Whether its window's similarity follows from what it carries (`window_score`)
+        without asking the engine: its reply has the fused vector."""
+        if self._vector is _PENDING:
+            self._read_vectors()
+        return self._fused is not None
 
     @property
     def window(self) -> Vector | None:
@@ -181,15 +199,12 @@ class TurnHit:
     def window_score(self, query: Vector) -> float | None:
         """Its window's similarity to `query` (None: it has no window vector). From a reply
         with the fused vector: by `window_similarity`, the window not recovered (~4 us)."""
-        if self._window is _PENDING:
-            values = self._engine_vectors()
-            if isinstance(values, dict) and WINDOW not in values and FUSED in values:
-                if self._vector is _PENDING:  # both from the one read
-                    self._vector = as_vector(values)
-                fused, own = as_vector(values, FUSED), self._vector
-                if fused is None or own is None:
-                    return None
-                return window_similarity(float(fused @ query), float(own @ query))
+        if self._vector is _PENDING:
+            self._read_vectors()
+        if self._fused is not None and self._window is _PENDING:
+            own = self._vector
+            return None if own is None else window_similarity(
+                float(self._fused @ query), float(own @ query))
         window = self.window
         return None if window is None else float(window @ query)
 

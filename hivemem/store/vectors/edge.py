@@ -60,11 +60,13 @@ log = structlog.get_logger(__name__)
 # dense and fused vectors (the window one recovered from them), not the BM25 one (converting
 # it as well cost ~0.6 ms of a 30-hit search at 30k points).
 _POINT_VECTORS = [DENSE, FUSED]
-# Recall's turn hits carry the dense vector only: it compares candidates by it (dedup, the
-# similarity of a turn another retriever found). Their window similarities come from the
-# engine (`window_similarities`): reading a second vector out of a reply and converting it
-# cost ~35 us a hit, ~2 ms of a recall (measured at 10k and 100k points).
+# Recall's turn hits carry the dense vector: it compares candidates by it (dedup, the
+# similarity of a turn another retriever found). The BM25 hits and the recent turns carry
+# the fused one too: recall needs their window similarities, and two vectors out of one
+# reply (~20 us a hit) cost less than asking the engine for them (`window_similarities`,
+# ~0.2 ms of a recall at 100k points).
 _HIT_VECTORS = [DENSE]
+_HIT_AND_FUSED_VECTORS = [DENSE, FUSED]
 
 
 class EdgeVectorStore(VectorStore):
@@ -479,10 +481,12 @@ class EdgeVectorStore(VectorStore):
             nearest = qe.Query.Nearest(
                 qe.SparseVector(sparse.indices, sparse.values), using=LEXICAL)
             action = "search_sparse"
+            vectors = _HIT_AND_FUSED_VECTORS
         else:
             nearest = qe.Query.Nearest(cast(Vector, query).tolist(), using=DENSE)
             action, params = "search", self._dense_params(where)
-        points = self._points(action, TURNS, nearest, limit, where, params)
+            vectors = _HIT_VECTORS
+        points = self._points(action, TURNS, nearest, limit, where, params, vectors)
         return [TurnHit.from_reply(p.payload, float(p.score), p) for p in points]
 
     def window_similarities(self, hits: Sequence[TurnHit], vector: Vector) -> list[float | None]:
@@ -527,7 +531,7 @@ class EdgeVectorStore(VectorStore):
         if not turn_ids:
             return []
         ids = [turn_point_id(session_id, t) for t in turn_ids]
-        records = self._on("retrieve", TURNS, "retrieve", ids, True, _HIT_VECTORS)
+        records = self._on("retrieve", TURNS, "retrieve", ids, True, _HIT_AND_FUSED_VECTORS)
         hits = [TurnHit.from_reply(r.payload, 0.0, r) for r in records]
         return [h for h in hits if scope is None or scope.allows(h.payload)]
 
