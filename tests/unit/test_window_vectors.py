@@ -99,6 +99,25 @@ def test_the_embed_worker_writes_each_turns_window_from_the_turns_before_it(
         [h.score for h in hits], abs=1e-5)
 
 
+def test_bm25_hits_and_recent_turns_give_their_window_similarity_as_the_engine_does(
+    store: VectorStore,
+) -> None:
+    """Recall takes a BM25 hit's or a recent turn's window similarity from the vectors it
+    carries when it carries the fused one (qdrant-edge), else asks the store: the same
+    number either way."""
+    turns = [turn(1, "which database for billing"), turn(2, "postgres, definitely"),
+             turn(3, "agreed, postgres it is")]
+    _embed(store, [turns])
+    query = EMB.embed_query("database billing postgres")
+    for hits in (store.search_turns_lexical("s", LexicalEncoder().query("postgres"), 4),
+                 store.get_turns("s", ["t1", "t2", "t3"])):
+        assert len(hits) >= 2
+        asked = store.window_similarities(hits, query)
+        carried = [h.window_score(query) for h in hits]
+        assert carried == pytest.approx(asked, abs=1e-5)
+        assert all(h.carries_fused for h in hits) == isinstance(store, EdgeVectorStore)
+
+
 def test_window_similarities_of_turns_from_several_sessions(store: VectorStore) -> None:
     handler = EmbedHandler(EMB, store, _NoStreams(), None, Keys(),  # type: ignore[arg-type]
                            window_turns=2, window_mode="text")
