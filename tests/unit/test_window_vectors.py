@@ -250,29 +250,37 @@ def test_edge_store_from_before_window_vectors_is_migrated(tmp_path: Path) -> No
     assert sorted(p.name for p in (tmp_path / "q").iterdir()) == ["facts", "turns"]
 
 
-def test_edge_store_with_window_vectors_is_migrated_to_fused_vectors(tmp_path: Path) -> None:
-    """A shard of the layout before fused vectors (dense + window, both cosine) is copied into
-    the fused layout on open: each turn keeps its window (recovered from the fused vector),
-    and the fused search ranks on the mean of the two similarities."""
+def _old_layout_store(path: Path, turns: list[Turn], own: np.ndarray,
+                      windows: np.ndarray) -> None:
+    """A store as hivemem wrote it before fused vectors: dense and window, both cosine."""
     import qdrant_edge as qe
 
     from hivemem.store.vectors.base import turn_payload, turn_point_id
 
-    turns = [turn(1, "which database for billing"), turn(2, "postgres, definitely")]
-    own = EMB.embed_documents([t.content for t in turns])
-    old_windows = EMB.embed_documents(["a window about invoices", "billing database postgres"])
     for name in ("turns", "facts"):
-        shard = qe.EdgeShard.create(str(tmp_path / "q" / name), qe.EdgeConfig(
+        shard = qe.EdgeShard.create(str(path / name), qe.EdgeConfig(
             vectors={v: qe.EdgeVectorParams(size=EMB.dim, distance=qe.Distance.Cosine)
                      for v in ("dense", "window")},
             sparse_vectors={"lexical": qe.EdgeSparseVectorParams(modifier=qe.Modifier.Idf)}))
         if name == "turns":
             shard.update(qe.UpdateOperation.upsert_points([qe.Point(
                 id=turn_point_id("s", t.turn_id),
-                vector={"dense": own[i].tolist(), "window": old_windows[i].tolist()},
+                vector={"dense": own[i].tolist(), "window": windows[i].tolist()},
                 payload=turn_payload(t)) for i, t in enumerate(turns)]))
         shard.flush()
         shard.close()
+
+
+def test_edge_store_with_window_vectors_is_migrated_to_fused_vectors(tmp_path: Path) -> None:
+    """A shard of the layout before fused vectors (dense + window, both cosine) is copied into
+    the fused layout on open: each turn keeps its window (recovered from the fused vector),
+    and the fused search ranks on the mean of the two similarities."""
+
+
+    turns = [turn(1, "which database for billing"), turn(2, "postgres, definitely")]
+    own = EMB.embed_documents([t.content for t in turns])
+    old_windows = EMB.embed_documents(["a window about invoices", "billing database postgres"])
+    _old_layout_store(tmp_path / "q", turns, own, old_windows)
     store = EdgeVectorStore(tmp_path / "q", EMB.dim)
     try:
         windows = _windows(store)
@@ -292,25 +300,13 @@ def test_edge_store_with_window_vectors_is_migrated_to_fused_vectors(tmp_path: P
 def test_a_migrated_edge_store_large_enough_gets_its_graph_built(tmp_path: Path) -> None:
     """The copy has no graph: a store past `index_after_points` starts a build on open
     (growth alone would wait for as many new points again)."""
-    import qdrant_edge as qe
 
     from hivemem.config import VectorIndexSettings
-    from hivemem.store.vectors.base import TURNS, turn_payload, turn_point_id
+    from hivemem.store.vectors.base import TURNS
 
     turns = [turn(i, f"note {i}") for i in range(1, 61)]
     own = EMB.embed_documents([t.content for t in turns])
-    for name in ("turns", "facts"):
-        shard = qe.EdgeShard.create(str(tmp_path / "q" / name), qe.EdgeConfig(
-            vectors={v: qe.EdgeVectorParams(size=EMB.dim, distance=qe.Distance.Cosine)
-                     for v in ("dense", "window")},
-            sparse_vectors={"lexical": qe.EdgeSparseVectorParams(modifier=qe.Modifier.Idf)}))
-        if name == "turns":
-            shard.update(qe.UpdateOperation.upsert_points([qe.Point(
-                id=turn_point_id("s", t.turn_id),
-                vector={"dense": own[i].tolist(), "window": own[i].tolist()},
-                payload=turn_payload(t)) for i, t in enumerate(turns)]))
-        shard.flush()
-        shard.close()
+    _old_layout_store(tmp_path / "q", turns, own, own)
     store = EdgeVectorStore(tmp_path / "q", EMB.dim, VectorIndexSettings(
         index_after_points=50, index_build_nice=0))
     try:

@@ -77,21 +77,22 @@ class ProxyVectorStore(VectorStore):
     def search(
         self, collection: str, vector: Vector, limit: int, where: Where | None
     ) -> list[Hit]:
-        return wire.decode_hits(self._call("search", {
-            "collection": collection, "vector": wire.encode_vector(vector), "limit": limit,
-            "where": wire.encode_where(where)}))
+        return self._nearest("search", collection, vector, limit, where)
 
     def search_window(
         self, collection: str, vector: Vector, limit: int, where: Where | None
     ) -> list[Hit]:
-        return wire.decode_hits(self._call("search_window", {
-            "collection": collection, "vector": wire.encode_vector(vector), "limit": limit,
-            "where": wire.encode_where(where)}))
+        return self._nearest("search_window", collection, vector, limit, where)
 
     def search_fused(
         self, collection: str, vector: Vector, limit: int, where: Where | None
     ) -> list[Hit]:
-        return wire.decode_hits(self._call("search_fused", {
+        return self._nearest("search_fused", collection, vector, limit, where)
+
+    def _nearest(
+        self, op: str, collection: str, vector: Vector, limit: int, where: Where | None
+    ) -> list[Hit]:
+        return wire.decode_hits(self._call(op, {
             "collection": collection, "vector": wire.encode_vector(vector), "limit": limit,
             "where": wire.encode_where(where)}))
 
