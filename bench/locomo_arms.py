@@ -224,7 +224,9 @@ def _fused_search(extra_dense: bool = False) -> Arm:
                 return h.score if s is None else (h.score + w * s) / (1 + w)
 
             top = sorted(dense, key=score, reverse=True)[:limit]
-            hits = [*top, *(h for h in dense[:limit] if h not in top)] if extra_dense else top
+            ids = {(h.session_id, h.turn_id) for h in top}
+            own = vectors.search_turns(sessions, vector, limit, scope) if extra_dense else []
+            hits = [*top, *(h for h in own if (h.session_id, h.turn_id) not in ids)]
             return hits, [TurnHit(h.payload, win[(h.session_id, h.turn_id)], h.vector)
                           for h in top if (h.session_id, h.turn_id) in win]
 

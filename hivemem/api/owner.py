@@ -44,12 +44,11 @@ def _run(vectors: VectorStore, op: str, collection: str, body: dict[str, Any]) -
     if op == "upsert":
         vectors.upsert(collection, wire.decode_points(body["points"]))
         return None
-    if op in ("search", "search_window", "search_fused"):
+    if op in ("search", "search_fused"):
         vector = wire.decode_vector(body["vector"])
         if vector is None:
             raise HTTPException(status_code=422, detail=f"{op} needs a vector")
-        search = {"search": vectors.search, "search_window": vectors.search_window,
-                  "search_fused": vectors.search_fused}[op]
+        search = vectors.search if op == "search" else vectors.search_fused
         return wire.encode_hits(search(collection, vector, int(body["limit"]), where))
     if op == "search_sparse":
         sparse = wire.decode_sparse(body["sparse"])

@@ -121,10 +121,10 @@ class TurnHit:
     A backend may hand over its reply point unread (`from_reply`): its vectors are read and
     converted to arrays each on first use (reading a point's two 384-d vectors out of the
     engine and converting them costs ~13 us). Recall sees one turn in up to three searches
-    and uses the vectors of the first; the window vector only of turns the window search
-    did not find. The engine's lists are not kept once converted: alive through a recall,
-    ~60 lists of 384 floats made the garbage collector's young collections traverse them
-    (0.17 ms each, about one a recall at 100k points)."""
+    and uses the vectors of the first; the window (or fused) vector only of turns whose
+    window similarity no search gave. The engine's lists are not kept once converted:
+    alive through a recall, ~60 lists of 384 floats made the garbage collector's young
+    collections traverse them (0.17 ms each, about one a recall at 100k points)."""
 
     __slots__ = ("_fused", "_reply", "_turn", "_vector", "_window", "payload", "score")
 

@@ -199,10 +199,10 @@ class EdgeVectorStore(VectorStore):
     def _migrate(self, collection: str, missing: list[str]) -> int:
         """Migrate a shard made before keyword search or fused vectors: copy every point
         into a new shard of the current layout (BM25 vectors made from its stored text, the
-        fused vector from its dense and window vectors; a point without a window gets none:
-        that needs the embedder, and recall ranks a turn without one on its turn vector),
-        then swap the folders (the old one is kept as `<name>.pre-migration` until the copy
-        is complete)."""
+        fused vector from its dense and window vectors; a point without a window gets its
+        dense vector as the fused one, so recall ranks it on its turn vector: a window needs
+        the embedder), then swap the folders (the old one is kept as `<name>.pre-migration`
+        until the copy is complete)."""
         started = time.perf_counter()
         lexical = LexicalEncoder()
         old_path = self._folders[collection]
@@ -349,21 +349,26 @@ class EdgeVectorStore(VectorStore):
 
     def update_vectors(self, collection: str, name: str,
                        vectors: Sequence[tuple[str, Vector]]) -> int:
-        qe = self._qe
         with self._writes:
             # Only points that exist (the engine refuses the whole update otherwise); this
             # process is the shard's one writer, and `_writes` orders it with the others.
             ids = [i for i, _ in vectors]
             present = {str(r.id) for r in self._on(
                 "update vectors", collection, "retrieve", ids, False, False)}
-            batch = [qe.PointVectors(id=i, vector={name: v.tolist()})
-                     for i, v in vectors if i in present]
-            if batch:
-                operation = qe.UpdateOperation.update_vectors(batch)
-                with self._lock:
-                    self._on("update vectors", collection, "update", operation)
-                    # Journaled for a build in flight; 0 points: an update does not grow it.
-                    self.indexer.wrote(collection, 0, operation)
+            return self._write_vectors(collection, name,
+                                       [(i, v) for i, v in vectors if i in present])
+
+    def _write_vectors(self, collection: str, name: str,
+                       vectors: Sequence[tuple[str, Vector]]) -> int:
+        """Write these points' `name` vectors (all of them exist: under `_writes`)."""
+        qe = self._qe
+        batch = [qe.PointVectors(id=i, vector={name: v.tolist()}) for i, v in vectors]
+        if batch:
+            operation = qe.UpdateOperation.update_vectors(batch)
+            with self._lock:
+                self._on("update vectors", collection, "update", operation)
+                # Journaled for a build in flight; 0 points: an update does not grow it.
+                self.indexer.wrote(collection, 0, operation)
         return len(batch)
 
     @property
@@ -380,7 +385,8 @@ class EdgeVectorStore(VectorStore):
 
     def update_windows(self, session_id: str, turn_ids: Sequence[str], windows: Vector) -> int:
         """The fused vectors remade from each turn's stored dense vector and its new window
-        (the window is not kept apart: `FUSED`)."""
+        (the window is not kept apart: `FUSED`). The read finds the points that exist, so
+        a turn deleted meanwhile is not brought back."""
         wanted = {turn_point_id(session_id, t): windows[i] for i, t in enumerate(turn_ids)}
         with self._writes:  # read and rewrite as one: no other write between them
             records = self._on("update windows", TURNS, "retrieve", list(wanted), False,
@@ -390,13 +396,16 @@ class EdgeVectorStore(VectorStore):
                 dense = as_vector(r.vector)
                 if dense is not None:
                     fused.append((str(r.id), fused_vector(dense, wanted[str(r.id)])))
-            return self.update_vectors(TURNS, FUSED, fused)
+            return self._write_vectors(TURNS, FUSED, fused)
 
     def search_fused(
         self, collection: str, vector: Vector, limit: int, where: Where | None
     ) -> list[Hit]:
-        return self._query("search", collection, self._qe.Query.Nearest(
-            vector.tolist(), using=FUSED), limit, where, self._dense_params(where))
+        return self._query("search", collection, self._nearest_fused(vector), limit, where,
+                           self._dense_params(where))
+
+    def _nearest_fused(self, vector: Vector) -> Any:
+        return self._qe.Query.Nearest(vector.tolist(), using=FUSED)
 
     def search(
         self, collection: str, vector: Vector, limit: int, where: Where | None
@@ -454,8 +463,8 @@ class EdgeVectorStore(VectorStore):
         vector (read for recall anyway), its window's from the two (`window_similarity`).
         It replaced a batch of a dense and a window search (~0.6 ms less at 100k points)."""
         where: Where = {**_sessions(sessions), **scoped(scope)}
-        points = self._points("search", TURNS, self._qe.Query.Nearest(
-            vector.tolist(), using=FUSED), limit, where, self._dense_params(where))
+        points = self._points("search", TURNS, self._nearest_fused(vector), limit, where,
+                              self._dense_params(where))
         dense: list[TurnHit] = []
         window: list[TurnHit] = []
         for p in points:

@@ -79,11 +79,6 @@ class ProxyVectorStore(VectorStore):
     ) -> list[Hit]:
         return self._nearest("search", collection, vector, limit, where)
 
-    def search_window(
-        self, collection: str, vector: Vector, limit: int, where: Where | None
-    ) -> list[Hit]:
-        return self._nearest("search_window", collection, vector, limit, where)
-
     def search_fused(
         self, collection: str, vector: Vector, limit: int, where: Where | None
     ) -> list[Hit]:

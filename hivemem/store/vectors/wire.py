@@ -18,8 +18,9 @@ from hivemem.providers.lexical import SparseVector
 from hivemem.store.vectors.base import SCOPE, Hit, Point, Vector, Where
 
 # The operations a guest may ask for (`VectorStore`'s backend primitives, except close).
-OPERATIONS = ("info", "upsert", "search", "search_window", "search_fused", "search_sparse",
-              "retrieve", "scroll", "count", "delete")
+# (`search_window` is not among them: a guest's recall asks for `search_fused`.)
+OPERATIONS = ("info", "upsert", "search", "search_fused", "search_sparse", "retrieve",
+              "scroll", "count", "delete")
 
 
 def encode_vector(vector: Vector | None) -> str | None:
