@@ -34,9 +34,11 @@ HERE = Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE))
 
 
-def child(store: Path, queries: Path, embed: bool) -> None:
+def child(store: Path, queries: Path, embed: bool, fake_redis: bool) -> None:
     """Serve blocks of recalls: read "start count" lines, answer one JSON line each."""
     import fakeredis
+    import redis as redis_py
+    from common import RedisServer
     from recall_profile import FixedQuery
 
     from hivemem.config import VectorIndexSettings
@@ -52,7 +54,14 @@ def child(store: Path, queries: Path, embed: bool) -> None:
     session = str(data["session"])
     settings = VectorIndexSettings(index_after_points=0, index_build_nice=0)
     vstore = EdgeVectorStore(store, vectors.shape[1], settings)
-    redis = fakeredis.FakeRedis()
+    server = None
+    if fake_redis:
+        redis: Any = fakeredis.FakeRedis()
+    else:  # the product's: a real server, over a socket (its own, per child)
+        server = RedisServer(Path(tempfile.mkdtemp(prefix="hivemem-ab-redis-")),
+                             appendonly=False)
+        server.start()
+        redis = redis_py.Redis.from_url(server.url)
     keys = Keys("bench")
     fixed = FixedQuery()
     embedder: Any = fixed
@@ -85,6 +94,33 @@ def child(store: Path, queries: Path, embed: bool) -> None:
         print(json.dumps({"cpu": cpu, "wall": wall, "items": items}), flush=True)
     recaller.close()
     vstore.close()
+    if server is not None:
+        server.stop()
+
+
+def fill(tmp: Path, args: argparse.Namespace, n: int) -> None:
+    from scale_fill import DIM, bulk_fill
+
+    from hivemem.config import VectorIndexSettings
+
+    settings = VectorIndexSettings(index_after_points=0, index_build_nice=0)
+    qbase, sessions, texts = bulk_fill(tmp / "store", args.points, 1,
+                                       np.random.default_rng(7), settings)
+    if args.build:
+        from hivemem.store.vectors.base import TURNS
+        from hivemem.store.vectors.edge import EdgeVectorStore
+
+        built = EdgeVectorStore(tmp / "store", DIM, settings)
+        try:
+            built.build_index(TURNS)
+        finally:
+            built.close()
+    rng = np.random.default_rng(11)
+    picks = rng.choice(len(qbase), size=n)
+    qvecs = qbase[picks] + 0.3 * rng.standard_normal((n, DIM)).astype(np.float32)
+    qvecs /= np.linalg.norm(qvecs, axis=1, keepdims=True)
+    np.savez(tmp / "queries.npz", vectors=qvecs, session=sessions[0],
+             texts=np.array([" ".join(texts[i].split()[:5]) for i in picks]))
 
 
 def main() -> None:
@@ -98,40 +134,32 @@ def main() -> None:
                     help="embed each query with the product's query embedder (incl. embedding)")
     ap.add_argument("--build", action="store_true",
                     help="build the HNSW graph once before the store is copied (row a's shape)")
+    ap.add_argument("--fake-redis", action="store_true",
+                    help="fakeredis in-process instead of a redis-server per child")
+    ap.add_argument("--store", default=None,
+                    help="a filled (and built) store to copy instead of filling one")
+    ap.add_argument("--queries", default=None,
+                    help="with --store: an .npz of vectors, texts and session")
     ap.add_argument("--child", nargs=2, metavar=("STORE", "QUERIES"), help=argparse.SUPPRESS)
     args = ap.parse_args()
     if args.child:
-        child(Path(args.child[0]), Path(args.child[1]), args.embed)
+        child(Path(args.child[0]), Path(args.child[1]), args.embed, args.fake_redis)
         return
 
     from common import machine_facts, offline_model_env, summarize
-    from scale_fill import DIM, bulk_fill, load_avg
+    from scale_fill import load_avg
 
-    from hivemem.config import VectorIndexSettings
 
     offline_model_env()
     tmp = Path(tempfile.mkdtemp(prefix="hivemem-ab-"))
     procs: dict[str, subprocess.Popen[str]] = {}
     try:
-        settings = VectorIndexSettings(index_after_points=0, index_build_nice=0)
-        qbase, sessions, texts = bulk_fill(tmp / "store", args.points, 1,
-                                           np.random.default_rng(7), settings)
-        if args.build:
-            from hivemem.store.vectors.base import TURNS
-            from hivemem.store.vectors.edge import EdgeVectorStore
-
-            built = EdgeVectorStore(tmp / "store", DIM, settings)
-            try:
-                built.build_index(TURNS)
-            finally:
-                built.close()
         n = args.rounds * args.per_round
-        rng = np.random.default_rng(11)
-        picks = rng.choice(len(qbase), size=n)
-        qvecs = qbase[picks] + 0.3 * rng.standard_normal((n, DIM)).astype(np.float32)
-        qvecs /= np.linalg.norm(qvecs, axis=1, keepdims=True)
-        np.savez(tmp / "queries.npz", vectors=qvecs, session=sessions[0],
-                 texts=np.array([" ".join(texts[i].split()[:5]) for i in picks]))
+        if args.store:
+            shutil.copytree(args.store, tmp / "store")
+            shutil.copy(args.queries, tmp / "queries.npz")
+        else:
+            fill(tmp, args, n)
         roots = {"baseline": Path(args.baseline).resolve(), "this": HERE.parent}
         for arm, root in roots.items():
             shutil.copytree(tmp / "store", tmp / arm)
@@ -139,7 +167,8 @@ def main() -> None:
             procs[arm] = subprocess.Popen(
                 [sys.executable, str(HERE / "recall_ab.py"), "--baseline", str(root),
                  "--child", str(tmp / arm), str(tmp / "queries.npz"),
-                 *(["--embed"] if args.embed else [])],
+                 *(["--embed"] if args.embed else []),
+                 *(["--fake-redis"] if args.fake_redis else [])],
                 cwd=root, env=env, stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True,
             )
             assert procs[arm].stdout is not None
@@ -147,6 +176,8 @@ def main() -> None:
             if not Path(ready).resolve().is_relative_to(root):
                 raise SystemExit(f"{arm}: imported {ready}, not from {root}")
         out: dict[str, Any] = {"benchmark": "recall-ab", "points": args.points,
+                               "store": args.store, "redis": "fakeredis" if args.fake_redis
+                               else "redis-server per child",
                                "hnsw_built": args.build,
                                "query_embedding": "included" if args.embed else "excluded",
                                "load_before": load_avg()}

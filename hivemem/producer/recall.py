@@ -304,20 +304,25 @@ class Recaller:
         `ahead` (beside the embedding): the recent turns' stored points too, all of them
         (those no search finds compete as well; ~50 points whose vectors the caller would
         read after the searches, now read while it is in ONNX)."""
-        recent, (assigned, _closed, open_ep, _markers) = self.state.recent_turns_and_progress(
+        # Sent first and read after the engine's searches: the replies wait in the socket
+        # (`send_pipeline`: waiting for them cost more than the round trip).
+        read_recent = self.state.send_recent_turns_and_progress(
             self.episodes, session_id, policy.recent_turns, access)
-        sparse = self.lexical.query(query) if policy.lexical else None
-        lexical_turns = (
-            self.vectors.search_turns_lexical(scope, sparse, policy.search_limit, access)
-            if sparse else []
-        )
-        known, search_facts = self._known_facts(sessions, policy)
-        lexical_facts = (
-            self.vectors.search_facts_lexical(
-                scope, sparse, policy.fact_limit, _statuses(policy), access
+        try:
+            sparse = self.lexical.query(query) if policy.lexical else None
+            lexical_turns = (
+                self.vectors.search_turns_lexical(scope, sparse, policy.search_limit, access)
+                if sparse else []
             )
-            if sparse and search_facts else []
-        )
+            known, search_facts = self._known_facts(sessions, policy)
+            lexical_facts = (
+                self.vectors.search_facts_lexical(
+                    scope, sparse, policy.fact_limit, _statuses(policy), access
+                )
+                if sparse and search_facts else []
+            )
+        finally:
+            recent, (assigned, _closed, open_ep, _markers) = read_recent()
         current_from = open_ep.seq_start if open_ep and open_ep.turn_ids else assigned + 1
         # Which statements are history, from the facts of the sessions asked (kept between
         # calls; only what was written since the last call is read).

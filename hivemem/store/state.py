@@ -5,7 +5,7 @@ All of it can be rebuilt from Qdrant (`restore_session`), which is the system of
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from datetime import datetime
 
 from hivemem.domain.models import SessionStats, Turn, TurnFields
@@ -17,7 +17,7 @@ from hivemem.pipeline.wire import turn_from_wire, wire_parts
 from hivemem.store import head, window
 from hivemem.store import state_scripts as scripts
 from hivemem.store.episodes import EpisodeStore, Progress
-from hivemem.store.redis import Redis, redis_errors, run_scripts, set_union
+from hivemem.store.redis import Redis, redis_errors, run_scripts, send_pipeline, set_union
 
 # Turns of one session in one published entry at most (a BITFIELD's arguments stay well
 # inside what a script may unpack).
@@ -242,17 +242,31 @@ class SessionState:
         """`recent_turns` and `episodes.progress` in one round trip (recall reads both every
         call; a round trip is ~0.1 ms here): the keys share the session's slot. Two when
         the stores use different clients."""
+        return self.send_recent_turns_and_progress(episodes, session_id, limit, scope)()
+
+    def send_recent_turns_and_progress(
+        self, episodes: EpisodeStore, session_id: str, limit: int, scope: Scope | None = None
+    ) -> Callable[[], tuple[list[Turn], Progress]]:
+        """`recent_turns_and_progress`, sent now and read by the call returned (which must
+        be made: see `send_pipeline`)."""
         limit = min(limit, self.recent_window)
         if episodes.client is not self._r:
-            return self.recent_turns(session_id, limit, scope), episodes.progress(session_id)
+            both = self.recent_turns(session_id, limit, scope), episodes.progress(session_id)
+            return lambda: both
         with redis_errors("read recent turns and boundary state"):
             pipe = self._r.pipeline(transaction=False)
             if limit > 0:
                 window.queue_read(pipe, self.keys, session_id, limit)
             episodes.queue_progress(pipe, session_id)
-            replies = pipe.execute()
-        rows = window.decode_read(replies[: window.READ_REPLIES]) if limit > 0 else []
-        return _turns_in(rows, scope), episodes.decode_progress(replies[-1])
+            replies = send_pipeline(pipe)
+
+        def read() -> tuple[list[Turn], Progress]:
+            with redis_errors("read recent turns and boundary state"):
+                got = replies()
+            rows = window.decode_read(got[: window.READ_REPLIES]) if limit > 0 else []
+            return _turns_in(rows, scope), episodes.decode_progress(got[-1])
+
+        return read
 
     def stats(self, session_id: str) -> SessionStats:
         last, done, dead = self.progress(session_id)
