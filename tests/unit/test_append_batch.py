@@ -241,15 +241,18 @@ def test_recall_reads_the_window_and_the_boundary_progress_in_one_round_trip(
     for i in range(1, 7):
         state.append_turn(draft("a", i))
     redis_client.hset(keys.boundary_state("a"), mapping={"next_seq": 5, "closed_count": 2})
+    # Every round trip writes its commands with one `send_packed_command` (a pipeline's
+    # execute, a single command, and the sent pipeline recall uses alike).
     sent: list[int] = []
-    execute = redis_client.pipeline().__class__.execute
+    connection_class = redis_client.connection_pool.connection_class
+    send = connection_class.send_packed_command
 
-    def counted(pipe: object, *args: object, **kwargs: object) -> object:
+    def counted(conn: object, *args: object, **kwargs: object) -> object:
         sent.append(1)
-        return execute(pipe, *args, **kwargs)  # type: ignore[arg-type]
+        return send(conn, *args, **kwargs)  # type: ignore[arg-type]
 
     with pytest.MonkeyPatch.context() as mp:
-        mp.setattr(redis_client.pipeline().__class__, "execute", counted)
+        mp.setattr(connection_class, "send_packed_command", counted)
         turns, progress = state.recent_turns_and_progress(episodes, "a", 3)
     assert len(sent) == 1
     assert [t.seq for t in turns] == [t.seq for t in state.recent_turns("a", 3)] == [6, 5, 4]

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
+from typing import cast
 
 import numpy as np
 import numpy.typing as npt
@@ -103,41 +104,59 @@ def _dedup(
     ordered: Sequence[Candidate], threshold: float
 ) -> tuple[list[Candidate], list[tuple[Candidate, str]]]:
     """`ordered` best first; each dropped candidate comes with the key of the kept one."""
-    dim = next((len(c.vector) for c in ordered if c.vector is not None), 0)
-    # Kept vectors fill one preallocated matrix (stacking them per candidate was O(n^2)
-    # copying); one matrix-vector product per candidate, no n x n gemm (OpenBLAS's thread
-    # pool costs more than it saves on a busy 2-core box).
-    matrix = np.empty((len(ordered), dim), dtype=np.float32)
-    n_vectors = 0
-    vector_keys: list[str] = []
-    vector_texts: list[str] = []
+    near = _near_pairs(ordered, threshold)
     kept: list[Candidate] = []
+    kept_at: set[int] = set()
     dropped: list[tuple[Candidate, str]] = []
     seen_texts: dict[str, str] = {}
-    for cand in ordered:
+    for j, cand in enumerate(ordered):
         text = _normalised(cand.text)
         if text in seen_texts:
             dropped.append((cand, seen_texts[text]))
             continue
-        if cand.vector is not None and n_vectors:
-            sims = matrix[:n_vectors] @ cand.vector
-            # "The deploy is on Tuesday" and "... on Thursday" embed alike but say two
-            # things: a near-duplicate must not set another value. (Most candidates are
-            # near no kept one: one `max` before listing indexes.)
-            same = [i for i in np.flatnonzero(sims >= threshold)
-                    if not differs(vector_texts[i], cand.text)] if sims.max() >= threshold else []
-            if same:
-                best = max(same, key=lambda i: float(sims[i]))
-                dropped.append((cand, vector_keys[best]))
-                continue
+        # "The deploy is on Tuesday" and "... on Thursday" embed alike but say two things:
+        # a near-duplicate must not set another value.
+        same = [(sim, i) for sim, i in near.get(j, ())
+                if i in kept_at and not differs(ordered[i].text, cand.text)]
+        if same:
+            dropped.append((cand, ordered[max(same, key=_closest)[1]].key))
+            continue
         seen_texts[text] = cand.key
-        if cand.vector is not None:
-            matrix[n_vectors] = cand.vector
-            vector_keys.append(cand.key)
-            vector_texts.append(cand.text)
-            n_vectors += 1
         kept.append(cand)
+        kept_at.add(j)
     return kept, dropped
+
+
+def _closest(pair: tuple[float, int]) -> tuple[float, int]:
+    """The most similar; of equals, the better-scored (earlier)."""
+    return pair[0], -pair[1]
+
+
+# Multiply-adds per matrix product at most: OpenBLAS hands a product of more than 262k to
+# its thread pool, which costs more than it saves on a busy 2-core box.
+_PRODUCT_SIZE = 200_000
+
+
+def _near_pairs(
+    ordered: Sequence[Candidate], threshold: float
+) -> dict[int, list[tuple[float, int]]]:
+    """For each candidate, the better ones (earlier in `ordered`) whose vectors have cosine
+    >= `threshold` with its own: index -> [(similarity, earlier index)]. All pairs from a
+    few matrix products (most candidates are near none), not one product per candidate."""
+    at = [i for i, c in enumerate(ordered) if c.vector is not None]
+    near: dict[int, list[tuple[float, int]]] = {}
+    if len(at) < 2:
+        return near
+    matrix = np.stack([cast("npt.NDArray[np.float32]", ordered[i].vector) for i in at])
+    step = max(1, _PRODUCT_SIZE // matrix.size)
+    for start in range(0, len(at) - 1, step):
+        rows = matrix[start:start + step]
+        sims = rows @ matrix.T
+        for r, c in zip(*np.nonzero(sims >= threshold), strict=True):
+            earlier, later = start + int(r), int(c)
+            if earlier < later:
+                near.setdefault(at[later], []).append((float(sims[r, c]), at[earlier]))
+    return near
 
 
 def pack(
