@@ -50,12 +50,13 @@ _ROUTES: list[Route] = [
     ("PUT", re.compile(_COLLECTION + r"/points/vectors"), "update_vectors"),
     ("POST", re.compile(_COLLECTION + r"/points"), "retrieve"),
     ("POST", re.compile(_COLLECTION + r"/points/query"), "query"),
+    ("POST", re.compile(_COLLECTION + r"/points/query/batch"), "query_batch"),
     ("POST", re.compile(_COLLECTION + r"/points/scroll"), "scroll"),
     ("POST", re.compile(_COLLECTION + r"/points/count"), "count"),
     ("POST", re.compile(_COLLECTION + r"/points/delete"), "delete_points"),
 ]
 _WRITES = {"upsert", "create_index", "delete_points"}
-_READS = {"query", "retrieve", "scroll", "count"}
+_READS = {"query", "query_batch", "retrieve", "scroll", "count"}
 
 
 @dataclass

@@ -413,6 +413,12 @@ class Engine:
         points = collection.shard.query(request)
         return {"points": [_record(p, score=True) for p in points]}
 
+    def query_batch(self, name: str, body: dict[str, Any]) -> list[dict[str, Any]]:
+        searches = body.get("searches")
+        if not isinstance(searches, list):
+            raise bad_input("Format error in JSON body: missing field `searches`")
+        return [self.query(name, search) for search in searches]
+
     def retrieve(self, name: str, body: dict[str, Any]) -> list[dict[str, Any]]:
         collection = self._get(name)
         ids = [point_id(i) for i in body.get("ids") or []]

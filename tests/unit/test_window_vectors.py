@@ -401,6 +401,31 @@ def test_update_windows_through_a_qdrant_server_api(tmp_path: Path) -> None:
         standin.stop()
 
 
+def test_a_qdrant_server_gets_the_fused_search_as_one_request(tmp_path: Path) -> None:
+    """A server collection keeps dense and window vectors apart: both searches go in one
+    batch request, ranked together as the two searches one by one rank them."""
+    from tests.support.qdrant_standin import QdrantStandin
+
+    with QdrantStandin(tmp_path / "standin") as standin:
+        store = ServerVectorStore(QdrantSettings(url=standin.url), EMB.dim)
+        try:
+            _embed(store, [[turn(1, "which database for billing"),
+                            turn(2, "postgres, definitely"), turn(3, "agreed"),
+                            turn(4, "ship it friday")]])
+            query = EMB.embed_query("database billing postgres")
+            before = len(standin.requests("/points/query"))
+            fused = store.search_fused("turns", query, 3, {"session_id": "s"})
+            asked = [r.path for r in standin.requests("/points/query")[before:]]
+            assert len(asked) == 1 and asked[0].endswith("/points/query/batch")
+            one_by_one = VectorStore.search_fused(store, "turns", query, 3,
+                                                  {"session_id": "s"})
+            assert len(standin.requests("/points/query")[before:]) == 3  # + two searches
+            assert [h.id for h in fused] == [h.id for h in one_by_one]
+            assert [h.score for h in fused] == pytest.approx([h.score for h in one_by_one])
+        finally:
+            store.close()
+
+
 def _weigh_windows_only(**update: object) -> Any:
     base = PRESETS["balanced"]
     return base.model_copy(update={**update, "weights": base.weights.model_copy(

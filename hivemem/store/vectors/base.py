@@ -393,23 +393,8 @@ class VectorStore(ABC):
         """Nearest on the fused similarity (`FUSED`; a hit's `score`). Here from the dense
         and the window searches, their hits ranked on it together (a backend that keeps
         fused vectors searches them)."""
-        by_id: dict[str, tuple[Hit, float | None, float | None]] = {}
-        for h in self.search(collection, vector, limit, where):
-            by_id[h.id] = (h, h.score, None)
-        for h in self.search_window(collection, vector, limit, where):
-            kept, own, _w = by_id.get(h.id, (h, None, None))
-            by_id[h.id] = (kept, own, h.score)
-        ranked: list[Hit] = []
-        for h, found_own, found_win in by_id.values():
-            own = found_own if found_own is not None else (
-                0.0 if h.vector is None else float(h.vector @ vector))
-            win = found_win if found_win is not None else (
-                None if h.window is None else float(h.window @ vector))
-            score = own if win is None else (
-                (own + FUSED_WINDOW_WEIGHT * win) / (1.0 + FUSED_WINDOW_WEIGHT))
-            ranked.append(Hit(h.id, score, h.payload, h.vector, h.window))
-        ranked.sort(key=lambda h: h.score, reverse=True)
-        return ranked[:limit]
+        return rank_fused(self.search(collection, vector, limit, where),
+                          self.search_window(collection, vector, limit, where), vector, limit)
 
     def window_similarities(self, hits: Sequence[TurnHit], vector: Vector) -> list[float | None]:
         """The similarity of each hit's context-window vector to `vector` (None: it has no
@@ -578,6 +563,29 @@ class FactHit:
 def written_at(payload: Mapping[str, Any]) -> float:
     value = payload.get(WRITTEN_AT)
     return float(value) if isinstance(value, int | float) else 0.0
+
+
+def rank_fused(dense: Sequence[Hit], window: Sequence[Hit], vector: Vector,
+               limit: int) -> list[Hit]:
+    """The hits of a dense and a window search of `vector`, ranked together on the fused
+    similarity (`FUSED`): each hit's other similarity from the vectors it carries."""
+    by_id: dict[str, tuple[Hit, float | None, float | None]] = {}
+    for h in dense:
+        by_id[h.id] = (h, h.score, None)
+    for h in window:
+        kept, own, _w = by_id.get(h.id, (h, None, None))
+        by_id[h.id] = (kept, own, h.score)
+    ranked: list[Hit] = []
+    for h, found_own, found_win in by_id.values():
+        own = found_own if found_own is not None else (
+            0.0 if h.vector is None else float(h.vector @ vector))
+        win = found_win if found_win is not None else (
+            None if h.window is None else float(h.window @ vector))
+        score = own if win is None else (
+            (own + FUSED_WINDOW_WEIGHT * win) / (1.0 + FUSED_WINDOW_WEIGHT))
+        ranked.append(Hit(h.id, score, h.payload, h.vector, h.window))
+    ranked.sort(key=lambda h: h.score, reverse=True)
+    return ranked[:limit]
 
 
 def _sessions(sessions: str | Sequence[str]) -> dict[str, Any]:

@@ -35,6 +35,7 @@ from hivemem.store.vectors.base import (
     VectorStore,
     Where,
     as_vector,
+    rank_fused,
     written_at,
 )
 from hivemem.store.vectors.server_calls import (
@@ -312,6 +313,25 @@ class ServerVectorStore(VectorStore):
         query = qm.SparseVector(indices=sparse.indices, values=sparse.values)
         return self._query("search_sparse", collection, query, LEXICAL, limit, where)
 
+    def search_fused(
+        self, collection: str, vector: Vector, limit: int, where: Where | None
+    ) -> list[Hit]:
+        """The dense and the window search in one request (`query_batch_points`: one round
+        trip, not two), ranked together as every backend ranks them (`rank_fused`)."""
+        if self.prefix + collection in self._without_window:
+            return self.search(collection, vector, limit, where)
+        values = vector.tolist()
+        requests = [self._request(values, using, limit, where, self._names(collection))
+                    for using in (DENSE, WINDOW)]
+        dense, window = self._read("search_fused", self._client.query_batch_points,
+                                   self.prefix + collection, requests=requests)
+        return rank_fused(_hits(dense.points), _hits(window.points), vector, limit)
+
+    def _request(self, query: Any, using: str, limit: int, where: Where | None,
+                 vectors: list[str]) -> qm.QueryRequest:
+        return qm.QueryRequest(query=query, using=using, filter=self._filter(where),
+                               limit=limit, with_payload=True, with_vector=vectors)
+
     def _query(
         self, action: str, collection: str, query: Any, using: str, limit: int,
         where: Where | None,
@@ -327,11 +347,7 @@ class ServerVectorStore(VectorStore):
             with_payload=True,
             with_vectors=self._names(collection),
         )
-        return [
-            Hit(str(p.id), float(p.score), p.payload or {}, as_vector(p.vector),
-                as_vector(p.vector, WINDOW))
-            for p in response.points
-        ]
+        return _hits(response.points)
 
     def retrieve(self, collection: str, ids: Sequence[str]) -> list[Hit]:
         if not ids:
@@ -407,6 +423,11 @@ class ServerVectorStore(VectorStore):
 
     def close(self) -> None:
         self._client.close()
+
+
+def _hits(points: Sequence[qm.ScoredPoint]) -> list[Hit]:
+    return [Hit(str(p.id), float(p.score), p.payload or {}, as_vector(p.vector),
+                as_vector(p.vector, WINDOW)) for p in points]
 
 
 def _set_transport_timeout(client: QdrantClient, seconds: float) -> None:
