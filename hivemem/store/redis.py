@@ -157,9 +157,10 @@ def send_pipeline(pipe: Any) -> Callable[[], list[Any]]:
     """Send the reads queued on `pipe` now; the returned call reads their replies (each as
     `pipe.execute()` would give it, errors raised). The caller does other work between:
     recall sends its Redis reads before the engine's first search, and the replies wait
-    in the socket meanwhile. Blocking on the round trip cost a recall far more than the
-    trip itself (a recall at 100k points with the read taken out: 0.86x p50 and p95): while
-    this process waits, its core goes to others, and the searches after it ran colder.
+    in the socket meanwhile. Blocking on the round trip cost a recall more than the trip's
+    own ~0.3 ms: at 100k points, recall with the read answered from memory ran 0.86x (p50
+    and p95) against the read over a socket; sent ahead, 0.89-0.98x p50
+    (`bench/results/recall_ab_evening.json`).
 
     Read-only commands, no transaction, no script. On a cluster client, or when sending
     fails, the pipeline runs at once (retried as usual) and the call returns its replies.
