@@ -39,14 +39,8 @@ def child(store: Path, queries: Path, embed: bool, fake_redis: bool) -> None:
     import fakeredis
     import redis as redis_py
     from common import RedisServer
-    from recall_profile import FixedQuery
 
     from hivemem.config import VectorIndexSettings
-    from hivemem.domain.recall.policy import PRESETS
-    from hivemem.pipeline.topology import Keys
-    from hivemem.producer.recall import Recaller
-    from hivemem.store.episodes import EpisodeStore
-    from hivemem.store.state import SessionState
     from hivemem.store.vectors.edge import EdgeVectorStore
 
     data = np.load(queries, allow_pickle=False)
@@ -62,6 +56,25 @@ def child(store: Path, queries: Path, embed: bool, fake_redis: bool) -> None:
                              appendonly=False)
         server.start()
         redis = redis_py.Redis.from_url(server.url)
+    try:
+        _serve(vstore, redis, vectors, texts, session, embed)
+    finally:
+        vstore.close()
+        if server is not None:
+            server.stop()
+            shutil.rmtree(server.folder, ignore_errors=True)
+
+
+def _serve(vstore: Any, redis: Any, vectors: Any, texts: list[str], session: str,
+           embed: bool) -> None:
+    from recall_profile import FixedQuery
+
+    from hivemem.domain.recall.policy import PRESETS
+    from hivemem.pipeline.topology import Keys
+    from hivemem.producer.recall import Recaller
+    from hivemem.store.episodes import EpisodeStore
+    from hivemem.store.state import SessionState
+
     keys = Keys("bench")
     fixed = FixedQuery()
     embedder: Any = fixed
@@ -73,29 +86,28 @@ def child(store: Path, queries: Path, embed: bool, fake_redis: bool) -> None:
     recaller = Recaller(SessionState(redis, keys, 50), EpisodeStore(redis, keys, 10_000),
                         vstore, embedder)
     policy = PRESETS["balanced"]
-    for i in range(10):  # warm-up
-        fixed.vector = vectors[i]
-        recaller.recall(session, texts[i], 4000, policy)
-    import hivemem
+    try:
+        for i in range(10):  # warm-up
+            fixed.vector = vectors[i]
+            recaller.recall(session, texts[i], 4000, policy)
+        import hivemem
 
-    print(json.dumps({"ready": hivemem.__file__}), flush=True)
-    for line in sys.stdin:
-        start, count = map(int, line.split())
-        cpu: list[float] = []
-        wall: list[float] = []
-        items: list[list[tuple[str, float]]] = []
-        for i in range(start, start + count):
-            fixed.vector = vectors[i % len(vectors)]
-            c0, w0 = time.process_time(), time.perf_counter()
-            result = recaller.recall(session, texts[i % len(texts)], 4000, policy)
-            cpu.append((time.process_time() - c0) * 1000)
-            wall.append((time.perf_counter() - w0) * 1000)
-            items.append([(x.source_id, x.score) for x in result.items])
-        print(json.dumps({"cpu": cpu, "wall": wall, "items": items}), flush=True)
-    recaller.close()
-    vstore.close()
-    if server is not None:
-        server.stop()
+        print(json.dumps({"ready": hivemem.__file__}), flush=True)
+        for line in sys.stdin:
+            start, count = map(int, line.split())
+            cpu: list[float] = []
+            wall: list[float] = []
+            items: list[list[tuple[str, float]]] = []
+            for i in range(start, start + count):
+                fixed.vector = vectors[i % len(vectors)]
+                c0, w0 = time.process_time(), time.perf_counter()
+                result = recaller.recall(session, texts[i % len(texts)], 4000, policy)
+                cpu.append((time.process_time() - c0) * 1000)
+                wall.append((time.perf_counter() - w0) * 1000)
+                items.append([(x.source_id, x.score) for x in result.items])
+            print(json.dumps({"cpu": cpu, "wall": wall, "items": items}), flush=True)
+    finally:
+        recaller.close()
 
 
 def fill(tmp: Path, args: argparse.Namespace, n: int) -> None:
@@ -142,13 +154,14 @@ def main() -> None:
                     help="with --store: an .npz of vectors, texts and session")
     ap.add_argument("--child", nargs=2, metavar=("STORE", "QUERIES"), help=argparse.SUPPRESS)
     args = ap.parse_args()
+    if bool(args.store) != bool(args.queries):
+        ap.error("--store and --queries go together")
     if args.child:
         child(Path(args.child[0]), Path(args.child[1]), args.embed, args.fake_redis)
         return
 
     from common import machine_facts, offline_model_env, summarize
     from scale_fill import load_avg
-
 
     offline_model_env()
     tmp = Path(tempfile.mkdtemp(prefix="hivemem-ab-"))

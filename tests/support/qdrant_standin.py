@@ -55,8 +55,6 @@ _ROUTES: list[Route] = [
     ("POST", re.compile(_COLLECTION + r"/points/count"), "count"),
     ("POST", re.compile(_COLLECTION + r"/points/delete"), "delete_points"),
 ]
-_WRITES = {"upsert", "create_index", "delete_points"}
-_READS = {"query", "query_batch", "retrieve", "scroll", "count"}
 
 
 @dataclass
