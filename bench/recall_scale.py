@@ -12,6 +12,9 @@ model is not the point, except in the "incl. embedding" column):
 - a: one session of 100k (or --a-points) points, before and after the HNSW build the store
   runs in its background child (build wall and CPU time, child peak RSS, recall latency
   while the build runs, the graph's recall@k against an exact scan).
+  `--lock-arm [--idle-s S]`: then the same store closed, left S seconds and opened again,
+  unlocked, locked in memory (`lock_in_memory`), unlocked again, with each pass's major
+  page faults (a host that pages out idle memory sends recall's searches to the disk).
 
 The store is filled through `EdgeVectorStore.upsert` with prebuilt vectors (bench/
 scale_fill.py: not what is measured). Per row, interleaved query by query: p50/p95 of the
@@ -235,6 +238,9 @@ def row(name: str, points: int, per_session: int, build: bool, args: argparse.Na
             log(f"  built in {out['index_build_wall_s']} s wall,"
                 f" {out['index_build_child_cpu_s']} CPU-s, {out['segments_after']}")
             log(f"  indexed:   {_line(out['indexed'])}  load {load_avg()}")
+            if args.lock_arm:
+                store, recaller = lock_arm(store, recaller, fixed, session, queries, qvecs,
+                                           policy, out, log, args)
         out["process_peak_rss_mb"] = round(
             resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024, 1)
         out["rss_mb_end"] = rss_mb()
@@ -250,6 +256,52 @@ def row(name: str, points: int, per_session: int, build: bool, args: argparse.Na
             server.stop()
         shutil.rmtree(tmp, ignore_errors=True)
     return out
+
+
+def lock_arm(store: Any, recaller: Any, fixed: FixedQuery, session: str, queries: list[str],
+             qvecs: np.ndarray, policy: Any, out: dict[str, Any], log: Any,
+             args: argparse.Namespace) -> tuple[Any, Any]:
+    """The store closed, left alone `--idle-s` seconds and opened again: unlocked, with
+    `lock_in_memory`, unlocked again (A-B-A in one run), with each pass's major page faults
+    and the open's time. A host that pages out idle memory empties the page cache of a
+    store nobody has open, and the first recalls after it is opened (a restart, a
+    deploy) read the files from disk a page at a time. Returns the store and recaller
+    open at the end (the caller closes them)."""
+    from hivemem.producer.recall import Recaller
+    from hivemem.store.vectors.edge import EdgeVectorStore
+
+    def reopen(name: str, lock: bool) -> None:
+        nonlocal store, recaller
+        path, settings = store.path, store.index
+        recaller.close()
+        store.close()
+        if args.idle_s:
+            log(f"  closed; idle {args.idle_s} s before {name}")
+            time.sleep(args.idle_s)
+        before = resource.getrusage(resource.RUSAGE_SELF).ru_majflt
+        t0 = time.perf_counter()
+        store = EdgeVectorStore(path, DIM, settings.model_copy(update={"lock_in_memory": lock}))
+        opened = round((time.perf_counter() - t0) * 1000, 1)
+        recaller = Recaller(recaller.state, recaller.episodes, store, fixed.inner)
+        at_open = resource.getrusage(resource.RUSAGE_SELF).ru_majflt
+        out[name] = measure(store, recaller, fixed, session, queries, qvecs, policy)
+        memory = store._memory
+        out[name].update({
+            "open_ms": opened, "major_faults_at_open": at_open - before,
+            "major_faults_per_query": round(
+                (resource.getrusage(resource.RUSAGE_SELF).ru_majflt - at_open)
+                / len(queries), 2),
+            "locked_mb": round(memory.total_bytes / 2**20, 1) if memory else 0.0,
+            "lock_refused": memory.refused if memory else None})
+        log(f"  {name}: {_line(out[name])}  open {opened} ms, majflt/query"
+            f" {out[name]['major_faults_per_query']}, locked {out[name]['locked_mb']} MB"
+            f"  load {load_avg()}")
+
+    out["idle_s_before_each_open"] = args.idle_s
+    reopen("reopened_unlocked", False)
+    reopen("reopened_locked", True)
+    reopen("reopened_unlocked_again", False)
+    return store, recaller
 
 
 def _line(m: dict[str, Any]) -> str:
@@ -276,6 +328,11 @@ def main() -> None:
                     help="recall's query model (the product's default: int8)")
     ap.add_argument("--label", default="",
                     help="appended to the row names (e.g. which code ran: a before/after)")
+    ap.add_argument("--lock-arm", action="store_true",
+                    help="after the indexed pass: the store reopened unlocked, locked in"
+                         " memory (lock_in_memory), unlocked again")
+    ap.add_argument("--idle-s", type=float, default=0.0,
+                    help="with --lock-arm: seconds the store stays closed before each open")
     ap.add_argument("--merge", action="store_true",
                     help="keep the other rows already in --out (replace only these)")
     args = ap.parse_args()

@@ -53,6 +53,7 @@ from hivemem.store.vectors.base import (
     written_at,
 )
 from hivemem.store.vectors.edge_index import BackgroundIndex, recover, set_active
+from hivemem.store.vectors.memlock import MemoryLock
 
 log = structlog.get_logger(__name__)
 
@@ -82,6 +83,7 @@ class EdgeVectorStore(VectorStore):
         # it copies the collection, so recall goes on and writes wait.
         self._writes = threading.RLock()
         self._closed = False
+        self._memory: MemoryLock | None = None  # `lock_in_memory`, set once opened
         self._shards: dict[str, Any] = {}
         self._folders: dict[str, Path] = {}  # where each collection lives (index builds move it)
         self.indexer = BackgroundIndex(
@@ -112,6 +114,20 @@ class EdgeVectorStore(VectorStore):
             every = self.index.index_after_points
             if every and copied >= every:
                 self.build_index(name, wait=False)
+        self._memory = MemoryLock(self.path) if self.index.lock_in_memory else None
+        self._lock_memory()
+
+    def _lock_memory(self, *, if_due: bool = False) -> None:
+        """Lock the shards' mapped file data in memory (`lock_in_memory`); `if_due`: only
+        what writes added, at most every `RELOCK_INTERVAL_S`. Not under the store lock:
+        reading a cold store in takes up to seconds, and recall goes on meanwhile."""
+        if self._memory is None:
+            return
+        locked = self._memory.after_write() if if_due else self._memory.lock()
+        if locked is not None and locked.regions:
+            log.info("store.memory_locked", path=str(self.path), ranges=locked.regions,
+                     mb=round(locked.bytes / 2**20, 1), total_mb=round(
+                         self._memory.total_bytes / 2**20, 1), ms=locked.ms)
 
     def _config(self) -> Any:
         """The engine settings; the index ones apply from the next optimiser run."""
@@ -346,6 +362,7 @@ class EdgeVectorStore(VectorStore):
             with self._writes, self._lock:
                 self._on("upsert", collection, "update", operation)
                 self.indexer.wrote(collection, len(batch), operation)
+            self._lock_memory(if_due=True)
 
     def update_vectors(self, collection: str, name: str,
                        vectors: Sequence[tuple[str, Vector]]) -> int:
@@ -369,6 +386,7 @@ class EdgeVectorStore(VectorStore):
                 self._on("update vectors", collection, "update", operation)
                 # Journaled for a build in flight; 0 points: an update does not grow it.
                 self.indexer.wrote(collection, 0, operation)
+            self._lock_memory(if_due=True)
         return len(batch)
 
     @property
@@ -655,6 +673,7 @@ class EdgeVectorStore(VectorStore):
             old.flush()
             old.close()
             shutil.rmtree(old_folder, ignore_errors=True)
+            self._lock_memory()  # the built shard's files (read in by `warm` already)
 
         return retire
 
