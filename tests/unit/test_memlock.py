@@ -156,6 +156,9 @@ def test_after_write_locks_what_is_new_at_most_every_interval(
     relocked = lock.after_write()
     assert relocked is not None and relocked.bytes == PAGE
     assert _locked_kb(tmp_path) == 4 * PAGE // 1024
+    assert lock.total_bytes == 4 * PAGE
+    mapped.close()  # the engine drops the segment: its ranges are forgotten
+    assert lock.lock().regions == 0 and lock.total_bytes == 0
     assert path.exists()
 
 

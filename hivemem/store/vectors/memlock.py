@@ -130,7 +130,7 @@ class MemoryLock:
         self._last = 0.0
         self._guard = threading.Lock()
         self.refused: str | None = None
-        self.total_bytes = 0
+        self.total_bytes = 0  # locked now, of the ranges this lock knows
 
     def lock(self) -> Locked:
         """Lock the file data of every mapping under the folder not locked yet (ranges the
@@ -168,7 +168,8 @@ class MemoryLock:
                 self._locked.add((start, end))
                 regions += 1
                 size += end - start
-            self.total_bytes += size
+            # What is locked now: ranges the engine dropped (a retired shard) are gone.
+            self.total_bytes = sum(end - start for start, end in self._locked)
             return Locked(regions, size, _ms(started))
 
     def _mapped(self, start: int, end: int) -> bool:
