@@ -94,8 +94,8 @@ class VectorIndexSettings(BaseModel):
     # out idle memory (DAMON, a balloon, pressure) does not send recall's searches to the
     # disk. A 100k store reopened after 150 s on such a VM: 36 major faults a recall
     # unlocked, 0 locked, recall p95 excl. the embedding 26.1 -> 13.5 ms. The pages stay
-    # resident under pressure;
-    # needs RLIMIT_MEMLOCK above the store's size or CAP_IPC_LOCK (else refused, logged).
+    # resident under pressure. Needs RLIMIT_MEMLOCK above the store's size or CAP_IPC_LOCK
+    # (else refused once, logged with what to raise).
     lock_in_memory: bool = False
 
 
