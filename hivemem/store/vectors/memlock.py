@@ -90,7 +90,7 @@ def mapped_under(folder: Path, maps: Path = _MAPS) -> list[Mapping]:
 def data_ranges(mapping: Mapping, page: int = mmap.PAGESIZE) -> list[tuple[int, int]]:
     """The address ranges of `mapping` that hold file data: not past the file's end, not
     its holes. The engine maps its files in preallocated chunks, mostly holes (100k points:
-    1.5 GB mapped over 0.5 GB of data), and locking a hole would fill it with memory."""
+    1.5 GB mapped over 0.8 GB of data), and locking a hole would fill it with memory."""
     try:
         fd = os.open(mapping.path, os.O_RDONLY)
     except OSError:
