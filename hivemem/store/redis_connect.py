@@ -96,13 +96,15 @@ def _sentinel(settings: RedisSettings) -> Redis:
         options["db"] = int(path[1])
     if _SENTINEL_SCHEMES.get(parts.scheme.lower()) == "rediss":
         options["ssl"] = True
-    sentinel = Sentinel(  # type: ignore[no-untyped-call]
+    # Through `Any`: redis-py annotates `Sentinel` from 8.2 on and not before, so neither an
+    # ignore nor its absence type-checks against both.
+    sentinel = cast(Any, Sentinel)(
         _hosts(parts.netloc, "redis.url"),
         socket_timeout=settings.socket_timeout,
         socket_connect_timeout=settings.connect_timeout,
         sentinel_kwargs={k: v for k, v in options.items() if k in ("username", "password")},
     )
-    return cast(Redis, sentinel.master_for(path[0], **options))  # type: ignore[no-untyped-call]
+    return cast(Redis, sentinel.master_for(path[0], **options))
 
 
 def connect(settings: RedisSettings) -> Redis:
