@@ -152,10 +152,10 @@ def _near_pairs(
     for start in range(0, len(at) - 1, step):
         rows = matrix[start:start + step]
         sims = rows @ matrix.T
-        for r, c in zip(*np.nonzero(sims >= threshold), strict=True):
-            earlier, later = start + int(r), int(c)
-            if earlier < later:
-                near.setdefault(at[later], []).append((float(sims[r, c]), at[earlier]))
+        # Only pairs of a row with a later candidate: not the diagonal (each vector with
+        # itself, always over the threshold) nor a pair twice.
+        for r, c in zip(*np.nonzero(np.triu(sims >= threshold, start + 1)), strict=True):
+            near.setdefault(at[int(c)], []).append((float(sims[r, c]), at[start + int(r)]))
     return near
 
 
