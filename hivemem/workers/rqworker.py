@@ -25,6 +25,10 @@ from hivemem.store.redis import Redis
 from hivemem.workers.jobs import JobContext
 from hivemem.workers.retries import promote_due_retries
 
+# How long a worker's teardown waits for rq's command listener thread to end (a daemon:
+# one still waiting ends by itself, or with the process).
+_LISTENER_STOP_S = 1.0
+
 
 class ContextJob(Job):
     """A job whose function is called as ``func(context, *args, **kwargs)``."""
@@ -61,6 +65,24 @@ class ContextWorker(SimpleWorker):
         self.handled += succeeded
         return succeeded
 
+    def unsubscribe(self) -> None:
+        """rq's, with the wait for its command listener bounded. redis-py 8.2's
+        `PubSubWorkerThread.stop()` joins the thread with no limit, and the thread may be
+        in a wait of rq's `sleep_time` (60 s) for a subscription that the unsubscribe just
+        ended: measured, every teardown of a worker (each burst of the embedded reflect
+        worker, a `hivemem worker reflect` on SIGTERM) then took up to a minute."""
+        thread = self.pubsub_thread
+        if not thread:
+            return
+        self.pubsub.unsubscribe()
+        stop: Any = thread.stop
+        try:
+            stop(timeout=_LISTENER_STOP_S)  # joins it, this long at most
+        except TypeError:  # redis-py before 8.2: stop() takes no timeout and does not join
+            stop()
+            thread.join(timeout=_LISTENER_STOP_S)
+        self.pubsub.close()
+
 
 class ThreadContextWorker(ContextWorker):
     """A ContextWorker that can live in a thread (embedded mode): no signal handlers,
@@ -70,6 +92,12 @@ class ThreadContextWorker(ContextWorker):
 
     def _install_signal_handlers(self) -> None:
         pass  # signals reach the main thread only; the owner stops this worker itself
+
+    def subscribe(self) -> None:
+        """No command listener: rq's pubsub commands (shutdown, kill-horse, stop-job) are
+        for worker processes; the owner stops this one itself (`stop_after_job`). rq
+        would otherwise open a pubsub connection and a thread for every burst."""
+        self.pubsub_thread = None
 
     def stop_after_job(self) -> None:
         """End the current burst after the job that runs (what rq's warm shutdown does):
