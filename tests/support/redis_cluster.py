@@ -4,6 +4,7 @@ with ``redis-cli --cluster create``. Stopped by the pids it started."""
 
 from __future__ import annotations
 
+import os
 import random
 import shutil
 import socket
@@ -25,10 +26,24 @@ def _free(port: int) -> bool:
     return True
 
 
+def _port_range() -> tuple[int, int]:
+    """17000-19000, split between pytest-xdist's workers (gw0, gw1, ...): a port another
+    worker found free a moment ago is not one this worker can find free too, so two
+    clusters starting at once never share a node."""
+    worker = os.environ.get("PYTEST_XDIST_WORKER", "")
+    count = int(os.environ.get("PYTEST_XDIST_WORKER_COUNT", "1") or 1)
+    if not worker.startswith("gw") or count <= 1:
+        return 17000, 19000
+    span = 2000 // count
+    low = 17000 + int(worker[2:]) % count * span
+    return low, low + span - 1
+
+
 def _ports(n: int) -> list[int]:
+    low, high = _port_range()
     out: list[int] = []
     while len(out) < n:
-        port = random.randint(17000, 19000)
+        port = random.randint(low, high)
         if port not in out and _free(port):
             out.append(port)
     return out
