@@ -137,16 +137,33 @@ def exit_unless_references_run(systems: list[tuple[str, str]]) -> None:
         sys.exit("reference venvs cannot run their drivers:\n" + "\n".join(problems))
 
 
-def machine_facts() -> dict[str, Any]:
-    cpu = None
+# The CPU features that int8 ONNX and the engine's distance kernels depend on: the VMs here
+# are not all one CPU kind. "AMD EPYC" family 23 model 1 (AVX2 only; 2026-12-05) ran the bare
+# 100k search at 1.95-2.12 ms p50, where the fastest runs recorded (CPU not recorded then)
+# took 0.75-1.38: a result is read next to the machine it ran on.
+_CPU_FLAGS = ("avx2", "avx512f", "avx512_vnni", "avx_vnni", "amx_int8")
+
+
+def cpu_facts() -> dict[str, Any]:
+    """The CPU's name, family / model and the vector features the benchmarks depend on."""
+    fields: dict[str, str] = {}
     try:
         with open("/proc/cpuinfo", encoding="utf-8") as fh:
             for line in fh:
-                if line.startswith("model name"):
-                    cpu = line.split(":", 1)[1].strip()
-                    break
+                if not line.strip():
+                    break  # the first processor's block is enough
+                key, _, value = line.partition(":")
+                fields[key.strip()] = value.strip()
     except OSError:
         pass
+    flags = set(fields.get("flags", "").split())
+    return {"cpu": fields.get("model name"), "cpu_family": fields.get("cpu family"),
+            "cpu_model": fields.get("model"),
+            "cpu_flags": [f for f in _CPU_FLAGS if f in flags]}
+
+
+def machine_facts() -> dict[str, Any]:
+    cpu = cpu_facts()
     mem_gb = None
     try:
         with open("/proc/meminfo", encoding="utf-8") as fh:
@@ -167,7 +184,7 @@ def machine_facts() -> dict[str, Any]:
     return {
         "nproc": os.cpu_count(),
         "sched_affinity": len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else None,
-        "cpu": cpu,
+        **cpu,
         "mem_gb": mem_gb,
         "platform": platform.platform(),
         "python": sys.version.split()[0],
