@@ -69,8 +69,9 @@ class ContextWorker(SimpleWorker):
         """rq's, with the wait for its command listener bounded. redis-py 8.2's
         `PubSubWorkerThread.stop()` joins the thread with no limit, and the thread may be
         in a wait of rq's `sleep_time` (60 s) for a subscription that the unsubscribe just
-        ended: measured, every teardown of a worker (each burst of the embedded reflect
-        worker, a `hivemem worker reflect` on SIGTERM) then took up to a minute."""
+        ended: a worker's teardown then took up to a minute (measured on each burst of the
+        embedded reflect worker; a `hivemem worker reflect` stopping is the same path). The
+        thread, if still waiting, finds itself stopped when it wakes and ends."""
         thread = self.pubsub_thread
         if not thread:
             return
