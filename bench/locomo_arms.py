@@ -12,7 +12,7 @@ in the recall path of the same client and puts it back afterwards:
 
 - defaults: the code as it stands.
 - uncached-currency: the facts of the session read whole and currency derived on every call
-  (what recall did before `producer/known_facts.py`); must give the same items as defaults.
+  (what recall did before `recall/known_facts.py`); must give the same items as defaults.
 - fp32-query: queries embedded with the fp32 model, as the documents are
   (`EmbeddingSettings(query_precision="fp32")`; the default is the int8 copy of the model).
 - int8-query: queries embedded with the int8 export in ../shared/models (documents stay fp32):
@@ -115,8 +115,8 @@ def defaults(client: Any) -> Iterator[None]:
 
 @contextmanager
 def uncached_currency(client: Any) -> Iterator[None]:
-    from hivemem.producer.currency import CurrencyView
-    from hivemem.producer.known_facts import KnownFacts, SessionFacts
+    from hivemem.recall.currency import CurrencyView
+    from hivemem.recall.known_facts import KnownFacts, SessionFacts
 
     class ReadWhole(KnownFacts):
         def get(self, session_id: str) -> SessionFacts:

@@ -71,7 +71,7 @@ def _serve(vstore: Any, redis: Any, vectors: Any, texts: list[str], session: str
 
     from hivemem.domain.recall.policy import PRESETS
     from hivemem.pipeline.topology import Keys
-    from hivemem.producer.recall import Recaller
+    from hivemem.recall.recaller import Recaller
     from hivemem.store.episodes import EpisodeStore
     from hivemem.store.state import SessionState
 

@@ -52,8 +52,8 @@ def profile(points: int, build: bool, n: int, tmp: Path) -> dict[str, Any]:
     from hivemem.config import VectorIndexSettings
     from hivemem.domain.recall.policy import PRESETS
     from hivemem.pipeline.topology import Keys
-    from hivemem.producer import recall as recall_module
-    from hivemem.producer.recall import Recaller
+    from hivemem.recall import recaller as recall_module
+    from hivemem.recall.recaller import Recaller
     from hivemem.store.episodes import EpisodeStore
     from hivemem.store.state import SessionState
     from hivemem.store.vectors import edge

@@ -155,7 +155,7 @@ def row(name: str, points: int, per_session: int, build: bool, args: argparse.Na
     from hivemem.config import VectorIndexSettings
     from hivemem.domain.recall.policy import PRESETS
     from hivemem.pipeline.topology import Keys
-    from hivemem.producer.recall import Recaller
+    from hivemem.recall.recaller import Recaller
     from hivemem.store.episodes import EpisodeStore
     from hivemem.store.state import SessionState
     from hivemem.store.vectors.base import TURNS
@@ -267,7 +267,7 @@ def lock_arm(store: Any, recaller: Any, fixed: FixedQuery, session: str, queries
     store nobody has open, and the first recalls after it is opened (a restart, a
     deploy) read the files from disk a page at a time. Returns the store and recaller
     open at the end (the caller closes them)."""
-    from hivemem.producer.recall import Recaller
+    from hivemem.recall.recaller import Recaller
     from hivemem.store.vectors.edge import EdgeVectorStore
 
     def reopen(name: str, lock: bool) -> None:

@@ -19,10 +19,10 @@ from rich.markup import escape
 
 from hivemem.cli.chat_history import DEFAULT_HISTORY_TOKENS, Conversation
 from hivemem.cli.output import facts_table, items_table
+from hivemem.cli.recall_view import RecallView, recall_view
 from hivemem.domain.models import ContextItem
 from hivemem.errors import HivememError, ProcessingTimeout, ProviderError, ValidationError
 from hivemem.producer.client import MemoryClient
-from hivemem.producer.recall_view import RecallView, recall_view
 from hivemem.providers.chat import ChatModel
 
 log = structlog.get_logger(__name__)

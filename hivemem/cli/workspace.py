@@ -27,6 +27,7 @@ from hivemem.cli.output import (
     items_table,
     stdout,
 )
+from hivemem.cli.recall_view import RecallView, recall_view
 from hivemem.cli.target import Target, opened, with_target
 from hivemem.config import Settings
 from hivemem.domain.fact import FactStatus
@@ -34,7 +35,6 @@ from hivemem.domain.models import BUILTIN_MARKERS
 from hivemem.domain.turn import check_content, check_query
 from hivemem.errors import HivememError, ValidationError
 from hivemem.producer.client import MemoryClient
-from hivemem.producer.recall_view import RecallView, recall_view
 from hivemem.runtime.workspace import init_workspace
 from hivemem.store.status import PipelineStatus
 

@@ -35,8 +35,8 @@ from hivemem.pipeline.topology import Topology
 from hivemem.producer import views
 from hivemem.producer.admin import Admin
 from hivemem.producer.guard import IngestGuard
-from hivemem.producer.recall import Recaller
 from hivemem.producer.scoped import ScopedMemory
+from hivemem.recall.recaller import Recaller
 from hivemem.runtime.embedded import EmbeddedRuntime
 from hivemem.runtime.guest import guest_of
 from hivemem.runtime.wiring import Wiring
@@ -44,9 +44,9 @@ from hivemem.store.redis import Redis
 from hivemem.store.reflection import ReflectionState
 
 if TYPE_CHECKING:
-    from hivemem.producer.recall import Recaller
     from hivemem.providers.embedders import Embedder
     from hivemem.providers.reflector import Reflector
+    from hivemem.recall.recaller import Recaller
     from hivemem.runtime.embedded import EmbeddedRuntime
     from hivemem.store.vectors.base import VectorStore
 

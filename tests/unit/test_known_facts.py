@@ -13,8 +13,8 @@ import pytest
 
 from hivemem import MemoryClient, Settings
 from hivemem.domain.fact import Fact, FactStatus
-from hivemem.producer.known_facts import KnownFacts
 from hivemem.providers.embedders import HashingEmbedder
+from hivemem.recall.known_facts import KnownFacts
 from hivemem.store.vectors.base import FACTS, VectorStore
 from tests.support.vector_stores import BACKENDS, open_store
 

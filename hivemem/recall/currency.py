@@ -19,8 +19,8 @@ from hivemem.domain.fact import Fact
 from hivemem.domain.models import Turn
 from hivemem.domain.recall.currency import personal_statements, stale_statements
 from hivemem.domain.scope import Scope
-from hivemem.producer.known_facts import KnownFacts, SessionFacts
-from hivemem.producer.provisional import UnreflectedView
+from hivemem.recall.known_facts import KnownFacts, SessionFacts
+from hivemem.recall.provisional import UnreflectedView
 from hivemem.store.vectors.base import VectorStore
 
 

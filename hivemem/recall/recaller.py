@@ -22,9 +22,10 @@ from hivemem.domain.recall.currency import asks_about_past, people_asked_about, 
 from hivemem.domain.recall.policy import RecallPolicy
 from hivemem.domain.recall.scoring import Signals, asks_for_latest, relevance, score_candidates
 from hivemem.domain.scope import Scope
-from hivemem.producer.currency import Currency, CurrencyView
-from hivemem.producer.known_facts import SessionFacts
-from hivemem.producer.recall_items import (
+from hivemem.providers.embedders import Embedder
+from hivemem.providers.lexical import LexicalEncoder
+from hivemem.recall.currency import Currency, CurrencyView
+from hivemem.recall.items import (
     PoolEntry,
     context_item,
     excluded_item,
@@ -32,8 +33,7 @@ from hivemem.producer.recall_items import (
     superseded_item,
     unit_vector,
 )
-from hivemem.providers.embedders import Embedder
-from hivemem.providers.lexical import LexicalEncoder
+from hivemem.recall.known_facts import SessionFacts
 from hivemem.store.episodes import EpisodeStore
 from hivemem.store.state import SessionState
 from hivemem.store.vectors.base import (
