@@ -334,7 +334,9 @@ class MemoryClient:
         while True:
             if stage == "embed":
                 _, done, dead = self._state.progress(session_id)
-                settled = done + dead
+                # Recallable means current too: the boundary stage keeps the slot table
+                # (what each turn changes), so its pointer counts as well.
+                settled = min(done + dead, self._episodes.progress(session_id)[0])
             else:
                 settled = self._episodes.progress(session_id)[0]
             if settled >= target:
@@ -478,7 +480,7 @@ class MemoryClient:
                 self._vectors = self._wiring.vectors
                 self._recaller = Recaller(
                     self._state, self._episodes, self._vectors, self._embedder,
-                    reflection=self.settings.reflection,
+                    reflection=self.settings.reflection, slots=self._wiring.slot_tables,
                 )
             return self._recaller
 

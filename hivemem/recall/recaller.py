@@ -34,6 +34,7 @@ from hivemem.recall.items import (
     unit_vector,
 )
 from hivemem.recall.known_facts import SessionFacts
+from hivemem.store.currency import SlotTableStore
 from hivemem.store.episodes import EpisodeStore
 from hivemem.store.state import SessionState
 from hivemem.store.vectors.base import (
@@ -112,8 +113,12 @@ class Recaller:
         embedder: Embedder,
         lexical: LexicalEncoder | None = None,
         reflection: ReflectionSettings | None = None,
+        slots: SlotTableStore | None = None,
     ) -> None:
         self.state = state
+        # The slot table the pipeline keeps per turn (None: currency of the turns not yet
+        # reflected is derived at recall, from the recent ones).
+        self.slots = slots
         self.currency = CurrencyView(vectors, reflection or ReflectionSettings())
         self.episodes = episodes
         self.vectors = vectors
@@ -308,6 +313,8 @@ class Recaller:
         # (`send_pipeline`: waiting for them cost more than the round trip).
         read_recent = self.state.send_recent_turns_and_progress(
             self.episodes, session_id, policy.recent_turns, access)
+        read_table = (self.slots.send_view(session_id)
+                      if self.slots is not None and policy.fact_limit else None)
         try:
             sparse = self.lexical.query(query) if policy.lexical else None
             lexical_turns = (
@@ -322,7 +329,10 @@ class Recaller:
                 if sparse and search_facts else []
             )
         finally:
-            recent, (assigned, _closed, open_ep, _markers) = read_recent()
+            try:
+                recent, (assigned, _closed, open_ep, _markers) = read_recent()
+            finally:
+                table = read_table() if read_table is not None else None
         current_from = open_ep.seq_start if open_ep and open_ep.turn_ids else assigned + 1
         # Which statements are history, from the facts of the sessions asked (kept between
         # calls; only what was written since the last call is read).
@@ -330,7 +340,7 @@ class Recaller:
             session_id, sessions, access,
             # The session's turns that no reflection has seen yet change currency too.
             [t for t in recent if t.session_id == session_id and t.seq >= current_from],
-            known,
+            known, table,
         ) if policy.fact_limit else Currency({}, {})
         stored = None
         if ahead and recent:

@@ -1,0 +1,151 @@
+"""Currency, kept per turn: the slot table (`hivemem.domain.slot_table`) as turns arrive.
+
+Runs inside the boundary stage, which already sees every embedded turn of a session once,
+in seq order, under the session's lease: each turn goes through the same change rules as
+reflection (the heuristic reflector's statements, then consolidation) against the session's
+current statements, and what it makes history is written to the slot table before the
+boundary commit. A replay (a crash before the commit, a lost lease) offers turns at or
+below the stored `applied` seq again: they are skipped, and the store's write is
+conditional on the `applied` it read, so two holders never both apply a turn.
+
+Reflection at episode close still writes the facts (with an LLM if one is configured);
+recall reads both, and a reflected fact whose statements the table made history is history
+too.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Sequence
+from datetime import UTC, datetime
+
+import structlog
+
+from hivemem.config import ReflectionSettings
+from hivemem.domain.consolidation import PlanContext, plan_actions
+from hivemem.domain.episode import Episode
+from hivemem.domain.fact import VISIBLE, Fact
+from hivemem.domain.models import Turn
+from hivemem.domain.recall.currency import personal_statements
+from hivemem.domain.slot_table import Replacement, Rule, SlotState
+from hivemem.pipeline.messages import EmbeddedItem, EmbeddedTurn
+from hivemem.providers.heuristic import HeuristicReflector
+from hivemem.providers.reflector import ReflectionRequest
+from hivemem.store.currency import SlotTableStore
+
+log = structlog.get_logger(__name__)
+
+_HEURISTIC = HeuristicReflector()
+
+
+def step(
+    state: SlotState, turn: Turn, settings: ReflectionSettings
+) -> tuple[SlotState, dict[str, Replacement], dict[str, str]]:
+    """`turn` applied to `state`: the new state, the statements it made history (turn id ->
+    replacement) and whose own slots its statements fill (turn id -> owner)."""
+    prev = state.prev
+    # An acknowledgement ("Recorded as the messaging decision.") names the slot of the
+    # statement right before it: the two go through the rules together.
+    turns = [prev, turn] if (prev is not None and prev.role.value == "user"
+                             and turn.role.value == "assistant") else [turn]
+    episode = Episode(
+        episode_id=f"live:{turn.session_id}:{turn.seq}", session_id=turn.session_id,
+        index=0, turn_ids=tuple(t.turn_id for t in turns), seq_start=turns[0].seq,
+        seq_end=turn.seq, started_at=turns[0].timestamp, ended_at=turn.timestamp,
+        close_reason="manual", namespace=turn.namespace,
+    )
+    known = list(state.current)
+    result = _HEURISTIC.reflect(ReflectionRequest(
+        session_id=turn.session_id, episode=episode, turns=turns, prior_facts=known,
+        max_facts=settings.max_facts_per_episode,
+    ))
+    after = SlotState(applied=turn.seq, prev=turn, current=known)
+    if not result.actions:
+        return after, {}, {}
+    plan = plan_actions(known, result.actions, PlanContext(
+        session_id=turn.session_id, episode_id=episode.episode_id, namespace=turn.namespace,
+        now=datetime.now(UTC), valid_from=turn.timestamp,
+        similarity=lambda _content, _fact: 0.0,
+        dedup_threshold=settings.dedup_threshold, min_confidence=settings.min_confidence,
+        turns=turns,
+    ))
+    merged = {f.fact_id: f for f in known}
+    merged.update(plan.writes)
+    after.current = after.with_current(merged.values())
+    changed = list(plan.writes.values())
+    return after, replacements(merged, changed, turn.seq), {
+        key.rsplit(":", 1)[1]: owner
+        for key, owner in personal_statements(changed).items() if key.startswith("turn:")}
+
+
+def replacements(
+    facts: dict[str, Fact], changed: Sequence[Fact], seq: int
+) -> dict[str, Replacement]:
+    """The statements `changed` (this step's writes) made history, by turn id."""
+    current_turns = {t for f in facts.values() if f.status in VISIBLE for t in f.source_turn_ids}
+    out: dict[str, Replacement] = {}
+
+    def note(turn_ids: Sequence[str], by: Sequence[str], rule: Rule, source: Fact) -> None:
+        for turn_id in turn_ids:
+            if turn_id in current_turns or turn_id in by:
+                continue
+            out[turn_id] = Replacement(
+                by=tuple(sorted(by)), rule=rule, slot=source.subject, seq=seq,
+                namespace=source.namespace, visibility=source.visibility,
+                agent_id=source.agent_id)
+
+    for fact in changed:
+        if fact.status in VISIBLE:
+            # A question or a dropped proposal is answered by the fact it was about.
+            note(fact.considered_in, fact.source_turn_ids, "answered", fact)
+            continue
+        head = _head(fact, facts)
+        if head is not None:
+            note([*fact.source_turn_ids, *fact.mentioned_in], head.source_turn_ids,
+                 "superseded", head)
+        elif fact.retracted_by:
+            note([*fact.source_turn_ids, *fact.mentioned_in], fact.retracted_by,
+                 "retracted", fact)
+    return out
+
+
+def _head(fact: Fact, facts: dict[str, Fact]) -> Fact | None:
+    seen: set[str] = set()
+    head: Fact | None = fact
+    while head is not None and head.status not in VISIBLE and head.fact_id not in seen:
+        seen.add(head.fact_id)
+        head = facts.get(head.superseded_by or "")
+    return head if head is not None and head.status in VISIBLE else None
+
+
+class CurrencyKeeper:
+    """Applies a session's embedded entries, in seq order, to its slot table."""
+
+    def __init__(self, store: SlotTableStore, settings: ReflectionSettings) -> None:
+        self.store = store
+        self.settings = settings
+
+    def apply(self, session_id: str, items: Sequence[EmbeddedItem]) -> None:
+        """`items`: the session's entries in seq order (turns, controls, skips)."""
+        if not items:
+            return
+        started = time.perf_counter()
+        state = self.store.state(session_id)
+        base = state.applied
+        replaced: dict[str, Replacement] = {}
+        personal: dict[str, str] = {}
+        for item in items:
+            if item.seq <= state.applied:
+                continue  # applied before (a replay)
+            if isinstance(item, EmbeddedTurn):
+                state, gone, owners = step(state, item.turn, self.settings)
+                replaced.update(gone)
+                personal.update(owners)
+            state = state.model_copy(update={"applied": item.seq})
+        if state.applied == base:
+            return
+        if not self.store.write(session_id, base, state, replaced, personal):
+            log.warning("currency.lost_race", session_id=session_id, applied=base)
+            return
+        log.debug("currency.applied", session_id=session_id, through=state.applied,
+                  replaced=len(replaced), ms=round((time.perf_counter() - started) * 1000, 2))
