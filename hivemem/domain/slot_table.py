@@ -29,7 +29,7 @@ from hivemem.domain.scope import Scope
 Rule = Literal["superseded", "retracted", "answered"]
 
 # Current statements the keeper compares a new one with, at most (the newest kept).
-MAX_CURRENT = 400
+MAX_CURRENT = 200
 
 
 class Replacement(BaseModel):
@@ -56,11 +56,19 @@ class SlotState(BaseModel):
     applied: int = 0  # the last seq applied (turns, controls and skips alike)
     prev: Turn | None = None
     current: list[Fact] = Field(default_factory=list)  # active or conflicted, oldest first
+    # The embedding of each current statement's turn (the embedded stream's encoding):
+    # where two statements share no words, their turns' similarity decides.
+    vectors: dict[str, str] = Field(default_factory=dict)
 
-    def with_current(self, facts: Iterable[Fact]) -> list[Fact]:
-        """`facts`' visible ones, the newest `MAX_CURRENT`."""
-        kept = [f for f in facts if f.status in VISIBLE]
-        return kept[-MAX_CURRENT:]
+    def keep(self, facts: Iterable[Fact], vectors: Mapping[str, str]) -> SlotState:
+        """This state with `facts`' visible ones (the newest `MAX_CURRENT`) as current, and
+        the vectors of their turns (from `vectors` or kept)."""
+        current = [f for f in facts if f.status in VISIBLE][-MAX_CURRENT:]
+        known = {**self.vectors, **vectors}
+        turns = {t for f in current for t in f.source_turn_ids}
+        return self.model_copy(update={
+            "current": current,
+            "vectors": {t: v for t, v in known.items() if t in turns}})
 
 
 @dataclass(frozen=True, slots=True)

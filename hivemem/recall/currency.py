@@ -101,7 +101,7 @@ def with_table(
 ) -> Currency:
     """`currency` (from the stored facts) with what the slot table says on top: every turn
     it made history (for an asker who may see what replaced it), with every turn on the way
-    to what is current; and a current fact whose every statement is history now."""
+    to what is current; and a current fact whose statement is history now."""
     replaced = dict(currency.replaced)
     stale_turns: dict[str, tuple[str, ...]] = {}
     for turn_id, entry in table.replaced.items():
@@ -115,11 +115,12 @@ def with_table(
     for fact in facts:
         if fact.status not in VISIBLE or not fact.source_turn_ids:
             continue
-        if all(t in stale_turns for t in fact.source_turn_ids):
+        # Its statement is history (a fact also cites the acknowledgement after it).
+        gone = [t for t in fact.source_turn_ids if t in stale_turns]
+        if gone:
             key = fact_key(fact.fact_id)
             replaced[key] = tuple(sorted({
-                *replaced.get(key, ()),
-                *(k for t in fact.source_turn_ids for k in stale_turns[t])}))
+                *replaced.get(key, ()), *(k for t in gone for k in stale_turns[t])}))
     personal = dict(currency.personal)
     for turn_id, owner in table.personal.items():
         personal.setdefault(turn_key(session_id, turn_id), owner)

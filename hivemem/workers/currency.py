@@ -16,9 +16,11 @@ too.
 from __future__ import annotations
 
 import time
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from datetime import UTC, datetime
 
+import numpy as np
+import numpy.typing as npt
 import structlog
 
 from hivemem.config import ReflectionSettings
@@ -29,6 +31,7 @@ from hivemem.domain.models import Turn
 from hivemem.domain.recall.currency import personal_statements
 from hivemem.domain.slot_table import Replacement, Rule, SlotState
 from hivemem.pipeline.messages import EmbeddedItem, EmbeddedTurn
+from hivemem.pipeline.vectors import decode_vector
 from hivemem.providers.heuristic import HeuristicReflector
 from hivemem.providers.reflector import ReflectionRequest
 from hivemem.store.currency import SlotTableStore
@@ -39,10 +42,11 @@ _HEURISTIC = HeuristicReflector()
 
 
 def step(
-    state: SlotState, turn: Turn, settings: ReflectionSettings
+    state: SlotState, turn: Turn, settings: ReflectionSettings, vector: str | None = None
 ) -> tuple[SlotState, dict[str, Replacement], dict[str, str]]:
-    """`turn` applied to `state`: the new state, the statements it made history (turn id ->
-    replacement) and whose own slots its statements fill (turn id -> owner)."""
+    """`turn` (with its embedding as the embedded stream encodes it, if any) applied to
+    `state`: the new state, the statements it made history (turn id -> replacement) and
+    whose own slots its statements fill (turn id -> owner)."""
     prev = state.prev
     # An acknowledgement ("Recorded as the messaging decision.") names the slot of the
     # statement right before it: the two go through the rules together.
@@ -59,23 +63,49 @@ def step(
         session_id=turn.session_id, episode=episode, turns=turns, prior_facts=known,
         max_facts=settings.max_facts_per_episode,
     ))
-    after = SlotState(applied=turn.seq, prev=turn, current=known)
+    after = state.model_copy(update={"applied": turn.seq, "prev": turn})
     if not result.actions:
         return after, {}, {}
+    fresh = {turn.turn_id: vector} if vector else {}
     plan = plan_actions(known, result.actions, PlanContext(
         session_id=turn.session_id, episode_id=episode.episode_id, namespace=turn.namespace,
         now=datetime.now(UTC), valid_from=turn.timestamp,
-        similarity=lambda _content, _fact: 0.0,
+        similarity=_similarity(turns, {**state.vectors, **fresh}),
         dedup_threshold=settings.dedup_threshold, min_confidence=settings.min_confidence,
         turns=turns,
     ))
     merged = {f.fact_id: f for f in known}
     merged.update(plan.writes)
-    after.current = after.with_current(merged.values())
+    after = after.keep(merged.values(), fresh)
     changed = list(plan.writes.values())
     return after, replacements(merged, changed, turn.seq), {
         key.rsplit(":", 1)[1]: owner
         for key, owner in personal_statements(changed).items() if key.startswith("turn:")}
+
+
+def _similarity(
+    turns: Sequence[Turn], vectors: dict[str, str]
+) -> Callable[[str, Fact], float]:
+    """A statement's similarity to a known one: the cosine of their turns' embeddings (a
+    statement's turn: the one of `turns` it is a sentence of)."""
+    decoded: dict[str, npt.NDArray[np.float32]] = {}
+
+    def vector_of(turn_id: str) -> npt.NDArray[np.float32] | None:
+        if turn_id not in decoded:
+            raw = vectors.get(turn_id)
+            if raw is None:
+                return None
+            decoded[turn_id] = decode_vector(raw)
+        return decoded[turn_id]
+
+    def similarity(content: str, fact: Fact) -> float:
+        said = next((t.turn_id for t in reversed(turns) if content in t.content), None)
+        if said is None or not fact.source_turn_ids or said in fact.source_turn_ids:
+            return 0.0
+        a, b = vector_of(said), vector_of(fact.source_turn_ids[0])
+        return float(np.dot(a, b)) if a is not None and b is not None else 0.0
+
+    return similarity
 
 
 def replacements(
@@ -138,7 +168,7 @@ class CurrencyKeeper:
             if item.seq <= state.applied:
                 continue  # applied before (a replay)
             if isinstance(item, EmbeddedTurn):
-                state, gone, owners = step(state, item.turn, self.settings)
+                state, gone, owners = step(state, item.turn, self.settings, item.vec)
                 replaced.update(gone)
                 personal.update(owners)
             state = state.model_copy(update={"applied": item.seq})
