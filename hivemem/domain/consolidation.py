@@ -38,7 +38,9 @@ from hivemem.domain.scope import PRIVATE
 from hivemem.domain.slots import canonical_slot, is_personal
 from hivemem.domain.values import (
     contradicts,
+    contrast,
     differs,
+    holds,
     named_values,
     normalise,
     overlap,
@@ -317,6 +319,29 @@ class Planner:
         best = max(pool, key=lambda f: (self.about(new.content, f), self.recency(f)))
         return best if self.about(new.content, best) >= RETRACT_MATCH else None
 
+    def named_as_old(self, new: Fact) -> Fact | None:
+        """The newest current fact holding a value `new` says is gone ("not 200", "no more
+        teal", "from Jenkins to ..."); a bare number must come with a word or the slot of
+        that fact too ("200" alone is too common to name one)."""
+        fresh, gone = contrast(new.content)
+        if not gone:
+            return None
+        fresh = (values_of(new.content) - gone) or fresh
+        words = _content_words(new.content)
+        found = []
+        for fact in self.active():
+            if self.owned_by_other(fact, new):
+                continue
+            held = [v for v in gone if holds(fact.content, v)]
+            if not held or any(holds(fact.content, v) for v in fresh):
+                continue
+            if all(v[:1].isdigit() or v[:1] == "$" for v in held) and not (
+                    words & _content_words(fact.content) - {"not", "instead"}
+                    or self.same_slot(fact.subject, new.subject)):
+                continue
+            found.append(fact)
+        return max(found, key=self.recency) if found else None
+
     def head_of(self, fact: Fact, everything: dict[str, Fact]) -> Fact | None:
         """The current version at the end of `fact`'s chain."""
         seen: set[str] = set()
@@ -434,6 +459,12 @@ class Planner:
                 self.plan.dropped.append(f"{index}: retraction of nothing known")
                 return
             intent = Intent.UPDATE  # "no longer X, we use Y": a change, not a withdrawal
+        if old is None and intent in (Intent.UPDATE, Intent.STATE):
+            # "1000 rows per page, not 200", "teal instead of amber": the fact that holds
+            # the value a statement says is gone is what it replaces, whatever the slots.
+            old = self.named_as_old(new)
+            if old is not None:
+                intent = Intent.UPDATE
         if old is None and intent == Intent.UPDATE and not self.on_slot(new, None):
             # A change on no known slot replaces the value it names or resembles.
             old = self.replaced_by_value(new)
