@@ -64,6 +64,7 @@ __all__ = [
 ]
 
 _CONTENT_WORD = re.compile(r"[a-z][a-z0-9+#-]{2,}")
+_BARE_INSTEAD = re.compile(r"\binstead\b(?! of)", re.IGNORECASE)
 _FILLER = frozenset(re.findall(r"\w+", (
     "the and that this those these with from for our your their them they have has had was "
     "were are will would should could can not now also just then than what when which who "
@@ -317,7 +318,17 @@ class Planner:
         if not pool:
             return None
         best = max(pool, key=lambda f: (self.about(new.content, f), self.recency(f)))
-        return best if self.about(new.content, best) >= RETRACT_MATCH else None
+        if self.about(new.content, best) >= RETRACT_MATCH:
+            return best
+        # "MySQL instead", "let's use RQ instead": a bare "instead" names the new choice and
+        # leaves the old one implied: the fact naming another choice it is most about.
+        said = named_values(new.content)
+        if said and _BARE_INSTEAD.search(new.content):
+            named = [f for f in pool if named_values(f.content)
+                     and not overlap(named_values(f.content), said)]
+            if named:
+                return max(named, key=lambda f: (self.about(new.content, f), self.recency(f)))
+        return None
 
     def named_as_old(self, new: Fact) -> Fact | None:
         """The newest current fact holding a value `new` says is gone ("not 200", "no more

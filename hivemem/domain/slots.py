@@ -28,6 +28,10 @@ _OWNER = r"(?:the|our|my|your|their|team's|project's)"
 _PHRASE_END = (r"(?=[,.;:!)]|$| (?:is|are|was|were|will|should|must|stays|has|have|goes"
                r"|needs|runs|from|to|and|but|so|because|instead|now|with|in|on|at|for|then"
                r"|again|going|anymore)\b)")
+# A word of a noun phrase: not one of the words that end it.
+_NOUN = (r"(?!(?:is|are|was|were|will|should|must|stays|has|have|goes|needs|runs|from|to|and"
+         r"|but|so|because|instead|now|with|in|on|at|for|then|again|going|anymore|too|also"
+         rf"|though|already|either)\b){_WORDS}")
 # Doing something to a thing somewhere: "host the service on AWS" fills "hosting service",
 # which "moving the hosting to GCP" ("hosting") names too.
 _ACTS = ("host", "deploy", "run", "serve", "store", "keep", "put", "ship", "publish",
@@ -44,7 +48,7 @@ _PATTERNS: tuple[re.Pattern[str], ...] = (
     re.compile(rf"^{_PHRASE} (?:for|of|on|in) (?:{_OWNER} )?(?:{_WORDS} ){{0,2}}{_WORDS}"
                r"(?::| is\b| are\b| will\b| should\b| must\b| stays\b| becomes\b)"),
     # "use X for the database", "Redis for caching", "X as our queue"
-    re.compile(rf"\b(?:for|as) {_OWNER} ((?:{_WORDS} ){{0,2}}{_WORDS}){_PHRASE_END}"),
+    re.compile(rf"\b(?:for|as) {_OWNER} ((?:{_NOUN} ){{0,2}}{_NOUN}){_PHRASE_END}"),
     # "the deadline is", "our budget will be", "the freeze is lifted"
     re.compile(rf"\b{_OWNER} {_PHRASE} (?:is|are|was|will|should|can|may|has to|have to|must"
                r"|stays|stay|remains|goes|becomes|moves|moved|changed|needs to|will use|uses"

@@ -46,6 +46,8 @@ from hivemem.store.vectors.base import (
 
 # Sessions whose speakers the recaller keeps (a few ids each).
 _SPEAKER_SESSIONS = 4096
+# Turns that replaced a candidate, read when no search found them, at most (per session).
+_SUCCESSORS = 8
 
 _T = TypeVar("_T")
 
@@ -172,6 +174,9 @@ class Recaller:
 
         currency, current_from = got.currency, got.current_from
         replaced, personal = currency.replaced, currency.personal
+        if not past:
+            # A stale statement never competes without what replaced it.
+            self._add_successors(pool, replaced, query_vector, access)
         asked_about = people_asked_about(query, set(personal.values()))
         speakers = self._speakers_named(session_id, query, pool, policy)
         asks_questions = bool(policy.weights.answer)
@@ -534,6 +539,31 @@ class Recaller:
                 vector, hit=hit, queued=None if hit else turn,
             )
 
+    def _add_successors(
+        self, pool: dict[str, PoolEntry], replaced: dict[str, tuple[str, ...]],
+        query: Vector, access: Scope | None = None,
+    ) -> None:
+        """The turns that replaced a candidate, when no search found them (at most
+        `_SUCCESSORS` per recall, the newest first)."""
+        wanted: dict[str, set[str]] = {}
+        for key, entry in list(pool.items()):
+            session = entry.signals.session_id
+            prefix = f"turn:{session}:"
+            for successor in replaced.get(key, ()):
+                if successor not in pool and successor.startswith(prefix):
+                    wanted.setdefault(session, set()).add(successor[len(prefix):])
+        for session, turn_ids in wanted.items():
+            for hit in self.vectors.get_turns(session, sorted(turn_ids)[-_SUCCESSORS:], access):
+                key = f"turn:{session}:{hit.turn_id}"
+                if key in pool:
+                    continue
+                vector = unit_vector(hit.vector)
+                pool[key] = PoolEntry(
+                    Signals(key=key, source="turn", session_id=session, seq=hit.seq,
+                            markers=hit.markers, dense=_dot(vector, query)),
+                    vector, hit=hit,
+                )
+
     def _add_neighbours(
         self, pool: dict[str, PoolEntry], query: Vector, policy: RecallPolicy,
         access: Scope | None = None,
@@ -597,14 +627,19 @@ def _select_current(
         if keep_history:
             return chosen, excluded
         keys = {c.key for c in chosen}
-        replaced = {
-            c.key: next(k for k in pool_entry(c)[0].signals.successors if k in keys)
-            for c in chosen
-            if any(k in keys for k in pool_entry(c)[0].signals.successors)
-        }
+        competing = {c.key for c in pool}
+        replaced: dict[str, str] = {}
+        for c in chosen:
+            successors = pool_entry(c)[0].signals.successors
+            beside = next((k for k in successors if k in keys), None)
+            if beside is not None:
+                replaced[c.key] = f"replaced by {beside}"
+            elif (waiting := next((k for k in successors if k in competing), None)):
+                # Never the stale value alone: its successor did not fit, so neither does it.
+                replaced[c.key] = f"replaced by {waiting} (left out)"
         if not replaced:
             return chosen, excluded + left_out
-        left_out += [Excluded(c, "superseded", f"replaced by {replaced[c.key]}")
+        left_out += [Excluded(c, "superseded", replaced[c.key])
                      for c in pool if c.key in replaced]
         pool = [c for c in pool if c.key not in replaced]
     return chosen, excluded + left_out
