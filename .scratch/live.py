@@ -37,7 +37,8 @@ with tempfile.TemporaryDirectory() as d:
                 catn[p.category] += 1; cat[p.category] += r.strict
                 if show and not r.strict:
                     print("FAIL", conv.id, p.category, "|", p.query, "| exp", p.expected, "stale", p.stale, "ranked", r.ranked)
-                    for it in list(items)[:4]:
-                        print("    ", round(it.score,3), it.source_type, it.content[:110])
+                    for k, it in enumerate(items):
+                        if k < 3 or any(x.lower() in it.content.lower() for x in p.stale):
+                            print("    ", k, round(it.score,3), it.source_type, it.content[:110])
 print(mode, "strict", tot["strict"], "/", tot["n"], "ranked", tot["ranked"])
 for k in sorted(catn): print("  ", k, cat[k], "/", catn[k])

@@ -30,6 +30,8 @@ Rule = Literal["superseded", "retracted", "answered"]
 
 # Current statements the keeper compares a new one with, at most (the newest kept).
 MAX_CURRENT = 200
+# Replaced statements it keeps (a revert, "back to Black", names a value of one of them).
+MAX_HISTORY = 100
 
 
 class Replacement(BaseModel):
@@ -51,11 +53,13 @@ class Replacement(BaseModel):
 
 
 class SlotState(BaseModel):
-    """The keeper's working state for one session."""
+    """The keeper's working state for one session (its statements as provisional facts:
+    what consolidation compares a new statement with)."""
 
     applied: int = 0  # the last seq applied (turns, controls and skips alike)
     prev: Turn | None = None
     current: list[Fact] = Field(default_factory=list)  # active or conflicted, oldest first
+    history: list[Fact] = Field(default_factory=list)  # superseded or withdrawn, oldest first
     # The embedding of each current statement's turn (the embedded stream's encoding):
     # where two statements share no words, their turns' similarity decides.
     vectors: dict[str, str] = Field(default_factory=dict)
@@ -63,11 +67,13 @@ class SlotState(BaseModel):
     def keep(self, facts: Iterable[Fact], vectors: Mapping[str, str]) -> SlotState:
         """This state with `facts`' visible ones (the newest `MAX_CURRENT`) as current, and
         the vectors of their turns (from `vectors` or kept)."""
+        facts = list(facts)
         current = [f for f in facts if f.status in VISIBLE][-MAX_CURRENT:]
+        history = [f for f in facts if f.status not in VISIBLE][-MAX_HISTORY:]
         known = {**self.vectors, **vectors}
         turns = {t for f in current for t in f.source_turn_ids}
         return self.model_copy(update={
-            "current": current,
+            "current": current, "history": history,
             "vectors": {t: v for t, v in known.items() if t in turns}})
 
 

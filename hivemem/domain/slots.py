@@ -49,14 +49,14 @@ _PATTERNS: tuple[re.Pattern[str], ...] = (
                r"(?::| is\b| are\b| will\b| should\b| must\b| stays\b| becomes\b)"),
     # "use X for the database", "Redis for caching", "X as our queue"
     re.compile(rf"\b(?:for|as) {_OWNER} ((?:{_NOUN} ){{0,2}}{_NOUN}){_PHRASE_END}"),
-    # "the deadline is", "our budget will be", "the freeze is lifted"
-    re.compile(rf"\b{_OWNER} {_PHRASE} (?:is|are|was|will|should|can|may|has to|have to|must"
-               r"|stays|stay|remains|goes|becomes|moves|moved|changed|needs to|will use|uses"
-               r"|runs on|will run on|lives in)\b"),
     # "Daily standup is at 9:30", "CI runs on Jenkins", "product pages are cached for..."
     re.compile(rf"^{_PHRASE} (?:is|are|was|were|will be|runs on|run on|runs in|moved to"
                r"|moves to|uses|use|lives in|live in|goes to|go to|happens|happen|stays|stay"
                r"|is owned by|are owned by|is cached|are cached)\b"),
+    # "the deadline is", "our budget will be", "the freeze is lifted"
+    re.compile(rf"\b{_OWNER} {_PHRASE} (?:is|are|was|will|should|can|may|has to|have to|must"
+               r"|stays|stay|remains|goes|becomes|moves|moved|changed|needs to|will use|uses"
+               r"|runs on|will run on|lives in)\b"),
     # "Jonas owns the billing service": the owner is the value, the service the slot
     re.compile(rf"\b(?:owns|own|leads|maintains|is responsible for|writes|handles|approves"
                rf"|reviews|runs|hosts) {_OWNER} ((?:{_WORDS} ){{0,2}}{_WORDS})(?=[,.;:!)]|$)"),

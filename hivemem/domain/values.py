@@ -92,12 +92,20 @@ def _numbers(text: str) -> set[str]:
     return out
 
 
+# Channels, handles, paths, addresses: "#incidents-live", "@oncall", "/healthz".
+_HANDLE = re.compile(r"(?<![\w/#@.-])([#@][a-z0-9][\w.-]*[a-z0-9]|/[a-z][\w./-]*[a-z0-9]"
+                     r"|[\w.+-]+@[\w-]+\.[\w.]+|https?://\S+[\w/])", re.IGNORECASE)
+
+
 def values_of(text: str) -> set[str]:
-    """What a statement sets: its names, dates, versions and numbers (with their units)."""
+    """What a statement sets: its names, dates, versions, numbers (with their units) and
+    handles (channels, paths, addresses)."""
+    handles = {m.lower() for m in _HANDLE.findall(text)}
+    text = _HANDLE.sub(" ", text)
     dates = {" ".join(m.lower().split()) for m in _DATE.findall(text)}
     versions = {m.lower() for m in _VERSION.findall(text)}
     without = _VERSION.sub(" ", _DATE.sub(" ", _DASHED_ID.sub(" ", text)))
-    return named_values(text) | dates | versions | _numbers(without)
+    return named_values(text) | dates | versions | _numbers(without) | handles
 
 
 _NUMERIC = re.compile(r"^(\$?[\d.,:]+)([a-z%]*)$")

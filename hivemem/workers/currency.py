@@ -58,9 +58,9 @@ def step(
         seq_end=turn.seq, started_at=turns[0].timestamp, ended_at=turn.timestamp,
         close_reason="manual", namespace=turn.namespace,
     )
-    known = list(state.current)
+    known = [*state.history, *state.current]
     result = _HEURISTIC.reflect(ReflectionRequest(
-        session_id=turn.session_id, episode=episode, turns=turns, prior_facts=known,
+        session_id=turn.session_id, episode=episode, turns=turns, prior_facts=state.current,
         max_facts=settings.max_facts_per_episode,
     ))
     after = state.model_copy(update={"applied": turn.seq, "prev": turn})
