@@ -1,7 +1,9 @@
 import tempfile
 from pathlib import Path
+
 import hivemem
 from hivemem.providers.embedders import HashingEmbedder
+
 with tempfile.TemporaryDirectory() as d:
     with hivemem.MemoryClient.local(Path(d), embedder=HashingEmbedder()) as c:
         for role, who, text in [("user","dana","We decided to use PostgreSQL for the database."),("assistant","bot","Noted."),("user","dana","Change of plan: we switch the database to MySQL, ops only supports it.")]:

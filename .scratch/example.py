@@ -1,7 +1,9 @@
-import tempfile, sys
+import sys
+import tempfile
 from pathlib import Path
+
 import hivemem
-from hivemem.config import Settings
+
 emb=None
 if "--hash" in sys.argv:
     from hivemem.providers.embedders import HashingEmbedder

@@ -1,7 +1,10 @@
 """Live change-suite measurement: ingest, wait_until_processed (embed), no close, recall."""
-import json, sys, tempfile, time
+import json
+import sys
+import tempfile
 from collections import Counter
 from pathlib import Path
+
 from hivemem.config import Settings
 from hivemem.evaluation.change import parse_suite, probe_result
 from hivemem.evaluation.change_runner import START, TURN_SPACING

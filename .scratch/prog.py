@@ -1,9 +1,12 @@
-import tempfile, sys
+import sys
+import tempfile
 from pathlib import Path
+
 from hivemem.config import Settings
-from hivemem.evaluation.scenarios import generate, judge
 from hivemem.evaluation.runner import run_conversation
+from hivemem.evaluation.scenarios import generate, judge
 from hivemem.producer.client import MemoryClient
+
 live = "--live" in sys.argv
 with tempfile.TemporaryDirectory() as d:
     with MemoryClient.local(Path(d), Settings()) as c:

@@ -1,4 +1,6 @@
-import json, sys
+import json
+import sys
+
 from hivemem.config import ReflectionSettings, Settings
 from hivemem.domain.models import Turn
 from hivemem.domain.slot_table import SlotState
@@ -7,6 +9,7 @@ from hivemem.evaluation.change_runner import START, TURN_SPACING
 from hivemem.pipeline.vectors import encode_vector_half
 from hivemem.providers.embedders import build_embedder
 from hivemem.workers.currency import step
+
 suite = parse_suite(json.load(open(sys.argv[1])))
 ids = set(sys.argv[2:])
 emb = build_embedder(Settings().embedding)

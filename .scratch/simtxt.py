@@ -1,14 +1,16 @@
 import sys
+
 from hivemem.config import ReflectionSettings, Settings
+from hivemem.domain.change import intent_of
 from hivemem.domain.models import Turn
 from hivemem.domain.slot_table import SlotState
+from hivemem.domain.slots import slot_of
+from hivemem.domain.values import values_of
 from hivemem.evaluation.change_runner import START, TURN_SPACING
 from hivemem.pipeline.vectors import encode_vector_half
 from hivemem.providers.embedders import build_embedder
 from hivemem.workers.currency import step
-from hivemem.domain.slots import slot_of
-from hivemem.domain.values import values_of
-from hivemem.domain.change import intent_of
+
 emb = build_embedder(Settings().embedding)
 lines = [l.rstrip("\n") for l in open(sys.argv[1]) if l.strip()]
 st = SlotState(); s = ReflectionSettings()

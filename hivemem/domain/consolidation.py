@@ -330,6 +330,20 @@ class Planner:
                 return max(named, key=lambda f: (self.about(new.content, f), self.recency(f)))
         return None
 
+    def replaced(self, new: Fact, intent: Intent) -> tuple[Fact | None, Intent]:
+        """What a statement naming no target replaces (None: its slot decides), and its
+        intent (a statement saying a value is gone is a change)."""
+        if intent in (Intent.UPDATE, Intent.STATE):
+            # "1000 rows per page, not 200", "teal instead of amber": the fact that holds
+            # the value a statement says is gone is what it replaces, whatever the slots.
+            old = self.named_as_old(new)
+            if old is not None:
+                return old, Intent.UPDATE
+        if intent == Intent.UPDATE and not self.on_slot(new, None):
+            # A change on no known slot replaces the value it names or resembles.
+            return self.replaced_by_value(new), intent
+        return None, intent
+
     def named_as_old(self, new: Fact) -> Fact | None:
         """The newest current fact holding a value `new` says is gone ("not 200", "no more
         teal", "from Jenkins to ..."); a bare number must come with a word or the slot of
@@ -470,15 +484,8 @@ class Planner:
                 self.plan.dropped.append(f"{index}: retraction of nothing known")
                 return
             intent = Intent.UPDATE  # "no longer X, we use Y": a change, not a withdrawal
-        if old is None and intent in (Intent.UPDATE, Intent.STATE):
-            # "1000 rows per page, not 200", "teal instead of amber": the fact that holds
-            # the value a statement says is gone is what it replaces, whatever the slots.
-            old = self.named_as_old(new)
-            if old is not None:
-                intent = Intent.UPDATE
-        if old is None and intent == Intent.UPDATE and not self.on_slot(new, None):
-            # A change on no known slot replaces the value it names or resembles.
-            old = self.replaced_by_value(new)
+        if old is None:
+            old, intent = self.replaced(new, intent)
         if old is not None and old.subject:
             new = new.model_copy(update={"subject": old.subject})
         same_subject = self.on_slot(new, old.fact_id if old else None)

@@ -20,6 +20,7 @@ _NAME = re.compile(r"(?<![.!?:]\s)(?<!^)\b([A-Z][A-Za-z0-9.+#-]*[A-Za-z0-9+#]|[A
 _FIRST_NAME = re.compile(r"([A-Z][a-z0-9.+#-]*[A-Z0-9+#][A-Za-z0-9.+#-]*)\b")
 # A word with a capital inside (MySQL, GraphQL, PostgreSQL) is a name wherever it stands.
 _INNER_CAPITAL = re.compile(r"\b([A-Za-z][a-z0-9]*[A-Z][A-Za-z0-9.+#-]*[A-Za-z0-9+#])\b")
+_FIRST_POSSESSIVE = re.compile(r"([A-Z][A-Za-z0-9]+)(?:'s|\u2019s)\b")
 # "Jonas owns the billing service": a capitalised first word acting on something is a name.
 _FIRST_ACTOR = re.compile(r"([A-Z][a-z]{2,}) (?:owns|leads|maintains|manages|runs|handles"
                           r"|writes|approves|reviews|hosts|is responsible)\b")
@@ -33,7 +34,8 @@ _MONTHS = ("jan(?:uary)?|feb(?:ruary)?|mar(?:ch)?|apr(?:il)?|may|june?|july?|aug
            "|sep(?:t(?:ember)?)?|oct(?:ober)?|nov(?:ember)?|dec(?:ember)?")
 _DAYS = "monday|tuesday|wednesday|thursday|friday|saturday|sunday"
 _DATE = re.compile(
-    rf"\b(?:(?:{_MONTHS})\.? \d{{1,2}}(?:st|nd|rd|th)?|\d{{1,2}}(?:st|nd|rd|th)? (?:of )?(?:{_MONTHS})"
+    rf"\b(?:(?:{_MONTHS})\.? \d{{1,2}}(?:st|nd|rd|th)?"
+    rf"|\d{{1,2}}(?:st|nd|rd|th)? (?:of )?(?:{_MONTHS})"
     rf"|\d{{4}}-\d{{2}}-\d{{2}}|(?:next|this|last) (?:{_DAYS}|week|month|quarter|sprint)"
     rf"|end of (?:the )?(?:week|month|quarter|sprint|year)|(?:{_DAYS})|tomorrow"
     rf"|q[1-4](?: \d{{4}})?)\b", re.IGNORECASE)
@@ -75,6 +77,11 @@ def named_values(text: str) -> set[str]:
     # Tool names are often lowercase with a digit: autopep8, python3, http2.
     names.update(m.lower() for m in _IDENTIFIER.findall(text))
     names.update(m.lower() for m in _DASHED_ID.findall(text))
+    # "Celery's configuration ...": a capitalised first word with a possessive is a name.
+    owner = _FIRST_POSSESSIVE.match(text)
+    if owner and owner.group(1).lower() not in ("it", "that", "this", "there", "here", "what",
+                                                 "let", "he", "she", "who"):
+        names.add(owner.group(1).lower())
     actor = _FIRST_ACTOR.match(text)
     if actor and actor.group(1) not in ("The", "This", "That", "Our", "Everyone", "Nobody"):
         names.add(actor.group(1).lower())

@@ -33,8 +33,8 @@ from hivemem.store.vectors.base import VectorStore
 from hivemem.store.vectors.factory import open_vector_store
 from hivemem.transfer.stores import Stores
 from hivemem.workers.boundary import BoundaryHandler, boundary_kind, policy_from
-from hivemem.workers.currency import CurrencyKeeper
 from hivemem.workers.compact import Compactor
+from hivemem.workers.currency import CurrencyKeeper
 from hivemem.workers.dispatch import DispatchHandler, dispatch_kind
 from hivemem.workers.embed import EmbedHandler, embed_kind
 from hivemem.workers.jobs import JobContext, reflect_enqueuer
