@@ -9,6 +9,7 @@ compared after normalisation ("the database", "our DB" and "databases" are one s
 
 from __future__ import annotations
 
+import functools
 import re
 
 _DETERMINERS = re.compile(r"^(?:(?:the|our|my|your|their|a|an|this|that|team|team's|project"
@@ -86,6 +87,7 @@ _PHRASES = {"continuous integration": "ci", "continuous delivery": "cd",
             "data base": "database"}
 
 
+@functools.lru_cache(maxsize=8192)
 def canonical_slot(subject: str) -> str:
     """Lowercased, determiners dropped, short forms expanded, the head noun singular."""
     text = " ".join(re.findall(r"[\w'/+#.-]+", subject.lower())).strip(" .,'")

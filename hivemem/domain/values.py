@@ -7,6 +7,7 @@ replaces the old one, one that sets the same value restates it.
 
 from __future__ import annotations
 
+import functools
 import re
 
 from hivemem.domain.fact import Fact
@@ -14,6 +15,8 @@ from hivemem.domain.fact import Fact
 __all__ = ["contradicts", "contrast", "differs", "holds", "named_values", "normalise", "overlap",
            "restates",
            "shape_of", "values_of"]
+
+_CACHED = 8192  # statements whose values are remembered
 
 # A word after a sentence end or a label ("Sam: The build...") is capitalised anyway.
 _NAME = re.compile(r"(?<![.!?:]\s)(?<!^)\b([A-Z][A-Za-z0-9.+#-]*[A-Za-z0-9+#]|[A-Z]{2,})\b")
@@ -64,6 +67,11 @@ _NUMBER = re.compile(
 
 def named_values(text: str) -> set[str]:
     """Proper names and acronyms in a statement (PostgreSQL, MySQL, GraphQL, AWS...)."""
+    return set(_named_values(text))
+
+
+@functools.lru_cache(maxsize=_CACHED)
+def _named_values(text: str) -> frozenset[str]:
     # Generic acronyms (API, GET, VM) name no choice; UTC, AWS or RQ do.
     text = _LABELLED.sub("", text.strip())
     names = {m.group(1).lower() for m in _NAME.finditer(text)
@@ -86,7 +94,7 @@ def named_values(text: str) -> set[str]:
     if actor and actor.group(1) not in ("The", "This", "That", "Our", "Everyone", "Nobody"):
         names.add(actor.group(1).lower())
     # A date's words are one value ("March 3"), not a month and a number.
-    return names - {m.lower() for d in _DATE.findall(text) for m in d.split()}
+    return frozenset(names - {m.lower() for d in _DATE.findall(text) for m in d.split()})
 
 
 def _numbers(text: str) -> set[str]:
@@ -107,12 +115,18 @@ _HANDLE = re.compile(r"(?<![\w/#@.-])([#@][a-z0-9][\w.-]*[a-z0-9]|/[a-z][\w./-]*
 def values_of(text: str) -> set[str]:
     """What a statement sets: its names, dates, versions, numbers (with their units) and
     handles (channels, paths, addresses)."""
+    return set(_values_of(text))
+
+
+@functools.lru_cache(maxsize=_CACHED)
+def _values_of(text: str) -> frozenset[str]:
+    # (Cached: consolidation compares each statement with every known one, many times.)
     handles = {m.lower() for m in _HANDLE.findall(text)}
     text = _HANDLE.sub(" ", text)
     dates = {" ".join(m.lower().split()) for m in _DATE.findall(text)}
     versions = {m.lower() for m in _VERSION.findall(text)}
     without = _VERSION.sub(" ", _DATE.sub(" ", _DASHED_ID.sub(" ", text)))
-    return named_values(text) | dates | versions | _numbers(without) | handles
+    return frozenset(_named_values(text) | dates | versions | _numbers(without) | handles)
 
 
 _NUMERIC = re.compile(r"^(\$?[\d.,:]+)([a-z%]*)$")

@@ -15,6 +15,7 @@ too.
 
 from __future__ import annotations
 
+import functools
 import time
 from collections.abc import Callable, Sequence
 from datetime import UTC, datetime
@@ -38,7 +39,13 @@ from hivemem.store.currency import SlotTableStore
 
 log = structlog.get_logger(__name__)
 
-_HEURISTIC = HeuristicReflector()
+_HEURISTIC = HeuristicReflector(slotted=True)
+
+
+@functools.lru_cache(maxsize=4096)
+def _decoded(raw: str) -> npt.NDArray[np.float32]:
+    """A kept vector, decoded once (a session's statements are compared turn after turn)."""
+    return decode_vector(raw)
 
 
 def step(
@@ -95,7 +102,7 @@ def _similarity(
             raw = vectors.get(turn_id)
             if raw is None:
                 return None
-            decoded[turn_id] = decode_vector(raw)
+            decoded[turn_id] = _decoded(raw)
         return decoded[turn_id]
 
     def similarity(content: str, fact: Fact) -> float:

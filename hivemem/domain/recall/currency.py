@@ -21,7 +21,8 @@ _PAST = re.compile(
     r"\b(before|used to|originally|original|until|previously|previous|earlier|at first"
     r"|initially|in the past|formerly|back then|prior|old|first (?:chose|picked|decided)"
     r"|what (?:did|was|were) (?:we|they|you|i) (?:use|have|pick|choose|decide|plan)"
-    r"|history|changed from|switched from|moved from)\b",
+    r"|history|changed from|switched from|moved from|started with|to begin with"
+    r"|first\b.{0,40}\b(?:used|chose|picked|had|decided|went with|started))\b",
     re.IGNORECASE,
 )
 
