@@ -51,7 +51,8 @@ _PATTERNS: tuple[re.Pattern[str], ...] = (
     # "use X for the database", "Redis for caching", "X as our queue"
     re.compile(rf"\b(?:for|as) {_OWNER} ((?:{_NOUN} ){{0,2}}{_NOUN}){_PHRASE_END}"),
     # "Daily standup is at 9:30", "CI runs on Jenkins", "product pages are cached for..."
-    re.compile(rf"^{_PHRASE} (?:is|are|was|were|will be|runs on|run on|runs in|moved to"
+    re.compile(rf"^((?:{_NOUN} ){{0,3}}?{_NOUN}) (?:is|are|was|were|will be|runs on|run on"
+               r"|runs in|moved to"
                r"|moves to|uses|use|lives in|live in|goes to|go to|happens|happen|stays|stay"
                r"|is owned by|are owned by|is cached|are cached)\b"),
     # "the deadline is", "our budget will be", "the freeze is lifted"
@@ -171,7 +172,8 @@ def slot_of(sentence: str, speaker: str | None = None) -> str:
             if (slot and slot.split()[-1] not in _NOT_SLOTS
                     and slot.split()[0] not in _NOT_FIRST):
                 # "my preferred editor is ...": the speaker's own slot
-                mine = text[max(0, match.start(1) - 3):match.start(1)] == "my "
+                mine = (text[max(0, match.start(1) - 3):match.start(1)] == "my "
+                        or match.group(1).startswith("my "))
                 return f"{speaker.lower()}'s {slot}" if mine and speaker else slot
     return ""
 
