@@ -9,7 +9,7 @@ the write paths that take turn ids from elsewhere (restore, import) keep only va
 (`valid_ids`).
 
 Sessions written before keep their two strings until their next write: the scripts move
-them into the hash then (`LEGACY_LUA`), and the readers here fall back to them.
+them into the hash then (`lua/legacy_head.lua`), and the readers here fall back to them.
 """
 
 from __future__ import annotations
@@ -26,32 +26,10 @@ from hivemem.store.redis import as_text
 SEQ_FIELD = "#seq"
 NS_FIELD = "#ns"
 
-# A Lua function for the scripts that write a session: the counter and owner of a session
-# written before they moved into the ids hash (two strings), moved into it, the strings
-# dropped. Returns them (false for one that is not there).
-LEGACY_LUA = """
-local function legacy_head(ids, seq_key, ns_key)
-  local old = redis.call('MGET', seq_key, ns_key)
-  local fields = {}
-  if old[1] then
-    fields[#fields + 1] = '#seq'
-    fields[#fields + 1] = old[1]
-  end
-  if old[2] then
-    fields[#fields + 1] = '#ns'
-    fields[#fields + 1] = old[2]
-  end
-  if #fields > 0 then
-    redis.call('HSET', ids, unpack(fields))
-    redis.call('DEL', seq_key, ns_key)
-  end
-  return old[1], old[2]
-end
-"""
 
 
 def legacy_keys(keys: Keys, session_id: str) -> list[str]:
-    """The two strings that held the counter and the owner before (for `LEGACY_LUA`)."""
+    """The two strings that held the counter and the owner before (for `lua/legacy_head.lua`)."""
     return [keys.session_seq(session_id), keys.session_namespace(session_id)]
 
 

@@ -15,9 +15,9 @@ from hivemem.pipeline.messages import EmbeddedTurn, EmbeddedTurns, EpisodeContro
 from hivemem.pipeline.topology import Keys, Topology
 from hivemem.pipeline.wire import turn_from_wire, wire_parts
 from hivemem.store import head, window
-from hivemem.store import state_scripts as scripts
 from hivemem.store.episodes import EpisodeStore, Progress
 from hivemem.store.redis import Redis, redis_errors, run_scripts, send_pipeline, set_union
+from hivemem.store.scripts import lua
 
 # Turns of one session in one published entry at most (a BITFIELD's arguments stay well
 # inside what a script may unpack).
@@ -33,9 +33,10 @@ class SessionState:
         self.keys = keys
         self.topology = Topology(keys)
         self.recent_window = recent_window
-        self._append = client.register_script(scripts.APPEND_TURNS)
-        self._control = client.register_script(scripts.APPEND_CONTROL)
-        self._publish = client.register_script(scripts.PUBLISH_EMBEDDED)
+        self._append = client.register_script(
+            lua("migrate_window", "legacy_head", "append_turns"))
+        self._control = client.register_script(lua("legacy_head", "append_control"))
+        self._publish = client.register_script(lua("publish_embedded"))
         # (session, namespace) pairs `check_scopes` has seen pass: see there.
         self._in_scope: dict[tuple[str, str], None] = {}
 
@@ -302,7 +303,7 @@ class SessionState:
             top = ordered[-1].seq
             # Never move a live counter backwards; the owner is the first turn's unless the
             # session has one.
-            pipe.eval(scripts.RESTORE_HEAD, 3, k.session_turn_ids(session_id),
+            pipe.eval(lua("legacy_head", "restore_head"), 3, k.session_turn_ids(session_id),
                       *head.legacy_keys(k, session_id), top, ordered[0].namespace)
             ids = head.valid_ids(ordered)
             if ids:

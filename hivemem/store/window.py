@@ -11,8 +11,9 @@ list append copies the turn once and hashes nothing, where the sorted set it rep
 its dict and into a skiplist, and removed the trimmed ones from both.
 
 Sessions written before the list existed keep their sorted set until their next turn: the
-ingest script then moves its members in front of the new ones and drops it (`MIGRATE_LUA`).
-Until then the readers here fall back to it, and a rewrite (`write`) merges it in.
+ingest script then moves its members in front of the new ones and drops it
+(`lua/migrate_window.lua`). Until then the readers here fall back to it, and a rewrite
+(`write`) merges it in.
 """
 
 from __future__ import annotations
@@ -25,53 +26,7 @@ from hivemem.domain.models import Turn
 from hivemem.pipeline.topology import Keys
 from hivemem.pipeline.wire import turn_timestamp, wire_json
 from hivemem.store.redis import Redis, as_text, redis_errors
-
-# A Lua function for the ingest script: move the older sorted-set window (`old`) in front of
-# the list (`win`), oldest first, then drop it. LPUSH puts each argument at the head in turn,
-# so the newest old pair goes first and the oldest ends up at the head.
-MIGRATE_LUA = """
-local function migrate_window(win, old, length)
-  local rows = redis.call('ZRANGE', old, 0, -1, 'WITHSCORES')
-  if #rows == 0 then return length end
-  local pushed = {}
-  for i = #rows - 1, 1, -2 do
-    pushed[#pushed + 1] = rows[i]
-    pushed[#pushed + 1] = rows[i + 1]
-  end
-  for i = 1, #pushed, 512 do
-    length = redis.call('LPUSH', win, unpack(pushed, i, math.min(i + 511, #pushed)))
-  end
-  redis.call('DEL', old)
-  return length
-end
-"""
-
-# Rewrite the window from stored turns (restore, import): one entry per seq, the given
-# version replacing what the list or the older sorted set holds for that seq, the newest
-# `window` kept. KEYS: the list, the older sorted set. ARGV: the window, then (seq, JSON)
-# pairs.
-_WRITE = """
-local window = tonumber(ARGV[1])
-local by_seq = {}
-local rows = redis.call('ZRANGE', KEYS[2], 0, -1, 'WITHSCORES')
-for i = 1, #rows, 2 do by_seq[tonumber(rows[i + 1])] = rows[i] end
-local cur = redis.call('LRANGE', KEYS[1], 0, -1)
-for i = 1, #cur, 2 do by_seq[tonumber(cur[i])] = cur[i + 1] end
-for i = 2, #ARGV, 2 do by_seq[tonumber(ARGV[i])] = ARGV[i + 1] end
-local seqs = {}
-for seq in pairs(by_seq) do seqs[#seqs + 1] = seq end
-table.sort(seqs)
-local out = {}
-for i = math.max(1, #seqs - window + 1), #seqs do
-  out[#out + 1] = string.format('%d', seqs[i])
-  out[#out + 1] = by_seq[seqs[i]]
-end
-redis.call('DEL', KEYS[1], KEYS[2])
-for i = 1, #out, 512 do
-  redis.call('RPUSH', KEYS[1], unpack(out, i, math.min(i + 511, #out)))
-end
-return #out / 2
-"""
+from hivemem.store.scripts import lua
 
 
 def slack(window: int) -> int:
@@ -117,8 +72,8 @@ def queue_write(pipe: Any, keys: Keys, session_id: str, turns: Sequence[Turn],
     args: list[str | int] = [window]
     for turn in newest:
         args += (turn.seq, wire_json(turn))
-    pipe.eval(_WRITE, 2, keys.session_window(session_id), keys.session_recent(session_id),
-              *args)
+    pipe.eval(lua("window_write"), 2, keys.session_window(session_id),
+              keys.session_recent(session_id), *args)
 
 
 def queue_activity(pipe: Any, keys: Keys, session_id: str) -> None:
