@@ -16,10 +16,10 @@ from hivemem.config import Settings
 from hivemem.providers.embedders import HashingEmbedder
 from hivemem.runtime.metrics import Metrics
 from hivemem.store.apikeys import ApiKeyStore
-from hivemem.store.redis import connect_fake, fake_server
 from hivemem.store.state import SessionState
 from hivemem.store.streams import StreamStore
 from hivemem.store.vectors.server import ServerVectorStore
+from hivemem.testing import connect_fake, fake_server
 from hivemem.workers.embed import EmbedHandler, embed_kind
 from hivemem.workers.stream import StreamWorker
 from support.live_api import LiveServer

@@ -17,8 +17,8 @@ from hivemem.errors import HivememError
 from hivemem.providers.embedders import HashingEmbedder
 from hivemem.providers.reflector import ReflectionRequest, ReflectionResult
 from hivemem.runtime.wiring import Wiring
-from hivemem.store.redis import connect_fake, fake_server
 from hivemem.store.vectors.edge import EdgeVectorStore
+from hivemem.testing import connect_fake, fake_server
 from hivemem.workers.jobs import JobContext
 from hivemem.workers.rqworker import ContextJob
 
