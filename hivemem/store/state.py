@@ -33,9 +33,8 @@ class SessionState:
         self.keys = keys
         self.topology = Topology(keys)
         self.recent_window = recent_window
-        self._append = client.register_script(
-            lua("migrate_window", "legacy_head", "append_turns"))
-        self._control = client.register_script(lua("legacy_head", "append_control"))
+        self._append = client.register_script(lua("append_turns"))
+        self._control = client.register_script(lua("append_control"))
         self._publish = client.register_script(lua("publish_embedded"))
         # (session, namespace) pairs `check_scopes` has seen pass: see there.
         self._in_scope: dict[tuple[str, str], None] = {}
@@ -57,8 +56,7 @@ class SessionState:
             window.slack(self.recent_window)]
         order: list[int] = []
         for (sid, namespace), members in groups.items():
-            keys += (k.session_seq(sid), k.session_turn_ids(sid), k.session_window(sid),
-                     k.session_meta(sid), k.session_namespace(sid), k.session_recent(sid))
+            keys += (k.session_turn_ids(sid), k.session_window(sid), k.session_meta(sid))
             args += (sid, namespace, len(members))
             for i in members:
                 draft = drafts[i]
@@ -156,7 +154,6 @@ class SessionState:
                     k.session_processed(session_id),
                     k.session_meta(session_id),
                     k.embedded_stream(k.partition(session_id)),
-                    *head.legacy_keys(k, session_id),
                 ],
                 args=[EpisodeControl.SEQ_FIELD,
                       *EpisodeControl.script_fields(session_id, action)],
@@ -303,8 +300,8 @@ class SessionState:
             top = ordered[-1].seq
             # Never move a live counter backwards; the owner is the first turn's unless the
             # session has one.
-            pipe.eval(lua("legacy_head", "restore_head"), 3, k.session_turn_ids(session_id),
-                      *head.legacy_keys(k, session_id), top, ordered[0].namespace)
+            pipe.eval(lua("restore_head"), 1, k.session_turn_ids(session_id), top,
+                      ordered[0].namespace)
             ids = head.valid_ids(ordered)
             if ids:
                 pipe.hset(k.session_turn_ids(session_id), mapping=ids)  # type: ignore[arg-type]

@@ -6,14 +6,9 @@ elements per turn. The ingest script (`hivemem.store.state`) appends to it with 
 and trims it with LTRIM to the newest `window` turns once it holds `slack(window)` more
 (a trim moves the rest of a list node, so it is done once per several calls, not on each);
 readers never ask for more than `window`, so they see what an exact trim would leave. A
-list append copies the turn once and hashes nothing, where the sorted set it replaces
-(`Keys.session_recent`, members the turn's JSON, scored by seq) hashed every member into
-its dict and into a skiplist, and removed the trimmed ones from both.
-
-Sessions written before the list existed keep their sorted set until their next turn: the
-ingest script then moves its members in front of the new ones and drops it
-(`lua/migrate_window.lua`). Until then the readers here fall back to it, and a rewrite
-(`write`) merges it in.
+list append copies the turn once and hashes nothing (a sorted set of JSON members scored by
+seq hashed every member into its dict and into a skiplist, and removed the trimmed ones
+from both).
 """
 
 from __future__ import annotations
@@ -45,21 +40,18 @@ def read(client: Redis, keys: Keys, session_id: str, limit: int) -> list[tuple[b
 
 
 # Replies `queue_read` adds to a pipeline (`decode_read` takes them in order).
-READ_REPLIES = 2
+READ_REPLIES = 1
 
 
 def queue_read(pipe: Any, keys: Keys, session_id: str, limit: int) -> None:
     """Queue, on `pipe`, the reads of `read` (`limit` > 0): `READ_REPLIES` replies."""
     pipe.lrange(keys.session_window(session_id), -2 * limit, -1)
-    pipe.zrevrange(keys.session_recent(session_id), 0, limit - 1, withscores=True)
 
 
 def decode_read(replies: Sequence[Any]) -> list[tuple[bytes, int]]:
     """`queue_read`'s replies as `read` returns them."""
-    flat, older = cast(tuple[list[bytes], list[tuple[bytes, float]]], tuple(replies))
-    if flat:
-        return [(flat[i + 1], int(flat[i])) for i in range(len(flat) - 2, -1, -2)]
-    return [(member, int(score)) for member, score in older]
+    flat = cast(list[bytes], replies[0])
+    return [(flat[i + 1], int(flat[i])) for i in range(len(flat) - 2, -1, -2)]
 
 
 def queue_write(pipe: Any, keys: Keys, session_id: str, turns: Sequence[Turn],
@@ -72,8 +64,7 @@ def queue_write(pipe: Any, keys: Keys, session_id: str, turns: Sequence[Turn],
     args: list[str | int] = [window]
     for turn in newest:
         args += (turn.seq, wire_json(turn))
-    pipe.eval(lua("window_write"), 2, keys.session_window(session_id),
-              keys.session_recent(session_id), *args)
+    pipe.eval(lua("window_write"), 1, keys.session_window(session_id), *args)
 
 
 def queue_activity(pipe: Any, keys: Keys, session_id: str) -> None:
@@ -86,7 +77,7 @@ def activity(meta: dict[Any, Any], tail: list[bytes]) -> dict[str, str]:
     """The session's activity hash (first_ts, last_ts, controls) with last_ts its newest
     turn's: the ingest script leaves last_ts in the hash to the window's last entry (the
     later of the two is taken: the hash is the newer one in a session whose window was
-    turned off since, or that predates the list)."""
+    turned off since)."""
     out = {as_text(k): as_text(v) for k, v in meta.items()}
     newest = turn_timestamp(tail[0]) if tail else None
     if newest is not None:

@@ -8,18 +8,15 @@
 -- turn: only one group of a session can match its owner, so this refuses and appends what
 -- turn-by-turn order would, and per-session order is kept inside each group. Per group the
 -- script reads the counter, the owner and every turn id from the ids hash (one HMGET: they
--- share it, `hivemem.store.head`; a session written before they did has them moved in),
--- XADDs each new turn, then writes the counter and the ids (one HSET) and the window once:
+-- share it, `hivemem.store.head`), XADDs each new turn, then writes the counter and the ids (one HSET) and the window once:
 -- three or four commands per session and call, one per turn. A session is listed and its
 -- first activity set by its first turn only; its last activity is its newest turn's
 -- timestamp, which the window's last entry holds (`window.activity`), so the meta hash gets
 -- it only when there is no window.
 -- The window is a list of (seq, JSON) pairs (`hivemem.store.window`): one RPUSH, and an
--- LTRIM once it holds `slack` turns too many; a push that finds the list empty in a session
--- that had turns moves the session's older sorted-set window into it first. Each seq is
--- made text once (Lua formats numbers with sprintf).
--- KEYS: the stream, the partition's session set, then 6 keys per group (the older seq
--- string, ids, window, meta, the older ns string, the older window).
+-- LTRIM once it holds `slack` turns too many. Each seq is made text once (Lua formats
+-- numbers with sprintf).
+-- KEYS: the stream, the partition's session set, then 3 keys per group (ids, window, meta).
 -- ARGV: the window, the entry's two field names (from `TurnEntry`), the group count g, the
 -- slack, then per group: session id, namespace, turn count c and c (turn id, wire JSON,
 -- timestamp) triples.
@@ -34,10 +31,10 @@ local function chunked(cmd, key, list)
 end
 local a = 6
 for g = 1, tonumber(ARGV[4]) do
-  local k = 2 + (g - 1) * 6
+  local k = 2 + (g - 1) * 3
   local sid, ns, c = ARGV[a], ARGV[a + 1], tonumber(ARGV[a + 2])
   a = a + 3
-  local ids_key = KEYS[k + 2]
+  local ids_key = KEYS[k + 1]
   local found = {}
   local seq_raw, owner
   for i = 0, c - 1, 512 do
@@ -51,9 +48,6 @@ for g = 1, tonumber(ARGV[4]) do
       from = 3
     end
     for x = from, #got do found[#found + 1] = got[x] end
-  end
-  if not seq_raw and not owner then
-    seq_raw, owner = legacy_head(ids_key, KEYS[k + 1], KEYS[k + 5])
   end
   local seq = tonumber(seq_raw or '0')
   local claim = false
@@ -71,7 +65,6 @@ for g = 1, tonumber(ARGV[4]) do
     end
   else
     local known, ids, recent = {}, {}, {}
-    local before = seq
     local first, last
     for j = 1, c do
       local b = a + 3 * (j - 1)
@@ -114,19 +107,16 @@ for g = 1, tonumber(ARGV[4]) do
       if window > 0 then
         local length = 0
         for i = 1, #recent, 512 do
-          length = redis.call('RPUSH', KEYS[k + 3], unpack(recent, i, math.min(i + 511, #recent)))
-        end
-        if length == #recent and before > 0 then
-          length = migrate_window(KEYS[k + 3], KEYS[k + 6], length)
+          length = redis.call('RPUSH', KEYS[k + 2], unpack(recent, i, math.min(i + 511, #recent)))
         end
         if length > 2 * (window + slack) then
-          redis.call('LTRIM', KEYS[k + 3], -2 * window, -1)
+          redis.call('LTRIM', KEYS[k + 2], -2 * window, -1)
         end
       end
       if first then
-        redis.call('HSET', KEYS[k + 4], 'first_ts', first, 'last_ts', last)
+        redis.call('HSET', KEYS[k + 3], 'first_ts', first, 'last_ts', last)
       elseif window == 0 then
-        redis.call('HSET', KEYS[k + 4], 'last_ts', last)
+        redis.call('HSET', KEYS[k + 3], 'last_ts', last)
       end
     end
   end
