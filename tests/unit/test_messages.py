@@ -133,10 +133,6 @@ def test_one_partition_is_still_a_deployment() -> None:
         Keys("hm", 0)
 
 
-def test_the_unread_episodes_stream_is_gone() -> None:
-    assert not hasattr(KEYS, "episodes_stream")
-
-
 # -- the vector codec -----------------------------------------------------------------------
 
 

@@ -81,13 +81,6 @@ def test_only_the_wiring_constructs_stores_and_providers() -> None:
             "open_vector_store", "JobContext"} <= _calls(wiring_source)
 
 
-def test_the_context_plumbing_is_gone() -> None:
-    for path in PACKAGE.rglob("*.py"):
-        source = path.read_text()
-        for name in ("install_context", "uninstall_context", "_contexts"):
-            assert name not in source, (path, name)
-
-
 def _settings(tmp_path: Path, name: str) -> Settings:
     return Settings.model_validate({
         "embedding": {"provider": "hashing", "dim": 64},
