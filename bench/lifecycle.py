@@ -87,8 +87,7 @@ def peak_mb(fn: Callable[[], Any]) -> float:
 
 
 def open_redis(tmp: Path) -> tuple[Any, str, Any]:
-    from hivemem.store.redis import connect_fake, fake_server
-    from hivemem.testing import RedisServer
+    from hivemem.testing import RedisServer, connect_fake, fake_server
 
     if RedisServer.available():
         server = RedisServer(tmp / "redis", appendonly=False)

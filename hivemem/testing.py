@@ -1,4 +1,5 @@
-"""Helpers for tests and benchmarks: a throwaway redis-server on a unix socket."""
+"""Helpers for tests and benchmarks: a throwaway redis-server on a unix socket, and an
+in-process fakeredis (the dev extra: nothing at runtime imports this module)."""
 
 from __future__ import annotations
 
@@ -6,6 +7,7 @@ import shutil
 import subprocess
 import time
 from pathlib import Path
+from typing import Any
 
 import redis
 
@@ -76,3 +78,18 @@ class RedisServer:
             except subprocess.TimeoutExpired:
                 self.process.kill()
             self.process = None
+
+
+def fake_server() -> Any:
+    """An in-process Redis (fakeredis) for unit tests (embedded mode runs a real server)."""
+    import fakeredis
+
+    return fakeredis.FakeServer()
+
+
+def connect_fake(server: Any) -> redis.Redis:
+    """A client of `server` (`fake_server`); clients of one server share its data."""
+    import fakeredis
+
+    client: redis.Redis = fakeredis.FakeRedis(server=server)
+    return client

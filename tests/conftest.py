@@ -19,8 +19,7 @@ import redis
 from hivemem import MemoryClient
 from hivemem.config import Settings
 from hivemem.providers.embedders import HashingEmbedder
-from hivemem.store.redis import connect_fake, fake_server
-from hivemem.testing import RedisServer
+from hivemem.testing import RedisServer, connect_fake, fake_server
 
 REPO = Path(__file__).resolve().parent.parent
 SHARED_MODELS = REPO.parent / "shared" / "models"

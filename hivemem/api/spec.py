@@ -13,13 +13,20 @@ from typing import Any
 from hivemem.api.app import create_app
 from hivemem.config import Settings
 from hivemem.producer.client import MemoryClient
-from hivemem.store.redis import connect_fake, fake_server
+from hivemem.runtime.metrics import Metrics
+from hivemem.store.redis import unconnected
 
 
 def openapi() -> dict[str, Any]:
+    """The document of the app as `hivemem serve` builds it, from default settings and
+    without a store: the routes are only declared, and a client that refuses every command
+    stands in for Redis (building it reads and writes nothing)."""
     settings = Settings.model_validate({})
-    client = MemoryClient(settings, redis_client=connect_fake(fake_server()))
-    spec: dict[str, Any] = create_app(settings, client=client).openapi()
+    client = MemoryClient(settings, redis_client=unconnected())
+    try:
+        spec: dict[str, Any] = create_app(settings, client=client, metrics=Metrics()).openapi()
+    finally:
+        client.close()
     return spec
 
 

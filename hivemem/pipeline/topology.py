@@ -150,9 +150,6 @@ class Keys:
 
     # -- per-session state (rebuildable from Qdrant) --------------------------------------
 
-    def session_seq(self, session_id: str) -> str:
-        return f"{self._s(session_id)}:seq"
-
     def session_turn_ids(self, session_id: str) -> str:
         """Hash turn id -> seq: makes a repeated turn id a no-op."""
         return f"{self._s(session_id)}:ids"
@@ -161,11 +158,6 @@ class Keys:
         """List of the latest turns, oldest first, as (seq, wire JSON) pairs: two elements
         per turn (`hivemem.store.window`)."""
         return f"{self._s(session_id)}:win"
-
-    def session_recent(self, session_id: str) -> str:
-        """The window's older form (a sorted set of wire JSON scored by seq): read while a
-        session written before the list has no new turn, moved into the list by the next."""
-        return f"{self._s(session_id)}:recent"
 
     def session_processed(self, session_id: str) -> str:
         """Bitmap: bit seq is set once that turn is durable in Qdrant."""
@@ -247,10 +239,6 @@ class Keys:
         return [self.sessions(p) for p in range(self.partitions)]
 
     # Scopes and the service.
-    def session_namespace(self, session_id: str) -> str:
-        """String: the namespace that owns the session (set by its first turn)."""
-        return f"{self._s(session_id)}:ns"
-
     def api_key(self, key_id: str) -> str:
         """Hash: an API key's namespace, salt and salted hash (never the key itself)."""
         return f"{self.prefix}:{{apikeys}}:apikey:{key_id}"

@@ -18,9 +18,10 @@ from hivemem.config import ReflectionSettings
 from hivemem.domain.fact import VISIBLE, FactStatus
 from hivemem.domain.models import RecallResult, ScoreComponents, Turn
 from hivemem.domain.recall.budget import Candidate, Excluded, select
-from hivemem.domain.recall.currency import asks_about_past, people_asked_about, without_people
+from hivemem.domain.recall.currency import without_people
+from hivemem.domain.recall.intent import QueryIntent, read_query
 from hivemem.domain.recall.policy import RecallPolicy
-from hivemem.domain.recall.scoring import Signals, asks_for_latest, relevance, score_candidates
+from hivemem.domain.recall.scoring import Signals, relevance, score_candidates
 from hivemem.domain.scope import Scope
 from hivemem.providers.embedders import Embedder
 from hivemem.providers.lexical import LexicalEncoder
@@ -151,10 +152,11 @@ class Recaller:
         access: Scope | None = None,
     ) -> RecallResult:
         """`access`: who asks; every store read is limited to what it may see."""
+        intent = read_query(query)  # the one reading of the question
         sessions = [session_id, *(s for s in related_sessions if s != session_id)]
         scope: str | list[str] = session_id if len(sessions) == 1 else sessions
         query_vector, got, dense_hits, window_hits = self._searches(
-            session_id, sessions, scope, query, policy, access)
+            session_id, sessions, scope, intent, policy, access)
         recent = got.recent
         lexical_turns, search_facts = got.lexical_turns, got.search_facts
 
@@ -163,7 +165,7 @@ class Recaller:
         self._add_turn_hits(pool, lexical_turns, "lexical")
         self._add_turn_hits(pool, window_hits, "window")
         self._similarities(pool, query_vector, policy)
-        past = asks_about_past(query)
+        past = intent.past
         superseded = self._add_facts(
             pool, scope, query_vector, got.lexical_facts, policy, access, past=past
         ) if search_facts else []
@@ -174,11 +176,11 @@ class Recaller:
 
         currency, current_from = got.currency, got.current_from
         replaced, personal = currency.replaced, currency.personal
-        if not past:
+        if not intent.past:
             # A stale statement never competes without what replaced it.
             self._add_successors(pool, replaced, query_vector, access)
-        asked_about = people_asked_about(query, set(personal.values()))
-        speakers = self._speakers_named(session_id, query, pool, policy)
+        asked_about = intent.people_named(set(personal.values()))
+        speakers = self._speakers_named(session_id, intent, pool, policy)
         asks_questions = bool(policy.weights.answer)
         for key, entry in pool.items():
             sig = entry.signals
@@ -203,8 +205,7 @@ class Recaller:
         )
         scores = score_candidates(
             [e.signals for e in pool.values()], policy,
-            current_session=session_id, newest_seq=newest, latest=asks_for_latest(query),
-            past=past,
+            current_session=session_id, newest_seq=newest, intent=intent,
         )
         restated = _facts_stand_for_their_turns(pool, scores, policy)
         candidates = [
@@ -234,8 +235,8 @@ class Recaller:
         )
 
     def _searches(
-        self, session_id: str, sessions: list[str], scope: str | list[str], query: str,
-        policy: RecallPolicy, access: Scope | None,
+        self, session_id: str, sessions: list[str], scope: str | list[str],
+        intent: QueryIntent, policy: RecallPolicy, access: Scope | None,
     ) -> tuple[Vector, _Lexical, list[TurnHit], list[TurnHit]]:
         """The query's vector, the lexical work, the dense hits and the window hits.
 
@@ -254,9 +255,10 @@ class Recaller:
         remembered = self._speakers.get(session_id, frozenset())
         embedded = threading.Event()
         before = self._task(helper, lambda ahead: self._lexical(
-            session_id, sessions, scope, query, policy, access, embedded, ahead=ahead))
+            session_id, sessions, scope, intent.text, policy, access, embedded,
+            ahead=ahead))
         recent = before.result().recent if before.done() else None
-        dense_query = self._dense_query(query, policy, remembered, recent)
+        dense_query = self._dense_query(intent, policy, remembered, recent)
         try:
             prepare = getattr(self.embedder, "prepare_query", None)
             embed = prepare(dense_query) if prepare is not None else partial(
@@ -268,12 +270,12 @@ class Recaller:
         finally:
             embedded.set()
         if before.done():  # the recent turns known before any search
-            exact = self._dense_query(query, policy, remembered, before.result().recent)
+            exact = self._dense_query(intent, policy, remembered, before.result().recent)
             if exact != dense_query:
                 dense_query, query_vector = exact, self.embedder.embed_query(exact)
         dense, window = self._dense_hits(scope, query_vector, policy, access)
         got = before.result()
-        exact = self._dense_query(query, policy, remembered, got.recent)
+        exact = self._dense_query(intent, policy, remembered, got.recent)
         if exact != dense_query:  # the recent turns named a speaker: search again without
             query_vector = self.embedder.embed_query(exact)
             dense, window = self._dense_hits(scope, query_vector, policy, access)
@@ -356,18 +358,19 @@ class Recaller:
                         currency, stored)
 
     def _dense_query(
-        self, query: str, policy: RecallPolicy, remembered: frozenset[str],
+        self, intent: QueryIntent, policy: RecallPolicy, remembered: frozenset[str],
         recent: list[Turn] | None,
     ) -> str:
         """The text to embed: the query, or it without the speakers it names (those
         remembered for the session and those of its recent turns)."""
         if not policy.dense_without_speakers:
-            return query
+            return intent.text
         known = remembered | {t.agent_id.lower() for t in recent or () if t.agent_id}
-        return without_people(query, people_asked_about(query, known))
+        return without_people(intent.text, intent.people_named(known))
 
     def _speakers_named(
-        self, session_id: str, query: str, pool: dict[str, PoolEntry], policy: RecallPolicy
+        self, session_id: str, intent: QueryIntent, pool: dict[str, PoolEntry],
+        policy: RecallPolicy,
     ) -> set[str]:
         """The candidates' speakers the query names (remembered for the session)."""
         said = {a.lower() for e in pool.values() if (a := e.agent_id)}
@@ -377,7 +380,7 @@ class Recaller:
             self._speakers.move_to_end(session_id)
             while len(self._speakers) > _SPEAKER_SESSIONS:
                 self._speakers.popitem(last=False)
-        return people_asked_about(query, said) if policy.weights.speaker else set()
+        return intent.people_named(said) if policy.weights.speaker else set()
 
     def _known_facts(
         self, sessions: Sequence[str], policy: RecallPolicy

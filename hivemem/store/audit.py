@@ -13,17 +13,8 @@ from hivemem.domain.audit import AuditEvent
 from hivemem.pipeline.messages import AuditEntry
 from hivemem.pipeline.topology import Keys
 from hivemem.store.redis import Redis, as_text, is_cluster, queue_script, redis_errors
+from hivemem.store.scripts import lua
 
-# Append events in order; seq continues from the stream's length (it is never trimmed).
-# ARGV[1], ARGV[2]: the entry's field names (`AuditEntry`); then one body per event.
-_APPEND = """
-local n = redis.call('XLEN', KEYS[1])
-for i = 3, #ARGV do
-  n = n + 1
-  redis.call('XADD', KEYS[1], '*', ARGV[1], n, ARGV[2], ARGV[i])
-end
-return n
-"""
 _CHUNK = 500  # events per script call (all of a run's calls go in one MULTI)
 _PAGE = 1000
 
@@ -40,7 +31,7 @@ class AuditLog:
     def __init__(self, client: Redis, keys: Keys) -> None:
         self._r = client
         self.keys = keys
-        self._append = client.register_script(_APPEND)
+        self._append = client.register_script(lua("audit_append"))
 
     def append(self, events: Sequence[AuditEvent]) -> int:
         """Append atomically (one MULTI for the batch, whatever its size). Returns how many."""

@@ -39,95 +39,7 @@ from hivemem.domain.scope import Scope
 from hivemem.pipeline.messages import OutboxEntry
 from hivemem.pipeline.topology import Keys
 from hivemem.store.redis import Redis, as_text, redis_errors
-
-# KEYS: state, buffer, lease. ARGV: token, lease ms, max run, then (field, seq, JSON)
-# triples, JSON '' when the caller has not sent it (the light call, see `begin`).
-# The entries handed in that the run takes now are never written to the buffer (the caller
-# has them, and they are consumed in this advance); only the others are buffered, and a
-# light call that would have to buffer one returns {2} having written nothing: the caller
-# sends the JSON then. Returns {0} when another worker holds the lease or nothing is ready
-# (the lease is then neither taken nor kept), else {1, next_seq, closed_count, open,
-# field1, json1 or '', field2, ...} for the ready run ('' = the caller handed it in).
-_BEGIN = """
-local nxt = tonumber(redis.call('HGET', KEYS[1], 'next_seq') or '1')
-local given = {}
-for i = 4, #ARGV, 3 do
-  if tonumber(ARGV[i + 1]) >= nxt then given[ARGV[i]] = i end
-end
-local holder = redis.call('GET', KEYS[3])
-local mine = (not holder) or holder == ARGV[1]
-local run = {}
-local taken = {}
-if mine then
-  local limit = tonumber(ARGV[3])
-  local seq = nxt
-  while limit > 0 do
-    local f = tostring(seq)
-    if given[f] then
-      run[#run + 1] = f
-      run[#run + 1] = ''
-      taken[f] = true
-    else
-      local v = redis.call('HGET', KEYS[2], f)
-      if not v then break end
-      run[#run + 1] = f
-      run[#run + 1] = v
-    end
-    seq = seq + 1
-    limit = limit - 1
-  end
-end
-for f, i in pairs(given) do
-  if not taken[f] then
-    if ARGV[i + 2] == '' then return {2} end
-  end
-end
-for f, i in pairs(given) do
-  if not taken[f] then redis.call('HSET', KEYS[2], f, ARGV[i + 2]) end
-end
-if not mine then return {0} end
-if #run == 0 then
-  if holder then redis.call('DEL', KEYS[3]) end
-  return {0}
-end
-redis.call('SET', KEYS[3], ARGV[1], 'PX', ARGV[2])
-local st = redis.call('HMGET', KEYS[1], 'closed_count', 'open')
-local out = {1, nxt, st[1] or '0', st[2] or ''}
-for j = 1, #run do out[#out + 1] = run[j] end
-return out
-"""
-
-# KEYS: state, buffer, lease, episode list, outbox, then one key per closed episode.
-# ARGV: token, lease ms, next_seq, closed_count, open, session id, the outbox's three field
-# names, marker count m, m (name, n) pairs, count c and the c consumed fields that were read
-# from the buffer (to drop them; the ones handed in were never written), then per episode
-# (id, index, body). Returns -1 (lease lost, nothing written), 1 (more is ready, lease kept),
-# 0 (done, lease released).
-_COMMIT = """
-if redis.call('GET', KEYS[3]) ~= ARGV[1] then return -1 end
-redis.call('HSET', KEYS[1], 'next_seq', ARGV[3], 'closed_count', ARGV[4], 'open', ARGV[5])
-local a = 10
-local m = tonumber(ARGV[a])
-for i = 1, m do
-  redis.call('HINCRBY', KEYS[1], 'marker:' .. ARGV[a + 2 * i - 1], ARGV[a + 2 * i])
-end
-a = a + 2 * m + 1
-local c = tonumber(ARGV[a])
-if c > 0 then redis.call('HDEL', KEYS[2], unpack(ARGV, a + 1, a + c)) end
-a = a + c + 1
-for k = 6, #KEYS do
-  redis.call('SET', KEYS[k], ARGV[a + 2])
-  redis.call('RPUSH', KEYS[4], ARGV[a])
-  redis.call('XADD', KEYS[5], '*', ARGV[7], ARGV[a], ARGV[8], ARGV[6], ARGV[9], ARGV[a + 1])
-  a = a + 3
-end
-if redis.call('HEXISTS', KEYS[2], ARGV[3]) == 1 then
-  redis.call('PEXPIRE', KEYS[3], ARGV[2])
-  return 1
-end
-redis.call('DEL', KEYS[3])
-return 0
-"""
+from hivemem.store.scripts import lua
 
 # Longest run one advance takes (a backlog is then committed in steps of this size).
 _MAX_RUN = 500
@@ -152,8 +64,8 @@ class EpisodeStore:
         self._r = client
         self.keys = keys
         self.lease_ms = lease_ms
-        self._begin = client.register_script(_BEGIN)
-        self._commit = client.register_script(_COMMIT)
+        self._begin = client.register_script(lua("boundary_begin"))
+        self._commit = client.register_script(lua("boundary_commit"))
 
     @property
     def client(self) -> Redis:
@@ -244,10 +156,7 @@ class EpisodeStore:
     def release(self, session_id: str, token: str) -> None:
         """Give the lease up without a commit (an advance that failed half-way)."""
         with redis_errors("release session lease"):
-            self._r.eval(
-                "if redis.call('GET', KEYS[1]) == ARGV[1] then"
-                " return redis.call('DEL', KEYS[1]) end return 0",
-                1, self.keys.boundary_lease(session_id), token)
+            self._r.eval(lua("release_lease"), 1, self.keys.boundary_lease(session_id), token)
 
     # -- reads -----------------------------------------------------------------------------
 

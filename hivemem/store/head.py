@@ -2,14 +2,10 @@
 
 The ingest script reads every turn id of a call with one HMGET and writes them with one
 HSET; the counter (``#seq``) and the owning namespace (``#ns``) ride in the same two
-commands, where they used to be two strings of their own (`Keys.session_seq`,
-`Keys.session_namespace`: a GET, a SET, and often a second GET, per session and call).
+commands (no string of their own: no GET and SET beside them per session and call).
 ``#`` cannot start a turn id (`hivemem.domain.ids`), so no turn id can collide with them;
 the write paths that take turn ids from elsewhere (restore, import) keep only valid ones
 (`valid_ids`).
-
-Sessions written before keep their two strings until their next write: the scripts move
-them into the hash then (`LEGACY_LUA`), and the readers here fall back to them.
 """
 
 from __future__ import annotations
@@ -26,52 +22,21 @@ from hivemem.store.redis import as_text
 SEQ_FIELD = "#seq"
 NS_FIELD = "#ns"
 
-# A Lua function for the scripts that write a session: the counter and owner of a session
-# written before they moved into the ids hash (two strings), moved into it, the strings
-# dropped. Returns them (false for one that is not there).
-LEGACY_LUA = """
-local function legacy_head(ids, seq_key, ns_key)
-  local old = redis.call('MGET', seq_key, ns_key)
-  local fields = {}
-  if old[1] then
-    fields[#fields + 1] = '#seq'
-    fields[#fields + 1] = old[1]
-  end
-  if old[2] then
-    fields[#fields + 1] = '#ns'
-    fields[#fields + 1] = old[2]
-  end
-  if #fields > 0 then
-    redis.call('HSET', ids, unpack(fields))
-    redis.call('DEL', seq_key, ns_key)
-  end
-  return old[1], old[2]
-end
-"""
 
 
-def legacy_keys(keys: Keys, session_id: str) -> list[str]:
-    """The two strings that held the counter and the owner before (for `LEGACY_LUA`)."""
-    return [keys.session_seq(session_id), keys.session_namespace(session_id)]
-
-
-READS = 3  # replies `queue_read` queues
+READS = 1  # replies `queue_read` queues
 
 
 def queue_read(pipe: Any, keys: Keys, session_id: str) -> None:
-    """Queue the `READS` reads `decode` combines (GETs, not an MGET: a cluster pipeline
-    refuses MGET)."""
+    """Queue the `READS` reads `decode` takes."""
     pipe.hmget(keys.session_turn_ids(session_id), SEQ_FIELD, NS_FIELD)
-    for key in legacy_keys(keys, session_id):
-        pipe.get(key)
 
 
-def decode(fields: list[Any], old_seq: Any, old_ns: Any) -> tuple[int, str | None]:
-    """(counter, owner) from `queue_read`'s replies: the hash's fields, else the older
-    strings. The owner of a session with turns but no owner record is "default" (it
-    predates namespaces); None: no such session."""
-    seq_raw = fields[0] if fields[0] is not None else old_seq
-    owner_raw = fields[1] if fields[1] is not None else old_ns
+def decode(fields: list[Any]) -> tuple[int, str | None]:
+    """(counter, owner) from `queue_read`'s reply. The owner of a session with turns but no
+    owner record is "default" (it predates namespaces, e.g. imported from an export that
+    names none); None: no such session."""
+    seq_raw, owner_raw = fields
     seq = 0 if seq_raw is None else int(seq_raw)
     if owner_raw is not None:
         return seq, as_text(owner_raw)

@@ -23,20 +23,7 @@ from typing import Any
 
 from hivemem.pipeline.topology import Keys
 from hivemem.store.redis import Redis, as_text, redis_errors, run_scripts
-
-# Take the lease if it is free, renew it if it is ours. 1: held by us now.
-_TAKE = """
-local holder = redis.call('GET', KEYS[1])
-if holder and holder ~= ARGV[1] then return 0 end
-redis.call('SET', KEYS[1], ARGV[1], 'PX', ARGV[2])
-return 1
-"""
-
-_GIVE_UP = """
-if redis.call('GET', KEYS[1]) == ARGV[1] then return redis.call('DEL', KEYS[1]) end
-return 0
-"""
-
+from hivemem.store.scripts import lua
 
 
 def live_members(client: Redis, keys: Keys, stage: str, ttl_ms: int) -> int:
@@ -71,8 +58,8 @@ class PartitionLeases:
         # True after a refresh that found partitions assigned to this worker still leased
         # by another (it gives them up at its own next refresh): worth asking again soon.
         self.waiting = False
-        self._take = client.register_script(_TAKE)
-        self._give_up = client.register_script(_GIVE_UP)
+        self._take = client.register_script(lua("partition_take"))
+        self._give_up = client.register_script(lua("release_lease"))
 
     def refresh(self) -> list[int]:
         """Heartbeat, recompute the assignment, take/renew/give up leases. Returns the

@@ -61,18 +61,19 @@ def connection_options(settings: RedisSettings) -> dict[str, Any]:
     return options
 
 
-def fake_server() -> Any:
-    """An in-process Redis (fakeredis) for unit tests (embedded mode runs a real server)."""
-    import fakeredis
+class _NoServer(redis.ConnectionPool):
+    """A pool that never connects: every command through it fails at once."""
 
-    return fakeredis.FakeServer()
+    def get_connection(self, *args: Any, **kwargs: Any) -> Any:
+        raise ConfigurationError(
+            "this Redis client has no server: it only builds objects whose description is "
+            "wanted (the OpenAPI document), never their data")
 
 
-def connect_fake(server: Any) -> Redis:
-    import fakeredis
-
-    client: Redis = fakeredis.FakeRedis(server=server)
-    return client
+def unconnected() -> Redis:
+    """A client that refuses every command, for building the handles and the API without a
+    store (`hivemem.api.spec`): a document built on it provably reads and writes nothing."""
+    return redis.Redis(connection_pool=_NoServer())
 
 
 def _redact(url: str) -> str:

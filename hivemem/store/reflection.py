@@ -14,25 +14,7 @@ from hivemem.errors import MalformedEntry, RetryLater
 from hivemem.pipeline.messages import TraceEntry
 from hivemem.pipeline.topology import Keys
 from hivemem.store.redis import Redis, as_text, redis_errors
-
-_RENEW = """
-if redis.call('GET', KEYS[1]) == ARGV[1] then
-  return redis.call('PEXPIRE', KEYS[1], ARGV[2])
-end
-return 0
-"""
-_RELEASE = """
-if redis.call('GET', KEYS[1]) == ARGV[1] then return redis.call('DEL', KEYS[1]) end
-return 0
-"""
-# Advance the pointer only while holding the lock, and never backwards.
-_ADVANCE = """
-if redis.call('GET', KEYS[1]) ~= ARGV[1] then return -1 end
-local cur = tonumber(redis.call('GET', KEYS[2]) or '0')
-if tonumber(ARGV[2]) > cur then redis.call('SET', KEYS[2], ARGV[2]) end
-return tonumber(ARGV[2])
-"""
-
+from hivemem.store.scripts import lua
 
 
 class SessionLock:
@@ -47,8 +29,8 @@ class SessionLock:
         self.key = key
         self.lease_ms = lease_ms
         self.token = secrets.token_hex(8)
-        self._renew = client.register_script(_RENEW)
-        self._release = client.register_script(_RELEASE)
+        self._renew = client.register_script(lua("renew_lease"))
+        self._release = client.register_script(lua("release_lease"))
         self._stop = threading.Event()
         self._thread: threading.Thread | None = None
 
@@ -91,7 +73,7 @@ class ReflectionState:
         self._r = client
         self.keys = keys
         self.traces_maxlen = traces_maxlen
-        self._advance = client.register_script(_ADVANCE)
+        self._advance = client.register_script(lua("reflection_advance"))
 
     def lock(self, session_id: str, lease_ms: int) -> SessionLock:
         return SessionLock(self._r, self.keys.reflect_lock(session_id), lease_ms)

@@ -90,11 +90,10 @@ class SessionStore:
             pipe.get(k.session_dead(session_id))
             pipe.hgetall(k.boundary_state(session_id))
             pipe.get(k.reflected(session_id))
-            (meta, tail, info, fields, old_seq, old_ns, done, dead, boundary,
-             reflected) = pipe.execute()
-        seq, owner = head.decode(fields, old_seq, old_ns)
+            (meta, tail, info, fields, done, dead, boundary, reflected) = pipe.execute()
+        seq, owner = head.decode(fields)
         # An owner the session never recorded (it predates namespaces) is not written out.
-        namespace = owner if (fields[1] is not None or old_ns is not None) else None
+        namespace = owner if fields[1] is not None else None
         return {
             "meta": _hash(recent_window.activity(meta, tail)),
             "info": _hash(info),
@@ -117,8 +116,7 @@ class SessionStore:
                 pipe.delete(key)
                 if mapping:
                     pipe.hset(key, mapping=mapping)
-            # The counter and owner go to the ids hash; the older strings, if any, go.
-            pipe.delete(*head.legacy_keys(k, session_id))
+            # The counter and owner go to the ids hash.
             if state.get("seq"):
                 pipe.hset(k.session_turn_ids(session_id), head.SEQ_FIELD, int(state["seq"]))
             for key, blob in ((k.session_processed(session_id), state.get("processed")),
@@ -196,8 +194,7 @@ class SessionStore:
         k = self.keys
         episodes = self.episode_ids(session_id)
         keys = [
-            k.session_seq(session_id), k.session_turn_ids(session_id),
-            k.session_recent(session_id), k.session_window(session_id),
+            k.session_turn_ids(session_id), k.session_window(session_id),
             k.session_processed(session_id),
             k.session_dead(session_id), k.session_meta(session_id), k.session_info(session_id),
             k.boundary_state(session_id), k.boundary_buffer(session_id),

@@ -15,9 +15,9 @@ from hivemem.pipeline.messages import EmbeddedTurn, EmbeddedTurns, EpisodeContro
 from hivemem.pipeline.topology import Keys, Topology
 from hivemem.pipeline.wire import turn_from_wire, wire_parts
 from hivemem.store import head, window
-from hivemem.store import state_scripts as scripts
 from hivemem.store.episodes import EpisodeStore, Progress
 from hivemem.store.redis import Redis, redis_errors, run_scripts, send_pipeline, set_union
+from hivemem.store.scripts import lua
 
 # Turns of one session in one published entry at most (a BITFIELD's arguments stay well
 # inside what a script may unpack).
@@ -33,9 +33,9 @@ class SessionState:
         self.keys = keys
         self.topology = Topology(keys)
         self.recent_window = recent_window
-        self._append = client.register_script(scripts.APPEND_TURNS)
-        self._control = client.register_script(scripts.APPEND_CONTROL)
-        self._publish = client.register_script(scripts.PUBLISH_EMBEDDED)
+        self._append = client.register_script(lua("append_turns"))
+        self._control = client.register_script(lua("append_control"))
+        self._publish = client.register_script(lua("publish_embedded"))
         # (session, namespace) pairs `check_scopes` has seen pass: see there.
         self._in_scope: dict[tuple[str, str], None] = {}
 
@@ -56,8 +56,7 @@ class SessionState:
             window.slack(self.recent_window)]
         order: list[int] = []
         for (sid, namespace), members in groups.items():
-            keys += (k.session_seq(sid), k.session_turn_ids(sid), k.session_window(sid),
-                     k.session_meta(sid), k.session_namespace(sid), k.session_recent(sid))
+            keys += (k.session_turn_ids(sid), k.session_window(sid), k.session_meta(sid))
             args += (sid, namespace, len(members))
             for i in members:
                 draft = drafts[i]
@@ -155,7 +154,6 @@ class SessionState:
                     k.session_processed(session_id),
                     k.session_meta(session_id),
                     k.embedded_stream(k.partition(session_id)),
-                    *head.legacy_keys(k, session_id),
                 ],
                 args=[EpisodeControl.SEQ_FIELD,
                       *EpisodeControl.script_fields(session_id, action)],
@@ -302,8 +300,8 @@ class SessionState:
             top = ordered[-1].seq
             # Never move a live counter backwards; the owner is the first turn's unless the
             # session has one.
-            pipe.eval(scripts.RESTORE_HEAD, 3, k.session_turn_ids(session_id),
-                      *head.legacy_keys(k, session_id), top, ordered[0].namespace)
+            pipe.eval(lua("restore_head"), 1, k.session_turn_ids(session_id), top,
+                      ordered[0].namespace)
             ids = head.valid_ids(ordered)
             if ids:
                 pipe.hset(k.session_turn_ids(session_id), mapping=ids)  # type: ignore[arg-type]

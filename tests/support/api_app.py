@@ -18,10 +18,10 @@ from hivemem.runtime.metrics import Metrics
 from hivemem.store.apikeys import ApiKeyStore
 from hivemem.store.currency import SlotTableStore
 from hivemem.store.episodes import EpisodeStore
-from hivemem.store.redis import connect_fake, fake_server
 from hivemem.store.state import SessionState
 from hivemem.store.streams import StreamStore
 from hivemem.store.vectors.server import ServerVectorStore
+from hivemem.testing import connect_fake, fake_server
 from hivemem.workers.boundary import BoundaryHandler, boundary_kind, policy_from
 from hivemem.workers.currency import CurrencyKeeper
 from hivemem.workers.embed import EmbedHandler, embed_kind

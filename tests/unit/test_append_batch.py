@@ -115,57 +115,44 @@ def test_a_scope_that_passed_is_not_read_again_until_a_turn_is_refused(
         state.check_scopes([("a", "team-x")])
 
 
-def _legacy_window(r: redis.Redis, keys: Keys, session: str, drafts: list[TurnDraft],
-                   seqs: list[int]) -> None:
-    """The window as the sorted set that came before the list (members the wire JSON)."""
-    from hivemem.pipeline.wire import wire_json
-
-    r.zadd(keys.session_recent(session), {wire_json(d): s for d, s in zip(drafts, seqs,
-                                                                        strict=True)})
-
-
-def test_a_window_of_the_older_layout_is_read_then_moved_by_the_next_turn(
+def test_the_window_holds_the_newest_turns_trimmed_past_a_slack(
     redis_client: redis.Redis,
 ) -> None:
-    keys = Keys("legacywin")
+    keys = Keys("slack")
     state = SessionState(redis_client, keys, recent_window=4)
-    # A session written before the list: counter 3, ids, and the window as a sorted set.
-    old = [draft("a", i) for i in (1, 2, 3)]
-    redis_client.set(keys.session_seq("a"), 3)
-    redis_client.hset(keys.session_turn_ids("a"), mapping={d.turn_id: i + 1
-                                                           for i, d in enumerate(old)})
-    _legacy_window(redis_client, keys, "a", old, [1, 2, 3])
-    # Read as it is.
-    assert [(t.seq, t.content) for t in state.recent_turns("a", 10)] == [
-        (3, "turn 3"), (2, "turn 2"), (1, "turn 1")]
-    # The next turns move it in front of themselves, and the window stays the newest 4.
+    state.append_turns([draft("a", i) for i in (1, 2, 3)])
     assert state.append_turns([draft("a", 4), draft("a", 5)]) == [(4, False), (5, False)]
-    assert redis_client.exists(keys.session_recent("a")) == 0
     assert window_seqs(redis_client, keys, "a") == [1, 2, 3, 4, 5]  # 4 + a slack of 1
     assert [t.seq for t in state.recent_turns("a", 10)] == [5, 4, 3, 2]
     state.append_turn(draft("a", 6))  # past the slack: trimmed to the window
     assert window_seqs(redis_client, keys, "a") == [3, 4, 5, 6]
     assert [t.content for t in state.recent_turns("a", 2)] == ["turn 6", "turn 5"]
-    # A repeated id of the old layout is still a duplicate.
-    assert state.append_turn(draft("a", 2)) == (2, True)
+    assert state.append_turn(draft("a", 2)) == (2, True)  # trimmed, still a duplicate
 
 
-def test_a_rewrite_of_the_window_merges_the_older_layout_one_entry_per_seq(
-    redis_client: redis.Redis,
-) -> None:
+def test_a_rewrite_of_the_window_keeps_one_entry_per_seq(redis_client: redis.Redis) -> None:
     from hivemem.domain.models import Turn
     from hivemem.pipeline.wire import turn_fields
 
-    keys = Keys("legacyrw")
-    old = [draft("a", i) for i in (1, 2, 3)]
-    _legacy_window(redis_client, keys, "a", old, [1, 2, 3])
+    keys = Keys("rewrite")
+    state = SessionState(redis_client, keys, recent_window=3)
+    state.append_turns([draft("a", i) for i in (1, 2, 3)])
     stored = [Turn.model_validate({**turn_fields(draft("a", i)), "seq": i,
                                    "content": f"stored {i}"}) for i in (2, 3, 4)]
     SessionStore(redis_client, keys).set_recent("a", stored, 3)
-    assert redis_client.exists(keys.session_recent("a")) == 0
-    state = SessionState(redis_client, keys, recent_window=3)
+    assert window_seqs(redis_client, keys, "a") == [2, 3, 4]
     assert [(t.seq, t.content) for t in state.recent_turns("a", 10)] == [
         (4, "stored 4"), (3, "stored 3"), (2, "stored 2")]
+
+
+def test_an_episode_close_takes_the_next_seq_of_a_session_with_turns(
+    redis_client: redis.Redis,
+) -> None:
+    state = SessionState(redis_client, Keys("control"), recent_window=5)
+    state.append_turns([draft("b", 1, namespace="team-x"), draft("b", 2, namespace="team-x")])
+    assert state.append_control("b", "close_episode") == 3
+    assert state.last_seq("b") == 3 and state.namespace_of("b") == "team-x"
+    assert state.append_control("nobody", "close_episode") is None
 
 
 @pytest.mark.parametrize("window", [0, 3])
@@ -180,38 +167,6 @@ def test_the_last_activity_is_the_newest_turns_with_or_without_a_window(
     assert stats.last_activity == T0 + timedelta(minutes=3)
     info = SessionStore(redis_client, state.keys).info("a")[1]
     assert info["last_ts"] == (T0 + timedelta(minutes=3)).isoformat()
-
-
-def test_a_counter_and_owner_of_the_older_layout_are_read_then_moved_into_the_ids_hash(
-    redis_client: redis.Redis,
-) -> None:
-    keys = Keys("legacyhead")
-    state = SessionState(redis_client, keys, recent_window=5)
-    sessions = SessionStore(redis_client, keys)
-    # Two sessions written before: counter and owner in strings of their own.
-    for sid in ("a", "b"):
-        redis_client.set(keys.session_seq(sid), 2)
-        redis_client.set(keys.session_namespace(sid), "team-x")
-        redis_client.hset(keys.session_turn_ids(sid), mapping={f"{sid}-1": 1, f"{sid}-2": 2})
-        redis_client.sadd(keys.session_set(sid), sid)
-    # Read as they are.
-    assert state.last_seq("a") == 2 and state.namespace_of("a") == "team-x"
-    assert sessions.session_ids("team-x") == ["a", "b"]
-    assert sessions.dump_state("a")["seq"] == 2
-    assert sessions.dump_state("a")["namespace"] == "team-x"
-    state.check_scopes([("a", "team-x")])
-    with pytest.raises(OutOfScope):
-        state.check_scopes([("b", "default")])
-    # The next turn of "a" and an episode close of "b" move them into the ids hash.
-    assert state.append_turns([draft("a", 3, namespace="team-x"),
-                               draft("a", 1, namespace="team-x")]) == [(3, False), (1, True)]
-    assert state.append_control("b", "close_episode") == 3
-    for sid, seq in (("a", 3), ("b", 3)):
-        assert redis_client.exists(keys.session_seq(sid), keys.session_namespace(sid)) == 0
-        assert state.last_seq(sid) == seq and state.namespace_of(sid) == "team-x"
-    with pytest.raises(OutOfScope):
-        state.append_turn(draft("a", 4))  # still team-x's
-    assert state.append_control("nobody", "close_episode") is None
 
 
 def test_a_restored_or_imported_turn_id_that_is_not_an_id_is_not_kept(

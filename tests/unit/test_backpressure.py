@@ -115,7 +115,7 @@ def test_checked_every_n_turns_not_on_each(redis_client: redis.Redis) -> None:
 
 
 def test_durable_ingest_is_refused_before_writing_where_it_cannot_be_confirmed() -> None:
-    from hivemem.store.redis import connect_fake, fake_server
+    from hivemem.testing import connect_fake, fake_server
 
     fake = connect_fake(fake_server())
     client = MemoryClient(

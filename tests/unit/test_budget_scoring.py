@@ -197,17 +197,18 @@ def test_token_estimate_is_conservative() -> None:
 
 
 def test_questions_about_the_current_state_weigh_recency_more() -> None:
-    from hivemem.domain.recall.scoring import asks_for_latest
+    from hivemem.domain.recall.intent import read_query
 
-    assert asks_for_latest("What is the current session timeout?")
-    assert asks_for_latest("where do we deploy now")
-    assert not asks_for_latest("When did Caroline go to the support group?")
+    assert read_query("What is the current session timeout?").latest
+    assert read_query("where do we deploy now").latest
+    assert not read_query("When did Caroline go to the support group?").latest
     policy = PRESETS["balanced"]
     sig = [Signals("old", "turn", "s", dense=0.62, seq=2),
            Signals("new", "turn", "s", dense=0.55, seq=30)]
     plain = score_candidates(sig, policy, current_session="s", newest_seq=30)
     assert plain["old"].final > plain["new"].final  # similarity decides
-    latest = score_candidates(sig, policy, current_session="s", newest_seq=30, latest=True)
+    latest = score_candidates(sig, policy, current_session="s", newest_seq=30,
+                              intent=read_query("where do we deploy now"))
     assert latest["new"].final > latest["old"].final  # the newer statement wins
 
 

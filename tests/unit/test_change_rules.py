@@ -12,11 +12,11 @@ from hivemem.domain.fact import Fact, FactStatus
 from hivemem.domain.models import Role, Turn
 from hivemem.domain.recall.budget import Candidate, select
 from hivemem.domain.recall.currency import (
-    people_asked_about,
     personal_statements,
     stale_statements,
     turn_key,
 )
+from hivemem.domain.recall.intent import read_query
 from hivemem.domain.slots import canonical_slot, slot_of
 from hivemem.providers.heuristic import HeuristicReflector
 from hivemem.providers.reflector import ReflectionRequest
@@ -272,8 +272,9 @@ def test_another_persons_own_slot_is_known_when_a_query_names_someone() -> None:
     personal = personal_statements(s.facts.values())
     assert personal[turn_key("s", "e1t0")] == "sam"
     assert personal[turn_key("s", "e2t0")] == "priya"
-    assert people_asked_about("Which city is Sam based in?", set(personal.values())) == {"sam"}
-    assert people_asked_about("Where does everyone live?", set(personal.values())) == set()
+    known = set(personal.values())
+    assert read_query("Which city is Sam based in?").people_named(known) == {"sam"}
+    assert read_query("Where does everyone live?").people_named(known) == set()
 
 
 def test_another_persons_own_statement_ranks_below_zero_for_a_question_about_someone() -> None:

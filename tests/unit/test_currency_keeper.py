@@ -19,7 +19,7 @@ from hivemem.pipeline.vectors import decode_vector
 from hivemem.providers.embedders import HashingEmbedder
 from hivemem.recall.currency import Currency, with_table
 from hivemem.store.currency import SlotTableStore
-from hivemem.store.redis import connect_fake, fake_server
+from hivemem.testing import connect_fake, fake_server
 from hivemem.workers.currency import CurrencyKeeper, step
 
 T0 = datetime(2026, 5, 4, 9, 0, tzinfo=UTC)

@@ -8,7 +8,8 @@ from pathlib import Path
 
 from hivemem import MemoryClient, Settings
 from hivemem.domain.fact import Fact, FactKind, FactStatus
-from hivemem.domain.recall.currency import asks_about_past, stale_statements
+from hivemem.domain.recall.currency import stale_statements
+from hivemem.domain.recall.intent import read_query
 from hivemem.providers.embedders import HashingEmbedder
 
 T0 = datetime(2026, 3, 1, 9, 0, tzinfo=UTC)
@@ -68,6 +69,6 @@ def test_stale_statements_follow_the_chain_and_spare_the_switch_turn() -> None:
 
 
 def test_past_questions() -> None:
-    assert asks_about_past("what did we use before MySQL?")
-    assert asks_about_past("which database did we originally pick?")
-    assert not asks_about_past("which database are we using now?")
+    assert read_query("what did we use before MySQL?").past
+    assert read_query("which database did we originally pick?").past
+    assert not read_query("which database are we using now?").past

@@ -35,7 +35,7 @@ from hivemem import MemoryClient, Settings, ValidationError
 from hivemem.pipeline.topology import Keys, partition_of
 from hivemem.pipeline.wire import turn_from_wire
 from hivemem.providers.embedders import HashingEmbedder
-from hivemem.store.redis import connect_fake, fake_server
+from hivemem.testing import connect_fake, fake_server
 from tests.support.streams import turn_entries, turns_len
 
 EXAMPLES = int(os.environ.get("HIVEMEM_FUZZ_EXAMPLES", "40"))

@@ -109,13 +109,12 @@ def test_partitions_are_stable_and_every_key_of_a_session_shares_its_slot() -> N
         p = keys.partition(sid)
         slot = key_slot(keys.turns_stream(p).encode())
         session_keys = [
-            keys.session_seq(sid), keys.session_turn_ids(sid), keys.session_recent(sid),
-            keys.session_window(sid),
+            keys.session_turn_ids(sid), keys.session_window(sid),
             keys.session_processed(sid), keys.session_dead(sid), keys.session_meta(sid),
             keys.session_info(sid), keys.session_audit(sid), keys.boundary_state(sid),
             keys.boundary_buffer(sid), keys.boundary_lease(sid), keys.session_episodes(sid),
             keys.episode(sid, "e1"), keys.reflect_lock(sid), keys.reflected(sid),
-            keys.session_set(sid), keys.session_namespace(sid), keys.embedded_stream(p),
+            keys.session_set(sid), keys.embedded_stream(p),
             keys.outbox_stream(p), keys.dead_letters(keys.turns_stream(p)),
             keys.delivery_errors(keys.embedded_stream(p), "boundary"),
         ]
@@ -132,10 +131,6 @@ def test_one_partition_is_still_a_deployment() -> None:
     assert Topology(keys).embed.streams() == [keys.turns_stream(0)]
     with pytest.raises(ValidationError):
         Keys("hm", 0)
-
-
-def test_the_unread_episodes_stream_is_gone() -> None:
-    assert not hasattr(KEYS, "episodes_stream")
 
 
 # -- the vector codec -----------------------------------------------------------------------

@@ -97,8 +97,8 @@ def test_every_session_key_method_is_found() -> None:
     keys = Keys("hm", 4)
     names = {f("s")[len(keys.session_root("s")) + 1:] for f in session_key_names(keys)}
     # The episode strings and the session set are moved by their own rules.
-    assert {"seq", "ids", "recent", "done", "dead", "meta", "info", "audit", "ep:state",
-            "ep:buf", "ep:lease", "episodes", "reflect:lock", "reflected", "ns"} <= names
+    assert {"ids", "win", "done", "dead", "meta", "info", "audit", "ep:state",
+            "ep:buf", "ep:lease", "episodes", "reflect:lock", "reflected"} <= names
 
 
 def test_repartition_moves_every_session_and_the_pipeline_goes_on(server: Any) -> None:

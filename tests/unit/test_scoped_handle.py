@@ -34,12 +34,12 @@ from hivemem.domain.models import RecallResult
 from hivemem.domain.session import SessionContext
 from hivemem.providers.embedders import HashingEmbedder
 from hivemem.store.audit import AuditLog
-from hivemem.store.redis import connect_fake, fake_server
 from hivemem.store.reflection import ReflectionState
 from hivemem.store.sessions import SessionStore
 from hivemem.store.state import SessionState
 from hivemem.store.streams import StreamStore
 from hivemem.store.vectors.server import ServerVectorStore
+from hivemem.testing import connect_fake, fake_server
 from hivemem.workers.embed import EmbedHandler, embed_kind
 from hivemem.workers.stream import StreamWorker
 

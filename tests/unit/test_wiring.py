@@ -17,8 +17,8 @@ from hivemem.errors import HivememError
 from hivemem.providers.embedders import HashingEmbedder
 from hivemem.providers.reflector import ReflectionRequest, ReflectionResult
 from hivemem.runtime.wiring import Wiring
-from hivemem.store.redis import connect_fake, fake_server
 from hivemem.store.vectors.edge import EdgeVectorStore
+from hivemem.testing import connect_fake, fake_server
 from hivemem.workers.jobs import JobContext
 from hivemem.workers.rqworker import ContextJob
 
@@ -79,13 +79,6 @@ def test_only_the_wiring_constructs_stores_and_providers() -> None:
     wiring_source = (PACKAGE / "runtime" / "wiring.py").read_text()
     assert {"SessionState", "StreamStore", "EpisodeStore", "build_embedder",
             "open_vector_store", "JobContext"} <= _calls(wiring_source)
-
-
-def test_the_context_plumbing_is_gone() -> None:
-    for path in PACKAGE.rglob("*.py"):
-        source = path.read_text()
-        for name in ("install_context", "uninstall_context", "_contexts"):
-            assert name not in source, (path, name)
 
 
 def _settings(tmp_path: Path, name: str) -> Settings:

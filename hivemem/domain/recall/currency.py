@@ -16,20 +16,6 @@ from collections.abc import Iterable
 from hivemem.domain.fact import VISIBLE, Fact, FactKind
 from hivemem.domain.slots import is_personal
 
-# "What did we use before?", "what was it originally?", "until March": the old value answers.
-_PAST = re.compile(
-    r"\b(before|used to|originally|original|until|previously|previous|earlier|at first"
-    r"|initially|in the past|formerly|back then|prior|old|first (?:chose|picked|decided)"
-    r"|what (?:did|was|were) (?:we|they|you|i) (?:use|have|pick|choose|decide|plan)"
-    r"|history|changed from|switched from|moved from|started with|to begin with"
-    r"|first\b.{0,40}\b(?:used|chose|picked|had|decided|went with|started))\b",
-    re.IGNORECASE,
-)
-
-
-def asks_about_past(query: str) -> bool:
-    return _PAST.search(query) is not None
-
 
 def fact_key(fact_id: str) -> str:
     return f"fact:{fact_id}"
@@ -106,12 +92,6 @@ def personal_statements(facts: Iterable[Fact]) -> dict[str, str]:
         for turn_id in fact.source_turn_ids:
             out.setdefault(turn_key(fact.session_id, turn_id), owner)
     return out
-
-
-def people_asked_about(query: str, people: Iterable[str]) -> set[str]:
-    """The known speakers a query names ("which city is Sam based in?" -> {"sam"})."""
-    words = set(re.findall(r"[a-z][\w-]*", query.lower().replace("'s", "")))
-    return {p for p in people if p in words}
 
 
 def without_people(query: str, people: Iterable[str]) -> str:

@@ -6,11 +6,11 @@ Pure: the recall path gathers `Signals` from the stores and this module turns th
 
 from __future__ import annotations
 
-import re
 from collections.abc import Sequence
 from dataclasses import dataclass
 
 from hivemem.domain.models import ScoreComponents, SourceType
+from hivemem.domain.recall.intent import QueryIntent, read_query
 from hivemem.domain.recall.policy import RecallPolicy
 
 
@@ -45,19 +45,6 @@ class Signals:
     # Keys of the candidates that replaced this one (its facts' current versions and the
     # turns that stated them); set for stale statements only.
     successors: tuple[str, ...] = ()
-
-
-# "What is the current timeout?", "where do we deploy now?": the newest statement wins.
-_LATEST = re.compile(
-    r"\b(now|nowadays|current(ly)?|latest|newest|still|anymore|any more|updated|these days"
-    r"|at the moment|so far|most recent(ly)?)\b",
-    re.IGNORECASE,
-)
-
-
-def asks_for_latest(query: str) -> bool:
-    """Does the query ask for the current state (so recency should count for more)?"""
-    return _LATEST.search(query) is not None
 
 
 def recency(seq: int | None, newest_seq: int, half_life_turns: float) -> float:
@@ -103,18 +90,23 @@ def dense_similarity(signal: Signals, window_weight: float) -> float:
     return (signal.dense + window_weight * signal.window) / (1.0 + window_weight)
 
 
+# Scoring without a question (nothing asked about the past or the latest state).
+_NO_QUERY = read_query("")
+
+
 def score_candidates(
     signals: Sequence[Signals],
     policy: RecallPolicy,
     *,
     current_session: str,
     newest_seq: int,
-    latest: bool = False,
-    past: bool = False,
+    intent: QueryIntent = _NO_QUERY,
 ) -> dict[str, ScoreComponents]:
-    """`latest`: the query asks for the current state; recency weighs `weights.latest`.
-    `past`: it asks what was true before; stale statements are the answer, not history.
-    Otherwise a stale statement never outranks a successor of it that is a candidate."""
+    """`intent.latest`: the query asks for the current state; recency weighs
+    `weights.latest`. `intent.past`: it asks what was true before; stale statements are the
+    answer, not history. Otherwise a stale statement never outranks a successor of it that
+    is a candidate."""
+    latest, past = intent.latest, intent.past
     w = policy.weights
     recency_weight = max(w.recency, w.latest) if latest else w.recency
     lexical_max = max((s.lexical_raw or 0.0 for s in signals), default=0.0)

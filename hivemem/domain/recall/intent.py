@@ -1,0 +1,137 @@
+"""What a recall query asks, read once from its text (pure).
+
+One recall reads the question here, once (`read_query`), and hands the `QueryIntent` down:
+the scoring model (past versus present, the latest state), currency (whose statements the
+question is about) and the text to embed (the question without the speakers it names).
+
+People are named relative to who is known: the intent keeps the question's words, and
+`people_named` picks the known speakers among them (who is known differs per session and
+per step of a recall, the words do not).
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Iterable
+from dataclasses import dataclass
+from typing import Literal
+
+# "What did we use before?", "what was it originally?", "until March": the old value answers.
+_PAST = re.compile(
+    r"\b(before|used to|originally|original|until|previously|previous|earlier|at first"
+    r"|initially|in the past|formerly|back then|prior|old|first (?:chose|picked|decided)"
+    r"|what (?:did|was|were) (?:we|they|you|i) (?:use|have|pick|choose|decide|plan)"
+    r"|history|changed from|switched from|moved from|started with|to begin with"
+    r"|first\b.{0,40}\b(?:used|chose|picked|had|decided|went with|started))\b",
+    re.IGNORECASE,
+)
+
+# "What is the current timeout?", "where do we deploy now": the current state answers.
+_LATEST = re.compile(
+    r"\b(now|nowadays|current(ly)?|latest|newest|still|anymore|any more|updated|these days"
+    r"|at the moment|so far|most recent(ly)?)\b",
+    re.IGNORECASE,
+)
+
+# A query's words as names are matched against them: lower case, possessive 's dropped.
+_WORD = re.compile(r"[a-z][\w-]*")
+
+_MONTH_NAMES = (
+    "january", "february", "march", "april", "may", "june", "july", "august", "september",
+    "october", "november", "december",
+)
+_MONTH_NUMBER = {name: i + 1 for i, name in enumerate(_MONTH_NAMES)} | {
+    name[:3]: i + 1 for i, name in enumerate(_MONTH_NAMES)} | {"sept": 9}
+_MONTH = (r"(?P<month>january|february|march|april|may|june|july|august|september|october"
+          r"|november|december|jan|feb|mar|apr|jun|jul|aug|sept|sep|oct|nov|dec)")
+# "may" and "march" are words too: a month alone counts after a preposition that rarely
+# comes before the verb ("in May", not "this may take a while").
+_MONTH_NOT_MAY = _MONTH.replace("|may|", "|")
+_DAY = r"(?P<day>[0-3]?\d)(?:st|nd|rd|th)?\b"
+_YEAR = r"(?P<year>(?:19|20)\d{2})\b"
+_AT = (r"(?:(?:in|on|since|until|till|by|during|before|after|from|through|of|early|late"
+       r"|mid-?)\s+)?")
+_COUNT = r"(?:\d+|a|an|one|two|three|four|five|six|seven|eight|nine|ten|a few|several)"
+_UNIT = r"(?:day|week|month|year|weekend|quarter|hour)s?"
+_WEEKDAY = r"(?:monday|tuesday|wednesday|thursday|friday|saturday|sunday)s?"
+
+TimeKind = Literal["date", "month", "weekday", "relative", "year"]
+
+# The readings of a time, the most precise first: a span read by one is not read again by a
+# later one (a full date is not also a month and a year).
+_TIME_READINGS: tuple[tuple[TimeKind, str], ...] = (
+    ("date", r"\b(?P<year>(?:19|20)\d{2})-(?P<month>[01]\d)-(?P<day>[0-3]\d)\b"),
+    ("date", rf"\b{_AT}(?:the\s+)?{_DAY}(?:\s+of)?\s+{_MONTH}(?:,?\s+{_YEAR})?(?!\w)"),
+    ("date", rf"\b{_AT}{_MONTH}\s+{_DAY}(?:,?\s+{_YEAR})?"),
+    ("month", rf"\b{_AT}{_MONTH}\s+{_YEAR}"),
+    ("month", r"\b(?:in|since|until|till|during|through|early|late|mid-?)\s+"
+              rf"{_MONTH}(?!\w)"),
+    ("month", rf"\b(?:by|before|after|from|of|last|this|next)\s+{_MONTH_NOT_MAY}(?!\w)"),
+    ("relative", r"\b(?:the day before yesterday|yesterday|today|tonight|tomorrow"
+                 r"|this (?:morning|afternoon|evening)|last night"
+                 rf"|(?:last|this|next|past|previous|coming) (?:{_COUNT} )?{_UNIT}"
+                 rf"|{_COUNT} {_UNIT} (?:ago|back|from now))\b"),
+    ("weekday", rf"\b(?:(?:on|last|this|next|since|by|until) )?{_WEEKDAY}\b"),
+    ("year", rf"\b{_AT}{_YEAR}"),
+)
+_TIMES = tuple((kind, re.compile(pattern, re.IGNORECASE)) for kind, pattern in _TIME_READINGS)
+
+
+@dataclass(frozen=True, slots=True)
+class TimeExpression:
+    """A time the query names, as written ("last week", "in March", "2024"). `day`,
+    `month` and `year` are set where the text gives them (a relative time is left to the
+    caller, who knows when "yesterday" was)."""
+
+    text: str
+    kind: TimeKind
+    day: int | None = None
+    month: int | None = None
+    year: int | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class QueryIntent:
+    """What one query asks. `past`: what was true before (the old value is the answer);
+    `latest`: the current state (recency counts for more); `times`: the times it names."""
+
+    text: str
+    words: frozenset[str]
+    past: bool
+    latest: bool
+    times: tuple[TimeExpression, ...]
+
+    def people_named(self, people: Iterable[str]) -> set[str]:
+        """The known speakers (lower case) the query names ("which city is Sam based in?"
+        -> {"sam"})."""
+        return {p for p in people if p in self.words}
+
+
+def read_query(text: str) -> QueryIntent:
+    """Read a recall query once."""
+    return QueryIntent(
+        text=text,
+        words=frozenset(_WORD.findall(text.lower().replace("'s", ""))),
+        past=_PAST.search(text) is not None,
+        latest=_LATEST.search(text) is not None,
+        times=_times(text),
+    )
+
+
+def _times(text: str) -> tuple[TimeExpression, ...]:
+    taken: list[tuple[int, int]] = []
+    found: list[tuple[int, TimeExpression]] = []
+    for kind, pattern in _TIMES:
+        for m in pattern.finditer(text):
+            start, end = m.span()
+            if any(start < e and s < end for s, e in taken):
+                continue
+            taken.append((start, end))
+            groups = m.groupdict()
+            day, month, year = groups.get("day"), groups.get("month"), groups.get("year")
+            found.append((start, TimeExpression(
+                m.group(0), kind, day=int(day) if day else None,
+                month=(int(month) if month.isdigit() else _MONTH_NUMBER[month.lower()])
+                if month else None,
+                year=int(year) if year else None)))
+    return tuple(expression for _start, expression in sorted(found, key=lambda f: f[0]))

@@ -1,0 +1,56 @@
+-- The boundary stage's first step for a session (`EpisodeStore.begin`).
+-- KEYS: state, buffer, lease.
+-- ARGV: token, lease ms, max run, then (field, seq, JSON) triples, JSON '' when the caller
+-- has not sent it (the light call, see `begin`).
+-- The entries handed in that the run takes now are never written to the buffer (the caller
+-- has them, and they are consumed in this advance); only the others are buffered, and a
+-- light call that would have to buffer one returns {2} having written nothing: the caller
+-- sends the JSON then. Returns {0} when another worker holds the lease or nothing is ready
+-- (the lease is then neither taken nor kept), else {1, next_seq, closed_count, open,
+-- field1, json1 or '', field2, ...} for the ready run ('' = the caller handed it in).
+local nxt = tonumber(redis.call('HGET', KEYS[1], 'next_seq') or '1')
+local given = {}
+for i = 4, #ARGV, 3 do
+  if tonumber(ARGV[i + 1]) >= nxt then given[ARGV[i]] = i end
+end
+local holder = redis.call('GET', KEYS[3])
+local mine = (not holder) or holder == ARGV[1]
+local run = {}
+local taken = {}
+if mine then
+  local limit = tonumber(ARGV[3])
+  local seq = nxt
+  while limit > 0 do
+    local f = tostring(seq)
+    if given[f] then
+      run[#run + 1] = f
+      run[#run + 1] = ''
+      taken[f] = true
+    else
+      local v = redis.call('HGET', KEYS[2], f)
+      if not v then break end
+      run[#run + 1] = f
+      run[#run + 1] = v
+    end
+    seq = seq + 1
+    limit = limit - 1
+  end
+end
+for f, i in pairs(given) do
+  if not taken[f] then
+    if ARGV[i + 2] == '' then return {2} end
+  end
+end
+for f, i in pairs(given) do
+  if not taken[f] then redis.call('HSET', KEYS[2], f, ARGV[i + 2]) end
+end
+if not mine then return {0} end
+if #run == 0 then
+  if holder then redis.call('DEL', KEYS[3]) end
+  return {0}
+end
+redis.call('SET', KEYS[3], ARGV[1], 'PX', ARGV[2])
+local st = redis.call('HMGET', KEYS[1], 'closed_count', 'open')
+local out = {1, nxt, st[1] or '0', st[2] or ''}
+for j = 1, #run do out[#out + 1] = run[j] end
+return out

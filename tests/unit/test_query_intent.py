@@ -1,0 +1,117 @@
+"""A recall query is read once into a `QueryIntent` (hivemem.domain.recall.intent)."""
+
+from __future__ import annotations
+
+from datetime import UTC, datetime, timedelta
+from pathlib import Path
+
+import pytest
+
+from hivemem import MemoryClient, Settings
+from hivemem.domain.recall.intent import QueryIntent, TimeExpression, read_query
+from hivemem.domain.recall.policy import PRESETS
+from hivemem.domain.recall.scoring import Signals, score_candidates
+from hivemem.providers.embedders import HashingEmbedder
+from hivemem.recall import recaller
+
+T0 = datetime(2026, 3, 1, 9, 0, tzinfo=UTC)
+
+
+def times(query: str) -> list[tuple[str, str, int | None, int | None, int | None]]:
+    return [(t.text, t.kind, t.day, t.month, t.year) for t in read_query(query).times]
+
+
+def test_people_named_are_the_known_speakers_among_the_words() -> None:
+    intent = read_query("Is Mel's cat older than Caroline's? Ask planner-bot")
+    assert intent.people_named({"mel", "caroline", "sam", "planner-bot"}) == {
+        "mel", "caroline", "planner-bot"}
+    assert intent.people_named({"planner"}) == set()  # a word, not part of one
+    assert read_query("Where does everyone live?").people_named({"sam"}) == set()
+    assert read_query("WHERE IS SAM").people_named({"sam"}) == {"sam"}
+
+
+@pytest.mark.parametrize(("query", "past", "latest"), [
+    ("what did we use before MySQL?", True, False),
+    ("which database did we originally pick?", True, False),
+    ("what was the timeout previously", True, False),
+    ("which database are we using now?", False, True),
+    ("What is the current session timeout?", False, True),
+    ("is it still Redis these days", False, True),
+    ("what did we use before, and what is it now?", True, True),
+    ("When did Caroline go to the support group?", False, False),
+])
+def test_past_and_latest(query: str, past: bool, latest: bool) -> None:
+    intent = read_query(query)
+    assert (intent.past, intent.latest) == (past, latest)
+
+
+@pytest.mark.parametrize(("query", "expected"), [
+    ("what did we decide yesterday?", [("yesterday", "relative", None, None, None)]),
+    ("anything from last week", [("last week", "relative", None, None, None)]),
+    ("two weeks ago we deployed", [("two weeks ago", "relative", None, None, None)]),
+    ("the plan for this morning", [("this morning", "relative", None, None, None)]),
+    ("what happened in March?", [("in March", "month", None, 3, None)]),
+    ("since Sept 2023", [("since Sept 2023", "month", None, 9, 2023)]),
+    ("early June", [("early June", "month", None, 6, None)]),
+    ("what did we ship in 2024", [("in 2024", "year", None, None, 2024)]),
+    ("2024", [("2024", "year", None, None, 2024)]),
+    ("on 2024-03-05 the cluster went down", [("2024-03-05", "date", 5, 3, 2024)]),
+    ("the launch on March 5th, 2024", [("on March 5th, 2024", "date", 5, 3, 2024)]),
+    ("due the 3rd of May", [("the 3rd of May", "date", 3, 5, None)]),
+    ("what did Sam say last Friday", [("last Friday", "weekday", None, None, None)]),
+    ("yesterday and in March 2023", [("yesterday", "relative", None, None, None),
+                                     ("in March 2023", "month", None, 3, 2023)]),
+])
+def test_time_expressions(query: str, expected: list[tuple[object, ...]]) -> None:
+    assert times(query) == expected
+
+
+@pytest.mark.parametrize("query", [
+    "this may take a while",
+    "we march on",
+    "which port, 8080 or 9000?",
+    "what is the current session timeout?",
+])
+def test_no_time_where_none_is_named(query: str) -> None:
+    assert read_query(query).times == ()
+
+
+def test_a_full_date_is_one_expression_not_also_a_year() -> None:
+    assert read_query("on 2024-03-05").times == (
+        TimeExpression("2024-03-05", "date", day=5, month=3, year=2024),)
+
+
+def test_scoring_takes_past_and_latest_from_the_intent() -> None:
+    policy = PRESETS["balanced"]
+    sig = [Signals("old", "turn", "s", dense=0.62, seq=2),
+           Signals("new", "turn", "s", dense=0.55, seq=30, stale=False),
+           Signals("gone", "turn", "s", dense=0.7, seq=3, stale=True, successors=("new",))]
+    plain = score_candidates(sig, policy, current_session="s", newest_seq=30,
+                             intent=read_query("which port do we use"))
+    assert plain["old"].final > plain["new"].final > plain["gone"].final
+    latest = score_candidates(sig, policy, current_session="s", newest_seq=30,
+                              intent=read_query("which port do we use now"))
+    assert latest["new"].final > latest["old"].final
+    past = score_candidates(sig, policy, current_session="s", newest_seq=30,
+                            intent=read_query("which port did we use before"))
+    assert past["gone"].final > past["new"].final  # the old value is the answer
+
+
+def test_one_recall_reads_its_query_once(
+    tmp_path: Path, settings: Settings, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    read: list[str] = []
+
+    def counted(text: str) -> QueryIntent:
+        read.append(text)
+        return read_query(text)
+
+    monkeypatch.setattr(recaller, "read_query", counted)
+    with MemoryClient.local(tmp_path / "m", settings, embedder=HashingEmbedder(1024)) as client:
+        for i, (agent, text) in enumerate((("sam", "We deploy to Fly.io"),
+                                           ("priya", "We moved the deploys to Render"))):
+            client.ingest("s", "user", text, agent_id=agent, turn_id=f"t{i}",
+                          timestamp=T0 + timedelta(minutes=i))
+        client.wait_until_processed("s", 30)
+        items = list(client.recall("s", "Where did Sam say we deploy now?", 500))
+    assert items and read == ["Where did Sam say we deploy now?"]
