@@ -547,7 +547,7 @@ class Recaller:
         query: Vector, access: Scope | None = None,
     ) -> None:
         """The turns that replaced a candidate, when no search found them (at most
-        `_SUCCESSORS` per recall, the newest first)."""
+        `_SUCCESSORS` per session): a stale statement competes beside its successor."""
         wanted: dict[str, set[str]] = {}
         for key, entry in list(pool.items()):
             session = entry.signals.session_id

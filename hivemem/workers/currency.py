@@ -27,10 +27,11 @@ import structlog
 from hivemem.config import ReflectionSettings
 from hivemem.domain.consolidation import PlanContext, plan_actions
 from hivemem.domain.episode import Episode
-from hivemem.domain.fact import VISIBLE, Fact
+from hivemem.domain.fact import VISIBLE, Fact, FactKind
 from hivemem.domain.models import Turn
 from hivemem.domain.recall.currency import personal_statements
 from hivemem.domain.slot_table import Replacement, Rule, SlotState
+from hivemem.domain.values import values_of
 from hivemem.pipeline.messages import EmbeddedItem, EmbeddedTurn
 from hivemem.pipeline.vectors import decode_vector
 from hivemem.providers.heuristic import HeuristicReflector
@@ -118,8 +119,11 @@ def _similarity(
 def replacements(
     facts: dict[str, Fact], changed: Sequence[Fact], seq: int
 ) -> dict[str, Replacement]:
-    """The statements `changed` (this step's writes) made history, by turn id."""
-    current_turns = {t for f in facts.values() if f.status in VISIBLE for t in f.source_turn_ids}
+    """The statements `changed` (this step's writes) made history, by turn id. A turn that
+    states something current is not history (a plain statement of a slot with no value
+    read in it, "the hosting is cheaper", is too weak to keep its turn current)."""
+    current_turns = {t for f in facts.values() if f.status in VISIBLE and _states(f)
+                     for t in f.source_turn_ids}
     out: dict[str, Replacement] = {}
 
     def note(turn_ids: Sequence[str], by: Sequence[str], rule: Rule, source: Fact) -> None:
@@ -144,6 +148,10 @@ def replacements(
             note([*fact.source_turn_ids, *fact.mentioned_in], fact.retracted_by,
                  "retracted", fact)
     return out
+
+
+def _states(fact: Fact) -> bool:
+    return fact.kind != FactKind.FACT or bool(values_of(fact.content))
 
 
 def _head(fact: Fact, facts: dict[str, Fact]) -> Fact | None:
