@@ -319,7 +319,8 @@ class MemoryClient:
     def wait_until_processed(
         self, session_id: str, timeout: float = 30.0, *, stage: str = "embed"
     ) -> SessionStats:
-        """Block until every turn enqueued so far for the session is recallable.
+        """Block until every turn enqueued so far for the session is recallable, and current:
+        what it changes is in the slot table (the boundary stage keeps it, per turn).
 
         With ``stage="boundary"``, until the boundary stage has also assigned them (and every
         control so far) to episodes. Dead-lettered turns count as settled. Raises

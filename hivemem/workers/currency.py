@@ -183,7 +183,12 @@ class CurrencyKeeper:
             if item.seq <= state.applied:
                 continue  # applied before (a replay)
             if isinstance(item, EmbeddedTurn):
-                state, gone, owners = step(state, item.turn, self.settings, item.vec)
+                try:
+                    state, gone, owners = step(state, item.turn, self.settings, item.vec)
+                except Exception as exc:  # a rule's bug must not hold the session's episodes
+                    log.error("currency.turn_failed", session_id=session_id, seq=item.seq,
+                              error=f"{type(exc).__name__}: {exc}"[:300])
+                    gone, owners = {}, {}
                 replaced.update(gone)
                 personal.update(owners)
             state = state.model_copy(update={"applied": item.seq})

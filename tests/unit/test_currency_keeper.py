@@ -136,3 +136,23 @@ def test_vectors_of_the_current_statements_travel_with_the_state() -> None:
     assert set(state.vectors) == {t for f in state.current for t in f.source_turn_ids} == {"t2"}
     kept = decode_vector(state.vectors["t2"])
     assert float(kept @ sent[1].vector) == pytest.approx(float(np.linalg.norm(kept)) ** 2)
+
+
+def test_a_turn_the_rules_fail_on_is_skipped_not_retried_forever(
+    store: SlotTableStore, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    import hivemem.workers.currency as keeper_module
+
+    real = keeper_module.step
+
+    def fragile(state: SlotState, t: Turn, *args: object) -> object:
+        if t.seq == 2:
+            raise ValueError("boom")
+        return real(state, t, *args)  # type: ignore[arg-type]
+
+    monkeypatch.setattr(keeper_module, "step", fragile)
+    CurrencyKeeper(store, ReflectionSettings()).apply("s", items(
+        "We decided to use PostgreSQL for the database.", "this one breaks the rules",
+        "Change of plan: we switch the database to MySQL."))
+    view = store.view("s")
+    assert view.applied == 3 and view.replaced["t1"].by == ("t3",)
