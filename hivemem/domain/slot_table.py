@@ -63,6 +63,7 @@ class SlotState(BaseModel):
     # The embedding of each current statement's turn (the embedded stream's encoding):
     # where two statements share no words, their turns' similarity decides.
     vectors: dict[str, str] = Field(default_factory=dict)
+    speakers: list[str] = Field(default_factory=list)  # lower-cased agent ids, first seen first
 
     def keep(self, facts: Iterable[Fact], vectors: Mapping[str, str]) -> SlotState:
         """This state with `facts`' visible ones (the newest `MAX_CURRENT`) as current, and

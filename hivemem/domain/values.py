@@ -200,7 +200,7 @@ _CONTRASTS: tuple[re.Pattern[str], ...] = tuple(re.compile(p, re.IGNORECASE) for
     rf"\b{_NEW},? not {_OLD}(?: anymore| any more)?{_STOP}",
     rf"\b(?:no more|no longer|not using|stop using|moving off|moving away from|away from"
     rf"|drop(?:ping)?|ditch(?:ing)?|replac(?:e|ing)) (?:the |our )?{_OLD}{_STOP}",
-    rf"\b(?:it|that|this|the \w+) (?:used to be|was|had been) {_OLD}{_STOP}",
+    rf"\b(?:it|that|this|the \w+) (?:used to be|was previously|was originally) {_OLD}{_STOP}",
 ))
 _FILLER_WORDS = frozenset(re.findall(r"\w+", (
     "the a an our we it that this them to of in on at for with is are be was were set "
