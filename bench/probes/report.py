@@ -9,8 +9,8 @@ Sections:
 1. ingest latency and throughput, next to bare XADD/PING on the same server;
 2. end-to-end freshness under load (ingest -> recallable), next to the ingest call itself;
 3. embedding throughput of the pipeline, next to raw fastembed on the same texts;
-   (1-3 come from the bench/pipeline.py run named by --pipeline, which measured them and
-   their baselines together; run `bench/pipeline.py` first for a fresh one)
+   (1-3 come from the bench/probes/pipeline_stages.py run named by --pipeline, which measured them and
+   their baselines together; run `bench/probes/pipeline_stages.py` first for a fresh one)
 4. scaling from 1 to 2 embed workers (measured here), next to raw fastembed on one thread;
 5. recall p50/p95/p99 vs memory size (1k, 10k, 100k turns in one session) on the embedded
    Qdrant engine and on qdrant-client `:memory:`, next to the bare vector search inside it;
@@ -39,9 +39,9 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
-sys.path.insert(0, str(Path(__file__).resolve().parent))
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent))  # bench/: harness, suites
 
-from common import (
+from harness import (
     RESULTS,
     CpuMonitor,
     locomo_conversations,
@@ -52,7 +52,7 @@ from common import (
     summarize,
 )
 
-REPO = Path(__file__).resolve().parents[1]
+REPO = Path(__file__).resolve().parents[2]
 MODEL = "sentence-transformers/all-MiniLM-L6-v2"
 VENVS = {"gleanr": Path("/work/venv-gleanr/bin/python"),
          "mneno": Path("/work/venv-mneno/bin/python")}
@@ -261,7 +261,7 @@ def bench_competitors(
         child0 = os.times()
         with CpuMonitor() as mon:
             done = subprocess.run(
-                [str(python), str(REPO / "bench" / "report_competitor.py"), system,
+                [str(python), str(REPO / "bench" / "adapters" / f"{system}.py"), "sizes",
                  str(job_path), str(result)],
                 env=dict(os.environ), capture_output=True, text=True,
                 timeout=time_budget_s * len(sizes) * 4 + 120, check=False)
@@ -395,7 +395,7 @@ def write_markdown(res: dict[str, Any], files: dict[str, str], path: Path) -> No
              " used meanwhile (`other procs`).", ""]
     pipe = res.get("pipeline") or {}
     if pipe:
-        lines += [f"Sections 1-3 come from `{res['pipeline_file']}` (bench/pipeline.py, started"
+        lines += [f"Sections 1-3 come from `{res['pipeline_file']}` (bench/probes/pipeline_stages.py, started"
                   f" {pipe['meta']['started_utc']}), which measured each number and its"
                   " baseline in the same run.", ""]
     if "ingest" in pipe:

@@ -19,9 +19,11 @@ import sys
 import tempfile
 import time
 from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent))  # bench/: harness
 from typing import Any
 
-from common import (
+from harness import (
     RESULTS,
     locomo_conversations,
     locomo_questions,

@@ -1,9 +1,9 @@
 #!/usr/bin/env python
 """End-to-end pipeline benchmark: real redis-server, embedded Qdrant (qdrant-edge), real model.
 
-    /work/venv/bin/python bench/pipeline.py            # full run (~7-9 min on an idle 2-CPU VM)
-    /work/venv/bin/python bench/pipeline.py --quick    # smoke run (~20 s idle)
-    /work/venv/bin/python bench/pipeline.py --sections recall --profile /tmp/prof
+    /work/venv/bin/python bench/probes/pipeline_stages.py            # full run (~7-9 min on an idle 2-CPU VM)
+    /work/venv/bin/python bench/probes/pipeline_stages.py --quick    # smoke run (~20 s idle)
+    /work/venv/bin/python bench/probes/pipeline_stages.py --sections recall --profile /tmp/prof
 
 It starts its own redis-server on a unix socket in a temp folder (appendonly yes, appendfsync
 everysec, like production; the Redis on 6379 is never touched), opens EdgeVectorStore folders in
@@ -53,9 +53,9 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
-sys.path.insert(0, str(Path(__file__).resolve().parent))
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent))  # bench/: harness, suites
 
-from common import (
+from harness import (
     MODEL_CACHE,
     RESULTS,
     CpuMonitor,

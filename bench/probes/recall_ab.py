@@ -31,14 +31,14 @@ from typing import Any
 import numpy as np
 
 HERE = Path(__file__).resolve().parent
-sys.path.insert(0, str(HERE))
+sys.path.insert(0, str(HERE.parent))  # bench/: harness
 
 
 def child(store: Path, queries: Path, embed: bool, fake_redis: bool) -> None:
     """Serve blocks of recalls: read "start count" lines, answer one JSON line each."""
     import fakeredis
     import redis as redis_py
-    from common import RedisServer
+    from harness import RedisServer
 
     from hivemem.config import VectorIndexSettings
     from hivemem.store.vectors.edge import EdgeVectorStore
@@ -141,7 +141,7 @@ def main() -> None:
     ap.add_argument("--points", type=int, default=10_000)
     ap.add_argument("--rounds", type=int, default=10)
     ap.add_argument("--per-round", type=int, default=50)
-    ap.add_argument("--out", default=str(HERE / "results" / "recall_ab.json"))
+    ap.add_argument("--out", default=str(HERE.parent / "results" / "latest" / "recall_ab.json"))
     ap.add_argument("--embed", action="store_true",
                     help="embed each query with the product's query embedder (incl. embedding)")
     ap.add_argument("--build", action="store_true",
@@ -160,7 +160,7 @@ def main() -> None:
         child(Path(args.child[0]), Path(args.child[1]), args.embed, args.fake_redis)
         return
 
-    from common import machine_facts, offline_model_env, summarize
+    from harness import machine_facts, offline_model_env, summarize
     from scale_fill import load_avg
 
     offline_model_env()
@@ -173,7 +173,7 @@ def main() -> None:
             shutil.copy(args.queries, tmp / "queries.npz")
         else:
             fill(tmp, args, n)
-        roots = {"baseline": Path(args.baseline).resolve(), "this": HERE.parent}
+        roots = {"baseline": Path(args.baseline).resolve(), "this": HERE.parents[1]}
         for arm, root in roots.items():
             shutil.copytree(tmp / "store", tmp / arm)
             env = {**os.environ, "PYTHONPATH": str(root)}

@@ -23,9 +23,9 @@ import tempfile
 from pathlib import Path
 from typing import Any
 
-sys.path.insert(0, str(Path(__file__).resolve().parent))
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent))  # bench/: harness, suites
 
-from common import offline_model_env
+from harness import offline_model_env
 
 
 def compare(a_path: Path, b_path: Path) -> None:

@@ -25,10 +25,10 @@ import urllib.request
 from pathlib import Path
 from typing import Any
 
-sys.path.insert(0, str(Path(__file__).resolve().parent))
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent))  # bench/: harness, suites
 
 from change import model_cache
-from common import RESULTS, machine_facts
+from harness import RESULTS, machine_facts
 
 from hivemem import Settings, __version__
 from hivemem.evaluation.change import ChangeSuite, markdown_table, score

@@ -72,9 +72,9 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
-sys.path.insert(0, str(Path(__file__).resolve().parent))
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent))  # bench/: harness, suites
 
-from common import (
+from harness import (
     RESULTS,
     SHARED,
     CpuMonitor,
@@ -83,7 +83,7 @@ from common import (
     summarize,
     wait_for_windows,
 )
-from locomo import (
+from suites.locomo import (
     _AGENT_ID,
     BIG_BUDGET,
     CATEGORIES,

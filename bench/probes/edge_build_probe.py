@@ -26,9 +26,9 @@ from typing import Any
 
 import numpy as np
 
-sys.path.insert(0, str(Path(__file__).resolve().parent))
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent))  # bench/: harness, suites
 
-from common import RESULTS, machine_facts, summarize
+from harness import RESULTS, machine_facts, summarize
 from scale_fill import DIM, bulk_fill, load_avg, summarize_versus, versus_exact
 
 VARIANTS: dict[str, dict[str, Any]] = {

@@ -45,11 +45,11 @@ from typing import Any
 
 import redis
 
-REPO = Path(__file__).resolve().parent.parent
+REPO = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(REPO))
 sys.path.insert(0, str(REPO / "bench"))
 
-from common import RESULTS, RedisServer, machine_facts  # noqa: E402
+from harness import RESULTS, RedisServer, machine_facts  # noqa: E402
 
 from hivemem.config import Settings  # noqa: E402
 from hivemem.logs import configure_logging  # noqa: E402

@@ -22,7 +22,7 @@ from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any
 
-REPO = Path(__file__).resolve().parent.parent
+REPO = Path(__file__).resolve().parents[2]
 os.environ.setdefault("FASTEMBED_CACHE_PATH", str(REPO.parent / "shared/models/fastembed_cache"))
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
 sys.path.insert(0, str(REPO / "tests"))

@@ -23,10 +23,10 @@ import time
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
-sys.path.insert(0, str(Path(__file__).resolve().parent))
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent))  # bench/: harness, suites
 
-from common import RESULTS, CpuMonitor, machine_facts, offline_model_env
-from locomo import git_state, load_dataset
+from harness import RESULTS, CpuMonitor, machine_facts, offline_model_env
+from suites.locomo import git_state, load_dataset
 
 
 class _NoRedis:
@@ -37,7 +37,7 @@ class _NoRedis:
         pass
 
 
-INT8 = Path(__file__).resolve().parents[2] / "shared" / "models" / "all-MiniLM-L6-v2-onnx-int8"
+INT8 = Path(__file__).resolve().parents[3] / "shared" / "models" / "all-MiniLM-L6-v2-onnx-int8"
 
 
 def _arm(spec: str) -> tuple[str, int, str]:

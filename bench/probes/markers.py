@@ -23,13 +23,13 @@ import time
 from pathlib import Path
 from typing import Any
 
-sys.path.insert(0, str(Path(__file__).resolve().parent))
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent))  # bench/: harness, suites
 
-from common import RESULTS, locomo_conversations
+from harness import RESULTS, locomo_conversations
 
 from hivemem.domain.markers import ORDER, detect_markers
 
-LABELLED = Path(__file__).resolve().parent.parent / "tests" / "data" / "markers_labelled.jsonl"
+LABELLED = Path(__file__).resolve().parents[2] / "tests" / "data" / "markers_labelled.jsonl"
 SEED = 1234
 EXAMPLES = 5
 _BASELINE = re.compile(r"^(Decision|Constraint|Failure|Goal)\s*:", re.IGNORECASE)

@@ -25,10 +25,10 @@ from typing import Any
 import httpx
 import uvicorn
 
-REPO = Path(__file__).resolve().parent.parent
+REPO = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(REPO / "bench"))
 
-from common import RESULTS, RedisServer, machine_facts, summarize  # noqa: E402
+from harness import RESULTS, RedisServer, machine_facts, summarize  # noqa: E402
 
 from hivemem import MemoryClient, Settings, connect  # noqa: E402
 from hivemem.api import create_app  # noqa: E402

@@ -41,9 +41,9 @@ from typing import Any
 
 import numpy as np
 
-sys.path.insert(0, str(Path(__file__).resolve().parent))
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent))  # bench/: harness, suites
 
-from common import RESULTS, machine_facts, offline_model_env
+from harness import RESULTS, machine_facts, offline_model_env
 
 DIM = 384
 
@@ -162,7 +162,7 @@ def bench_compaction(n: int, log: Callable[[str], None]) -> dict[str, Any]:
 
 
 def bench_locomo(only: list[str] | None, log: Callable[[str], None]) -> dict[str, Any]:
-    from locomo import _AGENT_ID, KS, item_dia_ids, load_dataset, recall_at_ks
+    from suites.locomo import _AGENT_ID, KS, item_dia_ids, load_dataset, recall_at_ks
 
     from hivemem import MemoryClient
     from hivemem.config import Settings
