@@ -1,13 +1,13 @@
-"""Shared helpers for the LoCoMo reference-system drivers (bench/locomo_gleanr.py, locomo_mneno.py).
+"""Shared helpers for the reference-system adapters (bench/adapters/gleanr.py, mneno.py).
 
 These run inside the reference systems' own venvs (/work/venv-gleanr, /work/venv-mneno), which have
 fastembed and numpy but not hivemem, so this module only needs the standard library, numpy and
 fastembed. Not a test module.
 
-Protocol: bench/locomo.py writes a JSON job file (turns as ingested by hivemem, questions, budgets,
-model cache folder) and runs `<venv>/bin/python bench/locomo_<system>.py JOB OUT`; the driver writes
+Protocol: bench/suites/locomo.py writes a JSON job file (turns as ingested by hivemem, questions, budgets,
+model cache folder) and runs `<venv>/bin/python bench/adapters/<system>.py TASK JOB OUT`; the driver writes
 OUT: per conversation and question the ranked dia_ids (first `k_max`), and per budget the dia_ids it
-returned, plus latencies. bench/locomo.py scores everything the same way.
+returned, plus latencies. bench/suites/locomo.py scores everything the same way.
 """
 
 from __future__ import annotations
@@ -26,8 +26,10 @@ from typing import Any
 def load_job(path: str) -> dict[str, Any]:
     with open(path, encoding="utf-8") as fh:
         job: dict[str, Any] = json.load(fh)
-    # Offline model, set before fastembed is imported anywhere.
-    os.environ["FASTEMBED_CACHE_PATH"] = job["model_cache"]
+    # Offline model, set before fastembed is imported anywhere (a job without a cache folder
+    # keeps the environment's FASTEMBED_CACHE_PATH).
+    if job.get("model_cache"):
+        os.environ["FASTEMBED_CACHE_PATH"] = job["model_cache"]
     os.environ["HF_HUB_OFFLINE"] = "1"
     return job
 
@@ -110,3 +112,38 @@ class Timer:
 
     def __exit__(self, *_exc: object) -> None:
         self.ms = (time.perf_counter() - self.t0) * 1000.0
+
+
+class Vectors:
+    def __init__(self, pool: list[str], vectors: list[list[float]], model: FastEmbedModel):
+        self.by_text = dict(zip(pool, vectors, strict=True))
+        self.model = model
+
+    def embed(self, texts: list[str]) -> list[list[float]]:
+        out: list[list[float] | None] = []
+        missing: list[int] = []
+        for i, text in enumerate(texts):
+            base = text.rsplit(" (note ", 1)[0]
+            vec = self.by_text.get(base)
+            out.append(vec)
+            if vec is None:
+                missing.append(i)
+        if missing:
+            fresh = self.model.embed_raw([texts[i] for i in missing])
+            for i, vec in zip(missing, fresh, strict=True):
+                out[i] = vec
+                self.by_text[texts[i]] = vec
+        return [v for v in out if v is not None]
+
+
+def pct(values: list[float], p: float) -> float:
+    v = sorted(values)
+    k = (len(v) - 1) * p / 100
+    lo = int(k)
+    hi = min(lo + 1, len(v) - 1)
+    return v[lo] + (v[hi] - v[lo]) * (k - lo)
+
+
+def stats(ms: list[float]) -> dict[str, float]:
+    return {"n": len(ms), "p50": round(pct(ms, 50), 3), "p95": round(pct(ms, 95), 3),
+            "p99": round(pct(ms, 99), 3)}

@@ -8,8 +8,6 @@
 Imports only hivemem's public modules (pinned by tests/unit/test_bench_layout.py).
 """
 
-from hivemem.testing import RedisServer
-
 from harness.env import MODEL, model_cache, offline_model_env
 from harness.locomo_data import locomo_conversations, locomo_questions, locomo_turns
 from harness.machine import CpuMonitor, cpu_facts, git_state, machine_facts, wait_for_quiet
@@ -19,6 +17,7 @@ from harness.paths import (
     LATEST,
     LOCOMO,
     MODEL_CACHE,
+    QUICK,
     REPO,
     RESULTS,
     RESULTS_ROOT,
@@ -30,15 +29,16 @@ from harness.references import (
     exit_unless_references_run,
     run_adapter,
 )
-from harness.results import archive_latest, write_result
+from harness.results import archive_latest, results_dir, write_result
 from harness.settle import stage_backlog, wait_for_windows
 from harness.timing import Samples, percentile, summarize
+from hivemem.testing import RedisServer
 
 __all__ = [
-    "ARCHIVE", "BENCH", "DEFAULT_PYTHON", "LATEST", "LOCOMO", "MODEL", "MODEL_CACHE",
+    "ARCHIVE", "BENCH", "DEFAULT_PYTHON", "LATEST", "LOCOMO", "MODEL", "MODEL_CACHE", "QUICK",
     "REFERENCE_VERSIONS", "REPO", "RESULTS", "RESULTS_ROOT", "SHARED", "CpuMonitor", "RedisServer",
     "Samples", "archive_latest", "cpu_facts", "exit_unless_references_run", "git_state",
     "locomo_conversations", "locomo_questions", "locomo_turns", "machine_facts", "model_cache",
-    "offline_model_env", "percentile", "run_adapter", "stage_backlog", "summarize",
+    "offline_model_env", "percentile", "results_dir", "run_adapter", "stage_backlog", "summarize",
     "wait_for_quiet", "wait_for_windows", "write_result",
 ]

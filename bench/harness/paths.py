@@ -12,5 +12,6 @@ LOCOMO = SHARED / "data" / "locomo-dev"
 RESULTS_ROOT = BENCH / "results"
 LATEST = RESULTS_ROOT / "latest"
 ARCHIVE = RESULTS_ROOT / "archive"
+QUICK = RESULTS_ROOT / "quick"  # --quick runs: smoke tests, not committed
 # Scripts that write their own files (probes, bench/change.py) write here, next to the goals.
 RESULTS = LATEST

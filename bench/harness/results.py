@@ -1,5 +1,8 @@
 """Results: `bench/results/latest/<name>.json` (+ .md), the run it replaces moved to
-`bench/results/archive/<YYYY-MM-DD>/` (the date the replaced run was generated)."""
+`bench/results/archive/<YYYY-MM-DD>/` (the date the replaced run was generated).
+
+A `--quick` run is a smoke test, not a number to quote: it goes to `bench/results/quick/`
+(not committed), overwriting the last one."""
 
 from __future__ import annotations
 
@@ -9,7 +12,7 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
-from harness.paths import ARCHIVE, LATEST
+from harness.paths import ARCHIVE, LATEST, QUICK
 
 # Where a file's own date is not known (today's 99 carried-over results had none).
 UNDATED = "2026-12-05-and-before"
@@ -53,13 +56,22 @@ def archive_latest(name: str, *, latest: Path = LATEST, archive: Path = ARCHIVE)
     return moved
 
 
+def results_dir(quick: bool) -> Path:
+    """Where a run's files go: latest/, or quick/ for a --quick run."""
+    return QUICK if quick else LATEST
+
+
 def write_result(name: str, result: dict[str, Any], markdown: str | None = None, *,
-                 latest: Path = LATEST, archive: Path = ARCHIVE) -> Path:
-    """Save a goal's run as latest/<name>.json (+ .md), archiving the run it replaces.
+                 quick: bool = False, latest: Path = LATEST, archive: Path = ARCHIVE) -> Path:
+    """Save a goal's run as latest/<name>.json (+ .md), archiving the run it replaces
+    (`quick`: quick/<name>.json, nothing archived).
 
     `generated_at` is stamped when the result has none, so the archive can date it later."""
     result.setdefault("generated_at", datetime.now(UTC).isoformat(timespec="seconds"))
-    archive_latest(name, latest=latest, archive=archive)
+    if quick:
+        latest = QUICK
+    else:
+        archive_latest(name, latest=latest, archive=archive)
     latest.mkdir(parents=True, exist_ok=True)
     path = latest / f"{name}.json"
     path.write_text(json.dumps(result, indent=2, default=str) + "\n", encoding="utf-8")

@@ -8,7 +8,7 @@ from typing import Any
 
 def stage_backlog(client: Any, stage: str) -> int:
     """Entries the stage has not finished (lag + pending), from `pipeline_status()`."""
-    for status in client.admin().pipeline_status().stages:
+    for status in client.admin.pipeline_status().stages:
         if status.stage == stage:
             return int(status.lag + status.pending)
     return 0

@@ -1,8 +1,10 @@
 #!/usr/bin/env python
 """LoCoMo evidence recall: hivemem vs lexical/dense baselines vs two reference systems.
 
-    /work/venv/bin/python bench/locomo.py            # full run: 5 conversations, all systems
-    /work/venv/bin/python bench/locomo.py --quick    # one conversation, no reference systems
+    python bench/quality.py                # full run: 5 conversations, all systems
+    python bench/quality.py --quick        # one conversation, no reference systems
+
+(this module is the LoCoMo part of bench/quality.py; public hivemem API only)
 
 No LLM anywhere: retrieval is scored against LoCoMo's evidence annotations
 (../shared/data/locomo-dev, conversations 26, 30, 41, 42, 43; questions of categories 1-4).
@@ -25,8 +27,9 @@ Metrics, per question, averaged over questions (overall and per category):
 - recall within a token budget B (500, 1000, 2000): the same share over everything returned for
   budget B. hivemem: `recall(session, q, token_budget=B)` (no limit). Baselines: their ranking
   packed greedily (an item that does not fit is skipped, smaller later ones may still go in, as
-  hivemem packs) with `hivemem.domain.tokens.estimate_tokens`. gleanr is given that estimate as
-  its token counter; mneno's order is packed by this script (see bench/locomo_mneno.py).
+  hivemem packs) with hivemem's token estimate (bench/adapters/reference.py's copy:
+  the function itself is internal). gleanr is given that estimate as
+  its token counter; mneno's order is packed by this script (see bench/adapters/mneno.py).
 - latency: p50/p95 of one ranking call per question (hivemem: `recall(limit=20)`, query
   embedding included; dense: query embedding + matrix product + sort; BM25: tokenise + score +
   sort; RRF: both; gleanr: `recall()`; mneno: `build_context()`). gleanr and mneno run at the
@@ -37,7 +40,7 @@ Systems:
   (ingest_many -> embed workers (dense vectors + BM25 sparse vectors) -> Qdrant Edge; boundary
   worker for episodes; reflection into facts with the default heuristic reflector, no LLM),
   recall after `wait_until_processed` (embed and boundary stages), `wait_until_reflected` and
-  the window stage's refinement (`common.wait_for_windows`),
+  the window stage's refinement (`harness.wait_for_windows`),
   with the default `balanced` preset (hybrid dense + window vectors + BM25 fused by weight, facts,
   neighbours).
   All five conversations share one store, so BM25's IDF is over all of their turns. The same
@@ -48,7 +51,7 @@ Systems:
 - dense: fastembed sentence-transformers/all-MiniLM-L6-v2 (hivemem's model), cosine, numpy.
 - rrf: reciprocal rank fusion of bm25 and dense, k = 60.
 - gleanr 0.5.0 and mneno 0.4.0: each in its own venv, driven through its public API by
-  bench/locomo_gleanr.py and bench/locomo_mneno.py (read their docstrings for exactly how; no
+  bench/adapters/gleanr.py and bench/adapters/mneno.py (read their docstrings for exactly how; no
   LLM: gleanr without a reflector and with reflection disabled). "mneno-nofreq" is mneno with
   `MemoryPolicy(access_weight=0.0)`: by default every recall raises the access count of what it
   returned, and that count feeds mneno's score for every later question.
@@ -57,7 +60,7 @@ Systems:
       python3 -m venv /work/venv-mneno && /work/venv-mneno/bin/pip install mneno==0.4.0 fastembed==0.9.1
   (override with --gleanr-python / --mneno-python; a missing venv is skipped with a note).
 
-Results: printed, and saved to bench/results/locomo.{json,md,png} (--quick: locomo-quick.*).
+Results: printed, and saved to bench/results/latest/locomo.{json,md,png} (--quick: bench/results/quick/).
 The PNG needs matplotlib in /work/venv (`pip install matplotlib`); without it it is skipped.
 """
 
@@ -72,7 +75,6 @@ import re
 import shutil
 import statistics
 import subprocess
-import sys
 import tempfile
 import time
 from collections.abc import Callable, Iterable, Sequence
@@ -80,18 +82,19 @@ from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any
 
-sys.path.insert(0, str(Path(__file__).resolve().parent))
-
-from common import (
-    MODEL_CACHE,
-    RESULTS,
+from adapters.reference import hivemem_estimate_tokens as estimate_tokens
+from harness import (
     CpuMonitor,
     exit_unless_references_run,
+    git_state,
     locomo_conversations,
     machine_facts,
+    model_cache,
     offline_model_env,
+    results_dir,
     summarize,
     wait_for_windows,
+    write_result,
 )
 
 MODEL = "sentence-transformers/all-MiniLM-L6-v2"
@@ -99,8 +102,9 @@ KS = (1, 5, 10, 20)
 BUDGETS = (500, 1000, 2000)
 CATEGORIES = {1: "multi-hop", 2: "temporal", 3: "open-domain", 4: "single-hop"}
 BIG_BUDGET = 1_000_000
+QUICK_TURNS = 80
 RRF_K = 60
-BENCH = Path(__file__).resolve().parent
+ADAPTERS = Path(__file__).resolve().parents[1] / "adapters"
 SYSTEM_ORDER = ("hivemem", "bm25", "dense", "rrf", "gleanr", "mneno", "mneno-nofreq")
 
 # -- data -------------------------------------------------------------------------------------
@@ -168,7 +172,10 @@ def parse_evidence(raw: Iterable[str], known: set[str]) -> tuple[list[str], list
     return valid, dropped, repaired
 
 
-def load_dataset(only: list[str] | None) -> tuple[list[dict[str, Any]], dict[str, Any]]:
+def load_dataset(only: list[str] | None, max_turns: int | None = None
+                 ) -> tuple[list[dict[str, Any]], dict[str, Any]]:
+    """The conversations (`only` these names); `max_turns` keeps each conversation's first
+    turns and only the questions whose evidence lies wholly inside them (--quick)."""
     convs = []
     notes: dict[str, Any] = {
         "split_entries": 0,
@@ -185,6 +192,9 @@ def load_dataset(only: list[str] | None) -> tuple[list[dict[str, Any]], dict[str
         turns = conversation_turns(data)
         known = {t["dia_id"] for t in turns}
         assert len(known) == len(turns), f"duplicate dia_ids in {name}"
+        if max_turns is not None:
+            turns = turns[:max_turns]
+        kept = {t["dia_id"] for t in turns}
         questions = []
         for index, q in enumerate(data["qa"]):
             cat = q.get("category")
@@ -198,6 +208,8 @@ def load_dataset(only: list[str] | None) -> tuple[list[dict[str, Any]], dict[str
             notes["dropped_ids"].extend([qid, d] for d in dropped)
             if not evidence:
                 notes["questions_without_evidence"].append(qid)
+                continue
+            if max_turns is not None and not set(evidence) <= kept:
                 continue
             questions.append(
                 {"qid": qid, "question": q["question"], "category": cat, "evidence": evidence}
@@ -308,7 +320,8 @@ class Scores:
 
 
 def run_hivemem(
-    convs: list[dict[str, Any]], scores: Scores, log: Callable[[str], None]
+    convs: list[dict[str, Any]], scores: Scores, log: Callable[[str], None], *,
+    variants: bool = True,
 ) -> dict[str, Any]:
     from hivemem import MemoryClient
     from hivemem.config import Settings
@@ -400,7 +413,8 @@ def run_hivemem(
             info["cpu"]["queries"] = cpu.result
             scores.latency_ms["hivemem"] = lat
             scores.budget_latency_ms["hivemem"] = blat
-            info["policy_variants"] = policy_variants(client, convs, log)
+            if variants:
+                info["policy_variants"] = policy_variants(client, convs, log)
             info["diagnostics"] = hivemem_diagnostics(client, convs, scores, log)
         finally:
             client.close()
@@ -505,18 +519,6 @@ def hivemem_diagnostics(
     return out
 
 
-def git_state() -> dict[str, Any]:
-    """The hivemem code the numbers were measured on."""
-    def git(*args: str) -> str:
-        try:
-            return subprocess.run(["git", "-C", str(BENCH.parent), *args], capture_output=True,
-                                  text=True, timeout=10, check=False).stdout.strip()
-        except (OSError, subprocess.SubprocessError):
-            return ""
-    return {"commit": git("rev-parse", "HEAD"),
-            "hivemem_dirty": bool(git("status", "--porcelain", "--", "hivemem"))}
-
-
 # -- baselines --------------------------------------------------------------------------------
 
 STOPWORDS = frozenset(
@@ -614,8 +616,6 @@ def run_baselines(
     import numpy as np
     from fastembed import TextEmbedding
 
-    from hivemem.domain.tokens import estimate_tokens
-
     info: dict[str, Any] = {"embed": {}, "cpu": {}}
     model = TextEmbedding(MODEL)
 
@@ -696,9 +696,9 @@ def run_references(
     job_text = job_path.read_bytes()
 
     def start(system: str, python: str) -> None:
-        driver = BENCH / f"locomo_{system}.py"
+        driver = ADAPTERS / f"{system}.py"
         digest = hashlib.sha256(
-            job_text + driver.read_bytes() + (BENCH / "locomo_ref.py").read_bytes()
+            job_text + driver.read_bytes() + (ADAPTERS / "reference.py").read_bytes()
         ).hexdigest()[:12]
         out_path = out_dir / f"{system}-{digest}.json"
         if out_path.exists():
@@ -716,7 +716,7 @@ def run_references(
             return
         log(f"  {system}: {python} {driver.name}")
         proc = subprocess.Popen(  # progress lines go straight to our stderr
-            [python, str(driver), str(job_path), str(out_path)], text=True,
+            [python, str(driver), "locomo", str(job_path), str(out_path)], text=True,
             stdout=subprocess.DEVNULL,
         )
         procs.append((system, proc, out_path, time.perf_counter()))
@@ -780,8 +780,6 @@ def score_reference(
     scores: Scores,
     wall: float,
 ) -> dict[str, Any]:
-    from hivemem.domain.tokens import estimate_tokens
-
     out = json.loads(out_path.read_text(encoding="utf-8"))
     info: dict[str, Any] = {
         "version": out.get("version"),
@@ -1057,33 +1055,32 @@ def write_md(result: dict[str, Any], path: Path) -> None:
 # -- main -------------------------------------------------------------------------------------
 
 
-def main() -> None:
-    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    ap.add_argument("--quick", action="store_true",
-                    help="one conversation, no reference systems; writes locomo-quick.*")
-    ap.add_argument("--conversations", nargs="*", help="names, e.g. 26 30 (default: all)")
+def add_arguments(ap: argparse.ArgumentParser) -> None:
+    """The LoCoMo options of bench/quality.py."""
+    ap.add_argument("--conversations", nargs="*", help="LoCoMo names, e.g. 26 30 (default: all)")
     ap.add_argument("--gleanr-python", default="/work/venv-gleanr/bin/python")
     ap.add_argument("--mneno-python", default="/work/venv-mneno/bin/python")
     ap.add_argument("--skip-reference", action="store_true")
     ap.add_argument("--reference-timeout", type=float, default=5400.0,
-                    help="seconds per driver (mneno alone needs ~10 min on a quiet 2-core box)")
+                    help="seconds per adapter (mneno alone needs ~10 min on a quiet 2-core box)")
     ap.add_argument("--reference-outputs", metavar="DIR",
-                    help="keep the drivers' raw outputs here; an output made from the same job"
-                         " and driver code is reused instead of running the driver again")
+                    help="keep the adapters' raw outputs here; an output made from the same job"
+                         " and adapter code is reused instead of running the adapter again")
     ap.add_argument("--reference-jobs", type=int, choices=(1, 2), default=2,
                     help="2 (default): run gleanr and mneno at the same time, one core each")
-    args = ap.parse_args()
 
+
+def run(args: argparse.Namespace, log: Callable[[str], None] = print) -> dict[str, Any]:
+    """The whole LoCoMo run (hivemem, baselines, references unless --quick/--skip-reference),
+    saved as latest/locomo.* (--quick: bench/results/quick/); the result."""
     offline_model_env()
     started = time.perf_counter()
-
-    def log(msg: str) -> None:
-        print(msg, flush=True)
 
     only = args.conversations
     if args.quick and not only:
         only = [locomo_conversations()[0]["name"]]
-    convs, data_notes = load_dataset(only)
+    # --quick: the first 80 turns of one conversation and the questions they answer.
+    convs, data_notes = load_dataset(only, QUICK_TURNS if args.quick else None)
     log(f"LoCoMo dev: {len(convs)} conversation(s), {data_notes['turns']} turns,"
         f" {data_notes['questions_scored']} questions scored"
         f" (dropped evidence ids: {len(data_notes['dropped_ids'])},"
@@ -1097,7 +1094,7 @@ def main() -> None:
     scores = Scores()
     info: dict[str, Any] = {}
     log("hivemem (embedded mode, default settings):")
-    info["hivemem"] = run_hivemem(convs, scores, log)
+    info["hivemem"] = run_hivemem(convs, scores, log, variants=not args.quick)
     log("baselines (bm25, dense, rrf):")
     info["baselines"] = run_baselines(convs, scores, log)
 
@@ -1108,7 +1105,7 @@ def main() -> None:
             out_dir.mkdir(parents=True, exist_ok=True)
             job = {
                 "model": MODEL,
-                "model_cache": str(MODEL_CACHE),
+                "model_cache": str(model_cache()),
                 "k_max": max(KS),
                 "budgets": list(BUDGETS),
                 "conversations": [
@@ -1161,16 +1158,17 @@ def main() -> None:
     result["contention"] = contention
     result["wall_s"] = round(time.perf_counter() - started, 1)
 
-    RESULTS.mkdir(parents=True, exist_ok=True)
-    stem = "locomo-quick" if args.quick else "locomo"
-    (RESULTS / f"{stem}.json").write_text(json.dumps(result, indent=2), encoding="utf-8")
-    (RESULTS / f"{stem}-questions.json").write_text(
+    stem, folder = "locomo", results_dir(args.quick)
+    with tempfile.TemporaryDirectory() as tmp:
+        write_md(result, Path(tmp) / "locomo.md")
+        write_result(stem, result, (Path(tmp) / "locomo.md").read_text(encoding="utf-8"),
+                     quick=args.quick)
+    (folder / f"{stem}.questions.json").write_text(
         json.dumps({"columns": COLUMNS,
                     "rows": {system: {qid: [round(v, 4) for v in row] for qid, row in rows.items()}
                              for system, rows in scores.rows.items()}}),
         encoding="utf-8")
-    write_md(result, RESULTS / f"{stem}.md")
-    png = write_png(agg, RESULTS / f"{stem}.png", log)
+    png = write_png(agg, folder / f"{stem}.png", log)
 
     log("")
     log(f"LoCoMo evidence recall, {data_notes['questions_scored']} questions (categories 1-4),"
@@ -1184,8 +1182,9 @@ def main() -> None:
             log(text_table(agg, f"cat{c}", latency=False))
     log("")
     log("diagnostics: " + json.dumps(result["analysis"]))
-    log(f"\nsaved {RESULTS / (stem + '.json')}, {stem}.md" + (f", {stem}.png" if png else "")
+    log(f"\nsaved {folder / (stem + '.json')}, {stem}.md" + (f", {stem}.png" if png else "")
         + f" ({result['wall_s']:.0f} s)")
+    return result
 
 
 METHOD_NOTES = [
@@ -1214,6 +1213,3 @@ METHOD_NOTES = [
     "gleanr and mneno run at the same time (one core each) unless --reference-jobs 1.",
 ]
 
-
-if __name__ == "__main__":
-    main()

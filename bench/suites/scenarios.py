@@ -1,14 +1,14 @@
 #!/usr/bin/env python
 """`hivemem eval` next to gleanr 0.5.0 on the same generated scenarios, in one run.
 
-    python bench/eval.py [--turns 10,20,40,80] [--iterations 3] [--seed 0] [--budget 200]
-    -> bench/results/eval.json + eval.md
+    python bench/quality.py --only scenarios [--turns 10,20,40,80] [--iterations 3] [--budget 200]
+    -> bench/results/latest/eval.json + eval.md (--quick: bench/results/quick/)
 
 1. The suite is generated once with `hivemem.evaluation.scenarios.build_suite` (seeded, pure).
 2. hivemem: the embedded mode (`MemoryClient.local` on a temporary folder) with the real
    fastembed all-MiniLM-L6-v2 and the heuristic reflector (no LLM), played by
    `hivemem.evaluation.runner` (ingest, wait for embed/boundary/reflect, recall each probe).
-3. gleanr 0.5.0 in its own venv (/work/venv-gleanr): bench/eval_gleanr.py plays the very same
+3. gleanr 0.5.0 in its own venv (/work/venv-gleanr): bench/adapters/gleanr.py (task `eval`) plays the very same
    conversations (handed over as JSON) without an LLM, with the same embedder and hivemem's
    token estimate, and returns what `recall(question, token_budget=B)` gave.
 4. Both are judged by `hivemem.evaluation.scenarios.judge` and reported by
@@ -23,29 +23,25 @@ from __future__ import annotations
 import argparse
 import json
 import shutil
-import subprocess
 import sys
 import tempfile
 import time
 from pathlib import Path
 from typing import Any
 
-sys.path.insert(0, str(Path(__file__).resolve().parent))
-
-from common import (
-    MODEL_CACHE,
-    RESULTS,
+from harness import (
+    MODEL,
     exit_unless_references_run,
     machine_facts,
-    offline_model_env,
+    model_cache,
+    run_adapter,
+    write_result,
 )
 
 from hivemem import MemoryClient, Settings, __version__
 from hivemem.evaluation.report import build_report, markdown
 from hivemem.evaluation.runner import ConversationTiming, SystemRun, probe_result, run_suite
 from hivemem.evaluation.scenarios import SCENARIOS, Suite, build_suite
-
-MODEL = "sentence-transformers/all-MiniLM-L6-v2"
 
 
 def log(msg: str) -> None:
@@ -80,7 +76,7 @@ def run_gleanr(suite: Suite, budget: int, python: str, work: Path) -> SystemRun 
         return None
     job = {
         "model": MODEL,
-        "model_cache": str(MODEL_CACHE),
+        "model_cache": str(model_cache()),
         "token_budget": budget,
         "conversations": [
             {"session_id": c.session_id,
@@ -89,13 +85,9 @@ def run_gleanr(suite: Suite, budget: int, python: str, work: Path) -> SystemRun 
             for c in suite.conversations
         ],
     }
-    job_path, out_path = work / "gleanr-job.json", work / "gleanr-out.json"
-    job_path.write_text(json.dumps(job), encoding="utf-8")
     started = time.perf_counter()
-    subprocess.run([python, str(Path(__file__).with_name("eval_gleanr.py")), str(job_path),
-                    str(out_path)], check=True)
+    got = run_adapter("gleanr", "eval", job, work, python=python)
     log(f"gleanr done in {time.perf_counter() - started:.1f} s")
-    got = json.loads(out_path.read_text(encoding="utf-8"))
     run = SystemRun(system="gleanr", version=got["version"], reflector="none (no LLM)",
                     token_budget=budget)
     for conv in suite.conversations:
@@ -110,46 +102,45 @@ def run_gleanr(suite: Suite, budget: int, python: str, work: Path) -> SystemRun 
     return run
 
 
-def main() -> None:
-    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+def add_arguments(ap: argparse.ArgumentParser) -> None:
+    """The scenario options of bench/quality.py."""
     ap.add_argument("--scenario", action="append", default=None)
     ap.add_argument("--turns", default="10,20,40,80")
     ap.add_argument("--iterations", type=int, default=3)
     ap.add_argument("--seed", type=int, default=0)
     ap.add_argument("--budget", type=int, default=200)
-    ap.add_argument("--gleanr-python", default="/work/venv-gleanr/bin/python")
-    ap.add_argument("--out", type=Path, default=RESULTS)
-    args = ap.parse_args()
-    offline_model_env()
-    exit_unless_references_run([("gleanr", args.gleanr_python)])
-    scenarios = args.scenario or list(SCENARIOS)
-    turns = [int(x) for x in args.turns.split(",")]
-    suite = build_suite(scenarios, turns, args.iterations, args.seed)
+
+
+def run(args: argparse.Namespace) -> dict[str, Any]:
+    """The scenario eval (hivemem, then gleanr unless --quick/--skip-reference), saved as
+    latest/eval.* (--quick: quick/eval.*, two scenarios at 10 turns, one iteration)."""
+    quick = args.quick
+    if not (quick or args.skip_reference):
+        exit_unless_references_run([("gleanr", args.gleanr_python)])
+    scenarios = args.scenario or (list(SCENARIOS)[:2] if quick else list(SCENARIOS))
+    turns = [10] if quick else [int(x) for x in args.turns.split(",")]
+    suite = build_suite(scenarios, turns, 1 if quick else args.iterations, args.seed)
     probes = sum(len(c.probes) for c in suite.conversations)
     log(f"{len(suite.conversations)} conversations, {probes} probes, budget {args.budget}")
     started = time.time()
     runs = [run_hivemem(suite, args.budget)]
-    with tempfile.TemporaryDirectory(prefix="hivemem-eval-gleanr-") as work:
-        gleanr = run_gleanr(suite, args.budget, args.gleanr_python, Path(work))
-    if gleanr is not None:
-        runs.append(gleanr)
+    if not (quick or args.skip_reference):
+        with tempfile.TemporaryDirectory(prefix="hivemem-eval-gleanr-") as work:
+            gleanr = run_gleanr(suite, args.budget, args.gleanr_python, Path(work))
+        if gleanr is not None:
+            runs.append(gleanr)
     report = build_report(suite, args.budget, runs, extra={
         "machine": machine_facts(),
         "wall_s": round(time.time() - started, 1),
         "embedder": MODEL,
         "gleanr_setup": "gleanr 0.5.0 public API, InMemoryBackend, fastembed embedder (same "
                         "model), hivemem's token estimate, no reflector and reflection "
-                        "disabled (no LLM), default config otherwise; bench/eval_gleanr.py",
+                        "disabled (no LLM), default config otherwise; bench/adapters/gleanr.py eval",
         "hivemem_setup": "embedded mode (fakeredis + Qdrant Edge + worker threads), fastembed "
                          "all-MiniLM-L6-v2, heuristic reflector, default settings",
     })
-    args.out.mkdir(parents=True, exist_ok=True)
-    (args.out / "eval.json").write_text(report.model_dump_json(indent=2) + "\n",
-                                        encoding="utf-8")
     md = markdown(report)
-    (args.out / "eval.md").write_text(md, encoding="utf-8")
+    result: dict[str, Any] = json.loads(report.model_dump_json())
+    write_result("eval", result, md, quick=quick)
     print(md)
-
-
-if __name__ == "__main__":
-    main()
+    return result
