@@ -1,6 +1,6 @@
 """20 concurrent agents ingesting and recalling through the HTTP API for a fixed time.
 
-    python bench/api.py [--agents 20] [--duration 60] [--embedder hashing|fastembed]
+    python bench/scale.py --only api [--agents 20] [--duration 60] [--embedder hashing|fastembed]
 
 Starts `hivemem --local <tmp> serve` as its own process (embedded mode: in-process Redis,
 Qdrant Edge, embed/boundary/reflect threads, the API under uvicorn), creates one API key per
@@ -8,8 +8,7 @@ namespace with the CLI, then runs the agents as threads of this process, each wi
 httpx client. Agents are spread over 2 namespaces x 3 sessions; each loops: ingest one turn
 (1 in 4 private to itself), then recall in one of its namespace's sessions. Every recalled
 item is checked: another namespace's item, or another agent's private one, is a leak.
-Reports throughput, p50/p95/p99 per operation, errors and leaks; saves
-bench/results/api.json.
+Reports throughput, p50/p95/p99 per operation, errors and leaks (bench/scale.py saves them).
 """
 
 from __future__ import annotations
@@ -18,6 +17,7 @@ import argparse
 import json
 import os
 import random
+import shutil
 import socket
 import subprocess
 import sys
@@ -29,11 +29,7 @@ from pathlib import Path
 from typing import Any
 
 import httpx
-
-REPO = Path(__file__).resolve().parent.parent
-sys.path.insert(0, str(REPO / "bench"))
-
-from common import RESULTS, CpuMonitor, machine_facts, summarize  # noqa: E402
+from harness import CpuMonitor, machine_facts, model_cache, summarize
 
 NAMESPACES = ("ns-0", "ns-1")
 SESSIONS_PER_NAMESPACE = 3
@@ -47,7 +43,7 @@ def free_port() -> int:
 
 
 def hivemem(*args: str) -> list[str]:
-    return [sys.executable, "-c", "from hivemem.cli.main import main; main()", *args]
+    return [sys.executable, "-m", "hivemem", *args]
 
 
 class Agent(threading.Thread):
@@ -131,19 +127,14 @@ class Agent(threading.Thread):
                                    "private_of_other": stolen})
 
 
-def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("--agents", type=int, default=20)
-    parser.add_argument("--duration", type=float, default=60.0)
-    parser.add_argument("--embedder", choices=("hashing", "fastembed"), default="hashing")
-    parser.add_argument("--out", type=Path, default=RESULTS / "api.json")
-    args = parser.parse_args()
-
+def run(agents: int = 20, duration: float = 60.0, embedder: str = "hashing") -> dict[str, Any]:
+    """`agents` threads against `hivemem serve` for `duration` seconds; the result."""
+    args = argparse.Namespace(agents=agents, duration=duration, embedder=embedder)
     folder = Path(tempfile.mkdtemp(prefix="hivemem-bench-api-"))
     env = {k: v for k, v in os.environ.items() if not k.startswith("HIVEMEM_")}
     env.update({"HIVEMEM_EMBEDDING__PROVIDER": args.embedder, "HIVEMEM_LOG_LEVEL": "warning"})
     if args.embedder == "fastembed":
-        env.setdefault("FASTEMBED_CACHE_PATH", str(REPO.parent / "shared/models/fastembed_cache"))
+        env.setdefault("FASTEMBED_CACHE_PATH", str(model_cache()))
         env.setdefault("HF_HUB_OFFLINE", "1")
     store = str(folder / "store")
     keys: dict[str, str] = {}
@@ -238,8 +229,6 @@ def main() -> None:
         "cpu": cpu.result,
         "machine": machine_facts(),
     }
-    args.out.parent.mkdir(parents=True, exist_ok=True)
-    args.out.write_text(json.dumps(result, indent=2) + "\n")
 
     print(f"\n{'op':<8} {'n':>7} {'rps':>7} {'p50 ms':>8} {'p95 ms':>8} {'p99 ms':>8}")
     for op in ("ingest", "recall"):
@@ -256,8 +245,5 @@ def main() -> None:
           f" {result['turns_accepted']}, lost {result['turns_lost']}, unprocessed after"
           f" settling {result['turns_unprocessed_after_settling']}")
     print(f"cpu: {cpu.result}")
-    print(f"saved {args.out}")
-
-
-if __name__ == "__main__":
-    main()
+    shutil.rmtree(folder, ignore_errors=True)
+    return result
