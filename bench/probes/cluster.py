@@ -1,10 +1,10 @@
 #!/usr/bin/env python
 """The partitioned pipeline on a real 3-master Redis Cluster (loopback ports, started here).
 
-    python bench/cluster.py                  # ~3-5 min on a quiet 2-CPU VM
-    python bench/cluster.py --quick          # smoke run
-    python bench/cluster.py --processes 1,2  # only the worker-process rows
-    python bench/cluster.py --cpu-only       # only the baseline and Redis CPU per turn
+    python bench/probes/cluster.py                  # ~3-5 min on a quiet 2-CPU VM
+    python bench/probes/cluster.py --quick          # smoke run
+    python bench/probes/cluster.py --processes 1,2  # only the worker-process rows
+    python bench/probes/cluster.py --cpu-only       # only the baseline and Redis CPU per turn
 
 Measured, in one run, with the hashing embedder (Redis and the pipeline are measured, not
 ONNX), rq on its own plain redis-server (rq does not run on a cluster):

@@ -1,7 +1,7 @@
 #!/usr/bin/env python
 """How long the embedded engine's HNSW build takes, and what it costs, per index setting.
 
-    python bench/edge_build_probe.py --points 100000 --variants default no-payload-hnsw
+    python bench/probes/edge_build_probe.py --points 100000 --variants default no-payload-hnsw
 
 Fills an `EdgeVectorStore` (the product's payloads, payload indexes and BM25 vectors) with
 prebuilt synthetic vectors, closes it, then runs the product's build child

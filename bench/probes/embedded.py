@@ -6,7 +6,7 @@ questions, and close (timed). In the child-server mode every ingest is interleav
 bare XADD of the same fields on the same unix socket: the baseline, under the same load.
 (fakeredis gets its own bare-XADD baseline on its in-process server the same way.)
 
-    nice python bench/embedded.py [--turns 1000] [--recalls 100]
+    nice python bench/probes/embedded.py [--turns 1000] [--recalls 100]
 
 JSON in bench/results/embedded.json.
 """

@@ -1,7 +1,7 @@
 #!/usr/bin/env python
 """Episode boundaries on LoCoMo, through the real pipeline in embedded mode.
 
-    /work/venv/bin/python bench/episodes.py            # ~5-10 min on 2 cores
+    /work/venv/bin/python bench/probes/episodes.py            # ~5-10 min on 2 cores
 
 Each conversation of ../shared/data/locomo-dev/*.json becomes one hivemem session: its turns
 are ingested as "Speaker: text" with the timestamp of their LoCoMo session

@@ -2,9 +2,9 @@
 """Memory lifecycle: compaction cost at 10k facts, recall quality before/after compaction on
 LoCoMo dev, export/import throughput at 100k records.
 
-    /work/venv/bin/python bench/lifecycle.py            # everything (LoCoMo needs the model)
-    /work/venv/bin/python bench/lifecycle.py --quick    # one LoCoMo conversation, 20k records
-    /work/venv/bin/python bench/lifecycle.py --skip-locomo
+    /work/venv/bin/python bench/probes/lifecycle.py            # everything (LoCoMo needs the model)
+    /work/venv/bin/python bench/probes/lifecycle.py --quick    # one LoCoMo conversation, 20k records
+    /work/venv/bin/python bench/probes/lifecycle.py --skip-locomo
 
 1. Compaction, one session with 10,000 facts (384-d vectors; 10% are near-duplicates of
    another fact, ages spread over 120 days, kinds mixed, 1-3 source turns each): the pure plan
@@ -12,7 +12,7 @@ LoCoMo dev, export/import throughput at 100k records.
    folder, Redis: a redis-server of its own when installed, else fakeredis): time, and peak
    Python memory with tracemalloc in a second, separate run (tracemalloc slows Python down).
 2. Recall quality (LoCoMo dev, the 5 conversations, questions of categories 1-4, the same data
-   and scoring as bench/locomo.py: `load_dataset`, `item_dia_ids`, `recall_at_ks`): the
+   and scoring as bench/suites/locomo.py: `load_dataset`, `item_dia_ids`, `recall_at_ks`): the
    embedded pipeline with the real model and the heuristic reflector, evidence recall@k of
    `recall(limit=20)` before compaction, after compacting every session with the default
    policy, and after an aggressive policy (cap = a quarter of each session's active facts).

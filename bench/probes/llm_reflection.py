@@ -1,8 +1,8 @@
 #!/usr/bin/env python
 """The change suite with a real local LLM as the reflector, next to the heuristic one.
 
-    bench/llm_server.sh start                      # llama.cpp, Qwen2.5-Coder 0.5B, port 8011
-    python bench/llm_reflection.py [--conversation ID ...] [--per-category N] [--timeout-s 240]
+    bench/probes/llm_server.sh start                      # llama.cpp, Qwen2.5-Coder 0.5B, port 8011
+    python bench/probes/llm_reflection.py [--conversation ID ...] [--per-category N] [--timeout-s 240]
                                    [--bare]
     -> bench/results/llm_reflection.json + llm_reflection.md
 

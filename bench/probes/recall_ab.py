@@ -2,10 +2,10 @@
 """Recall's own cost, this code against a baseline checkout, interleaved in one run.
 
     git -C /work/main archive main | tar -x -C /tmp/base   # the baseline's source tree
-    python bench/recall_ab.py --baseline /tmp/base --points 10000
-    python bench/recall_ab.py --baseline /tmp/base --points 100000 --build   # row a's shape
+    python bench/probes/recall_ab.py --baseline /tmp/base --points 10000
+    python bench/probes/recall_ab.py --baseline /tmp/base --points 100000 --build   # row a's shape
 
-One store (bench/scale_fill.py, one session, no HNSW build) is filled once and copied; two
+One store (bench/probes/scale_fill.py, one session, no HNSW build) is filled once and copied; two
 child processes open one copy each, one importing hivemem from --baseline, the other from
 this repository, and recall the same queries (fixed query vectors: no embedding) in
 alternating blocks, so that both see the same machine load. Each child reports CPU

@@ -2,12 +2,12 @@
 """Does recall return the same items as before a change? LoCoMo conversation 26 (turns,
 reflected facts) built once, then every dev question recalled against a copy of it.
 
-    python bench/recall_identity.py build /tmp/locomo26            # once, with either code
-    PYTHONPATH=/tmp/base python bench/recall_identity.py recall /tmp/locomo26 /tmp/before.json
-    python bench/recall_identity.py recall /tmp/locomo26 /tmp/after.json
-    python bench/recall_identity.py compare /tmp/before.json /tmp/after.json
+    python bench/probes/recall_identity.py build /tmp/locomo26            # once, with either code
+    PYTHONPATH=/tmp/base python bench/probes/recall_identity.py recall /tmp/locomo26 /tmp/before.json
+    python bench/probes/recall_identity.py recall /tmp/locomo26 /tmp/after.json
+    python bench/probes/recall_identity.py compare /tmp/before.json /tmp/after.json
 
-`bench/locomo_arms.py` builds its memory anew each run, and the build is not deterministic
+`bench/probes/locomo_arms.py` builds its memory anew each run, and the build is not deterministic
 (two runs of the same code recalled other items for 45 of 151 questions): comparing two
 codes needs one store. Recall over a copy of a built store is (150/150 items identical
 between two runs of the same code). Each item is dumped whole (`model_dump(mode="json")`)

@@ -1,9 +1,9 @@
 #!/usr/bin/env python
 """Where one recall's time goes beyond the bare dense search (excl. the query embedding).
 
-    python bench/recall_profile.py --points 10000 30000
+    python bench/probes/recall_profile.py --points 10000 30000
 
-For each store size (one session, bench/scale_fill.py; no HNSW build unless --build):
+For each store size (one session, bench/probes/scale_fill.py; no HNSW build unless --build):
 CPU time per recall (time.process_time: the engine's threads included, less sensitive to
 other work on the machine than wall time) split by the store and domain calls recall makes,
 and an A/B of the hits' vectors, interleaved recall by recall: every vector of each hit

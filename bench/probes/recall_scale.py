@@ -1,8 +1,8 @@
 #!/usr/bin/env python
 """Recall at scale on the embedded engine: latency with the bare Qdrant search as baseline.
 
-    python bench/recall_scale.py                           # rows c, b, a (defaults below)
-    python bench/recall_scale.py --rows a --a-points 1000000 --queries 200
+    python bench/probes/recall_scale.py                           # rows c, b, a (defaults below)
+    python bench/probes/recall_scale.py --rows a --a-points 1000000 --queries 200
 
 Rows (synthetic 384-d vectors around 512 topic centres, synthetic word texts for BM25; the
 model is not the point, except in the "incl. embedding" column):

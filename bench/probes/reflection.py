@@ -6,7 +6,7 @@ per-episode times come from the reflection traces (reflector + consolidation + f
 embedding + Qdrant writes) and from rq's job start/end times (adds the lock and rq).
 Prints a summary and saves bench/results/reflection.json.
 
-    python bench/reflection.py [--sessions 8] [--delay-ms 200] [--quick]
+    python bench/probes/reflection.py [--sessions 8] [--delay-ms 200] [--quick]
 """
 
 from __future__ import annotations

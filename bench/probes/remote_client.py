@@ -2,7 +2,7 @@
 same calls in-process (`ScopedMemory`) and as bare httpx requests to the same API, one
 installation, one run, interleaved (so the noisy machine hits all three alike).
 
-    python bench/remote_client.py [--turns 300] [--recalls 100]
+    python bench/probes/remote_client.py [--turns 300] [--recalls 100]
 
 One process: a throwaway redis-server (unix socket), Qdrant `:memory:`, the hashing embedder,
 the embed/boundary/reflect workers as threads, the API under uvicorn on loopback. Prints

@@ -2,7 +2,7 @@
 """The performance report: bench/results/REPORT.md with tables and PNG plots, every figure next
 to its baseline from the same run.
 
-    /work/venv/bin/python bench/report.py [--pipeline bench/results/pipeline.json]
+    /work/venv/bin/python bench/probes/report.py [--pipeline bench/results/pipeline.json]
                                           [--sizes 1000,10000,100000] [--no-competitors]
 
 Sections:
@@ -15,7 +15,7 @@ Sections:
 5. recall p50/p95/p99 vs memory size (1k, 10k, 100k turns in one session) on the embedded
    Qdrant engine and on qdrant-client `:memory:`, next to the bare vector search inside it;
 6. gleanr 0.5.0 and mneno 0.4.0 recall latency at the same sizes (their venvs, driven by
-   bench/report_competitor.py), next to hivemem's from this run;
+   bench/adapters/<system>.py sizes), next to hivemem's from this run;
 7. robustness: the fault suite's outcomes and the fuzz counts (bench/results/fuzz.json).
 
 Memories for 5-6 are LoCoMo turns (a pool of 2000, embedded once with the real model), cycled
@@ -389,7 +389,7 @@ def _pcts(d: dict[str, Any] | None) -> str:
 
 def write_markdown(res: dict[str, Any], files: dict[str, str], path: Path) -> None:
     lines = ["# hivemem performance report", "",
-             f"Generated {res['generated_utc']} by `bench/report.py` on {res['machine']['nproc']}"
+             f"Generated {res['generated_utc']} by `bench/probes/report.py` on {res['machine']['nproc']}"
              f" CPUs ({res['machine'].get('cpu', '?')}), Redis {res['machine'].get('redis_server')}."
              " This machine is shared: each section records how many CPUs other processes"
              " used meanwhile (`other procs`).", ""]
@@ -488,7 +488,7 @@ def write_markdown(res: dict[str, Any], files: dict[str, str], path: Path) -> No
         lines += ["## 7. Robustness", "", rob.get("faults_md", ""), ""]
         fz = rob.get("fuzz")
         if fz:
-            lines += [f"Fuzzing (`bench/fuzz.py`, {fz['examples_per_property']} examples per"
+            lines += [f"Fuzzing (`bench/faults.py --only fuzz`, {fz['examples_per_property']} examples per"
                       f" property, {len(fz['properties'])} properties): {fz['calls']} calls,"
                       f" {fz['failed']} failed properties, {fz['http_5xx']} HTTP 5xx"
                       f" ({fz['wall_s']} s).", "", "| outcome | count |", "|---|---|"]

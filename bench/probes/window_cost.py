@@ -5,7 +5,7 @@ int8, window_turns, window_mode text or mean) with the real all-MiniLM-L6-v2 (on
 and Qdrant Edge in a temporary folder. The handlers take turns batch by batch so machine
 noise falls on all; each run repeats the conversation `--rounds` times into fresh stores.
 
-    python bench/window_cost.py [--rounds 2] [--arms fp32:0 fp32:2:text fp32:2:mean int8:2:text]
+    python bench/probes/window_cost.py [--rounds 2] [--arms fp32:0 fp32:2:text fp32:2:mean int8:2:text]
 
 Prints turns/s for both and the ratio; saves bench/results/window_cost.json.
 """
