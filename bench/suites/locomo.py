@@ -1061,6 +1061,9 @@ def add_arguments(ap: argparse.ArgumentParser) -> None:
     ap.add_argument("--gleanr-python", default="/work/venv-gleanr/bin/python")
     ap.add_argument("--mneno-python", default="/work/venv-mneno/bin/python")
     ap.add_argument("--skip-reference", action="store_true")
+    ap.add_argument("--max-turns", type=int, default=None, metavar="N",
+                    help="each conversation's first N turns and the questions they answer"
+                         " (saved to results/quick/, like --quick)")
     ap.add_argument("--reference-timeout", type=float, default=5400.0,
                     help="seconds per adapter (mneno alone needs ~10 min on a quiet 2-core box)")
     ap.add_argument("--reference-outputs", metavar="DIR",
@@ -1080,7 +1083,7 @@ def run(args: argparse.Namespace, log: Callable[[str], None] = print) -> dict[st
     if args.quick and not only:
         only = [locomo_conversations()[0]["name"]]
     # --quick: the first 80 turns of one conversation and the questions they answer.
-    convs, data_notes = load_dataset(only, QUICK_TURNS if args.quick else None)
+    convs, data_notes = load_dataset(only, QUICK_TURNS if args.quick else args.max_turns)
     log(f"LoCoMo dev: {len(convs)} conversation(s), {data_notes['turns']} turns,"
         f" {data_notes['questions_scored']} questions scored"
         f" (dropped evidence ids: {len(data_notes['dropped_ids'])},"
@@ -1132,6 +1135,7 @@ def run(args: argparse.Namespace, log: Callable[[str], None] = print) -> dict[st
     result: dict[str, Any] = {
         "benchmark": "locomo-evidence-recall",
         "quick": args.quick,
+        "max_turns": QUICK_TURNS if args.quick else args.max_turns,
         "conversations": [c["name"] for c in convs],
         "dataset": data_notes,
         "ks": list(KS),
@@ -1158,11 +1162,13 @@ def run(args: argparse.Namespace, log: Callable[[str], None] = print) -> dict[st
     result["contention"] = contention
     result["wall_s"] = round(time.perf_counter() - started, 1)
 
-    stem, folder = "locomo", results_dir(args.quick)
+    # A cut-down run (--quick, --max-turns) is a smoke test: results/quick/, not latest/.
+    partial = args.quick or args.max_turns is not None
+    stem, folder = "locomo", results_dir(partial)
     with tempfile.TemporaryDirectory() as tmp:
         write_md(result, Path(tmp) / "locomo.md")
         write_result(stem, result, (Path(tmp) / "locomo.md").read_text(encoding="utf-8"),
-                     quick=args.quick)
+                     quick=partial)
     (folder / f"{stem}.questions.json").write_text(
         json.dumps({"columns": COLUMNS,
                     "rows": {system: {qid: [round(v, 4) for v in row] for qid, row in rows.items()}
