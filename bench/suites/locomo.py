@@ -393,6 +393,7 @@ def run_hivemem(
             client.recall(f"locomo-{convs[0]['name']}", "warm up", limit=5)
             lat: list[float] = []
             blat: list[float] = []
+            estimate_checked = estimate_mismatched = 0
             with CpuMonitor() as cpu:
                 for conv in convs:
                     session = f"locomo-{conv['name']}"
@@ -401,6 +402,10 @@ def run_hivemem(
                         items = client.recall(session, q["question"], BIG_BUDGET, limit=max(KS))
                         lat.append((time.perf_counter() - t0) * 1000)
                         ranked = [item_dia_ids(it) for it in items]
+                        for it in items:  # the copy of the estimate vs hivemem's own counts
+                            if it.source_type == "turn":
+                                estimate_checked += 1
+                                estimate_mismatched += estimate_tokens(it.content) != it.token_count
                         sets: dict[int, list[str]] = {}
                         toks: dict[int, int] = {}
                         for b in BUDGETS:
@@ -411,6 +416,13 @@ def run_hivemem(
                             toks[b] = sum(it.token_count for it in got)
                         scores.add("hivemem", q, ranked, sets, toks)
             info["cpu"]["queries"] = cpu.result
+            # The baselines and the references count tokens with a copy of hivemem's
+            # estimate (the function is internal): checked here against recall's own counts.
+            info["token_estimate_copy"] = {"turn_items_checked": estimate_checked,
+                                           "mismatched": estimate_mismatched}
+            if estimate_mismatched:
+                log(f"  WARNING: the token estimate copy differs from hivemem's on"
+                    f" {estimate_mismatched}/{estimate_checked} turn items")
             scores.latency_ms["hivemem"] = lat
             scores.budget_latency_ms["hivemem"] = blat
             if variants:
