@@ -29,7 +29,7 @@ LOCAL_FORBIDDEN = ("probes", "common", "locomo_ref", "eval_gleanr", "locomo_mnen
 
 def public_side() -> list[Path]:
     files = [BENCH / f"{goal}.py" for goal in GOALS]
-    files += sorted((BENCH / "harness").glob("*.py")) + sorted((BENCH / "suites").glob("*.py"))
+    files += sorted((BENCH / "harness").rglob("*.py")) + sorted((BENCH / "suites").rglob("*.py"))
     return files
 
 
