@@ -17,8 +17,10 @@ Sections (each saves bench/results/latest/<name>.json + .md; --quick: results/qu
 from __future__ import annotations
 
 import argparse
+import shutil
 import subprocess
 import sys
+import tempfile
 from pathlib import Path
 from typing import Any
 
@@ -33,11 +35,16 @@ def change(args: argparse.Namespace) -> dict[str, Any]:
     if args.quick:
         print("change: skipped in --quick (bench/change.py has no quick mode yet)")
         return {"skipped": "quick"}
-    archive_latest("change")  # bench/change.py writes latest/change.* itself
-    cmd = [sys.executable, str(BENCH / "change.py"), "--out", str(LATEST)]
     if args.skip_reference:
         print("change: bench/change.py always runs the references; running it anyway")
-    return {"exit": subprocess.run(cmd, check=False).returncode}
+    with tempfile.TemporaryDirectory(prefix="hivemem-change-") as tmp:
+        code = subprocess.run([sys.executable, str(BENCH / "change.py"), "--out", tmp],
+                              check=False).returncode
+        if code == 0:  # only a finished run replaces latest/change.* (the old one archived)
+            archive_latest("change")
+            for path in Path(tmp).iterdir():
+                shutil.copy2(path, LATEST / path.name)
+    return {"exit": code}
 
 
 def summary(name: str, result: dict[str, Any]) -> str:

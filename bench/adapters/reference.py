@@ -50,7 +50,7 @@ _PIECES = re.compile(r"\w+|[^\w\s]", re.UNICODE)
 def hivemem_estimate_tokens(text: str) -> int:
     """A copy of `hivemem.domain.tokens.estimate_tokens` (hivemem is not installed in these venvs).
 
-    bench/locomo.py checks the counts the drivers report against the real function.
+    bench/suites/locomo checks this copy against the token counts hivemem's own recall returns.
     """
     if not text:
         return 0
