@@ -13,6 +13,7 @@ from rich.table import Table
 
 from hivemem import __version__
 from hivemem.cli.output import stderr, stdout
+from hivemem.cli.target import local_settings
 from hivemem.config import Settings
 from hivemem.errors import HivememError
 from hivemem.evaluation.change import (
@@ -105,10 +106,11 @@ def eval_cmd(
 ) -> None:
     """Plant information in generated conversations, probe recall for it later, report.
 
-    Runs on a fresh embedded memory in a temporary folder, with the configured embedder and
-    reflector (the heuristic one unless HIVEMEM_LLM__* configures an LLM).
+    Runs on a fresh embedded memory in a temporary folder, with the configured embedder
+    (the workspace's, in a workspace) and reflector (the heuristic one unless HIVEMEM_LLM__*
+    configures an LLM).
     """
-    settings: Settings = ctx.obj["settings"]
+    settings: Settings = local_settings(ctx.obj["settings"])
     if suite == "change":
         if ctx.obj.get("log_level") is None:
             configure_logging("warning", settings.log_json)
