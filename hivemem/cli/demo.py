@@ -16,7 +16,7 @@ from pathlib import Path
 import click
 
 import hivemem.cli.demo_script as script
-from hivemem.cli.output import history_table, items_table, plain, stderr, stdout
+from hivemem.cli.output import history_table, items_table, stderr, stdout
 from hivemem.cli.target import Target, local_settings
 from hivemem.config import Settings
 from hivemem.errors import HivememError
@@ -42,8 +42,9 @@ def demo(ctx: click.Context, path: str | None, keep: bool, budget: int) -> None:
         if path is None and not keep:
             shutil.rmtree(folder, ignore_errors=True)
         else:
-            stderr().print(plain(f"the demo's memory stays in {folder}"
-                                 f" (hivemem --local {folder} status)"))
+            # Plain text, one line: a terminal-width wrap would split the path.
+            click.echo(f"the demo's memory stays in {folder} (hivemem --local {folder}"
+                       " status)", err=True)
 
 
 def _run(settings: Settings, folder: Path, budget: int) -> None:
@@ -56,8 +57,7 @@ def _run(settings: Settings, folder: Path, budget: int) -> None:
         except HivememError as exc:
             raise click.ClickException(str(exc)) from None
     opened_s = time.perf_counter() - started
-    console.print(plain(f"embedded store at {folder} (opened in {opened_s:.1f}s)"),
-                  style="dim")
+    click.echo(f"embedded store at {folder} (opened in {opened_s:.1f}s)", err=True)
     try:
         session = script.SESSION
         with console.status("Ingesting the multi-agent conversation...") as status:
