@@ -204,9 +204,9 @@ def _export(target: Target, path: Path, sessions: list[str] | None, vectors: boo
     if as_json:
         emit_json(summary.model_dump(mode="json"))
         return
-    stdout().print(f"exported {len(summary.sessions)} session(s) to {summary.path}:"
-                   f" {_counts(summary.counts)} ({summary.bytes / 1e6:.1f} MB"
-                   f"{', with vectors' if summary.vectors else ''})")
+    stdout().print(plain(f"exported {len(summary.sessions)} session(s) to {summary.path}:"
+                         f" {_counts(summary.counts)} ({summary.bytes / 1e6:.1f} MB"
+                         f"{', with vectors' if summary.vectors else ''})"))
 
 
 def _import(target: Target, path: Path, mode: str, as_json: bool, verb: str) -> None:
@@ -225,10 +225,10 @@ def _import(target: Target, path: Path, mode: str, as_json: bool, verb: str) -> 
         emit_json(summary.model_dump(mode="json"))
         return
     renamed = {k: v for k, v in summary.sessions.items() if k != v}
-    stdout().print(f"{verb} {len(summary.sessions)} session(s) ({summary.mode}):"
-                   f" {_counts(summary.written)}"
-                   + (f"; skipped {_counts(summary.skipped)}" if summary.skipped else "")
-                   + (f"; renamed {renamed}" if renamed else ""))
+    stdout().print(plain(f"{verb} {len(summary.sessions)} session(s) ({summary.mode}):"
+                         f" {_counts(summary.written)}"
+                         + (f"; skipped {_counts(summary.skipped)}" if summary.skipped else "")
+                         + (f"; renamed {renamed}" if renamed else "")))
 
 
 def _counts(counts: dict[str, int]) -> str:
