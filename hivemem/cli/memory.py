@@ -151,7 +151,8 @@ def ingest(
 @click.option("--limit", type=click.IntRange(1, 1000), default=None,
               help="At most this many items.")
 @click.option("--explain", is_flag=True, help="Also list what was left out, and why.")
-@click.option("--related", "related", multiple=True, callback=id_param("session", "--related"),
+@click.option("--related", "related", multiple=True, metavar="SESSION",
+              callback=id_param("session", "--related"),
               help="Also search this session (repeatable).")
 @click.option("--namespace", default=None, help="The session's namespace (default: default).")
 @click.option("--agent", default=None, callback=id_param("agent", "--agent"),
