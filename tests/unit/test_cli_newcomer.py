@@ -9,6 +9,7 @@ from __future__ import annotations
 import json
 import os
 import re
+import shutil
 import signal
 import subprocess
 import sys
@@ -191,7 +192,7 @@ def test_read_only_commands_on_a_folder_with_no_store_create_nothing(env: Path) 
 
 
 @pytest.fixture
-def workspace_with_hashing(env: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
+def workspace_with_hashing(env: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[Path]:
     """A workspace made with the hashing embedder, and an environment whose own embedder
     cannot load (an unknown model, offline): a command that ignored the workspace's
     embedding settings would fail."""
@@ -200,10 +201,11 @@ def workspace_with_hashing(env: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
     monkeypatch.setenv("HIVEMEM_EMBEDDING__PROVIDER", "fastembed")
     monkeypatch.setenv("HIVEMEM_EMBEDDING__MODEL", "nobody/no-such-model")
     monkeypatch.setenv("HIVEMEM_EMBEDDING__OFFLINE", "true")
-    scratch = env / "scratch"
-    scratch.mkdir()
+    # Short: the store's Unix sockets live under it (at most 107 bytes of path).
+    scratch = Path(tempfile.mkdtemp(prefix="hmt-"))
     monkeypatch.setattr(tempfile, "tempdir", str(scratch))
-    return scratch
+    yield scratch
+    shutil.rmtree(scratch, ignore_errors=True)
 
 
 def test_demo_uses_the_workspace_embedder_and_cleans_up(workspace_with_hashing: Path) -> None:
