@@ -146,7 +146,7 @@ class ChatLoop:
             f"{len(view.items)} items[/]"
         )
         if view.items:
-            self.console.print(items_table(escape(view.query), view.items))
+            self.console.print(items_table(view.query, view.items))
 
     # -- slash commands ------------------------------------------------------------------
 
@@ -174,7 +174,7 @@ class ChatLoop:
         elif name == "/facts":
             facts = self.client.facts(self.session_id)
             if facts:
-                self.console.print(facts_table(f"facts of {escape(self.session_id)}", facts))
+                self.console.print(facts_table(f"facts of {self.session_id}", facts))
             else:
                 self.console.print("no facts yet (/episode closes an episode for reflection)")
         else:

@@ -12,7 +12,8 @@ from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, T
 from rich.table import Table
 
 from hivemem import __version__
-from hivemem.cli.output import stderr, stdout
+from hivemem.cli.output import plain, stderr, stdout
+from hivemem.cli.target import local_settings
 from hivemem.config import Settings
 from hivemem.errors import HivememError
 from hivemem.evaluation.change import (
@@ -105,10 +106,11 @@ def eval_cmd(
 ) -> None:
     """Plant information in generated conversations, probe recall for it later, report.
 
-    Runs on a fresh embedded memory in a temporary folder, with the configured embedder and
-    reflector (the heuristic one unless HIVEMEM_LLM__* configures an LLM).
+    Runs on a fresh embedded memory in a temporary folder, with the configured embedder
+    (the workspace's, in a workspace) and reflector (the heuristic one unless HIVEMEM_LLM__*
+    configures an LLM).
     """
-    settings: Settings = ctx.obj["settings"]
+    settings: Settings = local_settings(ctx.obj["settings"])
     if suite == "change":
         if ctx.obj.get("log_level") is None:
             configure_logging("warning", settings.log_json)
@@ -145,8 +147,8 @@ def eval_cmd(
     console.print(_hit_table(report))
     console.print(_latency_table(report))
     overall = report.summaries[0].overall
-    console.print(f"overall {overall.hits}/{overall.probes} probes hit"
-                  + (f"; wrote {out / 'eval.json'} and {out / 'eval.md'}" if out else ""))
+    console.print(plain(f"overall {overall.hits}/{overall.probes} probes hit"
+                        + (f"; wrote {out / 'eval.json'} and {out / 'eval.md'}" if out else "")))
 
 
 def _progress() -> Progress:
@@ -221,5 +223,6 @@ def _change(settings: Settings, budget: int, timeout: float, out: Path | None,
                       f"{cell.ranked}/{cell.probes}")
     stdout().print(table)
     strict, ranked = result.overall.strict_rate or 0.0, result.overall.ranked_rate or 0.0
-    stdout().print(f"overall strict {100 * strict:.0f}%, ranked {100 * ranked:.0f}%"
-                   + (f"; wrote {out / 'change.json'} and {out / 'change.md'}" if out else ""))
+    stdout().print(plain(f"overall strict {100 * strict:.0f}%, ranked {100 * ranked:.0f}%"
+                         + (f"; wrote {out / 'change.json'} and {out / 'change.md'}"
+                            if out else "")))

@@ -37,11 +37,11 @@ def test_context_after_a_change_leads_with_the_new_state(
 ) -> None:
     """The three adds of the issue, with the real model: MySQL first, PostgreSQL left out."""
     run("init")
-    run("add", "We decided to use PostgreSQL for the database", "--kind", "decision")
-    run("add", "The API must stay under 200 ms p95", "--kind", "constraint")
-    run("add", "Change of plan: we switch the database to MySQL, ops only supports it")
+    run("ingest", "We decided to use PostgreSQL for the database", "--kind", "decision")
+    run("ingest", "The API must stay under 200 ms p95", "--kind", "constraint")
+    run("ingest", "Change of plan: we switch the database to MySQL, ops only supports it")
     found: dict[str, Any] = json.loads(
-        run("context", "which database are we using now?", "--budget", "40", "--json").stdout)
+        run("recall", "which database are we using now?", "--budget", "40", "--json").stdout)
     contents = [item["content"] for item in found["items"]]
     assert contents, found
     assert "MySQL" in contents[0], contents
@@ -51,7 +51,7 @@ def test_context_after_a_change_leads_with_the_new_state(
                if "PostgreSQL" in (e.get("content") or "")}
     assert "superseded" in reasons, found["excluded"]
     past: dict[str, Any] = json.loads(
-        run("context", "which database did we use before?", "--budget", "60", "--json").stdout)
+        run("recall", "which database did we use before?", "--budget", "60", "--json").stdout)
     assert any("PostgreSQL" in item["content"] for item in past["items"]), past["items"]
 
 

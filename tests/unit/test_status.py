@@ -45,7 +45,7 @@ def test_status_command_shows_workers(tmp_path: Path, monkeypatch: pytest.Monkey
     monkeypatch.setenv("HIVEMEM_EMBEDDING__PROVIDER", "hashing")
     store = str(tmp_path / "mem")
     runner = CliRunner()
-    added = runner.invoke(cli, ["--local", store, "add", "We decided to use Redis", "--json"])
+    added = runner.invoke(cli, ["--local", store, "ingest", "We decided to use Redis", "--json"])
     assert added.exit_code == 0, added.output
     result = runner.invoke(cli, ["--local", store, "status", "--json"])
     assert result.exit_code == 0, result.output
