@@ -5,7 +5,10 @@
   `MODEL_PAGES` use the real model from FASTEMBED_CACHE_PATH and are marked `model`).
 - ```bash / ```console blocks are command lines: each `hivemem ...` line runs through the
   real command tree (click's runner, in-process) in a temporary workspace shared by the
-  page; `export X=Y` and `X=Y hivemem ...` set the environment.
+  page; `export X=Y` and `X=Y hivemem ...` set the environment. Once the workspace exists,
+  the test holds its folder open as the owner (as `hivemem serve` would), so every command
+  is a guest of it: the documented CLI-beside-a-server set-up, and ~0.1 s a command instead
+  of starting the folder's Redis server each time.
 - A block that cannot run here (docker compose, pip install, a server on another host)
   carries `<!-- not run: reason -->` on the line right above its fence. For those the test
   checks what it can: the repository files they name exist, and every `hivemem` subcommand
@@ -26,7 +29,7 @@ import click
 import pytest
 from click.testing import CliRunner
 
-from hivemem import config_doc
+from hivemem import MemoryClient, config_doc
 from hivemem.cli.main import cli
 from hivemem.config import Settings
 
@@ -193,6 +196,17 @@ class CliSession:
 
     runner: CliRunner
     env: dict[str, str]
+    owner: MemoryClient | None = None
+
+    def own_the_workspace(self, monkeypatch: pytest.MonkeyPatch) -> None:
+        if self.owner is None and Path(".hivemem/store").exists():
+            for name, value in self.env.items():
+                monkeypatch.setenv(name, value)
+            self.owner = MemoryClient.local(".hivemem/store")
+
+    def close(self) -> None:
+        if self.owner is not None:
+            self.owner.close()
 
     def run(self, line: str, where: str) -> None:
         words = shlex.split(line, comments=True)
@@ -241,11 +255,15 @@ def test_command_lines_run(page: Path, tmp_path: Path, monkeypatch: pytest.Monke
     monkeypatch.chdir(workspace)
     session = CliSession(CliRunner(), _cli_env(page))
     page_blocks = [b for b in blocks(page) if b.lang in {"bash", "console"} and not b.not_run]
-    if not any("hivemem init" in b.text for b in page_blocks):
-        session.run("hivemem init", f"{_page_id(page)} (set-up)")
-    for block in page_blocks:
-        for line in _joined_lines(block.text):
-            session.run(line.removeprefix("$ "), block.where)
+    try:
+        if not any("hivemem init" in b.text for b in page_blocks):
+            session.run("hivemem init", f"{_page_id(page)} (set-up)")
+        for block in page_blocks:
+            for line in _joined_lines(block.text):
+                session.own_the_workspace(monkeypatch)
+                session.run(line.removeprefix("$ "), block.where)
+    finally:
+        session.close()
 
 
 # -- python blocks: executed ----------------------------------------------------------------
