@@ -235,7 +235,7 @@ class Recaller:
         searches go as one request (`search_turns_and_windows`) from the caller: sending
         the window search to the helper beside the caller's dense one (and the dense fact
         search, tried after it) measured no faster on LoCoMo, twice
-        (`bench/results/locomo_arms_searches_on_helper.json`).
+        (`bench/results/archive/2026-12-02/locomo_arms_searches_on_helper.json`).
 
         The text to embed drops the speakers the query names, known from earlier recalls
         and the recent turns; the helper reads those meanwhile, so the embedding starts

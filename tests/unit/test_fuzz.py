@@ -11,7 +11,7 @@ nested ~124 levels once made qdrant-edge's WAL unreadable); the API answers 2xx 
 problem JSON, never a 500.
 
 CI runs a few dozen examples per property; ``HIVEMEM_FUZZ_EXAMPLES=10000`` (or
-``bench/fuzz.py``) runs the benchmark mode. `OUTCOMES` counts what happened.
+``bench/faults.py``) runs the benchmark mode. `OUTCOMES` counts what happened.
 """
 
 from __future__ import annotations
