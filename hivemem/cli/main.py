@@ -15,6 +15,7 @@ from rich.markup import escape
 
 from hivemem.cli import chat, demo, lifecycle, partitions, pipeline, service, workspace
 from hivemem.cli import eval as evaluation
+from hivemem.cli import ui as explorer
 from hivemem.config import Settings
 from hivemem.errors import HivememError
 from hivemem.logs import configure_logging
@@ -50,6 +51,7 @@ COMMANDS: tuple[click.Command, ...] = (
     chat.chat,
     evaluation.eval_cmd,
     demo.demo,
+    *explorer.COMMANDS,     # ui
 )
 for _command in COMMANDS:
     cli.add_command(_command)

@@ -48,6 +48,6 @@ class Hardened:
 
 def static_app() -> ASGIApp:
     """The explorer's files (index.html at the root), hardened."""
-    from starlette.staticfiles import StaticFiles  # noqa: PLC0415, TID253 (only with the API)
+    from starlette.staticfiles import StaticFiles
 
     return Hardened(StaticFiles(directory=STATIC, html=True))

@@ -4,6 +4,7 @@ loopback port, with two namespaces and two agents.
 
 team-a / session "launch": shared turns of alice and bob, one private turn of each, a
 decision that is later changed (a version chain), closed episodes and their facts.
+team-a / session "long-run": 130 turns of alice, more than one timeline page.
 team-b / session "elsewhere": another namespace's memory that no team-a key may read.
 """
 
@@ -14,15 +15,18 @@ from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 
+from support.live_api import LiveServer
+
 from hivemem import MemoryClient
 from hivemem.api import create_app
 from hivemem.config import Settings
 from hivemem.providers.embedders import HashingEmbedder
-from support.live_api import LiveServer
 
 DIM = 64
 SESSION = "launch"
 OTHER_SESSION = "elsewhere"
+LONG_SESSION = "long-run"
+LONG_TURNS = 130  # more than one timeline page (100 events)
 ALICE_SECRET = "alice-private-note: my badge PIN is kept in the blue notebook"
 BOB_SECRET = "bob-private-note: I prefer the night shift on Fridays"
 TEAM_B_TEXT = "team-b only: the warehouse moves to Rotterdam in spring"
@@ -56,6 +60,11 @@ def _fill(client: MemoryClient) -> None:
     alice.close_episode(SESSION)
     alice.wait_until_reflected(SESSION, 60)
     alice.wait_until_processed(SESSION, 60)
+    alice.ingest_many([{"session_id": LONG_SESSION, "role": "user",
+                        "content": f"progress note {i:03d}: step {i} of the migration"}
+                       for i in range(LONG_TURNS)])
+    alice.wait_until_processed(LONG_SESSION, 120)
+    alice.wait_until_reflected(LONG_SESSION, 120)
     other = client.scoped(namespace="team-b", agent_id="carol")
     other.ingest(OTHER_SESSION, "user", TEAM_B_TEXT)
     other.wait_until_processed(OTHER_SESSION, 60)

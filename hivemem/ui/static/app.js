@@ -171,7 +171,18 @@ function markNav(page) {
   }
 }
 
+// `hivemem ui` hands its temporary key over in the fragment (never sent to a server): it is
+// moved into sessionStorage and wiped from the address bar and history before anything else.
+function takeHandedKey() {
+  const m = location.hash.match(/^#key=([A-Za-z0-9_-]+)$/);
+  if (!m) return;
+  sessionStorage.setItem(KEY_STORE, m[1]);
+  whoami = null;
+  history.replaceState(null, "", `${location.pathname}#/sessions`);
+}
+
 async function render() {
+  takeHandedKey();
   stopPolling();
   if (!sessionStorage.getItem(KEY_STORE)) { showLogin(); return; }
   if (!whoami) {
@@ -644,15 +655,6 @@ document.addEventListener("keydown", (ev) => {
 });
 
 // -- start --------------------------------------------------------------------------------------
-
-// `hivemem ui` hands its temporary key over in the fragment (never sent to a server): it is
-// moved into sessionStorage and wiped from the address bar and history before anything else.
-(function takeHandedKey() {
-  const m = location.hash.match(/^#key=([A-Za-z0-9_-]+)$/);
-  if (!m) return;
-  sessionStorage.setItem(KEY_STORE, m[1]);
-  history.replaceState(null, "", `${location.pathname}#/sessions`);
-})();
 
 window.addEventListener("hashchange", render);
 render();
