@@ -47,6 +47,7 @@ def _fill(client: MemoryClient) -> None:
     bob = client.scoped(namespace="team-a", agent_id="bob")
     alice.ingest(SESSION, "user", "We decided to use Postgres 16 as the primary database",
                  markers=["decision"])
+    alice.set_session_info(SESSION, title="Launch planning")
     bob.ingest(SESSION, "assistant", "Agreed: Postgres 16 it is, decision recorded")
     alice.ingest(SESSION, "user", ALICE_SECRET, visibility="private")
     bob.ingest(SESSION, "user", BOB_SECRET, visibility="private")

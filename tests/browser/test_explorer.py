@@ -65,8 +65,13 @@ def test_sessions_page_lists_the_key_namespace_with_counts(page: Any, served: Se
     assert OTHER_SESSION not in listed and SESSION in listed
     info = api(served, served.namespace_key, "GET", f"/v1/sessions/{SESSION}")
     row = page.locator(f'#sessions tr[data-session="{SESSION}"] td')
-    assert [row.nth(i).inner_text() for i in (3, 4, 5)] == [
-        str(info["turns"]), str(info["episodes"]), str(info["facts_active"])]
+    assert [row.nth(i).inner_text() for i in (1, 3, 4, 5)] == [
+        info["title"], str(info["turns"]), str(info["episodes"]), str(info["facts_active"])]
+    episodes = api(served, served.namespace_key, "GET",
+                   f"/v1/sessions/{SESSION}/episodes")["episodes"]
+    speakers = {a for e in episodes for a in e["agent_ids"]} | {info["agent_id"]} - {None}
+    assert speakers == {"alice", "bob"}
+    assert row.nth(2).inner_text() == ", ".join(sorted(speakers))
     page.screenshot(path=str(shots / "sessions.png"))
 
     page.fill("#search", "long")

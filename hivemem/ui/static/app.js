@@ -242,18 +242,28 @@ async function pool(items, size, fn) {
 async function sessionsPage(r) {
   const q = (r.params.get("q") || "").toLowerCase();
   const { sessions } = await api("/v1/sessions");
-  const ids = sessions.filter((s) => !q || s.toLowerCase().includes(q)).sort();
+  // A search narrows by id first when there are more sessions than the list reads.
+  const byId = sessions.filter((s) => s.toLowerCase().includes(q));
+  const ids = (q && sessions.length > SESSION_INFO_CAP ? byId : sessions).sort();
   const read = ids.slice(0, SESSION_INFO_CAP);
-  const infos = await pool(read, 6, (id) => api(`/v1/sessions/${encodeURIComponent(id)}`,
-    { query: agentQuery() }));
+  // Who spoke: the session's agent and the agents of its closed episodes (both cheap reads;
+  // the open episode's speakers show on the timeline).
+  const infos = await pool(read, 6, async (id) => {
+    const path = `/v1/sessions/${encodeURIComponent(id)}`;
+    const [info, eps] = await Promise.all([api(path, { query: agentQuery() }),
+      api(`${path}/episodes`, { query: agentQuery() })]);
+    const agents = new Set([info.agent_id, ...eps.episodes.flatMap((e) => e.agent_ids)]);
+    agents.delete(null); agents.delete(undefined);
+    return { ...info, agents: [...agents].sort() };
+  });
   let rows = read.map((id, i) => ({ id, ...(infos[i] || {}) }));
   if (q) {
-    rows = rows.filter((s) => [s.id, s.title, s.agent_id].some(
+    rows = rows.filter((s) => [s.id, s.title, ...(s.agents || [])].some(
       (v) => v && String(v).toLowerCase().includes(q)));
   }
   rows.sort((a, b) => String(b.last_active || "").localeCompare(String(a.last_active || "")));
   const total = (k) => rows.reduce((n, s) => n + (s[k] || 0), 0);
-  const agents = new Set(rows.map((s) => s.agent_id).filter(Boolean));
+  const agents = new Set(rows.flatMap((s) => s.agents || []));
   const search = h("input", { id: "search", type: "search", value: r.params.get("q") || "",
     placeholder: "search id, title, agent", "aria-label": "Search sessions" });
   search.addEventListener("change", () => {
@@ -261,14 +271,15 @@ async function sessionsPage(r) {
   });
   const table = h("table", { id: "sessions" },
     h("thead", {}, h("tr", {}, h("th", {}, "Session"), h("th", {}, "Title"),
-      h("th", {}, "Agent"), h("th", { class: "num" }, "Turns"),
+      h("th", {}, "Agents"), h("th", { class: "num" }, "Turns"),
       h("th", { class: "num" }, "Episodes"), h("th", { class: "num" }, "Facts"),
       h("th", {}, "Created"), h("th", {}, "Last activity"))),
     h("tbody", {}, rows.map((s) => h("tr", { "data-session": s.id },
       h("td", {}, h("a", { class: "mono", href: link(`timeline/${encodeURIComponent(s.id)}`,
         withAs({})) }, s.id)),
       h("td", {}, s.title || ""),
-      h("td", {}, s.agent_id || h("span", { class: "muted" }, "—")),
+      h("td", {}, s.agents && s.agents.length ? s.agents.join(", ")
+        : h("span", { class: "muted" }, "—")),
       h("td", { class: "num" }, s.error ? "?" : s.turns),
       h("td", { class: "num" }, s.error ? "?" : s.episodes),
       h("td", { class: "num" }, s.error ? "?" : s.facts_active),
@@ -299,7 +310,8 @@ function timelineRow(e) {
     return h("li", { class: "episode", "data-kind": "episode", "data-ref": e.ref_id },
       h("span", { class: "seq" }, e.seq), h("span", { class: "at" }, when(e.at)),
       h("span", {}, h("b", {}, `Episode ${d.index} closed`), " — reason ",
-        badge(d.close_reason || "?", "marker"), " ", e.summary,
+        badge(d.close_reason || "?", "marker"), " ",
+        e.summary.replace(/^episode \d+ closed \([^)]*\):\s*/, ""),
         (d.markers || []).map((m) => badge(m, "marker"))));
   }
   if (e.kind === "fact") {
