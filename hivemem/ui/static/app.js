@@ -42,6 +42,9 @@ function when(iso) {
     `${pad(d.getHours())}:${pad(d.getMinutes())}:${pad(d.getSeconds())}`;
 }
 
+// Long hex ids shortened to their first 8 characters (the full text stays in a title).
+function shortIds(text) { return String(text).replace(/\b([0-9a-f]{8})[0-9a-f]{24}\b/g, "$1…"); }
+
 function badge(text, cls) { return h("span", { class: `badge ${cls || ""}` }, text); }
 function vis(v) { return badge(v || "shared", v === "private" ? "private" : "shared"); }
 function status(s) { return badge(s, `status-${s}`); }
@@ -161,6 +164,8 @@ function stopPolling() { if (pollTimer) { clearInterval(pollTimer); pollTimer = 
 function markNav(page) {
   for (const a of document.querySelectorAll("#nav a")) {
     a.classList.toggle("on", a.dataset.page === page);
+    if (a.dataset.page === page) a.setAttribute("aria-current", "page");
+    else a.removeAttribute("aria-current");
     const session = route().parts[1];
     const target = a.dataset.page;
     if (session && target !== "sessions") {
@@ -319,7 +324,7 @@ function timelineRow(e) {
       h("span", { class: "seq" }, ""), h("span", { class: "at" }, when(e.at)),
       h("span", {}, "fact ", h("a", { class: "mono", href: link(
         `facts/${encodeURIComponent(e.session_id)}`, withAs({ fact: e.ref_id, history: 1 })) },
-      e.ref_id.slice(0, 8)), " ", e.summary));
+      e.ref_id.slice(0, 8)), " ", shortIds(e.summary)));
   }
   return h("li", { class: "turn", "data-kind": "turn", "data-ref": e.ref_id, tabindex: 0,
     "data-visibility": d.visibility || "" },
@@ -404,7 +409,10 @@ function chainsOf(facts) {
 }
 
 function versionBlock(f, session, selected, history) {
-  const changed = f.status !== "active" ? (f.reason || f.status) : null;
+  // A reason is "word" or "word_by:ids" (ids only, never content): the word is the reason,
+  // the ids are shown as links below.
+  const changed = f.status !== "active"
+    ? (f.reason || f.status).split(":")[0].replace(/_by$/, "") : null;
   return h("div", { class: `version${f.status === "active" ? " current" : ""}` +
       `${selected ? " sel" : ""}`, "data-fact": f.fact_id, "data-status": f.status,
     "data-visibility": f.visibility },
@@ -415,12 +423,13 @@ function versionBlock(f, session, selected, history) {
   h("div", { class: "meta" },
     `by ${f.agent_id || "—"} · ${when(f.created_at)} · valid ${when(f.valid_from)}` +
     (f.valid_to ? ` → ${when(f.valid_to)}` : "") + ` · confidence ${f.confidence}`,
-    f.source_turn_ids.length ? ` · turns ${f.source_turn_ids.join(", ")}` : "",
+    f.source_turn_ids.length ? ` · turns ${shortIds(f.source_turn_ids.join(", "))}` : "",
     changed ? ` · reason: ${changed}` : "",
     f.superseded_by ? ` · superseded by ${f.superseded_by.slice(0, 8)}` : "",
     f.conflicts_with.length ? ` · conflicts with ${f.conflicts_with.map((c) => c.slice(0, 8))
       .join(", ")}` : "",
-    f.retracted_by.length ? ` · retracted by turns ${f.retracted_by.join(", ")}` : ""));
+    f.retracted_by.length ? ` · retracted by turns ${shortIds(f.retracted_by.join(", "))}`
+      : ""));
 }
 
 async function auditPanel(factId) {
@@ -432,9 +441,11 @@ async function auditPanel(factId) {
     h("th", {}, "Action"), h("th", {}, "Who"), h("th", {}, "Status"), h("th", {}, "Reason"),
     h("th", {}, "Cause"))),
   h("tbody", {}, events.map((e) => h("tr", { "data-action": e.action },
-    h("td", {}, when(e.at)), h("td", {}, e.action), h("td", {}, e.actor),
+    h("td", { title: when(e.at) }, when(e.at).slice(5)), h("td", {}, e.action),
+    h("td", {}, e.actor),
     h("td", {}, `${e.from_status || "new"} → ${e.to_status || e.from_status || ""}`),
-    h("td", {}, e.reason || ""), h("td", { class: "mono" }, e.cause || "")))))
+    h("td", { class: "reason" }, shortIds(e.reason || "")), h("td", { class: "mono", title: e.cause || "" },
+      shortIds(e.cause || ""))))))
     : h("p", { class: "muted" }, "No audit events."));
 }
 
@@ -465,7 +476,7 @@ async function factsPage(r) {
     h("div", { class: "cards" }, card(current, "current"), card(facts.length, "shown"),
       card(chains.length, "chains")),
     toggle,
-    h("div", { class: "split" }, h("div", {}, chains.length ? list
+    h("div", { class: "split even" }, h("div", {}, chains.length ? list
       : h("p", { class: "muted", id: "no-facts" }, "No facts yet.")), h("div", {}, side)),
   ];
 }
