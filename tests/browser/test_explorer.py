@@ -138,7 +138,7 @@ def test_timeline_pages_through_a_long_session(page: Any, served: Served) -> Non
 def test_timeline_updates_live_as_turns_arrive(page: Any, served: Served) -> None:
     sign_in(page, served.namespace_key)
     show(page, served, f"timeline/{SESSION}")
-    fresh = f"live update check {time.time_ns()}"
+    fresh = f"Bob shares the launch checklist tomorrow (note {time.time_ns() % 100_000})"
     handle = served.client.scoped(namespace="team-a", agent_id="bob")
     handle.ingest(SESSION, "user", fresh)
     handle.wait_until_processed(SESSION, 30)
@@ -172,6 +172,10 @@ def test_facts_show_version_chains_and_the_audit_trail(page: Any, served: Served
     show(page, served, f"facts/{SESSION}")  # current only
     shown = attr(page, "#facts .version", "data-status")
     assert shown and set(shown) == {"active"}
+
+    turn_id = new["source_turn_ids"][0]  # which turns: a link to the turn on the timeline
+    page.click(f'[data-fact="{new["fact_id"]}"] a[title="{turn_id}"]')
+    page.wait_for_selector(f'#timeline li.turn.sel[data-ref="{turn_id}"]', timeout=TIMEOUT_MS)
 
 
 def test_agent_keys_never_show_another_agents_private_memory(page: Any,

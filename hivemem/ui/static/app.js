@@ -204,6 +204,8 @@ async function render() {
     const content = await page(r, token);
     if (token !== renderToken) return;
     setMain(...[content].flat());
+    const selected = document.querySelector("#main .sel");
+    if (selected) selected.scrollIntoView({ block: "center" });
     document.body.dataset.page = r.page;
     document.body.dataset.ready = String(token);
   } catch (err) {
@@ -309,7 +311,7 @@ function card(value, label) { return h("div", { class: "card" }, h("b", {}, valu
 
 // -- timeline ---------------------------------------------------------------------------------
 
-function timelineRow(e) {
+function timelineRow(e, selected) {
   const d = e.detail || {};
   if (e.kind === "episode") {
     return h("li", { class: "episode", "data-kind": "episode", "data-ref": e.ref_id },
@@ -326,7 +328,8 @@ function timelineRow(e) {
         `facts/${encodeURIComponent(e.session_id)}`, withAs({ fact: e.ref_id, history: 1 })) },
       e.ref_id.slice(0, 8)), " ", shortIds(e.summary)));
   }
-  return h("li", { class: "turn", "data-kind": "turn", "data-ref": e.ref_id, tabindex: 0,
+  return h("li", { class: `turn${e.ref_id === selected ? " sel" : ""}`, "data-kind": "turn",
+    "data-ref": e.ref_id, tabindex: 0,
     "data-visibility": d.visibility || "" },
   h("span", { class: "seq" }, `#${e.seq}`), h("span", { class: "at" }, when(e.at)),
   h("span", {}, h("b", { class: "speaker" }, e.actor || ""), " ",
@@ -349,7 +352,9 @@ async function timelinePage(r, token) {
   const events = tl.events.slice(0, Math.max(0, tl.events.length - (page - 1) * PAGE));
   const shown = events.slice(-PAGE);
   const older = tl.events.length >= limit && limit < MAX_TIMELINE;
-  const list = h("ol", { class: "timeline", id: "timeline" }, shown.map(timelineRow));
+  const wanted = r.params.get("turn");
+  const row = (e) => timelineRow(e, wanted);
+  const list = h("ol", { class: "timeline", id: "timeline" }, shown.map(row));
   const live = h("span", { class: "live", id: "live", "aria-live": "polite" },
     page === 1 ? "live" : "");
   if (page === 1) {
@@ -363,7 +368,7 @@ async function timelinePage(r, token) {
         last = mark;
         const fresh = await api(`${base}/timeline`, { query: { ...agentQuery(), limit: PAGE } });
         if (token !== renderToken) return;
-        list.replaceChildren(...fresh.events.map(timelineRow));
+        list.replaceChildren(...fresh.events.map(row));
         live.textContent = `live · updated ${when(new Date().toISOString()).slice(11)}`;
       } catch (_) { live.textContent = "live · update failed, retrying"; }
     }, POLL_MS);
@@ -381,7 +386,10 @@ async function timelinePage(r, token) {
       card(stats.last_seq, "last seq"), card(info.episodes, "episodes"),
       card(info.facts_active, "current facts"), card(stats.open_episode_turns, "in open episode"),
       card(stats.turns_pending, "turns pending"), card(when(info.last_active) || "—", "last activity")),
-    pager, list, shown.length ? null : h("p", { class: "muted" }, "No events yet."),
+    pager,
+    wanted && !shown.some((e) => e.ref_id === wanted) ? h("p", { class: "muted" },
+      `Turn ${wanted.slice(0, 8)}… is not on this page (or not readable with this key).`) : null,
+    list, shown.length ? null : h("p", { class: "muted" }, "No events yet."),
   ];
 }
 
@@ -423,7 +431,9 @@ function versionBlock(f, session, selected, history) {
   h("div", { class: "meta" },
     `by ${f.agent_id || "—"} · ${when(f.created_at)} · valid ${when(f.valid_from)}` +
     (f.valid_to ? ` → ${when(f.valid_to)}` : "") + ` · confidence ${f.confidence}`,
-    f.source_turn_ids.length ? ` · turns ${shortIds(f.source_turn_ids.join(", "))}` : "",
+    f.source_turn_ids.length ? [" · turns ", f.source_turn_ids.map((t, i) => [i ? ", " : "",
+      h("a", { class: "mono", href: link(`timeline/${encodeURIComponent(session)}`,
+        withAs({ turn: t })), title: t }, `${t.slice(0, 8)}…`)])] : "",
     changed ? ` · reason: ${changed}` : "",
     f.superseded_by ? ` · superseded by ${f.superseded_by.slice(0, 8)}` : "",
     f.conflicts_with.length ? ` · conflicts with ${f.conflicts_with.map((c) => c.slice(0, 8))
