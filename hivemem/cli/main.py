@@ -17,6 +17,7 @@ from rich.text import Text
 from hivemem import __version__
 from hivemem.cli import chat, demo, lifecycle, memory, partitions, pipeline, service, workspace
 from hivemem.cli import eval as evaluation
+from hivemem.cli import ui as explorer
 from hivemem.cli.output import stderr
 from hivemem.config import Settings
 from hivemem.errors import HivememError, NotFound
@@ -56,6 +57,7 @@ COMMANDS: tuple[click.Command, ...] = (
     chat.chat,
     evaluation.eval_cmd,
     demo.demo,
+    *explorer.COMMANDS,     # ui
     *memory.ALIASES,        # add, search, context (hidden, one release)
 )
 for _command in COMMANDS:
