@@ -137,10 +137,10 @@ def session(target: Target, session: str, title: str | None, agent: str | None,
     with opened(target) as client:
         try:
             if title is not None or agent is not None:
-                info = client.admin.set_session_metadata(session_id, title=title, agent_id=agent)
+                info = client.admin.set_session_info(session_id, title=title, agent_id=agent)
             else:
                 info = client.admin.session_info(session_id)
-            others = (client.admin.find_related_sessions(session_id, limit=related)
+            others = (client.admin.related_sessions(session_id, limit=related)
                       if related else [])
         except ValidationError as exc:
             raise _bad_input(exc) from None
@@ -175,7 +175,7 @@ def timeline(target: Target, sessions: tuple[str, ...], kinds: tuple[str, ...],
     session_ids = list(sessions)
     with opened(target) as client:
         try:
-            events = client.admin.build_timeline(session_ids, kinds=list(kinds) or None,
+            events = client.admin.timeline(session_ids, kinds=list(kinds) or None,
                                                  limit=limit)
         except ValidationError as exc:
             raise _bad_input(exc) from None

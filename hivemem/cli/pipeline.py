@@ -89,7 +89,7 @@ def ingest(
 def stats(target: Target, session_id: str, as_json: bool) -> None:
     """Show a session's progress through the pipeline."""
     with opened(target) as client:
-        result = client.get_session_stats(session_id)
+        result = client.admin.session_stats(session_id)
     data: dict[str, Any] = result.model_dump(mode="json")
     data["turns_pending"] = result.turns_pending
     if as_json:
@@ -142,7 +142,7 @@ def rebuild_state(target: Target, session_id: str | None) -> None:
 def facts(target: Target, session_id: str, history: bool, as_json: bool) -> None:
     """The facts reflected for SESSION_ID."""
     with opened(target) as client:
-        found = client.facts(session_id, include_history=history)
+        found = client.admin.facts(session_id, include_history=history)
     if as_json:
         emit_json([f.model_dump(mode="json") for f in found])
     else:
@@ -156,7 +156,7 @@ def facts(target: Target, session_id: str, history: bool, as_json: bool) -> None
 def episodes(target: Target, session_id: str, as_json: bool) -> None:
     """The closed episodes of SESSION_ID."""
     with opened(target) as client:
-        found = client.episodes(session_id)
+        found = client.admin.episodes(session_id)
     if as_json:
         emit_json([e.model_dump(mode="json", exclude={"centroid"}) for e in found])
         return
@@ -188,7 +188,7 @@ def reflect(target: Target, session_id: str, episode_id: str | None) -> None:
 def traces(target: Target, session_id: str | None, count: int) -> None:
     """The newest reflection traces (secrets redacted), as JSON lines."""
     with opened(target) as client:
-        found = client.traces(count, session_id)
+        found = client.admin.traces(count, session_id)
     for trace in found:
         click.echo(json.dumps(trace, default=str))
 

@@ -31,7 +31,7 @@ from hivemem.cli.recall_view import RecallView, recall_view
 from hivemem.cli.target import Target, opened, with_target
 from hivemem.config import Settings
 from hivemem.domain.fact import FactStatus
-from hivemem.domain.models import BUILTIN_MARKERS
+from hivemem.domain.models import BUILTIN_MARKERS, StageLag
 from hivemem.domain.turn import check_content, check_query
 from hivemem.errors import HivememError, ValidationError
 from hivemem.producer.client import MemoryClient
@@ -169,8 +169,9 @@ def recent(
     if include_archived:
         shown.add(FactStatus.ARCHIVED)
     with opened(target) as client:
-        turns = client.recent_turns(session_id, limit)
-        facts = [f for f in client.facts(session_id, include_history=True) if f.status in shown]
+        turns = client.admin.recent_turns(session_id, limit)
+        facts = [f for f in client.admin.facts(session_id, include_history=True)
+                 if f.status in shown]
     facts.sort(key=lambda f: f.valid_from, reverse=True)
     facts = facts[:limit]
     if as_json:
@@ -270,8 +271,8 @@ def context(
 
 
 def session_summary(client: MemoryClient, session_id: str) -> dict[str, Any]:
-    stats = client.get_session_stats(session_id)
-    facts = client.facts(session_id, include_history=True)
+    stats = client.admin.session_stats(session_id)
+    facts = client.admin.facts(session_id, include_history=True)
     return {
         "turns": stats.turns_enqueued,
         "turns_processed": stats.turns_processed,
@@ -298,9 +299,10 @@ def status(target: Target, session: str | None, as_json: bool) -> None:
     with opened(target) as client:
         sessions = [session] if session else client.admin.sessions()
         summaries = {s: session_summary(client, s) for s in sessions}
-        probe = sessions[0] if sessions else target.default_session()
-        stages = [s.model_dump(mode="json") for s in client.get_session_stats(probe).stages]
         pipeline = client.admin.pipeline_status()
+        stages = [StageLag(stage=s.stage, stream=s.stream, lag=s.lag, pending=s.pending,
+                           dead_letters=s.dead_letters).model_dump(mode="json")
+                  for s in pipeline.stages]
     reflect_jobs = pipeline.reflect_jobs["queued"]
     data = {**target.describe(), "sessions": summaries, "stages": stages,
             "reflect_queue": reflect_jobs, "pipeline": pipeline.model_dump(mode="json")}

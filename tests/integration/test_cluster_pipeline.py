@@ -368,13 +368,13 @@ def test_recall_reads_window_and_progress_in_one_pipeline_on_a_redis_cluster(
     from hivemem.config import IngestSettings, RedisSettings
     from hivemem.domain.turn import TurnDraft
     from hivemem.store.episodes import EpisodeStore
-    from hivemem.store.state import SessionState
+    from hivemem.store.state import TurnLog
 
     redis_cluster.wait_ok()
     cluster = connect(RedisSettings(url=redis_cluster.url))
     try:
         keys = Keys("together", partitions=4)
-        state = SessionState(cluster, keys, recent_window=5)
+        state = TurnLog(cluster, keys, recent_window=5)
         episodes = EpisodeStore(cluster, keys, 10_000)
         for i in range(1, 4):
             state.append_turn(TurnDraft("s", "user", f"turn {i}", settings=IngestSettings(),

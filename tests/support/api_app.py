@@ -17,7 +17,7 @@ from hivemem.providers.embedders import HashingEmbedder
 from hivemem.runtime.metrics import Metrics
 from hivemem.store.apikeys import ApiKeyStore
 from hivemem.store.redis import connect_fake, fake_server
-from hivemem.store.state import SessionState
+from hivemem.store.state import TurnLog
 from hivemem.store.streams import StreamStore
 from hivemem.store.vectors.server import ServerVectorStore
 from hivemem.workers.embed import EmbedHandler, embed_kind
@@ -63,7 +63,7 @@ def build_api(overrides: dict[str, Any] | None = None, url: str = "http://testse
     app = create_app(settings, client=client, metrics=metrics)
 
     def drain() -> None:
-        state = SessionState(redis_client, client.keys, settings.ingest.recent_window)
+        state = TurnLog(redis_client, client.keys, settings.ingest.recent_window)
         streams = StreamStore(redis_client, client.keys)
         kind = embed_kind(EmbedHandler(embedder, vectors, state, streams, client.keys))
         StreamWorker(metrics.instrument(kind), streams, settings.worker).run(burst=True)

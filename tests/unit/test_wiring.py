@@ -25,7 +25,7 @@ from hivemem.workers.rqworker import ContextJob
 PACKAGE = Path(__file__).resolve().parents[2] / "hivemem"
 
 # Constructors that only the composition root may call.
-BUILDERS = ("SessionState", "StreamStore", "EpisodeStore", "EdgeVectorStore",
+BUILDERS = ("TurnLog", "StreamStore", "EpisodeStore", "EdgeVectorStore",
             "ServerVectorStore", "build_embedder", "open_vector_store", "build_reflector",
             "JobContext")
 # Where a constructor call is allowed besides runtime/wiring.py, and why.
@@ -77,7 +77,7 @@ def test_only_the_wiring_constructs_stores_and_providers() -> None:
             offenders[rel] = calls
     assert offenders == {}
     wiring_source = (PACKAGE / "runtime" / "wiring.py").read_text()
-    assert {"SessionState", "StreamStore", "EpisodeStore", "build_embedder",
+    assert {"TurnLog", "StreamStore", "EpisodeStore", "build_embedder",
             "open_vector_store", "JobContext"} <= _calls(wiring_source)
 
 
