@@ -59,7 +59,7 @@ def build_api(overrides: dict[str, Any] | None = None, url: str = "http://testse
     key_a, _ = keys.create("team-a", "tests")
     key_b, _ = keys.create("team-b", "tests")
     metrics = Metrics()
-    metrics.watch_pipeline(redis_client, client.keys, settings.episodes.reflect_queue)
+    metrics.watch_pipeline(client.admin.pipeline_status)
     app = create_app(settings, client=client, metrics=metrics)
 
     def drain() -> None:

@@ -47,8 +47,7 @@ def make_client(redis_client: redis.Redis, settings: Settings) -> Iterator[MakeC
 
     yield make
     for client in made:
-        assert client._vectors is not None
-        client._vectors.close()
+        client.vector_store().close()
 
 
 def populated(pipeline: Pipeline) -> MemoryClient:
