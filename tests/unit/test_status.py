@@ -10,8 +10,8 @@ import redis
 from click.testing import CliRunner
 
 from hivemem.cli.main import cli
-from hivemem.pipeline.topology import Keys
 from hivemem.config import ReflectionSettings
+from hivemem.pipeline.topology import Keys
 from hivemem.store.status import PipelineStatus, stage_statuses
 from hivemem.workers.queue import JobQueue
 
