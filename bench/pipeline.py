@@ -926,7 +926,7 @@ def bench_recall(
         out["sessions"][str(n)] = {"fill_ingest_s": round(t_ing, 2),
                                    "fill_worker_s": round(t_fill, 2)}
 
-    recaller = client._get_recaller()
+    recaller = client._service.reads.recaller()
     timers = {
         "embed_query": Timed(recaller.embedder, "embed_query"),
         "search_turns": Timed(recaller.vectors, "search_turns"),

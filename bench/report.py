@@ -213,7 +213,7 @@ def bench_recall_sizes(
             client, store = build_memory(server, backend, n, pool, vectors, tmp)
             build_s = time.perf_counter() - t0
             client.recall("big", qs[0], 1000)  # warm: model, store, caches
-            query_model = client._get_recaller().embedder
+            query_model = client._service.reads.recaller().embedder
             qvecs = [query_model.embed_query(q) for q in qs]
             lat: list[float] = []
             with CpuMonitor([server.process.pid] if server.process else []) as mon:

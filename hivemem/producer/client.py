@@ -24,7 +24,6 @@ from hivemem.errors import ValidationError
 from hivemem.logs import ensure_quiet_default
 from hivemem.producer.admin import Admin
 from hivemem.producer.scoped import ScopedMemory
-from hivemem.recall.recaller import Recaller
 from hivemem.runtime.embedded import EmbeddedRuntime
 from hivemem.runtime.guest import guest_of
 from hivemem.runtime.wiring import Wiring, wire
@@ -331,9 +330,6 @@ class MemoryClient:
     @property
     def _state(self) -> TurnLog:
         return self._wiring.state
-
-    def _get_recaller(self) -> Recaller:
-        return self._service.reads.recaller()
 
 
 def _row_scope(index: int, raw: Mapping[str, Any]) -> Scope:

@@ -27,6 +27,7 @@ from hivemem.store.episodes import EpisodeStore
 from hivemem.store.redis import Redis
 from hivemem.store.redis_connect import check_partitions, connect, connect_rq
 from hivemem.store.reflection import ReflectionState
+from hivemem.store.repartition import Repartition
 from hivemem.store.sessions import SessionStore
 from hivemem.store.state import TurnLog
 from hivemem.store.status import stage_activity
@@ -404,3 +405,12 @@ def wire(
     """The wiring of an SDK client that runs no workers (its process's composition root);
     embedded mode's client uses its runtime's wiring instead."""
     return Wiring(settings, redis=redis, vectors=vectors, embedder=embedder)
+
+
+def repartition_move(
+    client: Redis, prefix: str, old_count: int, new_count: int, *, ttl_ms: int,
+) -> Repartition:
+    """The move of every session's keys from `old_count` to `new_count` partitions (`hivemem
+    repartition`): built on a bare connection, since a wiring refuses to start while the
+    data's partition count differs from the settings'."""
+    return Repartition(client, Keys(prefix, old_count), Keys(prefix, new_count), ttl_ms=ttl_ms)
