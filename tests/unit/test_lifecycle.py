@@ -153,6 +153,30 @@ def test_related_sessions_and_session_context(pipeline: Pipeline) -> None:
     assert {i.session_id for i in context.result} <= {"s1", "s2"}
 
 
+def test_related_sessions_stay_in_the_callers_namespace(pipeline: Pipeline) -> None:
+    """A second namespace about the same things: the operator's session context (the
+    README's `related=2`) once raised "no such session", finding team-b's session related and
+    then recalling it in the default namespace. Related sessions are now looked up where
+    they can be recalled: the session's own namespace."""
+    client, drain = pipeline
+    seed(client, drain, "s1", "database")
+    seed(client, drain, "s2", "database")
+    team_b = client.scoped(namespace="team-b")
+    for i, text in enumerate(["We talk about the database today",
+                              "The database choice is PostgreSQL"]):
+        team_b.ingest("b1", "user", text, turn_id=f"b{i}", timestamp=T0)
+    drain()
+    assert set(client.admin.sessions()) == {"s1", "s2", "b1"}
+    context = client.admin.session_context("s1", "which database?", 500, related=2)
+    assert [r.session_id for r in context.related] == ["s2"]
+    assert {i.session_id for i in context.result} <= {"s1", "s2"}
+    assert [r.session_id for r in client.admin.related_sessions("s1", limit=5)] == ["s2"]
+    # The same from the other side: team-b sees only its own sessions as related.
+    assert team_b.related_sessions("b1", limit=5) == []
+    assert team_b.session_context("b1", "which database?", 500, related=2).related == []
+    assert [r.session_id for r in client.admin.related_sessions("b1")] == []
+
+
 def test_scheduled_compaction_runs_as_a_job(
     redis_client: redis.Redis, settings: Settings, pipeline: Pipeline
 ) -> None:
