@@ -1,11 +1,14 @@
-"""The composition root: every store, provider and worker is built here, from `Settings`.
+"""The composition root: every store, provider, worker, the job queue and the service are
+built here, from `Settings`.
 
-Entry points (the SDK client, embedded mode, `hivemem worker KIND`, the CLI) make one
-`Wiring` and take what they need from it; nothing else constructs a store. Parts are built
-on first use and cached, so an ingest-only producer never loads a model or opens Qdrant.
-Tests (and embedded mode) hand in ready parts instead: a Redis connection (or how to open
-more of them), a vector store, an embedder, a reflector. `close()` closes what the wiring
-opened itself and nothing that was handed in.
+Entry points make one `Wiring` per process and take what they need from it: the SDK client
+(`wire`, or embedded mode's runtime's, never a second one), embedded mode, `hivemem worker
+KIND`. Nothing else constructs a store (a test pins it). The SDK handles call `service`
+(`hivemem.service`), which works on the parts below; rq's connection (`queue_redis`) is the
+job queue's (`jobs`) alone. Parts are built on first use and cached, so an ingest-only
+producer never loads a model or opens Qdrant. Tests (and embedded mode) hand in ready parts
+instead: a Redis connection (or how to open more of them), a vector store, an embedder, a
+reflector. `close()` closes what the wiring opened itself and nothing that was handed in.
 """
 
 from __future__ import annotations

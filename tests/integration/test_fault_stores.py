@@ -177,7 +177,7 @@ def test_backpressure_bounds_the_backlog_under_a_slow_worker(
         for i, turn in enumerate(turns):
             producer.ingest(**turn)
             if i % 25 == 0:
-                peak = max(peak, producer._guard.backlog())
+                peak = max(peak, producer._wiring.guard.backlog())
         deadline = time.monotonic() + 60
         while processed_count(real_redis, sessions) < len(turns):
             assert time.monotonic() < deadline

@@ -27,7 +27,8 @@ PACKAGE = Path(__file__).resolve().parents[2] / "hivemem"
 # Constructors that only the composition root may call.
 BUILDERS = ("TurnLog", "StreamStore", "EpisodeStore", "EdgeVectorStore",
             "ServerVectorStore", "build_embedder", "open_vector_store", "build_reflector",
-            "JobContext")
+            "JobContext", "SessionStore", "AuditLog", "ReflectionState", "ApiKeyStore",
+            "JobQueue", "Service", "IngestGuard", "Wiring")
 # Where a constructor call is allowed besides runtime/wiring.py, and why.
 ALLOWED = {
     # The one switch between the two vector backends; only wiring calls it (pinned below).
@@ -35,6 +36,10 @@ ALLOWED = {
     # Recovery routines of the store layer: given one connection (at open, before any
     # worker exists), they replay through the episode and stream stores of that connection.
     "store/rebuild.py": {"EpisodeStore", "StreamStore"},
+    # One wiring per process: embedded mode's (the SDK client takes it from the runtime)
+    # and a worker process's (`hivemem worker KIND`, one command per process).
+    "runtime/embedded.py": {"Wiring"},
+    "runtime/runner.py": {"Wiring"},
 }
 
 
@@ -153,6 +158,8 @@ def test_two_embedded_runtimes_reflect_with_their_own_reflectors(
             for sid in (f"{name}1", f"{name}2"):
                 client.wait_until_reflected(sid, 30)
         for name, client in clients.items():
+            # One wiring per embedded client: its runtime's, shared by the SDK's service.
+            assert client._runtime is not None and client._wiring is client._runtime.wiring
             assert sorted(recorders[name].sessions) == [f"{name}1", f"{name}2"]
             for sid in (f"{name}1", f"{name}2"):
                 assert [f.content for f in client.facts(sid)] == [texts[name]]
