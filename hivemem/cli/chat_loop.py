@@ -123,6 +123,10 @@ class ChatLoop:
     def turn(self, text: str) -> None:
         try:
             view = recall_view(self.client, self.session_id, text, self.token_budget)
+        except NotFound:  # the input is fine: a new session has nothing to recall yet
+            view = RecallView(session_id=self.session_id, query=text, items=[], used_tokens=0,
+                              token_budget=self.token_budget
+                              or self.client.settings.recall.default_token_budget)
         except ValidationError as exc:
             self.console.print(f"[red]{escape(str(exc))}[/]")
             return

@@ -34,6 +34,7 @@ from hivemem.domain.fact import FactStatus
 from hivemem.domain.models import BUILTIN_MARKERS, StageLag
 from hivemem.domain.turn import check_content, check_query
 from hivemem.errors import HivememError, ValidationError
+from hivemem.pipeline.topology import STAGE_NAMES
 from hivemem.producer.client import MemoryClient
 from hivemem.runtime.workspace import init_workspace
 from hivemem.store.status import PipelineStatus
@@ -302,7 +303,7 @@ def status(target: Target, session: str | None, as_json: bool) -> None:
         pipeline = client.admin.pipeline_status()
         stages = [StageLag(stage=s.stage, stream=s.stream, lag=s.lag, pending=s.pending,
                            dead_letters=s.dead_letters).model_dump(mode="json")
-                  for s in pipeline.stages]
+                  for s in pipeline.stages if s.stage in STAGE_NAMES]
     reflect_jobs = pipeline.reflect_jobs["queued"]
     data = {**target.describe(), "sessions": summaries, "stages": stages,
             "reflect_queue": reflect_jobs, "pipeline": pipeline.model_dump(mode="json")}

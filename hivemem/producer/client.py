@@ -174,13 +174,21 @@ class MemoryClient:
         Each row is written in its own `namespace` (default ``"default"``) as its
         `agent_id`. Backpressure and `durable` as for `ingest`, for the batch as a whole."""
         rows: list[tuple[Scope, Mapping[str, Any]]] = []
+        scopes: dict[tuple[str | None, str | None], Scope] = {}  # a batch names few
         for index, raw in enumerate(turns):
             # A dict of known fields with the three required ones (the usual row) passes
             # the row checks in three tests; anything else takes them one by one.
             if not (type(raw) is dict and raw.keys() <= _TURN_INPUT_KEYS
                     and "session_id" in raw and "role" in raw and "content" in raw):
                 _check_row(index, raw)
-            rows.append((_row_scope(index, raw), raw))
+            namespace, agent = raw.get("namespace"), raw.get("agent_id")
+            if not (isinstance(namespace, str | None) and isinstance(agent, str | None)):
+                rows.append((_row_scope(index, raw), raw))  # refused there, with its field
+                continue
+            scope = scopes.get((namespace, agent))
+            if scope is None:
+                scope = scopes[(namespace, agent)] = _row_scope(index, raw)
+            rows.append((scope, raw))
         return self._service.turns.ingest_many(rows, durable=durable)
 
     # -- progress --------------------------------------------------------------------------

@@ -7,7 +7,7 @@ from pathlib import Path
 import pytest
 import redis
 
-from hivemem import MemoryClient, Settings, ValidationError
+from hivemem import MemoryClient, NotFound, Settings, ValidationError
 from hivemem.providers.embedders import HashingEmbedder
 
 
@@ -64,7 +64,8 @@ def test_recall_limit_and_read_only(pipeline, redis_client: redis.Redis) -> None
     assert info.value.field == "token_budget"
     with pytest.raises(ValidationError):
         client.recall("s1", "")
-    assert client.recall("unknown-session", "alpha") == []
+    with pytest.raises(NotFound):  # like everywhere else
+        client.recall("unknown-session", "alpha")
 
 
 def test_embedded_mode_persists_across_restarts(tmp_path: Path, settings: Settings) -> None:
