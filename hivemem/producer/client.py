@@ -197,8 +197,11 @@ class MemoryClient:
         self, session_id: str, *, namespace: str | None = None
     ) -> SessionStats:
         """Turns, episodes, open-episode turns, markers, and each stage's backlog, of a
-        session of `namespace` (default ``"default"``; else `NotFound`)."""
-        return self._service.turns.stats(scope_for(namespace), session_id)
+        session of `namespace` (default ``"default"``; else `NotFound`). The marker counts
+        are the session's own, read from Redis (a producer needs no vector store for them);
+        a `scoped` handle counts only the turns its agent may see."""
+        return self._service.turns.stats(scope_for(namespace), session_id,
+                                         visible_markers=False)
 
     def close_episode(self, session_id: str, *, namespace: str | None = None) -> int:
         """Close the session's open episode after the turns ingested so far.
@@ -227,7 +230,7 @@ class MemoryClient:
         `ProcessingTimeout` when the workers have not caught up in time.
         """
         return self._service.turns.wait_until_processed(
-            scope_for(namespace), session_id, timeout, stage=stage)
+            scope_for(namespace), session_id, timeout, stage=stage, visible_markers=False)
 
     # -- recall ----------------------------------------------------------------------------
 

@@ -113,20 +113,25 @@ class Turns:
 
     # -- progress --------------------------------------------------------------------------
 
-    def stats(self, access: Access, session_id: str) -> SessionStats:
-        """Turns, episodes, open-episode turns, markers, and each stage's backlog. For a
-        scope, the marker counts are of the turns it may see (another agent's private
-        custom marker would name what it is about); the pipeline counts are the session's."""
-        self.access.require(access, session_id)
-        return self._stats(access, session_id)
+    def stats(
+        self, access: Access, session_id: str, *, visible_markers: bool = True,
+    ) -> SessionStats:
+        """Turns, episodes, open-episode turns, markers, and each stage's backlog.
 
-    def _stats(self, access: Access, session_id: str) -> SessionStats:
+        With `visible_markers` (a scope's handle), the marker counts are of the turns the
+        scope may see (another agent's private custom marker would name what it is about),
+        counted in the vector store; without, the session's own counts from Redis (what a
+        producer that opens no vector store reads). The pipeline counts are the session's."""
+        self.access.require(access, session_id)
+        return self._stats(access, session_id, visible_markers=visible_markers)
+
+    def _stats(self, access: Access, session_id: str, *, visible_markers: bool) -> SessionStats:
         parts = self.parts
         stats = parts.state.stats(session_id)
         assigned, closed, open_ep, markers = parts.episodes.progress(session_id)
         stages = [parts.streams.stage_lag(stage) for stage in Topology(parts.keys).stages]
         scope = store_scope(access)
-        if scope is not None and markers:
+        if visible_markers and scope is not None and markers:
             vectors = self.reads.vectors()
             markers = {name: seen for name in markers if (seen := vectors.count(
                 TURNS, {"session_id": session_id, "markers": name, **scoped(scope)}))}
@@ -159,6 +164,7 @@ class Turns:
 
     def wait_until_processed(
         self, access: Access, session_id: str, timeout: float = 30.0, *, stage: str = "embed",
+        visible_markers: bool = True,
     ) -> SessionStats:
         """Block until every turn enqueued so far for the session is recallable (with
         ``stage="boundary"``: also assigned to episodes). Dead-lettered turns count as
@@ -177,7 +183,7 @@ class Turns:
             else:
                 settled = episodes.progress(session_id)[0]
             if settled >= target:
-                return self._stats(access, session_id)
+                return self._stats(access, session_id, visible_markers=visible_markers)
             if time.monotonic() >= deadline:
                 raise ProcessingTimeout(session_id, settled, target, timeout)
             time.sleep(delay)

@@ -198,5 +198,9 @@ def test_a_client_loads_no_model_and_opens_no_store_before_recall(
 ) -> None:
     client = MemoryClient(settings, redis_client=redis_client)
     client.ingest("s", "user", "hello")
+    # What the boundary stage counts (this test runs none): a producer's progress reads
+    # it from Redis, without a vector store.
+    redis_client.hset(client.keys.boundary_state("s"), mapping={"marker:decision": 1})
+    assert client.get_session_stats("s").markers == {"decision": 1}
     built = client._wiring.__dict__
     assert not {"vectors", "embedder", "query_embedder", "reflector"} & set(built)
