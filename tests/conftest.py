@@ -99,7 +99,7 @@ def pipeline(
     redis_client: redis.Redis, settings: Settings, embedder: HashingEmbedder
 ) -> Iterator[tuple[MemoryClient, Callable[[], None]]]:
     """A client on Redis + Qdrant `:memory:`, and `drain()` to run the embed worker (burst)."""
-    from hivemem.store.state import SessionState
+    from hivemem.store.state import TurnLog
     from hivemem.store.streams import StreamStore
     from hivemem.store.vectors.server import ServerVectorStore
     from hivemem.workers.embed import EmbedHandler, embed_kind
@@ -110,7 +110,7 @@ def pipeline(
                           embedder=embedder)
 
     def drain() -> None:
-        state = SessionState(redis_client, client.keys, settings.ingest.recent_window)
+        state = TurnLog(redis_client, client.keys, settings.ingest.recent_window)
         worker = StreamWorker(
             embed_kind(EmbedHandler(embedder, vectors, state,
                                     StreamStore(redis_client, client.keys), client.keys)),

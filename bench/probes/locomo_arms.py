@@ -122,7 +122,7 @@ def uncached_currency(client: Any) -> Iterator[None]:
         def get(self, session_id: str) -> SessionFacts:
             return self._refresh(session_id, None)
 
-    recaller = client._get_recaller()  # a bench may reach in: it swaps one part and restores
+    recaller = client._service.reads.recaller()  # a bench may reach in: it swaps one part and restores
     kept = recaller.currency
     view = CurrencyView(recaller.vectors, client.settings.reflection, size=0)
     view.known = ReadWhole(recaller.vectors)
@@ -136,7 +136,7 @@ def uncached_currency(client: Any) -> Iterator[None]:
 
 @contextmanager
 def no_helper(client: Any) -> Iterator[None]:
-    recaller = client._get_recaller()
+    recaller = client._service.reads.recaller()
     recaller._inflight += 1  # the helper counts as busy: recall does it all on the caller
     try:
         yield
@@ -152,7 +152,7 @@ def _swapped_query_embedder(make: Callable[[Any], Any]) -> Arm:
     def arm(client: Any) -> Iterator[None]:
         if not embedder:
             embedder.append(make(client))
-        recaller = client._get_recaller()
+        recaller = client._service.reads.recaller()
         kept = recaller.embedder
         recaller.embedder = embedder[0]
         try:
@@ -211,7 +211,7 @@ def _fused_search(extra_dense: bool = False) -> Arm:
         from hivemem.domain.recall.policy import PRESETS
         from hivemem.store.vectors.base import TurnHit
 
-        vectors = client._get_recaller().vectors
+        vectors = client._service.reads.recaller().vectors
         both = vectors.search_turns_and_windows
 
         def fused(sessions: Any, vector: Any, limit: int, scope: Any = None) -> Any:

@@ -81,7 +81,7 @@ from hivemem.pipeline.topology import Keys, Topology  # noqa: E402
 from hivemem.pipeline.wire import wire_json  # noqa: E402
 from hivemem.producer.client import MemoryClient  # noqa: E402
 from hivemem.store.redis import connect  # noqa: E402
-from hivemem.store.state import SessionState  # noqa: E402
+from hivemem.store.state import TurnLog  # noqa: E402
 from hivemem.store.status import stage_activity, stage_backlog  # noqa: E402
 from hivemem.store.streams import StreamStore  # noqa: E402
 from hivemem.store.vectors.edge import EdgeVectorStore  # noqa: E402
@@ -149,10 +149,10 @@ class Timed:
 
 def make_handler(
     embedder: Any, store: Any, conn: Any, keys: Keys, settings: Settings
-) -> tuple[EmbedHandler, SessionState, StreamStore]:
+) -> tuple[EmbedHandler, TurnLog, StreamStore]:
     """The embed stage exactly as the worker runner wires it (its own StreamStore for the
     embedded-stream writes, so timing it leaves the worker's reads and acks alone)."""
-    state = SessionState(conn, keys, settings.ingest.recent_window)
+    state = TurnLog(conn, keys, settings.ingest.recent_window)
     streams = StreamStore(conn, keys)
     handler = EmbedHandler(embedder, store, state, streams, keys,
                            window_turns=settings.embedding.window_turns,
@@ -926,7 +926,7 @@ def bench_recall(
         out["sessions"][str(n)] = {"fill_ingest_s": round(t_ing, 2),
                                    "fill_worker_s": round(t_fill, 2)}
 
-    recaller = client._get_recaller()
+    recaller = client._service.reads.recaller()
     timers = {
         "embed_query": Timed(recaller.embedder, "embed_query"),
         "search_turns": Timed(recaller.vectors, "search_turns"),

@@ -73,7 +73,7 @@ def _serve(vstore: Any, redis: Any, vectors: Any, texts: list[str], session: str
     from hivemem.pipeline.topology import Keys
     from hivemem.recall.recaller import Recaller
     from hivemem.store.episodes import EpisodeStore
-    from hivemem.store.state import SessionState
+    from hivemem.store.state import TurnLog
 
     keys = Keys("bench")
     fixed = FixedQuery()
@@ -83,7 +83,7 @@ def _serve(vstore: Any, redis: Any, vectors: Any, texts: list[str], session: str
         from hivemem.providers.embedders import build_embedder
 
         embedder = build_embedder(EmbeddingSettings(), for_queries=True)
-    recaller = Recaller(SessionState(redis, keys, 50), EpisodeStore(redis, keys, 10_000),
+    recaller = Recaller(TurnLog(redis, keys, 50), EpisodeStore(redis, keys, 10_000),
                         vstore, embedder)
     policy = PRESETS["balanced"]
     try:

@@ -55,7 +55,7 @@ def profile(points: int, build: bool, n: int, tmp: Path) -> dict[str, Any]:
     from hivemem.recall import recaller as recall_module
     from hivemem.recall.recaller import Recaller
     from hivemem.store.episodes import EpisodeStore
-    from hivemem.store.state import SessionState
+    from hivemem.store.state import TurnLog
     from hivemem.store.vectors import edge
     from hivemem.store.vectors.base import DENSE, FUSED, TURNS
     from hivemem.store.vectors.edge import EdgeVectorStore
@@ -86,7 +86,7 @@ def profile(points: int, build: bool, n: int, tmp: Path) -> dict[str, Any]:
         timed(recall_module, name, f"recall.{name}")
     redis = fakeredis.FakeRedis()
     keys = Keys("bench")
-    state, episodes = SessionState(redis, keys, 50), EpisodeStore(redis, keys, 10_000)
+    state, episodes = TurnLog(redis, keys, 50), EpisodeStore(redis, keys, 10_000)
     fixed = FixedQuery()
     recaller = Recaller(state, episodes, store, fixed)
     timed(state, "recent_turns", "redis.recent_turns")

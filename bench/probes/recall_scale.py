@@ -157,7 +157,7 @@ def row(name: str, points: int, per_session: int, build: bool, args: argparse.Na
     from hivemem.pipeline.topology import Keys
     from hivemem.recall.recaller import Recaller
     from hivemem.store.episodes import EpisodeStore
-    from hivemem.store.state import SessionState
+    from hivemem.store.state import TurnLog
     from hivemem.store.vectors.base import TURNS
     from hivemem.store.vectors.edge import EdgeVectorStore
 
@@ -183,7 +183,7 @@ def row(name: str, points: int, per_session: int, build: bool, args: argparse.Na
         server.start()
         redis = redis_py.Redis.from_url(server.url)
         keys = Keys("bench")
-        recaller = Recaller(SessionState(redis, keys, 50), EpisodeStore(redis, keys, 10_000),
+        recaller = Recaller(TurnLog(redis, keys, 50), EpisodeStore(redis, keys, 10_000),
                             store, embedder)
         fixed = FixedQuery(embedder)
         policy = PRESETS["balanced"]

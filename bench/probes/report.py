@@ -92,7 +92,7 @@ def bench_scaling(server: Any, texts: list[str], tmp: Path) -> dict[str, Any]:
     from hivemem.config import Settings
     from hivemem.pipeline.topology import Keys
     from hivemem.store.redis import connect
-    from hivemem.store.state import SessionState
+    from hivemem.store.state import TurnLog
     from hivemem.store.streams import StreamStore
     from hivemem.store.vectors.edge import EdgeVectorStore
     from hivemem.workers.embed import EmbedHandler, embed_kind
@@ -125,7 +125,7 @@ def bench_scaling(server: Any, texts: list[str], tmp: Path) -> dict[str, Any]:
             e.embed_documents(["warm up"])
         workers = [
             StreamWorker(embed_kind(EmbedHandler(
-                embedders[i], store, SessionState(conns[i], keys, 50),
+                embedders[i], store, TurnLog(conns[i], keys, 50),
                 StreamStore(conns[i], keys), keys)), StreamStore(conns[i], keys),
                 settings.worker, consumer=f"w{i}")
             for i in range(k)
@@ -165,7 +165,7 @@ def build_memory(
     from hivemem.config import Settings
     from hivemem.providers.lexical import LexicalEncoder
     from hivemem.store.redis import connect
-    from hivemem.store.state import SessionState
+    from hivemem.store.state import TurnLog
 
     prefix = f"r{backend[:3]}{n}"
     settings = Settings.model_validate({
@@ -182,7 +182,7 @@ def build_memory(
     conn = connect(settings.redis)
     client = MemoryClient(settings, redis_client=conn, vector_store=store,
                           embedder=embedder())
-    state = SessionState(conn, client.keys, settings.ingest.recent_window)
+    state = TurnLog(conn, client.keys, settings.ingest.recent_window)
     lexical = LexicalEncoder()
     for start in range(0, n, 1000):
         rows = [{"session_id": "big", "role": "user" if i % 2 else "assistant",
@@ -213,7 +213,7 @@ def bench_recall_sizes(
             client, store = build_memory(server, backend, n, pool, vectors, tmp)
             build_s = time.perf_counter() - t0
             client.recall("big", qs[0], 1000)  # warm: model, store, caches
-            query_model = client._get_recaller().embedder
+            query_model = client._service.reads.recaller().embedder
             qvecs = [query_model.embed_query(q) for q in qs]
             lat: list[float] = []
             with CpuMonitor([server.process.pid] if server.process else []) as mon:

@@ -58,7 +58,7 @@ def create_app(
     admin = memory.admin
     registry = metrics or Metrics()
     if metrics is None:
-        registry.watch_pipeline(admin.redis, memory.keys, settings.episodes.reflect_queue)
+        registry.watch_pipeline(admin.pipeline_status)
 
     def tenant_of(key: ApiKeyInfo) -> ScopedMemory:
         if key.agent_id is None:  # a namespace key: any agent of its namespace

@@ -135,10 +135,10 @@ def session(target: Target, session: str | None, legacy: str | None, title: str 
     setting = title is not None or agent is not None
     with opened(target, read_only=not setting) as client:
         if setting:
-            info = client.admin.set_session_metadata(session_id, title=title, agent_id=agent)
+            info = client.admin.set_session_info(session_id, title=title, agent_id=agent)
         else:
             info = client.admin.session_info(session_id)
-        others = (client.admin.find_related_sessions(session_id, limit=related)
+        others = (client.admin.related_sessions(session_id, limit=related)
                   if related else [])
     if as_json:
         emit_json({**info.model_dump(mode="json"),
@@ -174,7 +174,7 @@ def timeline(target: Target, sessions: tuple[str, ...], legacy: tuple[str, ...],
     session_ids = pick_sessions("timeline", legacy, sessions) or [target.default_session()]
     with opened(target, read_only=True) as client:
         require_session(client, *session_ids)
-        events = client.admin.build_timeline(session_ids, kinds=list(kinds) or None,
+        events = client.admin.timeline(session_ids, kinds=list(kinds) or None,
                                              limit=limit)
     if as_json:
         emit_json([e.model_dump(mode="json") for e in events])

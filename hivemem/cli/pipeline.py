@@ -35,7 +35,7 @@ def stats(target: Target, session: str | None, legacy: str | None, as_json: bool
     session_id = target.default_session(pick_session("stats", legacy, session))
     with opened(target, read_only=True) as client:
         require_session(client, session_id)
-        result = client.get_session_stats(session_id)
+        result = client.admin.session_stats(session_id)
     data: dict[str, Any] = result.model_dump(mode="json")
     data["turns_pending"] = result.turns_pending
     if as_json:
@@ -103,7 +103,7 @@ def facts(target: Target, session: str | None, legacy: str | None, history: bool
     session_id = target.default_session(pick_session("facts", legacy, session))
     with opened(target, read_only=True) as client:
         require_session(client, session_id)
-        found = client.facts(session_id, include_history=history)
+        found = client.admin.facts(session_id, include_history=history)
     if as_json:
         emit_json([f.model_dump(mode="json") for f in found])
     else:
@@ -120,7 +120,7 @@ def episodes(target: Target, session: str | None, legacy: str | None, as_json: b
     session_id = target.default_session(pick_session("episodes", legacy, session))
     with opened(target, read_only=True) as client:
         require_session(client, session_id)
-        found = client.episodes(session_id)
+        found = client.admin.episodes(session_id)
     if as_json:
         emit_json([e.model_dump(mode="json", exclude={"centroid"}) for e in found])
         return
@@ -170,7 +170,7 @@ def traces(target: Target, session: str | None, count: int, as_json: bool) -> No
     with opened(target, read_only=True) as client:
         if session is not None:
             require_session(client, session)
-        found = client.traces(count, session)
+        found = client.admin.traces(count, session)
     if as_json:
         emit_json(found)
         return

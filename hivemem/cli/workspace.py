@@ -26,7 +26,9 @@ from hivemem.cli.session_args import (
 from hivemem.cli.target import Target, opened, with_target
 from hivemem.config import Settings
 from hivemem.domain.fact import FactStatus
+from hivemem.domain.models import StageLag
 from hivemem.errors import HivememError
+from hivemem.pipeline.topology import STAGE_NAMES
 from hivemem.producer.client import MemoryClient
 from hivemem.runtime.workspace import init_workspace
 from hivemem.store.status import PipelineStatus
@@ -86,8 +88,9 @@ def recent(
         shown.add(FactStatus.ARCHIVED)
     with opened(target, read_only=True) as client:
         require_session(client, session_id)
-        turns = client.recent_turns(session_id, limit)
-        facts = [f for f in client.facts(session_id, include_history=True) if f.status in shown]
+        turns = client.admin.recent_turns(session_id, limit)
+        facts = [f for f in client.admin.facts(session_id, include_history=True)
+                 if f.status in shown]
     facts.sort(key=lambda f: f.valid_from, reverse=True)
     facts = facts[:limit]
     if as_json:
@@ -117,8 +120,8 @@ def recent(
 
 
 def session_summary(client: MemoryClient, session_id: str) -> dict[str, Any]:
-    stats = client.get_session_stats(session_id)
-    facts = client.facts(session_id, include_history=True)
+    stats = client.admin.session_stats(session_id)
+    facts = client.admin.facts(session_id, include_history=True)
     return {
         "turns": stats.turns_enqueued,
         "turns_processed": stats.turns_processed,
@@ -146,9 +149,10 @@ def status(target: Target, sessions: tuple[str, ...], as_json: bool) -> None:
             require_session(client, *sessions)
         sessions = tuple(sessions) or tuple(client.admin.sessions())
         summaries = {s: session_summary(client, s) for s in sessions}
-        probe = sessions[0] if sessions else target.default_session()
-        stages = [s.model_dump(mode="json") for s in client.get_session_stats(probe).stages]
         pipeline = client.admin.pipeline_status()
+        stages = [StageLag(stage=s.stage, stream=s.stream, lag=s.lag, pending=s.pending,
+                           dead_letters=s.dead_letters).model_dump(mode="json")
+                  for s in pipeline.stages if s.stage in STAGE_NAMES]
     reflect_jobs = pipeline.reflect_jobs["queued"]
     data = {**target.describe(), "sessions": summaries, "stages": stages,
             "reflect_queue": reflect_jobs, "pipeline": pipeline.model_dump(mode="json")}

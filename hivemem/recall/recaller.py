@@ -36,7 +36,7 @@ from hivemem.recall.items import (
 )
 from hivemem.recall.known_facts import SessionFacts
 from hivemem.store.episodes import EpisodeStore
-from hivemem.store.state import SessionState
+from hivemem.store.state import TurnLog
 from hivemem.store.vectors.base import (
     FactHit,
     TurnHit,
@@ -107,7 +107,7 @@ class _Ahead(Generic[_T]):
 class Recaller:
     def __init__(
         self,
-        state: SessionState,
+        state: TurnLog,
         episodes: EpisodeStore,
         vectors: VectorStore,
         embedder: Embedder,
