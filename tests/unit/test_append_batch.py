@@ -206,6 +206,9 @@ def test_recall_reads_the_window_and_the_boundary_progress_in_one_round_trip(
         sent.append(1)
         return send(conn, *args, **kwargs)  # type: ignore[arg-type]
 
+    # Warm the connection first: a fresh one sends its handshake (CLIENT SETINFO) with the
+    # same call, which is not what is counted here.
+    state.recent_turns_and_progress(episodes, "a", 3)
     with pytest.MonkeyPatch.context() as mp:
         mp.setattr(connection_class, "send_packed_command", counted)
         turns, progress = state.recent_turns_and_progress(episodes, "a", 3)
