@@ -1,0 +1,87 @@
+"""What the adapters need of a hivemem handle: the methods `ScopedMemory` (embedded or
+server) and `RemoteMemory` (`hivemem.connect`) both offer, so an adapter takes either.
+
+Also the small shared pieces: running a sync handle from async code, and reading a
+session's turns back in order (`session_turns`), which several adapters need.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import functools
+from collections.abc import Callable, Iterable, Mapping, Sequence
+from datetime import datetime
+from typing import Any, ParamSpec, Protocol, TypeVar
+
+from hivemem import (
+    NotFound,
+    RecallPolicy,
+    RecallResult,
+    Role,
+    Scope,
+    SessionStats,
+    TimelineEvent,
+    Turn,
+)
+
+P = ParamSpec("P")
+R = TypeVar("R")
+
+
+class MemoryHandle(Protocol):
+    """The scoped surface the adapters use (a subset of `ScopedMemory` / `RemoteMemory`)."""
+
+    @property
+    def scope(self) -> Scope: ...
+
+    def ingest(
+        self, session_id: str, role: str | Role, content: str, *,
+        markers: Iterable[str] | None = None, metadata: Mapping[str, Any] | None = None,
+        timestamp: datetime | None = None, turn_id: str | None = None,
+        visibility: str = "shared", durable: bool | None = None,
+    ) -> Turn: ...
+
+    def ingest_many(
+        self, turns: Iterable[Mapping[str, Any]], *, durable: bool | None = None,
+        validate_only: bool = False,
+    ) -> list[Turn]: ...
+
+    def recall(
+        self, session_id: str, query: str, token_budget: int | None = None, *,
+        preset: str | RecallPolicy | None = None, limit: int | None = None,
+        include_history: bool = False, include_archived: bool = False,
+        explain: bool = False, related_sessions: Sequence[str] = (),
+    ) -> RecallResult: ...
+
+    def timeline(
+        self, session_id: str, *, kinds: Sequence[str] | None = None,
+        limit: int | None = None,
+    ) -> list[TimelineEvent]: ...
+
+    def sessions(self) -> list[str]: ...
+
+    def wait_until_processed(
+        self, session_id: str, timeout: float = 30.0, *, stage: str = "embed"
+    ) -> SessionStats: ...
+
+
+async def in_thread(fn: Callable[P, R], /, *args: P.args, **kwargs: P.kwargs) -> R:
+    """Run a blocking handle call off the event loop (the handles are sync; their calls
+    are short Redis/HTTP round trips)."""
+    return await asyncio.to_thread(functools.partial(fn, *args, **kwargs))
+
+
+def session_turns(
+    memory: MemoryHandle, session_id: str, *, wait: float | None = 10.0,
+    limit: int | None = None,
+) -> list[TimelineEvent]:
+    """The session's turns this handle may see, oldest first (`limit`: the newest that
+    many); ``[]`` for a session that has none yet. With `wait`, first wait (at most that
+    many seconds) until every turn ingested so far is stored, so a read follows the
+    writes before it (read-your-writes across processes too)."""
+    try:
+        if wait:
+            memory.wait_until_processed(session_id, wait)
+        return memory.timeline(session_id, kinds=["turn"], limit=limit)
+    except NotFound:
+        return []
