@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import asyncio
 import functools
+import re
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from datetime import datetime
 from typing import Any, ParamSpec, Protocol, TypeVar
@@ -24,6 +25,8 @@ from hivemem import (
     Turn,
 )
 
+_PLAIN = re.compile(r"[A-Za-z0-9_-]")
+_ESCAPE = re.compile(r"::([0-9a-f]{6})|:([0-9a-f]{4})")
 P = ParamSpec("P")
 R = TypeVar("R")
 
@@ -85,3 +88,19 @@ def session_turns(
         return memory.timeline(session_id, kinds=["turn"], limit=limit)
     except NotFound:
         return []
+
+
+def encode_label(label: str) -> str:
+    """A label as a piece of a session id: ``[A-Za-z0-9_-]`` kept, any other character
+    written ``:xxxx`` (its code in hex; ``::xxxxxx`` beyond U+FFFF). Never holds a ``.``,
+    so labels joined with ``.`` split back unambiguously."""
+    return "".join(c if _PLAIN.fullmatch(c) else _escape(c) for c in label)
+
+
+def decode_label(piece: str) -> str:
+    return _ESCAPE.sub(lambda m: chr(int(m.group(1) or m.group(2), 16)), piece)
+
+
+def _escape(char: str) -> str:
+    code = ord(char)
+    return f":{code:04x}" if code < 0x10000 else f"::{code:06x}"

@@ -53,11 +53,15 @@ from langgraph.store.base import (
 )
 
 from hivemem import NotFound, TimelineEvent, ValidationError
-from hivemem.integrations.handle import MemoryHandle, in_thread, session_turns
+from hivemem.integrations.handle import (
+    MemoryHandle,
+    decode_label,
+    encode_label,
+    in_thread,
+    session_turns,
+)
 
 SESSION_PREFIX = "lg."
-_PLAIN = re.compile(r"[A-Za-z0-9_-]")
-_ESCAPE = re.compile(r"::([0-9a-f]{6})|:([0-9a-f]{4})")
 _MAX_SESSION = 128
 
 
@@ -69,16 +73,11 @@ def namespace_to_session(namespace: tuple[str, ...]) -> str:
     for label in namespace:
         if not isinstance(label, str) or not label or "." in label:
             raise ValidationError("namespace", "labels are non-empty strings without '.'")
-        labels.append("".join(c if _PLAIN.fullmatch(c) else _escape(c) for c in label))
+        labels.append(encode_label(label))
     session = SESSION_PREFIX + ".".join(labels)
     if len(session) > _MAX_SESSION:
         raise ValidationError("namespace", f"encodes to more than {_MAX_SESSION} characters")
     return session
-
-
-def _escape(char: str) -> str:
-    code = ord(char)
-    return f":{code:04x}" if code < 0x10000 else f"::{code:06x}"
 
 
 def session_to_namespace(session_id: str) -> tuple[str, ...] | None:
@@ -87,8 +86,7 @@ def session_to_namespace(session_id: str) -> tuple[str, ...] | None:
     if not session_id.startswith(SESSION_PREFIX):
         return None
     body = session_id[len(SESSION_PREFIX):]
-    return tuple(_ESCAPE.sub(lambda m: chr(int(m.group(1) or m.group(2), 16)), label)
-                 for label in body.split("."))
+    return tuple(decode_label(label) for label in body.split("."))
 
 
 @dataclass(frozen=True)
