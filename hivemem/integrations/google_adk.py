@@ -35,7 +35,13 @@ from google.adk.sessions.session import Session
 from google.genai import types
 
 from hivemem import ContextItem, NotFound, ValidationError
-from hivemem.integrations.handle import MemoryHandle, encode_label, in_thread, session_turns
+from hivemem.integrations.handle import (
+    MemoryHandle,
+    encode_label,
+    in_thread,
+    session_turns,
+    wrote,
+)
 
 _MEMORY = ":memory"  # never an escaped label: ':' there is always followed by 4 hex digits
 _DELETED = ":deleted"
@@ -130,6 +136,7 @@ class HivememMemoryService(BaseMemoryService):
             sid = user_prefix(app_name, user_id) + _DELETED
             await in_thread(self.memory.ingest, sid, "system",
                             json.dumps({"deleted": memory_id}))
+            wrote(self.memory, [sid])
 
     # -- search ------------------------------------------------------------------------------
 

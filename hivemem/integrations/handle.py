@@ -10,6 +10,7 @@ from __future__ import annotations
 import asyncio
 import functools
 import re
+import threading
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from datetime import datetime
 from typing import Any, ParamSpec, Protocol, TypeVar
@@ -74,16 +75,34 @@ async def in_thread(fn: Callable[P, R], /, *args: P.args, **kwargs: P.kwargs) ->
     return await asyncio.to_thread(functools.partial(fn, *args, **kwargs))
 
 
+_written: set[tuple[str, str]] = set()  # (namespace, session) written by this process
+_written_lock = threading.Lock()
+
+
+def wrote(memory: MemoryHandle, session_ids: Iterable[str]) -> None:
+    """Note that this process wrote to these sessions: the next read of one waits until
+    the writes are stored (`session_turns`)."""
+    namespace = memory.scope.namespace
+    with _written_lock:
+        _written.update((namespace, sid) for sid in session_ids)
+
+
 def session_turns(
     memory: MemoryHandle, session_id: str, *, wait: float | None = 10.0,
     limit: int | None = None,
 ) -> list[TimelineEvent]:
     """The session's turns this handle may see, oldest first (`limit`: the newest that
-    many); ``[]`` for a session that has none yet. With `wait`, first wait (at most that
-    many seconds) until every turn ingested so far is stored, so a read follows the
-    writes before it (read-your-writes across processes too)."""
+    many); ``[]`` for a session that has none yet.
+
+    Read-your-writes: when this process wrote to the session since its last read (`wrote`),
+    the read first waits (at most `wait` seconds) until those turns are stored, since the
+    timeline reads the stored turns. A session nobody here wrote to is read at once (a wait
+    costs a stats read; another process's writes show once stored)."""
+    key = (memory.scope.namespace, session_id)
     try:
-        if wait:
+        if wait and key in _written:
+            with _written_lock:  # first: a write during the wait marks it again
+                _written.discard(key)
             memory.wait_until_processed(session_id, wait)
         return memory.timeline(session_id, kinds=["turn"], limit=limit)
     except NotFound:

@@ -22,8 +22,9 @@ How a LangGraph store maps onto hivemem (the handle fixes hivemem's namespace an
   the items that are still the current value of their key; ``score`` is recall's score.
   Without a query it lists the current items, newest first. ``filter`` matches the value
   as LangGraph's own stores do (exact values, ``$eq $ne $gt $gte $lt $lte``).
-- Reads wait (up to `read_wait` seconds) until the turns written so far are stored, so a
-  read follows the writes before it, also across processes.
+- A read of a namespace this process wrote to waits (up to `read_wait` seconds) until
+  those turns are stored, so a read follows the writes before it; another process's
+  writes show once stored (milliseconds later).
 - No TTL (`supports_ttl` is False): retention is hivemem's job. ``index=`` is accepted
   and ignored: every put is recallable.
 """
@@ -59,6 +60,7 @@ from hivemem.integrations.handle import (
     encode_label,
     in_thread,
     session_turns,
+    wrote,
 )
 
 SESSION_PREFIX = "lg."
@@ -234,6 +236,7 @@ class HivememStore(BaseStore):
                          "visibility": self.visibility,
                          "metadata": {"langgraph_key": key}})
         self.memory.ingest_many(rows)
+        wrote(self.memory, [str(row["session_id"]) for row in rows])
 
     def _items(self, namespace: tuple[str, ...]) -> dict[str, _Version]:
         session = namespace_to_session(namespace)

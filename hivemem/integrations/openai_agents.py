@@ -17,8 +17,9 @@ How the SDK's session maps onto hivemem (the handle fixes hivemem's namespace an
   history starts again: ``get_items`` then leaves those items out, and so does
   `memory_instructions`' recall for popped ones. What was said before a clear stays
   recallable: a cleared conversation is still remembered, which is what memory is for.
-- Reads wait (at most `read_wait` seconds) until the turns written so far are stored, so
-  the next run sees the previous one, from any process.
+- A read of a session this process wrote to waits (at most `read_wait` seconds) until
+  those turns are stored, so the next run sees the previous one; another process's writes
+  show once stored (milliseconds later).
 """
 
 from __future__ import annotations
@@ -31,7 +32,7 @@ from agents import Agent, RunContextWrapper, TResponseInputItem
 from agents.memory import SessionSettings
 
 from hivemem import ContextItem, TimelineEvent
-from hivemem.integrations.handle import MemoryHandle, in_thread, session_turns
+from hivemem.integrations.handle import MemoryHandle, in_thread, session_turns, wrote
 
 _CONTROL = "hivemem_session"  # the key of a control turn's JSON (pop, clear)
 _ROLES = {"user": "user", "assistant": "assistant", "system": "system",
@@ -131,6 +132,7 @@ class HivememSession:
     def add(self, items: list[Any]) -> None:
         if items:
             self.memory.ingest_many([_row(self.session_id, i) for i in items])
+            wrote(self.memory, [self.session_id])
 
     def pop(self) -> dict[str, Any] | None:
         kept, _ = self.history()
@@ -146,6 +148,7 @@ class HivememSession:
 
     def _note(self, control: dict[str, Any]) -> None:
         self.memory.ingest(self.session_id, "system", json.dumps(control))
+        wrote(self.memory, [self.session_id])
 
     # -- the Session protocol ------------------------------------------------------------------
 
