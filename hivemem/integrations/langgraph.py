@@ -198,8 +198,9 @@ class HivememStore(BaseStore):
     # -- BaseStore ---------------------------------------------------------------------------
 
     def batch(self, ops: Iterable[Op]) -> list[Result]:
+        """The batch's reads see the store as it was before the batch; its puts are applied
+        after them, all in one ingest (as LangGraph's InMemoryStore does)."""
         ops = list(ops)
-        self._write([op for op in ops if isinstance(op, PutOp)])
         results: list[Result] = []
         for op in ops:
             if isinstance(op, GetOp):
@@ -212,6 +213,7 @@ class HivememStore(BaseStore):
                 results.append(None)
             else:
                 raise ValidationError("ops", f"unknown operation {type(op).__name__}")
+        self._write([op for op in ops if isinstance(op, PutOp)])
         return results
 
     async def abatch(self, ops: Iterable[Op]) -> list[Result]:

@@ -16,6 +16,7 @@ from langchain_core.messages import AIMessage, HumanMessage
 from langchain_core.runnables import RunnableConfig
 from langgraph.graph import START, MessagesState, StateGraph
 from langgraph.store.base import BaseStore, GetOp, PutOp, SearchOp
+from langgraph.store.memory import InMemoryStore
 
 from hivemem import MemoryClient, ScopedMemory, ValidationError
 from hivemem.integrations.langgraph import (
@@ -101,14 +102,19 @@ def test_list_namespaces(memory: ScopedMemory) -> None:
     assert ("a", "c", "f") not in store.list_namespaces()
 
 
-def test_batch_and_abatch(memory: ScopedMemory) -> None:
-    store = HivememStore(memory)
+def test_batch_and_abatch_behave_like_langgraphs_in_memory_store(memory: ScopedMemory) -> None:
     ns = ("batch",)
-    results = store.batch([PutOp(ns, "x", {"n": 1}), PutOp(ns, "x", {"n": 2}),
-                           GetOp(ns, "x"), SearchOp(ns)])
-    assert results[0] is None and results[1] is None
-    assert results[2] is not None and results[2].value == {"n": 2}  # type: ignore[union-attr]
-    assert [i.key for i in results[3]] == ["x"]  # type: ignore[union-attr]
+    ops = [PutOp(ns, "x", {"n": 1}), PutOp(ns, "x", {"n": 2}), GetOp(ns, "x"), SearchOp(ns)]
+
+    def shape(results: list[Any]) -> list[Any]:
+        return [None if r is None else [i.value for i in r] if isinstance(r, list)
+                else r.value for r in results]
+
+    reference = InMemoryStore()
+    store = HivememStore(memory)
+    assert shape(store.batch(ops)) == shape(reference.batch(ops))
+    got = store.get(ns, "x")
+    assert got is not None and got.value == reference.get(ns, "x").value == {"n": 2}  # type: ignore[union-attr]
 
     async def run() -> Any:
         await store.aput(ns, "y", {"n": 3})
@@ -220,3 +226,48 @@ def test_recall_and_ingest_nodes_carry_a_conversation_across_runs(
                                                    id="m-1")]}, config)
     memory.wait_until_processed("chat-1", 10)
     assert len(memory.timeline("chat-1", kinds=["turn"])) == len(turns) + 1
+
+
+def test_without_a_query_it_answers_what_langgraphs_in_memory_store_answers(
+    memory: ScopedMemory,
+) -> None:
+    """No conformance suite is published for stores (only for checkpointers), so the
+    reference is LangGraph's own InMemoryStore: the same operations, the same answers
+    (search order aside: InMemoryStore keeps insertion order, this store newest first)."""
+    reference, store = InMemoryStore(), HivememStore(memory)
+    script: list[tuple[str, tuple[Any, ...], dict[str, Any]]] = [
+        ("put", (("users", "a"), "profile", {"name": "Ana", "age": 31}), {}),
+        ("put", (("users", "b"), "profile", {"name": "Bo", "age": 25}), {}),
+        ("put", (("users", "a"), "prefs", {"theme": "dark", "tags": ["x", "y"]}), {}),
+        ("put", (("docs",), "d1", {"status": "draft", "score": 4.5}), {}),
+        ("get", (("users", "a"), "profile"), {}),
+        ("get", (("users", "a"), "missing"), {}),
+        ("search", (("users",),), {"filter": {"name": "Ana"}}),
+        ("search", (("docs",),), {"filter": {"score": {"$gt": 4}}}),
+        ("search", (("users",),), {"filter": {"tags": ["x", "y"]}}),
+        ("search", ((),), {"filter": {"status": {"$ne": "final"}}}),
+        ("list_namespaces", (), {}),
+        ("list_namespaces", (), {"prefix": ("users",), "max_depth": 1}),
+        ("put", (("users", "a"), "profile", {"name": "Ana", "age": 32}), {}),
+        ("get", (("users", "a"), "profile"), {}),
+        ("delete", (("users", "b"), "profile"), {}),
+        ("get", (("users", "b"), "profile"), {}),
+        ("search", (("users",),), {}),
+    ]
+
+    def answer(result: Any) -> Any:
+        if result is None:
+            return None
+        if isinstance(result, list):
+            return sorted(repr(answer(r)) for r in result)
+        if isinstance(result, tuple):
+            return result
+        return (result.namespace, result.key, result.value)
+
+    for op, args, kwargs in script:
+        expected = answer(getattr(reference, op)(*args, **kwargs))
+        assert answer(getattr(store, op)(*args, **kwargs)) == expected, (op, args, kwargs)
+    # Where they differ: InMemoryStore still lists a namespace whose last item was deleted
+    # (an empty dict stays behind); this store, like the Postgres one, does not.
+    assert ("users", "b") in reference.list_namespaces()
+    assert store.list_namespaces() == [("docs",), ("users", "a")]
