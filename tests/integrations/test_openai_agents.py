@@ -137,3 +137,30 @@ def test_a_runner_keeps_the_conversation_and_recalls_it_as_instructions(
     stored = asyncio.run(session.get_items())
     assert stored[-1] == {"role": "assistant", "content": "The cap is 40k euros."}
     assert len(stored) == 8  # 3 questions, 3 answers, the tool call and its output
+
+
+def test_it_answers_what_the_sdks_sqlite_session_answers(memory: ScopedMemory) -> None:
+    """The SDK publishes no session conformance suite; its own SQLiteSession is the
+    reference: the same calls, the same answers (for items in the input format, which
+    is what the session stores messages as)."""
+    from agents import SQLiteSession
+
+    reference, session = SQLiteSession("ref"), HivememSession("differential", memory)
+    call = {"type": "function_call", "call_id": "c9", "name": "f", "arguments": "{}"}
+    script: list[tuple[str, tuple[Any, ...]]] = [
+        ("get_items", ()), ("pop_item", ()),
+        ("add_items", ([{"role": "user", "content": "one"}, call],)),
+        ("add_items", ([{"type": "function_call_output", "call_id": "c9", "output": "ok"},
+                        {"role": "assistant", "content": "two"}],)),
+        ("get_items", ()), ("get_items", (1,)), ("get_items", (3,)),
+        ("pop_item", ()), ("get_items", ()),
+        ("clear_session", ()), ("get_items", ()), ("pop_item", ()),
+        ("add_items", ([{"role": "user", "content": "three"}],)), ("get_items", ()),
+    ]
+
+    async def run() -> None:
+        for name, args in script:
+            expected = await getattr(reference, name)(*args)
+            assert await getattr(session, name)(*args) == expected, (name, args)
+
+    asyncio.run(run())
