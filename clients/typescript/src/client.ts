@@ -6,8 +6,8 @@ import { NotPermitted, ProcessingTimeout, ReflectionFailed, ValidationError } fr
 import { DEFAULT_RETRY, Transport, segment } from "./http.js";
 import type { RetryPolicy } from "./http.js";
 import type {
-  AuditEvent, BatchTurnIn, ContextOut, Episode, Fact, RelatedSession, SessionInfo,
-  SessionStats, TurnOut,
+  AuditEvent, BatchTurnIn, ContextOut, Episode, Fact, ImportSummary, RelatedSession,
+  SessionInfo, SessionStats, TurnOut,
 } from "./schema.js";
 import type { Preset, RecallResult, Role, TimelineEvent } from "./types.js";
 
@@ -290,6 +290,33 @@ export class HivememMemory {
       method: "POST", path: sessionPath(sessionId, "/context"),
       body: { query, agent_id: this.agentId, token_budget: options.tokenBudget ?? null,
               related: options.related ?? 0, preset: options.preset ?? null },
+    });
+  }
+
+  // -- export and import -------------------------------------------------------------------
+
+  /** This namespace's sessions (default: all), as this handle sees them, as a versioned
+   * JSON Lines export (`text`), with its record counts. */
+  async exportJsonl(sessionIds?: string[], options: { vectors?: boolean } = {},
+  ): Promise<{ text: string; counts: Record<string, number> }> {
+    for (const sid of sessionIds ?? []) checkId("session_ids", sid);
+    const response = await this.transport.sendRaw({
+      method: "GET", path: "/v1/export",
+      query: { agent_id: this.agentId, vectors: options.vectors ?? false, gzip: false,
+               session_id: sessionIds },
+    });
+    const counts = JSON.parse(response.headers.get("x-hivemem-export-counts") ?? "{}");
+    return { text: await response.text(), counts };
+  }
+
+  /** Append an export (JSON Lines text, or gzip bytes with `gzip: true`) to this
+   * namespace: every record must be this namespace's; taken ids are renamed. */
+  async importJsonl(content: string | Uint8Array,
+                    options: { gzip?: boolean } = {}): Promise<ImportSummary> {
+    const gzip = options.gzip ?? false;
+    return await this.transport.send<ImportSummary>({
+      method: "POST", path: "/v1/import", query: { mode: "append", gzip },
+      raw: { content, contentType: gzip ? "application/gzip" : "application/x-ndjson" },
     });
   }
 }

@@ -26,6 +26,8 @@ export interface Request {
   path: string;
   query?: Record<string, string | number | boolean | string[] | null | undefined>;
   body?: unknown;
+  /** A raw body (an upload) and its content type, instead of `body` as JSON. */
+  raw?: { content: string | Uint8Array; contentType: string };
   /** This request's own timeout (a long poll's), in seconds. */
   timeoutS?: number;
 }
@@ -58,6 +60,12 @@ export class Transport {
   }
 
   async send<T>(request: Request): Promise<T> {
+    const response = await this.sendRaw(request);
+    return await response.json() as T;
+  }
+
+  /** The successful response itself (its body unread), after the same retries. */
+  async sendRaw(request: Request): Promise<Response> {
     for (let attempt = 0; ; attempt++) {
       let response: Response;
       try {
@@ -69,7 +77,7 @@ export class Transport {
         await sleep(retryWait(this.retry, attempt, null));
         continue;
       }
-      if (response.ok) return await response.json() as T;
+      if (response.ok) return response;
       const body = await response.json().catch(() => ({}));
       const error = errorOf(response.status, response.statusText, body);
       if (!this.retry.statuses.includes(response.status) || attempt + 1 >= this.retry.attempts) {
@@ -90,10 +98,16 @@ export class Transport {
     const headers: Record<string, string> = {
       Authorization: `Bearer ${this.apiKey}`, "User-Agent": "hivemem-typescript/0.1.0",
     };
-    if (request.body !== undefined) headers["Content-Type"] = "application/json";
+    let body: string | Uint8Array | undefined;
+    if (request.raw !== undefined) {
+      headers["Content-Type"] = request.raw.contentType;
+      body = request.raw.content;
+    } else if (request.body !== undefined) {
+      headers["Content-Type"] = "application/json";
+      body = JSON.stringify(request.body);
+    }
     return await this.fetchFn(url, {
-      method: request.method, headers,
-      body: request.body === undefined ? undefined : JSON.stringify(request.body),
+      method: request.method, headers, body: body as BodyInit | undefined,
       signal: AbortSignal.timeout((request.timeoutS ?? this.timeoutS) * 1000),
     });
   }

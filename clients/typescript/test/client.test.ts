@@ -75,6 +75,18 @@ describe("against hivemem serve", () => {
     assert.ok((await team.episodes("s2")).length >= 1);
   });
 
+  test("export and import", async () => {
+    const exported = await team.exportJsonl(["s1"]);
+    const lines = exported.text.trim().split("\n");
+    assert.ok(lines.length > 3, "a header and the session's records");
+    assert.ok(Object.values(exported.counts).reduce((a, b) => a + b, 0) > 0);
+    const other = await connect(served.url, { apiKey: served.keys.other! });
+    await assert.rejects(other.importJsonl(exported.text), ValidationError,
+                         "another namespace's records are refused");
+    const summary = await team.importJsonl(exported.text);
+    assert.equal(summary.mode, "append");
+  });
+
   test("errors are typed", async () => {
     await assert.rejects(connect(served.url, { apiKey: "hm_nope_nope" }), Unauthorized);
     await assert.rejects(team.recall("missing", "anything"), NotFound);
