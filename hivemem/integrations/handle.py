@@ -75,7 +75,11 @@ async def in_thread(fn: Callable[P, R], /, *args: P.args, **kwargs: P.kwargs) ->
     return await asyncio.to_thread(functools.partial(fn, *args, **kwargs))
 
 
-_written: set[tuple[str, str]] = set()  # (namespace, session) written by this process
+# (namespace, session) written by this process and not read since, oldest first; bounded,
+# so that a process that writes many sessions it never reads does not grow it forever (a
+# session dropped from it is read without waiting).
+_written: dict[tuple[str, str], None] = {}
+_WRITTEN_MAX = 10_000
 _written_lock = threading.Lock()
 
 
@@ -84,7 +88,11 @@ def wrote(memory: MemoryHandle, session_ids: Iterable[str]) -> None:
     the writes are stored (`session_turns`)."""
     namespace = memory.scope.namespace
     with _written_lock:
-        _written.update((namespace, sid) for sid in session_ids)
+        for sid in session_ids:
+            _written.pop((namespace, sid), None)
+            _written[(namespace, sid)] = None
+        while len(_written) > _WRITTEN_MAX:
+            del _written[next(iter(_written))]
 
 
 def session_turns(
@@ -102,7 +110,7 @@ def session_turns(
     try:
         if wait and key in _written:
             with _written_lock:  # first: a write during the wait marks it again
-                _written.discard(key)
+                _written.pop(key, None)
             memory.wait_until_processed(session_id, wait)
         return memory.timeline(session_id, kinds=["turn"], limit=limit)
     except NotFound:
