@@ -284,6 +284,16 @@ class ChangeRun(RunInfo):
     conversations: list[ConversationPlay] = Field(default_factory=list)
 
 
+def run_record(run: ChangeRun, show_heldout: bool = False) -> dict[str, Any]:
+    """A run as written to results files. The held-out part's per-probe results (contexts,
+    failures) are withheld unless asked for: one tunes on the rest and only reads the
+    held-out part's scores."""
+    if run.part == "heldout" and not show_heldout:
+        return run.model_dump(mode="json", exclude={"probes"}) | {
+            "probes": "withheld: the held-out part is reported as scores only"}
+    return run.model_dump(mode="json")
+
+
 class Score(BaseModel):
     probes: int = 0
     strict: int = 0
