@@ -109,7 +109,9 @@ def load_parts(which: str, quick: bool, ids: list[str] | None) -> dict[str, Chan
             log(f"{part} part skipped: not shipped yet (run bench/change_split.py)")
             continue
         suite = load_part(part).select(ids=ids)
-        parts[part] = quick_pick(suite) if quick else suite
+        suite = quick_pick(suite) if quick else suite
+        if suite.conversations:  # --conversation may pick none of a part
+            parts[part] = suite
     return parts
 
 
@@ -236,7 +238,7 @@ def main() -> None:
     cache = model_cache()
     modes = list(MODES) if args.mode == "both" else [args.mode]
     parts = load_parts(args.suite, args.quick, args.conversation)
-    if not any(s.conversations for s in parts.values()):
+    if not parts:
         sys.exit("no conversations to play")
     counts = {part: {mode: sum(len(asked_probes(c, mode)) for c in suite.conversations)
                      for mode in modes} | {"conversations": len(suite.conversations)}
