@@ -187,6 +187,25 @@ def run_reference(system: str, parts: dict[str, ChangeSuite], modes: list[str], 
     return runs
 
 
+def same_probes_md(runs: list[ChangeRun], parts: dict[str, ChangeSuite]) -> str:
+    """Live against reflected on the very probes both ask (those at the end): the mode's
+    effect apart from live mode's extra, mid-conversation probes."""
+    turns = {(part, c.id): len(c.turns) for part, s in parts.items() for c in s.conversations}
+    by = {(r.system, r.mode, r.part): r for r in runs}
+    lines = []
+    for (system, mode, part), run in by.items():
+        reflected = by.get((system, "reflected", part))
+        if mode != "live" or reflected is None:
+            continue
+        end = [p for p in run.probes if p.after_turn == turns[(part, p.conversation)]]
+        cells = [f"{sum(getattr(p, k) for p in end)}/{len(end)} {k} live vs "
+                 f"{sum(getattr(p, k) for p in reflected.probes)}/{len(reflected.probes)} "
+                 "reflected" for k in ("strict", "ranked")]
+        lines.append(f"- {system} {part}: " + "; ".join(cells))
+    return ("## The probes at the end, both modes\n\n" + "\n".join(lines) + "\n\n"
+            if lines else "")
+
+
 def failures_md(runs: list[ChangeRun], show_heldout: bool) -> str:
     lines = ["## Ranked failures", ""]
     for run in runs:
@@ -304,6 +323,7 @@ def main() -> None:
           f"Held out: {SPLIT_RULE}.\n\n"
           + (f"Skipped (venv missing): {', '.join(skipped)}.\n\n" if skipped else "")
           + markdown_table(scores) + "\n" + heldout_gap_md(scores) + "\n"
+          + same_probes_md(runs, parts)
           + failures_md(runs, args.show_heldout))
     (args.out / f"{name}.md").write_text(md, encoding="utf-8")
     print(md)
