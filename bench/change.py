@@ -202,7 +202,7 @@ def same_probes_md(runs: list[ChangeRun], parts: dict[str, ChangeSuite]) -> str:
                  f"{sum(getattr(p, k) for p in reflected.probes)}/{len(reflected.probes)} "
                  "reflected" for k in ("strict", "ranked")]
         lines.append(f"- {system} {part}: " + "; ".join(cells))
-    return ("## The probes at the end, both modes\n\n" + "\n".join(lines) + "\n\n"
+    return ("## The probes at the end, both modes\n\n" + "\n".join(lines) + "\n"
             if lines else "")
 
 
@@ -322,9 +322,9 @@ def main() -> None:
           "the current value ranks above every item carrying only a superseded one. "
           f"Held out: {SPLIT_RULE}.\n\n"
           + (f"Skipped (venv missing): {', '.join(skipped)}.\n\n" if skipped else "")
-          + markdown_table(scores) + "\n" + heldout_gap_md(scores) + "\n"
-          + same_probes_md(runs, parts)
-          + failures_md(runs, args.show_heldout))
+          + "\n".join(section for section in (
+              markdown_table(scores), heldout_gap_md(scores), same_probes_md(runs, parts),
+              failures_md(runs, args.show_heldout)) if section))
     (args.out / f"{name}.md").write_text(md, encoding="utf-8")
     print(md)
 
