@@ -222,6 +222,21 @@ def test_the_split_script_writes_both_parts_only_from_checked_sources(tmp_path: 
     assert json.loads((out / PART_FILES["heldout"]).read_text()) == heldout
 
 
+def test_held_out_results_are_written_as_scores_only() -> None:
+    suite = ch.parse_suite(_v2(TURNS, {"query": "limit?", "expected": ["500"],
+                                       "category": "numbers_dates"}))
+    conv = suite.conversations[0]
+    run = ch.ChangeRun(system="x", version="1", reflector="none", token_budget=300,
+                       mode="live", part="heldout")
+    run.probes.append(ch.probe_result("x", conv, conv.probes[0], ["limit 500"], 3, 1.0))
+    withheld = ch.run_record(run)
+    assert isinstance(withheld["probes"], str) and "withheld" in withheld["probes"]
+    assert withheld["part"] == "heldout" and withheld["mode"] == "live"
+    assert ch.run_record(run, show_heldout=True)["probes"][0]["context"] == ["limit 500"]
+    tuning = ch.run_record(run.model_copy(update={"part": "tuning"}))
+    assert tuning["probes"][0]["after_turn"] == 13
+
+
 @pytest.mark.skipif(not part_shipped("heldout"), reason="the v2 parts are not split yet")
 def test_the_shipped_v2_parts_follow_the_rule() -> None:
     tuning, heldout = load_part("tuning"), load_part("heldout")
