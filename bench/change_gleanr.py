@@ -3,9 +3,10 @@
 
     /work/venv-gleanr/bin/python bench/change_gleanr.py JOB.json OUT.json
 
-The job holds the conversations of hivemem/evaluation/data/change_suite.json exactly as
-hivemem plays them (text, role, speaker) and the probe questions; this driver only plays them
-and returns what gleanr recalled: bench/change.py judges every system with the same function.
+The job holds the change suite's conversations exactly as hivemem plays them (text, role,
+speaker) and the probe questions with the point each is asked at (`after_turn`: after that
+many turns); this driver only plays them and returns what gleanr recalled, probes in the job's
+order: bench/change.py judges every system with the same function.
 Set-up as in bench/eval_gleanr.py (public API only):
 
 - one `Gleanr(session_id, InMemoryBackend(), embedder, token_counter=..., config=...)` per
@@ -16,8 +17,10 @@ Set-up as in bench/eval_gleanr.py (public API only):
   turn path (current episode, marked turns, vector search); everything else is gleanr's
   default configuration;
 - token counting: hivemem's estimate, so the budget means the same number of tokens;
-- probes: `await g.recall(question, token_budget=B)` after the last turn, items in the order
-  gleanr returns them. Probes are not ingested.
+- probes: `await g.recall(question, token_budget=B)` right after the probe's `after_turn`
+  (default: the last turn), items in the order gleanr returns them. gleanr has no pipeline to
+  wait for, so live and reflected mode differ only by which probes the job holds. Probes are
+  not ingested.
 """
 
 from __future__ import annotations
@@ -34,6 +37,12 @@ from eval_gleanr import FastEmbedEmbedder, HivememTokenCounter
 from locomo_ref import FastEmbedModel, load_job, log, write_out
 
 
+def due(conv: dict[str, Any], said: int) -> list[int]:
+    """Indexes of the probes asked once `said` turns were said (in the job's order)."""
+    last = len(conv["turns"])
+    return [i for i, p in enumerate(conv["probes"]) if (p.get("after_turn") or last) == said]
+
+
 async def run(job: dict[str, Any]) -> dict[str, Any]:
     import gleanr
     from gleanr import Gleanr, GleanrConfig, InMemoryBackend, ReflectionConfig
@@ -47,17 +56,17 @@ async def run(job: dict[str, Any]) -> dict[str, Any]:
         g = Gleanr(conv["session_id"], InMemoryBackend(), embedder,
                    token_counter=HivememTokenCounter(), config=config)
         await g.initialize()
-        for turn in conv["turns"]:
+        probes: list[dict[str, Any]] = [{} for _ in conv["probes"]]
+        for said, turn in enumerate(conv["turns"], 1):
             await g.ingest(turn["role"], turn["content"], actor_id=turn.get("agent"))
-        probes = []
-        for probe in conv["probes"]:
-            t0 = time.perf_counter()
-            items = await g.recall(probe["query"], token_budget=budget)
-            probes.append({
-                "texts": [it.content for it in items],
-                "token_counts": [it.token_count for it in items],
-                "recall_ms": (time.perf_counter() - t0) * 1000,
-            })
+            for index in due(conv, said):
+                t0 = time.perf_counter()
+                items = await g.recall(conv["probes"][index]["query"], token_budget=budget)
+                probes[index] = {
+                    "texts": [it.content for it in items],
+                    "token_counts": [it.token_count for it in items],
+                    "recall_ms": (time.perf_counter() - t0) * 1000,
+                }
         stats = await g.get_session_stats()
         await g.close()
         out["conversations"][conv["session_id"]] = {

@@ -11,8 +11,10 @@ Public API only (`from mneno import MemoryClient`), set up as in bench/locomo_mn
 - embedding provider: fastembed with the same model as hivemem, memoised by text (mneno
   re-embeds every memory at every query) and warmed with all turns in one batched call;
 - no LLM (`llm_provider` unset), no reranker;
-- probes: `client.build_context(question, budget=...)`, mneno's own budgeted context, in
-  mneno's order. mneno counts tokens by whitespace words (about 25% fewer than hivemem's
+- probes: `client.build_context(question, budget=...)` right after the probe's `after_turn`
+  (default: the last turn; the turns so far warmed in one call first), mneno's own budgeted
+  context, in mneno's order; probes answered in the job's order. mneno has no pipeline to
+  wait for, so live and reflected mode differ only by which probes the job holds. mneno counts tokens by whitespace words (about 25% fewer than hivemem's
   estimate) and cannot take another counter, so it is asked for a budget in words that
   certainly covers B tokens and its order is packed greedily into B with hivemem's estimate
   (mneno's own packing rule: skip what does not fit, keep going). Everything mneno would have
@@ -32,6 +34,12 @@ from locomo_mneno import FastEmbedProvider
 from locomo_ref import FastEmbedModel, hivemem_estimate_tokens, load_job, log, write_out
 
 WORDS_PER_TOKEN_BUDGET = 2  # ask mneno for 2 B words: more than B of hivemem's tokens hold
+
+
+def due(conv: dict[str, Any], said: int) -> list[int]:
+    """Indexes of the probes asked once `said` turns were said (as bench/change_gleanr.py)."""
+    last = len(conv["turns"])
+    return [i for i, p in enumerate(conv["probes"]) if (p.get("after_turn") or last) == said]
 
 
 def pack(texts: list[str], budget: int) -> tuple[list[str], list[int]]:
@@ -58,19 +66,21 @@ def run(job: dict[str, Any]) -> dict[str, Any]:
     total = len(job["conversations"])
     for n, conv in enumerate(job["conversations"], 1):
         client = MemoryClient(embedding_provider=provider)
-        for turn in conv["turns"]:
+        probes: list[dict[str, Any]] = [{} for _ in conv["probes"]]
+        for said, turn in enumerate(conv["turns"], 1):
             client.add(turn["content"], metadata={"role": turn["role"],
                                                   "speaker": turn.get("agent") or turn["role"]})
-        provider.embed([t["content"] for t in conv["turns"]])
-        probes = []
-        for probe in conv["probes"]:
-            t0 = time.perf_counter()
-            package = client.build_context(probe["query"],
-                                           budget=budget * WORDS_PER_TOKEN_BUDGET)
-            recall_ms = (time.perf_counter() - t0) * 1000
-            texts, counts = pack([it.content for it in package.included], budget)
-            probes.append({"texts": texts, "token_counts": counts, "recall_ms": recall_ms,
-                           "unpacked": len(package.included)})
+            asked = due(conv, said)
+            if asked:
+                provider.embed([t["content"] for t in conv["turns"][:said]])
+            for index in asked:
+                t0 = time.perf_counter()
+                package = client.build_context(conv["probes"][index]["query"],
+                                               budget=budget * WORDS_PER_TOKEN_BUDGET)
+                recall_ms = (time.perf_counter() - t0) * 1000
+                texts, counts = pack([it.content for it in package.included], budget)
+                probes[index] = {"texts": texts, "token_counts": counts,
+                                 "recall_ms": recall_ms, "unpacked": len(package.included)}
         statuses: dict[str, int] = {}
         for m in client.list():
             statuses[m.status.value] = statuses.get(m.status.value, 0) + 1

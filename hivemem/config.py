@@ -72,13 +72,15 @@ class VectorIndexSettings(BaseModel):
     on_disk_payload: bool | None = None
     # "int8": scalar-quantised copies of the dense vectors (a quarter of the memory) that
     # the graph is built and searched with, the best rescored with the originals; from the
-    # next index build. Measured at 100k x 384 (bench/results/edge_build_probe.json): the
+    # next index build. Measured at 100k x 384
+    # (bench/results/archive/2026-12-01/edge_build_probe.json): the
     # build takes less than half the CPU of float32, searches are faster, and the graph
     # finds as much of the exact top-k. "none": float32 only, for a new store: the embedded
     # engine reads "none" as "not specified" and keeps an existing store's int8.
     quantization: Literal["none", "int8"] = "int8"
     # Embedded: candidates an HNSW search keeps (None: the engine's default, ef_construct).
-    # At 100k x 384 int8 (bench/results/edge_build_probe.json, synthetic topic clusters):
+    # At 100k x 384 int8 (bench/results/archive/2026-12-01/edge_build_probe.json, synthetic topic
+    # clusters):
     # 128 found the exact nearest in 0.60 of queries at 1.32 ms p50, 256 in 0.80 at 1.66 ms,
     # 512 in 0.94 at 2.16 ms.
     hnsw_ef: int | None = Field(default=256, ge=1, le=4096)
@@ -87,7 +89,8 @@ class VectorIndexSettings(BaseModel):
     # thread that asks. A collection has one or two segments here, so the pool's hand-over
     # cost more than the parallel reads saved: LoCoMo recall p50 / p95 8.6 / 14.6 ms at one
     # thread, 9.4 / 15.7 at two, 9.4 / 16.0 at the engine's eight on two cores, same recall
-    # (bench/results/locomo_arms_search_threads.json). Concurrent searches of one store are
+    # (bench/results/archive/2026-12-02/locomo_arms_search_threads.json). Concurrent searches of
+    # one store are
     # serialised by the engine's binding at any setting, so one thread costs them nothing.
     search_threads: int = Field(default=1, ge=0, le=256)
     # Embedded: lock the store's mapped file data in memory (`mlock`), so a host that pages
@@ -200,18 +203,18 @@ class EmbeddingSettings(BaseModel):
     # model is in cache_dir: a missing file then fails at once, not after ~40 s of retries.
     offline: bool = False
     # ONNX batch: small batches pad less (each pads to its longest text); measured 2.8x the
-    # turns/s of batch 64 on mixed-length LoCoMo turns (bench/pipeline.py).
+    # turns/s of batch 64 on mixed-length LoCoMo turns (bench/throughput.py).
     batch_size: int = Field(default=16, ge=1, le=4096)
     # ONNX intra-op threads per embedder (None: all cores). On a small box one thread per
     # embedder and one embedder per core (embedded mode's default; one `hivemem worker embed`
-    # process per core) keeps small batches from stalling each other: bench/pipeline.py.
+    # process per core) keeps small batches from stalling each other: bench/throughput.py.
     threads: int | None = Field(default=None, ge=1)
     # The recall path embeds one short query: one thread is as fast and does not fight the
     # workers for the cores (p95 8 ms vs 35 ms on a busy 2-core box).
     query_threads: int | None = Field(default=1, ge=1)
     # How recall embeds its query: "int8", the model's int8 quantisation, made once from the
     # fp32 model (providers/quantized.py; needs the `onnx` package, else fp32 with a warning):
-    # recall p95 -3.5 ms with LoCoMo R@5/R@10 within noise of "fp32" (bench/locomo_arms.py).
+    # recall p95 -3.5 ms with LoCoMo R@5/R@10 within noise of "fp32" (bench/probes/locomo_arms.py).
     # The documents (turns, windows, facts) are always embedded by the model as loaded.
     query_precision: Literal["int8", "fp32"] = "int8"
     # Where the int8 copy is kept (default: $XDG_CACHE_HOME or ~/.cache, then hivemem/models).
@@ -278,7 +281,7 @@ class WorkerSettings(BaseModel):
 class EpisodeSettings(BaseModel):
     max_turns: int = Field(default=6, ge=1)
     max_gap_seconds: float = Field(default=1800.0, gt=0)
-    # 0.3: about one shift per 100 turns on LoCoMo with MiniLM (bench/episodes.py sweep).
+    # 0.3: about one shift per 100 turns on LoCoMo with MiniLM (bench/probes/episodes.py sweep).
     topic_shift_threshold: float = Field(default=0.3, ge=-1.0, le=1.0)
     topic_min_tokens: int = Field(default=8, ge=0)
     topic_min_turns: int = Field(default=3, ge=1)

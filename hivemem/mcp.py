@@ -2,9 +2,11 @@
 MCP-capable agent can call. Transports: stdio (the agent starts ``hivemem mcp``) and
 streamable HTTP (``hivemem mcp --transport http``).
 
-Tools: ``remember`` (store a turn), ``recall`` (the context for a question within a token
-budget), ``known_facts`` (what is known: the session's facts and who stated them). The
-server holds only `ScopedMemory` handles, never anything unscoped:
+Tools: ``ingest`` (store a turn), ``recall`` (the context for a question within a token
+budget), ``known_facts`` (what is known: the session's facts and who stated them), the words
+the SDK, HTTP API and CLI use. Each carries MCP's hints: ``recall`` and ``known_facts`` only
+read; ``ingest`` writes without destroying anything. The server holds only `ScopedMemory`
+handles, never anything unscoped:
 
 - stdio: one handle of ``--namespace`` (the agent started the process, like the CLI);
   agents pass their ``agent_id`` to see their private memories beside the shared ones.
@@ -25,6 +27,7 @@ from typing import Any, Literal
 import structlog
 from mcp.server.mcpserver import Context, MCPServer
 from mcp.server.mcpserver.exceptions import ToolError
+from mcp.types import ToolAnnotations
 from starlette.concurrency import run_in_threadpool
 from starlette.types import ASGIApp, Receive, Scope, Send
 
@@ -37,11 +40,17 @@ from hivemem.store.apikeys import ApiKeyInfo, ApiKeyStore, presented_key
 log = structlog.get_logger(__name__)
 
 INSTRUCTIONS = (
-    "hivemem is shared memory for agents. Call `remember` with each message worth keeping "
+    "hivemem is shared memory for agents. Call `ingest` with each message worth keeping "
     "(decisions, constraints, failures, goals are detected), `recall` before answering to get "
     "the relevant context, and `known_facts` for the distilled current facts of a session."
 )
 LOOPBACK = frozenset({"127.0.0.1", "localhost", "::1"})
+# A turn is added, never anything overwritten or removed; a repeated call with the same
+# content is a new turn (not idempotent). Reads are read-only; none reaches outside hivemem.
+WRITES = ToolAnnotations(title="Ingest a message", read_only_hint=False,
+                         destructive_hint=False, idempotent_hint=False, open_world_hint=False)
+READS = ToolAnnotations(read_only_hint=True, destructive_hint=False, idempotent_hint=True,
+                        open_world_hint=False)
 
 # Who is asking: the headers of the tool call's HTTP request (None on stdio) -> a handle.
 Resolver = Callable[[Any], ScopedMemory]
@@ -102,8 +111,8 @@ def build_server(memory: ScopedMemory | Resolver) -> Any:
     def handle(ctx: Context, agent_id: str | None) -> ScopedMemory:
         return resolve(ctx.headers).for_agent(agent_id)
 
-    @server.tool()
-    def remember(
+    @server.tool(annotations=WRITES)
+    def ingest(
         session_id: str,
         content: str,
         ctx: Context,
@@ -120,7 +129,7 @@ def build_server(memory: ScopedMemory | Resolver) -> Any:
         return {"session_id": turn.session_id, "turn_id": turn.turn_id, "seq": turn.seq,
                 "visibility": turn.visibility, "duplicate": turn.duplicate}
 
-    @server.tool()
+    @server.tool(annotations=READS.model_copy(update={"title": "Recall context"}))
     def recall(
         session_id: str,
         query: str,
@@ -139,13 +148,14 @@ def build_server(memory: ScopedMemory | Resolver) -> Any:
             "used_tokens": result.used_tokens,
             "items": [
                 {"content": i.content, "source": i.source_type, "agent_id": i.agent_id,
+                 "fact_id": i.source_id if i.source_type == "fact" else None,
                  "score": round(i.score, 4), "why": i.components.reasons(),
                  "timestamp": i.timestamp.isoformat() if i.timestamp else None}
                 for i in result
             ],
         }
 
-    @server.tool()
+    @server.tool(annotations=READS.model_copy(update={"title": "Known facts"}))
     def known_facts(
         session_id: str, ctx: Context, agent_id: str | None = None,
         include_history: bool = False,

@@ -103,7 +103,7 @@ def pipeline(
     both in burst mode."""
     from hivemem.store.currency import SlotTableStore
     from hivemem.store.episodes import EpisodeStore
-    from hivemem.store.state import SessionState
+    from hivemem.store.state import TurnLog
     from hivemem.store.streams import StreamStore
     from hivemem.store.vectors.server import ServerVectorStore
     from hivemem.workers.boundary import BoundaryHandler, boundary_kind, policy_from
@@ -116,7 +116,7 @@ def pipeline(
                           embedder=embedder)
 
     def drain() -> None:
-        state = SessionState(redis_client, client.keys, settings.ingest.recent_window)
+        state = TurnLog(redis_client, client.keys, settings.ingest.recent_window)
         worker = StreamWorker(
             embed_kind(EmbedHandler(embedder, vectors, state,
                                     StreamStore(redis_client, client.keys), client.keys)),

@@ -31,6 +31,8 @@ from hivemem.producer.client import MemoryClient
 from hivemem.producer.scoped import ScopedMemory
 from hivemem.runtime.metrics import CONTENT_TYPE, Metrics
 from hivemem.store.apikeys import ApiKeyInfo
+from hivemem.ui import PREFIX as UI_PREFIX
+from hivemem.ui import static_app as ui_app
 
 log = structlog.get_logger(__name__)
 
@@ -56,7 +58,7 @@ def create_app(
     admin = memory.admin
     registry = metrics or Metrics()
     if metrics is None:
-        registry.watch_pipeline(admin.redis, memory.keys, settings.episodes.reflect_queue)
+        registry.watch_pipeline(admin.pipeline_status)
 
     def tenant_of(key: ApiKeyInfo) -> ScopedMemory:
         if key.agent_id is None:  # a namespace key: any agent of its namespace
@@ -83,6 +85,8 @@ def create_app(
                                            max_wait_s=settings.api.max_wait_s))
 
     _operations(app, admin, registry)
+    # The memory explorer: static files that call the routes above with the user's key.
+    app.mount(UI_PREFIX, ui_app(), name="ui")
     app.add_middleware(Observe, registry=registry)
     app.add_middleware(BodyLimit, max_bytes=settings.api.max_body_bytes, keys=keys)
     return app

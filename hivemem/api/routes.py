@@ -103,7 +103,7 @@ def build_router(
     router = APIRouter(prefix="/v1", responses=ERRORS)
 
     @router.post("/sessions/{session_id}/turns", response_model=TurnOut, status_code=201,
-                 tags=["memory"], summary="Remember one turn")
+                 tags=["memory"], summary="Ingest one turn")
     def ingest(session_id: SessionId, body: TurnIn, memory: Tenant,
                request: Request) -> TurnOut:
         turn = memory.for_agent(body.agent_id).ingest(
@@ -117,7 +117,7 @@ def build_router(
         return _turn_out(turn)
 
     @router.post("/turns/batch", response_model=BatchOut, status_code=201, tags=["memory"],
-                 summary="Remember many turns (all or nothing on invalid input)")
+                 summary="Ingest many turns (all or nothing on invalid input)")
     def ingest_batch(body: BatchIn, memory: Tenant) -> BatchOut:
         if len(body.turns) > max_batch:
             raise ValidationError("turns", f"at most {max_batch} turns per batch")

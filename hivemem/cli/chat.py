@@ -8,7 +8,8 @@ import click
 
 from hivemem.cli.chat_history import DEFAULT_HISTORY_TOKENS
 from hivemem.cli.chat_loop import ChatLoop
-from hivemem.cli.output import id_param, stdout
+from hivemem.cli.output import stdout
+from hivemem.cli.session_args import session_option
 from hivemem.cli.target import Target, opened, with_target
 from hivemem.providers.chat import ChatModel
 
@@ -25,9 +26,8 @@ The same model then also reflects closed episodes into facts."""
 
 
 @click.command()
-@click.option("--session", default=None, callback=id_param("session", "--session"),
-              help="Session id (default: the workspace's); "
-              "an existing session resumes with its memory.")
+@session_option("Session id (default: the workspace's default session, else `default`);"
+                " an existing session resumes with its memory.")
 @click.option("--budget", type=click.IntRange(min=1), default=None,
               help="Token budget of the recalled context (default from config).")
 @click.option("--history", "history_tokens", type=click.IntRange(min=0),

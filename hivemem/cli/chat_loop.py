@@ -20,8 +20,14 @@ from rich.markup import escape
 from hivemem.cli.chat_history import DEFAULT_HISTORY_TOKENS, Conversation
 from hivemem.cli.output import facts_table, items_table
 from hivemem.cli.recall_view import RecallView, recall_view
-from hivemem.domain.models import ContextItem
-from hivemem.errors import HivememError, ProcessingTimeout, ProviderError, ValidationError
+from hivemem.domain.models import ContextItem, SessionStats
+from hivemem.errors import (
+    HivememError,
+    NotFound,
+    ProcessingTimeout,
+    ProviderError,
+    ValidationError,
+)
 from hivemem.producer.client import MemoryClient
 from hivemem.providers.chat import ChatModel
 
@@ -95,9 +101,12 @@ class ChatLoop:
         self.console.print(f"bye: session {self.session_id} is remembered.")
 
     def greet(self) -> None:
-        stats = self.client.get_session_stats(self.session_id)
-        facts = len(self.client.facts(self.session_id))
-        if stats.turns_enqueued:
+        try:
+            stats: SessionStats | None = self.client.get_session_stats(self.session_id)
+            facts = len(self.client.facts(self.session_id))
+        except NotFound:  # a new session
+            stats, facts = None, 0
+        if stats is not None and stats.turns_enqueued:
             window = self.client.settings.ingest.recent_window
             self.conversation = Conversation.resumed(
                 self.client.recent_turns(self.session_id, limit=window), self.history_tokens)
@@ -114,6 +123,10 @@ class ChatLoop:
     def turn(self, text: str) -> None:
         try:
             view = recall_view(self.client, self.session_id, text, self.token_budget)
+        except NotFound:  # the input is fine: a new session has nothing to recall yet
+            view = RecallView(session_id=self.session_id, query=text, items=[], used_tokens=0,
+                              token_budget=self.token_budget
+                              or self.client.settings.recall.default_token_budget)
         except ValidationError as exc:
             self.console.print(f"[red]{escape(str(exc))}[/]")
             return
@@ -146,7 +159,7 @@ class ChatLoop:
             f"{len(view.items)} items[/]"
         )
         if view.items:
-            self.console.print(items_table(escape(view.query), view.items))
+            self.console.print(items_table(view.query, view.items))
 
     # -- slash commands ------------------------------------------------------------------
 
@@ -174,7 +187,7 @@ class ChatLoop:
         elif name == "/facts":
             facts = self.client.facts(self.session_id)
             if facts:
-                self.console.print(facts_table(f"facts of {escape(self.session_id)}", facts))
+                self.console.print(facts_table(f"facts of {self.session_id}", facts))
             else:
                 self.console.print("no facts yet (/episode closes an episode for reflection)")
         else:

@@ -12,17 +12,23 @@ from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, T
 from rich.table import Table
 
 from hivemem import __version__
-from hivemem.cli.output import stderr, stdout
+from hivemem.cli.output import plain, stderr, stdout
+from hivemem.cli.target import local_settings
 from hivemem.config import Settings
 from hivemem.errors import HivememError
 from hivemem.evaluation.change import (
+    CATEGORIES,
+    MODES,
+    PARTS,
     ChangeConversation,
     ChangeProbeResult,
     markdown_table,
+    run_record,
     score,
 )
+from hivemem.evaluation.change_parts import load_part, part_shipped
 from hivemem.evaluation.change_runner import DEFAULT_BUDGET as CHANGE_BUDGET
-from hivemem.evaluation.change_runner import load_change_suite, run_change_suite
+from hivemem.evaluation.change_runner import run_change_suite
 from hivemem.evaluation.report import EvalReport, build_report, markdown
 from hivemem.evaluation.runner import ProbeResult, run_suite
 from hivemem.evaluation.scenarios import SCENARIOS, Conversation, Suite, build_suite
@@ -81,6 +87,12 @@ def _latency_table(report: EvalReport) -> Table:
               help="scenarios: planted values in generated conversations; change: the "
                    "hand-written conversations where something changes (memory that stays "
                    "current), judged strict and ranked per change rule.")
+@click.option("--mode", type=click.Choice([*MODES, "both"]), default="both", show_default=True,
+              help="change suite: reflected (close, wait for reflection, ask at the end), "
+                   "live (ask each probe at its turn, no close), or both.")
+@click.option("--part", type=click.Choice([*PARTS, "all"]), default="all", show_default=True,
+              help="change suite: tuning, heldout (a third held out, scores only), legacy "
+                   "(the v1 conversations), or all the parts shipped.")
 @click.option("--scenario", "scenarios", multiple=True,
               help="Scenario to run (repeatable or comma-separated; default: all).")
 @click.option("--turns", default=DEFAULT_TURNS, show_default=True,
@@ -99,20 +111,24 @@ def _latency_table(report: EvalReport) -> Table:
               help="Seconds to wait for the pipeline per conversation.")
 @click.pass_context
 def eval_cmd(
-    ctx: click.Context, suite: str, scenarios: tuple[str, ...], turns: str, iterations: int,
+    ctx: click.Context, suite: str, mode: str, part: str, scenarios: tuple[str, ...],
+    turns: str, iterations: int,
     seed: int, budget: int | None, quick: bool, list_scenarios: bool, out: Path | None,
     as_json: bool, timeout: float,
 ) -> None:
     """Plant information in generated conversations, probe recall for it later, report.
 
-    Runs on a fresh embedded memory in a temporary folder, with the configured embedder and
-    reflector (the heuristic one unless HIVEMEM_LLM__* configures an LLM).
+    Runs on a fresh embedded memory in a temporary folder, with the configured embedder
+    (the workspace's, in a workspace) and reflector (the heuristic one unless HIVEMEM_LLM__*
+    configures an LLM).
     """
-    settings: Settings = ctx.obj["settings"]
+    settings: Settings = local_settings(ctx.obj["settings"])
     if suite == "change":
         if ctx.obj.get("log_level") is None:
             configure_logging("warning", settings.log_json)
-        _change(settings, budget or CHANGE_BUDGET, timeout, out, as_json)
+        modes = list(MODES) if mode == "both" else [mode]
+        parts = [p for p in PARTS if part_shipped(p)] if part == "all" else [part]
+        _change(settings, budget or CHANGE_BUDGET, timeout, out, as_json, modes, parts)
         return
     budget = budget or 200
     if list_scenarios:
@@ -145,8 +161,8 @@ def eval_cmd(
     console.print(_hit_table(report))
     console.print(_latency_table(report))
     overall = report.summaries[0].overall
-    console.print(f"overall {overall.hits}/{overall.probes} probes hit"
-                  + (f"; wrote {out / 'eval.json'} and {out / 'eval.md'}" if out else ""))
+    console.print(plain(f"overall {overall.hits}/{overall.probes} probes hit"
+                        + (f"; wrote {out / 'eval.json'} and {out / 'eval.md'}" if out else "")))
 
 
 def _progress() -> Progress:
@@ -186,40 +202,57 @@ def _run(settings: Settings, suite: Suite, budget: int, timeout: float) -> EvalR
 
 
 def _change(settings: Settings, budget: int, timeout: float, out: Path | None,
-            as_json: bool) -> None:
-    """The change suite on a fresh embedded memory: strict and ranked per change rule."""
-    suite = load_change_suite()
+            as_json: bool, modes: list[str], parts: list[str]) -> None:
+    """The change suite on a fresh embedded memory per part and mode: strict and ranked per
+    change rule."""
+    try:
+        suites = {p: load_part(p) for p in parts}
+    except FileNotFoundError as exc:
+        raise click.ClickException(str(exc)) from None
+    runs = []
     progress = _progress()
     with progress:
-        task = progress.add_task("loading the embedder...", total=len(suite.conversations))
+        total = sum(len(s.conversations) for s in suites.values()) * len(modes)
+        task = progress.add_task("loading the embedder...", total=total)
 
         def done(conversation: ChangeConversation, _results: list[ChangeProbeResult]) -> None:
             progress.update(task, advance=1, description=conversation.id)
 
-        try:
-            run = run_change_suite(settings, token_budget=budget, suite=suite,
-                                   reflector_name=reflector_name(settings), on_done=done,
-                                   timeout=timeout)
-        except HivememError as exc:
-            raise click.ClickException(str(exc)) from None
-    result = score(run)
+        for part, suite in suites.items():
+            for mode in modes:
+                try:
+                    runs.append(run_change_suite(
+                        settings, token_budget=budget, suite=suite,
+                        reflector_name=reflector_name(settings), on_done=done,
+                        timeout=timeout, mode=mode, part=part))
+                except HivememError as exc:
+                    raise click.ClickException(str(exc)) from None
+    results = [score(run) for run in runs]
     if out is not None:
         out.mkdir(parents=True, exist_ok=True)
         (out / "change.json").write_text(
-            json.dumps({"score": result.model_dump(), "run": run.model_dump(mode="json")},
-                       indent=2) + "\n", encoding="utf-8")
-        (out / "change.md").write_text(markdown_table([result]) + "\n", encoding="utf-8")
+            json.dumps({"scores": [r.model_dump() for r in results],
+                        "runs": [run_record(run) for run in runs]}, indent=2) + "\n",
+            encoding="utf-8")
+        (out / "change.md").write_text(markdown_table(results) + "\n", encoding="utf-8")
     if as_json:
-        click.echo(result.model_dump_json(indent=2))
+        click.echo(json.dumps([r.model_dump() for r in results], indent=2))
         return
-    table = Table(title=f"change suite (budget {budget} tokens, reflector {result.reflector})")
-    for column in ("category", "probes", "strict", "ranked"):
-        table.add_column(column, justify="left" if column == "category" else "right")
-    rows = [*result.categories.items(), ("overall", result.overall)]
-    for name, cell in rows:
-        table.add_row(name, str(cell.probes), f"{cell.strict}/{cell.probes}",
-                      f"{cell.ranked}/{cell.probes}")
+    table = Table(title=f"change suite (budget {budget} tokens, reflector "
+                        f"{reflector_name(settings)}; strict/ranked of probes)")
+    table.add_column("category")
+    for result in results:
+        table.add_column(f"{result.mode} {result.part}", justify="right")
+    categories = [c for c in CATEGORIES if any(c in r.categories for r in results)]
+    for name in [*categories, "overall"]:
+        cells = [r.overall if name == "overall" else r.categories.get(name) for r in results]
+        table.add_row(name, *("-" if c is None else f"{c.strict}/{c.ranked} of {c.probes}"
+                              for c in cells))
     stdout().print(table)
-    strict, ranked = result.overall.strict_rate or 0.0, result.overall.ranked_rate or 0.0
-    stdout().print(f"overall strict {100 * strict:.0f}%, ranked {100 * ranked:.0f}%"
-                   + (f"; wrote {out / 'change.json'} and {out / 'change.md'}" if out else ""))
+    for result in results:
+        strict = result.overall.strict_rate or 0.0
+        ranked = result.overall.ranked_rate or 0.0
+        stdout().print(plain(f"{result.mode} {result.part}: overall strict {100 * strict:.0f}%,"
+                             f" ranked {100 * ranked:.0f}%"))
+    if out:
+        stdout().print(plain(f"wrote {out / 'change.json'} and {out / 'change.md'}"))

@@ -26,7 +26,7 @@ def _is_full(value: str) -> bool:
     return True
 
 
-def resolve_fact_id(client: MemoryClient, given: str, field: str = "memory_id") -> str:
+def resolve_fact_id(client: MemoryClient, given: str, field: str = "fact_id") -> str:
     """The full id of the fact `given` names (a full id, or a unique prefix of one)."""
     check_id(field, given)
     if _is_full(given) and client.admin.get_fact(given) is not None:

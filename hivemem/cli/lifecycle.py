@@ -2,8 +2,9 @@
 `import`, `backup`, `restore`.
 
 They run where the workspace commands run (a workspace, `--local`, or a deployment: see
-`hivemem.cli.target`). Every command takes `--json`; bad input exits with code 2 before
-anything is written.
+`hivemem.cli.target`) and take the session as every command does (`--session/-s`, see
+`hivemem.cli.session_args`). Every command takes `--json`; bad input exits with code 2
+before anything is written, an unknown session or fact with code 1.
 """
 
 from __future__ import annotations
@@ -12,12 +13,19 @@ from datetime import UTC, datetime
 from pathlib import Path
 
 import click
-from rich.markup import escape
 from rich.table import Table
 from rich.text import Text
 
 from hivemem.cli.fact_ids import resolve_fact_id, short
-from hivemem.cli.output import cells, emit_json, id_param, progress_bar, stdout
+from hivemem.cli.output import cells, emit_json, id_param, plain, progress_bar, stdout
+from hivemem.cli.session_args import (
+    legacy_sessions,
+    pick_session,
+    pick_sessions,
+    require_session,
+    session_option,
+    sessions_option,
+)
 from hivemem.cli.target import Target, opened, with_target
 from hivemem.errors import ValidationError
 from hivemem.transfer.importer import validate_file
@@ -25,43 +33,35 @@ from hivemem.transfer.importer import validate_file
 IMPORT_MODES = ("append", "replace", "skip_existing", "overwrite")
 
 
-SESSION = id_param("session", "SESSION")
-
-
-def _bad_input(exc: ValidationError) -> click.BadParameter:
-    return click.BadParameter(exc.message, param_hint=exc.field)
-
-
 # -- compact --------------------------------------------------------------------------------
 
 
 @click.command()
-@click.argument("session", callback=SESSION)
+@session_option()
+@legacy_sessions()
 @click.option("--preview", is_flag=True, help="Show the diff without changing anything.")
 @click.option("--max-active", type=click.IntRange(1), default=None,
               help="Cap on active facts (default: compaction.max_active_facts).")
 @click.option("--json", "as_json", is_flag=True, help="Print JSON.")
 @with_target
-def compact(target: Target, session: str, preview: bool, max_active: int | None,
-            as_json: bool) -> None:
+def compact(target: Target, session: str | None, legacy: str | None, preview: bool,
+            max_active: int | None, as_json: bool) -> None:
     """Merge duplicates, archive stale facts, enforce the cap, move facts between layers."""
-    session_id = session
+    session_id = target.default_session(pick_session("compact", legacy, session))
     policy = target.settings.compaction.policy()
     if max_active is not None:
         policy = policy.model_copy(update={"max_active_facts": max_active})
-    with opened(target) as client:
-        try:
-            diff = (client.admin.preview_compaction(session_id, policy=policy) if preview
-                    else client.admin.compact(session_id, policy=policy))
-        except ValidationError as exc:
-            raise _bad_input(exc) from None
+    with opened(target, read_only=preview) as client:
+        require_session(client, session_id)
+        diff = (client.admin.preview_compaction(session_id, policy=policy) if preview
+                else client.admin.compact(session_id, policy=policy))
     if as_json:
         emit_json({"preview": preview, **diff.model_dump(mode="json")})
         return
     console = stdout()
     verb = "would change" if preview else "changed"
-    console.print(f"[bold]{session_id}[/]: {diff.active_before} -> {diff.active_after} active"
-                  f" facts; {verb} {diff.changes} (run {diff.run_id})")
+    console.print(plain(f"{session_id}: {diff.active_before} -> {diff.active_after} active"
+                        f" facts; {verb} {diff.changes} (run {diff.run_id})"))
     table = Table(expand=True)
     for column in ("action", "fact", "layer", "why", "content"):
         table.add_column(column, ratio=3 if column in ("why", "content") else None)
@@ -81,30 +81,27 @@ def compact(target: Target, session: str, preview: bool, max_active: int | None,
 
 
 @click.command()
-@click.argument("memory_id", callback=id_param("memory_id", "MEMORY_ID"))
+@click.argument("fact_id", callback=id_param("fact_id", "FACT_ID"))
 @click.option("--json", "as_json", is_flag=True, help="Print JSON.")
 @with_target
-def audit(target: Target, memory_id: str, as_json: bool) -> None:
-    """Why a memory (a fact id, or the unique prefix the tables print) has its status: every
-    change to it, who made it, when and why."""
-    with opened(target) as client:
-        try:
-            memory_id = resolve_fact_id(client, memory_id)
-            # Only the fact's own events: another fact's event that names it (merged into
-            # it, its rival) is that fact's story, listed by its own audit.
-            events = [e for e in client.admin.audit(memory_id) if e.fact_id == memory_id]
-            fact = client.admin.get_fact(memory_id)
-        except ValidationError as exc:
-            raise _bad_input(exc) from None
+def audit(target: Target, fact_id: str, as_json: bool) -> None:
+    """Why a fact (its id, or the 12-character prefix `facts`, `recent` and `recall` print)
+    has its status: every change to it, who made it, when and why."""
+    with opened(target, read_only=True) as client:
+        fact_id = resolve_fact_id(client, fact_id)
+        # Only the fact's own events: another fact's event that names it (merged into
+        # it, its rival) is that fact's story, listed by its own audit.
+        events = [e for e in client.admin.audit(fact_id) if e.fact_id == fact_id]
+        fact = client.admin.get_fact(fact_id)
     if as_json:
         emit_json({"fact": fact.model_dump(mode="json") if fact else None,
                    "events": [e.model_dump(mode="json") for e in events]})
         return
     console = stdout()
     if fact is not None:
-        console.print(f"[bold]{memory_id}[/] ({fact.kind.value}, session {fact.session_id}):"
-                      f" {fact.status.value}, layer {fact.layer}"
-                      + (f" - {escape(fact.reason)}" if fact.reason else ""))
+        console.print(plain(f"{fact_id} ({fact.kind.value}, session {fact.session_id}):"
+                            f" {fact.status.value}, layer {fact.layer}"
+                            + (f" - {fact.reason}" if fact.reason else "")))
         console.print(Text(fact.content))
     table = Table(title="audit log", expand=True)
     for column in ("#", "when", "action", "change", "by", "why"):
@@ -116,34 +113,33 @@ def audit(target: Target, memory_id: str, as_json: bool) -> None:
                              f"{e.actor} ({e.cause})", e.reason + (
                                  f" [{', '.join(short(r) for r in e.related)}]"
                                  if e.related else "")))
-    console.print(table if events else "no audit events for this memory")
+    console.print(table if events else "no audit events for this fact")
 
 
 # -- sessions and timelines -----------------------------------------------------------------
 
 
 @click.command()
-@click.argument("session", callback=SESSION)
+@session_option()
+@legacy_sessions()
 @click.option("--title", default=None, help="Set the session's title.")
 @click.option("--agent", default=None, help="Set the session's agent.")
 @click.option("--related", type=click.IntRange(0, 100), default=5, show_default=True,
               help="How many related sessions to list.")
 @click.option("--json", "as_json", is_flag=True, help="Print JSON.")
 @with_target
-def session(target: Target, session: str, title: str | None, agent: str | None,
-            related: int, as_json: bool) -> None:
+def session(target: Target, session: str | None, legacy: str | None, title: str | None,
+            agent: str | None, related: int, as_json: bool) -> None:
     """Show (or, with --title/--agent, set) a session's metadata and its related sessions."""
-    session_id = session
-    with opened(target) as client:
-        try:
-            if title is not None or agent is not None:
-                info = client.admin.set_session_metadata(session_id, title=title, agent_id=agent)
-            else:
-                info = client.admin.session_info(session_id)
-            others = (client.admin.find_related_sessions(session_id, limit=related)
-                      if related else [])
-        except ValidationError as exc:
-            raise _bad_input(exc) from None
+    session_id = target.default_session(pick_session("session", legacy, session))
+    setting = title is not None or agent is not None
+    with opened(target, read_only=not setting) as client:
+        if setting:
+            info = client.admin.set_session_info(session_id, title=title, agent_id=agent)
+        else:
+            info = client.admin.session_info(session_id)
+        others = (client.admin.related_sessions(session_id, limit=related)
+                  if related else [])
     if as_json:
         emit_json({**info.model_dump(mode="json"),
                    "related": [r.model_dump(mode="json") for r in others]})
@@ -163,30 +159,33 @@ def session(target: Target, session: str, title: str | None, agent: str | None,
 
 
 @click.command()
-@click.argument("sessions", nargs=-1, required=True, callback=SESSION)
+@sessions_option("A session (repeatable; default: the workspace's default session, else"
+                 " `default`).")
+@legacy_sessions(nargs=-1)
 @click.option("--kind", "kinds", multiple=True, type=click.Choice(["turn", "episode", "fact"]),
               help="Only these kinds of event (repeatable).")
 @click.option("--limit", type=click.IntRange(1), default=None, help="Only the newest N events.")
 @click.option("--json", "as_json", is_flag=True, help="Print JSON.")
 @with_target
-def timeline(target: Target, sessions: tuple[str, ...], kinds: tuple[str, ...],
-             limit: int | None, as_json: bool) -> None:
-    """Turns, episode closes and fact changes of SESSIONS, in time order."""
-    session_ids = list(sessions)
-    with opened(target) as client:
-        try:
-            events = client.admin.build_timeline(session_ids, kinds=list(kinds) or None,
-                                                 limit=limit)
-        except ValidationError as exc:
-            raise _bad_input(exc) from None
+def timeline(target: Target, sessions: tuple[str, ...], legacy: tuple[str, ...],
+             kinds: tuple[str, ...], limit: int | None, as_json: bool) -> None:
+    """Turns, episode closes and fact changes of the sessions, in time order (a fact's
+    event shows its id for `hivemem audit`)."""
+    session_ids = pick_sessions("timeline", legacy, sessions) or [target.default_session()]
+    with opened(target, read_only=True) as client:
+        require_session(client, *session_ids)
+        events = client.admin.timeline(session_ids, kinds=list(kinds) or None,
+                                             limit=limit)
     if as_json:
         emit_json([e.model_dump(mode="json") for e in events])
         return
-    table = Table(title=f"timeline of {', '.join(session_ids)}", expand=True)
-    for column in ("when", "session", "seq", "kind", "who", "what"):
-        table.add_column(column, ratio=4 if column == "what" else None)
+    table = Table(title=plain(f"timeline of {', '.join(session_ids)}"), expand=True)
+    for column in ("when", "session", "seq", "kind", "id", "who", "what"):
+        table.add_column(column, ratio=4 if column == "what" else None,
+                         no_wrap=column == "id")
     for e in events:
-        table.add_row(*cells(f"{e.at:%Y-%m-%d %H:%M:%S}", e.session_id, e.seq, e.kind,
+        ref = short(e.ref_id) if e.kind == "fact" and e.ref_id else ""
+        table.add_row(*cells(f"{e.at:%Y-%m-%d %H:%M:%S}", e.session_id, e.seq, e.kind, ref,
                              e.actor, e.summary))
     stdout().print(table)
 
@@ -196,19 +195,18 @@ def timeline(target: Target, sessions: tuple[str, ...], kinds: tuple[str, ...],
 
 def _export(target: Target, path: Path, sessions: list[str] | None, vectors: bool,
             as_json: bool) -> None:
-    with opened(target) as client:
+    with opened(target, read_only=True) as client:
+        if sessions:
+            require_session(client, *sessions)
         total = client.admin.count_export_records(sessions) if not as_json else None
-        try:
-            with progress_bar(f"exporting to {path.name}", total, as_json) as advance:
-                summary = client.admin.export(path, sessions, vectors=vectors, progress=advance)
-        except ValidationError as exc:
-            raise _bad_input(exc) from None
+        with progress_bar(f"exporting to {path.name}", total, as_json) as advance:
+            summary = client.admin.export(path, sessions, vectors=vectors, progress=advance)
     if as_json:
         emit_json(summary.model_dump(mode="json"))
         return
-    stdout().print(f"exported {len(summary.sessions)} session(s) to {summary.path}:"
-                   f" {_counts(summary.counts)} ({summary.bytes / 1e6:.1f} MB"
-                   f"{', with vectors' if summary.vectors else ''})")
+    stdout().print(plain(f"exported {len(summary.sessions)} session(s) to {summary.path}:"
+                         f" {_counts(summary.counts)} ({summary.bytes / 1e6:.1f} MB"
+                         f"{', with vectors' if summary.vectors else ''})"))
 
 
 def _import(target: Target, path: Path, mode: str, as_json: bool, verb: str) -> None:
@@ -227,10 +225,10 @@ def _import(target: Target, path: Path, mode: str, as_json: bool, verb: str) -> 
         emit_json(summary.model_dump(mode="json"))
         return
     renamed = {k: v for k, v in summary.sessions.items() if k != v}
-    stdout().print(f"{verb} {len(summary.sessions)} session(s) ({summary.mode}):"
-                   f" {_counts(summary.written)}"
-                   + (f"; skipped {_counts(summary.skipped)}" if summary.skipped else "")
-                   + (f"; renamed {renamed}" if renamed else ""))
+    stdout().print(plain(f"{verb} {len(summary.sessions)} session(s) ({summary.mode}):"
+                         f" {_counts(summary.written)}"
+                         + (f"; skipped {_counts(summary.skipped)}" if summary.skipped else "")
+                         + (f"; renamed {renamed}" if renamed else "")))
 
 
 def _counts(counts: dict[str, int]) -> str:
@@ -238,16 +236,17 @@ def _counts(counts: dict[str, int]) -> str:
 
 
 @click.command("export")
-@click.argument("sessions", nargs=-1, callback=SESSION)
+@sessions_option("A session to export (repeatable; default: every session).")
+@legacy_sessions(nargs=-1)
 @click.option("--out", "-o", "path", type=click.Path(dir_okay=False, path_type=Path),
               required=True, help="File to write (.jsonl, or .jsonl.gz compressed).")
 @click.option("--vectors", is_flag=True, help="Include the vectors (no re-embedding on import).")
 @click.option("--json", "as_json", is_flag=True, help="Print JSON.")
 @with_target
-def export_cmd(target: Target, sessions: tuple[str, ...], path: Path, vectors: bool,
-               as_json: bool) -> None:
-    """Export SESSIONS (default: every session) as versioned JSON Lines."""
-    ids = list(sessions) or None
+def export_cmd(target: Target, sessions: tuple[str, ...], legacy: tuple[str, ...], path: Path,
+               vectors: bool, as_json: bool) -> None:
+    """Export the sessions (default: every session) as versioned JSON Lines."""
+    ids = pick_sessions("export", legacy, sessions) or None
     _export(target, path, ids, vectors, as_json)
 
 

@@ -1,7 +1,9 @@
 """The `hivemem` command line: the root group, and every command group added in one place.
 
 Each module under `hivemem.cli` defines the commands of one group and imports nothing from
-here; memory commands resolve where to run through `hivemem.cli.target`.
+here; memory commands resolve where to run through `hivemem.cli.target` and take the session
+as `hivemem.cli.session_args` says. One word per concept: `ingest` writes, `recall` reads;
+the old names (`add`, `search`, `context`) are hidden aliases for one release.
 """
 
 from __future__ import annotations
@@ -10,17 +12,21 @@ import sys
 from collections.abc import Sequence
 
 import click
-from rich.console import Console
-from rich.markup import escape
+from rich.text import Text
 
-from hivemem.cli import chat, demo, lifecycle, partitions, pipeline, service, workspace
+from hivemem import __version__
+from hivemem.cli import chat, demo, lifecycle, memory, partitions, pipeline, service, workspace
 from hivemem.cli import eval as evaluation
+from hivemem.cli import ui as explorer
+from hivemem.cli.output import stderr
 from hivemem.config import Settings
-from hivemem.errors import HivememError
+from hivemem.errors import HivememError, NotFound
 from hivemem.logs import configure_logging
 
 
 @click.group()
+@click.version_option(__version__, "--version", "-V", prog_name="hivemem",
+                      message="%(prog)s %(version)s")
 @click.option(
     "--local",
     type=click.Path(file_okay=False),
@@ -41,15 +47,18 @@ def cli(ctx: click.Context, local: str | None, log_level: str | None) -> None:
 
 
 COMMANDS: tuple[click.Command, ...] = (
-    *workspace.COMMANDS,    # init, add, recent, search, context, status
-    *pipeline.COMMANDS,     # ingest, recall, stats, facts, episodes, traces, close-episode,
-                            # reflect, rebuild-state, dlq
+    *memory.COMMANDS,       # ingest, recall
+    *workspace.COMMANDS,    # init, recent, status
+    *pipeline.COMMANDS,     # stats, facts, episodes, traces, close-episode, reflect,
+                            # rebuild-state, dlq
     *lifecycle.COMMANDS,    # compact, audit, session, timeline, export, import, backup, restore
     *service.COMMANDS,      # serve, mcp, apikey, worker
     *partitions.COMMANDS,   # repartition
     chat.chat,
     evaluation.eval_cmd,
     demo.demo,
+    *explorer.COMMANDS,     # ui
+    *memory.ALIASES,        # add, search, context (hidden, one release)
 )
 for _command in COMMANDS:
     cli.add_command(_command)
@@ -64,5 +73,7 @@ def main(argv: Sequence[str] | None = None) -> None:
         exc.show()
         sys.exit(exc.exit_code)
     except HivememError as exc:
-        Console(stderr=True).print(f"[red]error:[/] {escape(str(exc))}")
-        sys.exit(2)
+        stderr().print(Text.assemble(("error: ", "red"), str(exc)))
+        # An unknown session or fact is an error like any other (exit 1); other bad input
+        # is a usage error (2).
+        sys.exit(2 if isinstance(exc, ValueError) and not isinstance(exc, NotFound) else 1)

@@ -1,9 +1,11 @@
 """What every command group prints with: the consoles, JSON output, argument checks, tables.
 
-Stored text (turn and fact content, subjects, reasons, titles, queries) is printed
-verbatim: every table cell goes through `cells`, so ``a[i] = b[i] * 2`` keeps its brackets
-and a stored ``[/]`` is text, not a markup tag that would crash the command. A table title
-is rich markup: callers `escape` what they put in it.
+User text (turn and fact content, subjects, reasons, titles, queries, session ids) is
+printed verbatim: every table cell goes through `cells` and every title with user text in it
+through `plain`, so ``a[i] = b[i] * 2`` keeps its brackets and a stored ``[/]`` is text, not
+a markup tag that would crash the command. The consoles never turn ``:x:`` into an emoji.
+Fact ids are printed in their short form (`hivemem.cli.fact_ids`), which every command that
+takes a fact id accepts.
 """
 
 from __future__ import annotations
@@ -20,6 +22,7 @@ from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, T
 from rich.table import Table
 from rich.text import Text
 
+from hivemem.cli.fact_ids import short
 from hivemem.domain.fact import Fact, FactStatus
 from hivemem.domain.ids import check_id
 from hivemem.domain.models import ContextItem
@@ -27,12 +30,18 @@ from hivemem.errors import ValidationError
 
 
 def stdout() -> Console:
-    # Piped output gets a wide table instead of rich's 80-column default.
-    return Console(width=None if sys.stdout.isatty() else 160, highlight=False)
+    # Piped output gets a wide table instead of rich's 80-column default. No emoji codes:
+    # a session id or a query may well contain ":x:".
+    return Console(width=None if sys.stdout.isatty() else 160, highlight=False, emoji=False)
 
 
 def stderr() -> Console:
-    return Console(stderr=True, highlight=False)
+    return Console(stderr=True, highlight=False, emoji=False)
+
+
+def plain(text: object) -> Text:
+    """`text` as it is: for titles and lines that hold user text (never markup)."""
+    return Text(str(text))
 
 
 class Advance(Protocol):
@@ -96,10 +105,19 @@ def cells(*values: object) -> list[Text]:
     return [v if isinstance(v, Text) else Text("" if v is None else str(v)) for v in values]
 
 
-def items_table(title: str, items: Sequence[ContextItem], *, speakers: bool = False) -> Table:
-    """A recalled context: rank, score and why, then where each item comes from (the
-    workspace commands, chat) or, with `speakers`, who said it (`hivemem recall`, the demo)."""
-    table = Table(title=title, expand=True)
+def _source(item: ContextItem) -> str:
+    """Where an item comes from: a turn's seq, a fact's short id (what `audit` takes)."""
+    if item.source_type == "fact" and item.source_id:
+        return f"fact {short(item.source_id)}"
+    return item.source_type + (f" #{item.seq}" if item.seq else "")
+
+
+def items_table(title: str | Text, items: Sequence[ContextItem], *,
+                speakers: bool = False) -> Table:
+    """A recalled context: rank, score and why, then where each item comes from (`hivemem
+    recall`, chat: a turn's seq, a fact's id) or, with `speakers`, who said it (the demo).
+    A `str` title is user text, printed as it is."""
+    table = Table(title=plain(title) if isinstance(title, str) else title, expand=True)
     table.add_column("#", justify="right", width=3)
     table.add_column("score", justify="right", width=6)
     table.add_column("why", width=26 if speakers else 28)
@@ -107,7 +125,7 @@ def items_table(title: str, items: Sequence[ContextItem], *, speakers: bool = Fa
         table.add_column("who", width=10)
         table.add_column("seq", justify="right", width=4)
     else:
-        table.add_column("source", width=10)
+        table.add_column("source", width=17)
         table.add_column("tokens", justify="right", width=6)
     table.add_column("content", ratio=1)
     for rank, item in enumerate(items, 1):
@@ -115,7 +133,7 @@ def items_table(title: str, items: Sequence[ContextItem], *, speakers: bool = Fa
             where = str(item.agent_id or item.role or "")
             size = str(item.seq) if item.seq else item.source_type
         else:
-            where = f"{item.source_type}" + (f" #{item.seq}" if item.seq else "")
+            where = _source(item)
             size = str(item.token_count)
         table.add_row(*cells(rank, f"{item.score:.3f}", ", ".join(item.components.reasons()),
                              where, size, item.content))
@@ -128,12 +146,15 @@ def item_json(rank: int, item: ContextItem) -> dict[str, Any]:
 
 
 def facts_table(title: str, facts: Sequence[Fact]) -> Table:
-    table = Table(title=title, expand=True)
-    for column in ("status", "kind", "subject", "since", "content"):
-        table.add_column(column, ratio=4 if column == "content" else None)
+    """Facts with their short ids (`hivemem audit ID`); `title` is printed as it is."""
+    table = Table(title=plain(title), expand=True)
+    for column in ("id", "status", "kind", "subject", "since", "content"):
+        table.add_column(column, ratio=4 if column == "content" else None,
+                         no_wrap=column == "id")
     for fact in facts:
         style = "dim" if fact.status is not FactStatus.ACTIVE else ""
-        table.add_row(*cells(fact.status.value, fact.kind.value, fact.subject,
+        table.add_row(*cells(short(fact.fact_id), fact.status.value, fact.kind.value,
+                             fact.subject,
                              f"{fact.valid_from:%Y-%m-%d %H:%M}", fact.content), style=style)
     return table
 
@@ -141,11 +162,13 @@ def facts_table(title: str, facts: Sequence[Fact]) -> Table:
 def history_table(facts: Sequence[Fact]) -> Table:
     """Every version of the facts, by subject, with its validity (`hivemem facts`, the demo)."""
     table = Table(title="Facts reflected from the episodes (with history)", expand=True)
-    for column in ("status", "kind", "subject", "valid", "content"):
-        table.add_column(column, ratio=4 if column == "content" else None)
+    for column in ("id", "status", "kind", "subject", "valid", "content"):
+        table.add_column(column, ratio=4 if column == "content" else None,
+                         no_wrap=column == "id")
     for fact in sorted(facts, key=lambda f: (f.subject, f.valid_from)):
         until = fact.valid_to.strftime("%H:%M") if fact.valid_to else "now"
         style = "dim strike" if fact.status is FactStatus.SUPERSEDED else ""
-        table.add_row(*cells(fact.status.value, fact.kind.value, fact.subject,
-                             f"{fact.valid_from:%H:%M}-{until}", fact.content), style=style)
+        table.add_row(*cells(short(fact.fact_id), fact.status.value, fact.kind.value,
+                             fact.subject, f"{fact.valid_from:%H:%M}-{until}", fact.content),
+                      style=style)
     return table

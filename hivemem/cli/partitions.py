@@ -10,9 +10,9 @@ import click
 from hivemem.cli.output import progress_bar
 from hivemem.cli.target import Target, with_target
 from hivemem.errors import HivememError
-from hivemem.pipeline.topology import Keys
+from hivemem.runtime.wiring import repartition_move
 from hivemem.store.redis_connect import connect
-from hivemem.store.repartition import Repartition, written_count
+from hivemem.store.repartition import written_count
 
 
 @click.command()
@@ -37,8 +37,8 @@ def repartition(target: Target, partitions: int, as_json: bool) -> None:
     try:
         prefix = target.settings.redis.key_prefix
         old_count = written_count(client, prefix, settings.partitions)
-        move = Repartition(client, Keys(prefix, old_count), Keys(prefix, partitions),
-                           ttl_ms=target.settings.worker.claim_idle_ms)
+        move = repartition_move(client, prefix, old_count, partitions,
+                                ttl_ms=target.settings.worker.claim_idle_ms)
         with progress_bar(f"sessions {old_count} -> {partitions} partitions", None,
                           as_json) as advance:
             summary = move.run(advance)

@@ -9,6 +9,7 @@ answer into a plain `RecallView`.
 from __future__ import annotations
 
 import dataclasses
+from collections.abc import Sequence
 from typing import Any
 
 from pydantic import BaseModel, Field
@@ -86,11 +87,12 @@ def recall_view(
     preset: str | None = None,
     limit: int | None = None,
     explain: bool = False,
+    related_sessions: Sequence[str] = (),
 ) -> RecallView:
     """Recall and account for it. Raises `ValidationError` for a bad query, budget or preset
     (before anything is read)."""
     result = client.recall(session_id, query, token_budget, preset=preset, limit=limit,
-                           explain=explain)
+                           explain=explain, related_sessions=related_sessions)
     return RecallView(
         session_id=session_id,
         query=query,

@@ -7,7 +7,6 @@ needs a deployment (embedded mode runs its own worker threads).
 
 from __future__ import annotations
 
-import json
 import os
 import signal
 from typing import Any
@@ -72,11 +71,27 @@ def serve(target: Target, host: str | None, port: int | None, workers: int) -> N
         os.environ["HIVEMEM_REDIS__URL"] = settings.redis.url
         if settings.qdrant.url:
             os.environ["HIVEMEM_QDRANT__URL"] = settings.qdrant.url
+        _say_listening(bind["host"], bind["port"])
         uvicorn.run("hivemem.api.app:from_env", factory=True, workers=workers, **bind)
         return
     with opened(target, owner=True) as client:  # a server owns its folder, never a guest
         _close_on_sigterm("http")
-        uvicorn.run(create_app(settings, client=client), **bind)
+        config = uvicorn.Config(create_app(settings, client=client), **bind)
+        # Bound here, so that the address printed is the real one (--port 0 too).
+        sock = config.bind_socket()
+        _say_listening(*sock.getsockname()[:2])
+        uvicorn.Server(config).run(sockets=[sock])
+
+
+def _url(host: str, port: int) -> str:
+    return f"http://[{host}]:{port}" if ":" in host else f"http://{host}:{port}"
+
+
+def _say_listening(host: str, port: int, path: str = "") -> None:
+    """Where a server listens, on stderr, once it does."""
+    url = _url(host, port)
+    docs = "" if path else f" (API docs: {url}/docs)"
+    click.echo(f"listening on {url}{path}{docs}", err=True)
 
 
 def _close_on_sigterm(transport: str) -> None:
@@ -104,7 +119,7 @@ def _close_on_sigterm(transport: str) -> None:
 @with_target
 def mcp_cmd(target: Target, transport: str, namespace: str, host: str, port: int,
             no_auth: bool) -> None:
-    """Run an MCP server with the tools remember, recall and known_facts.
+    """Run an MCP server with the tools ingest, recall and known_facts.
 
     Over http every request needs an API key (`hivemem apikey create`), which decides its
     namespace (and, for an agent key, its agent); --namespace is for stdio and --no-auth."""
@@ -116,6 +131,8 @@ def mcp_cmd(target: Target, transport: str, namespace: str, host: str, port: int
     except ImportError as exc:
         raise _missing("mcp", exc.name or "mcp") from None
     _say_where(target, "mcp")
+    if transport == "http":
+        _say_listening(host, port, "/mcp")
     with opened(target) as client:
         _close_on_sigterm(transport)
         run(client, transport=transport, namespace=namespace, host=host, port=port,
@@ -157,14 +174,18 @@ def apikey_create(target: Target, namespace: str, agent_id: str | None, name: st
 
 @apikey.command("revoke")
 @click.argument("key_id")
+@click.option("--json", "as_json", is_flag=True, help="Print JSON.")
 @with_target
-def apikey_revoke(target: Target, key_id: str) -> None:
+def apikey_revoke(target: Target, key_id: str, as_json: bool) -> None:
     """Revoke a key (its id, as `list` shows it, or the key itself)."""
     with opened(target) as client:
         removed = client.admin.api_keys().revoke(key_id)
     if not removed:
         raise click.ClickException(f"no API key {key_id!r}")
-    click.echo(json.dumps({"revoked": key_id}))
+    if as_json:
+        emit_json({"revoked": key_id})
+    else:
+        click.echo(f"revoked {key_id}")
 
 
 @apikey.command("list")
@@ -172,7 +193,7 @@ def apikey_revoke(target: Target, key_id: str) -> None:
 @with_target
 def apikey_list(target: Target, as_json: bool) -> None:
     """Every key's id, namespace, name and creation time (never the key)."""
-    with opened(target) as client:
+    with opened(target, read_only=True) as client:
         keys = client.admin.api_keys().list()
     if as_json:
         emit_json([k.model_dump(mode="json") for k in keys])

@@ -27,10 +27,10 @@ import click
 from pydantic import BaseModel, ConfigDict
 
 from hivemem.config import Settings
-from hivemem.errors import HivememError, ValidationError
+from hivemem.errors import HivememError, NotFound, ValidationError
 from hivemem.logs import configure_logging
 from hivemem.producer.client import MemoryClient
-from hivemem.runtime.owner import OwnerRecord, read_record
+from hivemem.runtime.owner import LOCK_NAME, OwnerRecord, read_record
 from hivemem.runtime.workspace import Workspace, WorkspaceError, find_workspace
 
 SERVER_ENV = ("HIVEMEM_REDIS__URL", "HIVEMEM_QDRANT__URL", "HIVEMEM_QDRANT__PATH")
@@ -96,6 +96,17 @@ class Target(BaseModel):
     def owner(self) -> OwnerRecord | None:
         return read_record(self.store) if self.store is not None else None
 
+    def holds_store(self) -> bool:
+        """False for an embedded folder with no store in it (a typo, a folder never used):
+        a read-only command must not create one there. A workspace's store folder, made by
+        `hivemem init`, counts as a store even while empty; a deployment always does."""
+        if self.store is None:
+            return True
+        if self.workspace is not None:
+            return self.store.is_dir()
+        # Every process that ever opened the folder left its lock file there.
+        return (self.store / LOCK_NAME).is_file()
+
 
 def _without_password(url: str) -> str:
     scheme, sep, rest = url.partition("://")
@@ -137,6 +148,17 @@ def resolve_target(
     raise NoTarget()
 
 
+def local_settings(settings: Settings, start: Path | None = None) -> Settings:
+    """`settings` for a command that makes its own embedded store (`demo`, `eval`): the
+    nearest workspace's embedding settings (model, cache folder, model path, offline) when
+    there is one, as every other command uses them; else `settings` as they are."""
+    try:
+        workspace = find_workspace(start)
+    except WorkspaceError as exc:
+        raise click.ClickException(str(exc)) from None
+    return workspace.settings(settings) if workspace is not None else settings
+
+
 def with_target(func: Callable[..., R]) -> Callable[..., R]:
     """Add ``--redis-url``/``--qdrant-url`` to a command and call it with ``target=`` the
     resolved `Target` (the root group's ``--local`` and settings come from the context).
@@ -165,16 +187,25 @@ def with_target(func: Callable[..., R]) -> Callable[..., R]:
 
 
 @contextmanager
-def opened(target: Target, *, owner: bool = False) -> Iterator[MemoryClient]:
+def opened(target: Target, *, owner: bool = False,
+           read_only: bool = False) -> Iterator[MemoryClient]:
     """A client on `target` for one command, closed after it (`owner`: see `Target.open`).
-    Bad input found by the client (`ValidationError`) is a usage error (exit 2); any other
-    `HivememError` a clean error (exit 1) instead of a traceback."""
+    `read_only`: the command only reads, so a folder that holds no store is an error (exit
+    1) and nothing is created there. An unknown session or fact (`NotFound`) is an error
+    (exit 1); other bad input found by the client (`ValidationError`) a usage error (exit
+    2); any other `HivememError` a clean error (exit 1) instead of a traceback."""
+    if read_only and not target.holds_store():
+        raise click.ClickException(
+            f"no hivemem store in {target.store}: nothing to read (check the path; a command"
+            " that writes, such as `hivemem ingest`, creates the store)")
     try:
         client = target.open(owner=owner)
     except HivememError as exc:
         raise click.ClickException(str(exc)) from None
     try:
         yield client
+    except NotFound as exc:
+        raise click.ClickException(str(exc)) from None
     except ValidationError as exc:
         raise click.BadParameter(exc.message, param_hint=exc.field) from None
     except HivememError as exc:

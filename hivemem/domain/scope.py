@@ -48,6 +48,25 @@ class Scope:
         return self.agent_id is not None and agent_id == self.agent_id
 
 
+@dataclass(frozen=True, slots=True)
+class OperatorScope:
+    """The operator's view: every namespace and every agent. Only `Admin` holds it; the
+    service never reads an absent scope as this one (there is no default)."""
+
+    def __repr__(self) -> str:
+        return "OperatorScope()"
+
+
+OPERATOR = OperatorScope()
+# Who asks the service: one agent of one namespace, or the operator.
+Access = Scope | OperatorScope
+
+
+def store_scope(access: Access) -> Scope | None:
+    """The stores' filter for `access` (None: unfiltered, the operator's)."""
+    return None if isinstance(access, OperatorScope) else access
+
+
 def check_visibility(value: object) -> Visibility:
     if value == SHARED:
         return SHARED

@@ -44,7 +44,8 @@ def turn_event(turn: Turn) -> TimelineEvent:
     return TimelineEvent(
         at=turn.timestamp, seq=turn.seq, kind="turn", session_id=turn.session_id,
         ref_id=turn.turn_id, actor=turn.agent_id or turn.role.value, summary=turn.content,
-        detail={"role": turn.role.value, "markers": list(turn.markers)},
+        detail={"role": turn.role.value, "markers": list(turn.markers),
+                "visibility": turn.visibility},
     )
 
 

@@ -1,8 +1,15 @@
 """The change suite: does recall lead with the current state after something changed?
 
 Pure: no I/O, no clock, no hivemem runtime. The conversations are hand-written data
-(`hivemem/evaluation/data/change_suite.json`, read by `hivemem.evaluation.change_runner`);
-this module parses them, judges one recalled context against a probe, and scores a run.
+(`hivemem/evaluation/data/change_*.json`, listed in `hivemem.evaluation.change_parts` and
+played by `hivemem.evaluation.change_runner`); this module parses them, judges one recalled
+context against a probe, and scores a run.
+
+Schema: version 1 (the legacy file: every probe is asked at the end of its conversation) and
+version 2 (each probe may say `after_turn`: it is asked after the first N turns were said,
+1 <= N <= len(turns); None or absent means at the end). Every expected and stale string must
+have been said (whole words, any case) in a turn at or before the probe's point, so that a
+probe never asks for what the memory cannot know yet.
 
 Every probe asks about one slot (the team's database, Sam's diet, the Friday freeze...) after
 the conversation changed it, or pointedly did not. `expected` are the strings a correct
@@ -29,18 +36,24 @@ from pydantic import BaseModel, ConfigDict, Field, field_validator, model_valida
 
 from hivemem.evaluation.runs import RunInfo
 
+# The order of the report's columns: /work/suite/SPEC.md's order (the writers' brief).
 Category = Literal[
     "supersede_update_words",
     "supersede_plain",
+    "numbers_dates",
     "retraction",
     "revert",
+    "correction_chain",
     "addition",
     "non_change",
     "speakers",
+    "long_gap",
+    "multi_value",
     "history",
 ]
 CATEGORIES: tuple[str, ...] = get_args(Category)
-MIN_TURNS, MAX_TURNS = 10, 40
+MIN_TURNS, MAX_TURNS = 10, 60
+VERSIONS = (1, 2)
 
 
 class ChangeTurn(BaseModel):
@@ -53,13 +66,24 @@ class ChangeTurn(BaseModel):
 
 
 class ChangeProbe(BaseModel):
-    model_config = ConfigDict(frozen=True)
+    # extra="forbid": a misspelt key ("afterturn") would otherwise silently mean "at the end"
+    model_config = ConfigDict(frozen=True, extra="forbid")
 
     query: str
+    # asked after the first N turns were said; None: at the end of the conversation
+    after_turn: int | None = Field(default=None, ge=1)
     expected: tuple[str, ...] = Field(min_length=1)
     stale: tuple[str, ...] = ()
     category: Category
     history: bool = False
+
+    def point(self, turns: int) -> int:
+        """After how many turns of a `turns`-long conversation this probe is asked."""
+        return turns if self.after_turn is None else self.after_turn
+
+    def at_end(self, turns: int) -> bool:
+        """Asked once the whole conversation was said (the only probes reflected mode asks)."""
+        return self.point(turns) == turns
 
     @model_validator(mode="after")
     def _disjoint(self) -> ChangeProbe:
@@ -84,6 +108,21 @@ class ChangeConversation(BaseModel):
             raise ValueError(f"{len(turns)} turns, want {MIN_TURNS}-{MAX_TURNS}")
         return turns
 
+    @model_validator(mode="after")
+    def _said_by_their_point(self) -> ChangeConversation:
+        for index, probe in enumerate(self.probes):
+            point = probe.point(len(self.turns))
+            if point > len(self.turns):
+                raise ValueError(f"probes[{index}].after_turn: {point} is past the last turn "
+                                 f"({len(self.turns)})")
+            said = [t.content for t in self.turns[:point]]
+            for field, values in (("expected", probe.expected), ("stale", probe.stale)):
+                for value in values:
+                    if not any(mentions(text, value) for text in said):
+                        raise ValueError(f"probes[{index}].{field}: {value!r} is not said "
+                                         f"in the first {point} turns")
+        return self
+
     @property
     def session_id(self) -> str:
         return f"change-{self.id}"
@@ -94,6 +133,13 @@ class ChangeSuite(BaseModel):
 
     version: int
     conversations: tuple[ChangeConversation, ...]
+
+    @field_validator("version")
+    @classmethod
+    def _known_version(cls, version: int) -> int:
+        if version not in VERSIONS:
+            raise ValueError(f"version {version}, want one of {VERSIONS}")
+        return version
 
     @model_validator(mode="after")
     def _unique_ids(self) -> ChangeSuite:
@@ -164,11 +210,24 @@ def judge_change(probe: ChangeProbe, recalled: Sequence[str]) -> ChangeVerdict:
 # --------------------------------------------------------------------------------------
 
 
+# How a probe is asked. reflected: the whole conversation is said, the session closed, every
+# episode reflected, then only the probes at the end are asked. live: the turns are said one
+# by one and every probe is asked at its point, once the turns so far are embedded (no close,
+# no wait for reflection).
+Mode = Literal["reflected", "live"]
+MODES: tuple[str, ...] = get_args(Mode)
+# Which file a conversation comes from: tuning (change_live.json, the part one may look at),
+# heldout (change_heldout.json, never looked at while tuning), legacy (change_suite.json, v1).
+Part = Literal["tuning", "heldout", "legacy"]
+PARTS: tuple[str, ...] = get_args(Part)
+
+
 class ChangeProbeResult(BaseModel):
     system: str
     conversation: str
     category: Category
     query: str
+    after_turn: int | None = None  # the turns said when it was asked
     expected: tuple[str, ...]
     stale: tuple[str, ...]
     history: bool
@@ -191,11 +250,21 @@ def probe_result(
     verdict = judge_change(probe, texts)
     return ChangeProbeResult(
         system=system, conversation=conversation.id, category=probe.category,
-        query=probe.query, expected=probe.expected, stale=probe.stale, history=probe.history,
+        query=probe.query, after_turn=probe.point(len(conversation.turns)),
+        expected=probe.expected, stale=probe.stale, history=probe.history,
         strict=verdict.strict, ranked=verdict.ranked, rank=verdict.rank,
         stale_rank=verdict.stale_rank, missing=verdict.missing, items=verdict.items,
         used_tokens=used_tokens, recall_ms=round(recall_ms, 3), context=list(texts),
     )
+
+
+def asked_probes(conversation: ChangeConversation, mode: str) -> list[ChangeProbe]:
+    """The probes `mode` asks, in the order they are asked (by point, then as written):
+    live asks them all; reflected only those at the end (a reflected memory of a prefix
+    would need the prefix replayed and closed, which is another experiment)."""
+    n = len(conversation.turns)
+    chosen = [p for p in conversation.probes if mode == "live" or p.at_end(n)]
+    return sorted(chosen, key=lambda p: p.point(n))
 
 
 class ConversationPlay(BaseModel):
@@ -209,8 +278,20 @@ class ConversationPlay(BaseModel):
 
 
 class ChangeRun(RunInfo):
+    mode: Mode = "reflected"
+    part: Part = "legacy"
     probes: list[ChangeProbeResult] = Field(default_factory=list)
     conversations: list[ConversationPlay] = Field(default_factory=list)
+
+
+def run_record(run: ChangeRun, show_heldout: bool = False) -> dict[str, Any]:
+    """A run as written to results files. The held-out part's per-probe results (contexts,
+    failures) are withheld unless asked for: one tunes on the rest and only reads the
+    held-out part's scores."""
+    if run.part == "heldout" and not show_heldout:
+        return run.model_dump(mode="json", exclude={"probes"}) | {
+            "probes": "withheld: the held-out part is reported as scores only"}
+    return run.model_dump(mode="json")
 
 
 class Score(BaseModel):
@@ -236,6 +317,8 @@ class SystemScore(BaseModel):
     system: str
     version: str
     reflector: str
+    mode: Mode = "reflected"
+    part: Part = "legacy"
     overall: Score
     categories: dict[str, Score]
 
@@ -248,7 +331,7 @@ def score(run: ChangeRun) -> SystemScore:
         overall.add(result)
         categories[result.category].add(result)
     return SystemScore(system=run.system, version=run.version, reflector=run.reflector,
-                       overall=overall,
+                       mode=run.mode, part=run.part, overall=overall,
                        categories={c: s for c, s in categories.items() if s.probes})
 
 
@@ -256,22 +339,27 @@ def _pct(rate: float | None) -> str:
     return "-" if rate is None else f"{100 * rate:.0f}%"
 
 
+def _cell(cell: Score | None) -> str:
+    return "-" if cell is None else f"{_pct(cell.strict_rate)} / {_pct(cell.ranked_rate)}"
+
+
 def markdown_table(scores: Sequence[SystemScore]) -> str:
-    """System x category, each cell "strict / ranked" (percent of the category's probes)."""
+    """A row per system x mode x part, a column per category, each cell "strict / ranked"
+    (percent of that row's probes of the category); the probe counts below, per mode x part
+    (every system of a mode and part is asked the same probes)."""
     cats = [c for c in CATEGORIES if any(c in s.categories for s in scores)]
-    header = ["system", *cats, "overall"]
+    header = ["system", "mode", "part", "probes", *cats, "overall"]
     lines = ["| " + " | ".join(header) + " |", "|" + "---|" * len(header)]
     for s in scores:
-        cells = [f"{s.system} {s.version}"]
-        for c in cats:
-            cell = s.categories.get(c)
-            cells.append("-" if cell is None else
-                         f"{_pct(cell.strict_rate)} / {_pct(cell.ranked_rate)}")
-        cells.append(f"{_pct(s.overall.strict_rate)} / {_pct(s.overall.ranked_rate)}")
+        cells = [f"{s.system} {s.version}", s.mode, s.part, str(s.overall.probes),
+                 *(_cell(s.categories.get(c)) for c in cats), _cell(s.overall)]
         lines.append("| " + " | ".join(cells) + " |")
-    probes = {c: next((s.categories[c].probes for s in scores if c in s.categories), 0)
-              for c in cats}
     lines.append("")
-    lines.append("Cells: strict / ranked. Probes per category: "
-                 + ", ".join(f"{c} {n}" for c, n in probes.items()) + ".")
+    lines.append("Cells: strict / ranked.")
+    counted: dict[tuple[str, str], SystemScore] = {}
+    for s in scores:
+        counted.setdefault((s.mode, s.part), s)
+    for (mode, part), s in counted.items():
+        lines.append(f"Probes per category, {mode} {part}: "
+                     + ", ".join(f"{c} {n.probes}" for c, n in s.categories.items()) + ".")
     return "\n".join(lines) + "\n"

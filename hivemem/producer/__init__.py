@@ -1,1 +1,2 @@
-"""The producer SDK: validate and enqueue turns; serve recall."""
+"""The SDK: thin handles over the service (`hivemem.service`): `MemoryClient`,
+`ScopedMemory`, `Admin`, their async twins and the remote (HTTP) client."""

@@ -1,141 +1,106 @@
 """`Admin`: the operations that deliberately cross scopes, for operators only.
 
 Compaction, dead letters and their replay, reflection replay, every session and trace, audit
-by fact id, timelines, export/import/backup/restore, API keys, readiness. `MemoryClient`
-composes one (`memory.admin`) from the same stores; tenants get a `ScopedMemory` instead,
-which has none of these.
+by fact id, timelines, export/import/backup/restore, API keys, readiness. A thin facade over
+the service, acting with the explicit `OperatorScope`: `memory.admin` holds one; tenants get
+a `ScopedMemory` instead, which has none of these.
 """
 
 from __future__ import annotations
 
 from collections.abc import Sequence
-from datetime import UTC, datetime
+from datetime import datetime
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from hivemem.config import CompactionPolicy
 from hivemem.domain.audit import AuditEvent
 from hivemem.domain.compaction import CompactionDiff
+from hivemem.domain.episode import Episode
 from hivemem.domain.fact import Fact
-from hivemem.domain.ids import check_id
-from hivemem.domain.models import DeadLetter
+from hivemem.domain.models import DeadLetter, SessionStats, Turn
 from hivemem.domain.recall.policy import RecallPolicy
+from hivemem.domain.scope import OPERATOR
 from hivemem.domain.session import RelatedSession, SessionContext, SessionInfo
 from hivemem.domain.timeline import TimelineEvent
-from hivemem.errors import HivememError, NotFound, ValidationError
-from hivemem.pipeline.topology import Topology
-from hivemem.producer import views
+from hivemem.service.core import Service
+from hivemem.service.operator import READY
 from hivemem.store.apikeys import ApiKeyStore
-from hivemem.store.audit import AuditLog
-from hivemem.store.dlq import replay_dead_letters
-from hivemem.store.rebuild import rebuild_state
-from hivemem.store.redis import Redis, redis_errors
-from hivemem.store.reflection import ReflectionState
-from hivemem.store.sessions import SessionStore
-from hivemem.store.status import PipelineStatus, pipeline_status
-from hivemem.transfer.exporter import ExportSummary, count_records, export_to
-from hivemem.transfer.importer import ImportSummary, check_mode, import_from
-from hivemem.transfer.stores import Progress, Stores
-from hivemem.workers.compact import enqueue_compaction
-from hivemem.workers.jobs import enqueue_replay
+from hivemem.store.redis import Redis
+from hivemem.store.status import PipelineStatus
+from hivemem.transfer.exporter import ExportSummary
+from hivemem.transfer.importer import ImportSummary
+from hivemem.transfer.stores import Progress
 
-if TYPE_CHECKING:
-    from hivemem.producer.client import MemoryClient
-    from hivemem.workers.compact import Compactor
-
-READY = "ok"
-
-
-def transfer_stores(client: MemoryClient) -> Stores:
-    """The stores export and import read and write (opens the vector store on first use)."""
-    client.vector_store()
-    return client._wiring.stores()
+__all__ = ["READY", "Admin"]
 
 
 class Admin:
     """Cross-scope operations on one deployment (every namespace, every agent)."""
 
-    def __init__(self, client: MemoryClient) -> None:
-        self._client = client
+    def __init__(self, service: Service) -> None:
+        self._service = service
 
     @property
     def redis(self) -> Redis:
-        """The deployment's Redis connection, for operators' tools (metrics, rq queues)."""
-        return self._client._redis
-
-    # -- plumbing --------------------------------------------------------------------------
-
-    def _compactor(self) -> Compactor:
-        c = self._client
-        c.vector_store()  # opens the vector store (and the query model) on first use
-        return c._wiring.compactor()
-
-    def _known(self, session_id: str) -> str:
-        check_id("session_id", session_id)
-        if not SessionStore(self._client._redis, self._client.keys).exists(session_id):
-            raise NotFound("session_id", f"unknown session {session_id!r}")
-        return session_id
+        """The deployment's Redis connection, for operators' tools."""
+        return self._service.parts.redis
 
     # -- operations ------------------------------------------------------------------------
 
     def ready(self) -> dict[str, str]:
         """Whether Redis and the vector store answer: ``{"redis": "ok", "vectors": ...}``,
         each "ok" or "unavailable: <error type>" (never raises)."""
-        checks: dict[str, str] = {}
-        try:
-            with redis_errors("ping"):
-                self._client._redis.ping()
-            checks["redis"] = READY
-        except Exception as exc:
-            checks["redis"] = _unready(exc)
-        try:
-            self._client.vector_store().count("turns", {"session_id": "__readyz__"})
-            checks["vectors"] = READY
-        except Exception as exc:
-            checks["vectors"] = _unready(exc)
-        return checks
+        return self._service.operator.ready(OPERATOR)
 
     def api_keys(self) -> ApiKeyStore:
         """The API keys (create, revoke, list, authenticate)."""
-        return ApiKeyStore(self._client._redis, self._client.keys)
+        return self._service.operator.api_keys(OPERATOR)
 
     def pipeline_status(self) -> PipelineStatus:
         """Every stage's lag, pending entries, dead letters and consumers; the reflection
-        jobs by state (``reflect_jobs["queued"]``: waiting in the rq queue) and rq workers."""
-        c = self._client
-        return pipeline_status(c._redis, c.keys, c.settings.episodes.reflect_queue)
+        jobs by state (``reflect_jobs["queued"]``: waiting in the rq queue) and rq workers,
+        read from rq's own Redis (`redis.rq_url` when set)."""
+        return self._service.operator.pipeline_status(OPERATOR)
 
     def rebuild_state(self, session_id: str | None = None) -> int:
         """Rebuild Redis session state (seqs, idempotency ids, recent windows, progress) from
         the vector store, for one session or all; returns the sessions rebuilt."""
-        if session_id is not None:
-            check_id("session_id", session_id)
-        return rebuild_state(self._client._state, self._client.vector_store(), session_id)
+        return self._service.operator.rebuild_state(OPERATOR, session_id)
 
     def sessions(self) -> list[str]:
         """Every session of every namespace."""
-        return self._client._state.session_ids()
+        return self._service.sessions.session_ids(OPERATOR)
 
     def traces(self, count: int = 20, session_id: str | None = None) -> list[dict[str, Any]]:
         """The newest reflection traces of any session (secrets redacted)."""
-        if session_id is not None:
-            check_id("session_id", session_id)
-        return ReflectionState(self._client._redis, self._client.keys).traces(count, session_id)
+        return self._service.sessions.traces(OPERATOR, count, session_id)
 
     def facts(
         self, session_id: str, *, include_history: bool = False,
         include_inactive: bool = False, include_archived: bool = False,
     ) -> list[Fact]:
         """Every fact of the session, whoever may see it (oldest first)."""
-        check_id("session_id", session_id)
-        return views.facts(self._client, session_id, None, include_history=include_history,
-                           include_inactive=include_inactive, include_archived=include_archived)
+        return self._service.reads.facts(
+            OPERATOR, session_id, include_history=include_history,
+            include_inactive=include_inactive, include_archived=include_archived)
+
+    def session_stats(self, session_id: str) -> SessionStats:
+        """The session's stats, every agent's markers counted (any namespace)."""
+        return self._service.turns.stats(OPERATOR, session_id)
+
+    def episodes(self, session_id: str) -> list[Episode]:
+        """Every closed episode of the session, oldest first."""
+        return self._service.turns.episodes(OPERATOR, session_id)
+
+    def recent_turns(self, session_id: str, limit: int = 10) -> list[Turn]:
+        """The session's newest `limit` turns, every agent's, newest first."""
+        return self._service.turns.recent_turns(OPERATOR, session_id, limit)
 
     # -- dead letters and replays ----------------------------------------------------------
 
     def dead_letters(self, count: int = 100) -> list[DeadLetter]:
-        c = self._client
-        return c._streams.stage_dead_letters(Topology(c.keys).embed, count)
+        return self._service.operator.dead_letters(OPERATOR, count)
 
     def replay_dead_letters(
         self, entry_ids: Sequence[str] | None = None, *, stage: str = "embed",
@@ -144,24 +109,12 @@ class Admin:
         """Put dead letters of `stage` ("embed": the turns stream, "boundary": the embedded
         stream) back on their stream, all or only these original entry ids; returns the
         original ids replayed. See `hivemem.store.dlq`."""
-        c = self._client
-        done = replay_dead_letters(
-            c._redis, c.keys, Topology(c.keys).stage(stage),
-            entry_ids=None if entry_ids is None else set(entry_ids), count=count,
-        )
-        return [r.original_entry_id for r in done]
+        return self._service.operator.replay_dead_letters(OPERATOR, entry_ids, stage=stage,
+                                                          count=count)
 
     def replay_reflection(self, session_id: str, episode_id: str | None = None) -> list[str]:
         """Enqueue the reflection of one episode again, or of every episode of the session."""
-        check_id("session_id", session_id)
-        c = self._client
-        episodes = c._episodes.episodes(session_id)
-        if episode_id is not None:
-            episodes = [e for e in episodes if e.episode_id == episode_id]
-            if not episodes:
-                raise NotFound("episode_id", f"no closed episode {episode_id!r}")
-        queue = c.settings.episodes.reflect_queue
-        return [enqueue_replay(c._redis, queue, e) for e in episodes]
+        return self._service.operator.replay_reflection(OPERATOR, session_id, episode_id)
 
     # -- compaction ------------------------------------------------------------------------
 
@@ -170,8 +123,8 @@ class Admin:
         now: datetime | None = None,
     ) -> CompactionDiff:
         """What `compact` would do now, with every reason and id; changes nothing."""
-        self._known(session_id)
-        return self._compactor().preview(session_id, policy, now)
+        return self._service.operator.preview_compaction(OPERATOR, session_id, policy=policy,
+                                                         now=now)
 
     def compact(
         self, session_id: str, *, policy: CompactionPolicy | None = None,
@@ -183,86 +136,65 @@ class Admin:
         one Qdrant write and one Redis transaction for the audit events. `expect` (a preview,
         or its `fingerprint`) makes it refuse with `ValidationError` if the facts changed
         since that preview, so what is applied is exactly what was previewed."""
-        self._known(session_id)
-        fingerprint = expect if isinstance(expect, str) or expect is None else expect.fingerprint
-        return self._compactor().compact(session_id, policy, now, expect=fingerprint)
+        return self._service.operator.compact(OPERATOR, session_id, policy=policy, now=now,
+                                              expect=expect)
 
     def schedule_compaction(self, session_id: str, *, delay_s: float = 0.0) -> str:
         """Enqueue a compaction job (a reflect worker runs it); returns the rq job id."""
-        self._known(session_id)
-        if delay_s < 0:
-            raise ValidationError("delay_s", "must be >= 0")
-        tag = f"demand-{datetime.now(UTC):%Y%m%dT%H%M%S%f}"
-        c = self._client
-        return enqueue_compaction(c._redis, c.settings.episodes.reflect_queue,
-                                  session_id, tag=tag, trigger="on demand", delay_s=delay_s)
+        return self._service.operator.schedule_compaction(OPERATOR, session_id,
+                                                          delay_s=delay_s)
 
     # -- audit -----------------------------------------------------------------------------
 
-    def audit(self, memory_id: str) -> list[AuditEvent]:
+    def audit(self, fact_id: str) -> list[AuditEvent]:
         """Why a fact has its status: every event about it (and naming it), oldest first."""
-        check_id("memory_id", memory_id)
-        return views.fact_audit(self._client, memory_id, None)
+        return self._service.sessions.fact_audit(OPERATOR, fact_id)
 
     def get_fact(self, fact_id: str) -> Fact | None:
         """One fact by id, whatever its status (None if there is none)."""
-        check_id("memory_id", fact_id)
-        hits = self._client.vector_store().get_facts([fact_id])
-        return hits[0].fact if hits else None
+        return self._service.operator.get_fact(OPERATOR, fact_id)
 
     def audit_log(self, session_id: str) -> list[AuditEvent]:
-        check_id("session_id", session_id)
-        return AuditLog(self._client._redis, self._client.keys).events(session_id)
+        return self._service.operator.audit_log(OPERATOR, session_id)
 
     # -- sessions --------------------------------------------------------------------------
 
-    def set_session_metadata(
+    def set_session_info(
         self, session_id: str, *, title: str | None = None, agent_id: str | None = None,
     ) -> SessionInfo:
         """Name a session and its agent (a session that does not exist yet is created)."""
-        check_id("session_id", session_id)
-        views.set_session_info(self._client, session_id, title=title, agent_id=agent_id)
-        return self.session_info(session_id)
+        return self._service.sessions.set_info(OPERATOR, session_id, title=title,
+                                               agent_id=agent_id)
 
     def session_info(self, session_id: str) -> SessionInfo:
         """Title, agent, created, last active, and how much the session holds."""
-        self._known(session_id)
-        return views.session_info(self._client, session_id, None)
+        return self._service.sessions.info(OPERATOR, session_id)
 
-    def find_related_sessions(
+    def related_sessions(
         self, session_id: str, *, limit: int = 5, min_score: float = 0.05,
     ) -> list[RelatedSession]:
-        """Other sessions (of any namespace) about the same things."""
-        self._known(session_id)
-        return views.related_sessions(self._client, session_id, None, limit=limit,
-                                      min_score=min_score)
+        """Other sessions of the session's namespace about the same things (as its shared
+        memory sees them)."""
+        return self._service.operator.related_sessions(OPERATOR, session_id, limit=limit,
+                                                       min_score=min_score)
 
     def session_context(
         self, session_id: str, query: str, token_budget: int | None = None, *,
         related: int = 0, preset: str | RecallPolicy | None = None,
     ) -> SessionContext:
         """The session's header and recall for `query` over it and, with `related=n`, over
-        its n most related sessions too (shared memories of the default namespace)."""
-        info = self.session_info(session_id)
-        others = self.find_related_sessions(session_id, limit=related) if related > 0 else []
-        result = self._client.recall(session_id, query, token_budget, preset=preset,
-                                     related_sessions=[r.session_id for r in others])
-        return SessionContext(info=info, related=others, result=result)
+        its n most related sessions of its namespace too (that namespace's shared
+        memories)."""
+        return self._service.operator.session_context(
+            OPERATOR, session_id, query, token_budget, related=related, preset=preset)
 
-    def build_timeline(
+    def timeline(
         self, session_ids: Sequence[str], *, kinds: Sequence[str] | None = None,
         limit: int | None = None,
     ) -> list[TimelineEvent]:
         """Turns, episode closes and fact changes of these sessions, by time then sequence
         (`limit`: only the newest that many)."""
-        if isinstance(session_ids, str):
-            session_ids = [session_ids]
-        if not session_ids:
-            raise ValidationError("session_ids", "name at least one session")
-        views.check_kinds(kinds)
-        for sid in session_ids:
-            self._known(sid)
-        return views.timeline(self._client, session_ids, None, kinds=kinds, limit=limit)
+        return self._service.sessions.timeline(OPERATOR, session_ids, kinds=kinds, limit=limit)
 
     # -- export / import -------------------------------------------------------------------
 
@@ -271,17 +203,15 @@ class Admin:
         vectors: bool = False, progress: Progress | None = None,
     ) -> ExportSummary:
         """Write sessions (default: all) to a versioned JSON Lines file (.gz: compressed)."""
-        return export_to(transfer_stores(self._client), Path(path), session_ids,
-                         vectors=vectors, progress=progress)
+        return self._service.transfer.export(OPERATOR, path, session_ids, vectors=vectors,
+                                             progress=progress)
 
     def import_file(
         self, path: str | Path, *, mode: str = "append", progress: Progress | None = None,
     ) -> ImportSummary:
         """Read an export: validated whole first, then written (modes: append, replace,
         skip_existing, overwrite)."""
-        checked = check_mode(mode)
-        stores = transfer_stores(self._client)
-        return import_from(stores, Path(path), checked, progress=progress)
+        return self._service.transfer.import_file(OPERATOR, path, mode=mode, progress=progress)
 
     def backup(self, path: str | Path, *, progress: Progress | None = None) -> ExportSummary:
         """Every session, with vectors (a restore needs no model)."""
@@ -295,14 +225,4 @@ class Admin:
 
     def count_export_records(self, session_ids: Sequence[str] | None = None) -> int:
         """About how many records `export` would write (for a progress bar)."""
-        stores = transfer_stores(self._client)
-        return count_records(stores, session_ids if session_ids is not None
-                             else stores.state.session_ids())
-
-
-def _unready(exc: Exception) -> str:
-    """Why a store is not ready: our own errors say it (redacted, one line); anything
-    else only by its type (a raw driver message may carry addresses or credentials)."""
-    if isinstance(exc, HivememError):
-        return f"unavailable: {str(exc).splitlines()[0][:200]}"
-    return f"unavailable: {type(exc).__name__}"
+        return self._service.transfer.count_records(OPERATOR, session_ids)

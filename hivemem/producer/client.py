@@ -1,15 +1,14 @@
 """`MemoryClient`: the synchronous SDK. Ingest enqueues and returns; recall reads.
 
-A tenant's code holds `memory.scoped(namespace=..., agent_id=...)` (a `ScopedMemory`); what
-crosses scopes (compaction, audit, session metadata, timelines, export/import, dead letters)
-is only on `memory.admin` (an `Admin`): the client does not repeat it. The client's own
-methods that take a `namespace=` stay for single-tenant use.
+A thin facade over the service (`hivemem.service`): a tenant's code holds
+`memory.scoped(namespace=..., agent_id=...)` (a `ScopedMemory`); what crosses scopes
+(compaction, audit, session metadata, timelines, export/import, dead letters) is only on
+`memory.admin` (an `Admin`). The client's own methods act in one scope too: the namespace
+(default ``"default"``) and agent they are given, never as the operator.
 """
 
 from __future__ import annotations
 
-import threading
-import time
 from collections.abc import Iterable, Mapping, Sequence
 from datetime import datetime
 from pathlib import Path
@@ -18,36 +17,22 @@ from typing import TYPE_CHECKING, Any, NotRequired, Self, TypedDict
 from hivemem.config import Settings
 from hivemem.domain.episode import Episode
 from hivemem.domain.fact import Fact
-from hivemem.domain.ids import check_id
-from hivemem.domain.models import RecallResult, Role, SessionStats, Turn, trusted_turn
-from hivemem.domain.recall.policy import RecallPolicy, resolve_policy
-from hivemem.domain.scope import DEFAULT_NAMESPACE, Scope, check_namespace, scope_for
-from hivemem.domain.turn import TurnDraft, check_budget, check_query
-from hivemem.errors import (
-    NotFound,
-    ProcessingTimeout,
-    ReflectionFailed,
-    ReflectionTimeout,
-    ValidationError,
-)
+from hivemem.domain.models import RecallResult, Role, SessionStats, Turn
+from hivemem.domain.recall.policy import RecallPolicy
+from hivemem.domain.scope import DEFAULT_NAMESPACE, Scope, scope_for
+from hivemem.errors import ValidationError
 from hivemem.logs import ensure_quiet_default
-from hivemem.pipeline.topology import Topology
-from hivemem.producer import views
 from hivemem.producer.admin import Admin
-from hivemem.producer.guard import IngestGuard
 from hivemem.producer.scoped import ScopedMemory
-from hivemem.recall.recaller import Recaller
 from hivemem.runtime.embedded import EmbeddedRuntime
 from hivemem.runtime.guest import guest_of
-from hivemem.runtime.wiring import Wiring
+from hivemem.runtime.wiring import Wiring, wire
 from hivemem.store.redis import Redis
-from hivemem.store.reflection import ReflectionState
+from hivemem.store.state import TurnLog
 
 if TYPE_CHECKING:
     from hivemem.providers.embedders import Embedder
     from hivemem.providers.reflector import Reflector
-    from hivemem.recall.recaller import Recaller
-    from hivemem.runtime.embedded import EmbeddedRuntime
     from hivemem.store.vectors.base import VectorStore
 
 
@@ -87,20 +72,14 @@ class MemoryClient:
     ) -> None:
         ensure_quiet_default()
         self.settings = settings or Settings()
-        self._wiring = Wiring(self.settings, redis=redis_client, vectors=vector_store,
-                              embedder=embedder)
-        self._redis = self._wiring.redis
-        self.keys = self._wiring.keys
-        self._state = self._wiring.state
-        self._streams = self._wiring.streams
-        self._guard = IngestGuard(self._redis, Topology(self.keys).embed, self.settings.ingest)
-        self._episodes = self._wiring.episodes
-        self._vectors = vector_store
-        self._embedder = embedder
+        # Embedded mode's client shares its runtime's wiring: one per process.
+        self._wiring: Wiring = runtime.wiring if runtime is not None else wire(
+            self.settings, redis=redis_client, vectors=vector_store, embedder=embedder)
+        self._handed_in = (redis_client, vector_store)
         self._runtime = runtime
-        self._recaller: Recaller | None = None
-        self._lock = threading.Lock()
-        self._admin = Admin(self)
+        self._service = self._wiring.service
+        self.keys = self._wiring.keys
+        self._admin = Admin(self._service)
 
     # -- scopes ----------------------------------------------------------------------------
 
@@ -109,7 +88,7 @@ class MemoryClient:
     ) -> ScopedMemory:
         """A handle bound to one namespace and (optionally) one agent: every read and write
         through it is narrowed to what that agent may see (`hivemem.producer.scoped`)."""
-        return ScopedMemory(self, scope_for(namespace, agent_id))
+        return ScopedMemory(self._service, scope_for(namespace, agent_id))
 
     @property
     def admin(self) -> Admin:
@@ -150,13 +129,7 @@ class MemoryClient:
             Path(path), settings, embedder=embedder, reflector=reflector, workers=workers,
             durable=durable, serve_guests=serve_guests,
         )
-        return cls(
-            settings,
-            redis_client=runtime.redis(),
-            vector_store=runtime.vectors,
-            embedder=runtime.query_embedder,
-            runtime=runtime,
-        )
+        return cls(settings, runtime=runtime)
 
     # -- ingest ----------------------------------------------------------------------------
 
@@ -186,166 +159,78 @@ class MemoryClient:
         With `ingest.max_backlog` set, raises `Backpressure` (or blocks, per
         `ingest.backpressure`) before writing while the embed backlog is over it.
         `durable=True` (default `ingest.durable`) returns only once the turn is fsynced to
-        the server's AOF (`hivemem.producer.guard`).
+        the server's AOF (`hivemem.service.guard`).
         """
-        draft = TurnDraft(
-            session_id,
-            role,
-            content,
-            settings=self.settings.ingest,
-            agent_id=agent_id,
-            markers=markers,
-            metadata=metadata,
-            timestamp=timestamp,
-            turn_id=turn_id,
-            namespace=namespace,
-            visibility=visibility,
+        return self._service.turns.ingest(
+            scope_for(namespace, agent_id), session_id, role, content, markers=markers,
+            metadata=metadata, timestamp=timestamp, turn_id=turn_id, visibility=visibility,
+            durable=durable,
         )
-        durable = self.settings.ingest.durable if durable is None else durable
-        if durable:
-            self._guard.require_durable()
-        self._guard.admit(1)
-        seq, duplicate = self._state.append_turn(draft)
-        if durable:
-            self._guard.wait_durable()
-        return _turn(draft, seq, duplicate)
 
     def ingest_many(
         self, turns: Iterable[TurnInput | Mapping[str, Any]], *, durable: bool | None = None
     ) -> list[Turn]:
         """Validate every turn first (nothing is written if one is bad), then pipeline them.
-        Backpressure and `durable` as for `ingest`, for the batch as a whole."""
-        return self._ingest_rows(turns, durable=durable)
-
-    def _ingest_rows(
-        self, turns: Iterable[TurnInput | Mapping[str, Any]], *, durable: bool | None,
-        validate_only: bool = False,
-    ) -> list[Turn]:
-        drafts: list[TurnDraft] = []
-        ingest = self.settings.ingest
+        Each row is written in its own `namespace` (default ``"default"``) as its
+        `agent_id`. Backpressure and `durable` as for `ingest`, for the batch as a whole."""
+        rows: list[tuple[Scope, Mapping[str, Any]]] = []
+        scopes: dict[tuple[str | None, str | None], Scope] = {}  # a batch names few
         for index, raw in enumerate(turns):
             # A dict of known fields with the three required ones (the usual row) passes
             # the row checks in three tests; anything else takes them one by one.
             if not (type(raw) is dict and raw.keys() <= _TURN_INPUT_KEYS
                     and "session_id" in raw and "role" in raw and "content" in raw):
                 _check_row(index, raw)
-            try:
-                drafts.append(
-                    TurnDraft(
-                        raw["session_id"],
-                        raw["role"],
-                        raw["content"],
-                        settings=ingest,
-                        agent_id=raw.get("agent_id"),
-                        markers=raw.get("markers"),
-                        metadata=raw.get("metadata"),
-                        timestamp=raw.get("timestamp"),
-                        turn_id=raw.get("turn_id"),
-                        namespace=raw.get("namespace"),
-                        visibility=raw.get("visibility", "shared"),
-                    )
-                )
-            except ValidationError as exc:
-                raise ValidationError(f"turns[{index}].{exc.field}", exc.message) from None
-        # Nothing is written when one turn names another namespace's session.
-        self._state.check_scopes(list(dict.fromkeys((d.session_id, d.namespace) for d in drafts)))
-        if validate_only:
-            return []
-        durable = self.settings.ingest.durable if durable is None else durable
-        if durable:
-            self._guard.require_durable()
-        self._guard.admit(len(drafts))
-        results = self._state.append_turns(drafts)
-        if durable and drafts:
-            self._guard.wait_durable()
-        return [_turn(d, seq, dup) for d, (seq, dup) in zip(drafts, results, strict=True)]
+            namespace, agent = raw.get("namespace"), raw.get("agent_id")
+            if not (isinstance(namespace, str | None) and isinstance(agent, str | None)):
+                rows.append((_row_scope(index, raw), raw))  # refused there, with its field
+                continue
+            scope = scopes.get((namespace, agent))
+            if scope is None:
+                scope = scopes[(namespace, agent)] = _row_scope(index, raw)
+            rows.append((scope, raw))
+        return self._service.turns.ingest_many(rows, durable=durable)
 
     # -- progress --------------------------------------------------------------------------
 
     def get_session_stats(
         self, session_id: str, *, namespace: str | None = None
     ) -> SessionStats:
-        """Turns, episodes, open-episode turns, markers, and each stage's backlog.
-
-        With `namespace`, the session must be that namespace's (else `OutOfScope`)."""
-        check_id("session_id", session_id)
-        self._in_namespace(session_id, namespace)
-        stats = self._state.stats(session_id)
-        assigned, closed, open_ep, markers = self._episodes.progress(session_id)
-        stages = [self._streams.stage_lag(stage) for stage in Topology(self.keys).stages]
-        return stats.model_copy(
-            update={
-                "turns_assigned": assigned,
-                "episodes": closed,
-                "open_episode_turns": open_ep.size if open_ep else 0,
-                "markers": markers,
-                "stages": stages,
-                "reflections_failed": _failed_reflections(
-                    ReflectionState(self._redis, self.keys), session_id),
-            }
-        )
+        """Turns, episodes, open-episode turns, markers, and each stage's backlog, of a
+        session of `namespace` (default ``"default"``; else `NotFound`). The marker counts
+        are the session's own, read from Redis (a producer needs no vector store for them);
+        a `scoped` handle counts only the turns its agent may see."""
+        return self._service.turns.stats(scope_for(namespace), session_id,
+                                         visible_markers=False)
 
     def close_episode(self, session_id: str, *, namespace: str | None = None) -> int:
         """Close the session's open episode after the turns ingested so far.
 
         Goes through the pipeline in order with the turns (it takes the next seq, which it
-        returns). Raises `ValidationError` for a session that has no turns.
+        returns). Raises `NotFound` for a session that has no turns.
         """
-        return self._control(session_id, "close_episode", namespace)
+        return self._service.turns.close_episode(scope_for(namespace), session_id)
 
     def close_session(self, session_id: str, *, namespace: str | None = None) -> int:
         """The session is over: its open episode closes, whatever its size."""
-        return self._control(session_id, "close_session", namespace)
-
-    def _in_namespace(self, session_id: str, namespace: str | None) -> None:
-        """With a namespace: `OutOfScope` unless the session exists and is that one's."""
-        if namespace is not None:
-            self._state.check_scope(session_id, check_namespace(namespace), must_exist=True)
-
-    def _control(self, session_id: str, action: str, namespace: str | None = None) -> int:
-        check_id("session_id", session_id)
-        self._in_namespace(session_id, namespace)
-        seq = self._state.append_control(session_id, action)
-        if seq is None:
-            raise NotFound("session_id", f"unknown session {session_id!r} (no turns)")
-        return seq
+        return self._service.turns.close_session(scope_for(namespace), session_id)
 
     def episodes(self, session_id: str, *, namespace: str | None = None) -> list[Episode]:
-        """The session's closed episodes, oldest first."""
-        check_id("session_id", session_id)
-        self._in_namespace(session_id, namespace)
-        return self._episodes.episodes(session_id)
+        """The session's closed episodes (shared ones of `namespace`), oldest first."""
+        return self._service.turns.episodes(scope_for(namespace), session_id)
 
     def wait_until_processed(
-        self, session_id: str, timeout: float = 30.0, *, stage: str = "embed"
+        self, session_id: str, timeout: float = 30.0, *, stage: str = "embed",
+        namespace: str | None = None,
     ) -> SessionStats:
-        """Block until every turn enqueued so far for the session is recallable, and current:
-        what it changes is in the slot table (the boundary stage keeps it, per turn).
+        """Block until every turn enqueued so far for the session is recallable.
 
         With ``stage="boundary"``, until the boundary stage has also assigned them (and every
         control so far) to episodes. Dead-lettered turns count as settled. Raises
         `ProcessingTimeout` when the workers have not caught up in time.
         """
-        check_id("session_id", session_id)
-        if stage not in ("embed", "boundary"):
-            raise ValidationError("stage", "must be 'embed' or 'boundary'")
-        target = self._state.last_seq(session_id)
-        deadline = time.monotonic() + timeout
-        delay = 0.002
-        while True:
-            if stage == "embed":
-                _, done, dead = self._state.progress(session_id)
-                # Recallable means current too: the boundary stage keeps the slot table
-                # (what each turn changes), so its pointer counts as well.
-                settled = min(done + dead, self._episodes.progress(session_id)[0])
-            else:
-                settled = self._episodes.progress(session_id)[0]
-            if settled >= target:
-                return self.get_session_stats(session_id)
-            if time.monotonic() >= deadline:
-                raise ProcessingTimeout(session_id, settled, target, timeout)
-            time.sleep(delay)
-            delay = min(delay * 1.5, 0.05)
+        return self._service.turns.wait_until_processed(
+            scope_for(namespace), session_id, timeout, stage=stage, visible_markers=False)
 
     # -- recall ----------------------------------------------------------------------------
 
@@ -376,37 +261,12 @@ class MemoryClient:
 
         Scope: `agent_id` sees its own memories plus the shared ones of `namespace`
         (default ``"default"``); without an agent, only shared ones. A session (or related
-        session) of another namespace raises `OutOfScope`.
+        session) that is unknown or of another namespace raises `NotFound`.
         """
-        check_id("session_id", session_id)
-        check_query(query)
-        access = scope_for(namespace, agent_id)
-        policy = resolve_policy(preset, self.settings.recall.default_preset)
-        budget = check_budget(
-            token_budget, policy.token_budget or self.settings.recall.default_token_budget
-        )
-        if policy.reserve_tokens >= budget:
-            raise ValidationError(
-                "token_budget", f"must exceed the policy's reserve_tokens ({policy.reserve_tokens})"
-            )
-        bad_limit = isinstance(limit, bool) or not isinstance(limit, int) or limit <= 0
-        if limit is not None and bad_limit:
-            raise ValidationError("limit", "must be a positive integer")
-        related = views.check_related(related_sessions)
-        for sid in (session_id, *related):
-            self._state.check_scope(sid, access.namespace)
-        updates: dict[str, Any] = {}
-        if limit is not None:
-            updates["limit"] = limit
-        if include_history:
-            updates["include_history"] = True
-        if include_archived:  # archived facts (compacted or retracted), ranked as history
-            updates["include_archived"] = True
-        if updates:
-            policy = policy.model_copy(update=updates)
-        return self._get_recaller().recall(
-            session_id, query, budget, policy,
-            related_sessions=related, explain=bool(explain), access=access,
+        return self._service.reads.recall(
+            scope_for(namespace, agent_id), session_id, query, token_budget, preset=preset,
+            limit=limit, include_history=include_history, include_archived=include_archived,
+            explain=explain, related_sessions=related_sessions,
         )
 
     def facts(
@@ -414,89 +274,57 @@ class MemoryClient:
         agent_id: str | None = None, namespace: str | None = None,
         include_inactive: bool = False, include_archived: bool = False,
     ) -> list[Fact]:
-        """The session's facts (current ones; with history, every version), oldest first.
+        """The session's facts (current ones; with history, every version), oldest first,
+        as `agent_id` of `namespace` (default ``"default"``) sees them: its own plus the
+        shared ones (every fact of every agent: `admin.facts`).
 
         Current: active and conflicted. `include_inactive` adds superseded versions,
-        `include_archived` archived facts (compacted or retracted); `include_history`, both.
-
-        Without `namespace` and `agent_id`, every fact (an operator's view); with either,
-        what that agent of that namespace may see."""
-        check_id("session_id", session_id)
-        if namespace is None and agent_id is None:  # the operator's view: every fact
-            return self._admin.facts(session_id, include_history=include_history,
-                                     include_inactive=include_inactive,
-                                     include_archived=include_archived)
-        access: Scope = scope_for(namespace, agent_id)
-        self._state.check_scope(session_id, access.namespace)
-        return views.facts(self, session_id, access, include_history=include_history,
-                           include_inactive=include_inactive, include_archived=include_archived)
+        `include_archived` archived facts (compacted or retracted); `include_history`, both."""
+        return self._service.reads.facts(
+            scope_for(namespace, agent_id), session_id, include_history=include_history,
+            include_inactive=include_inactive, include_archived=include_archived)
 
     def traces(
         self, count: int = 20, session_id: str | None = None, *, namespace: str | None = None
     ) -> list[dict[str, Any]]:
-        """The newest reflection traces (secrets redacted). Without `namespace`, an admin
-        read of every session's; with one, only of `session_id`, which must be that
-        namespace's, and only traces of its shared episodes."""
-        if namespace is None:
-            return self._admin.traces(count, session_id)
-        if session_id is None:
-            raise ValidationError("session_id", "is required with a namespace")
-        return self.scoped(namespace=namespace).traces(count, session_id)
+        """The newest reflection traces (secrets redacted) of the shared episodes of
+        `namespace` (default ``"default"``), of `session_id` or of every session there
+        (every namespace's: `admin.traces`)."""
+        return self._service.sessions.traces(scope_for(namespace), count, session_id)
 
-    def wait_until_reflected(self, session_id: str, timeout: float = 30.0) -> int:
+    def wait_until_reflected(
+        self, session_id: str, timeout: float = 30.0, *, namespace: str | None = None,
+    ) -> int:
         """Block until every episode closed so far is reflected; returns the last index."""
-        check_id("session_id", session_id)
-        deadline = time.monotonic() + timeout
-        # Every close issued before this call: first the boundary stage must have passed
-        # the session's last seq (a close is a control entry with a seq), then reflection.
-        last = self._state.last_seq(session_id)
-        while (assigned := self._episodes.progress(session_id)[0]) < last:
-            if time.monotonic() >= deadline:
-                raise ProcessingTimeout(session_id, assigned, last, timeout)
-            time.sleep(0.01)
-        target = self._episodes.progress(session_id)[1]
-        state = ReflectionState(self._redis, self.keys)
-        before = state.reflected(session_id)
-        while (done := state.reflected(session_id)) < target:
-            if time.monotonic() >= deadline:
-                raise ReflectionTimeout(session_id, done, target, timeout)
-            time.sleep(0.01)
-        if done > before:
-            failed = [t for t in state.traces(50, session_id)
-                      if t.get("failed") and before < int(t.get("index", 0)) <= done]
-            if failed:
-                raise ReflectionFailed(session_id, int(failed[0]["index"]),
-                                       str(failed[0].get("error", "")))
-        return done
+        return self._service.turns.wait_until_reflected(
+            scope_for(namespace), session_id, timeout)
 
     def vector_store(self) -> VectorStore:
         """The vector store recall reads (opened, with the query model, on first use)."""
-        return self._get_recaller().vectors
+        return self._service.reads.vectors()
 
-    def _get_recaller(self) -> Recaller:
-        # The model and the vector store load on first recall: ingest-only producers skip both.
-        with self._lock:
-            if self._recaller is None:
-                self._embedder = self._wiring.query_embedder
-                self._vectors = self._wiring.vectors
-                self._recaller = Recaller(
-                    self._state, self._episodes, self._vectors, self._embedder,
-                    reflection=self.settings.reflection, slots=self._wiring.slot_tables,
-                )
-            return self._recaller
+    def recent_turns(
+        self, session_id: str, limit: int = 10, *, namespace: str | None = None,
+    ) -> list[Turn]:
+        """The session's newest `limit` shared turns of `namespace` (default
+        ``"default"``), newest first, one per seq (every agent's: `admin.recent_turns`)."""
+        return self._service.turns.recent_turns(scope_for(namespace), session_id, limit)
 
     # -- lifecycle -------------------------------------------------------------------------
 
     def close(self) -> None:
-        """Embedded mode drains the queue and stops its workers; then connections close."""
-        if self._recaller is not None:
-            self._recaller.close()
+        """Embedded mode drains the queue and stops its workers; then connections close
+        (a handed-in Redis client and vector store too)."""
         if self._runtime is not None:
             self._runtime.close()
             self._runtime = None
-        elif self._vectors is not None:
-            self._vectors.close()
-        self._redis.close()
+            return
+        redis_client, vector_store = self._handed_in
+        self._wiring.close()
+        if vector_store is not None:
+            vector_store.close()
+        if redis_client is not None:
+            redis_client.close()
 
     def __enter__(self) -> Self:
         return self
@@ -504,28 +332,23 @@ class MemoryClient:
     def __exit__(self, *_exc: object) -> None:
         self.close()
 
-    # -- used by the CLI: numbers and stores it shows, so that it reads no private field
+    # -- for tests and benchmarks that swap one part (they may reach in; the SDK never does)
 
-    def recent_turns(self, session_id: str, limit: int = 10) -> list[Turn]:
-        """The session's newest `limit` turns (its recent window), newest first, one per seq.
+    @property
+    def _redis(self) -> Redis:
+        return self._wiring.redis
 
-        After an embedded store is reopened the window can hold a turn twice (as ingested,
-        and as restored from Qdrant with its detected markers): the restored one wins."""
-        check_id("session_id", session_id)
-        by_seq: dict[int, Turn] = {}
-        for turn in self._state.recent_turns(session_id, limit * 2):
-            known = by_seq.get(turn.seq)
-            if known is None or len(turn.markers) > len(known.markers):
-                by_seq[turn.seq] = turn
-        return [by_seq[seq] for seq in sorted(by_seq, reverse=True)[:limit]]
+    @property
+    def _state(self) -> TurnLog:
+        return self._wiring.state
 
 
-def _failed_reflections(state: ReflectionState, session_id: str) -> list[int]:
-    """Indexes of the session's episodes whose newest trace says the reflection failed."""
-    newest: dict[int, bool] = {}
-    for trace in state.traces(50, session_id):  # newest first
-        newest.setdefault(int(trace.get("index", 0)), bool(trace.get("failed")))
-    return sorted(i for i, failed in newest.items() if failed)
+def _row_scope(index: int, raw: Mapping[str, Any]) -> Scope:
+    """The scope one `ingest_many` row is written in (its namespace and agent)."""
+    try:
+        return scope_for(raw.get("namespace"), raw.get("agent_id"))
+    except ValidationError as exc:
+        raise ValidationError(f"turns[{index}].{exc.field}", exc.message) from None
 
 
 def _check_row(index: int, raw: object) -> None:
@@ -538,22 +361,3 @@ def _check_row(index: int, raw: object) -> None:
     for required in ("session_id", "role", "content"):
         if required not in raw:
             raise ValidationError(f"turns[{index}].{required}", "is required")
-
-
-def _turn(draft: TurnDraft, seq: int, duplicate: bool) -> Turn:
-    # The draft is validated already: skip a second pydantic pass on the hot path.
-    return trusted_turn(
-        turn_id=draft.turn_id,
-        session_id=draft.session_id,
-        agent_id=draft.agent_id,
-        role=draft.role,
-        content=draft.content,
-        markers=draft.markers,
-        metadata=draft.metadata,
-        timestamp=draft.timestamp,
-        seq=seq,
-        token_count=draft.token_count,
-        namespace=draft.namespace,
-        visibility=draft.visibility,
-        duplicate=duplicate,
-    )

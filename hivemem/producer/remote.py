@@ -300,7 +300,7 @@ class RemoteMemory:
 
     def audit(self, fact_id: str) -> list[AuditEvent]:
         """Why a fact has its status (`NotFound` for a fact this scope may not see)."""
-        check_id("memory_id", fact_id)
+        check_id("fact_id", fact_id)
         return self._send(Call(
             "GET", f"/v1/facts/{segment(fact_id)}/audit",
             lambda r: [AuditEvent.model_validate(e) for e in r.json()["events"]],

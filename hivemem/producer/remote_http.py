@@ -34,6 +34,7 @@ from hivemem.errors import (
     Unauthorized,
     ValidationError,
 )
+from hivemem.logs import ensure_quiet_default
 from hivemem.providers.retry_after import retry_after
 
 R = TypeVar("R")
@@ -170,6 +171,9 @@ class Transport:
         self, base_url: str, api_key: str, *, timeout: float = 30.0,
         retry: RetryPolicy | None = None, transport: httpx.BaseTransport | None = None,
     ) -> None:
+        # A retry is logged at debug level; without any logging set up, nothing below
+        # warnings is printed: the caller sees one error, when no attempt is left.
+        ensure_quiet_default()
         self.base_url = base_url.rstrip("/")
         self.retry = retry or RetryPolicy()
         self._http = httpx.Client(base_url=self.base_url, headers=_headers(api_key),
@@ -184,7 +188,7 @@ class Transport:
                 if attempt + 1 >= self.retry.attempts:
                     raise retry.error from None
                 wait = self.retry.wait(attempt, retry.response)
-                log.info("remote.retry", path=call.path, status=retry.status, wait_s=wait)
+                log.debug("remote.retry", path=call.path, status=retry.status, wait_s=wait)
                 time.sleep(wait)
                 attempt += 1
 
@@ -223,6 +227,9 @@ class AsyncTransport:
         self, base_url: str, api_key: str, *, timeout: float = 30.0,
         retry: RetryPolicy | None = None, transport: httpx.AsyncBaseTransport | None = None,
     ) -> None:
+        # A retry is logged at debug level; without any logging set up, nothing below
+        # warnings is printed: the caller sees one error, when no attempt is left.
+        ensure_quiet_default()
         self.base_url = base_url.rstrip("/")
         self.retry = retry or RetryPolicy()
         self._http = httpx.AsyncClient(base_url=self.base_url,
@@ -238,7 +245,7 @@ class AsyncTransport:
                 if attempt + 1 >= self.retry.attempts:
                     raise retry.error from None
                 wait = self.retry.wait(attempt, retry.response)
-                log.info("remote.retry", path=call.path, status=retry.status, wait_s=wait)
+                log.debug("remote.retry", path=call.path, status=retry.status, wait_s=wait)
                 await asyncio.sleep(wait)
                 attempt += 1
 

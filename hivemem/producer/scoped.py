@@ -13,41 +13,30 @@ from __future__ import annotations
 from collections.abc import Iterable, Mapping, Sequence
 from datetime import datetime
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from hivemem.domain.audit import AuditEvent
 from hivemem.domain.episode import Episode
 from hivemem.domain.fact import Fact
-from hivemem.domain.ids import check_id
 from hivemem.domain.models import RecallResult, Role, SessionStats, Turn
 from hivemem.domain.recall.policy import RecallPolicy
 from hivemem.domain.scope import Scope, scope_for
 from hivemem.domain.session import RelatedSession, SessionContext, SessionInfo
 from hivemem.domain.timeline import TimelineEvent
 from hivemem.errors import NotPermitted, ValidationError
-from hivemem.producer import views
-from hivemem.producer.admin import transfer_stores
-from hivemem.store.reflection import ReflectionState
-from hivemem.store.sessions import SessionStore
-from hivemem.store.trace_view import visible_traces
-from hivemem.store.vectors.base import TURNS, scoped
-from hivemem.transfer.exporter import ExportSummary, export_to
+from hivemem.service.core import Service
+from hivemem.transfer.exporter import ExportSummary
 from hivemem.transfer.stores import Progress
-
-if TYPE_CHECKING:
-    from hivemem.producer.client import MemoryClient
-
-_BOUND = ("namespace", "agent_id")  # turn fields the handle sets, never the caller
 
 
 class ScopedMemory:
     """What one agent of one namespace may do (``agent_id=None``: the namespace's shared
     memory only; it writes shared turns with no author)."""
 
-    def __init__(self, client: MemoryClient, scope: Scope, *, pinned: bool = False) -> None:
+    def __init__(self, service: Service, scope: Scope, *, pinned: bool = False) -> None:
         if pinned and scope.agent_id is None:
             raise ValidationError("agent_id", "a handle pinned to its agent needs one")
-        self._client = client
+        self._service = service
         self._scope = scope
         self._pinned = pinned
 
@@ -63,7 +52,7 @@ class ScopedMemory:
     def pin(self) -> ScopedMemory:
         """This handle, unable to become another agent: `for_agent` of another agent then
         raises `NotPermitted` (what an agent-bound API key gets)."""
-        return ScopedMemory(self._client, self._scope, pinned=True)
+        return ScopedMemory(self._service, self._scope, pinned=True)
 
     def for_agent(self, agent_id: str | None) -> ScopedMemory:
         """The same namespace as another agent (or none): a handle never leaves its
@@ -74,14 +63,7 @@ class ScopedMemory:
                 return self
             raise NotPermitted(
                 "agent_id", f"this key acts as agent {self._scope.agent_id!r} only")
-        return ScopedMemory(self._client, scope_for(self._scope.namespace, agent_id))
-
-    def _session(self, session_id: str) -> str:
-        """`NotFound` unless the session has turns and is this namespace's (the two look
-        the same to the caller)."""
-        check_id("session_id", session_id)
-        self._client._state.check_scope(session_id, self._scope.namespace, must_exist=True)
-        return session_id
+        return ScopedMemory(self._service, scope_for(self._scope.namespace, agent_id))
 
     # -- writes ----------------------------------------------------------------------------
 
@@ -101,10 +83,9 @@ class ScopedMemory:
         """Remember one turn, written by the bound agent. `visibility`: ``"shared"`` with
         the namespace or ``"private"`` to the bound agent. A session of another namespace is
         refused (`NotFound`), nothing is written."""
-        return self._client.ingest(
-            session_id, role, content, agent_id=self._scope.agent_id, markers=markers,
-            metadata=metadata, timestamp=timestamp, turn_id=turn_id,
-            namespace=self._scope.namespace, visibility=visibility, durable=durable,
+        return self._service.turns.ingest(
+            self._scope, session_id, role, content, markers=markers, metadata=metadata,
+            timestamp=timestamp, turn_id=turn_id, visibility=visibility, durable=durable,
         )
 
     def ingest_many(
@@ -115,7 +96,7 @@ class ScopedMemory:
         of another namespace), then write them as the bound agent. A turn may not name a
         namespace, nor an agent other than the bound one. `validate_only`: check and write
         nothing (returns ``[]``)."""
-        rows: list[dict[str, Any]] = []
+        rows: list[tuple[Scope, Mapping[str, Any]]] = []
         for index, raw in enumerate(turns):
             if not isinstance(raw, Mapping):
                 raise ValidationError(f"turns[{index}]", "must be a mapping of turn fields")
@@ -123,24 +104,27 @@ class ScopedMemory:
                 raise ValidationError(f"turns[{index}].namespace", "is the handle's")
             if raw.get("agent_id") not in (None, self._scope.agent_id):
                 raise ValidationError(f"turns[{index}].agent_id", "is the handle's")
-            row = {k: v for k, v in raw.items() if k not in _BOUND}
-            rows.append({**row, "namespace": self._scope.namespace,
-                         "agent_id": self._scope.agent_id})
-        return self._client._ingest_rows(rows, durable=durable, validate_only=validate_only)
+            unknown = set(raw) - _ROW_FIELDS
+            if unknown:
+                raise ValidationError(f"turns[{index}]", f"unknown fields {sorted(unknown)}")
+            for required in ("session_id", "role", "content"):
+                if required not in raw:
+                    raise ValidationError(f"turns[{index}].{required}", "is required")
+            rows.append((self._scope, raw))
+        return self._service.turns.ingest_many(rows, durable=durable,
+                                               validate_only=validate_only)
 
     def close_episode(self, session_id: str) -> int:
         """Close the session's open episode after the turns ingested so far."""
-        return self._client.close_episode(self._session(session_id))
+        return self._service.turns.close_episode(self._scope, session_id)
 
     def close_session(self, session_id: str) -> int:
         """The session is over: its open episode closes, whatever its size."""
-        return self._client.close_session(self._session(session_id))
+        return self._service.turns.close_session(self._scope, session_id)
 
     def set_session_info(self, session_id: str, *, title: str | None = None) -> SessionInfo:
         """Name the session (and, with a bound agent, record it as the session's agent)."""
-        views.set_session_info(self._client, self._session(session_id), title=title,
-                               agent_id=self._scope.agent_id)
-        return self.session_info(session_id)
+        return self._service.sessions.set_info(self._scope, session_id, title=title)
 
     # -- reads -----------------------------------------------------------------------------
 
@@ -160,15 +144,10 @@ class ScopedMemory:
         """The context that matters for `query` (see `MemoryClient.recall`): the bound
         agent's memories plus the namespace's shared ones. Every session named, related
         ones too, must be this namespace's (else `NotFound`)."""
-        self._session(session_id)
-        related_sessions = views.check_related(related_sessions)
-        for other in related_sessions:
-            self._session(other)
-        return self._client.recall(
-            session_id, query, token_budget, preset=preset, limit=limit,
+        return self._service.reads.recall(
+            self._scope, session_id, query, token_budget, preset=preset, limit=limit,
             include_history=include_history, include_archived=include_archived,
             explain=explain, related_sessions=related_sessions,
-            agent_id=self._scope.agent_id, namespace=self._scope.namespace,
         )
 
     def facts(
@@ -177,55 +156,39 @@ class ScopedMemory:
     ) -> list[Fact]:
         """The session's facts this scope may see (current ones; with history, every
         version), oldest first."""
-        self._session(session_id)
-        return views.facts(self._client, session_id, self._scope,
-                           include_history=include_history, include_inactive=include_inactive,
-                           include_archived=include_archived)
+        return self._service.reads.facts(
+            self._scope, session_id, include_history=include_history,
+            include_inactive=include_inactive, include_archived=include_archived)
 
     def episodes(self, session_id: str) -> list[Episode]:
         """The session's closed episodes this scope may see, oldest first."""
-        return self._client._episodes.episodes(self._session(session_id), scope=self._scope)
+        return self._service.turns.episodes(self._scope, session_id)
 
     def get_session_stats(self, session_id: str) -> SessionStats:
         """Turns, episodes, open-episode turns, markers, and each stage's backlog. The marker
         counts are of the turns this scope may see (another agent's private custom marker
         would name what it is about); the pipeline counts are the session's."""
-        return self._visible(self._client.get_session_stats(self._session(session_id)))
-
-    def _visible(self, stats: SessionStats) -> SessionStats:
-        vectors = self._client.vector_store()
-        markers: dict[str, int] = {}
-        for name in stats.markers:
-            seen = vectors.count(TURNS, {"session_id": stats.session_id, "markers": name,
-                                         **scoped(self._scope)})
-            if seen:
-                markers[name] = seen
-        return stats.model_copy(update={"markers": markers})
+        return self._service.turns.stats(self._scope, session_id)
 
     def wait_until_processed(
         self, session_id: str, timeout: float = 30.0, *, stage: str = "embed"
     ) -> SessionStats:
         """Block until every turn enqueued so far for the session is recallable."""
-        return self._visible(self._client.wait_until_processed(
-            self._session(session_id), timeout, stage=stage))
+        return self._service.turns.wait_until_processed(self._scope, session_id, timeout,
+                                                        stage=stage)
 
     def wait_until_reflected(self, session_id: str, timeout: float = 30.0) -> int:
         """Block until every episode closed so far is reflected; returns the last index."""
-        return self._client.wait_until_reflected(self._session(session_id), timeout)
+        return self._service.turns.wait_until_reflected(self._scope, session_id, timeout)
 
     def sessions(self) -> list[str]:
         """This namespace's sessions."""
-        c = self._client
-        return SessionStore(c._redis, c.keys).session_ids(self._scope.namespace)
+        return self._service.sessions.session_ids(self._scope)
 
     def traces(self, count: int = 20, session_id: str | None = None) -> list[dict[str, Any]]:
         """The newest reflection traces of episodes this scope may see (secrets redacted),
         of one session or of the namespace's."""
-        if session_id is not None:
-            self._session(session_id)
-        c = self._client
-        found = ReflectionState(c._redis, c.keys).traces(count, session_id, scope=self._scope)
-        return visible_traces(found, self._scope, c.vector_store())
+        return self._service.sessions.traces(self._scope, count, session_id)
 
     def timeline(
         self, session_id: str, *, kinds: Sequence[str] | None = None,
@@ -233,26 +196,24 @@ class ScopedMemory:
     ) -> list[TimelineEvent]:
         """Turns, episode closes and fact changes this scope may see, by time then
         sequence (`limit`: only the newest that many)."""
-        self._session(session_id)
-        return views.timeline(self._client, [session_id], self._scope, kinds=kinds,
-                              limit=limit)
+        return self._service.sessions.timeline(self._scope, [session_id], kinds=kinds,
+                                               limit=limit)
 
     def audit(self, fact_id: str) -> list[AuditEvent]:
         """Why a fact has its status (events about it and naming it, oldest first). A fact
         this scope may not see is `NotFound`, like one that does not exist."""
-        check_id("memory_id", fact_id)
-        return views.fact_audit(self._client, fact_id, self._scope)
+        return self._service.sessions.fact_audit(self._scope, fact_id)
 
     def session_info(self, session_id: str) -> SessionInfo:
         """Title, agent, created, last active, and how much the session holds."""
-        return views.session_info(self._client, self._session(session_id), self._scope)
+        return self._service.sessions.info(self._scope, session_id)
 
     def related_sessions(
         self, session_id: str, *, limit: int = 5, min_score: float = 0.05,
     ) -> list[RelatedSession]:
         """This namespace's other sessions about the same things."""
-        return views.related_sessions(self._client, self._session(session_id), self._scope,
-                                      limit=limit, min_score=min_score)
+        return self._service.sessions.related(self._scope, session_id, limit=limit,
+                                              min_score=min_score)
 
     def session_context(
         self, session_id: str, query: str, token_budget: int | None = None, *,
@@ -260,11 +221,8 @@ class ScopedMemory:
     ) -> SessionContext:
         """The session's header and recall for `query` over it and, with `related=n`, over
         its n most related sessions of the namespace too."""
-        info = self.session_info(session_id)
-        others = self.related_sessions(session_id, limit=related) if related > 0 else []
-        result = self.recall(session_id, query, token_budget, preset=preset,
-                             related_sessions=[r.session_id for r in others])
-        return SessionContext(info=info, related=others, result=result)
+        return self._service.sessions.context(self._scope, session_id, query, token_budget,
+                                              related=related, preset=preset)
 
     def export(
         self, path: str | Path, session_ids: Sequence[str] | None = None, *,
@@ -272,10 +230,9 @@ class ScopedMemory:
     ) -> ExportSummary:
         """Write this namespace's sessions (default: all of them), as this scope sees them,
         to a versioned JSON Lines file (.gz: compressed)."""
-        if session_ids is not None:
-            if isinstance(session_ids, str):
-                session_ids = [session_ids]
-            for sid in session_ids:
-                self._session(sid)
-        return export_to(transfer_stores(self._client), Path(path), session_ids,
-                         vectors=vectors, progress=progress, scope=self._scope)
+        return self._service.transfer.export(self._scope, path, session_ids, vectors=vectors,
+                                             progress=progress)
+
+
+_ROW_FIELDS = frozenset({"session_id", "role", "content", "agent_id", "markers", "metadata",
+                         "timestamp", "turn_id", "namespace", "visibility"})

@@ -28,7 +28,7 @@ class ChatModel:
 
     def complete(self, system: str, messages: Sequence[dict[str, str]]) -> str:
         """The model's answer to `messages` (role/content dicts) under `system`."""
-        return self._backend._complete(system, messages).strip()
+        return self._backend.complete(system, messages).strip()
 
     def close(self) -> None:
         """Closes the backend's HTTP client (the transport owns it and its lifecycle)."""

@@ -172,14 +172,15 @@ class FastEmbedEmbedder:
                 feed["attention_mask"] = mask
             if "token_type_ids" in self._inputs:
                 feed["token_type_ids"] = np.zeros_like(ids)
-            feed = inner._preprocess_onnx_input(feed)
+            # fastembed offers no public call for one pre-tokenized batch: its own steps.
+            feed = inner._preprocess_onnx_input(feed)  # noqa: SLF001
         except Exception as exc:
             raise ProviderError(f"fastembed failed on a query: {exc}") from exc
 
         def run() -> npt.NDArray[np.float32]:
             try:
                 output = inner.model.run(inner.ONNX_OUTPUT_NAMES, feed)[0]
-                rows = list(inner._post_process_onnx_output(OnnxOutputContext(
+                rows = list(inner._post_process_onnx_output(OnnxOutputContext(  # noqa: SLF001
                     model_output=output, attention_mask=feed.get("attention_mask", mask),
                     input_ids=feed.get("input_ids", ids))))
             except Exception as exc:
@@ -221,7 +222,8 @@ def _int8_query_model(settings: EmbeddingSettings) -> Path | None:
         ) from None
     inner: Any = located.model  # fastembed's ONNX model: its files' folder and name
     try:
-        return int8_copy(Path(inner._model_dir), inner.model_description.model_file,
+        return int8_copy(Path(inner._model_dir),  # noqa: SLF001 (fastembed names no other)
+                         inner.model_description.model_file,
                          settings.derived_dir or default_derived_dir(), name=settings.model)
     except Exception as exc:
         log.warning("embedding.query_int8_unavailable", model=settings.model,

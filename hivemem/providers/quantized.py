@@ -1,7 +1,7 @@
 """The recall path's int8 copy of the embedding model.
 
 Recall embeds one short query per call, and on these CPUs the model's int8 quantisation runs
-it in about half the time of fp32 (bench/locomo_arms.py: recall p95 -3.5 ms, LoCoMo R@5/R@10
+it in about half the time of fp32 (bench/probes/locomo_arms.py: recall p95 -3.5 ms, LoCoMo R@5/R@10
 within noise of fp32 queries; the documents stay fp32). The copy is made here, once per
 model file, with onnxruntime's dynamic quantisation (QInt8 weights, per channel: per tensor
 loses cosine 0.968 vs 0.992 to fp32), and kept in a folder keyed by the fp32 file's content,

@@ -37,7 +37,7 @@ from hivemem.recall.items import (
 from hivemem.recall.known_facts import SessionFacts
 from hivemem.store.currency import SlotTableStore
 from hivemem.store.episodes import EpisodeStore
-from hivemem.store.state import SessionState
+from hivemem.store.state import TurnLog
 from hivemem.store.vectors.base import (
     FactHit,
     TurnHit,
@@ -110,7 +110,7 @@ class _Ahead(Generic[_T]):
 class Recaller:
     def __init__(
         self,
-        state: SessionState,
+        state: TurnLog,
         episodes: EpisodeStore,
         vectors: VectorStore,
         embedder: Embedder,
@@ -245,7 +245,7 @@ class Recaller:
         searches go as one request (`search_turns_and_windows`) from the caller: sending
         the window search to the helper beside the caller's dense one (and the dense fact
         search, tried after it) measured no faster on LoCoMo, twice
-        (`bench/results/locomo_arms_searches_on_helper.json`).
+        (`bench/results/archive/2026-12-02/locomo_arms_searches_on_helper.json`).
 
         The text to embed drops the speakers the query names, known from earlier recalls
         and the recent turns; the helper reads those meanwhile, so the embedding starts

@@ -23,9 +23,7 @@ from prometheus_client import (
 from prometheus_client.core import GaugeMetricFamily
 from prometheus_client.registry import Collector
 
-from hivemem.pipeline.topology import Keys
-from hivemem.store.redis import Redis
-from hivemem.store.status import pipeline_status
+from hivemem.store.status import PipelineStatus
 from hivemem.workers.stream import WorkerKind
 
 M = TypeVar("M")
@@ -78,9 +76,10 @@ class Metrics:
             buckets=LATENCY_BUCKETS, registry=r,
         )
 
-    def watch_pipeline(self, redis: Redis, keys: Keys, reflect_queue: str) -> None:
-        """Report the deployment's backlog from Redis at every scrape."""
-        self.registry.register(PipelineCollector(redis, keys, reflect_queue))
+    def watch_pipeline(self, status: Callable[[], PipelineStatus]) -> None:
+        """Report the deployment's backlog at every scrape (`status`: the operator's
+        pipeline status, whose job counts come from rq's own Redis)."""
+        self.registry.register(PipelineCollector(status))
 
     def exposition(self) -> bytes:
         return generate_latest(self.registry)
@@ -119,10 +118,8 @@ class Metrics:
 class PipelineCollector(Collector):
     """Stream lag, pending entries, dead letters and consumers per stage; rq job counts."""
 
-    def __init__(self, redis: Redis, keys: Keys, reflect_queue: str) -> None:
-        self.redis = redis
-        self.keys = keys
-        self.reflect_queue = reflect_queue
+    def __init__(self, status: Callable[[], PipelineStatus]) -> None:
+        self.status = status
 
     def describe(self) -> list[Any]:
         return []  # collected live: no fixed description at registration
@@ -143,7 +140,7 @@ class PipelineCollector(Collector):
         )
         up = GaugeMetricFamily("hivemem_redis_up", "1 when Redis answered the scrape")
         try:
-            status = pipeline_status(self.redis, self.keys, self.reflect_queue)
+            status = self.status()
         except Exception:
             up.add_metric([], 0)
             yield up

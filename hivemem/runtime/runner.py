@@ -3,9 +3,11 @@
 from __future__ import annotations
 
 import threading
+from functools import partial
 from typing import Any
 
 from hivemem.config import Settings
+from hivemem.domain.scope import OPERATOR
 from hivemem.pipeline.topology import DISPATCH, EMBED, STAGE_NAMES
 from hivemem.runtime.metrics import Metrics
 from hivemem.runtime.wiring import Wiring
@@ -20,7 +22,7 @@ def _metrics(wiring: Wiring, port: int | None) -> Metrics | None:
     if port is None:
         return None
     metrics = Metrics()
-    metrics.watch_pipeline(wiring.redis, wiring.keys, wiring.settings.episodes.reflect_queue)
+    metrics.watch_pipeline(partial(wiring.service.operator.pipeline_status, OPERATOR))
     metrics.serve(port)
     return metrics
 

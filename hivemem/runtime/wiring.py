@@ -1,11 +1,14 @@
-"""The composition root: every store, provider and worker is built here, from `Settings`.
+"""The composition root: every store, provider, worker, the job queue and the service are
+built here, from `Settings`.
 
-Entry points (the SDK client, embedded mode, `hivemem worker KIND`, the CLI) make one
-`Wiring` and take what they need from it; nothing else constructs a store. Parts are built
-on first use and cached, so an ingest-only producer never loads a model or opens Qdrant.
-Tests (and embedded mode) hand in ready parts instead: a Redis connection (or how to open
-more of them), a vector store, an embedder, a reflector. `close()` closes what the wiring
-opened itself and nothing that was handed in.
+Entry points make one `Wiring` per process and take what they need from it: the SDK client
+(`wire`, or embedded mode's runtime's, never a second one), embedded mode, `hivemem worker
+KIND`. Nothing else constructs a store (a test pins it). The SDK handles call `service`
+(`hivemem.service`), which works on the parts below; rq's connection (`queue_redis`) is the
+job queue's (`jobs`) alone. Parts are built on first use and cached, so an ingest-only
+producer never loads a model or opens Qdrant. Tests (and embedded mode) hand in ready parts
+instead: a Redis connection (or how to open more of them), a vector store, an embedder, a
+reflector. `close()` closes what the wiring opened itself and nothing that was handed in.
 """
 
 from __future__ import annotations
@@ -19,15 +22,19 @@ from hivemem.pipeline.topology import Keys, Topology
 from hivemem.providers.embedders import Embedder, build_embedder
 from hivemem.providers.llm import reflector_for
 from hivemem.providers.reflector import Reflector
+from hivemem.service.core import Service
+from hivemem.service.guard import IngestGuard
+from hivemem.store.apikeys import ApiKeyStore
 from hivemem.store.audit import AuditLog
 from hivemem.store.currency import SlotTableStore
 from hivemem.store.episodes import EpisodeStore
 from hivemem.store.redis import Redis
 from hivemem.store.redis_connect import check_partitions, connect, connect_rq
 from hivemem.store.reflection import ReflectionState
+from hivemem.store.repartition import Repartition
 from hivemem.store.sessions import SessionStore
-from hivemem.store.state import SessionState
-from hivemem.store.status import reflect_backlog, stage_activity
+from hivemem.store.state import TurnLog
+from hivemem.store.status import stage_activity
 from hivemem.store.streams import StreamStore
 from hivemem.store.vectors.base import VectorStore
 from hivemem.store.vectors.factory import open_vector_store
@@ -37,7 +44,8 @@ from hivemem.workers.compact import Compactor
 from hivemem.workers.currency import CurrencyKeeper
 from hivemem.workers.dispatch import DispatchHandler, dispatch_kind
 from hivemem.workers.embed import EmbedHandler, embed_kind
-from hivemem.workers.jobs import JobContext, reflect_enqueuer
+from hivemem.workers.jobs import JobContext
+from hivemem.workers.queue import JobQueue
 from hivemem.workers.stream import StreamWorker, WorkerKind
 from hivemem.workers.window import WindowHandler, window_kind
 
@@ -120,14 +128,29 @@ class Wiring:
     def keys(self) -> Keys:
         return Keys(self.settings.redis.key_prefix, self.settings.redis.partitions)
 
+    @cached_property
+    def jobs(self) -> JobQueue:
+        """The reflect queue on rq's Redis (`queue_redis`): every enqueue and rq count."""
+        return self.job_queue(self.queue_redis)
+
+    def job_queue(self, conn: Redis) -> JobQueue:
+        return JobQueue(conn, self.settings.episodes.reflect_queue, self.settings.reflection)
+
+    # -- the service -----------------------------------------------------------------------
+
+    @cached_property
+    def service(self) -> Service:
+        """What the SDK handles call (one per wiring, shared by every handle)."""
+        return Service(self)
+
     # -- stores ----------------------------------------------------------------------------
 
     @cached_property
-    def state(self) -> SessionState:
-        return self.session_state(self.redis)
+    def state(self) -> TurnLog:
+        return self.turn_log(self.redis)
 
-    def session_state(self, conn: Redis) -> SessionState:
-        return SessionState(conn, self.keys, self.settings.ingest.recent_window)
+    def turn_log(self, conn: Redis) -> TurnLog:
+        return TurnLog(conn, self.keys, self.settings.ingest.recent_window)
 
     @cached_property
     def streams(self) -> StreamStore:
@@ -152,6 +175,20 @@ class Wiring:
     @cached_property
     def audit(self) -> AuditLog:
         return AuditLog(self.redis, self.keys)
+
+    @cached_property
+    def reflection(self) -> ReflectionState:
+        """Reflection progress, traces and the per-session reflection lock."""
+        return ReflectionState(self.redis, self.keys)
+
+    @cached_property
+    def api_keys(self) -> ApiKeyStore:
+        return ApiKeyStore(self.redis, self.keys)
+
+    @cached_property
+    def guard(self) -> IngestGuard:
+        """Ingest's backpressure and durability checks."""
+        return IngestGuard(self.redis, Topology(self.keys).embed, self.settings.ingest)
 
     @cached_property
     def vectors(self) -> VectorStore:
@@ -180,7 +217,8 @@ class Wiring:
         )
 
     def compactor(self) -> Compactor:
-        return Compactor(self.redis, self.keys, self.vectors, self.settings)
+        return Compactor(self.sessions, self.reflection, self.audit, self.vectors,
+                         self.settings)
 
     # -- providers -------------------------------------------------------------------------
 
@@ -218,7 +256,7 @@ class Wiring:
     def embed_stage(self, conn: Redis | None = None, embedder: Embedder | None = None) -> StageKind:
         conn = conn or self.redis
         handler = EmbedHandler(
-            embedder or self.embedder, self.vectors, self.session_state(conn),
+            embedder or self.embedder, self.vectors, self.turn_log(conn),
             StreamStore(conn, self.keys), self.keys,
             window_turns=self.settings.embedding.window_turns,
             window_mode=self.settings.embedding.window_mode,
@@ -236,12 +274,11 @@ class Wiring:
         """Window vectors embedded again from text while the embed stage is idle."""
         conn = conn or self.redis
         embed = Topology(self.keys).embed
-        queue = self.queue_redis  # rq's Redis (thread-safe: a pool of connections)
-        reflect_queue = self.settings.episodes.reflect_queue
+        jobs = self.jobs  # rq's Redis (thread-safe: a pool of connections)
         handler = WindowHandler(
             embedder or self.new_embedder(), self.vectors, self.keys,
             lambda: stage_activity(conn, embed),
-            reflect_backlog=lambda: reflect_backlog(queue, reflect_queue),
+            reflect_backlog=jobs.backlog,
             window_turns=self.settings.embedding.window_turns,
         )
         return window_kind(handler)
@@ -274,10 +311,9 @@ class Wiring:
 
     def dispatch_stage(self, queue_conn: Redis | None = None) -> StageKind:
         """The outbox dispatcher: closed episodes -> reflect jobs on rq's Redis."""
-        queue_conn = queue_conn or self.queue_redis
-        enqueue = reflect_enqueuer(
-            queue_conn, self.settings.episodes.reflect_queue, self.settings.reflection)
-        return dispatch_kind(DispatchHandler(queue_conn, self.keys, enqueue))
+        jobs = self.jobs if queue_conn is None else self.job_queue(queue_conn)
+        return dispatch_kind(DispatchHandler(jobs.connection, self.keys,
+                                             jobs.reflect_enqueuer()))
 
     def dispatch_worker(
         self, conn: Redis | None = None, *, queue_conn: Redis | None = None,
@@ -323,10 +359,12 @@ class Wiring:
             keys=self.keys,
             episodes=self.episode_store(conn),
             state=ReflectionState(conn, self.keys),
+            audit=AuditLog(conn, self.keys),
+            sessions=SessionStore(conn, self.keys),
             vectors=self.vectors,
             embedder=self.embedder,
             reflector=self.reflector,
-            queue_redis=self.queue_redis,
+            jobs=self.jobs,
         )
 
     def reflect_worker(
@@ -356,6 +394,9 @@ class Wiring:
 
     def close(self) -> None:
         """Close the vector store and the connections opened here (handed-in parts stay open)."""
+        service = self.__dict__.pop("service", None)
+        if service is not None:
+            service.close()
         if self._owns_vectors:
             self.__dict__.pop("vectors").close()
             self._owns_vectors = False
@@ -367,3 +408,21 @@ class Wiring:
 
     def __exit__(self, *_exc: object) -> None:
         self.close()
+
+
+def wire(
+    settings: Settings, *, redis: Redis | None = None, vectors: VectorStore | None = None,
+    embedder: Embedder | None = None,
+) -> Wiring:
+    """The wiring of an SDK client that runs no workers (its process's composition root);
+    embedded mode's client uses its runtime's wiring instead."""
+    return Wiring(settings, redis=redis, vectors=vectors, embedder=embedder)
+
+
+def repartition_move(
+    client: Redis, prefix: str, old_count: int, new_count: int, *, ttl_ms: int,
+) -> Repartition:
+    """The move of every session's keys from `old_count` to `new_count` partitions (`hivemem
+    repartition`): built on a bare connection, since a wiring refuses to start while the
+    data's partition count differs from the settings'."""
+    return Repartition(client, Keys(prefix, old_count), Keys(prefix, new_count), ttl_ms=ttl_ms)

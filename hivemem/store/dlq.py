@@ -17,7 +17,7 @@ from hivemem.errors import MalformedEntry
 from hivemem.pipeline.messages import TurnEntry, decode_dead_letter
 from hivemem.pipeline.topology import Keys, Stage, Topology
 from hivemem.store.redis import Redis, redis_errors
-from hivemem.store.streams import decode_entries
+from hivemem.store.stream_entries import decode_entries
 
 
 class Replayed(BaseModel):

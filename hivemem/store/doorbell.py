@@ -22,7 +22,7 @@ from typing import Any
 import structlog
 
 from hivemem.store.redis import Redis, route
-from hivemem.store.streams import read_reply
+from hivemem.store.stream_entries import read_reply
 
 log = structlog.get_logger(__name__)
 

@@ -1,6 +1,6 @@
 """What the Redis server can promise about a write reaching its disk, and the wait for it.
 
-Read by ingest's durability guard (`producer/guard.py`), which decides what to do with it.
+Read by ingest's durability guard (`service/guard.py`), which decides what to do with it.
 """
 
 from __future__ import annotations

@@ -9,12 +9,12 @@ from hivemem.pipeline.messages import EmbeddedTurn
 from hivemem.pipeline.topology import Keys
 from hivemem.store.episodes import EpisodeStore
 from hivemem.store.redis import Redis, redis_errors
-from hivemem.store.state import SessionState
+from hivemem.store.state import TurnLog
 from hivemem.store.streams import StreamStore
 from hivemem.store.vectors.base import VectorStore
 
 
-def rebuild_state(state: SessionState, vectors: VectorStore, session_id: str | None = None) -> int:
+def rebuild_state(state: TurnLog, vectors: VectorStore, session_id: str | None = None) -> int:
     """Restore seq counters, idempotency ids, recent windows and progress. Returns sessions."""
     by_session: dict[str, list[Turn]] = defaultdict(list)
     for turn in vectors.iter_turns(session_id):

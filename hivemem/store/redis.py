@@ -161,7 +161,7 @@ def send_pipeline(pipe: Any) -> Callable[[], list[Any]]:
     in the socket meanwhile. Blocking on the round trip cost a recall more than the trip's
     own ~0.3 ms: at 100k points, recall with the read answered from memory ran 0.86x (p50
     and p95) against the read over a socket; sent ahead, 0.89-0.98x p50
-    (`bench/results/recall_ab_evening.json`).
+    (`bench/results/archive/2026-12-05-and-before/recall_ab_evening.json`).
 
     Read-only commands, no transaction, no script. On a cluster client, or when sending
     fails, the pipeline runs at once (retried as usual) and the call returns its replies.

@@ -27,7 +27,11 @@ _ENTRY_TURNS = 1000
 _IN_SCOPE_MAX = 100_000  # pairs remembered by `check_scopes` before it starts over
 
 
-class SessionState:
+class TurnLog:
+    """Each session's turns as Redis holds them: the append script (seq, idempotency, the
+    turns stream), the recent window, embed progress and the session's namespace. (What a
+    caller says about a session, its title and agent, is `SessionStore`'s.)"""
+
     def __init__(self, client: Redis, keys: Keys, recent_window: int) -> None:
         self._r = client
         self.keys = keys

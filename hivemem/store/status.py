@@ -1,10 +1,10 @@
 """The deployment's pipeline at a glance, from Redis: per stage the lag, pending entries,
-dead letters and consumers (XINFO CONSUMERS); the reflection jobs per state and rq workers.
+dead letters and consumers (XINFO CONSUMERS).
 Also the one number ingest's backpressure needs: a stage's backlog (`stage_backlog`), and
 what a stage on spare capacity asks of the stage before it (`stage_activity`).
 
-Read by `hivemem status` and by the metrics collector. Reads rq's keys directly (``rq:``
-prefix), so it does not import rq.
+Read by `hivemem status` and by the metrics collector (through the service, which adds the
+reflect queue's counts from rq).
 """
 
 from __future__ import annotations
@@ -78,7 +78,9 @@ def _stage(redis: Redis, stage: Stage) -> StageStatus:
     return status
 
 
-def pipeline_status(redis: Redis, keys: Keys, reflect_queue: str) -> PipelineStatus:
+def stage_statuses(redis: Redis, keys: Keys) -> list[StageStatus]:
+    """Every stage's row of the pipeline status (the reflect queue's counts are rq's:
+    `hivemem.workers.queue.JobQueue`)."""
     with redis_errors("read pipeline status"):
         topology = Topology(keys)
         stage_rows = [_stage(redis, s) for s in topology.stages]
@@ -87,26 +89,7 @@ def pipeline_status(redis: Redis, keys: Keys, reflect_queue: str) -> PipelineSta
         window = _stage(redis, topology.window)
         if window.lag or window.pending or window.consumers:
             stage_rows.append(window.model_copy(update={"dead_letters": 0}))
-        pipe = redis.pipeline(transaction=False)
-        pipe.llen(f"rq:queue:{reflect_queue}")
-        for registry in ("wip", "scheduled", "failed", "finished", "deferred"):
-            pipe.zcard(f"rq:{registry}:{reflect_queue}")
-        pipe.scard(f"rq:workers:{reflect_queue}")
-        queued, started, scheduled, failed, finished, deferred, workers = pipe.execute()
-    jobs = {"queued": int(queued), "started": int(started), "scheduled": int(scheduled),
-            "failed": int(failed), "finished": int(finished), "deferred": int(deferred)}
-    return PipelineStatus(stages=stage_rows, reflect_queue=reflect_queue, reflect_jobs=jobs,
-                          reflect_workers=int(workers))
-
-
-def reflect_backlog(queue_redis: Redis, reflect_queue: str) -> int:
-    """Reflect jobs waiting or running (rq's queue and its started registry)."""
-    with redis_errors("read reflect backlog"):
-        pipe = queue_redis.pipeline(transaction=False)
-        pipe.llen(f"rq:queue:{reflect_queue}")
-        pipe.zcard(f"rq:wip:{reflect_queue}")
-        queued, started = pipe.execute()
-    return int(queued) + int(started)
+    return stage_rows
 
 
 def stage_backlog(redis: Redis, stage: Stage) -> int:

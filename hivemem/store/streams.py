@@ -6,7 +6,6 @@ get `StreamEntry` rows, which a stage decodes to its typed message
 
 from __future__ import annotations
 
-from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import Any
 
@@ -15,41 +14,12 @@ import redis
 from hivemem.domain.models import DeadLetter, StageLag
 from hivemem.pipeline.messages import decode_dead_letter, encode_dead_letter
 from hivemem.pipeline.topology import Keys, Stage
+from hivemem.store.doorbell import Doorbell
+from hivemem.store.partitions import PartitionLeases
 from hivemem.store.redis import Redis, as_text, is_cluster, redis_errors, route
+from hivemem.store.stream_entries import StreamEntry, decode_entries, read_reply
 
-
-@dataclass(frozen=True, slots=True)
-class StreamEntry:
-    entry_id: str
-    fields: dict[str, str]
-    stream: str = ""  # the (partition's) stream it was read from
-
-
-
-def decode_entries(raw: Any, stream: str = "") -> list[StreamEntry]:
-    """XRANGE / XREADGROUP / XAUTOCLAIM rows as `StreamEntry`s."""
-    out: list[StreamEntry] = []
-    for entry_id, fields in raw or []:
-        if fields is None:  # deleted while pending
-            continue
-        out.append(StreamEntry(
-            as_text(entry_id), {as_text(k): as_text(v) for k, v in fields.items()}, stream
-        ))
-    return out
-
-
-def read_reply(reply: Any) -> list[StreamEntry]:
-    """An XREADGROUP reply over one or more streams, RESP2 or RESP3 shape."""
-    if not reply:
-        return []
-    out: list[StreamEntry] = []
-    if isinstance(reply, dict):  # RESP3: {stream: [entries]}
-        for stream, rows in reply.items():
-            out += decode_entries(rows[0] if rows else [], as_text(stream))
-        return out
-    for stream, rows in reply:
-        out += decode_entries(rows, as_text(stream))
-    return out
+__all__ = ["StreamEntry", "StreamStore", "decode_entries", "read_reply"]
 
 
 class StreamStore:
@@ -61,6 +31,16 @@ class StreamStore:
     def redis(self) -> Redis:
         """The connection (the consume loop's partition leases share it)."""
         return self._r
+
+    def leases(
+        self, stage: str, member: str, ttl_ms: int, *, partitions: int | None = None,
+    ) -> PartitionLeases:
+        """The partition leases of one consumer of `stage`, on this connection."""
+        return PartitionLeases(self._r, self.keys, stage, member, ttl_ms, partitions=partitions)
+
+    def doorbell(self, block_ms: int) -> Doorbell:
+        """The wake-up channel a consume loop waits on between reads, on this connection."""
+        return Doorbell(self._r, block_ms)
 
     def append(self, stream: str, entries: list[dict[str, str]]) -> None:
         """XADD several entries in one round trip."""

@@ -14,7 +14,7 @@ from hivemem.store.audit import AuditLog
 from hivemem.store.episodes import EpisodeStore
 from hivemem.store.redis import Redis
 from hivemem.store.sessions import SessionStore
-from hivemem.store.state import SessionState
+from hivemem.store.state import TurnLog
 from hivemem.store.vectors.base import Vector, VectorStore
 
 Progress = Callable[[int], None]  # called with how many more records are done
@@ -27,7 +27,7 @@ class Stores:
     redis: Redis
     keys: Keys
     vectors: VectorStore
-    state: SessionState
+    state: TurnLog
     episodes: EpisodeStore
     sessions: SessionStore
     audit: AuditLog

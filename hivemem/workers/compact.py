@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import time
 from dataclasses import dataclass, field
-from datetime import UTC, datetime, timedelta
+from datetime import UTC, datetime
 from typing import Any
 
 import numpy as np
@@ -28,18 +28,15 @@ from hivemem.domain.compaction import (
 )
 from hivemem.domain.fact import Fact
 from hivemem.errors import ValidationError
-from hivemem.pipeline.topology import Keys
 from hivemem.providers.lexical import LexicalEncoder
 from hivemem.store.audit import AuditLog
-from hivemem.store.redis import Redis
 from hivemem.store.reflection import ReflectionState
 from hivemem.store.sessions import SessionStore
 from hivemem.store.vectors.base import FACTS, Vector, VectorStore
 from hivemem.workers.jobs import JobContext
+from hivemem.workers.queue import JobQueue
 
 log = structlog.get_logger(__name__)
-
-COMPACT_JOB = "hivemem.workers.compact.compact_session"
 
 
 @dataclass
@@ -51,8 +48,9 @@ class Loaded:
 
 @dataclass
 class Compactor:
-    redis: Redis
-    keys: Keys
+    sessions: SessionStore
+    locks: ReflectionState  # the session's reflection lock: never interleaves with it
+    audit: AuditLog
     vectors: VectorStore
     settings: Settings
     lexical: LexicalEncoder = field(default_factory=LexicalEncoder)
@@ -73,7 +71,7 @@ class Compactor:
 
     def _clock(self, session_id: str, facts: list[Fact]) -> datetime:
         """The session's now: its newest activity (a turn or a fact becoming valid)."""
-        _info, meta = SessionStore(self.redis, self.keys).info(session_id)
+        _info, meta = self.sessions.info(session_id)
         times = [f.valid_from for f in facts]
         if meta.get("last_ts"):
             times.append(datetime.fromisoformat(meta["last_ts"]))
@@ -109,7 +107,7 @@ class Compactor:
         fingerprint), refuse when the facts changed since that preview."""
         started = time.perf_counter()
         lease = self.settings.reflection.lock_lease_ms
-        lock = ReflectionState(self.redis, self.keys).lock(session_id, lease)
+        lock = self.locks.lock(session_id, lease)
         lock.acquire(self.settings.reflection.lock_wait_s)
         try:
             plan, loaded = self.plan(session_id, policy, now)
@@ -127,7 +125,7 @@ class Compactor:
                                            trigger=trigger)
                 lock.check()
                 self.vectors.upsert_facts(facts, vectors, sparse)
-                AuditLog(self.redis, self.keys).append(events)
+                self.audit.append(events)
         finally:
             lock.release()
         log.info("session.compacted", session_id=session_id, run_id=diff.run_id,
@@ -141,38 +139,14 @@ def compact_session(
 ) -> dict[str, Any]:
     """The rq job (its worker passes `context`): compact one session with the configured
     policy. Returns the summary."""
-    compactor = Compactor(
-        context.redis, context.keys, context.vectors, context.settings, context.lexical
-    )
+    compactor = Compactor(context.sessions, context.state, context.audit, context.vectors,
+                          context.settings, context.lexical)
     diff = compactor.compact(session_id, trigger=trigger)
     return {"session_id": session_id, "run_id": diff.run_id, **diff.summary()}
 
 
-def compact_job_id(session_id: str, tag: str) -> str:
-    return f"compact-{session_id}-{tag}"
-
-
-def enqueue_compaction(
-    connection: Redis, queue_name: str, session_id: str, *, tag: str, trigger: str,
-    delay_s: float = 0.0,
-) -> str:
-    """Put a compaction job on the reflect queue (after `delay_s`, via rq's scheduler)."""
-    from rq import Queue
-
-    queue = Queue(queue_name, connection=connection)
-    kwargs: dict[str, Any] = {
-        "args": (session_id, trigger), "job_id": compact_job_id(session_id, tag),
-        "failure_ttl": 7 * 24 * 3600, "description": f"compact {session_id} ({trigger})",
-    }
-    if delay_s > 0:
-        job = queue.enqueue_in(timedelta(seconds=delay_s), COMPACT_JOB, **kwargs)
-    else:
-        job = queue.enqueue_call(COMPACT_JOB, **kwargs)
-    return str(job.id)
-
-
 def schedule_after_reflection(
-    connection: Redis, settings: Settings, session_id: str, before: int, after: int
+    jobs: JobQueue, settings: Settings, session_id: str, before: int, after: int
 ) -> str | None:
     """Called once a reflection moved the session from episode `before` to `after`: every
     `compaction.every_episodes` reflected episodes, a compaction is enqueued (one per step:
@@ -181,7 +155,6 @@ def schedule_after_reflection(
     if every <= 0 or after // every <= before // every:
         return None
     step = after // every
-    return enqueue_compaction(
-        connection, settings.episodes.reflect_queue, session_id,
-        tag=f"ep{step * every}", trigger="schedule",
+    return jobs.enqueue_compaction(
+        session_id, tag=f"ep{step * every}", trigger="schedule",
     )

@@ -206,8 +206,8 @@ def _plainly_replaces(new: Fact, old: Fact) -> bool:
     # (`new.subject` may be `old`'s, inherited when it replaced it: its sentence decides.)
     mine = _slot_words(slot_of(new.content, new.agent_id))
     changes = differs(old.content, new.content) or has_update_language(new.content)
-    for theirs in (slot_of(old.content, old.agent_id), old.subject):
-        words = _slot_words(theirs)
+    for named in (slot_of(old.content, old.agent_id), old.subject):
+        words = _slot_words(named)
         if changes and mine and words and (mine <= words or words <= mine):
             return True
     # A person's own slot changes when its owner says it changed ("I'm vegan now").

@@ -18,7 +18,7 @@ from hivemem.pipeline.topology import Keys, Topology
 from hivemem.store.once import write_once
 from hivemem.store.redis import Redis
 from hivemem.store.streams import StreamEntry
-from hivemem.workers.jobs import Enqueue
+from hivemem.workers.queue import Enqueue
 from hivemem.workers.stream import WorkerKind
 
 log = structlog.get_logger(__name__)

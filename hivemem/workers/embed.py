@@ -20,7 +20,7 @@ from hivemem.pipeline.messages import EmbeddedTurn, SkipEntry, TurnEntry
 from hivemem.pipeline.topology import Keys, Topology
 from hivemem.providers.embedders import Embedder, Matrix
 from hivemem.providers.lexical import LexicalEncoder
-from hivemem.store.state import SessionState
+from hivemem.store.state import TurnLog
 from hivemem.store.streams import StreamEntry, StreamStore
 from hivemem.store.vectors.base import Vector, VectorStore
 from hivemem.workers.stream import WorkerKind
@@ -42,7 +42,7 @@ class EmbedHandler:
         self,
         embedder: Embedder,
         vectors: VectorStore,
-        state: SessionState,
+        state: TurnLog,
         streams: StreamStore,
         keys: Keys,
         lexical: LexicalEncoder | None = None,

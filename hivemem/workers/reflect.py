@@ -29,7 +29,6 @@ from hivemem.errors import NotFound, ProviderError, RetryLater
 from hivemem.pipeline.vectors import decode_vector
 from hivemem.providers.llm.augmented import AugmentedResult
 from hivemem.providers.reflector import ReflectionRequest, ReflectionResult
-from hivemem.store.audit import AuditLog
 from hivemem.store.reflection import SessionLock
 from hivemem.workers.compact import schedule_after_reflection
 from hivemem.workers.jobs import JobContext
@@ -90,7 +89,7 @@ class Reflection:
             for pending in ctx.episodes.episodes(session_id, done, episode.index - 1):
                 summary["reflected"].append(self._reflect_one(pending, lock))
             schedule_after_reflection(
-                ctx.queue_connection, ctx.settings, session_id, done, episode.index)
+                ctx.jobs, ctx.settings, session_id, done, episode.index)
             return summary
         finally:
             lock.release()
@@ -269,7 +268,7 @@ def _seen(facts: list[Fact], scope: Scope) -> list[Fact]:
 def _audit(ctx: JobContext, plan: Plan, prior: list[Fact], episode: Episode) -> None:
     """Every status change the plan made goes to the session's audit log."""
     events = reflection_events(plan, prior, episode_id=episode.episode_id, at=datetime.now(UTC))
-    AuditLog(ctx.redis, ctx.keys).append(events)
+    ctx.audit.append(events)
 
 
 def replay_episode(context: JobContext, episode_id: str, session_id: str) -> dict[str, Any]:

@@ -42,7 +42,6 @@ from hivemem.errors import (
 )
 from hivemem.pipeline.topology import Stage
 from hivemem.store.doorbell import Doorbell
-from hivemem.store.partitions import PartitionLeases
 from hivemem.store.streams import StreamEntry, StreamStore
 from hivemem.workers.keepalive import Keepalive
 
@@ -125,10 +124,8 @@ class StreamWorker(Generic[M]):
         self._next_trim = time.monotonic() + settings.trim_interval_s
         self._next_refresh = 0.0
         # Leases live a claim interval: a dead worker's partitions move within that.
-        self.leases = PartitionLeases(
-            streams.redis, streams.keys, kind.name, self.consumer, settings.claim_idle_ms,
-            partitions=len(kind.streams),
-        )
+        self.leases = streams.leases(kind.name, self.consumer, settings.claim_idle_ms,
+                                     partitions=len(kind.streams))
         self._refresh_s = min(settings.claim_interval_s, settings.claim_idle_ms / 3000)
         self._keepalive = Keepalive(settings.claim_idle_ms / 3000, self._keep_alive,
                                     name=f"hivemem-keepalive-{kind.name}")
@@ -293,7 +290,7 @@ class StreamWorker(Generic[M]):
 
     def _bell(self) -> Doorbell:
         if self._doorbell is None:
-            self._doorbell = Doorbell(self.streams.redis, self.settings.block_ms)
+            self._doorbell = self.streams.doorbell(self.settings.block_ms)
         return self._doorbell
 
     def _trim(self) -> None:

@@ -4,7 +4,7 @@ With `embedding.window_mode: refined` the embed stage writes a turn's window vec
 mean of its own and its predecessors' vectors (no second model pass: it keeps up with the
 ingest rate), and this stage, a second consumer group on the embedded stream, later embeds
 the turn with the turns before it as one text and writes that as the point's window vector
-(LoCoMo R@5 +0.011 over the mean: bench/locomo_arms.py). It reads only while the embed stage
+(LoCoMo R@5 +0.011 over the mean: bench/probes/locomo_arms.py). It reads only while the embed stage
 and the reflect queue are idle (`ready`), a few turns at a time, so it takes only what the
 machine has to spare: a fresh turn or a reflection is never queued behind it, and under
 sustained load windows stay means until the load drops.

@@ -368,13 +368,13 @@ def test_recall_reads_window_and_progress_in_one_pipeline_on_a_redis_cluster(
     from hivemem.config import IngestSettings, RedisSettings
     from hivemem.domain.turn import TurnDraft
     from hivemem.store.episodes import EpisodeStore
-    from hivemem.store.state import SessionState
+    from hivemem.store.state import TurnLog
 
     redis_cluster.wait_ok()
     cluster = connect(RedisSettings(url=redis_cluster.url))
     try:
         keys = Keys("together", partitions=4)
-        state = SessionState(cluster, keys, recent_window=5)
+        state = TurnLog(cluster, keys, recent_window=5)
         episodes = EpisodeStore(cluster, keys, 10_000)
         for i in range(1, 4):
             state.append_turn(TurnDraft("s", "user", f"turn {i}", settings=IngestSettings(),
@@ -383,5 +383,69 @@ def test_recall_reads_window_and_progress_in_one_pipeline_on_a_redis_cluster(
         turns, progress = state.recent_turns_and_progress(episodes, "s", 10)
         assert [t.seq for t in turns] == [3, 2, 1]
         assert progress == (2, 1, None, {})
+    finally:
+        cluster.close()
+
+
+def test_admin_job_operations_use_rqs_own_redis_on_a_cluster(
+    redis_cluster: RedisCluster, redis_url: str, real_redis: redis.Redis,
+) -> None:
+    """rq cannot run on a cluster (`redis.rq_url` names its own server): replaying a
+    reflection, scheduling a compaction, the pipeline status and the API's job gauges all
+    read and write rq's keys there, and none lands in the cluster."""
+    from datetime import UTC, datetime
+
+    from fastapi.testclient import TestClient
+    from rq import Queue
+    from rq.registry import ScheduledJobRegistry
+
+    from hivemem.api.app import create_app
+    from hivemem.domain.episode import Episode
+    from hivemem.providers.embedders import HashingEmbedder
+    from hivemem.store.sessions import SessionStore
+
+    redis_cluster.wait_ok()
+    settings = Settings.model_validate({
+        "embedding": {"provider": "hashing", "dim": DIM},
+        "redis": {"url": redis_cluster.url, "partitions": 4, "rq_url": redis_url,
+                  "key_prefix": "jobs"},
+        "episodes": {"reflect_queue": "reflect-jobs"},
+    })
+    queue_name = settings.episodes.reflect_queue
+    vectors = ServerVectorStore(settings.qdrant, DIM, location=":memory:")
+    cluster = connect(settings.redis)
+
+    def rq_keys_in_the_cluster() -> list[bytes]:
+        return [k for port in redis_cluster.live_ports()
+                for k in redis_cluster.node(port).keys("rq:*")]
+
+    try:
+        with MemoryClient(settings, vector_store=vectors, embedder=HashingEmbedder(DIM)) as client:
+            now = datetime.now(UTC)
+            client.ingest("jobs-s1", "user", "We decided to use PostgreSQL", timestamp=now)
+            SessionStore(cluster, client.keys).add_episodes("jobs-s1", [Episode(
+                episode_id="ep-jobs-1", session_id="jobs-s1", index=1, turn_ids=("t1",),
+                seq_start=1, seq_end=1, started_at=now, ended_at=now, close_reason="manual")])
+
+            replayed = client.admin.replay_reflection("jobs-s1")
+            compaction = client.admin.schedule_compaction("jobs-s1")
+            later = client.admin.schedule_compaction("jobs-s1", delay_s=3600)
+
+            rq = Queue(queue_name, connection=real_redis)
+            assert set(rq.job_ids) == {*replayed, compaction} and len(replayed) == 1
+            assert later in ScheduledJobRegistry(queue=rq).get_job_ids()
+            status = client.admin.pipeline_status()
+            assert status.reflect_queue == queue_name
+            assert (status.reflect_jobs["queued"], status.reflect_jobs["scheduled"]) == (2, 1)
+            assert [s.stage for s in status.stages] == ["embed", "boundary"]
+            assert status.stages[0].length == 1  # the turn, on the cluster's stream
+
+            with TestClient(create_app(settings, client=client)) as api:
+                exposition = api.get("/metrics").text
+            assert 'hivemem_reflect_jobs{state="queued"} 2.0' in exposition
+            assert 'hivemem_reflect_jobs{state="scheduled"} 1.0' in exposition
+            assert "hivemem_redis_up 1.0" in exposition
+            assert rq_keys_in_the_cluster() == []
+            assert real_redis.keys("rq:*")  # where they are instead
     finally:
         cluster.close()

@@ -17,7 +17,7 @@ from hivemem.domain.models import ContextItem
 from hivemem.pipeline.topology import Keys, Topology
 from hivemem.producer.client import MemoryClient
 from hivemem.providers.embedders import FastEmbedEmbedder
-from hivemem.store.state import SessionState
+from hivemem.store.state import TurnLog
 from hivemem.store.streams import StreamStore
 from hivemem.store.vectors.edge import EdgeVectorStore
 from hivemem.workers.embed import EmbedHandler, embed_kind
@@ -151,7 +151,7 @@ def test_server_mode_real_redis_stream_worker_and_qdrant_edge(
         _ingest(producer)
         assert producer.get_session_stats(SESSION).turns_processed == 0
 
-        handler = EmbedHandler(embedder, store, SessionState(real_redis, keys, 50),
+        handler = EmbedHandler(embedder, store, TurnLog(real_redis, keys, 50),
                                StreamStore(real_redis, keys), keys)
         worker = StreamWorker(
             embed_kind(handler), StreamStore(real_redis, keys),

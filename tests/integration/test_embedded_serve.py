@@ -101,12 +101,12 @@ def test_cli_beside_serve_and_sigterm_loses_nothing(tmp_path: Path) -> None:
         # The CLI while serve runs: the folder's owner is serve, the CLI its guest.
         keys = _cli(folder, "apikey", "list", "--json")
         assert [k["namespace"] for k in keys] == ["default"]
-        found = _cli(folder, "search", "billing database", "--session", SESSION, "--json")
-        assert any("postgres" in r["content"] for r in found["results"]), found
+        found = _cli(folder, "recall", "billing database", "--session", SESSION, "--json")
+        assert any("postgres" in r["content"] for r in found["items"]), found
         status = _cli(folder, "status", "--session", SESSION, "--json")
         assert status["owner_pid"] == served.process.pid  # went through serve
         assert status["sessions"][SESSION]["episodes"] == 1
-        recalled = _cli(folder, "recall", SESSION, "which database", "--json")
+        recalled = _cli(folder, "recall", "which database", "-s", SESSION, "--json")
         assert "postgres" in json.dumps(recalled)
 
         assert served.stop() == 0, served.log.read_text(errors="replace")

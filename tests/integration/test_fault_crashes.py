@@ -34,6 +34,7 @@ import redis
 from integration_support import KEYS, conversation, processed_count, worker_env
 
 from hivemem.config import Settings
+from hivemem.errors import NotFound
 from hivemem.producer.client import MemoryClient
 from hivemem.store.episodes import EpisodeStore
 from hivemem.store.reflection import ReflectionState
@@ -146,10 +147,13 @@ def _phase_load(
 
     def settled() -> bool:
         # Every turn embedded, every seq (turns + the close_session) assigned.
-        return all(
-            (st.turns_processed, st.turns_assigned) == (PER_SESSION, PER_SESSION + 1)
-            for st in (producer.get_session_stats(sid) for sid in sessions)
-        )
+        try:
+            return all(
+                (st.turns_processed, st.turns_assigned) == (PER_SESSION, PER_SESSION + 1)
+                for st in (producer.get_session_stats(sid) for sid in sessions)
+            )
+        except NotFound:  # a session the loader has not written to yet
+            return False
 
     loader = threading.Thread(target=produce)
     loader.start()

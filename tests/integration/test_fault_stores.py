@@ -21,7 +21,7 @@ from hivemem.cli.main import cli
 from hivemem.config import Settings
 from hivemem.producer.client import MemoryClient
 from hivemem.providers.embedders import HashingEmbedder
-from hivemem.store.state import SessionState
+from hivemem.store.state import TurnLog
 from hivemem.store.streams import StreamStore
 from hivemem.store.vectors.edge import EdgeVectorStore
 from hivemem.workers.embed import EmbedHandler, embed_kind
@@ -46,7 +46,7 @@ def _settings(redis_url: str, **worker: object) -> Settings:
 def _embed_worker(
     conn: redis.Redis, vectors: FlakyVectors, settings: Settings
 ) -> StreamWorker[object]:
-    state = SessionState(conn, KEYS, settings.ingest.recent_window)
+    state = TurnLog(conn, KEYS, settings.ingest.recent_window)
     handler = EmbedHandler(HashingEmbedder(DIM), vectors, state, StreamStore(conn, KEYS), KEYS)
     return StreamWorker(embed_kind(handler), StreamStore(conn, KEYS), settings.worker)  # type: ignore[arg-type]
 
@@ -177,7 +177,7 @@ def test_backpressure_bounds_the_backlog_under_a_slow_worker(
         for i, turn in enumerate(turns):
             producer.ingest(**turn)
             if i % 25 == 0:
-                peak = max(peak, producer._guard.backlog())
+                peak = max(peak, producer._wiring.guard.backlog())
         deadline = time.monotonic() + 60
         while processed_count(real_redis, sessions) < len(turns):
             assert time.monotonic() < deadline

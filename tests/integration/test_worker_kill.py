@@ -33,7 +33,7 @@ from integration_support import (
 )
 
 from hivemem.producer.client import MemoryClient
-from hivemem.store.state import SessionState
+from hivemem.store.state import TurnLog
 from hivemem.store.vectors.edge import EdgeVectorStore
 
 pytestmark = [pytest.mark.integration, pytest.mark.model]
@@ -119,7 +119,7 @@ def test_sigkill_mid_batch_then_reclaim_embeds_every_turn_exactly_once(
     assert real_redis.xlen(KEYS.dead_letters(STREAM)) == 0
     groups = {g["name"]: g for g in real_redis.xinfo_groups(STREAM)}
     assert groups[b"embed"]["lag"] == 0
-    state = SessionState(real_redis, KEYS, recent_window=50)
+    state = TurnLog(real_redis, KEYS, recent_window=50)
     for sid in SESSIONS:
         last, done, dead = state.progress(sid)
         assert (last, done, dead) == (PER_SESSION, PER_SESSION, 0), sid

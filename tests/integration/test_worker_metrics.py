@@ -48,7 +48,7 @@ def test_embed_worker_metrics_move(
     client = MemoryClient(settings)
     for i in range(5):
         client.ingest("metrics", "user", f"turn number {i}", namespace="ops")
-    client.wait_until_processed("metrics", timeout=30)
+    client.wait_until_processed("metrics", timeout=30, namespace="ops")
     after = httpx.get(url, timeout=2).text
     client.close()
     handled = ('stage="embed"', 'outcome="handled"')

@@ -28,7 +28,7 @@ from integration_support import (
 
 from hivemem.producer.client import MemoryClient
 from hivemem.store.reflection import ReflectionState
-from hivemem.store.state import SessionState
+from hivemem.store.state import TurnLog
 from hivemem.store.vectors.edge import EdgeVectorStore
 
 pytestmark = pytest.mark.integration
@@ -104,7 +104,7 @@ def test_sigterm_finishes_the_batch_in_hand_acks_it_and_exits_zero(
         stored = {(t.session_id, t.seq) for t in store.iter_turns()}
     finally:
         store.close()
-    state = SessionState(real_redis, KEYS, 50)
+    state = TurnLog(real_redis, KEYS, 50)
     marked = {
         (sid, seq)
         for sid in sessions

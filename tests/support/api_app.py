@@ -18,7 +18,7 @@ from hivemem.runtime.metrics import Metrics
 from hivemem.store.apikeys import ApiKeyStore
 from hivemem.store.currency import SlotTableStore
 from hivemem.store.episodes import EpisodeStore
-from hivemem.store.state import SessionState
+from hivemem.store.state import TurnLog
 from hivemem.store.streams import StreamStore
 from hivemem.store.vectors.server import ServerVectorStore
 from hivemem.testing import connect_fake, fake_server
@@ -63,11 +63,11 @@ def build_api(overrides: dict[str, Any] | None = None, url: str = "http://testse
     key_a, _ = keys.create("team-a", "tests")
     key_b, _ = keys.create("team-b", "tests")
     metrics = Metrics()
-    metrics.watch_pipeline(redis_client, client.keys, settings.episodes.reflect_queue)
+    metrics.watch_pipeline(client.admin.pipeline_status)
     app = create_app(settings, client=client, metrics=metrics)
 
     def drain() -> None:
-        state = SessionState(redis_client, client.keys, settings.ingest.recent_window)
+        state = TurnLog(redis_client, client.keys, settings.ingest.recent_window)
         streams = StreamStore(redis_client, client.keys)
         kind = embed_kind(EmbedHandler(embedder, vectors, state, streams, client.keys))
         StreamWorker(metrics.instrument(kind), streams, settings.worker).run(burst=True)

@@ -121,7 +121,7 @@ def test_unknown_and_foreign_sessions_are_not_found(way: Connection) -> None:
     assert theirs not in memory.sessions()
     with pytest.raises(NotFound) as fact:
         memory.audit("no-such-fact")
-    assert fact.value.field == "memory_id"
+    assert fact.value.field == "fact_id"
 
 
 def test_private_turns_stay_with_their_agent(way: Connection) -> None:

@@ -145,7 +145,7 @@ def test_isolation_between_namespaces_and_agents(api: Api) -> None:
         r = hb.post("/v1/turns/batch", json={"turns": [
             {"session_id": a, "role": "user", "content": "intrude"}]})
         assert r.status_code == 404
-    assert api.client.get_session_stats(a).turns_enqueued == 3  # nothing got in
+    assert api.client.admin.session_stats(a).turns_enqueued == 3  # nothing got in
 
 
 @pytest.mark.parametrize(("body", "status", "field"), [

@@ -9,6 +9,7 @@ import time
 import uuid
 from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
 import httpx
 import pytest
@@ -136,7 +137,7 @@ def test_an_agent_key_acts_as_its_agent_only(api: Api) -> None:
             "role": "user", "content": "bob's secret launch code", "agent_id": "bob",
             "visibility": "private"})
         assert r.status_code == 201  # a namespace key may act as any of its agents
-        before = api.client.get_session_stats(session).last_seq
+        before = api.client.admin.session_stats(session).last_seq
         for method, path, body, params in (
             ("POST", f"/v1/sessions/{session}/turns",
              {"role": "user", "content": "impersonate", "agent_id": "bob"}, None),
@@ -152,7 +153,7 @@ def test_an_agent_key_acts_as_its_agent_only(api: Api) -> None:
             r = alice.request(method, path, json=body, params=params)
             assert r.status_code == 403, (path, r.text)
             assert r.json()["field"].endswith("agent_id")
-        assert api.client.get_session_stats(session).last_seq == before  # nothing written
+        assert api.client.admin.session_stats(session).last_seq == before  # nothing written
         api.drain()
         r = alice.post(f"/v1/sessions/{session}/recall", json={"query": "plan launch code"})
         contents = {i["content"] for i in r.json()["items"]}
@@ -177,11 +178,33 @@ def test_serve_says_where_and_warns_beyond_loopback(
         monkeypatch.delenv(name, raising=False)
     monkeypatch.setenv("HIVEMEM_EMBEDDING__PROVIDER", "hashing")
     served: list[dict[str, object]] = []
-    monkeypatch.setattr(uvicorn, "run", lambda _app, **kw: served.append(kw))
+
+    class Bound:  # what `serve` binds, without a real socket
+        def __init__(self, address: tuple[str, int]) -> None:
+            self.address = address
+
+        def getsockname(self) -> tuple[str, int]:
+            return self.address
+
+    def bind(config: uvicorn.Config) -> Bound:
+        return Bound((config.host, config.port))
+
+    monkeypatch.setattr(uvicorn.Config, "bind_socket", bind)
+    real_run = uvicorn.Server.run
+
+    def run(server: uvicorn.Server, sockets: Any = None) -> None:
+        if sockets is None:  # another server (the folder owner's API for guests)
+            real_run(server)
+        else:
+            served.append({"host": server.config.host})
+
+    monkeypatch.setattr(uvicorn.Server, "run", run)
     store = tmp_path / "m"
     for host, warned in (("127.0.0.1", False), ("0.0.0.0", True)):
         done = CliRunner().invoke(cli, ["--local", str(store), "serve", "--host", host])
         assert done.exit_code == 0, done.output
         assert f"hivemem serve: mode=local, store={store}" in done.output
         assert ("beyond loopback" in done.output) is warned
+        assert f"listening on http://{host}:8080 (API docs: http://{host}:8080/docs)" in \
+            done.output
     assert [s["host"] for s in served] == ["127.0.0.1", "0.0.0.0"]

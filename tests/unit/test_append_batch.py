@@ -13,7 +13,7 @@ from hivemem.domain.turn import TurnDraft
 from hivemem.errors import OutOfScope
 from hivemem.pipeline.topology import Keys
 from hivemem.store.sessions import SessionStore
-from hivemem.store.state import SessionState
+from hivemem.store.state import TurnLog
 
 T0 = datetime(2026, 3, 1, tzinfo=UTC)
 
@@ -37,7 +37,7 @@ def turn_ids(r: redis.Redis, keys: Keys, session: str) -> dict[bytes, bytes]:
 
 
 def snapshot(r: redis.Redis, keys: Keys, session: str) -> tuple[object, ...]:
-    return (SessionState(r, keys, 0).last_seq(session), r.hgetall(keys.session_turn_ids(session)),
+    return (TurnLog(r, keys, 0).last_seq(session), r.hgetall(keys.session_turn_ids(session)),
             r.lrange(keys.session_window(session), 0, -1),
             SessionStore(r, keys).info(session)[1],  # first/last activity
             r.xlen(keys.turns_stream(keys.partition(session))),
@@ -46,8 +46,8 @@ def snapshot(r: redis.Redis, keys: Keys, session: str) -> tuple[object, ...]:
 
 def test_a_batch_gives_what_one_by_one_gives(redis_client: redis.Redis) -> None:
     batch_keys, single_keys = Keys("batch"), Keys("single")
-    batched = SessionState(redis_client, batch_keys, recent_window=3)
-    single = SessionState(redis_client, single_keys, recent_window=3)
+    batched = TurnLog(redis_client, batch_keys, recent_window=3)
+    single = TurnLog(redis_client, single_keys, recent_window=3)
     # Two sessions interleaved, a repeated turn id inside the batch, more turns than the
     # window holds.
     drafts = [draft("a", 1), draft("b", 1), draft("a", 2), draft("a", 2), draft("a", 3),
@@ -67,7 +67,7 @@ def test_a_batch_gives_what_one_by_one_gives(redis_client: redis.Redis) -> None:
 def test_a_turn_of_another_namespace_is_refused_inside_a_batch(
     redis_client: redis.Redis,
 ) -> None:
-    state = SessionState(redis_client, Keys("ns"), recent_window=5)
+    state = TurnLog(redis_client, Keys("ns"), recent_window=5)
     with pytest.raises(OutOfScope):
         state.append_turns([draft("a", 1, namespace="team-x"),
                             draft("a", 2, namespace="team-y"), draft("a", 3, namespace="team-x")])
@@ -78,7 +78,7 @@ def test_a_turn_of_another_namespace_is_refused_inside_a_batch(
 
 def test_a_long_batch_of_one_session(redis_client: redis.Redis) -> None:
     # More pairs than one HSET/ZADD call is given at once inside the script.
-    state = SessionState(redis_client, Keys("long"), recent_window=400)
+    state = TurnLog(redis_client, Keys("long"), recent_window=400)
     out = state.append_turns([draft("a", i) for i in range(1, 701)])
     assert [seq for seq, _ in out] == list(range(1, 701))
     keys = state.keys
@@ -91,7 +91,7 @@ def test_a_long_batch_of_one_session(redis_client: redis.Redis) -> None:
 def test_a_batch_after_the_server_lost_its_scripts(redis_client: redis.Redis) -> None:
     # The scripts go as raw EVALSHA; a server that forgot them (restarted, or a promoted
     # replica) answers NOSCRIPT, and those calls run again on their own.
-    state = SessionState(redis_client, Keys("flushed"), recent_window=5)
+    state = TurnLog(redis_client, Keys("flushed"), recent_window=5)
     assert state.append_turns([draft(s, 1) for s in "abcd"]) == [(1, False)] * 4
     redis_client.script_flush()
     assert state.append_turns([draft(s, 2) for s in "abcd"]) == [(2, False)] * 4
@@ -100,7 +100,7 @@ def test_a_batch_after_the_server_lost_its_scripts(redis_client: redis.Redis) ->
 def test_a_scope_that_passed_is_not_read_again_until_a_turn_is_refused(
     redis_client: redis.Redis,
 ) -> None:
-    state = SessionState(redis_client, Keys("cache"), recent_window=5)
+    state = TurnLog(redis_client, Keys("cache"), recent_window=5)
     state.check_scopes([("a", "team-x")])
     state.append_turns([draft("a", 1, namespace="team-x")])
     # The session changes hands behind this client's back (an import with --mode replace):
@@ -119,7 +119,7 @@ def test_the_window_holds_the_newest_turns_trimmed_past_a_slack(
     redis_client: redis.Redis,
 ) -> None:
     keys = Keys("slack")
-    state = SessionState(redis_client, keys, recent_window=4)
+    state = TurnLog(redis_client, keys, recent_window=4)
     state.append_turns([draft("a", i) for i in (1, 2, 3)])
     assert state.append_turns([draft("a", 4), draft("a", 5)]) == [(4, False), (5, False)]
     assert window_seqs(redis_client, keys, "a") == [1, 2, 3, 4, 5]  # 4 + a slack of 1
@@ -135,7 +135,7 @@ def test_a_rewrite_of_the_window_keeps_one_entry_per_seq(redis_client: redis.Red
     from hivemem.pipeline.wire import turn_fields
 
     keys = Keys("rewrite")
-    state = SessionState(redis_client, keys, recent_window=3)
+    state = TurnLog(redis_client, keys, recent_window=3)
     state.append_turns([draft("a", i) for i in (1, 2, 3)])
     stored = [Turn.model_validate({**turn_fields(draft("a", i)), "seq": i,
                                    "content": f"stored {i}"}) for i in (2, 3, 4)]
@@ -148,7 +148,7 @@ def test_a_rewrite_of_the_window_keeps_one_entry_per_seq(redis_client: redis.Red
 def test_an_episode_close_takes_the_next_seq_of_a_session_with_turns(
     redis_client: redis.Redis,
 ) -> None:
-    state = SessionState(redis_client, Keys("control"), recent_window=5)
+    state = TurnLog(redis_client, Keys("control"), recent_window=5)
     state.append_turns([draft("b", 1, namespace="team-x"), draft("b", 2, namespace="team-x")])
     assert state.append_control("b", "close_episode") == 3
     assert state.last_seq("b") == 3 and state.namespace_of("b") == "team-x"
@@ -159,7 +159,7 @@ def test_an_episode_close_takes_the_next_seq_of_a_session_with_turns(
 def test_the_last_activity_is_the_newest_turns_with_or_without_a_window(
     redis_client: redis.Redis, window: int,
 ) -> None:
-    state = SessionState(redis_client, Keys(f"activity{window}"), recent_window=window)
+    state = TurnLog(redis_client, Keys(f"activity{window}"), recent_window=window)
     state.append_turns([draft("a", 1), draft("a", 2)])
     state.append_turn(draft("a", 3))
     stats = state.stats("a")
@@ -176,7 +176,7 @@ def test_a_restored_or_imported_turn_id_that_is_not_an_id_is_not_kept(
     from hivemem.pipeline.wire import turn_fields
 
     keys = Keys("oddids")
-    state = SessionState(redis_client, keys, recent_window=5)
+    state = TurnLog(redis_client, keys, recent_window=5)
     odd = [Turn.model_validate({**turn_fields(draft("a", 1)), "seq": 1, "turn_id": "#seq"}),
            Turn.model_validate({**turn_fields(draft("a", 2)), "seq": 2})]
     state.restore_session("a", odd)
@@ -191,7 +191,7 @@ def test_recall_reads_the_window_and_the_boundary_progress_in_one_round_trip(
     from hivemem.store.episodes import EpisodeStore
 
     keys = Keys("together")
-    state = SessionState(redis_client, keys, recent_window=4)
+    state = TurnLog(redis_client, keys, recent_window=4)
     episodes = EpisodeStore(redis_client, keys, 10_000)
     for i in range(1, 7):
         state.append_turn(draft("a", i))
@@ -206,6 +206,9 @@ def test_recall_reads_the_window_and_the_boundary_progress_in_one_round_trip(
         sent.append(1)
         return send(conn, *args, **kwargs)  # type: ignore[arg-type]
 
+    # Warm the connection first: a fresh one sends its handshake (CLIENT SETINFO) with the
+    # same call, which is not what is counted here.
+    state.recent_turns_and_progress(episodes, "a", 3)
     with pytest.MonkeyPatch.context() as mp:
         mp.setattr(connection_class, "send_packed_command", counted)
         turns, progress = state.recent_turns_and_progress(episodes, "a", 3)

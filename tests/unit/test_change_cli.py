@@ -37,11 +37,11 @@ def test_context_after_a_change_leads_with_the_new_state(
 ) -> None:
     """The three adds of the issue, with the real model: MySQL first, PostgreSQL left out."""
     run("init")
-    run("add", "We decided to use PostgreSQL for the database", "--kind", "decision")
-    run("add", "The API must stay under 200 ms p95", "--kind", "constraint")
-    run("add", "Change of plan: we switch the database to MySQL, ops only supports it")
+    run("ingest", "We decided to use PostgreSQL for the database", "--kind", "decision")
+    run("ingest", "The API must stay under 200 ms p95", "--kind", "constraint")
+    run("ingest", "Change of plan: we switch the database to MySQL, ops only supports it")
     found: dict[str, Any] = json.loads(
-        run("context", "which database are we using now?", "--budget", "40", "--json").stdout)
+        run("recall", "which database are we using now?", "--budget", "40", "--json").stdout)
     contents = [item["content"] for item in found["items"]]
     assert contents, found
     assert "MySQL" in contents[0], contents
@@ -51,21 +51,39 @@ def test_context_after_a_change_leads_with_the_new_state(
                if "PostgreSQL" in (e.get("content") or "")}
     assert "superseded" in reasons, found["excluded"]
     past: dict[str, Any] = json.loads(
-        run("context", "which database did we use before?", "--budget", "60", "--json").stdout)
+        run("recall", "which database did we use before?", "--budget", "60", "--json").stdout)
     assert any("PostgreSQL" in item["content"] for item in past["items"]), past["items"]
 
 
-def test_eval_change_suite_reports_strict_and_ranked_per_rule(
+def test_eval_change_suite_reports_strict_and_ranked_per_rule_and_mode(
     workspace: Path, tmp_path: Path
 ) -> None:
     os.environ["HIVEMEM_EMBEDDING__PROVIDER"] = "hashing"
     os.environ["HIVEMEM_EMBEDDING__DIM"] = "256"
     out = tmp_path / "results"
-    result = run("eval", "--suite", "change", "--out", str(out))
-    assert "overall strict" in result.stdout
+    result = run("eval", "--suite", "change", "--part", "legacy", "--mode", "both",
+                 "--out", str(out))
+    assert "reflected legacy: overall strict" in result.stdout
+    assert "live legacy: overall strict" in result.stdout
     for category in ("supersede_update_words", "retraction", "revert", "addition",
                      "non_change", "speakers", "history"):
         assert category in result.stdout
     saved = json.loads((out / "change.json").read_text())
-    assert saved["score"]["overall"]["probes"] >= 40
-    assert (out / "change.md").read_text().startswith("| system |")
+    assert [(s["mode"], s["part"]) for s in saved["scores"]] == [
+        ("reflected", "legacy"), ("live", "legacy")]
+    # the legacy part asks every probe at the end: both modes ask the same probes
+    assert saved["scores"][0]["overall"]["probes"] == saved["scores"][1]["overall"]["probes"]
+    assert saved["scores"][0]["overall"]["probes"] >= 40
+    live = saved["runs"][1]
+    assert live["mode"] == "live" and all(p["context"] for p in live["probes"])
+    assert (out / "change.md").read_text().startswith("| system | mode | part |")
+
+
+def test_eval_change_suite_names_a_part_not_shipped(
+    workspace: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr("hivemem.evaluation.change_parts.PART_FILES",
+                        {"tuning": "missing.json", "heldout": "missing.json",
+                         "legacy": "missing.json"})
+    result = CliRunner().invoke(cli, ["eval", "--suite", "change", "--part", "tuning"])
+    assert result.exit_code != 0 and "run bench/change_split.py" in result.output

@@ -2,15 +2,36 @@
 
 from __future__ import annotations
 
+import json
+import subprocess
+import sys
 from collections import Counter
 from pathlib import Path
+from typing import Any
 
 import pytest
 
 from hivemem.config import Settings
 from hivemem.evaluation import change as ch
-from hivemem.evaluation.change_runner import load_change_suite, run_change_suite
+from hivemem.evaluation.change_parts import (
+    PART_FILES,
+    is_heldout,
+    load_part,
+    part_shipped,
+    split_heldout,
+)
+from hivemem.evaluation.change_runner import (
+    load_change_suite,
+    play_change_suite,
+    run_change_suite,
+    session_for,
+)
+from hivemem.producer.client import MemoryClient
 from hivemem.providers.embedders import HashingEmbedder
+
+ROOT = Path(__file__).resolve().parents[2]
+V1_CATEGORIES = {"supersede_update_words", "supersede_plain", "retraction", "revert",
+                 "addition", "non_change", "speakers", "history"}
 
 
 def _probe(expected: tuple[str, ...], stale: tuple[str, ...] = (), *,
@@ -23,13 +44,14 @@ def _probe(expected: tuple[str, ...], stale: tuple[str, ...] = (), *,
 
 
 def test_suite_is_big_enough_and_covers_every_rule() -> None:
-    suite = load_change_suite()
-    assert len(suite.conversations) >= 40
+    suite = load_change_suite()  # the legacy v1 part: the first 8 categories, all at the end
+    assert suite.version == 1 and len(suite.conversations) >= 40
     probes = [p for c in suite.conversations for p in c.probes]
     counts = Counter(p.category for p in probes)
-    assert set(counts) == set(ch.CATEGORIES)
+    assert set(counts) == V1_CATEGORIES < set(ch.CATEGORIES)
     assert all(n >= 4 for n in counts.values()), counts
-    assert Counter(c.category for c in suite.conversations).keys() == set(ch.CATEGORIES)
+    assert Counter(c.category for c in suite.conversations).keys() == V1_CATEGORIES
+    assert all(p.after_turn is None for p in probes)
     speakers = {t.agent for c in suite.conversations for t in c.turns if t.agent}
     assert {"sam", "priya"} <= speakers
 
@@ -64,7 +86,7 @@ def test_the_issue_example_is_in_the_suite() -> None:
 
 
 def test_malformed_suites_are_refused() -> None:
-    turn = {"role": "user", "content": "hello"}
+    turn = {"role": "user", "content": "hello x"}
     good = {"id": "a", "category": "revert", "turns": [turn] * 10,
             "probes": [{"query": "q", "expected": ["x"], "category": "revert"}]}
     ch.parse_suite({"version": 1, "conversations": [good]})
@@ -79,6 +101,150 @@ def test_malformed_suites_are_refused() -> None:
     with pytest.raises(ValueError):
         ch.parse_suite({"version": 1, "conversations": [
             {**good, "probes": [{"query": "q", "expected": ["x"], "category": "nope"}]}]})
+
+
+# -- schema v2: probes asked mid-conversation ------------------------------------------------
+
+
+def _v2(turns: list[str], *probes: dict[str, Any], version: int = 2) -> dict[str, Any]:
+    return {"version": version, "conversations": [{
+        "id": "c", "category": "numbers_dates",
+        "turns": [{"role": "user", "content": t} for t in turns],
+        "probes": list(probes)}]}
+
+
+TURNS = ["The limit is 200 requests.", *(f"filler {i}" for i in range(10)),
+         "Raise the limit to 500.", "done"]  # 13 turns
+
+
+def test_v2_probes_carry_their_point_and_the_new_categories() -> None:
+    suite = ch.parse_suite(_v2(
+        TURNS,
+        {"query": "limit?", "after_turn": 1, "expected": ["200"], "category": "numbers_dates"},
+        {"query": "limit now?", "after_turn": 12, "expected": ["500"], "stale": ["200"],
+         "category": "long_gap"},
+        {"query": "limit at the end?", "expected": ["500"], "category": "multi_value"},
+        {"query": "and now?", "after_turn": 13, "expected": ["500"],
+         "category": "correction_chain"}))
+    conv = suite.conversations[0]
+    assert [p.point(len(conv.turns)) for p in conv.probes] == [1, 12, 13, 13]
+    assert [p.at_end(len(conv.turns)) for p in conv.probes] == [False, False, True, True]
+    assert [p.query for p in ch.asked_probes(conv, "reflected")] == [
+        "limit at the end?", "and now?"]
+    assert [p.query for p in ch.asked_probes(conv, "live")] == [
+        "limit?", "limit now?", "limit at the end?", "and now?"]
+    # written out of order, asked by point (ties as written)
+    shuffled = conv.model_copy(update={"probes": conv.probes[::-1]})
+    assert [p.point(13) for p in ch.asked_probes(shuffled, "live")] == [1, 12, 13, 13]
+    # 60 turns are fine, 61 are not
+    ch.parse_suite(_v2(TURNS + ["more"] * 47, {"query": "q", "expected": ["500"],
+                                               "category": "numbers_dates"}))
+    with pytest.raises(ValueError, match="61 turns"):
+        ch.parse_suite(_v2(TURNS + ["more"] * 48, {"query": "q", "expected": ["500"],
+                                                   "category": "numbers_dates"}))
+
+
+@pytest.mark.parametrize(("probe", "message"), [
+    ({"after_turn": 0, "expected": ["200"]}, "after_turn"),
+    ({"after_turn": 14, "expected": ["200"]}, "after_turn: 14 is past the last turn"),
+    ({"after_turn": 11, "expected": ["500"]}, "expected: '500' is not said in the first 11"),
+    ({"after_turn": 1, "expected": ["200"], "stale": ["500"]}, "stale: '500' is not said"),
+    ({"expected": ["300"]}, "expected: '300' is not said in the first 13"),
+    ({"expected": ["limit to 50"]}, "not said"),  # whole words: "500" is not "50"
+    ({"afterturn": 12, "expected": ["500"]}, "afterturn"),  # a misspelt key is refused
+])
+def test_v2_probes_must_be_answerable_at_their_point(probe: dict[str, Any],
+                                                     message: str) -> None:
+    with pytest.raises(ValueError, match=message):
+        ch.parse_suite(_v2(TURNS, {"query": "q", "category": "numbers_dates", **probe}))
+
+
+def test_unknown_versions_are_refused_and_v1_files_may_carry_points() -> None:
+    probe = {"query": "q", "after_turn": 12, "expected": ["500"], "category": "revert"}
+    with pytest.raises(ValueError, match="version 3"):
+        ch.parse_suite(_v2(TURNS, probe, version=3))
+    assert ch.parse_suite(_v2(TURNS, probe, version=1)).conversations[0].probes[0].after_turn == 12
+
+
+# -- the parts and the held-out rule ---------------------------------------------------------
+
+
+def _doc(prefix: str, n: int) -> dict[str, Any]:
+    probe = {"query": "q", "after_turn": 10, "expected": ["x"], "category": "revert"}
+    return {"version": 2, "conversations": [
+        {"id": f"{prefix}-{i}", "category": "revert",
+         "turns": [{"role": "user", "content": f"x {i}"}] * 10, "probes": [probe]}
+        for i in range(n)]}
+
+
+def test_every_third_conversation_of_each_source_is_held_out() -> None:
+    assert [i for i in range(10) if is_heldout(i)] == [2, 5, 8]
+    tuning, heldout = split_heldout([_doc("a", 7), _doc("b", 5)])
+    assert [c["id"] for c in heldout] == ["a-2", "a-5", "b-2"]
+    assert [c["id"] for c in tuning] == ["a-0", "a-1", "a-3", "a-4", "a-6",
+                                         "b-0", "b-1", "b-3", "b-4"]
+    assert split_heldout([_doc("a", 2)]) == (_doc("a", 2)["conversations"], [])
+
+
+def _checker(path: Path, passes: bool) -> Path:
+    path.write_text("import sys\nprint('1 conversations')\n"
+                    + ("print('OK')\n" if passes else "print('c: 1 errors')\n"))
+    return path
+
+
+def test_the_split_script_writes_both_parts_only_from_checked_sources(tmp_path: Path) -> None:
+    sources = []
+    for prefix, n in (("a", 6), ("b", 4)):
+        sources.append(tmp_path / f"suite_{prefix}.json")
+        sources[-1].write_text(json.dumps(_doc(prefix, n)))
+    out = tmp_path / "data"
+    script = [sys.executable, str(ROOT / "bench" / "change_split.py"), *map(str, sources),
+              "--out-dir", str(out)]
+    refused = subprocess.run([*script, "--checker", str(_checker(tmp_path / "no.py", False))],
+                             capture_output=True, text=True, check=False)
+    assert refused.returncode == 1 and "does not pass" in refused.stderr
+    assert not out.exists()
+    done = subprocess.run([*script, "--checker", str(_checker(tmp_path / "ok.py", True))],
+                          capture_output=True, text=True, check=False)
+    assert done.returncode == 0, done.stderr
+    tuning = ch.parse_suite(json.loads((out / PART_FILES["tuning"]).read_text()))
+    heldout = json.loads((out / PART_FILES["heldout"]).read_text())
+    assert [c.id for c in tuning.conversations] == ["a-0", "a-1", "a-3", "a-4", "b-0", "b-1",
+                                                    "b-3"]
+    assert [c["id"] for c in heldout["conversations"]] == ["a-2", "a-5", "b-2"]
+    assert heldout["part"] == "heldout" and "i % 3 == 2" in heldout["split_rule"]
+    assert heldout["sources"] == ["suite_a.json", "suite_b.json"]
+    # the same id in both sources: nothing is written over the parts already there
+    (tmp_path / "suite_b.json").write_text(json.dumps(_doc("a", 4)))
+    clash = subprocess.run([*script, "--checker", str(tmp_path / "ok.py")],
+                           capture_output=True, text=True, check=False)
+    assert clash.returncode == 1 and "unique" in clash.stderr
+    assert json.loads((out / PART_FILES["heldout"]).read_text()) == heldout
+
+
+def test_held_out_results_are_written_as_scores_only() -> None:
+    suite = ch.parse_suite(_v2(TURNS, {"query": "limit?", "expected": ["500"],
+                                       "category": "numbers_dates"}))
+    conv = suite.conversations[0]
+    run = ch.ChangeRun(system="x", version="1", reflector="none", token_budget=300,
+                       mode="live", part="heldout")
+    run.probes.append(ch.probe_result("x", conv, conv.probes[0], ["limit 500"], 3, 1.0))
+    withheld = ch.run_record(run)
+    assert isinstance(withheld["probes"], str) and "withheld" in withheld["probes"]
+    assert withheld["part"] == "heldout" and withheld["mode"] == "live"
+    assert ch.run_record(run, show_heldout=True)["probes"][0]["context"] == ["limit 500"]
+    tuning = ch.run_record(run.model_copy(update={"part": "tuning"}))
+    assert tuning["probes"][0]["after_turn"] == 13
+
+
+@pytest.mark.skipif(not part_shipped("heldout"), reason="the v2 parts are not split yet")
+def test_the_shipped_v2_parts_follow_the_rule() -> None:
+    tuning, heldout = load_part("tuning"), load_part("heldout")
+    assert tuning.version == heldout.version == 2
+    ids = [c.id for c in (*tuning.conversations, *heldout.conversations)]
+    assert len(ids) == len(set(ids)) and len(ids) >= 150
+    assert 0.3 <= len(heldout.conversations) / len(ids) <= 0.36
+    assert all(p.after_turn is not None for c in tuning.conversations for p in c.probes)
 
 
 # -- the judge ----------------------------------------------------------------------------
@@ -143,7 +309,7 @@ def test_history_probes_tolerate_old_values() -> None:
 def test_score_and_table_per_category() -> None:
     suite = ch.parse_suite({"version": 1, "conversations": [{
         "id": "a", "category": "revert",
-        "turns": [{"role": "user", "content": "Jenkins"}] * 10,
+        "turns": [{"role": "user", "content": "Travis then Jenkins"}] * 10,
         "probes": [
             {"query": "ci?", "expected": ["Jenkins"], "stale": ["Travis"],
              "category": "revert"},
@@ -159,9 +325,15 @@ def test_score_and_table_per_category() -> None:
     assert scored.overall.ranked == 1 and scored.overall.ranked_rate == 0.5
     assert set(scored.categories) == {"revert", "history"}
     assert scored.categories["revert"].ranked == 0 and scored.categories["history"].strict == 1
+    assert (scored.mode, scored.part) == ("reflected", "legacy")
     table = ch.markdown_table([scored])
-    assert "| x 1 | 0% / 0% | 100% / 100% | 50% / 50% |" in table
-    assert "revert 1, history 1" in table
+    assert "| x 1 | reflected | legacy | 2 | 0% / 0% | 100% / 100% | 50% / 50% |" in table
+    assert "reflected legacy: revert 1, history 1" in table
+    live = ch.score(run.model_copy(update={"mode": "live", "part": "heldout",
+                                           "probes": run.probes[:1]}))
+    both = ch.markdown_table([scored, live])
+    assert "| x 1 | live | heldout | 1 | 0% / 0% | - | 0% / 0% |" in both
+    assert "live heldout: revert 1." in both
 
 
 # -- end to end ---------------------------------------------------------------------------
@@ -192,3 +364,71 @@ def test_three_conversations_play_end_to_end(tmp_path: Path) -> None:
     history = next(r for r in run.probes if r.category == "history")
     assert history.strict and history.ranked
     assert all(r.ranked for r in run.probes if r.category in ("addition", "speakers"))
+
+
+HOSTING = [
+    "Let's host the service on AWS, in eu-west-1.",
+    "Decision: AWS eu-west-1 it is.",
+    "What should the health endpoint be called?",
+    "Use /healthz, it is the common convention.",
+    "Can you add a README section about local setup?",
+    "Sure, I'll describe the docker compose file.",
+    "And list the env variables it reads.",
+    "Done: DATABASE_URL, LOG_LEVEL and PORT.",
+    "Actually we're moving the hosting to GCP, the AWS credits ran out.",
+    "Understood, GCP from now on.",
+    "Thanks, that's all for today.",
+    "Have a good evening.",
+]
+
+
+def test_live_mode_asks_each_probe_at_its_point_without_closing(tmp_path: Path) -> None:
+    settings = Settings.model_validate({
+        "embedding": {"provider": "hashing", "dim": 1024}, "worker": {"block_ms": 50}})
+    suite = ch.parse_suite({"version": 2, "conversations": [{
+        "id": "hosting", "category": "supersede_update_words",
+        "turns": [{"role": "user" if i % 2 == 0 else "assistant", "content": text}
+                  for i, text in enumerate(HOSTING)],
+        "probes": [  # written out of order on purpose
+            {"query": "Where is the service hosted?", "after_turn": 9, "expected": ["GCP"],
+             "stale": ["AWS"], "category": "supersede_update_words"},
+            {"query": "What is the health check path?", "expected": ["/healthz"],
+             "category": "non_change"},
+            {"query": "Which cloud do we deploy to?", "after_turn": 2, "expected": ["AWS"],
+             "category": "supersede_update_words"},
+        ]}]})
+    conv = suite.conversations[0]
+    with MemoryClient.local(tmp_path / "m", settings, embedder=HashingEmbedder(1024)) as client:
+        live = play_change_suite(client, suite, 300, reflector="heuristic", mode="live",
+                                 part="tuning")
+        open_turns = client.wait_until_processed(
+            session_for(conv, "live"), 60, stage="boundary").open_episode_turns
+        reflected = play_change_suite(client, suite, 300, reflector="heuristic")
+        closed_turns = client.wait_until_processed(
+            session_for(conv, "reflected"), 60, stage="boundary").open_episode_turns
+    assert (live.mode, live.part, reflected.mode, reflected.part) == (
+        "live", "tuning", "reflected", "legacy")
+    # live: every probe, in the order asked, each seeing only the turns said by its point
+    assert [(r.after_turn, r.query) for r in live.probes] == [
+        (2, "Which cloud do we deploy to?"), (9, "Where is the service hosted?"),
+        (12, "What is the health check path?")]
+    said_later = {2: ("healthz", "GCP", "evening"), 9: ("Thanks", "evening"), 12: ()}
+    for result in live.probes:
+        assert result.context, result
+        # nothing said after the probe's point is in its context (turns or facts drawn from
+        # them: reflection may run in the background, the test does not depend on it)
+        for word in said_later[result.after_turn or 0]:
+            assert not any(ch.mentions(text, word) for text in result.context), result
+        verdict = ch.judge_change(next(p for p in conv.probes if p.query == result.query),
+                                  result.context)
+        assert (result.strict, result.ranked) == (verdict.strict, verdict.ranked)
+    before = live.probes[0]
+    assert before.strict and before.ranked  # only AWS was said by then
+    assert any("GCP" in text for text in live.probes[1].context)
+    # no close in live mode: the last episode is still open; reflected mode closed it
+    assert open_turns >= 1 and closed_turns == 0
+    # reflected: only the probe at the end, asked once the session was closed and reflected
+    assert [(r.after_turn, r.query) for r in reflected.probes] == [
+        (12, "What is the health check path?")]
+    assert reflected.probes[0].strict
+    assert [p.turns for p in (*live.conversations, *reflected.conversations)] == [12, 12]

@@ -82,24 +82,24 @@ def test_cells_are_never_markup() -> None:
 
 
 def test_recall_prints_stored_text_verbatim(store: Path) -> None:
-    result = run(store, "recall", "s1", "a[i] [/] closes", "--explain", "--limit", "1")
+    result = run(store, "recall", "a[i] [/] closes", "-s", "s1", "--explain", "--limit", "1")
     assert result.exit_code == 0, result.output
     assert "a[i] [/] closes" in result.stdout  # the query in the title, verbatim too
     assert CODE in result.stdout or CLOSER in result.stdout
-    every = run(store, "recall", "s1", "tag closes bold red", "--budget", "2000")
+    every = run(store, "recall", "tag closes bold red", "-s", "s1", "--budget", "2000")
     assert every.exit_code == 0, every.output
     assert CLOSER in every.stdout and "[red]not red[/red]" in every.stdout
 
 
 def test_facts_timeline_and_episodes_print_verbatim(store: Path) -> None:
-    facts = run(store, "facts", "s1", "--history")
+    facts = run(store, "facts", "-s", "s1", "--history")
     assert facts.exit_code == 0, facts.output
     assert CODE in facts.stdout and "opts[i]" in facts.stdout
-    timeline = run(store, "timeline", "s1")
+    timeline = run(store, "timeline", "-s", "s1")
     assert timeline.exit_code == 0, timeline.output
     assert CODE in timeline.stdout and "[bold]nor[/bold]" in timeline.stdout
     for command in ("stats", "episodes"):
-        assert run(store, command, "s1").exit_code == 0
+        assert run(store, command, "-s", "s1").exit_code == 0
 
 
 def test_audit_takes_the_short_id_and_shows_only_that_facts_events(store: Path) -> None:
@@ -117,13 +117,13 @@ def test_audit_takes_the_short_id_and_shows_only_that_facts_events(store: Path) 
 
 def test_an_unknown_or_ambiguous_short_id_is_not_found(store: Path) -> None:
     unknown = run(store, "audit", "fedcba987654")
-    assert unknown.exit_code == 2 and "no fact id starts with 'fedcba987654'" in unknown.output
+    assert unknown.exit_code == 1 and "no fact id starts with 'fedcba987654'" in unknown.output
     ambiguous = run(store, "audit", F_ONE[:12])
-    assert ambiguous.exit_code == 2
+    assert ambiguous.exit_code == 1
     assert "ambiguous: 2 facts start with it" in ambiguous.output
     assert "give more characters" in ambiguous.output
     short = run(store, "audit", "abc")
-    assert short.exit_code == 2 and "too short" in short.output
+    assert short.exit_code == 1 and "too short" in short.output
 
 
 def test_apikey_names_print_verbatim(store: Path) -> None:

@@ -64,37 +64,39 @@ def ok_json(*args: str) -> Any:
 
 
 def test_every_memory_command_uses_the_workspace(workspace: Path) -> None:
-    added = ok_json("add", "We decided to use PostgreSQL for the database", "--kind",
+    added = ok_json("ingest", "We decided to use PostgreSQL for the database", "--kind",
                     "decision", "--json")
     assert added["mode"] == "workspace" and added["workspace"] == str(workspace.resolve())
     assert added["session_id"] == "default"
-    ingested = ok_json("ingest", "default", "assistant",
-                       "The API must never return more than 100 orders per page")
+    ingested = ok_json("ingest", "The API must never return more than 100 orders per page",
+                       "--role", "assistant", "--json")
     assert ingested["seq"] == 2
-    closed = ok_json("close-episode", "default")
+    closed = ok_json("close-episode", "--json")
     assert closed == {"session_id": "default", "seq": 3}
 
-    stats = ok_json("stats", "default", "--json")
+    stats = ok_json("stats", "--json")
     assert stats["turns_enqueued"] == 2 and stats["turns_processed"] == 2
     assert stats["episodes"] == 1
 
-    episodes = ok_json("episodes", "default", "--json")
+    episodes = ok_json("episodes", "-s", "default", "--json")
     assert [(e["seq_start"], e["seq_end"]) for e in episodes] == [(1, 2)]
 
-    facts = ok_json("facts", "default", "--history", "--json")
+    facts = ok_json("facts", "--session", "default", "--history", "--json")
     assert any("PostgreSQL" in f["content"] for f in facts), facts
-    assert "PostgreSQL" in ok("facts", "default")
+    assert "PostgreSQL" in ok("facts")
 
     traces = [json.loads(line) for line in ok("traces", "--session", "default").splitlines()]
     assert traces and all(t["session_id"] == "default" for t in traces)
+    assert ok_json("traces", "-s", "default", "--json") == traces
 
-    recalled = ok_json("recall", "default", "which database do we use", "--json")
+    recalled = ok_json("recall", "which database do we use", "--json")
     assert any("PostgreSQL" in i["content"] for i in recalled["items"])
 
     assert ok("dlq", "list") == ""  # "no dead letters" goes to stderr
+    assert ok_json("dlq", "list", "--json") == []
     assert ok_json("dlq", "replay") == {"stage": "embed", "replayed": []}
 
-    replayed = ok_json("reflect", "--replay", "default")
+    replayed = ok_json("reflect", "--session", "default", "--json")
     assert replayed["session_id"] == "default" and len(replayed["jobs"]) == 1
 
     assert ok("rebuild-state").strip() == "rebuilt 1 session(s)"
@@ -114,14 +116,14 @@ def test_workers_refuse_an_embedded_target(workspace: Path) -> None:
 
 
 MEMORY_COMMANDS = [
-    ("ingest", "s", "user", "hello"),
-    ("recall", "s", "anything"),
-    ("stats", "s"),
-    ("facts", "s"),
-    ("episodes", "s"),
+    ("ingest", "hello", "-s", "s"),
+    ("recall", "anything", "-s", "s"),
+    ("stats", "-s", "s"),
+    ("facts", "-s", "s"),
+    ("episodes", "-s", "s"),
     ("traces",),
-    ("close-episode", "s"),
-    ("reflect", "--replay", "s"),
+    ("close-episode", "-s", "s"),
+    ("reflect", "-s", "s"),
     ("rebuild-state",),
     ("dlq", "list"),
     ("dlq", "replay"),
@@ -130,10 +132,10 @@ MEMORY_COMMANDS = [
     ("search", "anything"),
     ("context", "anything"),
     ("status",),
-    ("compact", "s"),
+    ("compact", "-s", "s"),
     ("audit", "f1"),
-    ("session", "s"),
-    ("timeline", "s"),
+    ("session", "-s", "s"),
+    ("timeline", "-s", "s"),
     ("export", "-o", "out.jsonl"),
     ("backup",),
     ("apikey", "list"),

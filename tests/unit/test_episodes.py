@@ -255,7 +255,7 @@ def test_commit_writes_closed_episodes_to_the_outbox_once(redis_client: redis.Re
 
     from hivemem.config import ReflectionSettings
     from hivemem.workers.dispatch import DispatchHandler, decode_outbox_entry
-    from hivemem.workers.jobs import reflect_enqueuer, reflect_job_id
+    from hivemem.workers.queue import JobQueue, reflect_job_id
 
     store = EpisodeStore(redis_client, KEYS, 5000)
     handler = BoundaryHandler(store, POLICY)
@@ -271,8 +271,8 @@ def test_commit_writes_closed_episodes_to_the_outbox_once(redis_client: redis.Re
                for i, f in rows]
     assert [e.episode_id for e in entries] == [e.episode_id for e in eps]
     # The dispatcher turns each into one job, however often it sees the entry.
-    dispatch = DispatchHandler(redis_client, KEYS, reflect_enqueuer(
-        redis_client, "reflect-test", ReflectionSettings()))
+    jobs = JobQueue(redis_client, "reflect-test", ReflectionSettings())
+    dispatch = DispatchHandler(redis_client, KEYS, jobs.reflect_enqueuer())
     dispatch(entries)
     dispatch(entries)
     queue = Queue("reflect-test", connection=redis_client)

@@ -11,7 +11,7 @@ nested ~124 levels once made qdrant-edge's WAL unreadable); the API answers 2xx 
 problem JSON, never a 500.
 
 CI runs a few dozen examples per property; ``HIVEMEM_FUZZ_EXAMPLES=10000`` (or
-``bench/fuzz.py``) runs the benchmark mode. `OUTCOMES` counts what happened.
+``bench/faults.py``) runs the benchmark mode. `OUTCOMES` counts what happened.
 """
 
 from __future__ import annotations
@@ -217,7 +217,7 @@ def test_key_like_session_ids_do_not_touch_each_other(
 
 @pytest.fixture(scope="module")
 def recall_client() -> Iterator[tuple[MemoryClient, Any]]:
-    from hivemem.store.state import SessionState
+    from hivemem.store.state import TurnLog
     from hivemem.store.streams import StreamStore
     from hivemem.store.vectors.edge import EdgeVectorStore
     from hivemem.workers.embed import EmbedHandler, embed_kind
@@ -231,7 +231,7 @@ def recall_client() -> Iterator[tuple[MemoryClient, Any]]:
     for i in range(12):
         client.ingest("known", "user" if i % 2 else "assistant",
                       f"Turn {i}: we chose PostgreSQL 🦄 \u202e for orders, page size {i}")
-    state = SessionState(r, client.keys, SETTINGS.ingest.recent_window)
+    state = TurnLog(r, client.keys, SETTINGS.ingest.recent_window)
     streams = StreamStore(r, client.keys)
     StreamWorker(embed_kind(EmbedHandler(embedder, vectors, state, streams, client.keys)),
                  streams, SETTINGS.worker).run(burst=True)

@@ -104,16 +104,16 @@ def test_recall_leaves_archived_facts_out_unless_asked(pipeline: Pipeline) -> No
 def test_session_metadata_and_info(pipeline: Pipeline) -> None:
     client, drain = pipeline
     seed(client, drain)
-    info = client.admin.set_session_metadata("s1", title="DB migration", agent_id="planner")
+    info = client.admin.set_session_info("s1", title="DB migration", agent_id="planner")
     assert (info.title, info.agent_id) == ("DB migration", "planner")
     assert info.last_active == T0 + timedelta(days=3)
     assert info.turns == 4 and info.facts_active == 4 and info.created_at is not None
     assert client.admin.session_info("s1").title == "DB migration"
     with pytest.raises(ValidationError, match="title"):
-        client.admin.set_session_metadata("s1", title="  ")
+        client.admin.set_session_info("s1", title="  ")
     with pytest.raises(ValidationError, match="unknown session"):
         client.admin.session_info("nope")
-    fresh = client.admin.set_session_metadata("planned", title="Later")
+    fresh = client.admin.set_session_info("planned", title="Later")
     assert fresh.turns == 0 and "planned" in client.admin.sessions()
 
 
@@ -125,18 +125,18 @@ def test_timeline_orders_turns_episodes_and_fact_changes(pipeline: Pipeline) -> 
                       ended_at=T0 + timedelta(days=1), close_reason="manual")
     SessionStore(client._redis, client.keys).add_episodes("s1", [episode])
     client.admin.compact("s1")
-    events = client.admin.build_timeline(["s1"])
+    events = client.admin.timeline(["s1"])
     # (The boundary stage closed episodes of its own too: a day's gap between turns.)
     assert [e.ref_id for e in events if e.ref_id in ("t0", "t1", "ep1")] == ["t0", "t1", "ep1"]
     assert [e.ref_id for e in events if e.kind == "turn"] == ["t0", "t1", "t2", "t3"]
     assert sum(e.kind == "fact" for e in events) == 4
     assert events == sorted(events, key=lambda e: e.sort_key())
-    assert client.admin.build_timeline(["s1"]) == events
-    episodes = client.admin.build_timeline(["s1"], kinds=["episode"])
+    assert client.admin.timeline(["s1"]) == events
+    episodes = client.admin.timeline(["s1"], kinds=["episode"])
     assert {e.kind for e in episodes} == {"episode"} and "ep1" in {e.ref_id for e in episodes}
-    assert len(client.admin.build_timeline(["s1"], limit=2)) == 2
+    assert len(client.admin.timeline(["s1"], limit=2)) == 2
     with pytest.raises(ValidationError):
-        client.admin.build_timeline(["s1"], kinds=["nope"])
+        client.admin.timeline(["s1"], kinds=["nope"])
 
 
 def test_related_sessions_and_session_context(pipeline: Pipeline) -> None:
@@ -146,13 +146,37 @@ def test_related_sessions_and_session_context(pipeline: Pipeline) -> None:
     for i, text in enumerate(["Bake bread at dawn", "Sourdough needs a starter"]):
         client.ingest("s3", "user", text, turn_id=f"b{i}", timestamp=T0)
     drain()
-    related = client.admin.find_related_sessions("s1", limit=2)
+    related = client.admin.related_sessions("s1", limit=2)
     assert related[0].session_id == "s2" and "database" in related[0].shared_subjects
     assert related[0].score > (related[1].score if len(related) > 1 else 0)
     context = client.admin.session_context("s1", "which database?", 500, related=1)
     assert context.related[0].session_id == "s2"
     assert context.render().startswith("Session s1")
     assert {i.session_id for i in context.result} <= {"s1", "s2"}
+
+
+def test_related_sessions_stay_in_the_callers_namespace(pipeline: Pipeline) -> None:
+    """A second namespace about the same things: the operator's session context (the
+    README's `related=2`) once raised "no such session", finding team-b's session related and
+    then recalling it in the default namespace. Related sessions are now looked up where
+    they can be recalled: the session's own namespace."""
+    client, drain = pipeline
+    seed(client, drain, "s1", "database")
+    seed(client, drain, "s2", "database")
+    team_b = client.scoped(namespace="team-b")
+    for i, text in enumerate(["We talk about the database today",
+                              "The database choice is PostgreSQL"]):
+        team_b.ingest("b1", "user", text, turn_id=f"b{i}", timestamp=T0)
+    drain()
+    assert set(client.admin.sessions()) == {"s1", "s2", "b1"}
+    context = client.admin.session_context("s1", "which database?", 500, related=2)
+    assert [r.session_id for r in context.related] == ["s2"]
+    assert {i.session_id for i in context.result} <= {"s1", "s2"}
+    assert [r.session_id for r in client.admin.related_sessions("s1", limit=5)] == ["s2"]
+    # The same from the other side: team-b sees only its own sessions as related.
+    assert team_b.related_sessions("b1", limit=5) == []
+    assert team_b.session_context("b1", "which database?", 500, related=2).related == []
+    assert [r.session_id for r in client.admin.related_sessions("b1")] == []
 
 
 def test_scheduled_compaction_runs_as_a_job(
@@ -167,13 +191,14 @@ def test_scheduled_compaction_runs_as_a_job(
     seed(client, drain)
     every = settings.model_copy(update={
         "compaction": settings.compaction.model_copy(update={"every_episodes": 2})})
-    assert schedule_after_reflection(redis_client, every, "s1", 0, 1) is None
-    job_id = schedule_after_reflection(redis_client, every, "s1", 1, 2)
+    wiring = Wiring(every, redis=redis_client, vectors=client.vector_store(),
+                    embedder=HashingEmbedder(1024))
+    assert schedule_after_reflection(wiring.jobs, every, "s1", 0, 1) is None
+    job_id = schedule_after_reflection(wiring.jobs, every, "s1", 1, 2)
     assert job_id == "compact-s1-ep2"
     queue = Queue(settings.episodes.reflect_queue, connection=redis_client)
     assert job_id in queue.job_ids
-    context = Wiring(every, redis=redis_client, vectors=client.vector_store(),
-                     embedder=HashingEmbedder(1024)).job_context()
+    context = wiring.job_context()
     summary = compact_session(context, "s1", "schedule")
     assert summary["merged"] == 1 and summary["archived"] == 1
     assert all(e.cause.endswith("(schedule)") for e in client.admin.audit_log("s1"))
@@ -211,8 +236,8 @@ def test_the_async_client_has_the_lifecycle_methods(pipeline: Pipeline) -> None:
         preview = await memory.admin.preview_compaction("s1")
         assert (await memory.admin.compact("s1", expect=preview)) == preview
         assert (await memory.admin.audit(fid("s1-a")))[0].action == "merged"
-        assert (await memory.admin.set_session_metadata("s1", title="T")).title == "T"
-        assert [e.kind for e in await memory.admin.build_timeline(["s1"], kinds=["turn"])] == [
+        assert (await memory.admin.set_session_info("s1", title="T")).title == "T"
+        assert [e.kind for e in await memory.admin.timeline(["s1"], kinds=["turn"])] == [
             "turn"] * 4
 
     asyncio.run(run())

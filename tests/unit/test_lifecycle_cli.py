@@ -45,18 +45,18 @@ def run_json(store: Path, *args: str) -> Any:
 def test_lifecycle_commands(store: Path, tmp_path: Path) -> None:
     for text in ("We decided to use PostgreSQL for the database",
                  "The API must never return more than 100 orders per page"):
-        run_json(store, "add", text, "--session", "s1", "--kind", "decision")
-    info = run_json(store, "session", "s1", "--title", "Backend", "--agent", "planner")
+        run_json(store, "ingest", text, "--session", "s1", "--kind", "decision")
+    info = run_json(store, "session", "-s", "s1", "--title", "Backend", "--agent", "planner")
     assert info["title"] == "Backend" and info["turns"] == 2 and info["episodes"] == 1
     assert info["facts_active"] >= 1
 
-    preview = run_json(store, "compact", "s1", "--preview")
+    preview = run_json(store, "compact", "-s", "s1", "--preview")
     assert preview["preview"] is True and preview["active_before"] == info["facts_active"]
-    applied = run_json(store, "compact", "s1")
+    applied = run_json(store, "compact", "--session", "s1")
     assert applied["run_id"] == preview["run_id"]
-    assert "kept" in run(store, "compact", "s1").stdout
+    assert "kept" in run(store, "compact", "-s", "s1").stdout
 
-    events = run_json(store, "timeline", "s1")
+    events = run_json(store, "timeline", "-s", "s1")
     kinds = [e["kind"] for e in events]
     assert kinds[:3] == ["turn", "turn", "episode"] and "fact" in kinds
     fact_id = next(e["ref_id"] for e in events if e["kind"] == "fact")
@@ -67,7 +67,7 @@ def test_lifecycle_commands(store: Path, tmp_path: Path) -> None:
     assert "audit log" in run(store, "audit", fact_id).stdout
 
     out = tmp_path / "s1.jsonl"
-    exported = run_json(store, "export", "s1", "-o", str(out), "--vectors")
+    exported = run_json(store, "export", "-s", "s1", "-o", str(out), "--vectors")
     assert exported["counts"]["turn"] == 2 and exported["vectors"] is True
     imported = run_json(store, "import", str(out))
     assert imported["sessions"] == {"s1": "s1.2"}
@@ -83,6 +83,8 @@ def test_bad_input_exits_before_writing(store: Path, tmp_path: Path) -> None:
     bad.write_text('{"format": "something.else", "version": 1}\n')
     result = run(store, "import", str(bad))
     assert result.exit_code == 1 and "unknown format" in result.output
-    assert run(store, "timeline", "bad id!").exit_code == 2
+    assert run(store, "timeline", "-s", "bad id!").exit_code == 2
     assert not (store / "qdrant").exists()  # refused before the store was opened
-    assert run(store, "compact", "nope", "--json").exit_code == 2
+    assert run(store, "ingest", "one turn", "-s", "s1").exit_code == 0
+    unknown = run(store, "compact", "-s", "nope", "--json")
+    assert unknown.exit_code == 1 and "no session 'nope'" in unknown.output

@@ -41,13 +41,22 @@ async def _session(tmp_path: Path, errlog: Any) -> None:
     async with stdio_client(params, errlog=errlog) as (read, write), \
             ClientSession(read, write) as session:
         await session.initialize()
-        tools = {t.name for t in (await session.list_tools()).tools}
-        assert {"remember", "recall", "known_facts"} <= tools
-        first = _data(await session.call_tool("remember", {
+        listed = {t.name: t for t in (await session.list_tools()).tools}
+        assert {"ingest", "recall", "known_facts"} <= set(listed)
+        assert "remember" not in listed  # one word per concept: ingest
+        # What the tools do to memory, for clients that ask before calling.
+        for name in ("recall", "known_facts"):
+            hints = listed[name].annotations
+            assert hints is not None and hints.read_only_hint is True, name
+            assert hints.destructive_hint is False, name
+        writes = listed["ingest"].annotations
+        assert writes is not None and writes.read_only_hint is False
+        assert writes.destructive_hint is False
+        first = _data(await session.call_tool("ingest", {
             "session_id": "proj", "role": "user", "agent_id": "planner",
             "content": "We decided to use PostgreSQL for the database"}))
         assert first["seq"] == 1
-        _data(await session.call_tool("remember", {
+        _data(await session.call_tool("ingest", {
             "session_id": "proj", "content": "My own scratch note about PostgreSQL tuning",
             "agent_id": "coder", "visibility": "private"}))
         shared = _data(await session.call_tool("recall", {
@@ -70,10 +79,10 @@ async def _session(tmp_path: Path, errlog: Any) -> None:
         assert any("PostgreSQL" in f["content"] and f["stated_by"] == "planner"
                    for f in facts), facts
         assert all(f["visibility"] == "shared" for f in facts)
-        bad = await session.call_tool("remember", {"session_id": "proj", "content": "  "})
+        bad = await session.call_tool("ingest", {"session_id": "proj", "content": "  "})
         assert bad.is_error
         assert bad.content[0].text.endswith("content: must not be empty or whitespace")
-        bad = await session.call_tool("remember", {"session_id": "no/such id",
+        bad = await session.call_tool("ingest", {"session_id": "no/such id",
                                                    "content": "x"})
         assert bad.is_error
         text = bad.content[0].text
@@ -112,14 +121,14 @@ async def _call(url: str, key: str, tool: str, args: dict[str, Any]) -> Any:
 
 
 async def _over_http(url: str, team: str, alice: str) -> None:
-    stored = _data(await _call(url, team, "remember", {
+    stored = _data(await _call(url, team, "ingest", {
         "session_id": "web", "content": "The staging database is db-3"}))
     assert stored["seq"] == 1
     found = _data(await _call(url, team, "recall", {
         "session_id": "web", "query": "staging database"}))
     assert "db-3" in found["context"]
     # An agent key writes as its agent; naming another agent is an error result.
-    mine = _data(await _call(url, alice, "remember", {
+    mine = _data(await _call(url, alice, "ingest", {
         "session_id": "web", "content": "alice's note", "visibility": "private"}))
     assert mine["visibility"] == "private"
     refused = await _call(url, alice, "recall", {

@@ -43,7 +43,7 @@ from hivemem.pipeline.vectors import (
     encode_vector_half,
 )
 from hivemem.pipeline.wire import turn_from_wire, wire_json
-from hivemem.store.state import SessionState
+from hivemem.store.state import TurnLog
 from hivemem.store.streams import StreamStore
 from hivemem.workers.boundary import decode_item
 from hivemem.workers.stream import StreamWorker, WorkerKind
@@ -323,7 +323,7 @@ def test_the_store_scripts_write_what_the_messages_decode(
     """The ingest and control scripts assign seqs themselves: their entries must still be
     exactly the messages' wire form."""
     top = Topology(KEYS)
-    state = SessionState(redis_client, KEYS, 10)
+    state = TurnLog(redis_client, KEYS, 10)
     draft = TurnDraft("s1", "user", "hello there", settings=settings.ingest, agent_id="a1",
                       metadata={"x": 1}, timestamp=T0)
     seq, duplicate = state.append_turn(draft)

@@ -18,7 +18,7 @@ from hivemem.pipeline.topology import Keys, Topology
 from hivemem.providers.embedders import HashingEmbedder
 from hivemem.store.partitions import PartitionLeases, assignment
 from hivemem.store.redis import redis_errors
-from hivemem.store.state import SessionState
+from hivemem.store.state import TurnLog
 from hivemem.store.streams import StreamEntry, StreamStore
 from hivemem.workers.embed import EmbedHandler, decode_turn
 from hivemem.workers.stream import StreamWorker, WorkerKind
@@ -73,7 +73,7 @@ class _Vectors:
         self.upserts += len(turns)
 
 
-class _FlakyState(SessionState):
+class _FlakyState(TurnLog):
     """Fails the first `failures` publishes after running them: the embed worker wrote
     Qdrant and Redis, then lost the reply (the '16 turns became 112 entries' case)."""
 
@@ -95,7 +95,7 @@ def test_an_embed_retry_after_the_writes_appends_nothing_twice(
     keys = Keys("hmidem", 4)
     state = _FlakyState(redis_client, keys, 10, failures=6)
     sessions = [f"s{i}" for i in range(4)]
-    plain = SessionState(redis_client, keys, 10)
+    plain = TurnLog(redis_client, keys, 10)
     from hivemem.domain.turn import TurnDraft
 
     for i in range(16):
@@ -199,7 +199,7 @@ def test_a_publish_of_partly_published_turns_publishes_only_the_rest(
     from hivemem.pipeline.messages import EmbeddedTurn
 
     keys = Keys("hmpartly", 2)
-    state = SessionState(redis_client, keys, 10)
+    state = TurnLog(redis_client, keys, 10)
     for i in range(4):
         state.append_turn(TurnDraft("s", "user", f"turn {i}", settings=settings.ingest))
     turns = state.recent_turns("s", 10)[::-1]

@@ -11,7 +11,7 @@ import redis
 
 from hivemem import MemoryClient, Settings, ValidationError
 from hivemem.config import RedisSettings
-from hivemem.errors import ProcessingTimeout, StoreUnavailable
+from hivemem.errors import NotFound, ProcessingTimeout, StoreUnavailable
 from hivemem.store.redis import connect
 from tests.support.streams import turn_entries, turns_len
 
@@ -117,8 +117,9 @@ def test_stats_and_wait_timeout(client: MemoryClient) -> None:
     with pytest.raises(ProcessingTimeout) as info:
         client.wait_until_processed("s1", timeout=0.05)
     assert info.value.target == 2
-    # A session with nothing enqueued is trivially processed.
-    assert client.wait_until_processed("empty", timeout=0.01).turns_enqueued == 0
+    # A session nobody wrote to is unknown, like everywhere else.
+    with pytest.raises(NotFound):
+        client.wait_until_processed("empty", timeout=0.01)
 
 
 def test_recent_window_is_bounded(redis_client: redis.Redis, settings: Settings) -> None:
@@ -153,7 +154,7 @@ def test_unreachable_qdrant_is_a_clear_error() -> None:
 def test_state_rebuilds_from_qdrant(redis_client: redis.Redis, settings: Settings) -> None:
     from hivemem.providers.embedders import HashingEmbedder
     from hivemem.store.rebuild import rebuild_state
-    from hivemem.store.state import SessionState
+    from hivemem.store.state import TurnLog
     from hivemem.store.streams import StreamStore
     from hivemem.store.vectors.server import ServerVectorStore
     from hivemem.workers.embed import EmbedHandler, embed_kind
@@ -165,7 +166,7 @@ def test_state_rebuilds_from_qdrant(redis_client: redis.Redis, settings: Setting
     for i in range(15):
         client.ingest("s1", "user", f"turn {i}", turn_id=f"id{i}")
     client.ingest("s2", "user", "other")
-    state = SessionState(redis_client, client.keys, settings.ingest.recent_window)
+    state = TurnLog(redis_client, client.keys, settings.ingest.recent_window)
     streams = StreamStore(redis_client, client.keys)
     StreamWorker(embed_kind(EmbedHandler(emb, vectors, state, streams, client.keys)),
                  StreamStore(redis_client, client.keys), settings.worker).run(burst=True)

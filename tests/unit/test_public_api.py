@@ -195,7 +195,8 @@ def _package_modules() -> Iterator[Any]:
 
     for info in pkgutil.walk_packages(hivemem.__path__, "hivemem."):
         if info.name.endswith("__main__") or info.name.startswith((
-                "hivemem.cli", "hivemem.api", "hivemem.mcp", "hivemem.evaluation")):
+                "hivemem.cli", "hivemem.api", "hivemem.mcp", "hivemem.evaluation",
+                "hivemem.integrations")):
             continue  # entry points with optional dependencies; they define no errors
         yield importlib.import_module(info.name)
 

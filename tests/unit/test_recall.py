@@ -7,7 +7,7 @@ from pathlib import Path
 import pytest
 import redis
 
-from hivemem import MemoryClient, Settings, ValidationError
+from hivemem import MemoryClient, NotFound, Settings, ValidationError
 from hivemem.providers.embedders import HashingEmbedder
 
 
@@ -36,7 +36,7 @@ def test_recent_turns_are_recallable_before_embedding(pipeline) -> None:
     items = client.recall("s1", "llamas")
     assert [i.content for i in items] == ["brand new turn about llamas"]
     # Still queued (nothing in Qdrant yet): recall embeds it to score it like the others.
-    assert client._get_recaller().vectors.count_turns("s1") == 0
+    assert client._service.reads.recaller().vectors.count_turns("s1") == 0
     assert items[0].components.dense > 0.2 and items[0].components.recency == 1.0
 
 
@@ -64,7 +64,8 @@ def test_recall_limit_and_read_only(pipeline, redis_client: redis.Redis) -> None
     assert info.value.field == "token_budget"
     with pytest.raises(ValidationError):
         client.recall("s1", "")
-    assert client.recall("unknown-session", "alpha") == []
+    with pytest.raises(NotFound):  # like everywhere else
+        client.recall("unknown-session", "alpha")
 
 
 def test_embedded_mode_persists_across_restarts(tmp_path: Path, settings: Settings) -> None:
@@ -167,7 +168,7 @@ def test_a_fact_that_restates_its_source_turn_stands_for_it(pipeline) -> None:
     emb = HashingEmbedder(1024)
     similarity = float(emb.embed_documents([fact.content])[0] @ emb.embed_documents([turn])[0])
     assert 0.5 <= similarity < 0.95  # a restatement, not a near-duplicate text
-    client._get_recaller().vectors.upsert_facts([fact], emb.embed_documents([fact.content]))
+    client.vector_store().upsert_facts([fact], emb.embed_documents([fact.content]))
     query = "when did Caroline go to the support group"
     result = client.recall("s1", query, token_budget=2000, explain=True)
     ids = [i.source_id for i in result]
@@ -189,7 +190,7 @@ def test_recall_searches_facts_only_once_a_session_has_some(pipeline) -> None:
     client, drain = pipeline
     client.ingest("s1", "user", "we deploy the billing service on Fridays")
     drain()
-    vectors = client._get_recaller().vectors
+    vectors = client._service.reads.recaller().vectors
     searched: list[str] = []
     for name in ("search_facts", "search_facts_lexical"):
         inner = getattr(vectors, name)
@@ -223,7 +224,7 @@ def test_the_lexical_searches_run_while_the_query_is_embedded(pipeline) -> None:
     client.ingest("s1", "user", "the llama farm ships wool on Tuesdays")
     client.ingest("s1", "assistant", "noted, Tuesdays for the wool")
     drain()
-    recaller = client._get_recaller()
+    recaller = client._service.reads.recaller()
     before = [i.source_id for i in client.recall("s1", "when does the llama wool ship")]
     vectors, embedder = recaller.vectors, recaller.embedder
     searching = threading.Event()
@@ -270,7 +271,7 @@ def test_recall_takes_its_lexical_work_back_from_a_helper_that_has_not_begun(pip
     client, drain = pipeline
     client.ingest("s1", "user", "the llama farm ships wool on Tuesdays")
     drain()
-    recaller = client._get_recaller()
+    recaller = client._service.reads.recaller()
     embedder = recaller.embedder
     before = [i.source_id for i in client.recall("s1", "when does the llama wool ship")]
     release = threading.Event()

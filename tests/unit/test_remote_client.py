@@ -210,7 +210,7 @@ def test_problem_answers_become_the_sdks_errors(
     (lambda m: m.ingest("s1", "user", "\ud800"), "content"),
     (lambda m: m.ingest_many([{"session_id": "s1", "role": "user", "content": "x",
                                "namespace": "team-b"}]), "turns[0].namespace"),
-    (lambda m: m.audit("../x"), "memory_id"),
+    (lambda m: m.audit("../x"), "fact_id"),
 ])
 def test_what_http_cannot_carry_is_refused_before_sending(
     call: Callable[[RemoteMemory], Any], field: str,

@@ -36,7 +36,7 @@ from hivemem.providers.embedders import HashingEmbedder
 from hivemem.store.audit import AuditLog
 from hivemem.store.reflection import ReflectionState
 from hivemem.store.sessions import SessionStore
-from hivemem.store.state import SessionState
+from hivemem.store.state import TurnLog
 from hivemem.store.streams import StreamStore
 from hivemem.store.vectors.server import ServerVectorStore
 from hivemem.testing import connect_fake, fake_server
@@ -110,7 +110,7 @@ def world(tmp_path: Path) -> Iterator[World]:
                visibility="private", timestamp=at[2], markers=["custom:walrus-vault"])
     other.ingest(SB, "user", "zebra database plan for the other tenant", turn_id="t-b1",
                  timestamp=at[3])
-    state = SessionState(redis, keys, settings.ingest.recent_window)
+    state = TurnLog(redis, keys, settings.ingest.recent_window)
     StreamWorker(embed_kind(EmbedHandler(EMB, vectors, state, StreamStore(redis, keys), keys)),
                  StreamStore(redis, keys), settings.worker).run(burst=True)
 
@@ -152,7 +152,7 @@ def world(tmp_path: Path) -> Iterator[World]:
                       "input_turns": [{"turn_id": "t-bob", "content": "walrus"}]})
     traces.add_trace({"episode_id": "ep-b", "session_id": SB,
                       "input_turns": [{"turn_id": "t-b1", "content": "zebra"}]})
-    client.admin.set_session_metadata(SB, title="zebra project")
+    client.admin.set_session_info(SB, title="zebra project")
     # What the boundary stage counts for the session's turns (this world runs none).
     redis.hset(keys.boundary_state(SA), mapping={"marker:decision": 1,
                                                  "marker:custom:walrus-vault": 1})
@@ -235,14 +235,14 @@ def test_each_method_keeps_to_its_scope(world: World, name: str, agent: str | No
     if expect is not None:
         assert expect in text
     if names_session:
-        before = world.client.get_session_stats(SB).last_seq
+        before = world.client.admin.session_stats(SB).last_seq
         for session in (SB,) if names_session == CREATES else (SB, "no-such-session"):
             with pytest.raises(NotFound) as info:
                 call(handle, world.tmp, session)
             if name != "audit":  # audit names a fact: "no fact <id>"
                 assert (info.value.field, info.value.message) == ("session_id",
                                                                   "no such session")
-        assert world.client.get_session_stats(SB).last_seq == before  # nothing written
+        assert world.client.admin.session_stats(SB).last_seq == before  # nothing written
 
 
 def test_private_memories_are_seen_by_their_agent_only(world: World) -> None:

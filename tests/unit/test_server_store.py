@@ -26,7 +26,7 @@ from hivemem.domain.scope import Scope
 from hivemem.errors import StoreRejected, StoreUnavailable
 from hivemem.pipeline.topology import Topology
 from hivemem.providers.embedders import HashingEmbedder
-from hivemem.store.state import SessionState
+from hivemem.store.state import TurnLog
 from hivemem.store.streams import StreamStore
 from hivemem.store.vectors.base import INTEGER_FIELDS, KEYWORD_FIELDS, TURNS, Point
 from hivemem.store.vectors.server import ServerVectorStore
@@ -323,7 +323,7 @@ def test_embed_worker_dead_letters_a_turn_qdrant_rejects_and_moves_on(
         for i in range(6):
             client.ingest("s1", "user", "refused-by-qdrant" if i == 3 else f"turn {i}")
         streams = StreamStore(redis_client, client.keys)
-        state = SessionState(redis_client, client.keys, settings.ingest.recent_window)
+        state = TurnLog(redis_client, client.keys, settings.ingest.recent_window)
         handler = EmbedHandler(embedder, vectors, state, streams, client.keys)
         worker = StreamWorker(embed_kind(handler), streams, settings.worker)
         report = worker.run(burst=True)

@@ -21,22 +21,22 @@ def local(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> list[str]:
 
 def test_ingest_and_recall_with_namespace_and_agent(local: list[str]) -> None:
     runner = CliRunner()
-    for args in (["s", "user", "Ship on Friday", "--namespace", "team-a", "--agent", "pm"],
-                 ["s", "user", "PM secret: it slips", "--namespace", "team-a", "--agent", "pm",
+    for args in (["Ship on Friday", "-s", "s", "--namespace", "team-a", "--agent", "pm"],
+                 ["PM secret: it slips", "-s", "s", "--namespace", "team-a", "--agent", "pm",
                   "--private"]):
         result = runner.invoke(cli, [*local, "ingest", *args])
         assert result.exit_code == 0, result.output
 
     def recall(*extra: str) -> list[str]:
-        result = runner.invoke(cli, [*local, "recall", "s", "ship", "--json", *extra])
+        result = runner.invoke(cli, [*local, "recall", "ship", "-s", "s", "--json", *extra])
         assert result.exit_code == 0, result.output
         return [i["content"] for i in json.loads(result.stdout)["items"]]
 
     assert recall("--namespace", "team-a") == ["Ship on Friday"]
     assert sorted(recall("--namespace", "team-a", "--agent", "pm")) == [
         "PM secret: it slips", "Ship on Friday"]
-    other = runner.invoke(cli, [*local, "recall", "s", "ship"])  # the default namespace
-    assert other.exit_code != 0
+    other = runner.invoke(cli, [*local, "recall", "ship", "-s", "s"])  # the default namespace
+    assert other.exit_code == 1 and "no such session" in other.output
 
 
 def test_serve_workers_needs_a_deployment(local: list[str]) -> None:

@@ -108,7 +108,7 @@ def test_beside_the_helper_the_query_is_embedded_again_when_the_recent_turns_nam
         query = "What did Sam paint?"
         policy = PRESETS["balanced"].model_copy(update={"dense_without_speakers": True})
         q = emb.embed_query("What did paint?")
-        state = client._get_recaller().state
+        state = client._service.reads.recaller().state
         inner = state.recent_turns
 
         def recent_turns(*args: object, **kwargs: object) -> object:

@@ -10,8 +10,17 @@ import redis
 from click.testing import CliRunner
 
 from hivemem.cli.main import cli
+from hivemem.config import ReflectionSettings
 from hivemem.pipeline.topology import Keys
-from hivemem.store.status import pipeline_status
+from hivemem.store.status import PipelineStatus, stage_statuses
+from hivemem.workers.queue import JobQueue
+
+
+def pipeline_status(redis_client: redis.Redis, keys: Keys, queue: str) -> PipelineStatus:
+    """What the operator's status reads: the stages, and the reflect queue through rq."""
+    jobs = JobQueue(redis_client, queue, ReflectionSettings())
+    return PipelineStatus(stages=stage_statuses(redis_client, keys), reflect_queue=queue,
+                          reflect_jobs=jobs.counts(), reflect_workers=jobs.workers())
 
 
 def test_pipeline_status_reads_groups_consumers_and_dead_letters(
@@ -45,7 +54,7 @@ def test_status_command_shows_workers(tmp_path: Path, monkeypatch: pytest.Monkey
     monkeypatch.setenv("HIVEMEM_EMBEDDING__PROVIDER", "hashing")
     store = str(tmp_path / "mem")
     runner = CliRunner()
-    added = runner.invoke(cli, ["--local", store, "add", "We decided to use Redis", "--json"])
+    added = runner.invoke(cli, ["--local", store, "ingest", "We decided to use Redis", "--json"])
     assert added.exit_code == 0, added.output
     result = runner.invoke(cli, ["--local", store, "status", "--json"])
     assert result.exit_code == 0, result.output

@@ -47,8 +47,7 @@ def make_client(redis_client: redis.Redis, settings: Settings) -> Iterator[MakeC
 
     yield make
     for client in made:
-        assert client._vectors is not None
-        client._vectors.close()
+        client.vector_store().close()
 
 
 def populated(pipeline: Pipeline) -> MemoryClient:
@@ -59,7 +58,7 @@ def populated(pipeline: Pipeline) -> MemoryClient:
     store.add_episodes("s1", [Episode(
         episode_id="ep-s1-1", session_id="s1", index=1, turn_ids=("t0", "t1"), seq_start=1,
         seq_end=2, started_at=T0, ended_at=T0 + timedelta(days=1), close_reason="manual")])
-    client.admin.set_session_metadata("s1", title="Database work", agent_id="planner")
+    client.admin.set_session_info("s1", title="Database work", agent_id="planner")
     client.admin.compact("s1")  # superseded_by references and audit events to carry over
     return client
 

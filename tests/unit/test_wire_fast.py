@@ -251,7 +251,7 @@ def test_ingest_many_rows_are_checked_before_anything_is_written(
     with pytest.raises(ValidationError) as err:
         client.ingest_many([GOOD, bad, GOOD])  # type: ignore[list-item]
     assert (err.value.field, err.value.message) == (field, message)
-    assert client.recent_turns("s1", 10) == []
+    assert client.admin.sessions() == []  # nothing was written
 
 
 def test_ingest_many_takes_other_mappings(client: MemoryClient) -> None:
@@ -267,7 +267,9 @@ def test_ingest_many_stores_what_it_returns(client: MemoryClient) -> None:
          "visibility": "private", "metadata": {"x": 1e16}},
         {**GOOD, "timestamp": datetime(2026, 1, 2, tzinfo=timezone(timedelta(hours=-3)))},
     ])
-    assert client.recent_turns("s1", 10) == list(reversed(turns))
+    # Agent a's private turn too: the operator's view.
+    assert client.admin.recent_turns("s1", 10) == list(reversed(turns))
+    assert client.recent_turns("s1", 10) == [turns[1]]  # the default scope: shared ones
     assert turns[1].timestamp == datetime(2026, 1, 2, 3, tzinfo=UTC)
     stored = json.loads(wire_json(turns[0]))
     assert stored["metadata"] == {"x": 1e16}

@@ -25,9 +25,10 @@ from hivemem.workers.rqworker import ContextJob
 PACKAGE = Path(__file__).resolve().parents[2] / "hivemem"
 
 # Constructors that only the composition root may call.
-BUILDERS = ("SessionState", "StreamStore", "EpisodeStore", "EdgeVectorStore",
+BUILDERS = ("TurnLog", "StreamStore", "EpisodeStore", "EdgeVectorStore",
             "ServerVectorStore", "build_embedder", "open_vector_store", "build_reflector",
-            "JobContext")
+            "JobContext", "SessionStore", "AuditLog", "ReflectionState", "ApiKeyStore",
+            "JobQueue", "Service", "IngestGuard", "Wiring")
 # Where a constructor call is allowed besides runtime/wiring.py, and why.
 ALLOWED = {
     # The one switch between the two vector backends; only wiring calls it (pinned below).
@@ -35,6 +36,10 @@ ALLOWED = {
     # Recovery routines of the store layer: given one connection (at open, before any
     # worker exists), they replay through the episode and stream stores of that connection.
     "store/rebuild.py": {"EpisodeStore", "StreamStore"},
+    # One wiring per process: embedded mode's (the SDK client takes it from the runtime)
+    # and a worker process's (`hivemem worker KIND`, one command per process).
+    "runtime/embedded.py": {"Wiring"},
+    "runtime/runner.py": {"Wiring"},
 }
 
 
@@ -77,7 +82,7 @@ def test_only_the_wiring_constructs_stores_and_providers() -> None:
             offenders[rel] = calls
     assert offenders == {}
     wiring_source = (PACKAGE / "runtime" / "wiring.py").read_text()
-    assert {"SessionState", "StreamStore", "EpisodeStore", "build_embedder",
+    assert {"TurnLog", "StreamStore", "EpisodeStore", "build_embedder",
             "open_vector_store", "JobContext"} <= _calls(wiring_source)
 
 
@@ -146,6 +151,8 @@ def test_two_embedded_runtimes_reflect_with_their_own_reflectors(
             for sid in (f"{name}1", f"{name}2"):
                 client.wait_until_reflected(sid, 30)
         for name, client in clients.items():
+            # One wiring per embedded client: its runtime's, shared by the SDK's service.
+            assert client._runtime is not None and client._wiring is client._runtime.wiring
             assert sorted(recorders[name].sessions) == [f"{name}1", f"{name}2"]
             for sid in (f"{name}1", f"{name}2"):
                 assert [f.content for f in client.facts(sid)] == [texts[name]]
@@ -184,5 +191,9 @@ def test_a_client_loads_no_model_and_opens_no_store_before_recall(
 ) -> None:
     client = MemoryClient(settings, redis_client=redis_client)
     client.ingest("s", "user", "hello")
+    # What the boundary stage counts (this test runs none): a producer's progress reads
+    # it from Redis, without a vector store.
+    redis_client.hset(client.keys.boundary_state("s"), mapping={"marker:decision": 1})
+    assert client.get_session_stats("s").markers == {"decision": 1}
     built = client._wiring.__dict__
     assert not {"vectors", "embedder", "query_embedder", "reflector"} & set(built)

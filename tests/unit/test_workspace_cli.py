@@ -83,7 +83,7 @@ def test_init_twice_keeps_data_and_nested_folders_find_it(clean_env: Path) -> No
     nested = clean_env / "src" / "deep"
     nested.mkdir(parents=True)
     os.chdir(nested)
-    added = run_json("add", "We decided to use PostgreSQL for the database", "--kind",
+    added = run_json("ingest", "We decided to use PostgreSQL for the database", "--kind",
                      "decision", "--tag", "db")
     assert added["workspace"] == str(clean_env.resolve())
     assert added["mode"] == "workspace"
@@ -100,16 +100,16 @@ def test_init_twice_keeps_data_and_nested_folders_find_it(clean_env: Path) -> No
 
 def test_every_command_prints_json(clean_env: Path) -> None:
     run_json("init")
-    added = run_json("add", "The API must never return more than 100 orders per page",
+    added = run_json("ingest", "The API must never return more than 100 orders per page",
                      "--kind", "constraint", "--tag", "api", "--tag", "mobile",
                      "--session", "s1")
     assert added["seq"] == 1 and added["session_id"] == "s1"
     assert added["markers"] == ["constraint"]
     assert added["metadata"] == {"source": "cli", "tags": ["api", "mobile"],
                                  "kind": "constraint"}
-    pref = run_json("add", "I prefer short answers", "--kind", "preference", "--session", "s1")
+    pref = run_json("ingest", "I prefer short answers", "--kind", "preference", "-s", "s1")
     assert pref["markers"] == ["custom:preference"]
-    run_json("add", "Deploy target is Kubernetes", "--session", "s1")
+    run_json("add", "Deploy target is Kubernetes", "--session", "s1")  # the hidden alias
 
     recent = run_json("recent", "--session", "s1", "--limit", "2")
     assert [t["seq"] for t in recent["turns"]] == [3, 2]
@@ -117,13 +117,14 @@ def test_every_command_prints_json(clean_env: Path) -> None:
     wide = run_json("recent", "--session", "s1", "--include-inactive", "--include-archived")
     assert wide["statuses"] == ["active", "archived", "conflicted", "superseded"]
 
-    found = run_json("search", "orders per page", "--session", "s1")
-    assert found["query"] == "orders per page"
-    top = found["results"][0]
+    found = run_json("recall", "orders per page", "--session", "s1", "--limit", "2")
+    assert found["query"] == "orders per page" and found["session_id"] == "s1"
+    top = found["items"][0]
     assert top["rank"] == 1 and "orders per page" in top["content"]
     assert top["reasons"][0].startswith("similarity") and top["score"] > 0
+    assert len(found["items"]) <= 2
 
-    ctx = run_json("context", "orders per page", "--session", "s1", "--budget", "20")
+    ctx = run_json("recall", "orders per page", "--session", "s1", "--budget", "20")
     assert ctx["token_budget"] == 20
     assert 0 < ctx["used_tokens"] <= 20
     assert ctx["included_count"] == len(ctx["items"]) >= 1
@@ -136,20 +137,33 @@ def test_every_command_prints_json(clean_env: Path) -> None:
     assert {s["stage"] for s in status["stages"]} == {"embed", "boundary"}
     assert status["reflect_queue"] == 0
 
-    table = run("search", "orders per page", "--session", "s1")
+    table = run("recall", "orders per page", "--session", "s1")
     assert table.exit_code == 0 and "similarity" in table.stdout
-    listing = run("context", "orders", "--session", "s1", "--budget", "50")
+    listing = run("recall", "orders", "--session", "s1", "--budget", "50")
     assert "/50 tokens" in listing.stdout
+    # The old spellings are hidden aliases of the same commands, for one release.
+    for old in ("search", "context"):
+        aliased = run(old, "orders", "--session", "s1", "--budget", "50")
+        assert aliased.exit_code == 0 and "/50 tokens" in aliased.stdout
+        assert "deprecated" in aliased.stderr
+    assert not {"add", "search", "context"} & set(_listed_commands())
+
+
+def _listed_commands() -> list[str]:
+    """The command names `hivemem --help` lists."""
+    help_text = run("--help").stdout.split("Commands:")[1]
+    return [line.split()[0] for line in help_text.splitlines() if line.startswith("  ")]
 
 
 BAD_INPUT = [
-    ("add", "   "),
-    ("add", ""),
-    ("search", ""),
-    ("search", " \t"),
-    ("context", "  "),
-    ("add", "fine text", "--session", "bad session id"),
-    ("add", "fine text", "--tag", " "),
+    ("ingest", "   "),
+    ("ingest", ""),
+    ("recall", ""),
+    ("recall", " \t"),
+    ("search", "  "),
+    ("ingest", "fine text", "--session", "bad session id"),
+    ("ingest", "fine text", "--tag", " "),
+    ("recall", "fine", "-s", "bad session id"),
 ]
 
 
@@ -163,19 +177,19 @@ def test_bad_input_is_rejected_before_anything_is_stored(clean_env: Path) -> Non
 
 
 def test_no_workspace_says_how_to_make_one(clean_env: Path) -> None:
-    result = run("search", "anything")
+    result = run("recall", "anything")
     assert result.exit_code == 1
     assert "hivemem init" in result.output
 
 
 def test_server_mode_from_flags(clean_env: Path, redis_server: RedisServer) -> None:
     url = f"unix://{redis_server.socket}"
-    added = run_json("add", "Remember the staging host is falcon", "--redis-url", url)
+    added = run_json("ingest", "Remember the staging host is falcon", "--redis-url", url)
     assert added["mode"] == "server" and added["workspace"] is None
     assert added["seq"] == 1
 
 
 def test_unreachable_server_is_a_clean_error(clean_env: Path) -> None:
-    result = run("add", "hello", "--redis-url", "redis://127.0.0.1:1/0")
+    result = run("ingest", "hello", "--redis-url", "redis://127.0.0.1:1/0")
     assert result.exit_code == 1
     assert "Error" in result.output

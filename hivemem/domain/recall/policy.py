@@ -18,7 +18,7 @@ Fusion = Literal["weighted", "rrf"]
 class ScoringWeights(BaseModel):
     """How much each score component counts in `final`.
 
-    Defaults were chosen on the LoCoMo dev split (bench/locomo.py, bench/locomo_arms.py),
+    Defaults were chosen on the LoCoMo dev split (bench/quality.py, bench/probes/locomo_arms.py),
     never on individual questions: 0.3 x the best neighbour's relevance; with window vectors
     and the speakers' names out of the query vector, 0.25 x lexical (0.6 before them).
     """
@@ -28,7 +28,7 @@ class ScoringWeights(BaseModel):
     dense: float = 1.0
     # BM25, scaled so the best lexical hit of the call has 1.0. 0.6 ranked best while the
     # dense signal was the raw turn vector of the whole query; with window vectors and the
-    # speakers' names out of the query vector, 0.25 does (LoCoMo dev, bench/locomo_arms.py).
+    # speakers' names out of the query vector, 0.25 does (LoCoMo dev, bench/probes/locomo_arms.py).
     lexical: float = 0.25
     rrf_k: int = Field(default=10, ge=1)  # only for fusion="rrf"
     neighbour: float = 0.3
@@ -36,7 +36,7 @@ class ScoringWeights(BaseModel):
     # answer, often in words of its own: it gains this x that question's relevance, on top
     # of `neighbour`. LoCoMo dev: the turn before an evidence turn asks in 61-64% of cases,
     # before the turns that outranked evidence in 42%; 0.1 gave R@5 +0.008 and R@10 +0.006
-    # in three builds (bench/locomo_arms.py, arms answer-0.1 / -0.15). 0: `neighbour` alone.
+    # in three builds (bench/probes/locomo_arms.py, arms answer-0.1 / -0.15). 0: `neighbour` alone.
     answer: float = Field(default=0.1, ge=0)
     recency: float = 0.05
     # The recency weight when the query asks for the current state ("now", "current",
@@ -52,7 +52,7 @@ class ScoringWeights(BaseModel):
     stale: float = 0.15
     session: float = 0.05  # the asked session; a related session gets half
     # A turn by a speaker the query names (by agent id): their own words usually answer.
-    # LoCoMo dev, same run (bench/locomo_arms.py): R@1 0.369 -> 0.396, R@5 0.609 -> 0.626
+    # LoCoMo dev, same run (bench/probes/locomo_arms.py): R@1 0.369 -> 0.396, R@5 0.609 -> 0.626
     # (up in every category), R@10 0.714 -> 0.711; 0.1 gave less.
     speaker: float = 0.2
     # A turn's context-window vector (the turn with the ones before it) next to its own:

@@ -75,6 +75,12 @@ class LLMTransport:
     ) -> None:
         self.close()
 
+    def complete(
+        self, system: str, messages: Sequence[dict[str, str]], timeout_s: float | None = None
+    ) -> str:
+        """The model's text reply to `messages` under `system` (a chat, not a reflection)."""
+        return self._complete(system, messages, timeout_s)
+
     def _complete(
         self, system: str, messages: Sequence[dict[str, str]], timeout_s: float | None = None
     ) -> str:

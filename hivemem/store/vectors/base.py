@@ -43,7 +43,8 @@ WINDOW = "window"
 # the dense similarity that recall ranks turns on (`scoring.dense_similarity` at the default
 # `weights.window`), so one nearest-neighbour search finds the turns that the dense and the
 # window searches found together (measured on LoCoMo dev: the same R@5/10/20 within 0.004,
-# `bench/results/locomo_arms_fused.json`). A store that keeps it (qdrant-edge) keeps no window
+# `bench/results/archive/2026-12-03/locomo_arms_fused.json`). A store that keeps it (qdrant-edge)
+# keeps no window
 # vector: the window is ((1 + W) * fused - dense) / W. A turn without a window: fused = dense.
 FUSED = "fused"
 FUSED_WINDOW_WEIGHT = 1.0

@@ -5,7 +5,7 @@ The engine maps its segment files (graphs, vectors, payload, keyword store). A k
 reclaims idle pages pushes them back to disk, and a search then waits on the disk for them.
 On a VM whose DAMON scheme pages out what went untouched for a minute, a 100k-point store
 reopened after 150 s closed took 36 major faults a recall, bare search p95 8.2 ms; locked at
-open, none and 2.9 ms (`bench/recall_scale.py --lock-arm`).
+open, none and 2.9 ms (`bench/probes/recall_scale.py --lock-arm`).
 
 Locking pins the files' pages: the memory is not given back under pressure (opt-in,
 `VectorIndexSettings.lock_in_memory`). An unprivileged process may lock only

@@ -1,0 +1,173 @@
+// The client against a live `hivemem serve`: ingest, recall, facts, errors as typed
+// classes, an agent key's scope; and the retries against a scripted fetch.
+
+import assert from "node:assert/strict";
+import { after, before, describe, test } from "node:test";
+import { readFileSync } from "node:fs";
+import { dirname, join } from "node:path";
+import { fileURLToPath } from "node:url";
+
+import {
+  connect, HivememMemory, NotFound, NotPermitted, StoreUnavailable, Unauthorized,
+  ValidationError, RetryLater, retryWait, DEFAULT_RETRY,
+} from "../src/index.js";
+import { Served } from "./server.js";
+
+const HERE = dirname(fileURLToPath(import.meta.url));
+const PACKAGE = join(HERE, "..", "..");
+
+describe("against hivemem serve", () => {
+  let served: Served;
+  let team: HivememMemory;
+
+  before(async () => {
+    served = await Served.start({
+      team: ["team", null], alice: ["team", "alice"], other: ["elsewhere", null],
+    });
+    team = await connect(served.url, { apiKey: served.keys.team!, agentId: "planner" });
+  });
+  after(async () => { await served?.stop(); });
+
+  test("ingest, then recall finds it", async () => {
+    const turn = await team.ingest("s1", "user", "We decided to use Postgres for orders",
+                                   { turnId: "t-1", markers: ["decision"] });
+    assert.equal(turn.session_id, "s1");
+    assert.equal(turn.agent_id, "planner");
+    assert.equal(turn.duplicate, false);
+    const again = await team.ingest("s1", "user", "We decided to use Postgres for orders",
+                                    { turnId: "t-1" });
+    assert.equal(again.duplicate, true);
+    const many = await team.ingestMany([
+      { session_id: "s1", role: "assistant", content: "Noted: Postgres it is." },
+      { session_id: "s1", role: "user", content: "Lunch is at noon", timestamp: new Date() },
+    ]);
+    assert.deepEqual(many.map((t) => t.seq), [2, 3]);
+    await team.waitUntilProcessed("s1", 30);
+    const result = await team.recall("s1", "which database for orders?", { tokenBudget: 500 });
+    assert.ok(result.items.length > 0);
+    assert.match(result.items[0]!.content, /Postgres/);
+    assert.equal(typeof result.items[0]!.score, "number");
+    assert.match(result.context, /Postgres/);
+    assert.ok(result.used_tokens <= result.token_budget);
+    assert.deepEqual(await team.sessions(), ["s1"]);
+    const events = await team.timeline("s1", { kinds: ["turn"] });
+    // Ordered by time: the third turn carries the client's clock, a little behind the server's.
+    assert.deepEqual(events.map((e) => e.seq).sort(), [1, 2, 3]);
+    assert.deepEqual(events.map((e) => e.detail.role).sort(), ["assistant", "user", "user"]);
+    const stats = await team.getSessionStats("s1");
+    assert.equal(stats.turns_enqueued, 3);
+    const info = await team.setSessionInfo("s1", { title: "Storage" });
+    assert.equal(info.title, "Storage");
+  });
+
+  test("facts: a closed session is reflected into facts", async () => {
+    await team.ingestMany([
+      { session_id: "s2", role: "user", content: "Decision: we deploy on Fridays only." },
+      { session_id: "s2", role: "assistant", content: "OK, deploys happen on Fridays." },
+    ]);
+    await team.closeSession("s2");
+    await team.waitUntilReflected("s2", 60);
+    const facts = await team.facts("s2");
+    assert.ok(facts.length > 0, "the heuristic reflector states at least one fact");
+    assert.ok(facts.some((f) => /Friday/i.test(f.content)));
+    const audit = await team.audit(facts[0]!.fact_id);
+    assert.equal(audit[0]!.fact_id, facts[0]!.fact_id);
+    assert.ok((await team.episodes("s2")).length >= 1);
+  });
+
+  test("export and import", async () => {
+    const exported = await team.exportJsonl(["s1"]);
+    const lines = exported.text.trim().split("\n");
+    assert.ok(lines.length > 3, "a header and the session's records");
+    assert.ok(Object.values(exported.counts).reduce((a, b) => a + b, 0) > 0);
+    const other = await connect(served.url, { apiKey: served.keys.other! });
+    await assert.rejects(other.importJsonl(exported.text), ValidationError,
+                         "another namespace's records are refused");
+    const summary = await team.importJsonl(exported.text);
+    assert.equal(summary.mode, "append");
+  });
+
+  test("errors are typed", async () => {
+    await assert.rejects(connect(served.url, { apiKey: "hm_nope_nope" }), Unauthorized);
+    await assert.rejects(team.recall("missing", "anything"), NotFound);
+    await assert.rejects(
+      team.ingest("s1", "robot" as never, "hello"),
+      (e: unknown) => e instanceof ValidationError && e.field === "role");
+    await assert.rejects(team.ingest("bad id!", "user", "x"),
+                         (e: unknown) => e instanceof ValidationError && e.field === "session_id");
+    await assert.rejects(team.ingestMany([
+      { session_id: "s3", role: "user", content: "fine" },
+      { session_id: "s3", role: "user", content: "" },
+    ]), (e: unknown) => e instanceof ValidationError && /turns\[1\]/.test(e.field));
+    await assert.rejects(team.sessionInfo("s3"), NotFound); // nothing of the batch was written
+    await assert.rejects(connect("http://127.0.0.1:9", { apiKey: "k", retry: { attempts: 2,
+      backoffS: 0.01 } }), StoreUnavailable);
+  });
+
+  test("an agent key acts as its agent only, in its namespace only", async () => {
+    const alice = await connect(served.url, { apiKey: served.keys.alice!, agentId: "alice" });
+    await alice.ingest("s4", "user", "My locker code is 4411", { visibility: "private" });
+    await alice.ingest("s4", "user", "The team offsite is in Porto");
+    await alice.waitUntilProcessed("s4", 30);
+    const mine = await alice.recall("s4", "locker code");
+    assert.ok(mine.items.some((i) => i.content.includes("4411")));
+    const planner = await team.recall("s4", "locker code offsite");
+    assert.ok(!planner.items.some((i) => i.content.includes("4411")), "private to alice");
+    assert.ok(planner.items.some((i) => i.content.includes("Porto")), "shared with the team");
+    // The key is alice's: acting as another agent is refused by the server.
+    const bob = await connect(served.url, { apiKey: served.keys.alice!, agentId: "bob" });
+    await assert.rejects(bob.ingest("s4", "user", "hi"), Unauthorized);
+    assert.throws(() => alice.pin().forAgent("bob"), NotPermitted);
+    // Another namespace's key does not see the session at all.
+    const other = await connect(served.url, { apiKey: served.keys.other! });
+    assert.equal(other.namespace, "elsewhere");
+    await assert.rejects(other.recall("s4", "offsite"), NotFound);
+    assert.deepEqual(await other.sessions(), []);
+  });
+});
+
+describe("retries (a scripted fetch)", () => {
+  function scripted(answers: Array<[number, Record<string, string>?]>) {
+    const calls: string[] = [];
+    const fake = (async (input: URL | RequestInfo) => {
+      calls.push(String(input));
+      const [status, headers] = answers.shift() ?? [500, {}];
+      const body = status === 200 ? { namespace: "n" } : { title: "busy", status };
+      return new Response(JSON.stringify(body), { status, headers });
+    }) as typeof fetch;
+    return { calls, fake };
+  }
+
+  test("429 and 503 are retried after Retry-After, then succeed", async () => {
+    const { calls, fake } = scripted([[429, { "Retry-After": "0" }], [503, {}], [200]]);
+    const memory = await connect("http://x", { apiKey: "k", fetch: fake,
+                                               retry: { backoffS: 0.001 } });
+    assert.equal(memory.namespace, "n");
+    assert.equal(calls.length, 3);
+  });
+
+  test("the last attempt's error is thrown; other errors are not retried", async () => {
+    const busy = scripted([[429, {}], [429, {}], [429, {}]]);
+    await assert.rejects(connect("http://x", { apiKey: "k", fetch: busy.fake,
+                                               retry: { attempts: 3, backoffS: 0.001 } }),
+                         RetryLater);
+    assert.equal(busy.calls.length, 3);
+    const refused = scripted([[401, {}], [200]]);
+    await assert.rejects(connect("http://x", { apiKey: "k", fetch: refused.fake }), Unauthorized);
+    assert.equal(refused.calls.length, 1);
+  });
+
+  test("the wait: Retry-After seconds or date, else exponential, capped", () => {
+    assert.equal(retryWait(DEFAULT_RETRY, 0, "2"), 2);
+    assert.equal(retryWait(DEFAULT_RETRY, 0, new Date(10_000).toUTCString(), 5_000), 5);
+    assert.equal(retryWait(DEFAULT_RETRY, 3, null), 1.6);
+    assert.equal(retryWait(DEFAULT_RETRY, 0, "3600"), 30);
+  });
+});
+
+test("src/schema.ts is what scripts/gen-types.mjs makes of docs/openapi.json", async () => {
+  const script = join(PACKAGE, "scripts", "gen-types.mjs");
+  const { generate } = await import(script) as { generate: () => string };
+  assert.equal(readFileSync(join(PACKAGE, "src", "schema.ts"), "utf8"), generate(),
+               "run `npm run generate`");
+});

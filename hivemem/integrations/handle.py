@@ -1,0 +1,133 @@
+"""What the adapters need of a hivemem handle: the methods `ScopedMemory` (embedded or
+server) and `RemoteMemory` (`hivemem.connect`) both offer, so an adapter takes either.
+
+Also the small shared pieces: running a sync handle from async code, and reading a
+session's turns back in order (`session_turns`), which several adapters need.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import functools
+import re
+import threading
+from collections.abc import Callable, Iterable, Mapping, Sequence
+from datetime import datetime
+from typing import Any, ParamSpec, Protocol, TypeVar
+
+from hivemem import (
+    NotFound,
+    RecallPolicy,
+    RecallResult,
+    Role,
+    Scope,
+    SessionStats,
+    TimelineEvent,
+    Turn,
+)
+
+_PLAIN = re.compile(r"[A-Za-z0-9_-]")
+_ESCAPE = re.compile(r"::([0-9a-f]{6})|:([0-9a-f]{4})")
+P = ParamSpec("P")
+R = TypeVar("R")
+
+
+class MemoryHandle(Protocol):
+    """The scoped surface the adapters use (a subset of `ScopedMemory` / `RemoteMemory`)."""
+
+    @property
+    def scope(self) -> Scope: ...
+
+    def ingest(
+        self, session_id: str, role: str | Role, content: str, *,
+        markers: Iterable[str] | None = None, metadata: Mapping[str, Any] | None = None,
+        timestamp: datetime | None = None, turn_id: str | None = None,
+        visibility: str = "shared", durable: bool | None = None,
+    ) -> Turn: ...
+
+    def ingest_many(
+        self, turns: Iterable[Mapping[str, Any]], *, durable: bool | None = None,
+        validate_only: bool = False,
+    ) -> list[Turn]: ...
+
+    def recall(
+        self, session_id: str, query: str, token_budget: int | None = None, *,
+        preset: str | RecallPolicy | None = None, limit: int | None = None,
+        include_history: bool = False, include_archived: bool = False,
+        explain: bool = False, related_sessions: Sequence[str] = (),
+    ) -> RecallResult: ...
+
+    def timeline(
+        self, session_id: str, *, kinds: Sequence[str] | None = None,
+        limit: int | None = None,
+    ) -> list[TimelineEvent]: ...
+
+    def sessions(self) -> list[str]: ...
+
+    def wait_until_processed(
+        self, session_id: str, timeout: float = 30.0, *, stage: str = "embed"
+    ) -> SessionStats: ...
+
+
+async def in_thread(fn: Callable[P, R], /, *args: P.args, **kwargs: P.kwargs) -> R:
+    """Run a blocking handle call off the event loop (the handles are sync; their calls
+    are short Redis/HTTP round trips)."""
+    return await asyncio.to_thread(functools.partial(fn, *args, **kwargs))
+
+
+# (namespace, session) written by this process and not read since, oldest first; bounded,
+# so that a process that writes many sessions it never reads does not grow it forever (a
+# session dropped from it is read without waiting).
+_written: dict[tuple[str, str], None] = {}
+_WRITTEN_MAX = 10_000
+_written_lock = threading.Lock()
+
+
+def wrote(memory: MemoryHandle, session_ids: Iterable[str]) -> None:
+    """Note that this process wrote to these sessions: the next read of one waits until
+    the writes are stored (`session_turns`)."""
+    namespace = memory.scope.namespace
+    with _written_lock:
+        for sid in session_ids:
+            _written.pop((namespace, sid), None)
+            _written[(namespace, sid)] = None
+        while len(_written) > _WRITTEN_MAX:
+            del _written[next(iter(_written))]
+
+
+def session_turns(
+    memory: MemoryHandle, session_id: str, *, wait: float | None = 10.0,
+    limit: int | None = None,
+) -> list[TimelineEvent]:
+    """The session's turns this handle may see, oldest first (`limit`: the newest that
+    many); ``[]`` for a session that has none yet.
+
+    Read-your-writes: when this process wrote to the session since its last read (`wrote`),
+    the read first waits (at most `wait` seconds) until those turns are stored, since the
+    timeline reads the stored turns. A session nobody here wrote to is read at once (a wait
+    costs a stats read; another process's writes show once stored)."""
+    key = (memory.scope.namespace, session_id)
+    try:
+        if wait and key in _written:
+            with _written_lock:  # first: a write during the wait marks it again
+                _written.pop(key, None)
+            memory.wait_until_processed(session_id, wait)
+        return memory.timeline(session_id, kinds=["turn"], limit=limit)
+    except NotFound:
+        return []
+
+
+def encode_label(label: str) -> str:
+    """A label as a piece of a session id: ``[A-Za-z0-9_-]`` kept, any other character
+    written ``:xxxx`` (its code in hex; ``::xxxxxx`` beyond U+FFFF). Never holds a ``.``,
+    so labels joined with ``.`` split back unambiguously."""
+    return "".join(c if _PLAIN.fullmatch(c) else _escape(c) for c in label)
+
+
+def decode_label(piece: str) -> str:
+    return _ESCAPE.sub(lambda m: chr(int(m.group(1) or m.group(2), 16)), piece)
+
+
+def _escape(char: str) -> str:
+    code = ord(char)
+    return f":{code:04x}" if code < 0x10000 else f"::{code:06x}"

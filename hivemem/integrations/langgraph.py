@@ -1,0 +1,376 @@
+"""LangGraph: `HivememStore`, a `BaseStore` over a scoped hivemem handle, and the nodes
+`recall_node` / `ingest_node` that bring hivemem's recall into a graph's state and its turns
+back into hivemem.
+
+How a LangGraph store maps onto hivemem (the handle fixes hivemem's namespace and agent):
+
+- A LangGraph namespace tuple is one hivemem *session* of the handle's namespace:
+  ``("memories", "user-1")`` is session ``lg.memories.user-1`` (labels joined with ``.``,
+  which LangGraph forbids inside a label; a character outside ``[A-Za-z0-9_-]`` is written
+  ``:xxxx``, its code in hex, ``::xxxxxx`` beyond U+FFFF). Another handle of the same
+  namespace sees the same items; a handle of another namespace sees none; a handle bound
+  to an agent writes shared turns by default (``visibility="private"``: only that agent
+  reads them back).
+- ``put(ns, key, value)`` remembers one turn whose content is the JSON
+  ``{"key": key, "value": value}``: the value is what recall embeds and ranks, and a put
+  is an ordinary turn, so hivemem's reflection and currency see it too.
+- ``get`` reads the namespace's turns back and answers the newest put of the key.
+  ``delete`` (or ``put(..., None)``) remembers a tombstone ``{"key": key, "deleted": true}``:
+  hivemem's memory is append-only (nothing a scoped handle does erases a turn; an
+  operator's forget does), so the history stays and reads skip what a tombstone ended.
+- ``search(prefix, query=...)`` is hivemem's recall over each matching session, keeping
+  the items that are still the current value of their key; ``score`` is recall's score.
+  Without a query it lists the current items, newest first. ``filter`` matches the value
+  as LangGraph's own stores do (exact values, ``$eq $ne $gt $gte $lt $lte``).
+- A read of a namespace this process wrote to waits (up to `read_wait` seconds) until
+  those turns are stored, so a read follows the writes before it; another process's
+  writes show once stored (milliseconds later).
+- No TTL (`supports_ttl` is False): retention is hivemem's job. ``index=`` is accepted
+  and ignored: every put is recallable.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from collections.abc import Callable, Iterable, Mapping
+from dataclasses import dataclass
+from datetime import datetime
+from typing import Any
+
+from langchain_core.messages import AnyMessage
+from langchain_core.runnables import RunnableConfig
+from langgraph.store.base import (
+    BaseStore,
+    GetOp,
+    Item,
+    ListNamespacesOp,
+    MatchCondition,
+    Op,
+    PutOp,
+    Result,
+    SearchItem,
+    SearchOp,
+)
+
+from hivemem import NotFound, TimelineEvent, ValidationError
+from hivemem.integrations.handle import (
+    MemoryHandle,
+    decode_label,
+    encode_label,
+    in_thread,
+    session_turns,
+    wrote,
+)
+
+SESSION_PREFIX = "lg."
+_MAX_SESSION = 128
+
+
+def namespace_to_session(namespace: tuple[str, ...]) -> str:
+    """The hivemem session id of a LangGraph namespace tuple (see the module doc)."""
+    if not namespace:
+        raise ValidationError("namespace", "must have at least one label")
+    labels = []
+    for label in namespace:
+        if not isinstance(label, str) or not label or "." in label:
+            raise ValidationError("namespace", "labels are non-empty strings without '.'")
+        labels.append(encode_label(label))
+    session = SESSION_PREFIX + ".".join(labels)
+    if len(session) > _MAX_SESSION:
+        raise ValidationError("namespace", f"encodes to more than {_MAX_SESSION} characters")
+    return session
+
+
+def session_to_namespace(session_id: str) -> tuple[str, ...] | None:
+    """The namespace tuple a session id stands for; None for a session the store did
+    not make."""
+    if not session_id.startswith(SESSION_PREFIX):
+        return None
+    body = session_id[len(SESSION_PREFIX):]
+    return tuple(decode_label(label) for label in body.split("."))
+
+
+@dataclass(frozen=True)
+class _Version:
+    value: dict[str, Any]
+    turn_id: str
+    created_at: datetime
+    updated_at: datetime
+
+
+def _current(events: Iterable[TimelineEvent]) -> dict[str, _Version]:
+    """Each key's current value from a session's turns, oldest first (tombstones end a
+    key; a later put starts it again with a new `created_at`)."""
+    live: dict[str, _Version] = {}
+    for event in events:
+        record = _decode(event.summary)
+        if record is None:
+            continue
+        key, value = record
+        if value is None:
+            live.pop(key, None)
+            continue
+        before = live.get(key)
+        created = before.created_at if before else event.at
+        live[key] = _Version(value, event.ref_id, created, event.at)
+    return live
+
+
+def _decode(content: str) -> tuple[str, dict[str, Any] | None] | None:
+    """(key, value or None for a tombstone) of a turn the store wrote; None otherwise."""
+    try:
+        record = json.loads(content)
+    except ValueError:
+        return None
+    if not isinstance(record, dict) or not isinstance(record.get("key"), str):
+        return None
+    if record.get("deleted") is True:
+        return record["key"], None
+    value = record.get("value")
+    return (record["key"], value) if isinstance(value, dict) else None
+
+
+def _matches(value: Any, wanted: Any) -> bool:
+    """LangGraph's filter semantics (as its InMemoryStore applies them)."""
+    if isinstance(wanted, dict):
+        if any(k.startswith("$") for k in wanted):
+            return all(_operator(value, op, arg) for op, arg in wanted.items())
+        return isinstance(value, dict) and all(
+            _matches(value.get(k), v) for k, v in wanted.items())
+    if isinstance(wanted, list | tuple):
+        return (isinstance(value, list | tuple) and len(value) == len(wanted)
+                and all(_matches(a, b) for a, b in zip(value, wanted, strict=True)))
+    return bool(value == wanted)
+
+
+def _operator(value: Any, op: str, arg: Any) -> bool:
+    if op == "$eq":
+        return bool(value == arg)
+    if op == "$ne":
+        return bool(value != arg)
+    if value is None:
+        return False
+    try:
+        if op == "$gt":
+            return bool(value > arg)
+        if op == "$gte":
+            return bool(value >= arg)
+        if op == "$lt":
+            return bool(value < arg)
+        if op == "$lte":
+            return bool(value <= arg)
+    except TypeError:
+        return False
+    raise ValidationError("filter", f"unknown operator {op!r}")
+
+
+def _path_matches(condition: MatchCondition, namespace: tuple[str, ...]) -> bool:
+    path = tuple(condition.path)
+    if len(namespace) < len(path):
+        return False
+    pairs = (zip(namespace, path, strict=False) if condition.match_type == "prefix"
+             else zip(reversed(namespace), reversed(path), strict=False))
+    return all(p in ("*", n) for n, p in pairs)
+
+
+class HivememStore(BaseStore):
+    """A LangGraph `BaseStore` over a scoped hivemem handle (local or remote).
+
+    ``HivememStore(MemoryClient.local("./memory").scoped(namespace="app", agent_id="bot"))``
+    then ``graph.compile(store=store)``. `visibility`: what puts write (``"shared"`` with
+    the namespace, or ``"private"`` to the handle's agent). `recall_budget`: the token
+    budget of the recall behind a search with a query. `read_wait`: seconds a read waits
+    for the writes before it to be stored (0: no wait).
+    """
+
+    supports_ttl = False
+
+    def __init__(
+        self, memory: MemoryHandle, *, visibility: str = "shared",
+        recall_budget: int = 4000, read_wait: float = 10.0,
+    ) -> None:
+        self.memory = memory
+        self.visibility = visibility
+        self.recall_budget = recall_budget
+        self.read_wait = read_wait
+
+    # -- BaseStore ---------------------------------------------------------------------------
+
+    def batch(self, ops: Iterable[Op]) -> list[Result]:
+        """The batch's reads see the store as it was before the batch; its puts are applied
+        after them, all in one ingest (as LangGraph's InMemoryStore does)."""
+        ops = list(ops)
+        results: list[Result] = []
+        for op in ops:
+            if isinstance(op, GetOp):
+                results.append(self._get(op))
+            elif isinstance(op, SearchOp):
+                results.append(self._search(op))
+            elif isinstance(op, ListNamespacesOp):
+                results.append(self._list_namespaces(op))
+            elif isinstance(op, PutOp):
+                results.append(None)
+            else:
+                raise ValidationError("ops", f"unknown operation {type(op).__name__}")
+        self._write([op for op in ops if isinstance(op, PutOp)])
+        return results
+
+    async def abatch(self, ops: Iterable[Op]) -> list[Result]:
+        return await in_thread(self.batch, list(ops))
+
+    # -- the operations ----------------------------------------------------------------------
+
+    def _write(self, puts: list[PutOp]) -> None:
+        """All the batch's puts in one ingest (all or nothing on bad input); the last put
+        of a key in a batch wins, as LangGraph's stores do."""
+        if not puts:
+            return
+        last: dict[tuple[tuple[str, ...], str], PutOp] = {}
+        for op in puts:
+            last[(tuple(op.namespace), op.key)] = op
+        rows = []
+        for (namespace, key), op in last.items():
+            record: dict[str, Any] = ({"key": key, "deleted": True} if op.value is None
+                                      else {"key": key, "value": dict(op.value)})
+            rows.append({"session_id": namespace_to_session(namespace), "role": "system",
+                         "content": json.dumps(record, ensure_ascii=False, default=str),
+                         "visibility": self.visibility,
+                         "metadata": {"langgraph_key": key}})
+        self.memory.ingest_many(rows)
+        wrote(self.memory, [str(row["session_id"]) for row in rows])
+
+    def _items(self, namespace: tuple[str, ...]) -> dict[str, _Version]:
+        session = namespace_to_session(namespace)
+        return _current(session_turns(self.memory, session, wait=self.read_wait))
+
+    def _get(self, op: GetOp) -> Item | None:
+        namespace = tuple(op.namespace)
+        found = self._items(namespace).get(op.key)
+        if found is None:
+            return None
+        return Item(value=found.value, key=op.key, namespace=namespace,
+                    created_at=found.created_at, updated_at=found.updated_at)
+
+    def _namespaces(self, conditions: Iterable[MatchCondition]) -> list[tuple[str, ...]]:
+        found = []
+        for session in self.memory.sessions():
+            namespace = session_to_namespace(session)
+            if namespace is not None and all(_path_matches(c, namespace) for c in conditions):
+                found.append(namespace)
+        return sorted(found)
+
+    def _search(self, op: SearchOp) -> list[SearchItem]:
+        prefix = MatchCondition("prefix", tuple(op.namespace_prefix))
+        hits: list[SearchItem] = []
+        for namespace in self._namespaces([prefix]):
+            items = self._items(namespace)
+            chosen = {k: v for k, v in items.items()
+                      if not op.filter or _matches(v.value, op.filter)}
+            if op.query:
+                hits.extend(self._recalled(namespace, op.query, chosen))
+            else:
+                hits.extend(SearchItem(namespace, k, v.value, v.created_at, v.updated_at)
+                            for k, v in chosen.items())
+        if op.query:
+            hits.sort(key=lambda h: -(h.score or 0.0))
+        else:
+            hits.sort(key=lambda h: h.updated_at, reverse=True)
+        return hits[op.offset:op.offset + op.limit]
+
+    def _recalled(
+        self, namespace: tuple[str, ...], query: str, items: Mapping[str, _Version],
+    ) -> list[SearchItem]:
+        """Recall over the namespace's session, kept to the turns that are still their
+        key's current value."""
+        current = {v.turn_id: k for k, v in items.items()}
+        try:
+            result = self.memory.recall(namespace_to_session(namespace), query,
+                                        self.recall_budget)
+        except NotFound:
+            return []
+        hits = []
+        for item in result:
+            key = current.get(item.source_id) if item.source_type == "turn" else None
+            if key is not None:
+                v = items[key]
+                hits.append(SearchItem(namespace, key, v.value, v.created_at, v.updated_at,
+                                       score=item.score))
+        return hits
+
+    def _list_namespaces(self, op: ListNamespacesOp) -> list[tuple[str, ...]]:
+        found = [ns for ns in self._namespaces(op.match_conditions or ()) if self._items(ns)]
+        if op.max_depth is not None:
+            found = sorted({ns[:op.max_depth] for ns in found})
+        return found[op.offset:op.offset + op.limit]
+
+
+# -- nodes ---------------------------------------------------------------------------------
+
+_ROLES = {"human": "user", "ai": "assistant", "system": "system", "tool": "tool"}
+_TURN_ID = re.compile(r"[A-Za-z0-9._:-]{1,128}")
+
+
+def thread_session(config: RunnableConfig) -> str:
+    """The hivemem session of a LangGraph run: its ``thread_id``."""
+    thread = (config.get("configurable") or {}).get("thread_id")
+    if not thread:
+        raise ValidationError("thread_id", "the run's config needs configurable.thread_id")
+    return str(thread)
+
+
+def _text(message: AnyMessage) -> str:
+    content = message.content
+    if isinstance(content, str):
+        return content
+    return " ".join(part if isinstance(part, str) else str(part.get("text", ""))
+                    for part in content)
+
+
+def recall_node(
+    memory: MemoryHandle, *, key: str = "memory_context", token_budget: int | None = None,
+    session: Callable[[RunnableConfig], str] = thread_session,
+) -> Callable[[dict[str, Any], RunnableConfig], dict[str, Any]]:
+    """A node that recalls what matters for the newest human message of
+    ``state["messages"]`` from the run's session and writes the rendered context (prompt
+    text, ``""`` for a session with no memory yet) to ``state[key]``."""
+
+    def node(state: dict[str, Any], config: RunnableConfig) -> dict[str, Any]:
+        asked = [m for m in state.get("messages", []) if m.type == "human"]
+        if not asked:
+            return {key: ""}
+        try:
+            result = memory.recall(session(config), _text(asked[-1]), token_budget)
+        except NotFound:
+            return {key: ""}
+        return {key: result.render()}
+
+    return node
+
+
+def ingest_node(
+    memory: MemoryHandle, *, session: Callable[[RunnableConfig], str] = thread_session,
+) -> Callable[[dict[str, Any], RunnableConfig], dict[str, Any]]:
+    """A node that remembers the run's newest exchange (the last human message and what
+    followed it) as turns of the run's session. A message's ``id`` is its turn id, so a
+    node that runs twice over the same messages writes them once."""
+
+    def node(state: dict[str, Any], config: RunnableConfig) -> dict[str, Any]:
+        messages: list[AnyMessage] = list(state.get("messages", []))
+        starts = [i for i, m in enumerate(messages) if m.type == "human"]
+        rows = []
+        sid = session(config)
+        for message in messages[starts[-1] if starts else 0:]:
+            text = _text(message)
+            role = _ROLES.get(message.type)
+            if role is None or not text.strip():
+                continue
+            row: dict[str, Any] = {"session_id": sid, "role": role, "content": text}
+            if message.id and _TURN_ID.fullmatch(message.id):
+                row["turn_id"] = message.id
+            rows.append(row)
+        if rows:
+            memory.ingest_many(rows)
+        return {}
+
+    return node

@@ -1,0 +1,186 @@
+"""Sessions as a whole: their list, header, related sessions, timeline, reflection traces,
+and one fact's audit trail.
+
+Each operation takes who asks (`Access`): a `Scope` reads its namespace only and, of that,
+what its agent may see (the stores filter); the `OperatorScope` reads everything.
+"""
+
+from __future__ import annotations
+
+import itertools
+from collections.abc import Iterable, Sequence
+from datetime import UTC, datetime
+from typing import Any
+
+from hivemem.domain.audit import AuditEvent
+from hivemem.domain.fact import VISIBLE
+from hivemem.domain.ids import check_id
+from hivemem.domain.recall.policy import RecallPolicy
+from hivemem.domain.scope import Access, Scope, store_scope
+from hivemem.domain.session import (
+    RelatedSession,
+    SessionContext,
+    SessionInfo,
+    Vector,
+    centroid,
+    episode_centroid,
+    parse_time,
+    rank_related,
+)
+from hivemem.domain.timeline import TimelineEvent, merge_timeline, order
+from hivemem.errors import NotFound
+from hivemem.service.access import SessionAccess
+from hivemem.service.checks import check_kinds, check_limit, check_session_ids, check_title
+from hivemem.service.parts import Parts
+from hivemem.service.reads import Reads
+from hivemem.store.trace_view import visible_traces
+from hivemem.store.vectors.base import FACTS, TURNS, scoped
+
+
+class Sessions:
+    """Session-level reads and the session header's one write."""
+
+    def __init__(self, parts: Parts, access: SessionAccess, reads: Reads) -> None:
+        self.parts = parts
+        self.access = access
+        self.reads = reads
+
+    def session_ids(self, access: Access) -> list[str]:
+        """The sessions of the scope's namespace (the operator: of every namespace)."""
+        scope = store_scope(access)
+        return self.parts.sessions.session_ids(None if scope is None else scope.namespace)
+
+    def set_info(
+        self, access: Access, session_id: str, *, title: str | None = None,
+        agent_id: str | None = None,
+    ) -> SessionInfo:
+        """Record a session's title and agent. A scope names its own sessions only, and
+        with a bound agent records that agent; the operator may name a session that does
+        not exist yet (it is created)."""
+        if isinstance(access, Scope):
+            self.access.require(access, session_id)
+            agent_id = access.agent_id
+        else:
+            check_id("session_id", session_id)
+        fields: dict[str, str] = {}
+        if title is not None:
+            fields["title"] = check_title(title)
+        if agent_id is not None:
+            fields["agent_id"] = check_id("agent_id", agent_id)
+        self.parts.sessions.set_info(session_id, fields, datetime.now(UTC))
+        return self.info(access, session_id)
+
+    def info(self, access: Access, session_id: str) -> SessionInfo:
+        """Title, agent, created, last active, and how much the session holds (facts: those
+        `access` may see)."""
+        self.access.require(access, session_id)
+        parts = self.parts
+        info, meta = parts.sessions.info(session_id)
+        stats = parts.state.stats(session_id)
+        closed = parts.episodes.progress(session_id)[1]
+        active = self.reads.vectors().count(FACTS, {
+            "session_id": session_id, "status": [s.value for s in VISIBLE],
+            **scoped(store_scope(access))})
+        return SessionInfo(
+            session_id=session_id, title=info.get("title"), agent_id=info.get("agent_id"),
+            created_at=parse_time(info.get("created_at")) or parse_time(meta.get("first_ts")),
+            last_active=parse_time(meta.get("last_ts")), turns=stats.turns_enqueued,
+            episodes=closed, facts_active=active,
+        )
+
+    def related(
+        self, scope: Scope, session_id: str, *, limit: int = 5, min_score: float = 0.05,
+    ) -> list[RelatedSession]:
+        """The scope's namespace's other sessions about the same things: their centroids
+        (the mean direction of their episodes, or turns) and the subjects their facts
+        share, each seen through what the scope may read. Never another namespace's: what
+        is found here can be recalled by the same scope."""
+        self.access.require(scope, session_id)
+        check_limit(limit)
+        vectors = self.reads.vectors()
+        candidates = self.parts.sessions.session_ids(scope.namespace)
+        visible = [s.value for s in VISIBLE]
+        centroids: dict[str, Vector | None] = {}
+        subjects: dict[str, set[str]] = {}
+        for sid in dict.fromkeys([session_id, *candidates]):
+            found = episode_centroid(self.parts.episodes.episodes(sid, scope=scope))
+            if found is None:
+                hits = itertools.islice(vectors.scroll(
+                    TURNS, {"session_id": sid, **scoped(scope)}, with_vectors=True), 256)
+                found = centroid(h.vector for h in hits if h.vector is not None)
+            centroids[sid] = found
+            subjects[sid] = {f.subject for f in vectors.list_facts(sid, visible, scope)
+                             if f.subject}
+        return rank_related(session_id, centroids, subjects, limit=limit, min_score=min_score)
+
+    def context(
+        self, scope: Scope, session_id: str, query: str, token_budget: int | None = None, *,
+        related: int = 0, preset: str | RecallPolicy | None = None,
+    ) -> SessionContext:
+        """The session's header and recall for `query` over it and, with `related=n`, over
+        its n most related sessions of the scope's namespace too."""
+        info = self.info(scope, session_id)
+        others = self.related(scope, session_id, limit=related) if related > 0 else []
+        result = self.reads.recall(scope, session_id, query, token_budget, preset=preset,
+                                   related_sessions=[r.session_id for r in others])
+        return SessionContext(info=info, related=others, result=result)
+
+    def timeline(
+        self, access: Access, session_ids: Sequence[str] | str, *,
+        kinds: Sequence[str] | None = None, limit: int | None = None,
+    ) -> list[TimelineEvent]:
+        """Turns, episode closes and fact changes of these sessions, by time then sequence
+        (`limit`: only the newest that many). For a scope, fact changes only of facts it
+        may see, and turns and episodes only those it may see."""
+        ids = check_session_ids(session_ids)
+        chosen = check_kinds(kinds)
+        for sid in ids:
+            self.access.require(access, sid)
+        scope = store_scope(access)
+        vectors = self.reads.vectors()
+        audit = self.parts.audit
+        events: list[TimelineEvent] = []
+        for sid in dict.fromkeys(ids):
+            facts: Iterable[AuditEvent] = ()
+            if "fact" in chosen:
+                if scope is None:
+                    facts = audit.iter_events(sid)
+                else:
+                    seen = {f.fact_id for f in vectors.list_facts(sid, None, scope)}
+                    facts = audit.visible_events(sid, seen)
+            events.extend(merge_timeline(
+                vectors.iter_turns(sid, scope) if "turn" in chosen else (),
+                self.parts.episodes.episodes(sid, scope=scope) if "episode" in chosen else (),
+                facts, kinds=chosen))
+        ordered = order(events)
+        return ordered[-limit:] if limit else ordered
+
+    def fact_audit(self, access: Access, fact_id: str) -> list[AuditEvent]:
+        """Why a fact has its status: every event about it (and naming it), oldest first.
+        A fact `access` may not see is `NotFound`, like one that does not exist."""
+        check_id("fact_id", fact_id)
+        scope = store_scope(access)
+        vectors = self.reads.vectors()
+        hits = vectors.get_facts([fact_id], scope)
+        if not hits:
+            raise NotFound("fact_id", f"no fact {fact_id!r}")
+        fact = hits[0].fact
+        log = self.parts.audit
+        if scope is None:
+            return log.for_fact(fact.session_id, fact_id)
+        seen = {f.fact_id for f in vectors.list_facts(fact.session_id, None, scope)}
+        return [e for e in log.visible_events(fact.session_id, seen)
+                if e.fact_id == fact_id or fact_id in e.related]
+
+    def traces(
+        self, access: Access, count: int = 20, session_id: str | None = None,
+    ) -> list[dict[str, Any]]:
+        """The newest reflection traces (secrets redacted), of one session or of every
+        session `access` may see; a scope sees only traces of episodes it may see."""
+        if session_id is not None:
+            self.access.require(access, session_id)
+        scope = store_scope(access)
+        found = self.parts.reflection.traces(count, session_id, scope=scope)
+        if scope is None:
+            return found
+        return visible_traces(found, scope, self.reads.vectors())

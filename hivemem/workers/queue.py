@@ -1,0 +1,143 @@
+"""`JobQueue`: the reflect queue, on rq's own Redis.
+
+Every job that leaves a stream stage goes through here: reflections (queued by the outbox
+dispatcher inside its MULTI), replays and compactions; and every count an operator or a
+gauge reads of it (jobs by state, workers, the backlog the window stage waits on) comes
+from rq's own API, never from rq keys spelled by hand. Its connection is `redis.rq_url`'s
+when one is set (a Redis Cluster needs that: rq cannot run on a cluster), else the main
+Redis; `hivemem.runtime.wiring` builds the one queue of a process.
+"""
+
+from __future__ import annotations
+
+import threading
+from collections.abc import Callable
+from datetime import timedelta
+from functools import cached_property
+from typing import Any
+
+from hivemem.config import ReflectionSettings
+from hivemem.domain.episode import Episode
+from hivemem.pipeline.messages import OutboxEntry
+from hivemem.store.redis import Redis, redis_errors
+
+REFLECT_JOB = "hivemem.workers.reflect.reflect_episode"
+REPLAY_JOB = "hivemem.workers.reflect.replay_episode"
+COMPACT_JOB = "hivemem.workers.compact.compact_session"
+# Job states as `PipelineStatus.reflect_jobs` names them.
+JOB_STATES = ("queued", "started", "scheduled", "failed", "finished", "deferred")
+_FAILED_TTL_S = 30 * 24 * 3600  # failed reflections keep their input and error for replay
+_COMPACT_FAILED_TTL_S = 7 * 24 * 3600
+
+
+# Put an outbox entry's job into a MULTI pipeline on rq's Redis.
+Enqueue = Callable[[Any, OutboxEntry], None]
+
+
+def reflect_job_id(episode_id: str) -> str:
+    return f"reflect-{episode_id}"
+
+
+def compact_job_id(session_id: str, tag: str) -> str:
+    return f"compact-{session_id}-{tag}"
+
+
+class JobQueue:
+    """The reflect queue (`episodes.reflect_queue`) on rq's Redis."""
+
+    def __init__(self, connection: Redis, name: str, reflection: ReflectionSettings) -> None:
+        self.connection = connection
+        self.name = name
+        self.reflection = reflection
+
+    @cached_property
+    def rq_queue(self) -> Any:
+        """rq's `Queue` (rq loads on first use: an ingest-only producer never imports it)."""
+        from rq import Queue
+
+        return Queue(self.name, connection=self.connection)
+
+    # -- enqueueing ------------------------------------------------------------------------
+
+    def reflect_enqueuer(self) -> Enqueue:
+        """Put an episode's reflect job into `pipe` (a MULTI on rq's Redis, the outbox
+        dispatcher's: the job and the outbox entry's removal commit together)."""
+        from rq import Retry
+
+        queue = self.rq_queue
+        settings = self.reflection
+
+        def enqueue(pipe: Any, episode: OutboxEntry) -> None:
+            queue.enqueue_call(
+                REFLECT_JOB,
+                args=(episode.episode_id, episode.session_id),
+                job_id=reflect_job_id(episode.episode_id),
+                pipeline=pipe,
+                timeout=settings.job_timeout_s,
+                failure_ttl=_FAILED_TTL_S,
+                retry=Retry(max=settings.retries, interval=settings.retry_intervals_s)
+                if settings.retries
+                else None,
+                description=f"reflect episode {episode.index} of {episode.session_id}",
+            )
+
+        return enqueue
+
+    def enqueue_replay(self, episode: Episode) -> str:
+        """Run an episode's reflection again (e.g. after its job failed)."""
+        with redis_errors("enqueue a reflection replay"):
+            job = self.rq_queue.enqueue_call(
+                REPLAY_JOB,
+                args=(episode.episode_id, episode.session_id),
+                job_id=f"replay-{episode.episode_id}-{threading.get_ident()}",
+                failure_ttl=_FAILED_TTL_S,
+            )
+        return str(job.id)
+
+    def enqueue_compaction(
+        self, session_id: str, *, tag: str, trigger: str, delay_s: float = 0.0,
+    ) -> str:
+        """A compaction job (after `delay_s`, via rq's scheduler); the job id names the
+        session and `tag`, so the same tag never enqueues twice."""
+        kwargs: dict[str, Any] = {
+            "args": (session_id, trigger), "job_id": compact_job_id(session_id, tag),
+            "failure_ttl": _COMPACT_FAILED_TTL_S,
+            "description": f"compact {session_id} ({trigger})",
+        }
+        with redis_errors("enqueue a compaction"):
+            if delay_s > 0:
+                job = self.rq_queue.enqueue_in(timedelta(seconds=delay_s), COMPACT_JOB,
+                                               **kwargs)
+            else:
+                job = self.rq_queue.enqueue_call(COMPACT_JOB, **kwargs)
+        return str(job.id)
+
+    # -- counts ----------------------------------------------------------------------------
+
+    def counts(self) -> dict[str, int]:
+        """Jobs by state (`JOB_STATES`), read without cleaning rq's registries up (a status
+        read changes nothing)."""
+        queue = self.rq_queue
+        with redis_errors("read the reflect queue"):
+            return {
+                "queued": int(queue.count),
+                "started": queue.started_job_registry.get_job_count(cleanup=False),
+                "scheduled": queue.scheduled_job_registry.get_job_count(cleanup=False),
+                "failed": queue.failed_job_registry.get_job_count(cleanup=False),
+                "finished": queue.finished_job_registry.get_job_count(cleanup=False),
+                "deferred": queue.deferred_job_registry.get_job_count(cleanup=False),
+            }
+
+    def workers(self) -> int:
+        """rq workers listening on the queue."""
+        from rq import Worker
+
+        with redis_errors("count reflect workers"):
+            return int(Worker.count(connection=self.connection, queue=self.rq_queue))
+
+    def backlog(self) -> int:
+        """Reflect jobs waiting or running (what the window stage yields to)."""
+        queue = self.rq_queue
+        with redis_errors("read the reflect backlog"):
+            return int(queue.count) + int(
+                queue.started_job_registry.get_job_count(cleanup=False))
