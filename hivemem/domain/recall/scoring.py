@@ -195,11 +195,16 @@ def score_candidates(
 
 
 def _below_successors(signals: Sequence[Signals], out: dict[str, ScoreComponents]) -> None:
-    """Current state first: a stale statement ranks just below its best-scored successor
-    among the candidates (a turn that chose PostgreSQL below the fact that says MySQL)."""
+    """Current state first: a stale statement's best-scored successor among the candidates
+    takes its place, and it ranks just below (the turn that says MySQL where the one that
+    chose PostgreSQL would have ranked, and that one right after it)."""
     for s in signals:
         if not s.successors:
             continue
-        rivals = [out[k].final for k in s.successors if k in out and k != s.key]
-        if rivals and out[s.key].final >= (ceiling := max(rivals)):
-            out[s.key] = out[s.key].model_copy(update={"final": ceiling - 1e-3})
+        rivals = [k for k in s.successors if k in out and k != s.key]
+        if not rivals:
+            continue
+        best = max(rivals, key=lambda k: out[k].final)
+        if out[s.key].final >= out[best].final:
+            out[best] = out[best].model_copy(update={"final": out[s.key].final + 1e-3})
+            out[s.key] = out[s.key].model_copy(update={"final": out[best].final - 1e-3})
