@@ -107,6 +107,8 @@ def _numbers(text: str) -> set[str]:
     return out
 
 
+# Codes of digits and capitals: seats, rooms, gates, sizes (14C, 22A, B12, 4K).
+_CODE = re.compile(r"(?<![\w.$-])(?!Q[1-4]\b)(\d{1,4}[A-Z]{1,2}|[A-Z]{1,2}\d{1,4}[A-Z]?)(?![\w.-])")
 # Channels, handles, paths, addresses: "#incidents-live", "@oncall", "/healthz".
 _HANDLE = re.compile(r"(?<![\w/#@.-])([#@][a-z0-9][\w.-]*[a-z0-9]|/[a-z][\w./-]*[a-z0-9]"
                      r"|[\w.+-]+@[\w-]+\.[\w.]+|https?://\S+[\w/])", re.IGNORECASE)
@@ -121,8 +123,9 @@ def values_of(text: str) -> set[str]:
 @functools.lru_cache(maxsize=_CACHED)
 def _values_of(text: str) -> frozenset[str]:
     # (Cached: consolidation compares each statement with every known one, many times.)
-    handles = {m.lower() for m in _HANDLE.findall(text)}
-    text = _HANDLE.sub(" ", text)
+    handles = {m.lower() for m in _HANDLE.findall(text)} | {
+        m.lower() for m in _CODE.findall(text)}
+    text = _CODE.sub(" ", _HANDLE.sub(" ", text))
     dates = {" ".join(m.lower().split()) for m in _DATE.findall(text)}
     versions = {m.lower() for m in _VERSION.findall(text)}
     without = _VERSION.sub(" ", _DATE.sub(" ", _DASHED_ID.sub(" ", text)))
