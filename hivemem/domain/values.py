@@ -107,6 +107,8 @@ def _numbers(text: str) -> set[str]:
     return out
 
 
+# A numbered label ("status update 3: ...", "step 2: ..."): which one, not a value it sets.
+_LABEL = re.compile(r"(?<=[a-z] )\d{1,3}(?=:(?!\d))", re.IGNORECASE)
 # Codes of digits and capitals: seats, rooms, gates, sizes (14C, 22A, B12, 4K).
 _CODE = re.compile(r"(?<![\w.$-])(?!Q[1-4]\b)(\d{1,4}[A-Z]{1,2}|[A-Z]{1,2}\d{1,4}[A-Z]?)(?![\w.-])")
 # Channels, handles, paths, addresses: "#incidents-live", "@oncall", "/healthz".
@@ -128,7 +130,7 @@ def _values_of(text: str) -> frozenset[str]:
     text = _CODE.sub(" ", _HANDLE.sub(" ", text))
     dates = {" ".join(m.lower().split()) for m in _DATE.findall(text)}
     versions = {m.lower() for m in _VERSION.findall(text)}
-    without = _VERSION.sub(" ", _DATE.sub(" ", _DASHED_ID.sub(" ", text)))
+    without = _LABEL.sub(" ", _VERSION.sub(" ", _DATE.sub(" ", _DASHED_ID.sub(" ", text))))
     return frozenset(_named_values(text) | dates | versions | _numbers(without) | handles)
 
 

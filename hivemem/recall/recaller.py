@@ -256,7 +256,7 @@ class Recaller:
         embedded = threading.Event()
         before = self._task(helper, lambda ahead: self._lexical(
             session_id, sessions, scope, intent.text, policy, access, embedded,
-            ahead=ahead))
+            ahead=ahead, slot_table=intent.current))
         recent = before.result().recent if before.done() else None
         dense_query = self._dense_query(intent, policy, remembered, recent)
         try:
@@ -309,19 +309,24 @@ class Recaller:
     def _lexical(
         self, session_id: str, sessions: list[str], scope: str | list[str], query: str,
         policy: RecallPolicy, access: Scope | None, embedded: threading.Event, *,
-        ahead: bool = False,
+        ahead: bool = False, slot_table: bool = True,
     ) -> _Lexical:
         """The session's recent turns, the BM25 searches, its episode progress, facts and
         currency.
         `ahead` (beside the embedding): the recent turns' stored points too, all of them
         (those no search finds compete as well; ~50 points whose vectors the caller would
-        read after the searches, now read while it is in ONNX)."""
+        read after the searches, now read while it is in ONNX).
+        `slot_table`: read the slot table the pipeline keeps per turn (a question about what
+        holds now); else currency comes from the stored facts and the turns not yet
+        reflected, as without a table (a question about an event or the past: the table's
+        history marks cost LoCoMo evidence, measured)."""
         # Sent first and read after the engine's searches: the replies wait in the socket
         # (`send_pipeline`: waiting for them cost more than the round trip).
         read_recent = self.state.send_recent_turns_and_progress(
             self.episodes, session_id, policy.recent_turns, access)
         read_table = (self.slots.send_view(session_id)
-                      if self.slots is not None and policy.fact_limit else None)
+                      if self.slots is not None and policy.fact_limit and slot_table
+                      else None)
         try:
             sparse = self.lexical.query(query) if policy.lexical else None
             lexical_turns = (

@@ -205,7 +205,10 @@ def _plainly_replaces(new: Fact, old: Fact) -> bool:
     `old`'s value is gone ("not 200", "from Jenkins to ..."), or it is a bare "X instead"."""
     # (`new.subject` may be `old`'s, inherited when it replaced it: its sentence decides.)
     mine = _slot_words(slot_of(new.content, new.agent_id))
-    changes = differs(old.content, new.content) or has_update_language(new.content)
+    # Update language alone, with no value of its own ("status update 3: the build is
+    # green"), restates rather than replaces.
+    changes = differs(old.content, new.content) or (
+        has_update_language(new.content) and bool(values_of(new.content)))
     for named in (slot_of(old.content, old.agent_id), old.subject):
         words = _slot_words(named)
         if changes and mine and words and (mine <= words or words <= mine):

@@ -33,6 +33,14 @@ _LATEST = re.compile(
     re.IGNORECASE,
 )
 
+# "When did she go ...", "what was the name of ...", "in 2023": a question about an event
+# or a time, not about what holds now (the slot table of current values does not answer it).
+_EVENT = re.compile(
+    r"\b(did|was|were|had|went|ago|last|yesterday|happened|ever|recently)\b"
+    r"|\b(?:has|have)\s+\w+\s+\w+ed\b",
+    re.IGNORECASE,
+)
+
 # A query's words as names are matched against them: lower case, possessive 's dropped.
 _WORD = re.compile(r"[a-z][\w-]*")
 
@@ -100,6 +108,14 @@ class QueryIntent:
     past: bool
     latest: bool
     times: tuple[TimeExpression, ...]
+
+    @property
+    def current(self) -> bool:
+        """It asks what holds now ("where is the service hosted?", "which database are we
+        using now?"), not about the past or an event ("when did Sam go to ...?")."""
+        if self.past:
+            return False
+        return self.latest or (not self.times and _EVENT.search(self.text) is None)
 
     def people_named(self, people: Iterable[str]) -> set[str]:
         """The known speakers (lower case) the query names ("which city is Sam based in?"
