@@ -115,7 +115,10 @@ class QueryIntent:
         using now?"), not about the past or an event ("when did Sam go to ...?")."""
         if self.past:
             return False
-        return self.latest or (not self.times and _EVENT.search(self.text) is None)
+        # A dated question ("in May 2023", "on 7 July, 2023") asks about then; "for Friday",
+        # "from April" ask what is planned now.
+        dated = any(t.year is not None for t in self.times)
+        return self.latest or (not dated and _EVENT.search(self.text) is None)
 
     def people_named(self, people: Iterable[str]) -> set[str]:
         """The known speakers (lower case) the query names ("which city is Sam based in?"
