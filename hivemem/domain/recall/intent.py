@@ -41,6 +41,11 @@ _EVENT = re.compile(
     re.IGNORECASE,
 )
 
+# "What is Caroline's identity?": a question about a person (a chat's speaker), whose
+# plain statements the slot table reads as values far more often than a person sets one.
+_ABOUT_A_PERSON = re.compile(
+    r"\b(?!(?:What|Who|Where|When|How|Which|That|It|There|Here|Let)'s)[A-Z][a-z]+'s\b")
+
 # A query's words as names are matched against them: lower case, possessive 's dropped.
 _WORD = re.compile(r"[a-z][\w-]*")
 
@@ -118,7 +123,8 @@ class QueryIntent:
         # A dated question ("in May 2023", "on 7 July, 2023") asks about then; "for Friday",
         # "from April" ask what is planned now.
         dated = any(t.year is not None for t in self.times)
-        return self.latest or (not dated and _EVENT.search(self.text) is None)
+        return self.latest or (not dated and _EVENT.search(self.text) is None
+                               and _ABOUT_A_PERSON.search(self.text) is None)
 
     def people_named(self, people: Iterable[str]) -> set[str]:
         """The known speakers (lower case) the query names ("which city is Sam based in?"
