@@ -154,9 +154,9 @@ class Keys:
         """Hash turn id -> seq: makes a repeated turn id a no-op."""
         return f"{self._s(session_id)}:ids"
 
-    def session_window(self, session_id: str) -> str:
+    def session_recent(self, session_id: str) -> str:
         """List of the latest turns, oldest first, as (seq, wire JSON) pairs: two elements
-        per turn (`hivemem.store.window`)."""
+        per turn (`hivemem.store.recent`)."""
         return f"{self._s(session_id)}:win"
 
     def session_processed(self, session_id: str) -> str:
