@@ -11,6 +11,7 @@ import pytest
 
 from hivemem.config import QdrantSettings
 from hivemem.domain.models import Role, Turn
+from hivemem.domain.scope import Scope
 from hivemem.errors import StoreUnavailable
 from hivemem.providers.embedders import HashingEmbedder
 from hivemem.store.vectors.base import VectorStore
@@ -157,3 +158,18 @@ def test_server_collection_without_lexical_degrades_to_dense() -> None:
     assert store.search_turns_lexical("s1", lex.query("PG-4471"), 5) == []
     assert [h.turn.turn_id for h in store.search_turns("s1", EMB.embed_query("error"), 5)] == [
         "t1"]
+
+
+def test_turns_between_reads_a_seq_range(store: VectorStore) -> None:
+    turns = [turn("s1", i, f"note {i}") for i in range(1, 31)]
+    turns += [turn("s1", i, f"private {i}", agent_id="bob", visibility="private")
+              for i in range(31, 36)]
+    turns += [turn("s2", i, f"other {i}") for i in range(1, 31)]
+    store.upsert_turns(turns, EMB.embed_documents([t.content for t in turns]))
+    assert sorted(t.seq for t in store.turns_between("s1", 10, 14)) == [10, 11, 12, 13, 14]
+    assert store.turns_between("s1", 14, 10) == []
+    assert sorted(t.seq for t in store.turns_between("s1", 29, 40)) == [29, 30, 31, 32, 33,
+                                                                      34, 35]
+    alice = Scope("default", "alice")
+    assert sorted(t.seq for t in store.turns_between("s1", 29, 40, alice)) == [29, 30]
+    assert {t.session_id for t in store.turns_between("s2", 1, 100)} == {"s2"}

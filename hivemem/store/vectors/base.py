@@ -260,9 +260,19 @@ class Hit:
     window: Vector | None = None
 
 
-# Payload conditions, all of which must hold: field -> value, or field -> list (any of);
-# under SCOPE, a `Scope`: what that agent may see (backends turn it into a filter).
-Where = Mapping[str, str | int | bool | Sequence[str] | Sequence[int] | Scope]
+@dataclass(frozen=True, slots=True)
+class Between:
+    """A numeric payload field within [`gte`, `lte`] (both ends kept), through its payload
+    index: the timeline reads a session's turns a window of seqs at a time."""
+
+    gte: int
+    lte: int
+
+
+# Payload conditions, all of which must hold: field -> value, or field -> list (any of), or
+# field -> `Between` (a range); under SCOPE, a `Scope`: what that agent may see (backends
+# turn it into a filter).
+Where = Mapping[str, str | int | bool | Sequence[str] | Sequence[int] | Between | Scope]
 SCOPE = "$scope"
 
 
@@ -460,6 +470,17 @@ class VectorStore(ABC):
             where["session_id"] = session_id
         for hit in self.scroll(TURNS, where or None):
             yield turn_from_payload(hit.payload)
+
+    def turns_between(
+        self, session_id: str, first: int, last: int, scope: Scope | None = None
+    ) -> list[Turn]:
+        """The session's stored turns with `first <= seq <= last` that `scope` may see (any
+        order): a range on the seq payload index, so only those points are read."""
+        if last < first:
+            return []
+        where: Where = {"session_id": session_id, "seq": Between(first, last),
+                        **scoped(scope)}
+        return [turn_from_payload(hit.payload) for hit in self.scroll(TURNS, where)]
 
     def count_turns(self, session_id: str | None = None) -> int:
         return self.count(TURNS, None if session_id is None else {"session_id": session_id})

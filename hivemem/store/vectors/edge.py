@@ -36,6 +36,7 @@ from hivemem.store.vectors.base import (
     SCOPE,
     TURNS,
     WRITTEN_AT,
+    Between,
     Hit,
     Point,
     TurnHit,
@@ -311,6 +312,10 @@ class EdgeVectorStore(VectorStore):
                     raise ValueError(f"a Scope goes under {SCOPE!r}, not {field!r}")
                 must.append(self._in_namespace(value.namespace))
                 must_not.append(self._others_private(value.agent_id))
+            elif isinstance(value, Between):
+                # Edge has no integer range: a float one matches the integer index.
+                must.append(qe.FieldCondition(key=field, range=qe.RangeFloat(
+                    gte=float(value.gte), lte=float(value.lte))))
             elif isinstance(value, list | tuple):
                 must.append(qe.FieldCondition(key=field, match=qe.MatchAny(list(value))))
             else:
