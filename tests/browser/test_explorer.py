@@ -136,7 +136,8 @@ def test_timeline_pages_through_a_long_session(page: Any, served: Served) -> Non
     assert "cursor=" in page.evaluate("() => location.hash")  # paged by cursor, not limit
     page.click("#newer")
     page.wait_for_function("() => !location.hash.includes('page=')")
-    page.wait_for_selector("#older")
+    page.wait_for_selector("#newer", state="detached")  # page 1: it has no newer page
+    page.wait_for_selector("#timeline li")
     assert attr(page, "#timeline li", "data-ref") == newest
 
 
