@@ -164,12 +164,14 @@ class Sessions:
         ids, chosen, scope = self._timeline_ask(access, session_ids, kinds)
         limit = check_limit(limit)
         after = None if cursor is None else TimelineCursor.decode(cursor)
-        reader = TimelineReader(
-            self.reads.vectors(), self.parts.state, self.parts.episodes, scope, limit)
+        vectors = self.reads.vectors()
+        reader = TimelineReader(vectors, self.parts.state, self.parts.episodes,
+                                self.parts.audit, scope, limit)
         streams = [reader.newest_first(
             sid, chosen, None if after is None else after.key,
             None if after is None else after.turn_seqs.get(sid),
-            self._fact_events(sid, scope) if "fact" in chosen else ())
+            None if scope is None or "fact" not in chosen
+            else {f.fact_id for f in vectors.list_facts(sid, None, scope)})
             for sid in ids]
         merged = heapq.merge(*streams, key=TimelineEvent.sort_key, reverse=True)
         page = list(itertools.islice(merged, limit + 1))

@@ -11,15 +11,16 @@ Each kind of event is a stream, newest first, merged with the others by `Session
   window before's;
 - episode closes: the session's list of episodes a page at a time from its end (episodes
   close in seq order);
-- fact changes: the session's audit log, read whole (a few per reflected episode).
+- fact changes: the session's audit log a page at a time from its end (`AuditLog.newest_first`;
+  a scope sees the events about facts it may see, as `AuditLog.visible_events` shows them).
 """
 
 from __future__ import annotations
 
 import heapq
-from collections.abc import Iterable, Iterator, Sequence
+import itertools
+from collections.abc import Collection, Iterable, Iterator, Sequence
 
-from hivemem.domain.audit import AuditEvent
 from hivemem.domain.scope import Scope
 from hivemem.domain.timeline import (
     SortKey,
@@ -29,6 +30,7 @@ from hivemem.domain.timeline import (
     newest_first,
     turn_event,
 )
+from hivemem.store.audit import AuditLog, visible
 from hivemem.store.episodes import EpisodeStore
 from hivemem.store.state import TurnLog
 from hivemem.store.vectors.base import VectorStore
@@ -43,26 +45,28 @@ class TimelineReader:
     """Reads for one page: `limit` is the page's size; `scope` what the reader may see."""
 
     def __init__(self, vectors: VectorStore, state: TurnLog, episodes: EpisodeStore,
-                 scope: Scope | None, limit: int) -> None:
+                 audit: AuditLog, scope: Scope | None, limit: int) -> None:
         self.vectors = vectors
         self.state = state
         self.episodes = episodes
+        self.audit = audit
         self.scope = scope
         self.limit = limit
 
     def newest_first(
         self, session_id: str, kinds: Sequence[str], before: SortKey | None,
-        top_seq: int | None, facts: Iterable[AuditEvent],
+        top_seq: int | None, fact_ids: Collection[str] | None,
     ) -> Iterator[TimelineEvent]:
         """The session's events older than `before` (None: all), newest first; its turns
-        from `top_seq` down (None: from its last seq)."""
+        from `top_seq` down (None: from its last seq); changes only of `fact_ids` (None:
+        of every fact)."""
         streams: list[Iterator[TimelineEvent]] = []
         if "turn" in kinds:
             streams.append(self._turns(session_id, before, top_seq))
         if "episode" in kinds:
             streams.append(self._episodes(session_id, before))
         if "fact" in kinds:
-            streams.append(_older(newest_first(fact_event(e) for e in facts), before))
+            streams.append(self._facts(session_id, before, fact_ids))
         return heapq.merge(*streams, key=TimelineEvent.sort_key, reverse=True)
 
     def _turns(
@@ -91,6 +95,18 @@ class TimelineReader:
                     or self.scope.admits(e.namespace, e.visibility, e.agent_id)]
             yield from _older(newest_first(episode_event(e) for e in seen), before)
             end -= size
+
+
+    def _facts(self, session_id: str, before: SortKey | None,
+               fact_ids: Collection[str] | None) -> Iterator[TimelineEvent]:
+        # Always from the log's end, not from the cursor: an event appended twice is then
+        # shown once, at the same position on every page.
+        size = max(EPISODE_PAGE, self.limit + 1)
+        events = self.audit.newest_first(session_id, size)
+        while chunk := list(itertools.islice(events, size)):
+            shown = chunk if fact_ids is None else [
+                v for e in chunk if (v := visible(e, fact_ids)) is not None]
+            yield from _older(newest_first(fact_event(e) for e in shown), before)
 
 
 def _older(events: Iterable[TimelineEvent], before: SortKey | None) -> Iterator[TimelineEvent]:
