@@ -371,3 +371,6 @@ def test_the_audit_log_is_append_only_and_reads_a_repeated_event_once(
     log.append(events[1:])  # a retried job
     assert log.count("x") == 5
     assert [(e.event_id, e.seq) for e in log.events("x")] == [("e0", 1), ("e1", 2), ("e2", 3)]
+    # From the end, a page at a time: each once too (at its last position).
+    assert [(e.event_id, e.seq) for e in log.newest_first("x", page=2)] == [
+        ("e2", 5), ("e1", 4), ("e0", 1)]
