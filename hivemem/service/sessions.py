@@ -159,8 +159,9 @@ class Sessions:
     ) -> TimelinePage:
         """The `limit` newest events older than `cursor` (a page's `next_cursor`; none: the
         newest), oldest first. Reads only what the page shows: each session's turns a
-        window of seqs at a time backwards from its last seq (`TimelineReader`), its
-        episodes a page at a time from the newest."""
+        window of seqs at a time backwards from its last seq, its episodes and fact
+        changes a page at a time from the newest (`TimelineReader`). A scope sees what
+        `timeline` shows it."""
         ids, chosen, scope = self._timeline_ask(access, session_ids, kinds)
         limit = check_limit(limit)
         after = None if cursor is None else TimelineCursor.decode(cursor)
