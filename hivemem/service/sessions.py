@@ -170,9 +170,7 @@ class Sessions:
                                 self.parts.audit, scope, limit)
         streams = [reader.newest_first(
             sid, chosen, None if after is None else after.key,
-            None if after is None else after.turn_seqs.get(sid),
-            None if scope is None or "fact" not in chosen
-            else {f.fact_id for f in vectors.list_facts(sid, None, scope)})
+            None if after is None else after.turn_seqs.get(sid))
             for sid in ids]
         merged = heapq.merge(*streams, key=TimelineEvent.sort_key, reverse=True)
         page = list(itertools.islice(merged, limit + 1))

@@ -19,7 +19,7 @@ from __future__ import annotations
 
 import heapq
 import itertools
-from collections.abc import Collection, Iterable, Iterator, Sequence
+from collections.abc import Iterable, Iterator, Sequence
 
 from hivemem.domain.scope import Scope
 from hivemem.domain.timeline import (
@@ -55,18 +55,17 @@ class TimelineReader:
 
     def newest_first(
         self, session_id: str, kinds: Sequence[str], before: SortKey | None,
-        top_seq: int | None, fact_ids: Collection[str] | None,
+        top_seq: int | None,
     ) -> Iterator[TimelineEvent]:
         """The session's events older than `before` (None: all), newest first; its turns
-        from `top_seq` down (None: from its last seq); changes only of `fact_ids` (None:
-        of every fact)."""
+        from `top_seq` down (None: from its last seq)."""
         streams: list[Iterator[TimelineEvent]] = []
         if "turn" in kinds:
             streams.append(self._turns(session_id, before, top_seq))
         if "episode" in kinds:
             streams.append(self._episodes(session_id, before))
         if "fact" in kinds:
-            streams.append(self._facts(session_id, before, fact_ids))
+            streams.append(self._facts(session_id, before))
         return heapq.merge(*streams, key=TimelineEvent.sort_key, reverse=True)
 
     def _turns(
@@ -97,15 +96,18 @@ class TimelineReader:
             end -= size
 
 
-    def _facts(self, session_id: str, before: SortKey | None,
-               fact_ids: Collection[str] | None) -> Iterator[TimelineEvent]:
+    def _facts(self, session_id: str, before: SortKey | None) -> Iterator[TimelineEvent]:
         # Always from the log's end, not from the cursor: an event appended twice is then
         # shown once, at the same position on every page.
         size = max(EPISODE_PAGE, self.limit + 1)
         events = self.audit.newest_first(session_id, size)
         while chunk := list(itertools.islice(events, size)):
-            shown = chunk if fact_ids is None else [
-                v for e in chunk if (v := visible(e, fact_ids)) is not None]
+            if self.scope is None:
+                shown = chunk
+            else:  # only the facts these events name are looked up
+                named = {e.fact_id for e in chunk} | {r for e in chunk for r in e.related}
+                seen = self.vectors.visible_fact_ids(session_id, named, self.scope)
+                shown = [v for e in chunk if (v := visible(e, seen)) is not None]
             yield from _older(newest_first(fact_event(e) for e in shown), before)
 
 

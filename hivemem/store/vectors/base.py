@@ -11,7 +11,7 @@ import struct
 import time
 import uuid
 from abc import ABC, abstractmethod
-from collections.abc import Iterator, Mapping, Sequence
+from collections.abc import Collection, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from datetime import datetime
 from typing import Any, Literal, cast
@@ -547,6 +547,17 @@ class VectorStore(ABC):
         hits = self.retrieve(FACTS, list(fact_ids))
         return [FactHit(Fact.model_validate(h.payload), 0.0, h.vector)
                 for h in hits if scope is None or scope.allows(h.payload)]
+
+    def visible_fact_ids(
+        self, session_id: str, fact_ids: Collection[str], scope: Scope
+    ) -> set[str]:
+        """Which of these facts of the session `scope` may see: read by id (a timeline page
+        checks the few facts its events name, not every fact of the session)."""
+        wanted = [f for f in fact_ids if _is_uuid(f)]
+        if not wanted:
+            return set()
+        return {str(h.payload.get("fact_id")) for h in self.retrieve(FACTS, wanted)
+                if h.payload.get("session_id") == session_id and scope.allows(h.payload)}
 
     def list_facts(
         self, session_id: str, statuses: Sequence[str] | None = None,
