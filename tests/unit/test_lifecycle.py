@@ -14,11 +14,13 @@ import redis
 from support.lifecycle_data import T0, fid, seed
 
 from hivemem import MemoryClient, Settings
+from hivemem.domain.audit import AuditEvent
 from hivemem.domain.episode import Episode
-from hivemem.domain.fact import FactStatus
+from hivemem.domain.fact import Fact, FactStatus
 from hivemem.domain.timeline import TimelineEvent, TimelinePage
 from hivemem.errors import RetryLater, ValidationError
 from hivemem.providers.embedders import HashingEmbedder
+from hivemem.store.audit import AuditLog
 from hivemem.store.reflection import ReflectionState
 from hivemem.store.sessions import SessionStore
 from hivemem.store.vectors.base import TURNS
@@ -161,6 +163,19 @@ def _busy_session(client: MemoryClient, drain: Callable[[], None], session: str 
                 visibility="private" if k == 2 else "shared")
         for k in range(4)])
     client.admin.compact(session)
+    # Bob's private fact, and changes about it and naming it (alice sees the second, without
+    # the name or the reason).
+    secret = Fact(fact_id=fid(f"{session}-secret"), session_id=session, agent_id="bob",
+                  visibility="private", content="bob's secret", created_at=T0, valid_from=T0)
+    client.vector_store().upsert_facts([secret], HashingEmbedder(1024).embed_documents(
+        [secret.content]))
+    AuditLog(client._redis, client.keys).append([
+        AuditEvent(at=T0 + timedelta(days=5, minutes=20, seconds=i), session_id=session,
+                   fact_id=fact, action="archived", actor="compaction", reason="because",
+                   related=related)
+        for i, (fact, related) in enumerate([
+            (secret.fact_id, []), (fid(f"{session}-goal"), [secret.fact_id]),
+            (secret.fact_id, [fid(f"{session}-goal")])])])
 
 
 def _all_pages(read: Callable[[str | None], TimelinePage]) -> list[TimelineEvent]:
@@ -203,6 +218,12 @@ def test_timeline_pages_return_every_event_once_in_order_with_scope(
     assert not [e for e in paged if e.detail.get("visibility") == "private"]
     assert "s1-ep2" not in {e.ref_id for e in paged}  # bob's private episode
     assert len([e for e in paged if e.kind == "turn"]) == 44 - 14  # bob's 14 private turns
+    assert fid("s1-secret") not in {e.ref_id for e in paged}
+    named = [e for e in paged if e.kind == "fact" and e.detail["cause"] == ""
+             and e.ref_id == fid("s1-goal")]
+    assert len(named) == 1
+    assert "because" not in named[0].summary and fid("s1-secret") not in named[0].summary
+    assert fid("s1-secret") in {e.ref_id for e in everything}
     bob = client.scoped(agent_id="bob")
     assert _all_pages(lambda c: bob.timeline_page("s1", limit=4, cursor=c)) == bob.timeline(
         "s1")
