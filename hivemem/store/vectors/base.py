@@ -541,7 +541,7 @@ class VectorStore(ABC):
     ) -> list[FactHit]:
         # A fact id is a point id, a UUID: anything else names no fact (and would be refused
         # by the engine as a malformed request, not answered as missing).
-        fact_ids = [f for f in fact_ids if _is_uuid(f)]
+        fact_ids = [f for f in fact_ids if is_uuid(f)]
         if not fact_ids:
             return []
         hits = self.retrieve(FACTS, list(fact_ids))
@@ -553,7 +553,7 @@ class VectorStore(ABC):
     ) -> set[str]:
         """Which of these facts of the session `scope` may see: read by id (a timeline page
         checks the few facts its events name, not every fact of the session)."""
-        wanted = [f for f in fact_ids if _is_uuid(f)]
+        wanted = [f for f in fact_ids if is_uuid(f)]
         if not wanted:
             return set()
         return {str(h.payload.get("fact_id")) for h in self.retrieve(FACTS, wanted)
@@ -695,7 +695,7 @@ def _unit(vector: Vector) -> Vector:
     return (vector / norm).astype(np.float32) if norm > 0 else vector.astype(np.float32)
 
 
-def _is_uuid(value: str) -> bool:
+def is_uuid(value: str) -> bool:
     try:
         uuid.UUID(value)
     except (ValueError, TypeError, AttributeError):

@@ -12,7 +12,7 @@ import os
 import shutil
 import threading
 import time
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Callable, Collection, Iterator, Sequence
 from pathlib import Path
 from typing import Any, cast
 
@@ -47,6 +47,7 @@ from hivemem.store.vectors.base import (
     _sessions,
     as_vector,
     fused_vector,
+    is_uuid,
     scoped,
     turn_point_id,
     window_of,
@@ -555,6 +556,17 @@ class EdgeVectorStore(VectorStore):
             return []
         records = self._on("retrieve", collection, "retrieve", list(ids), True, _POINT_VECTORS)
         return [_hit(r, 0.0) for r in records]
+
+    def visible_fact_ids(
+        self, session_id: str, fact_ids: Collection[str], scope: Scope
+    ) -> set[str]:
+        """Payloads only: the vectors of a hundred facts cost more than the rest."""
+        wanted = [f for f in fact_ids if is_uuid(f)]
+        if not wanted:
+            return set()
+        records = self._on("retrieve", FACTS, "retrieve", wanted, True, False)
+        return {str(r.payload.get("fact_id")) for r in records
+                if r.payload.get("session_id") == session_id and scope.allows(r.payload)}
 
     def get_turns(
         self, session_id: str, turn_ids: Sequence[str], scope: Scope | None = None
