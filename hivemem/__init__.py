@@ -27,7 +27,7 @@ from hivemem.domain.models import (
 from hivemem.domain.recall.policy import PRESETS, RecallPolicy, ScoringWeights
 from hivemem.domain.scope import Scope
 from hivemem.domain.session import RelatedSession, SessionContext, SessionInfo
-from hivemem.domain.timeline import TimelineEvent
+from hivemem.domain.timeline import TimelineEvent, TimelinePage
 from hivemem.errors import (
     ApiError,
     Backpressure,
@@ -121,6 +121,7 @@ __all__ = [
     "StoreRejected",
     "StoreUnavailable",
     "TimelineEvent",
+    "TimelinePage",
     "Turn",
     "TurnInput",
     "Unauthorized",

@@ -22,7 +22,7 @@ from hivemem.domain.models import DeadLetter, SessionStats, Turn
 from hivemem.domain.recall.policy import RecallPolicy
 from hivemem.domain.scope import OPERATOR
 from hivemem.domain.session import RelatedSession, SessionContext, SessionInfo
-from hivemem.domain.timeline import TimelineEvent
+from hivemem.domain.timeline import TimelineEvent, TimelinePage
 from hivemem.service.core import Service
 from hivemem.service.operator import READY
 from hivemem.store.apikeys import ApiKeyStore
@@ -195,6 +195,16 @@ class Admin:
         """Turns, episode closes and fact changes of these sessions, by time then sequence
         (`limit`: only the newest that many)."""
         return self._service.sessions.timeline(OPERATOR, session_ids, kinds=kinds, limit=limit)
+
+    def timeline_page(
+        self, session_ids: Sequence[str], *, kinds: Sequence[str] | None = None,
+        limit: int = 100, cursor: str | None = None,
+    ) -> TimelinePage:
+        """The `limit` newest events of these sessions older than `cursor` (the
+        `next_cursor` of the page before; none: the newest), oldest first. Reads only what
+        the page shows, however long the sessions are."""
+        return self._service.sessions.timeline_page(OPERATOR, session_ids, kinds=kinds,
+                                                    limit=limit, cursor=cursor)
 
     # -- export / import -------------------------------------------------------------------
 

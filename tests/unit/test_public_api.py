@@ -66,6 +66,7 @@ def test_all_is_pinned() -> None:
         "StoreRejected",
         "StoreUnavailable",
         "TimelineEvent",
+        "TimelinePage",
         "Turn",
         "TurnInput",
         "Unauthorized",

@@ -292,6 +292,8 @@ export interface StatsOut {
 export interface TimelineOut {
   /** at, seq, kind (turn, episode, fact), session_id, ref_id, actor, summary */
   events: Array<Record<string, unknown>>;
+  /** with `limit` or `cursor`: pass it as `cursor` for the page of older events (null: there are none) */
+  next_cursor?: string | null;
 }
 
 export interface TracesOut {

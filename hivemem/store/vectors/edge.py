@@ -12,7 +12,7 @@ import os
 import shutil
 import threading
 import time
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Callable, Collection, Iterator, Sequence
 from pathlib import Path
 from typing import Any, cast
 
@@ -36,6 +36,7 @@ from hivemem.store.vectors.base import (
     SCOPE,
     TURNS,
     WRITTEN_AT,
+    Between,
     Hit,
     Point,
     TurnHit,
@@ -46,6 +47,7 @@ from hivemem.store.vectors.base import (
     _sessions,
     as_vector,
     fused_vector,
+    is_uuid,
     scoped,
     turn_point_id,
     window_of,
@@ -311,6 +313,10 @@ class EdgeVectorStore(VectorStore):
                     raise ValueError(f"a Scope goes under {SCOPE!r}, not {field!r}")
                 must.append(self._in_namespace(value.namespace))
                 must_not.append(self._others_private(value.agent_id))
+            elif isinstance(value, Between):
+                # Edge has no integer range: a float one matches the integer index.
+                must.append(qe.FieldCondition(key=field, range=qe.RangeFloat(
+                    gte=float(value.gte), lte=float(value.lte))))
             elif isinstance(value, list | tuple):
                 must.append(qe.FieldCondition(key=field, match=qe.MatchAny(list(value))))
             else:
@@ -550,6 +556,17 @@ class EdgeVectorStore(VectorStore):
             return []
         records = self._on("retrieve", collection, "retrieve", list(ids), True, _POINT_VECTORS)
         return [_hit(r, 0.0) for r in records]
+
+    def visible_fact_ids(
+        self, session_id: str, fact_ids: Collection[str], scope: Scope
+    ) -> set[str]:
+        """Payloads only: the vectors of a hundred facts cost more than the rest."""
+        wanted = [f for f in fact_ids if is_uuid(f)]
+        if not wanted:
+            return set()
+        records = self._on("retrieve", FACTS, "retrieve", wanted, True, False)
+        return {str(r.payload.get("fact_id")) for r in records
+                if r.payload.get("session_id") == session_id and scope.allows(r.payload)}
 
     def get_turns(
         self, session_id: str, turn_ids: Sequence[str], scope: Scope | None = None

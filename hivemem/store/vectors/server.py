@@ -29,6 +29,7 @@ from hivemem.store.vectors.base import (
     TURNS,
     WINDOW,
     WRITTEN_AT,
+    Between,
     Hit,
     Point,
     Vector,
@@ -219,6 +220,9 @@ class ServerVectorStore(VectorStore):
                     raise ValueError(f"a Scope goes under {SCOPE!r}, not {field!r}")
                 must.append(_in_namespace(value.namespace))
                 must_not.append(_others_private(value.agent_id))
+            elif isinstance(value, Between):
+                must.append(qm.FieldCondition(
+                    key=field, range=qm.Range(gte=value.gte, lte=value.lte)))
             elif isinstance(value, str | int | bool):
                 must.append(qm.FieldCondition(key=field, match=qm.MatchValue(value=value)))
             else:
