@@ -55,6 +55,7 @@ class FileSession:
     fact_ids: set[str] = field(default_factory=set)
     episodes: dict[str, int] = field(default_factory=dict)  # id -> index
     seqs: set[int] = field(default_factory=set)  # of its turns
+    last_line: int = 0  # of its turn with the highest seq
 
     @property
     def last_seq(self) -> int:
@@ -151,7 +152,11 @@ class _Reader:
             _check_vector(number, vector, self.header)
         elif isinstance(record, TurnRecord | FactRecord):
             self.without_vectors += 1
-        if isinstance(record, FactRecord):
+        if isinstance(record, TurnRecord):
+            if record.turn.seq > current.last_seq:
+                current.last_line = number
+            current.seqs.add(record.turn.seq)
+        elif isinstance(record, FactRecord):
             current.fact_ids.add(record.fact.fact_id)
         elif isinstance(record, EpisodeRecord):
             current.episodes[record.episode.episode_id] = record.episode.index
@@ -173,7 +178,7 @@ class _Reader:
         for info in self.sessions.values():
             most = len(info.seqs) + info.dead
             if info.last_seq > most:
-                self.refused.add(info.line, "turn", ValidationError("seq", (
+                self.refused.add(info.last_line, "turn", ValidationError("seq", (
                     f"session {info.session_id!r} has a turn with seq {info.last_seq}, but"
                     f" only {len(info.seqs)} turns and {info.dead} dead-lettered ones: every"
                     " seq up to the last must be one of them")))
@@ -233,8 +238,6 @@ def _check(record: Any, session: FileSession, settings: IngestSettings,
             raise ValidationError("namespace", f"a record of namespace {namespace!r} in a"
                                   f" session of namespace {session.namespace!r}")
     check_scope(record, session.namespace, scope)
-    if isinstance(record, TurnRecord):
-        session.seqs.add(record.turn.seq)
 
 
 def _session_of(record: Any) -> str:
