@@ -18,11 +18,12 @@ from typing import Annotated, Any, Literal
 
 from fastapi import APIRouter, Depends, Query, Request
 from fastapi.responses import FileResponse, JSONResponse
+from pydantic import BaseModel, Field
 from starlette.background import BackgroundTask
 from starlette.concurrency import run_in_threadpool
 
 from hivemem.api.problems import BASE, MEDIA_TYPE
-from hivemem.api.schemas import ID_REGEX, Id
+from hivemem.api.schemas import ID_REGEX, Id, Problem
 from hivemem.producer.admin import Admin
 from hivemem.producer.scoped import ScopedMemory
 from hivemem.store.apikeys import ApiKeyInfo
@@ -42,11 +43,28 @@ EXPORT_FILE: dict[int | str, dict[str, Any]] = {200: {
     "content": {"application/x-ndjson": _FILE, "application/gzip": _FILE}}}
 
 
+class RefusedRecord(BaseModel):
+    line: int
+    field: str
+    detail: str
+
+
+class ImportProblem(Problem):
+    """A refused import file: the problem of its first refused record, then all of them."""
+
+    # Absent when the request itself was refused (its mode, its key) before a record was read.
+    refused: int = Field(default=0, description="How many records were refused")
+    records: list[RefusedRecord] = Field(default_factory=list,
+                                         description="The first refused records, by line")
+
+
+_REFUSED: dict[str, Any] = {"model": ImportProblem,
+                            "content": {"application/problem+json": {}}}
 IMPORT_REFUSED: dict[int | str, dict[str, Any]] = {
-    403: {"description": "A record is not this key's to write (another namespace or agent):"
-                         " nothing was written"},
-    422: {"description": "Records ingest would refuse: nothing was written. `records` lists"
-                         " them (line, field, detail), `refused` counts them"},
+    403: {"description": "A record of another agent (for an agent key): nothing was written",
+          **_REFUSED},
+    422: {"description": "Records ingest would refuse, or of another namespace: nothing was"
+                         " written; `records` lists them (line, field, detail)", **_REFUSED},
 }
 
 
