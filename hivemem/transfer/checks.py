@@ -254,7 +254,10 @@ def check_scope(record: Any, namespace: str, scope: ImportScope) -> None:
     if scope.agent_id is None:
         return
     agents: tuple[str | None, ...] = ()
-    if isinstance(record, TurnRecord):
+    if isinstance(record, SessionRecord):
+        info = record.state.get("info") or {}
+        agents = (info.get("agent_id") if isinstance(info, Mapping) else None,)
+    elif isinstance(record, TurnRecord):
         agents = (record.turn.agent_id,)
     elif isinstance(record, FactRecord):
         agents = (record.fact.agent_id,)

@@ -260,6 +260,14 @@ def test_an_agent_key_cannot_plant_memories_in_another_agents_name(
     facts = site.http.get(f"/v1/sessions/{sid}/facts", headers=site.auth("alice"))
     assert facts.status_code == 404  # the session was never written
     _team_b_unaffected(site)
+    # Nor claim the session's header for alice.
+    header = _renamed(_export(site), f"claimed-{uuid.uuid4().hex[:8]}")
+    header = [rec for rec in header if rec.get("type") != "turn"
+              or rec["turn"]["agent_id"] is None]
+    header[-1]["counts"]["turn"] = sum(1 for rec in header if rec.get("type") == "turn")
+    header[1]["state"]["info"] = {"title": "Alice's", "agent_id": "alice"}
+    r = _import(site, "bob", _file(header))
+    assert r.status_code == 403 and r.json()["field"] == "line 2: session.agent_id", r.text
     # Alice's own key may import her own data (and shared turns without an agent).
     r = _import(site, "alice", _file(records))
     assert r.status_code == 201, r.text
