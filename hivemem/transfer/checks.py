@@ -93,13 +93,20 @@ class Refusals:
         self.total += 1
         if len(self.kept) < MAX_SHOWN:
             field = exc.field if exc.field.startswith("line ") else f"{kind}.{exc.field}"
-            self.kept.append(Refusal(line, field, exc.message, isinstance(exc, NotPermitted)))
+            self.kept.append(Refusal(line, _printable(field), _printable(exc.message),
+                                     isinstance(exc, NotPermitted)))
 
     def raise_any(self) -> None:
         if self.total:
             # Scope refusals first: they decide the answer (403) and say the most.
             kept = sorted(self.kept, key=lambda r: (not r.forbidden, r.line))
             raise ImportRefused(kept, self.total)
+
+
+def _printable(text: str) -> str:
+    """`text` as valid UTF-8: a field or message may quote the file's own text, lone
+    surrogates included, and the answer must still encode."""
+    return text.encode("utf-8", "backslashreplace").decode("utf-8")
 
 
 def _ids(field: str, values: Iterable[object]) -> None:
