@@ -7,6 +7,7 @@ from __future__ import annotations
 import asyncio
 import uuid
 from collections.abc import Iterator
+from concurrent.futures import ThreadPoolExecutor
 
 import pytest
 
@@ -95,9 +96,11 @@ def test_mcp_argument_errors_are_one_line() -> None:
         raise AssertionError("arguments are checked before any memory is used")
 
     server = build_server(no_memory)  # type: ignore[arg-type]
-    with pytest.raises(ToolError) as caught:
-        asyncio.run(server.call_tool("ingest", {"session_id": "s", "content": "x",
-                                                "role": "bogus", "visibility": 3}))
+    call = server.call_tool("ingest", {"session_id": "s", "content": "x", "role": "bogus",
+                                       "visibility": 3})
+    # On a thread of its own: a test elsewhere may leave an event loop running on this one.
+    with ThreadPoolExecutor(1) as pool, pytest.raises(ToolError) as caught:
+        pool.submit(asyncio.run, call).result()
     text = str(caught.value)
     assert text.startswith("role: ") and "(and 1 more)" in text, text
     assert "\n" not in text and "http" not in text
