@@ -62,6 +62,7 @@ from hivemem.runtime.workspace import WorkspaceError
 from hivemem.store.apikeys import ApiKeyInfo, ApiKeyStore
 from hivemem.store.status import PipelineStatus
 from hivemem.store.vectors.base import VectorStore
+from hivemem.transfer.checks import ImportRefused, ImportScope
 from hivemem.transfer.exporter import ExportSummary
 from hivemem.transfer.importer import ImportSummary
 
@@ -90,6 +91,8 @@ __all__ = [
     "Fact",
     "FolderBusy",
     "HivememError",
+    "ImportRefused",
+    "ImportScope",
     "ImportSummary",
     "MalformedEntry",
     "MemoryClient",

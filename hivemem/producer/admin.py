@@ -28,6 +28,7 @@ from hivemem.service.operator import READY
 from hivemem.store.apikeys import ApiKeyStore
 from hivemem.store.redis import Redis
 from hivemem.store.status import PipelineStatus
+from hivemem.transfer.checks import ImportScope
 from hivemem.transfer.exporter import ExportSummary
 from hivemem.transfer.importer import ImportSummary
 from hivemem.transfer.stores import Progress
@@ -218,10 +219,13 @@ class Admin:
 
     def import_file(
         self, path: str | Path, *, mode: str = "append", progress: Progress | None = None,
+        scope: ImportScope | None = None,
     ) -> ImportSummary:
-        """Read an export: validated whole first, then written (modes: append, replace,
-        skip_existing, overwrite)."""
-        return self._service.transfer.import_file(OPERATOR, path, mode=mode, progress=progress)
+        """Read an export: validated whole first (every record as ingest checks it), then
+        written (modes: append, replace, skip_existing, overwrite). `scope`: import as a
+        namespace (or one of its agents) only; a record outside it refuses the file."""
+        return self._service.transfer.import_file(OPERATOR, path, mode=mode, progress=progress,
+                                                  scope=scope)
 
     def backup(self, path: str | Path, *, progress: Progress | None = None) -> ExportSummary:
         """Every session, with vectors (a restore needs no model)."""

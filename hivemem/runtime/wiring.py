@@ -207,6 +207,7 @@ class Wiring:
             redis=self.redis, keys=self.keys, vectors=self.vectors, state=self.state,
             episodes=self.episodes, sessions=self.sessions, audit=self.audit,
             recent_window=self.settings.ingest.recent_window, embedder=self.query_embedder,
+            ingest=self.settings.ingest,
         )
 
     def compactor(self) -> Compactor:

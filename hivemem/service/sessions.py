@@ -64,18 +64,20 @@ class Sessions:
     ) -> SessionInfo:
         """Record a session's title and agent. A scope names its own sessions only, and
         with a bound agent records that agent; the operator may name a session that does
-        not exist yet (it is created)."""
+        not exist yet (it is created). `created_at` is set once, to when the session began."""
         if isinstance(access, Scope):
             self.access.require(access, session_id)
             agent_id = access.agent_id
         else:
             check_id("session_id", session_id)
+        activity = self.parts.sessions.info(session_id)[1]
         fields: dict[str, str] = {}
         if title is not None:
             fields["title"] = check_title(title)
         if agent_id is not None:
             fields["agent_id"] = check_id("agent_id", agent_id)
-        self.parts.sessions.set_info(session_id, fields, datetime.now(UTC))
+        began = parse_time(activity.get("first_ts")) or datetime.now(UTC)
+        self.parts.sessions.set_info(session_id, fields, began)
         return self.info(access, session_id)
 
     def info(self, access: Access, session_id: str) -> SessionInfo:

@@ -34,6 +34,8 @@ def test_all_is_pinned() -> None:
         "Fact",
         "FolderBusy",
         "HivememError",
+        "ImportRefused",
+        "ImportScope",
         "ImportSummary",
         "MalformedEntry",
         "MemoryClient",

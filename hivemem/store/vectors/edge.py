@@ -56,6 +56,7 @@ from hivemem.store.vectors.base import (
 )
 from hivemem.store.vectors.edge_index import BackgroundIndex, recover, set_active
 from hivemem.store.vectors.memlock import MemoryLock
+from hivemem.store.vectors.payload_limits import check_payloads
 
 log = structlog.get_logger(__name__)
 
@@ -275,13 +276,16 @@ class EdgeVectorStore(VectorStore):
             # Payload indexes follow in `_ensure_indexes`, before any point is written.
             return qe.EdgeShard.create(str(shard_path), self._config())
         except Exception as exc:
-            if "WAL" in str(exc) or "WouldBlock" in str(exc):
+            if "WouldBlock" in str(exc):
                 raise StoreUnavailable(
                     "qdrant-edge",
                     f"{shard_path} is open in another process (one process per embedded store;"
                     " use a Qdrant server to share it)",
                 ) from None
-            raise StoreUnavailable("qdrant-edge", f"{shard_path}: {exc}") from None
+            # Anything else is the engine's own words (a write-ahead log it cannot read back
+            # says so), never a guess at a lock.
+            raise StoreUnavailable("qdrant-edge", f"{shard_path} cannot be opened: {exc}"
+                                   ) from None
 
     def _close_open(self) -> None:
         for shard in self._shards.values():
@@ -358,6 +362,7 @@ class EdgeVectorStore(VectorStore):
                 raise StoreUnavailable("qdrant-edge", f"{action}: {exc}") from None
 
     def upsert(self, collection: str, points: Sequence[Point]) -> None:
+        check_payloads("qdrant-edge", collection, [p.payload for p in points])
         qe = self._qe
         batch = [
             qe.Point(id=p.id, vector=self._vectors(collection, p), payload=p.payload)

@@ -39,6 +39,7 @@ from hivemem.store.vectors.base import (
     rank_fused,
     written_at,
 )
+from hivemem.store.vectors.payload_limits import check_payloads
 from hivemem.store.vectors.server_calls import (
     CLIENT_ERRORS,
     classify,
@@ -248,6 +249,7 @@ class ServerVectorStore(VectorStore):
     def upsert(self, collection: str, points: Sequence[Point]) -> None:
         if not points:
             return
+        check_payloads("qdrant", collection, [p.payload for p in points])
         lexical = self.prefix + collection not in self._without_lexical
         window = self.prefix + collection not in self._without_window
         batch = [
