@@ -202,7 +202,9 @@ def print_workers(console: Console, pipeline: PipelineStatus) -> None:
                             f"{consumer.idle_ms / 1000:.1f}s")
         if not stage.consumers:
             workers.add_row(stage.stage, "(none yet)", "", "")
-    workers.add_row("reflect", f"{pipeline.reflect_workers} rq worker(s)", "", "")
+    stale = (f", {pipeline.reflect_workers_stale} not heard from lately"
+             if pipeline.reflect_workers_stale else "")
+    workers.add_row("reflect", f"{pipeline.reflect_workers} rq worker(s){stale}", "", "")
     console.print(workers)
     jobs = ", ".join(f"{k} {v}" for k, v in pipeline.reflect_jobs.items())
     dead = ", ".join(f"{s.stage} {s.dead_letters}" for s in pipeline.stages)

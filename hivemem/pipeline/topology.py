@@ -144,6 +144,11 @@ class Keys:
         """The one worker of a stage reading partition p (SET NX PX, its consumer name)."""
         return f"{self.prefix}:lease:{stage}:{partition}"
 
+    def job_maintenance(self, queue: str) -> str:
+        """On rq's Redis: held (SET NX PX) by the reflect worker that looks for abandoned
+        jobs of `queue` this round; lapses by itself."""
+        return f"{self.prefix}:jobcare:{queue}"
+
     def dispatched(self, episode_id: str) -> str:
         """On rq's Redis: set once the episode's reflect job is enqueued (never twice)."""
         return f"{self.prefix}:dispatched:{episode_id}"

@@ -69,9 +69,11 @@ class Operator:
         Redis); the reflection jobs by state and the rq workers (rq's Redis)."""
         parts = self.parts
         jobs = parts.jobs
+        live, stale = jobs.worker_liveness()
         return PipelineStatus(
             stages=stage_statuses(parts.redis, parts.keys), reflect_queue=jobs.name,
-            reflect_jobs=jobs.counts(), reflect_workers=jobs.workers(),
+            reflect_jobs=jobs.counts(), reflect_workers=live + stale,
+            reflect_workers_stale=stale,
         )
 
     def api_keys(self, _operator: OperatorScope) -> ApiKeyStore:

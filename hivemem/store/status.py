@@ -40,6 +40,9 @@ class PipelineStatus(BaseModel):
     reflect_queue: str
     reflect_jobs: dict[str, int]
     reflect_workers: int
+    # Of those, the ones not heard from lately (killed, or backing off while their Redis is
+    # away): rq keeps a dead worker registered for minutes.
+    reflect_workers_stale: int = 0
 
 
 

@@ -132,6 +132,9 @@ class StreamWorker(Generic[M]):
         self.owned: list[str] = []
         self._doorbell: Doorbell | None = None
         self._log = log.bind(worker=kind.name, consumer=self.consumer)
+        # Told False while a store is away (the worker backs off), True once it answers
+        # again: the process's liveness (its metrics).
+        self.on_health: Callable[[bool], None] | None = None
 
     # -- lifecycle -------------------------------------------------------------------------
 
@@ -229,15 +232,23 @@ class StreamWorker(Generic[M]):
     def _with_retry(self, fn: Callable[[], T]) -> T:
         """Run `fn`, backing off while a store is down. Gives up only when stopping."""
         delay = self.settings.backoff_initial_s
+        backed_off = False
         while True:
             try:
-                return fn()
+                result = fn()
             except _TRANSIENT as exc:
                 if self.stopping:
                     raise
                 self._log.warning("worker.backoff", error=str(exc), sleep_s=round(delay, 2))
+                if self.on_health is not None:
+                    self.on_health(False)
+                backed_off = True
                 self._stop.wait(delay)
                 delay = min(delay * 2, self.settings.backoff_max_s)
+                continue
+            if backed_off and self.on_health is not None:
+                self.on_health(True)
+            return result
 
     # -- one iteration ---------------------------------------------------------------------
 
