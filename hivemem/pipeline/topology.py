@@ -198,6 +198,12 @@ class Keys:
         """The one boundary worker allowed to advance this session (token, PX)."""
         return f"{self._s(session_id)}:ep:lease"
 
+    def boundary_waiting(self, partition: int) -> str:
+        """Sorted set: the partition's sessions with entries in their boundary buffer,
+        scored by when the buffer last went from empty to not (ms, server clock): what the
+        boundary workers' sweep drains once no lease is held."""
+        return f"{self.tag(partition)}:ep:waiting"
+
     def session_episodes(self, session_id: str) -> str:
         """List of the session's closed episode ids, in order."""
         return f"{self._s(session_id)}:episodes"

@@ -154,6 +154,11 @@ class PipelineCollector(Collector):
         reflect_workers = GaugeMetricFamily(
             "hivemem_reflect_workers", "rq workers of the reflect queue (stale: not heard from"
             " lately)", labels=["state"])
+        waiting = GaugeMetricFamily(
+            "hivemem_boundary_waiting_sessions", "Sessions with entries in their boundary buffer")
+        waiting_oldest = GaugeMetricFamily(
+            "hivemem_boundary_waiting_oldest_seconds",
+            "How long the longest-waiting boundary buffer has held entries")
         up = GaugeMetricFamily("hivemem_redis_up", "1 when Redis answered the scrape")
         try:
             status = self.status()
@@ -172,7 +177,10 @@ class PipelineCollector(Collector):
         reflect_workers.add_metric(
             ["live"], status.reflect_workers - status.reflect_workers_stale)
         reflect_workers.add_metric(["stale"], status.reflect_workers_stale)
-        yield from (lag, pending, dead, consumers, jobs, reflect_workers, up)
+        waiting.add_metric([], status.boundary_waiting)
+        waiting_oldest.add_metric([], (status.boundary_waiting_oldest_ms or 0) / 1000)
+        yield from (lag, pending, dead, consumers, jobs, reflect_workers, waiting,
+                    waiting_oldest, up)
 
 
 def timed(histogram: Histogram, *labels: str) -> Callable[[], None]:

@@ -300,7 +300,7 @@ class Wiring:
     def boundary_stage(self, conn: Redis | None = None) -> StageKind:
         conn = conn or self.redis
         handler = BoundaryHandler(self.episode_store(conn), policy_from(self.settings.episodes))
-        return boundary_kind(handler)
+        return boundary_kind(handler, self.settings.episodes.sweep_interval_s)
 
     def dispatch_stage(self, queue_conn: Redis | None = None) -> StageKind:
         """The outbox dispatcher: closed episodes -> reflect jobs on rq's Redis."""

@@ -17,7 +17,6 @@ import time
 from collections.abc import Callable, Sequence
 from typing import Any
 
-import redis as redis_py
 import structlog
 from rq import Queue, SimpleWorker
 from rq.exceptions import StopRequested
@@ -28,6 +27,7 @@ from rq.timeouts import TimerDeathPenalty
 
 from hivemem.config import ReflectionSettings
 from hivemem.errors import HivememError, StoreUnavailable
+from hivemem.store.redis import OUTAGE_ERRORS as REDIS_OUTAGE_ERRORS
 from hivemem.store.redis import Redis, redis_errors
 from hivemem.workers.jobs import JobContext
 from hivemem.workers.keepalive import Keepalive
@@ -39,10 +39,8 @@ log = structlog.get_logger(__name__)
 # How long a worker's teardown waits for rq's command listener thread to end (a daemon:
 # one still waiting ends by itself, or with the process).
 _LISTENER_STOP_S = 1.0
-# What a Redis outage raises out of rq (a server loading its AOF after a restart answers
-# LOADING: `BusyLoadingError`, a `ConnectionError`).
-OUTAGE_ERRORS: tuple[type[Exception], ...] = (
-    redis_py.ConnectionError, redis_py.TimeoutError, StoreUnavailable)
+# What a Redis outage raises out of rq (redis-py's errors: rq calls it directly) or ours.
+OUTAGE_ERRORS: tuple[type[Exception], ...] = (*REDIS_OUTAGE_ERRORS, StoreUnavailable)
 
 
 class ContextJob(Job):
