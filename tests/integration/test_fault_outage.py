@@ -25,14 +25,20 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+import redis as redis_py
 from integration_support import KEYS, WorkerProcess, conversation, worker_env
+from redis.backoff import NoBackoff
+from redis.retry import Retry
 
-from hivemem.config import Settings
+from hivemem.config import Settings, WorkerSettings
 from hivemem.errors import NotFound, StoreUnavailable
 from hivemem.producer.client import MemoryClient
 from hivemem.store.episodes import EpisodeStore
 from hivemem.store.reflection import ReflectionState
+from hivemem.store.streams import StreamStore
 from hivemem.testing import RedisServer
+from hivemem.workers.boundary import BoundaryHandler, boundary_kind, policy_from
+from hivemem.workers.stream import StreamWorker
 from tests.support.qdrant_standin import StandinProcess, spawn
 from tests.support.scripted_llm import Reply, ScriptedLLM
 
@@ -250,3 +256,80 @@ def test_a_reflect_job_whose_worker_is_killed_is_reflected_by_another_within_90s
             assert len(llm.requests) >= 2
             redis.close()
     print(f"\nthe killed job's episode was reflected {took:.1f}s after the kill")
+
+
+def test_an_outage_between_begin_and_commit_leaves_no_session_waiting_for_traffic(
+    redis_aof: RedisServer, qdrant: StandinProcess, start_worker: Any,
+) -> None:
+    """The boundary worker runs in the test (the real consume loop and handler), so that the
+    outage falls exactly between its first `begin` and that advance's `commit`: Redis is
+    killed there and restarted 3 s later (the old lease, in the AOF, has ~7 s left). Every
+    turn and each session's close are in before the boundary worker starts, so after the
+    outage no entry of any session comes again."""
+    env = _env(redis_aof.url, qdrant.url)
+    embed = start_worker(env, "embed", "--name", "embed-1", command=WORKERS)
+    reflect = start_worker(env, "reflect", "--name", "reflect-1", command=WORKERS)
+    _started([embed, reflect])
+    sessions = [f"gap-s{i}" for i in range(3)]
+    per_session = 20
+    settings = _settings(redis_aof.url, qdrant.url).model_copy(update={
+        "worker": WorkerSettings(batch_size=8, block_ms=100, backoff_initial_s=0.05,
+                                 backoff_max_s=0.5, claim_interval_s=1.0),
+    })
+    assert settings.episodes.lease_ms == 10_000 and settings.episodes.sweep_interval_s == 2.0
+    with MemoryClient(settings) as producer:
+        for turn in conversation(sessions, per_session):
+            producer.ingest(**turn)
+        for sid in sessions:
+            producer.close_session(sid)
+
+        def embedded() -> bool:
+            return all(producer.get_session_stats(sid).turns_processed == per_session
+                       for sid in sessions)
+
+        _wait("every turn embedded", embedded, 60, [embed, reflect])
+
+        # No redis-py retries on the worker's connection: its own retries (10, up to ~5 s)
+        # would otherwise resend the commit after a short restart, hiding the outage the
+        # issue saw when Redis stayed away longer than they last.
+        conn = redis_py.Redis(unix_socket_path=str(redis_aof.socket), socket_timeout=2,
+                              retry=Retry(NoBackoff(), 0))
+        store = EpisodeStore(conn, KEYS, settings.episodes.lease_ms)
+        real_commit, real_sweep_check = store.commit, store.sweep_check
+        cut: dict[str, Any] = {}
+        swept: list[str] = []
+
+        def commit(session_id: str, token: str, **kw: Any) -> int:
+            if not cut:  # the first advance: its begin took the lease; Redis goes now
+                cut["session"] = session_id
+                redis_aof.kill()
+                restart = threading.Timer(3.0, redis_aof.start)
+                restart.start()
+                cut["restart"] = restart
+            return real_commit(session_id, token, **kw)
+
+        def sweep_check(session_id: str) -> bool:
+            ready = real_sweep_check(session_id)
+            if ready:
+                swept.append(session_id)
+            return ready
+
+        store.commit = commit  # type: ignore[method-assign]
+        store.sweep_check = sweep_check  # type: ignore[method-assign]
+        handler = BoundaryHandler(store, policy_from(settings.episodes))
+        worker = StreamWorker(boundary_kind(handler, settings.episodes.sweep_interval_s),
+                              StreamStore(conn, KEYS), settings.worker, consumer="boundary-t")
+        thread = threading.Thread(target=worker.run, daemon=True)
+        thread.start()
+        try:
+            _wait("the outage", lambda: "restart" in cut, 60, [embed, reflect])
+            cut["restart"].join()
+            took = _wait("every episode closed and reflected", _all_reflected(
+                producer, redis_aof.client(), sessions, per_session), 60, [embed, reflect])
+        finally:
+            worker.stop()
+            thread.join(timeout=10)
+    assert cut["session"] in swept, f"the sweep never drained {cut['session']}: {swept}"
+    for w in (embed, reflect):
+        assert w.process.poll() is None, w.output()[-3000:]
+    print(f"\nevery episode closed and reflected {took:.1f}s after the restart")
