@@ -88,8 +88,10 @@ class ContextWorker(SimpleWorker):
 
     @property
     def stop_requested(self) -> bool:
-        """A warm shutdown was asked for (SIGTERM, or `stop_after_job`)."""
-        return bool(self._stop_requested)
+        """A warm shutdown was asked for (SIGTERM, or `stop_after_job`). rq sets its stop
+        flag only when the signal comes mid-job; between jobs it raises `StopRequested` out
+        of its loop instead, and only the request's date says so afterwards."""
+        return bool(self._stop_requested) or self._shutdown_requested_date is not None
 
     def get_heartbeat_ttl(self, job: Job, working_time: float = 0.0) -> int:
         """Every job's heartbeat lasts `job_heartbeat_s`, renewed while it runs."""

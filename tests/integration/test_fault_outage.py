@@ -15,6 +15,7 @@ Qdrant stand-in (several worker processes share it).
 
 from __future__ import annotations
 
+import signal
 import socket
 import sys
 import threading
@@ -208,6 +209,10 @@ def test_every_worker_outlives_a_redis_kill_and_reflection_completes(
         assert backoffs, f"the reflect worker never saw Redis go:\n{w.output()[-3000:]}"
     assert seen_down, "reflect-1's /metrics never showed it down while Redis was away"
     assert _metric(port, 'hivemem_worker_up{worker="reflect"} 1'), "not back up after"
+    for w in every:  # and a warm shutdown still stops each of them after the restarts
+        w.signal(signal.SIGTERM)
+    for w in every:
+        w.wait(timeout=60)
     print(f"\nreflection complete {took:.1f}s after the restart")
 
 
