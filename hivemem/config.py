@@ -313,8 +313,9 @@ class ReflectionSettings(BaseModel):
     # every third of this while the job runs. A job whose worker died (SIGKILL, a lost host)
     # is noticed once it lapses and handed back through its retries (failed when none are
     # left) by the next maintenance pass, so it waits about job_heartbeat_s +
-    # maintenance_interval_s, not job_timeout_s plus rq's 10-minute maintenance.
-    job_heartbeat_s: int = Field(default=10, ge=1)
+    # maintenance_interval_s, not job_timeout_s plus rq's 10-minute maintenance. At least
+    # 3: rq keeps the expiry in whole seconds, so a heartbeat can lapse up to 1 s early.
+    job_heartbeat_s: int = Field(default=10, ge=3)
     # How often a reflect worker (one of them at a time) looks for jobs whose heartbeat
     # lapsed, and renews its own registration (`hivemem status` counts a reflect worker not
     # heard from in 3x this as stale).
