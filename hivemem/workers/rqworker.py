@@ -6,6 +6,13 @@ up). The worker, built by `hivemem.runtime.wiring`, holds the context and passes
 several workers in one process (embedded runtimes in tests, threads on one server) never
 share or clobber each other's stores, models or reflectors.
 
+Outages and crashes: a worker process runs rq's loop again after every Redis outage
+(`work_through_outages`; rq's own loop ends on any Redis error), and the embedded reflect
+thread backs off the same way. A running job's heartbeat lasts `reflection.job_heartbeat_s`
+and is renewed while it runs; `QueueCare` (a thread of each worker process) hands back the
+jobs whose heartbeat lapsed (their worker was killed), so they wait seconds, not the job
+timeout plus rq's 10-minute maintenance.
+
 This module imports rq at the top: import it lazily (rq is a heavy optional dependency).
 """
 
