@@ -62,22 +62,7 @@ class AuditLog:
     def iter_events(self, session_id: str) -> Iterator[AuditEvent]:
         """The session's events, oldest first, read page by page. An event appended twice (a
         retried job names its events the same) is read once, at its first position."""
-        key = self.keys.session_audit(session_id)
-        start = "-"
-        seen: set[str] = set()
-        while True:
-            with redis_errors("read audit events"):
-                rows = self._r.xrange(key, min=start, max="+", count=_PAGE)
-            if not rows:
-                return
-            for _entry_id, fields in rows:
-                event = _event(fields)
-                if event is not None and event.event_id not in seen:
-                    seen.add(event.event_id)
-                    yield event
-            if len(rows) < _PAGE:
-                return
-            start = "(" + as_text(rows[-1][0])
+        return self._paged(session_id, newest_first=False, page=_PAGE)
 
     def events(self, session_id: str) -> list[AuditEvent]:
         return list(self.iter_events(session_id))
@@ -86,12 +71,18 @@ class AuditLog:
         """The session's events, newest first, read `page` at a time from the log's end
         (a timeline page reads only the newest few). An event appended twice is read once,
         at its last position."""
+        return self._paged(session_id, newest_first=True, page=page)
+
+    def _paged(self, session_id: str, *, newest_first: bool, page: int) -> Iterator[AuditEvent]:
         key = self.keys.session_audit(session_id)
-        end = "+"
+        bound = "+" if newest_first else "-"
         seen: set[str] = set()
         while True:
             with redis_errors("read audit events"):
-                rows = self._r.xrevrange(key, max=end, min="-", count=page)
+                if newest_first:
+                    rows = self._r.xrevrange(key, max=bound, min="-", count=page)
+                else:
+                    rows = self._r.xrange(key, min=bound, max="+", count=page)
             if not rows:
                 return
             for _entry_id, fields in rows:
@@ -101,7 +92,7 @@ class AuditLog:
                     yield event
             if len(rows) < page:
                 return
-            end = "(" + as_text(rows[-1][0])
+            bound = "(" + as_text(rows[-1][0])
 
     def visible_events(
         self, session_id: str, fact_ids: Collection[str]
