@@ -27,7 +27,7 @@ from hivemem.domain.models import (
 from hivemem.domain.recall.policy import PRESETS, RecallPolicy, ScoringWeights
 from hivemem.domain.scope import Scope
 from hivemem.domain.session import RelatedSession, SessionContext, SessionInfo
-from hivemem.domain.timeline import TimelineEvent
+from hivemem.domain.timeline import TimelineEvent, TimelinePage
 from hivemem.errors import (
     ApiError,
     Backpressure,
@@ -62,6 +62,7 @@ from hivemem.runtime.workspace import WorkspaceError
 from hivemem.store.apikeys import ApiKeyInfo, ApiKeyStore
 from hivemem.store.status import PipelineStatus
 from hivemem.store.vectors.base import VectorStore
+from hivemem.transfer.checks import ImportRefused, ImportScope
 from hivemem.transfer.exporter import ExportSummary
 from hivemem.transfer.importer import ImportSummary
 
@@ -90,6 +91,8 @@ __all__ = [
     "Fact",
     "FolderBusy",
     "HivememError",
+    "ImportRefused",
+    "ImportScope",
     "ImportSummary",
     "MalformedEntry",
     "MemoryClient",
@@ -121,6 +124,7 @@ __all__ = [
     "StoreRejected",
     "StoreUnavailable",
     "TimelineEvent",
+    "TimelinePage",
     "Turn",
     "TurnInput",
     "Unauthorized",

@@ -289,6 +289,11 @@ class EpisodeSettings(BaseModel):
     # Must stay below worker.claim_idle_ms: a dead lease holder's own entries are reclaimed
     # only after that, and by then its lease has expired.
     lease_ms: int = Field(default=10_000, ge=50)
+    # How often a boundary worker looks, in its partitions, for sessions whose entries wait
+    # in the buffer while no lease is held (its holder died or lost Redis between taking the
+    # lease and committing) and drains them. A session's last entries are then closed and
+    # reflected within about lease_ms + this, with no further traffic. 0: never.
+    sweep_interval_s: float = Field(default=2.0, ge=0)
     reflect_queue: str = Field(default="hivemem-reflect", pattern=r"^[A-Za-z0-9_.-]{1,64}$")
 
 
@@ -304,6 +309,17 @@ class ReflectionSettings(BaseModel):
     job_timeout_s: int = Field(default=600, ge=1)
     retries: int = Field(default=3, ge=0)
     retry_intervals_s: list[int] = Field(default_factory=lambda: [5, 30, 120])
+    # A running job's heartbeat in rq's started registry (seconds): its worker renews it
+    # every third of this while the job runs. A job whose worker died (SIGKILL, a lost host)
+    # is noticed once it lapses and handed back through its retries (failed when none are
+    # left) by the next maintenance pass, so it waits about job_heartbeat_s +
+    # maintenance_interval_s, not job_timeout_s plus rq's 10-minute maintenance. At least
+    # 3: rq keeps the expiry in whole seconds, so a heartbeat can lapse up to 1 s early.
+    job_heartbeat_s: int = Field(default=10, ge=3)
+    # How often a reflect worker (one of them at a time) looks for jobs whose heartbeat
+    # lapsed, and renews its own registration (`hivemem status` counts a reflect worker not
+    # heard from in 3x this as stale).
+    maintenance_interval_s: float = Field(default=5.0, gt=0)
 
 
 # The recall presets (`hivemem.domain.recall.policy.PRESETS` is keyed by them; a test pins it).

@@ -28,6 +28,7 @@ import structlog
 from mcp.server.mcpserver import Context, MCPServer
 from mcp.server.mcpserver.exceptions import ToolError
 from mcp.types import ToolAnnotations
+from pydantic import ValidationError as PydanticError
 from starlette.concurrency import run_in_threadpool
 from starlette.types import ASGIApp, Receive, Scope, Send
 
@@ -102,11 +103,35 @@ def _lowered(headers: Any) -> dict[str, str]:
     return {str(k).lower(): str(v) for k, v in dict(headers).items()}
 
 
+def one_line(exc: PydanticError) -> str:
+    """The arguments' first problem as ``field: what``, on one line (pydantic's own text is
+    a multi-line dump with a documentation URL)."""
+    errors = exc.errors()
+    first = errors[0] if errors else {"loc": (), "msg": "invalid arguments"}
+    field = ".".join(str(p) for p in first.get("loc", ())) or "arguments"
+    more = f" (and {len(errors) - 1} more)" if len(errors) > 1 else ""
+    return " ".join(f"{field}: {first.get('msg', 'invalid')}{more}".split())
+
+
+class _Server(MCPServer):
+    """`MCPServer` whose argument errors are one line, like every other tool error."""
+
+    async def call_tool(self, name: str, arguments: dict[str, Any],
+                        context: Any = None) -> Any:
+        try:
+            return await super().call_tool(name, arguments, context)
+        except ToolError as exc:
+            cause = exc.__cause__
+            if isinstance(cause, PydanticError):
+                raise ToolError(one_line(cause)) from cause
+            raise
+
+
 def build_server(memory: ScopedMemory | Resolver) -> Any:
     """An MCP server (mcp 2's `MCPServer`) acting through `memory`: one handle, or a
     resolver from each call's request headers to its handle."""
     resolve = fixed(memory) if isinstance(memory, ScopedMemory) else memory
-    server = MCPServer("hivemem", instructions=INSTRUCTIONS, version=__version__)
+    server = _Server("hivemem", instructions=INSTRUCTIONS, version=__version__)
 
     def handle(ctx: Context, agent_id: str | None) -> ScopedMemory:
         return resolve(ctx.headers).for_agent(agent_id)

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 from pathlib import Path
 
 BENCH = Path(__file__).resolve().parent.parent
@@ -9,7 +10,8 @@ REPO = BENCH.parent
 SHARED = REPO.parent / "shared"
 MODEL_CACHE = SHARED / "models" / "fastembed_cache"
 LOCOMO = SHARED / "data" / "locomo-dev"
-RESULTS_ROOT = BENCH / "results"
+# HIVEMEM_BENCH_RESULTS moves every result elsewhere (bench/ab.py runs a goal twice that way).
+RESULTS_ROOT = Path(os.environ.get("HIVEMEM_BENCH_RESULTS") or BENCH / "results")
 LATEST = RESULTS_ROOT / "latest"
 ARCHIVE = RESULTS_ROOT / "archive"
 QUICK = RESULTS_ROOT / "quick"  # --quick runs: smoke tests, not committed

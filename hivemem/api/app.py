@@ -19,6 +19,7 @@ from fastapi.responses import JSONResponse
 from hivemem import __version__
 from hivemem.api.auth import KeyCheck, authenticator
 from hivemem.api.client_routes import build_client_router
+from hivemem.api.docs import install_docs
 from hivemem.api.limits import BodyLimit
 from hivemem.api.observe import Observe
 from hivemem.api.problems import install as install_problems
@@ -74,8 +75,9 @@ def create_app(
 
     app = FastAPI(
         title="hivemem", version=__version__, description=DESCRIPTION, lifespan=lifespan,
-        docs_url="/docs", redoc_url=None,
+        docs_url=None, redoc_url=None,
     )
+    install_docs(app)  # Swagger UI from this process, not a CDN
     install_problems(app)
     keys = KeyCheck(admin.api_keys())
     app.include_router(build_router(tenant_of, registry, authenticator(keys),

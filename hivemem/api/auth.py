@@ -12,7 +12,8 @@ whether a request is authenticated before it reads a byte of its body).
 
 import hashlib
 import time
-from collections.abc import Awaitable, Callable
+from collections import Counter
+from collections.abc import Awaitable, Callable, Iterable
 from typing import Annotated
 
 from fastapi import HTTPException, Request, Security
@@ -21,7 +22,7 @@ from starlette.concurrency import run_in_threadpool
 
 from hivemem.store.apikeys import ApiKeyInfo, ApiKeyStore, presented_key
 
-__all__ = ["KeyCheck", "authenticator", "presented_key"]
+__all__ = ["KeyCheck", "authenticator", "presented_key", "repeated_credentials"]
 
 _bearer = HTTPBearer(auto_error=False, description="hm_... API key")
 _header = APIKeyHeader(name="X-API-Key", auto_error=False, description="hm_... API key")
@@ -54,14 +55,26 @@ class KeyCheck:
         return found
 
 
+def repeated_credentials(raw_headers: Iterable[tuple[bytes, bytes]]) -> bool:
+    """Whether a request carries ``Authorization`` or ``X-API-Key`` more than once. Such a
+    request is refused (400): one reader taking the first and another the last would let
+    the body limit and the route act on different keys."""
+    seen = Counter(name.lower() for name, _ in raw_headers
+                   if name.lower() in (b"authorization", b"x-api-key"))
+    return any(n > 1 for n in seen.values())
+
+
 def authenticator(keys: KeyCheck) -> Callable[..., Awaitable[ApiKeyInfo]]:
-    """The route dependency: the caller's key record, or a 401."""
+    """The route dependency: the caller's key record, a 401, or a 400 for a request that
+    presents a header of credentials twice."""
 
     async def authenticate(
         request: Request,
         bearer: Annotated[HTTPAuthorizationCredentials | None, Security(_bearer)],
         header: Annotated[str | None, Security(_header)],
     ) -> ApiKeyInfo:
+        if repeated_credentials(request.scope.get("headers") or []):
+            raise HTTPException(400, "one Authorization (or X-API-Key) header per request")
         presented = bearer.credentials if bearer is not None else header
         if not presented:
             raise HTTPException(401, "an API key is required (Authorization: Bearer ...)",

@@ -23,7 +23,12 @@ from hivemem.domain.episode import Episode
 from hivemem.domain.fact import Fact
 from hivemem.domain.models import SessionStats
 from hivemem.domain.session import RelatedSession, SessionInfo
-from hivemem.errors import ProcessingTimeout, ReflectionFailed, ReflectionTimeout
+from hivemem.errors import (
+    NotPermitted,
+    ProcessingTimeout,
+    ReflectionFailed,
+    ReflectionTimeout,
+)
 from hivemem.producer.admin import Admin
 from hivemem.producer.scoped import ScopedMemory
 from hivemem.store.apikeys import ApiKeyInfo
@@ -145,7 +150,14 @@ def build_client_router(
     @router.patch("/sessions/{session_id}", response_model=SessionInfo,
                   summary="Name the session (and record the agent as its agent)")
     def set_session_info(session_id: SessionId, body: SessionInfoIn,
-                         memory: Tenant) -> SessionInfo:
+                         memory: Tenant, key: Key) -> SessionInfo:
+        # An agent key changes only a header no agent holds yet, or its own agent's (a
+        # namespace key may change any of its namespace's).
+        if key.agent_id is not None:
+            holder = memory.session_info(session_id).agent_id
+            if holder not in (None, key.agent_id):
+                raise NotPermitted("agent_id", f"session {session_id!r} is agent {holder!r}'s:"
+                                   " only that agent or a namespace key may change its header")
         return memory.for_agent(body.agent_id).set_session_info(session_id, title=body.title)
 
     @router.get("/sessions/{session_id}/episodes", response_model=EpisodesOut,

@@ -21,7 +21,7 @@ from typing import Any
 
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
-from hivemem.api.auth import KeyCheck, presented_key
+from hivemem.api.auth import KeyCheck, presented_key, repeated_credentials
 from hivemem.api.problems import BASE, MEDIA_TYPE
 
 _NO_BODY = ("GET", "HEAD", "OPTIONS")
@@ -47,8 +47,9 @@ class BodyLimit:
         headers = {k.decode("latin-1").lower(): v.decode("latin-1")
                    for k, v in scope.get("headers") or []}
         if (self.keys is not None and str(scope.get("path", "")).startswith(self.protected)
-                and await self.keys.check(presented_key(headers)) is None):
-            await self.app(scope, _empty_body, send)  # the route's auth answers 401
+                and (repeated_credentials(scope.get("headers") or [])
+                     or await self.keys.check(presented_key(headers)) is None)):
+            await self.app(scope, _empty_body, send)  # the route's auth answers 401/400
             return
         declared = headers.get("content-length")
         if declared is not None:

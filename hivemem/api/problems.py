@@ -2,7 +2,8 @@
 
 Bad input is always a 4xx: `ValidationError` -> 422 with its field, malformed JSON -> 400,
 an unknown session or fact (`NotFound`, which another namespace's session also is) -> 404, a
-body over the limit -> 413. A store that is down is a 503. A server configured wrongly
+body over the limit -> 413. A store that is down is a 503; one that refuses what was sent
+(`StoreRejected`: it could not read it back) a 422. A server configured wrongly
 (`ConfigurationError`) is a 500 that says so (the details go to the log); any other 500 is a
 bug, and it says nothing internal.
 """
@@ -25,6 +26,7 @@ from hivemem.errors import (
     NotFound,
     NotPermitted,
     ProcessingTimeout,
+    StoreRejected,
     StoreUnavailable,
 )
 from hivemem.errors import ValidationError as HivememValidationError
@@ -117,6 +119,13 @@ def install(app: FastAPI) -> None:
         log.warning("api.store_unavailable", store=exc.store, error=str(exc))
         return problem(503, f"{exc.store} is unavailable; retry later", kind="unavailable",
                        instance=request.url.path, headers={"Retry-After": "1"})
+
+    @app.exception_handler(StoreRejected)
+    async def _rejected(request: Request, exc: StoreRejected) -> JSONResponse:
+        # Not an outage: the store can never hold what was sent (a payload it could not
+        # read back); retrying gets the same answer, so no 503.
+        log.warning("api.store_rejected", store=exc.store, error=str(exc))
+        return problem(422, exc.reason, kind="rejected", instance=request.url.path)
 
     @app.exception_handler(Backpressure)
     async def _backpressure(request: Request, exc: Backpressure) -> JSONResponse:

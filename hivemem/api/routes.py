@@ -189,8 +189,17 @@ def build_router(
         agent_id: Annotated[str | None, Query(pattern=ID_REGEX, max_length=128)] = None,
         kinds: Annotated[list[Literal["turn", "episode", "fact"]] | None, Query()] = None,
         limit: Annotated[int | None, Query(ge=1, le=10_000)] = None,
+        cursor: Annotated[str | None, Query(
+            max_length=4096, description="a page's `next_cursor`: the events older than it"
+        )] = None,
     ) -> TimelineOut:
-        events = memory.for_agent(agent_id).timeline(session_id, kinds=kinds, limit=limit)
-        return TimelineOut(events=[e.model_dump(mode="json") for e in events])
+        handle = memory.for_agent(agent_id)
+        if limit is None and cursor is None:
+            events = handle.timeline(session_id, kinds=kinds)
+            return TimelineOut(events=[e.model_dump(mode="json") for e in events])
+        page = handle.timeline_page(session_id, kinds=kinds, limit=limit or 100,
+                                    cursor=cursor)
+        return TimelineOut(events=[e.model_dump(mode="json") for e in page.events],
+                           next_cursor=page.next_cursor)
 
     return router

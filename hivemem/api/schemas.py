@@ -164,6 +164,9 @@ class FactsOut(BaseModel):
 class TimelineOut(BaseModel):
     events: list[dict[str, Any]] = Field(
         description="at, seq, kind (turn, episode, fact), session_id, ref_id, actor, summary")
+    next_cursor: str | None = Field(
+        default=None, description="with `limit` or `cursor`: pass it as `cursor` for the page"
+        " of older events (null: there are none)")
 
 
 class TracesOut(BaseModel):

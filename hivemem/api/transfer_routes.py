@@ -3,8 +3,10 @@ included by `hivemem.api.client_routes`.
 
 An export is written by the scoped handle to a temporary file and streamed back; its record
 counts travel in a header, its sessions in its own first line. An import is an upload of an
-export whose every record is the key's namespace's, appended only
-(`hivemem.transfer.scoped_import`): it can add to the namespace and touch nothing else.
+export whose every record is the key's to write (its namespace; for an agent key, that agent),
+appended only (`hivemem.transfer.scoped_import`): it can add to the namespace and touch nothing
+else. Every record is checked as ingest checks it before anything is written; a refused file
+answers 422 (403 for records outside the key's scope) listing the refused records by line.
 """
 
 import json
@@ -15,16 +17,18 @@ from pathlib import Path as FilePath
 from typing import Annotated, Any, Literal
 
 from fastapi import APIRouter, Depends, Query, Request
-from fastapi.responses import FileResponse
+from fastapi.responses import FileResponse, JSONResponse
+from pydantic import BaseModel, Field
 from starlette.background import BackgroundTask
 from starlette.concurrency import run_in_threadpool
 
-from hivemem.api.schemas import ID_REGEX, Id
+from hivemem.api.problems import BASE, MEDIA_TYPE
+from hivemem.api.schemas import ID_REGEX, Id, Problem
 from hivemem.producer.admin import Admin
 from hivemem.producer.scoped import ScopedMemory
 from hivemem.store.apikeys import ApiKeyInfo
+from hivemem.transfer.checks import ImportRefused, ImportScope
 from hivemem.transfer.importer import ImportSummary
-from hivemem.transfer.scoped_import import check_file_namespace
 from hivemem.transfer.scoped_import import check_mode as check_import_mode
 
 EXPORT_COUNTS = "X-Hivemem-Export-Counts"  # the export's record counts, as JSON
@@ -37,6 +41,44 @@ IMPORT_BODY: dict[str, Any] = {"requestBody": {"required": True, "content": {
 EXPORT_FILE: dict[int | str, dict[str, Any]] = {200: {
     "description": "The export, one JSON record per line",
     "content": {"application/x-ndjson": _FILE, "application/gzip": _FILE}}}
+
+
+class RefusedRecord(BaseModel):
+    line: int
+    field: str
+    detail: str
+
+
+class ImportProblem(Problem):
+    """A refused import file: the problem of its first refused record, then all of them."""
+
+    # Absent when the request itself was refused (its mode, its key) before a record was read.
+    refused: int = Field(default=0, description="How many records were refused")
+    records: list[RefusedRecord] = Field(default_factory=list,
+                                         description="The first refused records, by line")
+
+
+_REFUSED: dict[str, Any] = {"model": ImportProblem,
+                            "content": {"application/problem+json": {}}}
+IMPORT_REFUSED: dict[int | str, dict[str, Any]] = {
+    403: {"description": "A record of another agent (for an agent key): nothing was written",
+          **_REFUSED},
+    422: {"description": "Records ingest would refuse, or of another namespace: nothing was"
+                         " written; `records` lists them (line, field, detail)", **_REFUSED},
+}
+
+
+def refused_problem(request: Request, refused: ImportRefused) -> JSONResponse:
+    """The file-level answer: the first refusal as the problem's detail and field, and every
+    refused record (up to `checks.MAX_SHOWN`) with its line and field."""
+    status = 403 if refused.forbidden else 422
+    body = {
+        "type": BASE + ("forbidden" if refused.forbidden else "validation"),
+        "title": "Forbidden" if refused.forbidden else "Invalid input", "status": status,
+        "detail": str(refused), "instance": request.url.path, "field": refused.field,
+        **refused.summary(),
+    }
+    return JSONResponse(body, status_code=status, media_type=MEDIA_TYPE)
 
 
 def build_transfer_router(
@@ -68,12 +110,14 @@ def build_transfer_router(
         )
 
     @router.post("/import", response_model=ImportSummary, status_code=201,
-                 openapi_extra=IMPORT_BODY,
+                 openapi_extra=IMPORT_BODY, responses=IMPORT_REFUSED,
                  summary="Append an export file (of this namespace only) to the namespace")
     async def import_file(
         request: Request, key: Key, mode: Literal["append"] = "append", gzip: bool = False,
-    ) -> ImportSummary:
+    ) -> ImportSummary | JSONResponse:
         checked = check_import_mode(mode)
+        # What this key may write: its namespace, and for an agent key that agent's data only.
+        scope = ImportScope(key.namespace, key.agent_id)
         folder = FilePath(tempfile.mkdtemp(prefix="hivemem-import-"))
         upload = folder / ("upload.jsonl.gz" if gzip else "upload.jsonl")
         try:
@@ -82,10 +126,11 @@ def build_transfer_router(
                     out.write(chunk)
 
             def run() -> ImportSummary:
-                check_file_namespace(upload, key.namespace)
-                return admin.import_file(upload, mode=checked)
+                return admin.import_file(upload, mode=checked, scope=scope)
 
             summary = await run_in_threadpool(run)
+        except ImportRefused as refused:
+            return refused_problem(request, refused)
         finally:
             shutil.rmtree(folder, ignore_errors=True)
         return summary.model_copy(update={"path": "upload"})

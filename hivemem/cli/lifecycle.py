@@ -28,7 +28,7 @@ from hivemem.cli.session_args import (
 )
 from hivemem.cli.target import Target, opened, with_target
 from hivemem.errors import ValidationError
-from hivemem.transfer.importer import validate_file
+from hivemem.transfer.manifest import validate_file
 
 IMPORT_MODES = ("append", "replace", "skip_existing", "overwrite")
 

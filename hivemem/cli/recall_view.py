@@ -8,27 +8,13 @@ answer into a plain `RecallView`.
 
 from __future__ import annotations
 
-import dataclasses
 from collections.abc import Sequence
-from typing import Any
 
 from pydantic import BaseModel, Field
 
-from hivemem.domain.models import ContextItem
+from hivemem.domain.models import ContextItem, ExcludedItem
 from hivemem.producer.client import MemoryClient
 from hivemem.producer.scoped import ScopedMemory
-
-
-class Excluded(BaseModel):
-    """A candidate that did not make it into the context, and why."""
-
-    reason: str
-    detail: str = ""
-    content: str | None = None
-    source_type: str | None = None
-    source_id: str | None = None
-    score: float | None = None
-    token_count: int | None = None
 
 
 class RecallView(BaseModel):
@@ -38,44 +24,8 @@ class RecallView(BaseModel):
     used_tokens: int
     token_budget: int
     preset: str | None = None
-    excluded: list[Excluded] = Field(default_factory=list)
+    excluded: list[ExcludedItem] = Field(default_factory=list)
     explained: bool = False  # False: the recall could not say what it left out
-
-
-def _excluded(raw: Any) -> Excluded:
-    if isinstance(raw, BaseModel):
-        data: dict[str, Any] = raw.model_dump(mode="json")
-    elif dataclasses.is_dataclass(raw) and not isinstance(raw, type):
-        data = dataclasses.asdict(raw)
-    elif isinstance(raw, dict):
-        data = dict(raw)
-    else:
-        data = {k: getattr(raw, k) for k in Excluded.model_fields if hasattr(raw, k)}
-    item = data.get("item")
-    if isinstance(item, dict):  # a candidate wrapping a ContextItem
-        data = {**item, **{k: v for k, v in data.items() if k != "item"}}
-    text = data.get("content")
-    return Excluded(
-        reason=str(data.get("reason") or "unknown"),
-        detail=str(data.get("detail") or ""),
-        content=text if isinstance(text, str) else None,
-        source_type=_str_or_none(data.get("source_type")),
-        source_id=_str_or_none(data.get("source_id")),
-        score=_float_or_none(data.get("score")),
-        token_count=_int_or_none(data.get("token_count")),
-    )
-
-
-def _str_or_none(value: Any) -> str | None:
-    return None if value is None else str(value)
-
-
-def _float_or_none(value: Any) -> float | None:
-    return float(value) if isinstance(value, int | float) and not isinstance(value, bool) else None
-
-
-def _int_or_none(value: Any) -> int | None:
-    return int(value) if isinstance(value, int) and not isinstance(value, bool) else None
 
 
 def recall_view(
@@ -100,6 +50,6 @@ def recall_view(
         used_tokens=result.used_tokens,
         token_budget=result.token_budget,
         preset=result.preset or preset,
-        excluded=[_excluded(x) for x in result.excluded],
+        excluded=list(result.excluded),
         explained=explain,
     )

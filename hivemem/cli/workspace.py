@@ -202,8 +202,13 @@ def print_workers(console: Console, pipeline: PipelineStatus) -> None:
                             f"{consumer.idle_ms / 1000:.1f}s")
         if not stage.consumers:
             workers.add_row(stage.stage, "(none yet)", "", "")
-    workers.add_row("reflect", f"{pipeline.reflect_workers} rq worker(s)", "", "")
+    stale = (f", {pipeline.reflect_workers_stale} not heard from lately"
+             if pipeline.reflect_workers_stale else "")
+    workers.add_row("reflect", f"{pipeline.reflect_workers} rq worker(s){stale}", "", "")
     console.print(workers)
+    if pipeline.boundary_waiting_oldest_ms is not None:
+        console.print(f"boundary: {pipeline.boundary_waiting} session(s) with buffered entries,"
+                      f" the oldest waiting {pipeline.boundary_waiting_oldest_ms / 1000:.1f}s")
     jobs = ", ".join(f"{k} {v}" for k, v in pipeline.reflect_jobs.items())
     dead = ", ".join(f"{s.stage} {s.dead_letters}" for s in pipeline.stages)
     console.print(f"reflect jobs: {jobs}\ndead letters: {dead} (hivemem dlq list)")

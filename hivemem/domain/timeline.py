@@ -8,6 +8,8 @@ builds of the same data always agree.
 
 from __future__ import annotations
 
+import base64
+import json
 from collections.abc import Iterable, Sequence
 from datetime import datetime
 from typing import Any, Literal
@@ -17,6 +19,7 @@ from pydantic import BaseModel, ConfigDict, Field
 from hivemem.domain.audit import AuditEvent
 from hivemem.domain.episode import Episode
 from hivemem.domain.models import Turn
+from hivemem.errors import ValidationError
 
 EventKind = Literal["turn", "episode", "fact"]
 KINDS: tuple[str, ...] = ("turn", "episode", "fact")
@@ -89,3 +92,65 @@ def merge_timeline(
     if "fact" in kinds:
         events.extend(fact_event(a) for a in audit)
     return order(events)
+
+
+# -- pages --------------------------------------------------------------------------------
+# A page is the `limit` newest events older than a cursor (none: the newest). A cursor names
+# the oldest event of the page before (its sort key) and, per session, the highest turn seq
+# still to read: a session's turns carry rising timestamps as their seqs rise (the log
+# numbers them as they come), so every turn older than the page's oldest event is below the
+# turns the page showed, and the next page reads from there, not from the session's end.
+
+SortKey = tuple[float, int, int, str, str]
+
+
+class TimelineCursor(BaseModel):
+    model_config = ConfigDict(frozen=True)
+
+    key: SortKey
+    turn_seqs: dict[str, int] = Field(default_factory=dict)
+
+    def encode(self) -> str:
+        raw = json.dumps([list(self.key), self.turn_seqs], separators=(",", ":"))
+        return base64.urlsafe_b64encode(raw.encode()).decode("ascii").rstrip("=")
+
+    @classmethod
+    def decode(cls, text: str) -> TimelineCursor:
+        """A cursor a page returned; anything else is a `ValidationError` on `cursor`."""
+        try:
+            raw = base64.urlsafe_b64decode(text + "=" * (-len(text) % 4))
+            key, seqs = json.loads(raw)
+            at, seq, rank, session_id, ref_id = key
+            checked: SortKey = (float(at), _int(seq), _int(rank), _str(session_id),
+                                _str(ref_id))
+            if not isinstance(seqs, dict):
+                raise TypeError
+            return cls(key=checked, turn_seqs={_str(k): _int(v) for k, v in seqs.items()})
+        except (ValueError, TypeError) as exc:
+            raise ValidationError("cursor", "not a cursor a timeline page returned") from exc
+
+
+def _int(value: object) -> int:
+    if isinstance(value, bool) or not isinstance(value, int):
+        raise TypeError
+    return value
+
+
+def _str(value: object) -> str:
+    if not isinstance(value, str):
+        raise TypeError
+    return value
+
+
+def newest_first(events: Iterable[TimelineEvent]) -> list[TimelineEvent]:
+    return sorted(events, key=TimelineEvent.sort_key, reverse=True)
+
+
+class TimelinePage(BaseModel):
+    """The `limit` newest events older than the cursor asked with, oldest first, and the
+    cursor of the page before them (None: there is none)."""
+
+    model_config = ConfigDict(frozen=True)
+
+    events: list[TimelineEvent]
+    next_cursor: str | None = None

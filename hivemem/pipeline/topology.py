@@ -144,6 +144,11 @@ class Keys:
         """The one worker of a stage reading partition p (SET NX PX, its consumer name)."""
         return f"{self.prefix}:lease:{stage}:{partition}"
 
+    def job_maintenance(self, queue: str) -> str:
+        """On rq's Redis: held (SET NX PX) by the reflect worker that looks for abandoned
+        jobs of `queue` this round; lapses by itself."""
+        return f"{self.prefix}:jobcare:{queue}"
+
     def dispatched(self, episode_id: str) -> str:
         """On rq's Redis: set once the episode's reflect job is enqueued (never twice)."""
         return f"{self.prefix}:dispatched:{episode_id}"
@@ -154,9 +159,9 @@ class Keys:
         """Hash turn id -> seq: makes a repeated turn id a no-op."""
         return f"{self._s(session_id)}:ids"
 
-    def session_window(self, session_id: str) -> str:
+    def session_recent(self, session_id: str) -> str:
         """List of the latest turns, oldest first, as (seq, wire JSON) pairs: two elements
-        per turn (`hivemem.store.window`)."""
+        per turn (`hivemem.store.recent`)."""
         return f"{self._s(session_id)}:win"
 
     def session_processed(self, session_id: str) -> str:
@@ -192,6 +197,12 @@ class Keys:
     def boundary_lease(self, session_id: str) -> str:
         """The one boundary worker allowed to advance this session (token, PX)."""
         return f"{self._s(session_id)}:ep:lease"
+
+    def boundary_waiting(self, partition: int) -> str:
+        """Sorted set: the partition's sessions with entries in their boundary buffer,
+        scored by when the buffer last went from empty to not (ms, server clock): what the
+        boundary workers' sweep drains once no lease is held."""
+        return f"{self.tag(partition)}:ep:waiting"
 
     def session_episodes(self, session_id: str) -> str:
         """List of the session's closed episode ids, in order."""

@@ -22,12 +22,13 @@ from hivemem.domain.models import DeadLetter, SessionStats, Turn
 from hivemem.domain.recall.policy import RecallPolicy
 from hivemem.domain.scope import OPERATOR
 from hivemem.domain.session import RelatedSession, SessionContext, SessionInfo
-from hivemem.domain.timeline import TimelineEvent
+from hivemem.domain.timeline import TimelineEvent, TimelinePage
 from hivemem.service.core import Service
 from hivemem.service.operator import READY
 from hivemem.store.apikeys import ApiKeyStore
 from hivemem.store.redis import Redis
 from hivemem.store.status import PipelineStatus
+from hivemem.transfer.checks import ImportScope
 from hivemem.transfer.exporter import ExportSummary
 from hivemem.transfer.importer import ImportSummary
 from hivemem.transfer.stores import Progress
@@ -196,6 +197,16 @@ class Admin:
         (`limit`: only the newest that many)."""
         return self._service.sessions.timeline(OPERATOR, session_ids, kinds=kinds, limit=limit)
 
+    def timeline_page(
+        self, session_ids: Sequence[str], *, kinds: Sequence[str] | None = None,
+        limit: int = 100, cursor: str | None = None,
+    ) -> TimelinePage:
+        """The `limit` newest events of these sessions older than `cursor` (the
+        `next_cursor` of the page before; none: the newest), oldest first. Reads only what
+        the page shows, however long the sessions are."""
+        return self._service.sessions.timeline_page(OPERATOR, session_ids, kinds=kinds,
+                                                    limit=limit, cursor=cursor)
+
     # -- export / import -------------------------------------------------------------------
 
     def export(
@@ -208,10 +219,13 @@ class Admin:
 
     def import_file(
         self, path: str | Path, *, mode: str = "append", progress: Progress | None = None,
+        scope: ImportScope | None = None,
     ) -> ImportSummary:
-        """Read an export: validated whole first, then written (modes: append, replace,
-        skip_existing, overwrite)."""
-        return self._service.transfer.import_file(OPERATOR, path, mode=mode, progress=progress)
+        """Read an export: validated whole first (every record as ingest checks it), then
+        written (modes: append, replace, skip_existing, overwrite). `scope`: import as a
+        namespace (or one of its agents) only; a record outside it refuses the file."""
+        return self._service.transfer.import_file(OPERATOR, path, mode=mode, progress=progress,
+                                                  scope=scope)
 
     def backup(self, path: str | Path, *, progress: Progress | None = None) -> ExportSummary:
         """Every session, with vectors (a restore needs no model)."""

@@ -40,6 +40,7 @@ class AsyncAdmin(AsyncHandle[Admin]):
     related_sessions = twin(Admin.related_sessions)
     session_context = twin(Admin.session_context)
     timeline = twin(Admin.timeline)
+    timeline_page = twin(Admin.timeline_page)
     export = twin(Admin.export)
     import_file = twin(Admin.import_file)
     backup = twin(Admin.backup)

@@ -91,6 +91,7 @@ class AsyncRemoteMemory:
     sessions = remote_twin(RemoteMemory.sessions)
     traces = remote_twin(RemoteMemory.traces)
     timeline = remote_twin(RemoteMemory.timeline)
+    timeline_page = remote_twin(RemoteMemory.timeline_page)
     audit = remote_twin(RemoteMemory.audit)
     session_info = remote_twin(RemoteMemory.session_info)
     related_sessions = remote_twin(RemoteMemory.related_sessions)

@@ -42,6 +42,7 @@ class AsyncScopedMemory(AsyncHandle[ScopedMemory]):
     sessions = twin(ScopedMemory.sessions)
     traces = twin(ScopedMemory.traces)
     timeline = twin(ScopedMemory.timeline)
+    timeline_page = twin(ScopedMemory.timeline_page)
     audit = twin(ScopedMemory.audit)
     session_info = twin(ScopedMemory.session_info)
     related_sessions = twin(ScopedMemory.related_sessions)

@@ -41,7 +41,7 @@ from hivemem.domain.models import (
 from hivemem.domain.recall.policy import RecallPolicy
 from hivemem.domain.scope import Scope, scope_for
 from hivemem.domain.session import RelatedSession, SessionContext, SessionInfo
-from hivemem.domain.timeline import TimelineEvent
+from hivemem.domain.timeline import TimelineEvent, TimelinePage
 from hivemem.errors import (
     NotPermitted,
     ProcessingTimeout,
@@ -297,6 +297,20 @@ class RemoteMemory:
             "GET", session_path(session_id, "/timeline"),
             lambda r: [TimelineEvent.model_validate(e) for e in r.json()["events"]],
             params=params))
+
+    def timeline_page(
+        self, session_id: str, *, kinds: Sequence[str] | None = None, limit: int = 100,
+        cursor: str | None = None,
+    ) -> TimelinePage:
+        """The `limit` newest events this scope may see older than `cursor` (the
+        `next_cursor` of the page before; none: the newest), oldest first."""
+        if isinstance(kinds, str):
+            kinds = [kinds]
+        params = {"agent_id": self._agent, "kinds": None if kinds is None else list(kinds),
+                  "limit": limit, "cursor": cursor}
+        return self._send(Call(
+            "GET", session_path(session_id, "/timeline"),
+            lambda r: TimelinePage.model_validate(r.json()), params=params))
 
     def audit(self, fact_id: str) -> list[AuditEvent]:
         """Why a fact has its status (`NotFound` for a fact this scope may not see)."""

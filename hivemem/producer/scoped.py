@@ -22,7 +22,7 @@ from hivemem.domain.models import RecallResult, Role, SessionStats, Turn
 from hivemem.domain.recall.policy import RecallPolicy
 from hivemem.domain.scope import Scope, scope_for
 from hivemem.domain.session import RelatedSession, SessionContext, SessionInfo
-from hivemem.domain.timeline import TimelineEvent
+from hivemem.domain.timeline import TimelineEvent, TimelinePage
 from hivemem.errors import NotPermitted, ValidationError
 from hivemem.service.core import Service
 from hivemem.transfer.exporter import ExportSummary
@@ -198,6 +198,16 @@ class ScopedMemory:
         sequence (`limit`: only the newest that many)."""
         return self._service.sessions.timeline(self._scope, [session_id], kinds=kinds,
                                                limit=limit)
+
+    def timeline_page(
+        self, session_id: str, *, kinds: Sequence[str] | None = None, limit: int = 100,
+        cursor: str | None = None,
+    ) -> TimelinePage:
+        """The `limit` newest events this scope may see older than `cursor` (the
+        `next_cursor` of the page before; none: the newest), oldest first. Reads only what
+        the page shows, however long the session is."""
+        return self._service.sessions.timeline_page(self._scope, [session_id], kinds=kinds,
+                                                    limit=limit, cursor=cursor)
 
     def audit(self, fact_id: str) -> list[AuditEvent]:
         """Why a fact has its status (events about it and naming it, oldest first). A fact

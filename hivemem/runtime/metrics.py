@@ -16,6 +16,7 @@ from typing import Any, TypeVar
 from prometheus_client import (
     CollectorRegistry,
     Counter,
+    Gauge,
     Histogram,
     generate_latest,
     start_http_server,
@@ -71,10 +72,22 @@ class Metrics:
             "hivemem_http_requests", "HTTP requests, by route and status",
             ["method", "route", "status"], registry=r,
         )
+        self.worker_up = Gauge(
+            "hivemem_worker_up",
+            "1 while this process's worker reaches its stores, 0 while it backs off",
+            ["worker"], registry=r,
+        )
         self.http_seconds = Histogram(
             "hivemem_http_request_seconds", "HTTP request latency", ["method", "route"],
             buckets=LATENCY_BUCKETS, registry=r,
         )
+
+    def worker_health(self, worker: str) -> Callable[[bool], None]:
+        """`hivemem_worker_up{worker}` at 1 now; the callback sets it (False: backing off
+        while a store is away, True: working again)."""
+        gauge = self.worker_up.labels(worker)
+        gauge.set(1)
+        return lambda up: gauge.set(1 if up else 0)
 
     def watch_pipeline(self, status: Callable[[], PipelineStatus]) -> None:
         """Report the deployment's backlog at every scrape (`status`: the operator's
@@ -138,6 +151,14 @@ class PipelineCollector(Collector):
         jobs = GaugeMetricFamily(
             "hivemem_reflect_jobs", "Reflection jobs by state", labels=["state"]
         )
+        reflect_workers = GaugeMetricFamily(
+            "hivemem_reflect_workers", "rq workers of the reflect queue (stale: not heard from"
+            " lately)", labels=["state"])
+        waiting = GaugeMetricFamily(
+            "hivemem_boundary_waiting_sessions", "Sessions with entries in their boundary buffer")
+        waiting_oldest = GaugeMetricFamily(
+            "hivemem_boundary_waiting_oldest_seconds",
+            "How long the longest-waiting boundary buffer has held entries")
         up = GaugeMetricFamily("hivemem_redis_up", "1 when Redis answered the scrape")
         try:
             status = self.status()
@@ -153,7 +174,13 @@ class PipelineCollector(Collector):
             consumers.add_metric([stage.stage], len(stage.consumers))
         for state, count in status.reflect_jobs.items():
             jobs.add_metric([state], count)
-        yield from (lag, pending, dead, consumers, jobs, up)
+        reflect_workers.add_metric(
+            ["live"], status.reflect_workers - status.reflect_workers_stale)
+        reflect_workers.add_metric(["stale"], status.reflect_workers_stale)
+        waiting.add_metric([], status.boundary_waiting)
+        waiting_oldest.add_metric([], (status.boundary_waiting_oldest_ms or 0) / 1000)
+        yield from (lag, pending, dead, consumers, jobs, reflect_workers, waiting,
+                    waiting_oldest, up)
 
 
 def timed(histogram: Histogram, *labels: str) -> Callable[[], None]:

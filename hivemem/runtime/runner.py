@@ -11,7 +11,6 @@ from hivemem.domain.scope import OPERATOR
 from hivemem.pipeline.topology import DISPATCH, EMBED, STAGE_NAMES
 from hivemem.runtime.metrics import Metrics
 from hivemem.runtime.wiring import Wiring
-from hivemem.workers.retries import RetryPromoter
 from hivemem.workers.stream import StreamWorker, WorkerReport
 
 KINDS = (*STAGE_NAMES, DISPATCH, "reflect")
@@ -32,10 +31,14 @@ def run_reflect_worker(
     metrics_port: int | None = None,
 ) -> int:
     """An rq worker for the reflect queue (reflection and compaction jobs), handing each
-    job this process's context; retry back-off by a thread, not rq's forked scheduler
-    (see `hivemem.workers.retries`). A thread beside it dispatches the outbox (closed
+    job this process's context; retry back-off and abandoned jobs by a thread
+    (`QueueCare`), not rq's forked scheduler (see `hivemem.workers.retries`). An outage of
+    its Redis never ends it: it backs off and starts rq's loop again
+    (`work_through_outages`). A thread beside it dispatches the outbox (closed
     episodes -> jobs) for the partitions this process leases, so a deployment needs no
     separate dispatcher process (`hivemem worker dispatch` runs one alone)."""
+    from hivemem.workers.rqworker import QueueCare, work_through_outages  # rq: lazily
+
     with Wiring(settings) as wiring:
         dispatcher = wiring.dispatch_worker(wiring.connect())
         dispatch_thread = threading.Thread(
@@ -49,19 +52,23 @@ def run_reflect_worker(
         if metrics is not None:
             context.on_outcome = metrics.reflection_outcome
         worker = wiring.reflect_worker(name=name, context=context)
-        promoter = None
+        if metrics is not None:
+            worker.on_health = metrics.worker_health("reflect")
+            dispatcher.on_health = metrics.worker_health(DISPATCH)
+        care = None
         if not burst:
-            # On rq's Redis, where the worker's queue and its scheduled retries live (with
-            # `redis.rq_url`, as a Redis Cluster needs, that is not the main Redis: retries
-            # scheduled there were never promoted and their episodes never reflected).
-            promoter = RetryPromoter(worker.connection, settings.episodes.reflect_queue)
-            promoter.start()
+            # On rq's Redis, where the worker's queue, its scheduled retries and its started
+            # jobs live (with `redis.rq_url`, as a Redis Cluster needs, not the main Redis).
+            care = QueueCare(worker, wiring.jobs)
+            care.start()
         try:
-            worker.work(burst=burst, with_scheduler=False, logging_level="WARNING")
+            work_through_outages(worker, burst=burst,
+                                 backoff_initial_s=settings.worker.backoff_initial_s,
+                                 backoff_max_s=settings.worker.backoff_max_s)
         finally:
             dispatcher.stop()
-            if promoter is not None:
-                promoter.stop()
+            if care is not None:
+                care.stop()
             dispatch_thread.join(timeout=10)
         return worker.handled
 
@@ -89,6 +96,8 @@ def run_worker(
         worker = wiring.stream_worker(
             stage if metrics is None else metrics.instrument(stage), consumer=name
         )
+        if metrics is not None:
+            worker.on_health = metrics.worker_health(kind)
         worker.install_signal_handlers()
         window_thread = None
         if window is not None:

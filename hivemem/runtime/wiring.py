@@ -134,7 +134,9 @@ class Wiring:
         return self.job_queue(self.queue_redis)
 
     def job_queue(self, conn: Redis) -> JobQueue:
-        return JobQueue(conn, self.settings.episodes.reflect_queue, self.settings.reflection)
+        name = self.settings.episodes.reflect_queue
+        return JobQueue(conn, name, self.settings.reflection,
+                        maintenance_lock=self.keys.job_maintenance(name))
 
     # -- the service -----------------------------------------------------------------------
 
@@ -214,6 +216,7 @@ class Wiring:
             redis=self.redis, keys=self.keys, vectors=self.vectors, state=self.state,
             episodes=self.episodes, sessions=self.sessions, audit=self.audit,
             recent_window=self.settings.ingest.recent_window, embedder=self.query_embedder,
+            ingest=self.settings.ingest,
         )
 
     def compactor(self) -> Compactor:
@@ -307,7 +310,7 @@ class Wiring:
         handler = BoundaryHandler(
             self.episode_store(conn), policy_from(self.settings.episodes),
             CurrencyKeeper(SlotTableStore(conn, self.keys), self.settings.reflection))
-        return boundary_kind(handler)
+        return boundary_kind(handler, self.settings.episodes.sweep_interval_s)
 
     def dispatch_stage(self, queue_conn: Redis | None = None) -> StageKind:
         """The outbox dispatcher: closed episodes -> reflect jobs on rq's Redis."""
@@ -380,7 +383,7 @@ class Wiring:
         queue = Queue(self.settings.episodes.reflect_queue, connection=queue_conn)
         return ContextWorker(
             [queue], context=context or self.job_context(conn), connection=queue_conn,
-            name=name,
+            name=name, job_heartbeat_s=self.settings.reflection.job_heartbeat_s,
         )
 
     def thread_worker(self, conn: Redis | None = None) -> ThreadWorker:
@@ -388,7 +391,10 @@ class Wiring:
         conn = conn or self.connect()
         from hivemem.workers.rqworker import ThreadWorker  # rq: loaded by the embedded mode only
 
-        return ThreadWorker(conn, self.settings.episodes.reflect_queue, self.job_context(conn))
+        backoff = self.settings.worker
+        return ThreadWorker(conn, self.job_queue(conn), self.job_context(conn),
+                            backoff_initial_s=backoff.backoff_initial_s,
+                            backoff_max_s=backoff.backoff_max_s)
 
     # -- lifecycle -------------------------------------------------------------------------
 

@@ -69,9 +69,14 @@ class Operator:
         Redis); the reflection jobs by state and the rq workers (rq's Redis)."""
         parts = self.parts
         jobs = parts.jobs
+        live, stale = jobs.worker_liveness()
+        waits = [parts.episodes.waiting_since(p) for p in range(parts.keys.partitions)]
+        oldest = [ms for _, ms in waits if ms is not None]
         return PipelineStatus(
             stages=stage_statuses(parts.redis, parts.keys), reflect_queue=jobs.name,
-            reflect_jobs=jobs.counts(), reflect_workers=jobs.workers(),
+            reflect_jobs=jobs.counts(), reflect_workers=live + stale,
+            reflect_workers_stale=stale, boundary_waiting=sum(n for n, _ in waits),
+            boundary_waiting_oldest_ms=max(oldest) if oldest else None,
         )
 
     def api_keys(self, _operator: OperatorScope) -> ApiKeyStore:

@@ -7,6 +7,7 @@ what its agent may see (the stores filter); the `OperatorScope` reads everything
 
 from __future__ import annotations
 
+import heapq
 import itertools
 from collections.abc import Iterable, Sequence
 from datetime import UTC, datetime
@@ -27,12 +28,19 @@ from hivemem.domain.session import (
     parse_time,
     rank_related,
 )
-from hivemem.domain.timeline import TimelineEvent, merge_timeline, order
+from hivemem.domain.timeline import (
+    TimelineCursor,
+    TimelineEvent,
+    TimelinePage,
+    merge_timeline,
+    order,
+)
 from hivemem.errors import NotFound
 from hivemem.service.access import SessionAccess
 from hivemem.service.checks import check_kinds, check_limit, check_session_ids, check_title
 from hivemem.service.parts import Parts
 from hivemem.service.reads import Reads
+from hivemem.service.timeline_reader import TimelineReader
 from hivemem.store.trace_view import visible_traces
 from hivemem.store.vectors.base import FACTS, TURNS, scoped
 
@@ -56,18 +64,20 @@ class Sessions:
     ) -> SessionInfo:
         """Record a session's title and agent. A scope names its own sessions only, and
         with a bound agent records that agent; the operator may name a session that does
-        not exist yet (it is created)."""
+        not exist yet (it is created). `created_at` is set once, to when the session began."""
         if isinstance(access, Scope):
             self.access.require(access, session_id)
             agent_id = access.agent_id
         else:
             check_id("session_id", session_id)
+        activity = self.parts.sessions.info(session_id)[1]
         fields: dict[str, str] = {}
         if title is not None:
             fields["title"] = check_title(title)
         if agent_id is not None:
             fields["agent_id"] = check_id("agent_id", agent_id)
-        self.parts.sessions.set_info(session_id, fields, datetime.now(UTC))
+        began = parse_time(activity.get("first_ts")) or datetime.now(UTC)
+        self.parts.sessions.set_info(session_id, fields, began)
         return self.info(access, session_id)
 
     def info(self, access: Access, session_id: str) -> SessionInfo:
@@ -130,30 +140,70 @@ class Sessions:
         kinds: Sequence[str] | None = None, limit: int | None = None,
     ) -> list[TimelineEvent]:
         """Turns, episode closes and fact changes of these sessions, by time then sequence
-        (`limit`: only the newest that many). For a scope, fact changes only of facts it
-        may see, and turns and episodes only those it may see."""
+        (`limit`: only the newest that many, read as `timeline_page` reads them). For a
+        scope, fact changes only of facts it may see, and turns and episodes only those it
+        may see."""
+        if limit:
+            return self.timeline_page(access, session_ids, kinds=kinds, limit=limit).events
+        ids, chosen, scope = self._timeline_ask(access, session_ids, kinds)
+        vectors = self.reads.vectors()
+        events: list[TimelineEvent] = []
+        for sid in ids:
+            events.extend(merge_timeline(
+                vectors.iter_turns(sid, scope) if "turn" in chosen else (),
+                self.parts.episodes.episodes(sid, scope=scope) if "episode" in chosen else (),
+                self._fact_events(sid, scope) if "fact" in chosen else (), kinds=chosen))
+        return order(events)
+
+    def timeline_page(
+        self, access: Access, session_ids: Sequence[str] | str, *,
+        kinds: Sequence[str] | None = None, limit: int = 100, cursor: str | None = None,
+    ) -> TimelinePage:
+        """The `limit` newest events older than `cursor` (a page's `next_cursor`; none: the
+        newest), oldest first. Reads only what the page shows: each session's turns a
+        window of seqs at a time backwards from its last seq, its episodes and fact
+        changes a page at a time from the newest (`TimelineReader`). A scope sees what
+        `timeline` shows it."""
+        ids, chosen, scope = self._timeline_ask(access, session_ids, kinds)
+        limit = check_limit(limit)
+        after = None if cursor is None else TimelineCursor.decode(cursor)
+        vectors = self.reads.vectors()
+        reader = TimelineReader(vectors, self.parts.state, self.parts.episodes,
+                                self.parts.audit, scope, limit)
+        streams = [reader.newest_first(
+            sid, chosen, None if after is None else after.key,
+            None if after is None else after.turn_seqs.get(sid))
+            for sid in ids]
+        merged = heapq.merge(*streams, key=TimelineEvent.sort_key, reverse=True)
+        page = list(itertools.islice(merged, limit + 1))
+        more = len(page) > limit
+        page = page[:limit]
+        next_cursor = None
+        if more:
+            seqs = dict(after.turn_seqs) if after is not None else {}
+            for event in page:
+                if event.kind == "turn":
+                    # Older turns of that session are below the page's (rising timestamps).
+                    seqs[event.session_id] = min(
+                        event.seq - 1, seqs.get(event.session_id, event.seq - 1))
+            next_cursor = TimelineCursor(key=page[-1].sort_key(), turn_seqs=seqs).encode()
+        return TimelinePage(events=page[::-1], next_cursor=next_cursor)
+
+    def _timeline_ask(
+        self, access: Access, session_ids: Sequence[str] | str, kinds: Sequence[str] | None,
+    ) -> tuple[list[str], list[str], Scope | None]:
         ids = check_session_ids(session_ids)
         chosen = check_kinds(kinds)
         for sid in ids:
             self.access.require(access, sid)
-        scope = store_scope(access)
-        vectors = self.reads.vectors()
-        audit = self.parts.audit
-        events: list[TimelineEvent] = []
-        for sid in dict.fromkeys(ids):
-            facts: Iterable[AuditEvent] = ()
-            if "fact" in chosen:
-                if scope is None:
-                    facts = audit.iter_events(sid)
-                else:
-                    seen = {f.fact_id for f in vectors.list_facts(sid, None, scope)}
-                    facts = audit.visible_events(sid, seen)
-            events.extend(merge_timeline(
-                vectors.iter_turns(sid, scope) if "turn" in chosen else (),
-                self.parts.episodes.episodes(sid, scope=scope) if "episode" in chosen else (),
-                facts, kinds=chosen))
-        ordered = order(events)
-        return ordered[-limit:] if limit else ordered
+        return list(dict.fromkeys(ids)), list(chosen), store_scope(access)
+
+    def _fact_events(self, session_id: str, scope: Scope | None) -> Iterable[AuditEvent]:
+        """The session's audit log (a scope: only events about facts it may see)."""
+        if scope is None:
+            return self.parts.audit.iter_events(session_id)
+        seen = {f.fact_id for f in self.reads.vectors().list_facts(session_id, None, scope)}
+        return self.parts.audit.visible_events(session_id, seen)
 
     def fact_audit(self, access: Access, fact_id: str) -> list[AuditEvent]:
         """Why a fact has its status: every event about it (and naming it), oldest first.

@@ -10,6 +10,7 @@ from hivemem.domain.scope import Access, OperatorScope, store_scope
 from hivemem.service.access import SessionAccess
 from hivemem.service.parts import Parts
 from hivemem.service.reads import Reads
+from hivemem.transfer.checks import ImportScope
 from hivemem.transfer.exporter import ExportSummary, count_records, export_to
 from hivemem.transfer.importer import ImportSummary, check_mode, import_from
 from hivemem.transfer.stores import Progress, Stores
@@ -43,12 +44,14 @@ class Transfer:
 
     def import_file(
         self, _operator: OperatorScope, path: str | Path, *, mode: str = "append",
-        progress: Progress | None = None,
+        progress: Progress | None = None, scope: ImportScope | None = None,
     ) -> ImportSummary:
-        """Read an export: validated whole first, then written (modes: append, replace,
-        skip_existing, overwrite). The operator's only: a file names its namespaces."""
+        """Read an export: validated whole first (every record as ingest checks it), then
+        written (modes: append, replace, skip_existing, overwrite). The operator's: a file
+        names its namespaces. With `scope` (what an API key may write), a record outside it
+        refuses the file (`NotPermitted`)."""
         checked = check_mode(mode)
-        return import_from(self._stores(), Path(path), checked, progress=progress)
+        return import_from(self._stores(), Path(path), checked, progress=progress, scope=scope)
 
     def count_records(
         self, _operator: OperatorScope, session_ids: Sequence[str] | None = None,

@@ -62,12 +62,27 @@ class AuditLog:
     def iter_events(self, session_id: str) -> Iterator[AuditEvent]:
         """The session's events, oldest first, read page by page. An event appended twice (a
         retried job names its events the same) is read once, at its first position."""
+        return self._paged(session_id, newest_first=False, page=_PAGE)
+
+    def events(self, session_id: str) -> list[AuditEvent]:
+        return list(self.iter_events(session_id))
+
+    def newest_first(self, session_id: str, page: int = _PAGE) -> Iterator[AuditEvent]:
+        """The session's events, newest first, read `page` at a time from the log's end
+        (a timeline page reads only the newest few). An event appended twice is read once,
+        at its last position."""
+        return self._paged(session_id, newest_first=True, page=page)
+
+    def _paged(self, session_id: str, *, newest_first: bool, page: int) -> Iterator[AuditEvent]:
         key = self.keys.session_audit(session_id)
-        start = "-"
+        bound = "+" if newest_first else "-"
         seen: set[str] = set()
         while True:
             with redis_errors("read audit events"):
-                rows = self._r.xrange(key, min=start, max="+", count=_PAGE)
+                if newest_first:
+                    rows = self._r.xrevrange(key, max=bound, min="-", count=page)
+                else:
+                    rows = self._r.xrange(key, min=bound, max="+", count=page)
             if not rows:
                 return
             for _entry_id, fields in rows:
@@ -75,29 +90,19 @@ class AuditLog:
                 if event is not None and event.event_id not in seen:
                     seen.add(event.event_id)
                     yield event
-            if len(rows) < _PAGE:
+            if len(rows) < page:
                 return
-            start = "(" + as_text(rows[-1][0])
-
-    def events(self, session_id: str) -> list[AuditEvent]:
-        return list(self.iter_events(session_id))
+            bound = "(" + as_text(rows[-1][0])
 
     def visible_events(
         self, session_id: str, fact_ids: Collection[str]
     ) -> Iterator[AuditEvent]:
         """The session's events about these facts only (the ones a scope may see), each
-        naming no other fact than these, and without its reason when it named one: a scoped
-        reader learns nothing of the rest."""
+        naming no other fact than these (`visible`)."""
         for event in self.iter_events(session_id):
-            if event.fact_id not in fact_ids:
-                continue
-            if all(r in fact_ids for r in event.related):
-                yield event
-            else:
-                # The reason was written about the change, hidden fact included (a private
-                # statement superseding a shared fact): it goes with the hidden id.
-                yield event.model_copy(update={
-                    "related": [r for r in event.related if r in fact_ids], "reason": ""})
+            shown = visible(event, fact_ids)
+            if shown is not None:
+                yield shown
 
     def for_fact(self, session_id: str, fact_id: str) -> list[AuditEvent]:
         """Every event about one fact (it or another fact naming it: merged into, rivals)."""
@@ -106,3 +111,17 @@ class AuditLog:
 
     def event_ids(self, session_id: str) -> set[str]:
         return {e.event_id for e in self.iter_events(session_id)}
+
+
+def visible(event: AuditEvent, fact_ids: Collection[str]) -> AuditEvent | None:
+    """The event as a reader who may see only these facts sees it: None when it is about
+    another fact; without the ids of facts it may not see, and without its reason when it
+    named one."""
+    if event.fact_id not in fact_ids:
+        return None
+    if all(r in fact_ids for r in event.related):
+        return event
+    # The reason was written about the change, hidden fact included (a private statement
+    # superseding a shared fact): it goes with the hidden id.
+    return event.model_copy(update={
+        "related": [r for r in event.related if r in fact_ids], "reason": ""})

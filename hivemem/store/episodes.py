@@ -24,7 +24,12 @@ its entries again (they were never buffered: the next `begin` buffers them, or t
 lease back), and whoever holds the lease replays from the last commit (episode ids are
 deterministic, so a replay names the same episodes).
 A worker that cannot get the lease just buffers: the holder's commit sees the new entry and
-goes on, so no turn waits.
+goes on, so no turn waits. A holder that never commits (killed, or cut off by an outage
+between its `begin` and its `commit`, whose retry then took a new token and only buffered)
+leaves a buffer that no commit will drain: every session with buffered entries is in its
+partition's waiting set, and the boundary workers sweep their partitions' sets
+(`waiting`, `sweep_check`), advancing a session whose lease has lapsed. So a session's last
+entries never wait for traffic that may not come.
 """
 
 from __future__ import annotations
@@ -43,6 +48,8 @@ from hivemem.store.scripts import lua
 
 # Longest run one advance takes (a backlog is then committed in steps of this size).
 _MAX_RUN = 500
+# Waiting sessions one sweep of a partition looks at (the longest waiting first).
+_SWEEP_BATCH = 200
 
 # (turns assigned, episodes closed, the open episode, marker counts).
 Progress = tuple[int, int, OpenEpisode | None, dict[str, int]]
@@ -66,6 +73,7 @@ class EpisodeStore:
         self.lease_ms = lease_ms
         self._begin = client.register_script(lua("boundary_begin"))
         self._commit = client.register_script(lua("boundary_commit"))
+        self._sweep = client.register_script(lua("boundary_sweep"))
 
     @property
     def client(self) -> Redis:
@@ -77,6 +85,9 @@ class EpisodeStore:
         k = self.keys
         return [k.boundary_state(session_id), k.boundary_buffer(session_id),
                 k.boundary_lease(session_id)]
+
+    def _waiting(self, session_id: str) -> str:
+        return self.keys.boundary_waiting(self.keys.partition(session_id))
 
     def begin(
         self,
@@ -94,17 +105,18 @@ class EpisodeStore:
         buffer. Only when some must wait in the buffer (a gap before them, another holder,
         a run longer than `_MAX_RUN`) does a second call send their JSON (`payload(field)`)."""
         token = token or secrets.token_hex(8)
-        head: list[str | int] = [token, self.lease_ms, _MAX_RUN]
+        head: list[str | int] = [token, self.lease_ms, _MAX_RUN, session_id]
+        keys = [*self._session_keys(session_id), self._waiting(session_id)]
         light = list(head)
         for field, seq in items:
             light += (field, seq, "")
         with redis_errors("begin boundary advance"):
-            reply = self._begin(keys=self._session_keys(session_id), args=light)
+            reply = self._begin(keys=keys, args=light)
             if int(reply[0]) == 2:
                 full = list(head)
                 for field, seq in items:
                     full += (field, seq, payload(field))
-                reply = self._begin(keys=self._session_keys(session_id), args=full)
+                reply = self._begin(keys=keys, args=full)
         if int(reply[0]) == 0:
             return None
         open_raw = as_text(reply[3])
@@ -138,7 +150,8 @@ class EpisodeStore:
         k = self.keys
         p = k.partition(session_id)
         keys = [*self._session_keys(session_id), k.session_episodes(session_id),
-                k.outbox_stream(p), *(k.episode(session_id, e.episode_id) for e in closed)]
+                k.outbox_stream(p), k.boundary_waiting(p),
+                *(k.episode(session_id, e.episode_id) for e in closed)]
         args: list[str | int] = [
             token, self.lease_ms, next_seq, state.closed_count,
             state.open.model_dump_json() if state.open else "", session_id,
@@ -157,6 +170,36 @@ class EpisodeStore:
         """Give the lease up without a commit (an advance that failed half-way)."""
         with redis_errors("release session lease"):
             self._r.eval(lua("release_lease"), 1, self.keys.boundary_lease(session_id), token)
+
+    # -- the sweep: buffers no lease will drain ---------------------------------------------
+
+    def waiting(self, partition: int, count: int = _SWEEP_BATCH) -> list[str]:
+        """Sessions of `partition` with buffered entries, longest waiting first."""
+        with redis_errors("read waiting boundary sessions"):
+            ids = self._r.zrange(self.keys.boundary_waiting(partition), 0, count - 1)
+        return [as_text(i) for i in ids]
+
+    def sweep_check(self, session_id: str) -> bool:
+        """Whether the session's buffer waits with no lease held and its next entry in
+        (the caller then advances it); a session whose buffer is empty leaves the waiting
+        set, entries the pointer has passed are dropped."""
+        keys = [*self._session_keys(session_id), self._waiting(session_id)]
+        with redis_errors("sweep boundary session"):
+            return int(self._sweep(keys=keys, args=[session_id])) == 2
+
+    def waiting_since(self, partition: int) -> tuple[int, int | None]:
+        """(sessions with buffered entries, the oldest one's wait in ms) of `partition`."""
+        key = self.keys.boundary_waiting(partition)
+        with redis_errors("read waiting boundary sessions"):
+            pipe = self._r.pipeline(transaction=False)
+            pipe.zcard(key)
+            pipe.zrange(key, 0, 0, withscores=True)
+            count, oldest = pipe.execute()
+            now = self._r.time()  # apart: a cluster's pipelines refuse TIME (no key)
+        if not oldest:
+            return int(count), None
+        now_ms = int(now[0]) * 1000 + int(now[1]) // 1000
+        return int(count), max(0, now_ms - int(oldest[0][1]))
 
     # -- reads -----------------------------------------------------------------------------
 

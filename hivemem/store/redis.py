@@ -239,6 +239,12 @@ def _misconfigured(exc: BaseException) -> bool:
     )
 
 
+# What an outage raises out of redis-py (and so out of rq, which calls it directly): a
+# server loading its AOF after a restart answers LOADING, a `BusyLoadingError`, a
+# `ConnectionError` too.
+OUTAGE_ERRORS: tuple[type[Exception], ...] = (redis.ConnectionError, redis.TimeoutError)
+
+
 @contextmanager
 def redis_errors(action: str) -> Iterator[None]:
     try:

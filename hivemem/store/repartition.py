@@ -236,6 +236,13 @@ class Repartition:
         if old.session_set(sid) != new.session_set(sid):
             self.r.sadd(new.session_set(sid), sid)
             self.r.srem(old.session_set(sid), sid)
+        # A buffer left waiting (the boundary sweep's index) moves with its session.
+        waiting_old = old.boundary_waiting(old.partition(sid))
+        waiting_new = new.boundary_waiting(new.partition(sid))
+        since = self.r.zscore(waiting_old, sid)
+        if since is not None and waiting_old != waiting_new:
+            self.r.zadd(waiting_new, {sid: since})
+            self.r.zrem(waiting_old, sid)
         return moved
 
     def _drop_old_streams(self) -> int:

@@ -11,8 +11,7 @@ from typing import Any
 from hivemem.domain.episode import Episode
 from hivemem.domain.models import Turn
 from hivemem.pipeline.topology import Keys
-from hivemem.store import head
-from hivemem.store import window as recent_window
+from hivemem.store import head, recent
 from hivemem.store.redis import Redis, as_text, redis_errors, set_union
 
 _INFO_FIELDS = ("title", "agent_id", "created_at")
@@ -51,9 +50,9 @@ class SessionStore:
         with redis_errors("read session metadata"):
             pipe = self._r.pipeline(transaction=False)
             pipe.hgetall(k.session_info(session_id))
-            recent_window.queue_activity(pipe, k, session_id)
+            recent.queue_activity(pipe, k, session_id)
             info, meta, tail = pipe.execute()
-        return _hash(info), _hash(recent_window.activity(meta, tail))
+        return _hash(info), _hash(recent.activity(meta, tail))
 
     def exists(self, session_id: str) -> bool:
         with redis_errors("check session"):
@@ -83,7 +82,7 @@ class SessionStore:
         k = self.keys
         with redis_errors("dump session state"):
             pipe = self._r.pipeline(transaction=False)
-            recent_window.queue_activity(pipe, k, session_id)
+            recent.queue_activity(pipe, k, session_id)
             pipe.hgetall(k.session_info(session_id))
             head.queue_read(pipe, k, session_id)
             pipe.get(k.session_processed(session_id))
@@ -95,7 +94,7 @@ class SessionStore:
         # An owner the session never recorded (it predates namespaces) is not written out.
         namespace = owner if fields[1] is not None else None
         return {
-            "meta": _hash(recent_window.activity(meta, tail)),
+            "meta": _hash(recent.activity(meta, tail)),
             "info": _hash(info),
             "seq": seq,
             "processed": base64.b64encode(done).decode("ascii") if done else "",
@@ -149,7 +148,7 @@ class SessionStore:
             return
         with redis_errors("restore recent window"):
             pipe = self._r.pipeline(transaction=True)
-            recent_window.queue_write(pipe, self.keys, session_id, turns, window)
+            recent.queue_write(pipe, self.keys, session_id, turns, window)
             pipe.execute()
 
     def add_episodes(self, session_id: str, episodes: Sequence[Episode]) -> None:
@@ -194,7 +193,7 @@ class SessionStore:
         k = self.keys
         episodes = self.episode_ids(session_id)
         keys = [
-            k.session_turn_ids(session_id), k.session_window(session_id),
+            k.session_turn_ids(session_id), k.session_recent(session_id),
             k.session_processed(session_id),
             k.session_dead(session_id), k.session_meta(session_id), k.session_info(session_id),
             k.boundary_state(session_id), k.boundary_buffer(session_id),

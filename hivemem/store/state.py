@@ -14,7 +14,7 @@ from hivemem.errors import OutOfScope
 from hivemem.pipeline.messages import EmbeddedTurn, EmbeddedTurns, EpisodeControl, TurnEntry
 from hivemem.pipeline.topology import Keys, Topology
 from hivemem.pipeline.wire import turn_from_wire, wire_parts
-from hivemem.store import head, window
+from hivemem.store import head, recent
 from hivemem.store.episodes import EpisodeStore, Progress
 from hivemem.store.redis import Redis, redis_errors, run_scripts, send_pipeline, set_union
 from hivemem.store.scripts import lua
@@ -57,10 +57,10 @@ class TurnLog:
         keys: list[str] = [k.turns_stream(partition), k.sessions(partition)]
         args: list[bytes | str | int] = [
             self.recent_window, TurnEntry.SEQ_FIELD, TurnEntry.TURN_FIELD, len(groups),
-            window.slack(self.recent_window)]
+            recent.slack(self.recent_window)]
         order: list[int] = []
         for (sid, namespace), members in groups.items():
-            keys += (k.session_turn_ids(sid), k.session_window(sid), k.session_meta(sid))
+            keys += (k.session_turn_ids(sid), k.session_recent(sid), k.session_meta(sid))
             args += (sid, namespace, len(members))
             for i in members:
                 draft = drafts[i]
@@ -234,8 +234,8 @@ class TurnLog:
     ) -> list[Turn]:
         """The newest `limit` turns, newest first, including ones not yet embedded; with a
         scope, only those it may see (another agent's private turns are left out)."""
-        # The list may hold a few more than the window (`window.slack`): never more.
-        rows = window.read(self._r, self.keys, session_id, min(limit, self.recent_window))
+        # The list may hold a few more than the window (`recent.slack`): never more.
+        rows = recent.read(self._r, self.keys, session_id, min(limit, self.recent_window))
         return _turns_in(rows, scope)
 
     def recent_turns_and_progress(
@@ -258,14 +258,14 @@ class TurnLog:
         with redis_errors("read recent turns and boundary state"):
             pipe = self._r.pipeline(transaction=False)
             if limit > 0:
-                window.queue_read(pipe, self.keys, session_id, limit)
+                recent.queue_read(pipe, self.keys, session_id, limit)
             episodes.queue_progress(pipe, session_id)
             replies = send_pipeline(pipe)
 
         def read() -> tuple[list[Turn], Progress]:
             with redis_errors("read recent turns and boundary state"):
                 got = replies()
-            rows = window.decode_read(got[: window.READ_REPLIES]) if limit > 0 else []
+            rows = recent.decode_read(got[: recent.READ_REPLIES]) if limit > 0 else []
             return _turns_in(rows, scope), episodes.decode_progress(got[-1])
 
         return read
@@ -274,8 +274,8 @@ class TurnLog:
         last, done, dead = self.progress(session_id)
         with redis_errors("read session meta"):
             pipe = self._r.pipeline(transaction=False)
-            window.queue_activity(pipe, self.keys, session_id)
-            decoded = window.activity(*pipe.execute())
+            recent.queue_activity(pipe, self.keys, session_id)
+            decoded = recent.activity(*pipe.execute())
         first = decoded.get("first_ts")
         latest = decoded.get("last_ts")
         controls = int(decoded.get("controls", 0))
@@ -313,7 +313,7 @@ class TurnLog:
                 pipe.setbit(k.session_processed(session_id), turn.seq, 1)
             # One entry per seq: the stored version (with its detected markers) replaces
             # the one written at ingest, instead of sitting beside it.
-            window.queue_write(pipe, k, session_id, ordered, self.recent_window)
+            recent.queue_write(pipe, k, session_id, ordered, self.recent_window)
             pipe.hsetnx(k.session_meta(session_id), "first_ts", ordered[0].timestamp.isoformat())
             pipe.hset(k.session_meta(session_id), "last_ts", ordered[-1].timestamp.isoformat())
             pipe.sadd(k.session_set(session_id), session_id)

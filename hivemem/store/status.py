@@ -40,6 +40,15 @@ class PipelineStatus(BaseModel):
     reflect_queue: str
     reflect_jobs: dict[str, int]
     reflect_workers: int
+    # Of those, the ones not heard from lately (killed, or backing off while their Redis is
+    # away): rq keeps a dead worker registered for minutes.
+    reflect_workers_stale: int = 0
+    # Sessions whose boundary buffer holds entries, and how long the oldest has waited (ms;
+    # None: none waits). Entries wait for a predecessor still on its way, or for a lease
+    # to lapse before the boundary workers' sweep drains them (`episodes.sweep_interval_s`):
+    # a wait much longer than episodes.lease_ms + that interval is a stall.
+    boundary_waiting: int = 0
+    boundary_waiting_oldest_ms: int | None = None
 
 
 

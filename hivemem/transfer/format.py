@@ -108,6 +108,8 @@ def parse_header(text: str) -> Header:
         data = json.loads(text)
     except json.JSONDecodeError as exc:
         raise ValidationError(_where(1), f"not a hivemem export (bad JSON: {exc.msg})") from None
+    except RecursionError:
+        raise ValidationError(_where(1), "not a hivemem export (nested too deep)") from None
     if not isinstance(data, dict) or data.get("format") != FORMAT:
         got = data.get("format") if isinstance(data, dict) else type(data).__name__
         raise ValidationError(_where(1), f"unknown format {got!r}; expected {FORMAT!r}")
@@ -127,6 +129,9 @@ def parse_record(line_no: int, text: str) -> Any:
         data = json.loads(text)
     except json.JSONDecodeError as exc:
         raise ValidationError(_where(line_no), f"corrupt line (bad JSON: {exc.msg})") from None
+    except RecursionError:
+        raise ValidationError(_where(line_no), "corrupt line (nested too deep to read)"
+                              ) from None
     if not isinstance(data, dict) or data.get("type") not in (*RECORD_TYPES, "end"):
         kind = data.get("type") if isinstance(data, dict) else type(data).__name__
         raise ValidationError(_where(line_no), f"unknown record type {kind!r}")

@@ -22,7 +22,6 @@ from __future__ import annotations
 import uuid
 from collections import Counter
 from collections.abc import Callable, Iterator
-from dataclasses import dataclass, field
 from enum import StrEnum
 from pathlib import Path
 from typing import Any, TypeVar
@@ -31,6 +30,7 @@ import numpy as np
 import structlog
 from pydantic import BaseModel, ConfigDict
 
+from hivemem.config import IngestSettings
 from hivemem.domain.audit import AuditEvent
 from hivemem.domain.episode import Episode, episode_id
 from hivemem.domain.fact import Fact
@@ -39,17 +39,20 @@ from hivemem.errors import ValidationError
 from hivemem.providers.lexical import LexicalEncoder, SparseVector
 from hivemem.store.vectors.base import FACTS, TURNS, Vector, turn_point_id
 from hivemem.transfer import files
+from hivemem.transfer.checks import (
+    ImportScope,
+    check_turn,
+)
 from hivemem.transfer.format import (
     AuditRecord,
     EndRecord,
     EpisodeRecord,
     FactRecord,
-    Header,
     SessionRecord,
     TurnRecord,
-    parse_header,
     parse_record,
 )
+from hivemem.transfer.manifest import FileSession, Manifest, validate_file
 from hivemem.transfer.stores import Progress, Stores, decode
 
 log = structlog.get_logger(__name__)
@@ -86,107 +89,10 @@ class ImportSummary(BaseModel):
     embedded: int  # records embedded again (the file had no vectors)
 
 
-@dataclass
-class _FileSession:
-    session_id: str
-    line: int
-    fact_ids: set[str] = field(default_factory=set)
-    episodes: dict[str, int] = field(default_factory=dict)  # id -> index
-
-
-@dataclass
-class Manifest:
-    header: Header
-    sessions: dict[str, _FileSession]
-    counts: dict[str, int]
-    records: int
-    without_vectors: int  # turn and fact records that must be embedded again
-
-
-def validate_file(path: Path, dim: int | None = None) -> Manifest:
-    """Read every line; raise on the first problem. `dim`: the store's vector size."""
-    lines = files.read_lines(path)
-    first = next(lines, None)
-    if first is None:
-        raise ValidationError("line 1", f"{path} is empty: not a hivemem export")
-    header = parse_header(first[1])
-    if header.vectors and dim is not None and header.dim != dim:
-        raise ValidationError("line 1", f"the file's vectors have {header.dim} dimensions,"
-                                        f" this store's {dim}")
-    sessions: dict[str, _FileSession] = {}
-    current: _FileSession | None = None
-    counts: Counter[str] = Counter()
-    end: EndRecord | None = None
-    records = 1
-    without_vectors = 0
-    for number, text in lines:
-        records += 1
-        if end is not None:
-            raise ValidationError(f"line {number}", "a record after the end record")
-        record = parse_record(number, text)
-        if isinstance(record, EndRecord):
-            end = record
-            continue
-        counts[record.type] += 1
-        if isinstance(record, SessionRecord):
-            if record.session_id in sessions:
-                raise ValidationError(f"line {number}",
-                                      f"session {record.session_id!r} appears twice")
-            current = sessions[record.session_id] = _FileSession(record.session_id, number)
-            continue
-        if current is None:
-            raise ValidationError(f"line {number}", f"a {record.type} record before any session")
-        owner = _session_of(record)
-        if owner != current.session_id:
-            raise ValidationError(f"line {number}", f"a {record.type} record of session"
-                                  f" {owner!r} inside session {current.session_id!r}")
-        vector = getattr(record, "vector", None)
-        if vector is not None:
-            _check_vector(number, vector, header)
-        elif isinstance(record, TurnRecord | FactRecord):
-            without_vectors += 1
-        if isinstance(record, FactRecord):
-            current.fact_ids.add(record.fact.fact_id)
-        elif isinstance(record, EpisodeRecord):
-            current.episodes[record.episode.episode_id] = record.episode.index
-    if end is None:
-        raise ValidationError("path", f"{path} is truncated: no end record")
-    for kind, expected in end.counts.items():
-        if counts.get(kind, 0) != expected:
-            raise ValidationError("path", f"{path} is truncated or corrupt: {counts.get(kind, 0)}"
-                                  f" {kind} records, the end record says {expected}")
-    if list(sessions) != list(header.sessions):
-        raise ValidationError("line 1", "the header's sessions do not match the file's")
-    return Manifest(header, sessions, dict(counts), records, without_vectors)
-
-
-def _session_of(record: Any) -> str:
-    if isinstance(record, TurnRecord):
-        return record.turn.session_id
-    if isinstance(record, EpisodeRecord):
-        return record.episode.session_id
-    if isinstance(record, FactRecord):
-        return record.fact.session_id
-    assert isinstance(record, AuditRecord)
-    return record.event.session_id
-
-
-def _check_vector(number: int, text: str, header: Header) -> None:
-    if not header.vectors:
-        raise ValidationError(f"line {number}", "a vector in a file whose header says none")
-    try:
-        vector = decode(text)
-    except ValueError:
-        raise ValidationError(f"line {number}", "vector is not valid base64") from None
-    if len(vector) != header.dim:
-        raise ValidationError(f"line {number}",
-                              f"vector has {len(vector)} dimensions, the header {header.dim}")
-
-
 class _Remap:
     """Ids of one renamed session (append mode): old -> new, every reference included."""
 
-    def __init__(self, old: _FileSession, new_id: str) -> None:
+    def __init__(self, old: FileSession, new_id: str) -> None:
         self.session_id = new_id
         self.facts = {f: uuid.uuid5(_REMAP, f"fact/{new_id}/{f}").hex for f in old.fact_ids}
         self.episodes = {e: episode_id(new_id, index) for e, index in old.episodes.items()}
@@ -222,8 +128,10 @@ class _Remap:
 class _Writer:
     """Pass 2: batches per record type, flushed at every session boundary and at the end."""
 
-    def __init__(self, stores: Stores, mode: ImportMode, manifest: Manifest) -> None:
+    def __init__(self, stores: Stores, mode: ImportMode, manifest: Manifest,
+                 settings: IngestSettings) -> None:
         self.stores = stores
+        self.settings = settings
         self.mode = mode
         self.manifest = manifest
         self.lexical = LexicalEncoder()
@@ -259,7 +167,7 @@ class _Writer:
             taken.add(target)
         return names
 
-    def _occupied(self, sid: str, info: _FileSession, taken: set[str]) -> bool:
+    def _occupied(self, sid: str, info: FileSession, taken: set[str]) -> bool:
         if sid in taken or self.stores.vectors.count_turns(sid):
             return True
         ids = sorted(info.fact_ids)
@@ -284,7 +192,8 @@ class _Writer:
             existed = False
         self.is_new = not existed
         if self.is_new:
-            stores.sessions.restore_state(self.target, record.state)
+            stores.sessions.restore_state(
+                self.target, self.manifest.sessions[sid].derived_state(record.state))
         elif self.mode == ImportMode.OVERWRITE and record.state.get("info"):
             stores.sessions.write_info(self.target, record.state["info"])
         self.known_events = set() if self.is_new else stores.audit.event_ids(self.target)
@@ -296,6 +205,7 @@ class _Writer:
     def add(self, record: Any) -> None:
         remap = self.remap
         if isinstance(record, TurnRecord):
+            record = check_turn(record, self.settings)  # as validated: derived fields too
             turn = remap.turn(record.turn) if remap else record.turn
             self.turns.append((turn, record.vector))
         elif isinstance(record, EpisodeRecord):
@@ -417,15 +327,17 @@ def _records(path: Path) -> Iterator[tuple[int, Any]]:
 
 def import_from(
     stores: Stores, path: Path, mode: ImportMode | str = ImportMode.APPEND, *,
-    progress: Progress | None = None,
+    progress: Progress | None = None, scope: ImportScope | None = None,
 ) -> ImportSummary:
-    """Validate `path` completely, then write it (see the module docstring for the modes)."""
+    """Validate `path` completely (every record as ingest would, and against `scope`), then
+    write it (see the module docstring for the modes)."""
     mode = check_mode(mode)
-    manifest = validate_file(path, stores.vectors.dim)
+    settings = stores.ingest
+    manifest = validate_file(path, stores.vectors.dim, settings=settings, scope=scope)
     if manifest.without_vectors and stores.embedder is None:
         raise ValidationError("path", f"{manifest.without_vectors} records have no vector and"
                                       " no embedder is configured to embed their text")
-    writer = _Writer(stores, mode, manifest)
+    writer = _Writer(stores, mode, manifest, settings)
     writer.names = writer.plan_names()
     for _number, record in _records(path):
         if isinstance(record, SessionRecord):

@@ -3,10 +3,11 @@
 from __future__ import annotations
 
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 import numpy as np
 
+from hivemem.config import IngestSettings
 from hivemem.pipeline.topology import Keys
 from hivemem.pipeline.vectors import decode_vector, encode_vector
 from hivemem.providers.embedders import Embedder
@@ -33,6 +34,8 @@ class Stores:
     audit: AuditLog
     recent_window: int = 50
     embedder: Embedder | None = None  # needed only to import a file without vectors
+    # What ingest accepts: import checks every turn against the same limits.
+    ingest: IngestSettings = field(default_factory=IngestSettings)
 
 
 def settle(vector: Vector, rounds: int = 8) -> Vector:

@@ -84,6 +84,16 @@ class BoundaryHandler:
             # buffered, so offer it again (buffered now, or taken back under a new lease).
             token = None if more < 0 else token
 
+    def sweep(self, partitions: list[int]) -> None:
+        """Advance the sessions of `partitions` whose buffered entries no lease will drain
+        (the holder died, or an outage fell between its begin and its commit): the stage's
+        periodic housekeeping, so that a session's last entries never wait for traffic."""
+        for partition in partitions:
+            for session_id in self.store.waiting(partition):
+                if self.store.sweep_check(session_id):
+                    log.info("boundary.swept", session_id=session_id)
+                    self.advance(session_id, {})
+
     def _advance_locked(
         self, session_id: str, step: Advance, entries: dict[str, EmbeddedItem]
     ) -> int:
@@ -154,9 +164,13 @@ class BoundaryHandler:
         return []  # a skip: a turn the embed stage dead-lettered; the order moves past it
 
 
-def boundary_kind(handler: BoundaryHandler) -> WorkerKind[EmbeddedEntry]:
+def boundary_kind(handler: BoundaryHandler, sweep_interval_s: float = 0.0
+                  ) -> WorkerKind[EmbeddedEntry]:
+    """`sweep_interval_s`: how often the worker sweeps its partitions' waiting buffers
+    (`BoundaryHandler.sweep`; 0: never)."""
     stage = Topology(handler.store.keys).boundary
-    return WorkerKind.of(stage, decode_item, handler)
+    return WorkerKind.of(stage, decode_item, handler, sweep=handler.sweep,
+                         sweep_interval_s=sweep_interval_s)
 
 
 def policy_from(settings: Any) -> BoundaryPolicy:

@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import threading
 from collections.abc import Callable
-from datetime import timedelta
+from datetime import UTC, datetime, timedelta
 from functools import cached_property
 from typing import Any
 
@@ -45,10 +45,16 @@ def compact_job_id(session_id: str, tag: str) -> str:
 class JobQueue:
     """The reflect queue (`episodes.reflect_queue`) on rq's Redis."""
 
-    def __init__(self, connection: Redis, name: str, reflection: ReflectionSettings) -> None:
+    def __init__(
+        self, connection: Redis, name: str, reflection: ReflectionSettings, *,
+        maintenance_lock: str | None = None,
+    ) -> None:
         self.connection = connection
         self.name = name
         self.reflection = reflection
+        # Held by the one worker process that looks for abandoned jobs in a round (None:
+        # no lock; every caller looks).
+        self.maintenance_lock = maintenance_lock
 
     @cached_property
     def rq_queue(self) -> Any:
@@ -134,6 +140,42 @@ class JobQueue:
 
         with redis_errors("count reflect workers"):
             return int(Worker.count(connection=self.connection, queue=self.rq_queue))
+
+    def worker_liveness(self) -> tuple[int, int]:
+        """(live, stale) rq workers of the queue: a stale one has not renewed its
+        registration in 3x `reflection.maintenance_interval_s` (killed, or cut off from
+        Redis and backing off); rq keeps a dead worker registered for minutes."""
+        from rq import Worker
+
+        stale_after = timedelta(seconds=3 * self.reflection.maintenance_interval_s)
+        with redis_errors("read reflect workers"):
+            workers = Worker.all(connection=self.connection, queue=self.rq_queue)
+        now = datetime.now(UTC)
+        stale = sum(1 for w in workers
+                    if w.last_heartbeat is None or now - w.last_heartbeat > stale_after)
+        return len(workers) - stale, stale
+
+    # -- abandoned jobs --------------------------------------------------------------------
+
+    def recover_abandoned(self, worker: Any) -> list[str]:
+        """Hand back the jobs whose heartbeat lapsed (their worker was killed or lost its
+        Redis mid-job): through their retries, to the failed registry when none are left
+        (rq's `StartedJobRegistry.cleanup`); and jobs a worker died holding between dequeue
+        and start (rq's intermediate list: handed on once seen there a minute apart, rq's
+        own rule). `worker`: the rq worker whose failure handling runs. One process a
+        round, under `maintenance_lock`. Returns the ids of the jobs handed back."""
+        queue = self.rq_queue
+        lock_ms = max(1, int(self.reflection.maintenance_interval_s * 1000) - 50)
+        with redis_errors("recover abandoned reflect jobs"):
+            if self.maintenance_lock is not None and not self.connection.set(
+                    self.maintenance_lock, str(worker.name), nx=True, px=lock_ms):
+                return []
+            registry = queue.started_job_registry
+            expired = [str(j) for j in registry.get_expired_job_ids()]
+            if expired:
+                registry.cleanup()
+            queue.intermediate_queue.cleanup(worker, queue)
+        return expired
 
     def backlog(self) -> int:
         """Reflect jobs waiting or running (what the window stage yields to)."""

@@ -73,6 +73,11 @@ class WorkerKind(Generic[M]):
     ready: Callable[[], bool] | None = None
     # Entries per read at most, if fewer than `WorkerSettings.batch_size`.
     batch_size: int | None = None
+    # Housekeeping of the partitions the worker owns (their indexes), every
+    # `sweep_interval_s` (0: never), between reads: state a dead or cut-off worker left that
+    # no new entry would resolve (the boundary stage's orphaned buffers).
+    sweep: Callable[[list[int]], None] | None = None
+    sweep_interval_s: float = 0.0
 
     @classmethod
     def of(
@@ -84,11 +89,14 @@ class WorkerKind(Generic[M]):
         *,
         ready: Callable[[], bool] | None = None,
         batch_size: int | None = None,
+        sweep: Callable[[list[int]], None] | None = None,
+        sweep_interval_s: float = 0.0,
     ) -> WorkerKind[M]:
         """The worker kind of a pipeline stage (its name, partitions' streams and group)."""
         return cls(name=stage.name, streams=tuple(stage.streams()), group=stage.group,
                    decode=decode, handle=handle, on_dead_letter=on_dead_letter,
-                   ready=ready, batch_size=batch_size)
+                   ready=ready, batch_size=batch_size, sweep=sweep,
+                   sweep_interval_s=sweep_interval_s)
 
 
 @dataclass
@@ -123,6 +131,7 @@ class StreamWorker(Generic[M]):
         self._next_claim = 0.0
         self._next_trim = time.monotonic() + settings.trim_interval_s
         self._next_refresh = 0.0
+        self._next_sweep = 0.0
         # Leases live a claim interval: a dead worker's partitions move within that.
         self.leases = streams.leases(kind.name, self.consumer, settings.claim_idle_ms,
                                      partitions=len(kind.streams))
@@ -132,6 +141,9 @@ class StreamWorker(Generic[M]):
         self.owned: list[str] = []
         self._doorbell: Doorbell | None = None
         self._log = log.bind(worker=kind.name, consumer=self.consumer)
+        # Told False while a store is away (the worker backs off), True once it answers
+        # again: the process's liveness (its metrics).
+        self.on_health: Callable[[bool], None] | None = None
 
     # -- lifecycle -------------------------------------------------------------------------
 
@@ -229,15 +241,23 @@ class StreamWorker(Generic[M]):
     def _with_retry(self, fn: Callable[[], T]) -> T:
         """Run `fn`, backing off while a store is down. Gives up only when stopping."""
         delay = self.settings.backoff_initial_s
+        backed_off = False
         while True:
             try:
-                return fn()
+                result = fn()
             except _TRANSIENT as exc:
                 if self.stopping:
                     raise
                 self._log.warning("worker.backoff", error=str(exc), sleep_s=round(delay, 2))
+                if self.on_health is not None:
+                    self.on_health(False)
+                backed_off = True
                 self._stop.wait(delay)
                 delay = min(delay * 2, self.settings.backoff_max_s)
+                continue
+            if backed_off and self.on_health is not None:
+                self.on_health(True)
+            return result
 
     # -- one iteration ---------------------------------------------------------------------
 
@@ -255,6 +275,9 @@ class StreamWorker(Generic[M]):
         if self.settings.trim_interval_s and now >= self._next_trim:
             self._next_trim = now + self.settings.trim_interval_s
             self._trim()
+        if k.sweep is not None and k.sweep_interval_s and now >= self._next_sweep:
+            self._next_sweep = now + k.sweep_interval_s
+            k.sweep([k.streams.index(s) for s in self.owned])
         if not self.owned:
             self._stop.wait(min(self._refresh_s, self.settings.block_ms / 1000))
             return handled
@@ -283,7 +306,9 @@ class StreamWorker(Generic[M]):
             bell = self._bell()
             bell.watch(self.owned)
             due = min(self._next_refresh, self._next_claim,
-                      self._next_trim if self.settings.trim_interval_s else math.inf
+                      self._next_trim if self.settings.trim_interval_s else math.inf,
+                      self._next_sweep if k.sweep is not None and k.sweep_interval_s
+                      else math.inf,
                       ) - time.monotonic()
             bell.wait(max(0.0, min(self.settings.block_ms / 1000, due)))
         return handled

@@ -36,7 +36,10 @@ def _missing() -> str | None:
     return None
 
 
-@pytest.fixture(scope="session")
+# Module scope, not session: Playwright's sync API runs an event loop in this thread for as
+# long as it is open, and a test of another module that calls asyncio.run() on the same xdist
+# worker would fail with "cannot be called from a running event loop".
+@pytest.fixture(scope="module")
 def chromium() -> Iterator[Any]:
     reason = _missing()
     if reason is not None:

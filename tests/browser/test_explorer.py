@@ -133,6 +133,12 @@ def test_timeline_pages_through_a_long_session(page: Any, served: Served) -> Non
     page.wait_for_selector("#newer")
     assert attr(page, "#timeline li", "data-ref") == [
         e["ref_id"] for e in everything[-200:-100]]
+    assert "cursor=" in page.evaluate("() => location.hash")  # paged by cursor, not limit
+    page.click("#newer")
+    page.wait_for_function("() => !location.hash.includes('page=')")
+    page.wait_for_selector("#newer", state="detached")  # page 1: it has no newer page
+    page.wait_for_selector("#timeline li")
+    assert attr(page, "#timeline li", "data-ref") == newest
 
 
 def test_timeline_updates_live_as_turns_arrive(page: Any, served: Served) -> None:

@@ -215,6 +215,7 @@ def test_recall_and_ingest_nodes_carry_a_conversation_across_runs(
     memory.wait_until_processed("chat-1", 10)
     graph.invoke({"messages": [HumanMessage("What is the launch budget cap?")]}, config)
     assert "40k euros" in seen[1]
+    memory.wait_until_processed("chat-1", 10)  # the second run's turns are in the timeline
     turns = memory.timeline("chat-1", kinds=["turn"])
     assert [(t.detail["role"], t.summary) for t in turns][:2] == [
         ("user", "The budget cap for the launch is 40k euros"),

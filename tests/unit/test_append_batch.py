@@ -27,7 +27,7 @@ def draft(session: str, i: int, *, turn_id: str | None = None,
 
 def window_seqs(r: redis.Redis, keys: Keys, session: str) -> list[int]:
     """The seqs the window list holds, oldest first ((seq, JSON) pairs)."""
-    return [int(s) for s in r.lrange(keys.session_window(session), 0, -1)[::2]]
+    return [int(s) for s in r.lrange(keys.session_recent(session), 0, -1)[::2]]
 
 
 def turn_ids(r: redis.Redis, keys: Keys, session: str) -> dict[bytes, bytes]:
@@ -38,7 +38,7 @@ def turn_ids(r: redis.Redis, keys: Keys, session: str) -> dict[bytes, bytes]:
 
 def snapshot(r: redis.Redis, keys: Keys, session: str) -> tuple[object, ...]:
     return (TurnLog(r, keys, 0).last_seq(session), r.hgetall(keys.session_turn_ids(session)),
-            r.lrange(keys.session_window(session), 0, -1),
+            r.lrange(keys.session_recent(session), 0, -1),
             SessionStore(r, keys).info(session)[1],  # first/last activity
             r.xlen(keys.turns_stream(keys.partition(session))),
             r.smembers(keys.sessions(keys.partition(session))))

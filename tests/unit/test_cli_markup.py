@@ -5,7 +5,6 @@ print, and `audit` shows only the asked fact's events."""
 from __future__ import annotations
 
 import json
-import os
 from collections.abc import Iterator
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
@@ -13,6 +12,7 @@ from pathlib import Path
 import pytest
 from click.testing import CliRunner, Result
 from rich.text import Text
+from support.cli_env import isolate
 
 from hivemem import MemoryClient, Settings
 from hivemem.cli.main import cli
@@ -35,12 +35,7 @@ ENV = {"HIVEMEM_EMBEDDING__PROVIDER": "hashing", "HIVEMEM_EMBEDDING__DIM": "256"
 
 @pytest.fixture
 def store(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> Iterator[Path]:
-    for name in list(os.environ):
-        if name.startswith("HIVEMEM_"):
-            monkeypatch.delenv(name)
-    for name, value in ENV.items():
-        monkeypatch.setenv(name, value)
-    monkeypatch.chdir(tmp_path)
+    isolate(monkeypatch, tmp_path, ENV)
     folder = tmp_path / "store"
     client = MemoryClient.local(folder, Settings(), embedder=HashingEmbedder(256))
     try:

@@ -22,6 +22,7 @@ from typing import Any
 import httpx
 import pytest
 from click.testing import CliRunner, Result
+from support.cli_env import isolate
 
 import hivemem
 from hivemem.cli.main import cli
@@ -37,12 +38,7 @@ EMOJI = "\u274c"  # what rich makes of ":x:"
 
 @pytest.fixture
 def env(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> Iterator[Path]:
-    for name in list(os.environ):
-        if name.startswith("HIVEMEM_"):
-            monkeypatch.delenv(name)
-    for name, value in ENV.items():
-        monkeypatch.setenv(name, value)
-    monkeypatch.chdir(tmp_path)
+    isolate(monkeypatch, tmp_path, ENV)
     yield tmp_path
 
 

@@ -3,6 +3,7 @@ location a workspace records."""
 
 from __future__ import annotations
 
+import json
 import os
 from pathlib import Path
 
@@ -19,7 +20,7 @@ from hivemem.runtime.child_server import MAX_SOCKET_PATH, socket_path
 from hivemem.runtime.owner import OwnerLock, owner_of, read_key, read_record
 from hivemem.runtime.workspace import init_workspace, load_workspace
 from hivemem.store.vectors import wire
-from hivemem.store.vectors.base import SCOPE, Hit, Point
+from hivemem.store.vectors.base import SCOPE, Between, Hit, Point
 from hivemem.store.vectors.proxy import ProxyVectorStore
 
 
@@ -57,8 +58,9 @@ def test_the_wire_format_round_trips_points_hits_and_scoped_filters() -> None:
     np.testing.assert_array_equal(back.vector, vector)
     (hit,) = wire.decode_hits(wire.encode_hits([Hit("h", 0.25, {"k": "v"}, None)]))
     assert (hit.id, hit.score, hit.payload, hit.vector) == ("h", 0.25, {"k": "v"}, None)
-    where = {"session_id": "s", "markers": ["decision"], SCOPE: Scope("team", "agent-1")}
-    assert wire.decode_where(wire.encode_where(where)) == where
+    where = {"session_id": "s", "markers": ["decision"], "seq": Between(3, 9),
+             SCOPE: Scope("team", "agent-1")}
+    assert wire.decode_where(json.loads(json.dumps(wire.encode_where(where)))) == where
 
 
 def test_a_workspace_records_where_its_model_is_and_goes_offline(

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import random
+import time
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
@@ -19,6 +20,7 @@ from hivemem.domain.episode import (
     step_turn,
 )
 from hivemem.domain.models import Role, Turn
+from hivemem.errors import StoreUnavailable
 from hivemem.pipeline.topology import Keys
 from hivemem.pipeline.vectors import encode_vector
 from hivemem.pipeline.wire import wire_json
@@ -303,3 +305,67 @@ def test_undecodable_items_are_rejected() -> None:
         decode_item(StreamEntry("0-1", {"kind": "weird", "seq": "1"}))
     with pytest.raises(ValueError):
         decode_item(StreamEntry("0-1", {"kind": "skip", "seq": "0", "session_id": "s"}))
+
+
+def test_a_buffer_an_outage_left_between_begin_and_commit_is_swept_once_the_lease_lapses(
+    redis_client: redis.Redis,
+) -> None:
+    store = EpisodeStore(redis_client, KEYS, 200)
+    handler = BoundaryHandler(store, POLICY)
+    real_commit, real_release = store.commit, store.release
+    outage = {"on": True}
+
+    def commit(session_id: str, token: str, **kw: Any) -> int:
+        if outage["on"]:  # Redis went away after begin took the lease: nothing written
+            raise StoreUnavailable("redis", "commit boundary state: connection lost")
+        return real_commit(session_id, token, **kw)
+
+    def release(session_id: str, token: str) -> None:
+        if outage["on"]:
+            raise StoreUnavailable("redis", "release session lease: connection lost")
+        real_release(session_id, token)
+
+    store.commit = commit  # type: ignore[method-assign]
+    store.release = release  # type: ignore[method-assign]
+    items = [decode_item(turn_item(turn(i, i - 1), unit(1))) for i in (1, 2, 3)]
+    with pytest.raises(StoreUnavailable):
+        handler(items)
+    outage["on"] = False
+    # The stream worker's retry: a new token meets the old lease and only buffers (then the
+    # entries are acked, and this session sends nothing more).
+    handler(items)
+    partition = KEYS.partition("s1")
+    assert store.progress("s1")[0] == 0 and redis_client.hlen(KEYS.boundary_buffer("s1")) == 3
+    assert store.waiting(partition) == ["s1"]
+    count, oldest_ms = store.waiting_since(partition)
+    assert count == 1 and oldest_ms is not None and oldest_ms >= 0
+    handler.sweep([partition])  # the orphaned lease still holds: nothing to do yet
+    assert store.progress("s1")[0] == 0
+    deadline = time.monotonic() + 5
+    while redis_client.exists(KEYS.boundary_lease("s1")):
+        assert time.monotonic() < deadline
+        time.sleep(0.02)
+    handler.sweep([partition])
+    assert store.progress("s1")[0] == 3
+    assert redis_client.hlen(KEYS.boundary_buffer("s1")) == 0
+    assert store.waiting(partition) == [] and store.waiting_since(partition) == (0, None)
+
+
+def test_the_sweep_drops_passed_entries_and_leaves_a_session_waiting_for_a_gap(
+    redis_client: redis.Redis,
+) -> None:
+    store = EpisodeStore(redis_client, KEYS, 5000)
+    handler = BoundaryHandler(store, POLICY)
+    partition = KEYS.partition("s1")
+    handler([decode_item(turn_item(turn(3, 2), unit(1)))])  # seq 1 and 2 still on their way
+    assert store.waiting(partition) == ["s1"]
+    handler.sweep([partition])
+    assert store.progress("s1")[0] == 0 and store.waiting(partition) == ["s1"]
+    handler([decode_item(turn_item(turn(i, i - 1), unit(1))) for i in (1, 2)])
+    assert store.progress("s1")[0] == 3 and store.waiting(partition) == []
+    # A redelivery buffered behind the pointer (stale) is dropped by the sweep.
+    redis_client.hset(KEYS.boundary_buffer("s1"), "2", "{}")
+    redis_client.zadd(KEYS.boundary_waiting(partition), {"s1": 1})
+    handler.sweep([partition])
+    assert redis_client.hlen(KEYS.boundary_buffer("s1")) == 0
+    assert store.waiting(partition) == []

@@ -481,6 +481,79 @@ def test_api_garbage_bodies_are_4xx(
         assert turns_len(r, KEYS) == before
 
 
+def _all_sessions(r: Any) -> set[bytes]:
+    return set().union(*(r.smembers(key) for key in KEYS.all_sessions()))
+
+
+def _import_file(session_id: Any, state: Any, turn: Any) -> bytes:
+    """An export of one session with one turn record, whatever the fields hold."""
+    records = [
+        {"format": "hivemem.export", "version": 1, "sessions": [session_id], "vectors": False},
+        {"type": "session", "session_id": session_id, "state": state},
+        {"type": "turn", "turn": turn},
+        {"type": "end", "counts": {"session": 1, "turn": 1}},
+    ]
+    lines = []
+    for record in records:
+        try:
+            lines.append(_json_body(record))
+        except (ValueError, RecursionError):
+            lines.append(b"{")
+    return b"\n".join(lines) + b"\n"
+
+
+_plain = st.text(st.characters(min_codepoint=32, max_codepoint=126), min_size=1, max_size=40)
+
+
+@FUZZ
+@given(session_id=mostly(valid_ids, ids, 0.9), state=mostly(
+    st.fixed_dictionaries({}, optional={
+        "seq": mostly(st.integers(0, 10**20), wrong_types, 0.9),
+        "reflected": mostly(st.integers(0, 10**20), wrong_types, 0.9),
+        "namespace": mostly(st.just("default"), ids, 0.9),
+        "info": mostly(st.dictionaries(valid_ids, _plain, max_size=3), json_values, 0.8),
+        "processed": mostly(st.just(""), texts, 0.8), "dead": mostly(st.just(""), texts, 0.8)}),
+    st.one_of(json_values, st.builds(lambda v: {"extra": v}, json_values)), 0.85),
+    turn=st.fixed_dictionaries({
+        "turn_id": mostly(valid_ids, ids, 0.9), "role": mostly(valid_roles, roles, 0.9),
+        "content": mostly(_plain, st.one_of(texts, wrong_types), 0.9),
+        "timestamp": mostly(st.datetimes(timezones=st.just(UTC)).map(lambda d: d.isoformat()),
+                            st.one_of(st.datetimes(timezones=st.timezones()).map(
+                                lambda d: d.isoformat()), texts, wrong_types), 0.8),
+        "seq": mostly(st.integers(1, 3), st.one_of(
+            st.integers(-(2**70), 2**70), st.just(10**18), wrong_types), 0.8),
+        "token_count": st.one_of(st.integers(0, 10), st.integers(0, 2**70)),
+    }, optional={"metadata": mostly(st.none(), metadata.filter(lambda m: m is None or (
+        isinstance(m, dict) and "self" not in m)), 0.5), "markers": markers,
+        "agent_id": st.one_of(st.none(), ids), "visibility": mostly(
+            st.just("shared"), texts, 0.9), "namespace": mostly(st.just("default"), ids, 0.9)}))
+def test_api_import_obeys_what_ingest_does(
+    api: tuple[Any, dict[str, str], Any], session_id: Any, state: Any, turn: Any,
+) -> None:
+    """Import through the API with a namespace key, for every field ingest checks: never a
+    5xx; a refused file writes nothing; an accepted one holds a session every route
+    accepts, with counters derived from its records, not from the state it claimed."""
+    http, headers, r = api
+    turn = {**turn, "session_id": session_id}
+    body = _import_file(session_id, state, turn)
+    before = _all_sessions(r)
+    response = http.post("/v1/import", content=body,
+                         headers={**headers, "content-type": "application/x-ndjson"})
+    _problem(response)
+    _outcome(f"api.import.{response.status_code}")
+    if response.status_code >= 400:
+        assert _all_sessions(r) == before
+        return
+    assert response.status_code == 201, response.text
+    stored = response.json()["sessions"][session_id]
+    stats = http.get(f"/v1/sessions/{_path_id(stored)}/stats", headers=headers)
+    assert stats.status_code == 200, stats.text
+    assert stats.json()["last_seq"] == turn["seq"]  # the record's, never the state's claim
+    _outcome("api.import.accepted")
+    exported = http.get("/v1/export", headers=headers, params={"session_id": stored})
+    assert exported.status_code == 200
+
+
 def test_timestamps_far_in_the_past_or_future_are_refused_or_kept(fresh: Any) -> None:
     client, _r = fresh()
     for ts in (datetime(1, 1, 1, tzinfo=UTC), datetime(9999, 12, 31, tzinfo=UTC),

@@ -4,21 +4,26 @@ timelines, related sessions, and the scheduled compaction job."""
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from datetime import timedelta
 from pathlib import Path
+from typing import Any
 
 import pytest
 import redis
 from support.lifecycle_data import T0, fid, seed
 
 from hivemem import MemoryClient, Settings
+from hivemem.domain.audit import AuditEvent
 from hivemem.domain.episode import Episode
-from hivemem.domain.fact import FactStatus
+from hivemem.domain.fact import Fact, FactStatus
+from hivemem.domain.timeline import TimelineEvent, TimelinePage
 from hivemem.errors import RetryLater, ValidationError
 from hivemem.providers.embedders import HashingEmbedder
+from hivemem.store.audit import AuditLog
 from hivemem.store.reflection import ReflectionState
 from hivemem.store.sessions import SessionStore
+from hivemem.store.vectors.base import TURNS
 
 Pipeline = tuple[MemoryClient, Callable[[], None]]
 
@@ -139,6 +144,138 @@ def test_timeline_orders_turns_episodes_and_fact_changes(pipeline: Pipeline) -> 
         client.admin.timeline(["s1"], kinds=["nope"])
 
 
+def _busy_session(client: MemoryClient, drain: Callable[[], None], session: str = "s1",
+                  turns: int = 40) -> None:
+    """`seed`'s four turns and facts, then `turns` more (every third bob's private one),
+    episodes closing every ten turns, and a compaction's fact changes."""
+    seed(client, drain, session)
+    for i in range(turns):
+        private = i % 3 == 0
+        client.ingest(session, "user", f"{session} note {i}", turn_id=f"n{i}",
+                      agent_id="bob" if private else "alice",
+                      visibility="private" if private else "shared",
+                      timestamp=T0 + timedelta(days=5, minutes=i))
+    drain()
+    SessionStore(client._redis, client.keys).add_episodes(session, [
+        Episode(episode_id=f"{session}-ep{k}", session_id=session, index=k,
+                turn_ids=("t0",), seq_start=5 + 10 * k, seq_end=14 + 10 * k,
+                started_at=T0 + timedelta(days=5, minutes=10 * k),
+                ended_at=T0 + timedelta(days=5, minutes=10 * k + 9, seconds=30),
+                close_reason="manual", agent_id="bob" if k == 2 else None,
+                visibility="private" if k == 2 else "shared")
+        for k in range(4)])
+    client.admin.compact(session)
+    # Bob's private fact, and changes about it and naming it (alice sees the second, without
+    # the name or the reason).
+    secret = Fact(fact_id=fid(f"{session}-secret"), session_id=session, agent_id="bob",
+                  visibility="private", content="bob's secret", created_at=T0, valid_from=T0)
+    client.vector_store().upsert_facts([secret], HashingEmbedder(1024).embed_documents(
+        [secret.content]))
+    AuditLog(client._redis, client.keys).append([
+        AuditEvent(at=T0 + timedelta(days=5, minutes=20, seconds=i), session_id=session,
+                   fact_id=fact, action="archived", actor="compaction", reason="because",
+                   related=related)
+        for i, (fact, related) in enumerate([
+            (secret.fact_id, []), (fid(f"{session}-goal"), [secret.fact_id]),
+            (secret.fact_id, [fid(f"{session}-goal")])])])
+
+
+def _all_pages(read: Callable[[str | None], TimelinePage]) -> list[TimelineEvent]:
+    out: list[TimelineEvent] = []
+    cursor: str | None = None
+    while True:
+        page = read(cursor)
+        out = page.events + out  # each page is older than the one before
+        if page.next_cursor is None:
+            return out
+        cursor = page.next_cursor
+
+
+def test_timeline_pages_return_every_event_once_in_order_with_scope(
+    pipeline: Pipeline,
+) -> None:
+    client, drain = pipeline
+    _busy_session(client, drain, "s1")
+    _busy_session(client, drain, "s2", turns=13)
+    everything = client.admin.timeline(["s1"])
+    assert sum(e.kind == "turn" for e in everything) == 44
+    assert sum(e.kind == "episode" for e in everything) == 4
+    assert any(e.kind == "fact" for e in everything)
+    for limit in (1, 7, 100):
+        paged = _all_pages(lambda c, n=limit: client.admin.timeline_page(  # type: ignore[misc]
+            ["s1"], limit=n, cursor=c))
+        assert paged == everything, limit
+    assert client.admin.timeline(["s1"], limit=9) == everything[-9:]
+    both = client.admin.timeline(["s1", "s2"])
+    assert _all_pages(lambda c: client.admin.timeline_page(["s1", "s2"], limit=6,
+                                                           cursor=c)) == both
+    turns_only = _all_pages(lambda c: client.admin.timeline_page(
+        ["s1"], kinds=["turn"], limit=5, cursor=c))
+    assert turns_only == [e for e in everything if e.kind == "turn"]
+
+    alice = client.scoped(agent_id="alice")
+    seen = alice.timeline("s1")
+    paged = _all_pages(lambda c: alice.timeline_page("s1", limit=4, cursor=c))
+    assert paged == seen
+    assert not [e for e in paged if e.detail.get("visibility") == "private"]
+    assert "s1-ep2" not in {e.ref_id for e in paged}  # bob's private episode
+    assert len([e for e in paged if e.kind == "turn"]) == 44 - 14  # bob's 14 private turns
+    assert fid("s1-secret") not in {e.ref_id for e in paged}
+    named = [e for e in paged if e.kind == "fact" and e.detail["cause"] == ""
+             and e.ref_id == fid("s1-goal")]
+    assert len(named) == 1
+    assert "because" not in named[0].summary and fid("s1-secret") not in named[0].summary
+    assert fid("s1-secret") in {e.ref_id for e in everything}
+    bob = client.scoped(agent_id="bob")
+    assert _all_pages(lambda c: bob.timeline_page("s1", limit=4, cursor=c)) == bob.timeline(
+        "s1")
+    assert len([e for e in bob.timeline("s1") if e.kind == "turn"]) == 44
+
+
+def test_a_timeline_page_rejects_a_cursor_it_did_not_make(pipeline: Pipeline) -> None:
+    client, drain = pipeline
+    seed(client, drain)
+    for bad in ("nope", "", "W10", "WzEsMl0"):
+        with pytest.raises(ValidationError) as err:
+            client.admin.timeline_page(["s1"], cursor=bad)
+        assert err.value.field == "cursor"
+    with pytest.raises(ValidationError):
+        client.admin.timeline_page(["s1"], limit=0)
+
+
+def test_the_first_timeline_page_reads_only_the_turns_it_shows(
+    pipeline: Pipeline, monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    client, drain = pipeline
+    for i in range(400):
+        client.ingest("long", "user", f"note {i}", timestamp=T0 + timedelta(minutes=i))
+    drain()
+    store = client.vector_store()
+    read: list[int] = []
+    scroll = store.scroll
+
+    def counting(collection: str, where: Any, **kw: Any) -> Iterator[Any]:
+        for hit in scroll(collection, where, **kw):
+            if collection == TURNS:
+                read.append(hit.payload["seq"])
+            yield hit
+
+    monkeypatch.setattr(store, "scroll", counting)
+    page = client.admin.timeline_page(["long"], limit=20)
+    assert [e.seq for e in page.events] == list(range(381, 401))
+    assert len(read) <= 21  # the page and one more (is there an older page?)
+    read.clear()
+    older = client.admin.timeline_page(["long"], limit=20, cursor=page.next_cursor)
+    assert [e.seq for e in older.events] == list(range(361, 381))
+    assert len(read) <= 21 and max(read) <= 380  # from the cursor down, not the end
+    read.clear()
+    assert len(client.admin.timeline(["long"], limit=20)) == 20
+    assert len(read) <= 21
+    read.clear()
+    assert len(client.admin.timeline(["long"])) == 400  # no limit: the whole session
+    assert len(read) == 400
+
+
 def test_related_sessions_and_session_context(pipeline: Pipeline) -> None:
     client, drain = pipeline
     seed(client, drain, "s1", "database")
@@ -257,3 +394,6 @@ def test_the_audit_log_is_append_only_and_reads_a_repeated_event_once(
     log.append(events[1:])  # a retried job
     assert log.count("x") == 5
     assert [(e.event_id, e.seq) for e in log.events("x")] == [("e0", 1), ("e1", 2), ("e2", 3)]
+    # From the end, a page at a time: each once too (at its last position).
+    assert [(e.event_id, e.seq) for e in log.newest_first("x", page=2)] == [
+        ("e2", 5), ("e1", 4), ("e0", 1)]

@@ -89,6 +89,12 @@ async def _session(tmp_path: Path, errlog: Any) -> None:
         assert "session_id: must match" in text and "\n" not in text
         bad = await session.call_tool("recall", {"session_id": "unknown", "query": "x"})
         assert bad.is_error and "session_id: no such session" in bad.content[0].text
+        # Arguments the schema refuses: one line naming the field, no pydantic dump or URL.
+        bad = await session.call_tool("ingest", {"session_id": "proj", "content": "x",
+                                                   "role": "bogus"})
+        text = bad.content[0].text
+        assert bad.is_error and text.startswith("role: ") and "\n" not in text, text
+        assert "http" not in text
 
 
 def test_mcp_over_stdio(tmp_path: Path) -> None:

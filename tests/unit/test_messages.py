@@ -109,7 +109,7 @@ def test_partitions_are_stable_and_every_key_of_a_session_shares_its_slot() -> N
         p = keys.partition(sid)
         slot = key_slot(keys.turns_stream(p).encode())
         session_keys = [
-            keys.session_turn_ids(sid), keys.session_window(sid),
+            keys.session_turn_ids(sid), keys.session_recent(sid),
             keys.session_processed(sid), keys.session_dead(sid), keys.session_meta(sid),
             keys.session_info(sid), keys.session_audit(sid), keys.boundary_state(sid),
             keys.boundary_buffer(sid), keys.boundary_lease(sid), keys.session_episodes(sid),

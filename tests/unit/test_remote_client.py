@@ -377,6 +377,12 @@ def test_remote_answers_equal_the_servers_own(redis_server: RedisServer) -> None
                 "s-eq", include_history=True)
             assert remote.episodes("s-eq") == local.episodes("s-eq")
             assert remote.timeline("s-eq") == local.timeline("s-eq")
+            first = remote.timeline_page("s-eq", limit=2)
+            assert first == local.timeline_page("s-eq", limit=2)
+            assert first.next_cursor is not None
+            rest = remote.timeline_page("s-eq", limit=100, cursor=first.next_cursor)
+            assert rest.next_cursor is None
+            assert rest.events + first.events == local.timeline("s-eq")
             assert remote.session_info("s-eq") == local.session_info("s-eq")
             assert remote.recall("s-eq", "which database?").to_dict() == local.recall(
                 "s-eq", "which database?").to_dict()

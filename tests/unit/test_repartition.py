@@ -218,3 +218,17 @@ def test_an_interrupted_move_blocks_starts_until_it_is_run_again(server: Any) ->
 def test_embedded_stores_are_not_repartitioned(tmp_path: Any) -> None:
     result = CliRunner().invoke(cli, ["--local", str(tmp_path / "m"), "repartition", "8"])
     assert result.exit_code == 1 and "embedded store keeps" in result.output
+
+
+def test_a_session_in_the_boundary_sweeps_index_moves_with_it(server: Any) -> None:
+    conn = server.client()
+    old, new = Keys("hm", 4), Keys("hm", 7)
+    sid = next(s for s in SESSIONS if old.tag(old.partition(s)) != new.tag(new.partition(s)))
+    conn.sadd(old.session_set(sid), sid)
+    conn.hset(old.boundary_buffer(sid), "3", "{}")  # waits for seq 1 and 2
+    conn.zadd(old.boundary_waiting(old.partition(sid)), {sid: 5})
+    Repartition(conn, old, new).run()
+    assert conn.zscore(new.boundary_waiting(new.partition(sid)), sid) == 5
+    assert conn.hlen(new.boundary_buffer(sid)) == 1
+    assert _old_tag_keys(conn, old, new) == []
+    conn.close()

@@ -198,6 +198,7 @@ CASES: dict[str, tuple[Call, str | None, bool | str]] = {
     "sessions": (lambda m, _t, _s: m.sessions(), SA, False),
     "traces": (lambda m, _t, s: m.traces(20, s), "ep-a", True),
     "timeline": (lambda m, _t, s: m.timeline(s), "PostgreSQL", True),
+    "timeline_page": (lambda m, _t, s: m.timeline_page(s), "PostgreSQL", True),
     "audit": (lambda m, _t, s: m.audit(F_SHARED if s == SA else F_ZEBRA), F_SHARED, True),
     "session_info": (lambda m, _t, s: m.session_info(s), SA, True),
     "related_sessions": (lambda m, _t, s: m.related_sessions(s, min_score=-1.0), None, True),

@@ -28,6 +28,7 @@ from hivemem.pipeline.topology import Topology
 from hivemem.providers.embedders import HashingEmbedder
 from hivemem.store.state import TurnLog
 from hivemem.store.streams import StreamStore
+from hivemem.store.vectors import server as server_module
 from hivemem.store.vectors.base import INTEGER_FIELDS, KEYWORD_FIELDS, TURNS, Point
 from hivemem.store.vectors.server import ServerVectorStore
 from hivemem.workers.embed import EmbedHandler, embed_kind
@@ -251,12 +252,19 @@ def test_a_4xx_about_the_request_is_a_rejection_the_rest_an_outage(
 
 
 def test_a_payload_qdrant_cannot_parse_is_rejected_with_its_reason(
-    qdrant: QdrantStandin,
+    qdrant: QdrantStandin, monkeypatch: pytest.MonkeyPatch,
 ) -> None:
     store = ServerVectorStore(_settings(qdrant.url), DIM)
     deep: dict[str, Any] = {}
     for _ in range(130):
         deep = {"x": deep}
+    # Refused at the store boundary, before a request is sent (issue 35)...
+    sent = len(qdrant.requests(r"/points$"))
+    with pytest.raises(StoreRejected, match="metadata is nested more than"):
+        store.upsert(TURNS, [_point(1, {"metadata": deep})])
+    assert len(qdrant.requests(r"/points$")) == sent
+    # ...and what the server itself refuses still comes back with the server's reason.
+    monkeypatch.setattr(server_module, "check_payloads", lambda *_: None)
     with pytest.raises(StoreRejected, match="recursion limit exceeded"):
         store.upsert(TURNS, [_point(1, {"metadata": deep})])
     store.upsert(TURNS, [_point(2)])

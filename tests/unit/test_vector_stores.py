@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import uuid
 from collections.abc import Iterator
 from datetime import UTC, datetime
 from pathlib import Path
@@ -10,7 +11,9 @@ import numpy as np
 import pytest
 
 from hivemem.config import QdrantSettings
+from hivemem.domain.fact import Fact
 from hivemem.domain.models import Role, Turn
+from hivemem.domain.scope import Scope
 from hivemem.errors import StoreUnavailable
 from hivemem.providers.embedders import HashingEmbedder
 from hivemem.store.vectors.base import VectorStore
@@ -19,6 +22,7 @@ from hivemem.store.vectors.server import ServerVectorStore
 from tests.support.vector_stores import BACKENDS, open_store
 
 EMB = HashingEmbedder(64)
+NOW = datetime(2026, 1, 1, tzinfo=UTC)
 
 
 @pytest.fixture(params=BACKENDS)
@@ -157,3 +161,33 @@ def test_server_collection_without_lexical_degrades_to_dense() -> None:
     assert store.search_turns_lexical("s1", lex.query("PG-4471"), 5) == []
     assert [h.turn.turn_id for h in store.search_turns("s1", EMB.embed_query("error"), 5)] == [
         "t1"]
+
+
+def test_turns_between_reads_a_seq_range(store: VectorStore) -> None:
+    turns = [turn("s1", i, f"note {i}") for i in range(1, 31)]
+    turns += [turn("s1", i, f"private {i}", agent_id="bob", visibility="private")
+              for i in range(31, 36)]
+    turns += [turn("s2", i, f"other {i}") for i in range(1, 31)]
+    store.upsert_turns(turns, EMB.embed_documents([t.content for t in turns]))
+    assert sorted(t.seq for t in store.turns_between("s1", 10, 14)) == [10, 11, 12, 13, 14]
+    assert store.turns_between("s1", 14, 10) == []
+    assert sorted(t.seq for t in store.turns_between("s1", 29, 40)) == [29, 30, 31, 32, 33,
+                                                                      34, 35]
+    alice = Scope("default", "alice")
+    assert sorted(t.seq for t in store.turns_between("s1", 29, 40, alice)) == [29, 30]
+    assert {t.session_id for t in store.turns_between("s2", 1, 100)} == {"s2"}
+
+
+def test_visible_fact_ids_checks_only_the_named_facts(store: VectorStore) -> None:
+    ids = [str(uuid.uuid4()) for _ in range(3)]
+    facts = [Fact(fact_id=ids[0], session_id="s1", content="shared one", created_at=NOW,
+                  valid_from=NOW),
+             Fact(fact_id=ids[1], session_id="s1", content="bob's", agent_id="bob",
+                  visibility="private", created_at=NOW, valid_from=NOW),
+             Fact(fact_id=ids[2], session_id="s2", content="elsewhere", created_at=NOW,
+                  valid_from=NOW)]
+    store.upsert_facts(facts, EMB.embed_documents([f.content for f in facts]))
+    alice, bob = Scope("default", "alice"), Scope("default", "bob")
+    assert store.visible_fact_ids("s1", [*ids, "not-a-uuid"], alice) == {ids[0]}
+    assert store.visible_fact_ids("s1", ids, bob) == {ids[0], ids[1]}
+    assert store.visible_fact_ids("s2", ids[:2], bob) == set()

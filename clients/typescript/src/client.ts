@@ -256,6 +256,19 @@ export class HivememMemory {
     return out.events;
   }
 
+  /** The `limit` newest events this handle may see older than `cursor` (a page's
+   * `nextCursor`; none: the newest), oldest first; `nextCursor` null: no older page. */
+  async timelinePage(sessionId: string, options: { kinds?: Array<"turn" | "episode" | "fact">;
+    limit?: number; cursor?: string } = {}): Promise<{ events: TimelineEvent[];
+    nextCursor: string | null }> {
+    const out = await this.transport.send<{ events: TimelineEvent[]; next_cursor?: string | null }>({
+      method: "GET", path: sessionPath(sessionId, "/timeline"),
+      query: { agent_id: this.agentId, kinds: options.kinds, limit: options.limit ?? 100,
+        cursor: options.cursor },
+    });
+    return { events: out.events, nextCursor: out.next_cursor ?? null };
+  }
+
   /** Why a fact has its status (`NotFound` for a fact this handle may not see). */
   async audit(factId: string): Promise<AuditEvent[]> {
     const out = await this.transport.send<{ events: AuditEvent[] }>({

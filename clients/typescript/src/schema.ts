@@ -162,6 +162,21 @@ export interface Health {
   status: "ok" | "unavailable";
 }
 
+/** A refused import file: the problem of its first refused record, then all of them. */
+export interface ImportProblem {
+  detail?: string | null;
+  /** The offending input, when one is */
+  field?: string | null;
+  instance?: string | null;
+  /** The first refused records, by line */
+  records?: Array<RefusedRecord>;
+  /** How many records were refused */
+  refused?: number;
+  status: number;
+  title: string;
+  type?: string;
+}
+
 export interface ImportSummary {
   embedded: number;
   mode: string;
@@ -214,6 +229,12 @@ export interface ReflectedOut {
   outcome: "done" | "not_assigned" | "not_reflected" | "failed";
   processed?: number;
   target?: number;
+}
+
+export interface RefusedRecord {
+  detail: string;
+  field: string;
+  line: number;
 }
 
 export interface RelatedOut {
@@ -292,6 +313,8 @@ export interface StatsOut {
 export interface TimelineOut {
   /** at, seq, kind (turn, episode, fact), session_id, ref_id, actor, summary */
   events: Array<Record<string, unknown>>;
+  /** with `limit` or `cursor`: pass it as `cursor` for the page of older events (null: there are none) */
+  next_cursor?: string | null;
 }
 
 export interface TracesOut {

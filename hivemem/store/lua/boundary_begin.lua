@@ -1,7 +1,9 @@
 -- The boundary stage's first step for a session (`EpisodeStore.begin`).
--- KEYS: state, buffer, lease.
--- ARGV: token, lease ms, max run, then (field, seq, JSON) triples, JSON '' when the caller
--- has not sent it (the light call, see `begin`).
+-- KEYS: state, buffer, lease, the partition's waiting set.
+-- ARGV: token, lease ms, max run, session id, then (field, seq, JSON) triples, JSON '' when
+-- the caller has not sent it (the light call, see `begin`).
+-- A session whose buffer receives an entry joins the waiting set (the sweep's index: a
+-- buffer nobody's lease will drain is drained by the sweep).
 -- The entries handed in that the run takes now are never written to the buffer (the caller
 -- has them, and they are consumed in this advance); only the others are buffered, and a
 -- light call that would have to buffer one returns {2} having written nothing: the caller
@@ -10,7 +12,7 @@
 -- field1, json1 or '', field2, ...} for the ready run ('' = the caller handed it in).
 local nxt = tonumber(redis.call('HGET', KEYS[1], 'next_seq') or '1')
 local given = {}
-for i = 4, #ARGV, 3 do
+for i = 5, #ARGV, 3 do
   if tonumber(ARGV[i + 1]) >= nxt then given[ARGV[i]] = i end
 end
 local holder = redis.call('GET', KEYS[3])
@@ -41,8 +43,17 @@ for f, i in pairs(given) do
     if ARGV[i + 2] == '' then return {2} end
   end
 end
+local buffered = false
 for f, i in pairs(given) do
-  if not taken[f] then redis.call('HSET', KEYS[2], f, ARGV[i + 2]) end
+  if not taken[f] then
+    redis.call('HSET', KEYS[2], f, ARGV[i + 2])
+    buffered = true
+  end
+end
+if buffered then
+  local t = redis.call('TIME')
+  redis.call('ZADD', KEYS[4], 'NX', tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000),
+             ARGV[4])
 end
 if not mine then return {0} end
 if #run == 0 then

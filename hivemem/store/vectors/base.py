@@ -11,7 +11,7 @@ import struct
 import time
 import uuid
 from abc import ABC, abstractmethod
-from collections.abc import Iterator, Mapping, Sequence
+from collections.abc import Collection, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from datetime import datetime
 from typing import Any, Literal, cast
@@ -260,9 +260,19 @@ class Hit:
     window: Vector | None = None
 
 
-# Payload conditions, all of which must hold: field -> value, or field -> list (any of);
-# under SCOPE, a `Scope`: what that agent may see (backends turn it into a filter).
-Where = Mapping[str, str | int | bool | Sequence[str] | Sequence[int] | Scope]
+@dataclass(frozen=True, slots=True)
+class Between:
+    """A numeric payload field within [`gte`, `lte`] (both ends kept), through its payload
+    index: the timeline reads a session's turns a window of seqs at a time."""
+
+    gte: int
+    lte: int
+
+
+# Payload conditions, all of which must hold: field -> value, or field -> list (any of), or
+# field -> `Between` (a range); under SCOPE, a `Scope`: what that agent may see (backends
+# turn it into a filter).
+Where = Mapping[str, str | int | bool | Sequence[str] | Sequence[int] | Between | Scope]
 SCOPE = "$scope"
 
 
@@ -461,6 +471,17 @@ class VectorStore(ABC):
         for hit in self.scroll(TURNS, where or None):
             yield turn_from_payload(hit.payload)
 
+    def turns_between(
+        self, session_id: str, first: int, last: int, scope: Scope | None = None
+    ) -> list[Turn]:
+        """The session's stored turns with `first <= seq <= last` that `scope` may see (any
+        order): a range on the seq payload index, so only those points are read."""
+        if last < first:
+            return []
+        where: Where = {"session_id": session_id, "seq": Between(first, last),
+                        **scoped(scope)}
+        return [turn_from_payload(hit.payload) for hit in self.scroll(TURNS, where)]
+
     def count_turns(self, session_id: str | None = None) -> int:
         return self.count(TURNS, None if session_id is None else {"session_id": session_id})
 
@@ -520,12 +541,23 @@ class VectorStore(ABC):
     ) -> list[FactHit]:
         # A fact id is a point id, a UUID: anything else names no fact (and would be refused
         # by the engine as a malformed request, not answered as missing).
-        fact_ids = [f for f in fact_ids if _is_uuid(f)]
+        fact_ids = [f for f in fact_ids if is_uuid(f)]
         if not fact_ids:
             return []
         hits = self.retrieve(FACTS, list(fact_ids))
         return [FactHit(Fact.model_validate(h.payload), 0.0, h.vector)
                 for h in hits if scope is None or scope.allows(h.payload)]
+
+    def visible_fact_ids(
+        self, session_id: str, fact_ids: Collection[str], scope: Scope
+    ) -> set[str]:
+        """Which of these facts of the session `scope` may see: read by id (a timeline page
+        checks the few facts its events name, not every fact of the session)."""
+        wanted = [f for f in fact_ids if is_uuid(f)]
+        if not wanted:
+            return set()
+        return {str(h.payload.get("fact_id")) for h in self.retrieve(FACTS, wanted)
+                if h.payload.get("session_id") == session_id and scope.allows(h.payload)}
 
     def list_facts(
         self, session_id: str, statuses: Sequence[str] | None = None,
@@ -663,7 +695,7 @@ def _unit(vector: Vector) -> Vector:
     return (vector / norm).astype(np.float32) if norm > 0 else vector.astype(np.float32)
 
 
-def _is_uuid(value: str) -> bool:
+def is_uuid(value: str) -> bool:
     try:
         uuid.UUID(value)
     except (ValueError, TypeError, AttributeError):

@@ -12,7 +12,7 @@ import os
 import shutil
 import threading
 import time
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Callable, Collection, Iterator, Sequence
 from pathlib import Path
 from typing import Any, cast
 
@@ -36,6 +36,7 @@ from hivemem.store.vectors.base import (
     SCOPE,
     TURNS,
     WRITTEN_AT,
+    Between,
     Hit,
     Point,
     TurnHit,
@@ -46,6 +47,7 @@ from hivemem.store.vectors.base import (
     _sessions,
     as_vector,
     fused_vector,
+    is_uuid,
     scoped,
     turn_point_id,
     window_of,
@@ -54,6 +56,7 @@ from hivemem.store.vectors.base import (
 )
 from hivemem.store.vectors.edge_index import BackgroundIndex, recover, set_active
 from hivemem.store.vectors.memlock import MemoryLock
+from hivemem.store.vectors.payload_limits import check_payloads
 
 log = structlog.get_logger(__name__)
 
@@ -273,13 +276,16 @@ class EdgeVectorStore(VectorStore):
             # Payload indexes follow in `_ensure_indexes`, before any point is written.
             return qe.EdgeShard.create(str(shard_path), self._config())
         except Exception as exc:
-            if "WAL" in str(exc) or "WouldBlock" in str(exc):
+            if "WouldBlock" in str(exc):
                 raise StoreUnavailable(
                     "qdrant-edge",
                     f"{shard_path} is open in another process (one process per embedded store;"
                     " use a Qdrant server to share it)",
                 ) from None
-            raise StoreUnavailable("qdrant-edge", f"{shard_path}: {exc}") from None
+            # Anything else is the engine's own words (a write-ahead log it cannot read back
+            # says so), never a guess at a lock.
+            raise StoreUnavailable("qdrant-edge", f"{shard_path} cannot be opened: {exc}"
+                                   ) from None
 
     def _close_open(self) -> None:
         for shard in self._shards.values():
@@ -311,6 +317,10 @@ class EdgeVectorStore(VectorStore):
                     raise ValueError(f"a Scope goes under {SCOPE!r}, not {field!r}")
                 must.append(self._in_namespace(value.namespace))
                 must_not.append(self._others_private(value.agent_id))
+            elif isinstance(value, Between):
+                # Edge has no integer range: a float one matches the integer index.
+                must.append(qe.FieldCondition(key=field, range=qe.RangeFloat(
+                    gte=float(value.gte), lte=float(value.lte))))
             elif isinstance(value, list | tuple):
                 must.append(qe.FieldCondition(key=field, match=qe.MatchAny(list(value))))
             else:
@@ -352,6 +362,7 @@ class EdgeVectorStore(VectorStore):
                 raise StoreUnavailable("qdrant-edge", f"{action}: {exc}") from None
 
     def upsert(self, collection: str, points: Sequence[Point]) -> None:
+        check_payloads("qdrant-edge", collection, [p.payload for p in points])
         qe = self._qe
         batch = [
             qe.Point(id=p.id, vector=self._vectors(collection, p), payload=p.payload)
@@ -550,6 +561,17 @@ class EdgeVectorStore(VectorStore):
             return []
         records = self._on("retrieve", collection, "retrieve", list(ids), True, _POINT_VECTORS)
         return [_hit(r, 0.0) for r in records]
+
+    def visible_fact_ids(
+        self, session_id: str, fact_ids: Collection[str], scope: Scope
+    ) -> set[str]:
+        """Payloads only: the vectors of a hundred facts cost more than the rest."""
+        wanted = [f for f in fact_ids if is_uuid(f)]
+        if not wanted:
+            return set()
+        records = self._on("retrieve", FACTS, "retrieve", wanted, True, False)
+        return {str(r.payload.get("fact_id")) for r in records
+                if r.payload.get("session_id") == session_id and scope.allows(r.payload)}
 
     def get_turns(
         self, session_id: str, turn_ids: Sequence[str], scope: Scope | None = None

@@ -29,6 +29,7 @@ from hivemem.store.vectors.base import (
     TURNS,
     WINDOW,
     WRITTEN_AT,
+    Between,
     Hit,
     Point,
     Vector,
@@ -38,6 +39,7 @@ from hivemem.store.vectors.base import (
     rank_fused,
     written_at,
 )
+from hivemem.store.vectors.payload_limits import check_payloads
 from hivemem.store.vectors.server_calls import (
     CLIENT_ERRORS,
     classify,
@@ -219,6 +221,9 @@ class ServerVectorStore(VectorStore):
                     raise ValueError(f"a Scope goes under {SCOPE!r}, not {field!r}")
                 must.append(_in_namespace(value.namespace))
                 must_not.append(_others_private(value.agent_id))
+            elif isinstance(value, Between):
+                must.append(qm.FieldCondition(
+                    key=field, range=qm.Range(gte=value.gte, lte=value.lte)))
             elif isinstance(value, str | int | bool):
                 must.append(qm.FieldCondition(key=field, match=qm.MatchValue(value=value)))
             else:
@@ -244,6 +249,7 @@ class ServerVectorStore(VectorStore):
     def upsert(self, collection: str, points: Sequence[Point]) -> None:
         if not points:
             return
+        check_payloads("qdrant", collection, [p.payload for p in points])
         lexical = self.prefix + collection not in self._without_lexical
         window = self.prefix + collection not in self._without_window
         batch = [

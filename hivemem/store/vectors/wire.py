@@ -15,7 +15,10 @@ import numpy as np
 
 from hivemem.domain.scope import Scope
 from hivemem.providers.lexical import SparseVector
-from hivemem.store.vectors.base import SCOPE, Hit, Point, Vector, Where
+from hivemem.store.vectors.base import SCOPE, Between, Hit, Point, Vector, Where
+
+# How a `Between` condition travels (a key no payload field has).
+BETWEEN = "$between"
 
 # The operations a guest may ask for (`VectorStore`'s backend primitives, except close).
 # (`search_window` is not among them: a guest's recall asks for `search_fused`.)
@@ -54,6 +57,8 @@ def encode_where(where: Where | None) -> dict[str, Any] | None:
     for field, value in where.items():
         if isinstance(value, Scope):
             out[field] = {"namespace": value.namespace, "agent_id": value.agent_id}
+        elif isinstance(value, Between):
+            out[field] = {BETWEEN: [value.gte, value.lte]}
         elif isinstance(value, (str, int, bool)):
             out[field] = value
         else:
@@ -68,6 +73,10 @@ def decode_where(data: Mapping[str, Any] | None) -> Where | None:
     if SCOPE in where:
         scope = where[SCOPE]
         where[SCOPE] = Scope(namespace=scope["namespace"], agent_id=scope.get("agent_id"))
+    for field, value in where.items():
+        if isinstance(value, Mapping) and BETWEEN in value:
+            first, last = value[BETWEEN]
+            where[field] = Between(int(first), int(last))
     return where
 
 

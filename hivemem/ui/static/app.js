@@ -5,7 +5,9 @@
 
 const KEY_STORE = "hivemem.key";
 const PAGE = 100;              // timeline events per page
-const MAX_TIMELINE = 10000;    // the API's largest `limit`
+// The cursor of the page before each timeline page seen (page cursor -> newer page's cursor,
+// "" for the newest page): the "newer" link goes back without the server keeping anything.
+const newerCursor = new Map();
 const POLL_MS = 2500;          // live timeline: how often the session's stats are checked
 const SESSION_INFO_CAP = 300;  // sessions whose headers the list reads (the rest by search)
 const PRESETS = ["", "cheap", "balanced", "high_recall", "agent_state"];
@@ -344,14 +346,18 @@ async function timelinePage(r, token) {
   const session = r.parts[1];
   const page = Math.max(1, parseInt(r.params.get("page") || "1", 10) || 1);
   const base = `/v1/sessions/${encodeURIComponent(session)}`;
-  const limit = Math.min(page * PAGE, MAX_TIMELINE);
+  // Page 1 is the newest PAGE events; each older page comes with the cursor the page
+  // before returned (the server reads only the events a page shows).
+  const cursor = page > 1 ? r.params.get("cursor") || "" : "";
   const [info, stats, tl] = await Promise.all([
     api(base, { query: agentQuery() }), api(`${base}/stats`),
-    api(`${base}/timeline`, { query: { ...agentQuery(), limit } })]);
-  // `limit` gives the newest events, oldest first: page 1 is the newest PAGE of them.
-  const events = tl.events.slice(0, Math.max(0, tl.events.length - (page - 1) * PAGE));
-  const shown = events.slice(-PAGE);
-  const older = tl.events.length >= limit && limit < MAX_TIMELINE;
+    api(`${base}/timeline`, { query: { ...agentQuery(), limit: PAGE, cursor } })]);
+  const shown = tl.events;
+  const older = tl.next_cursor || "";
+  if (older) newerCursor.set(`${session}|${older}`, cursor);
+  // Opened from a link (no page before it seen here): "newer" goes to the newest page.
+  const newer = newerCursor.get(`${session}|${cursor}`);
+  const newerPage = newer === undefined ? 1 : page - 1;
   const wanted = r.params.get("turn");
   const row = (e) => timelineRow(e, wanted);
   const list = h("ol", { class: "timeline", id: "timeline" }, shown.map(row));
@@ -375,10 +381,11 @@ async function timelinePage(r, token) {
   }
   const pager = h("div", { class: "row pager" },
     page > 1 ? h("a", { href: link(`timeline/${encodeURIComponent(session)}`,
-      withAs({ page: page - 1 })), id: "newer" }, "← newer") : null,
+      withAs(newerPage > 1 ? { page: newerPage, cursor: newer } : {})), id: "newer" },
+    "← newer") : null,
     h("span", { class: "muted" }, `page ${page} (${PAGE} events a page, newest page first)`),
     older ? h("a", { href: link(`timeline/${encodeURIComponent(session)}`,
-      withAs({ page: page + 1 })), id: "older" }, "older →") : null, live);
+      withAs({ page: page + 1, cursor: older })), id: "older" }, "older →") : null, live);
   return [
     sessionHeader(session, "timeline"),
     info.title ? h("p", {}, info.title) : null,

@@ -1,7 +1,7 @@
 """A session's recent window in Redis: its newest turns (wire JSON), including the ones not
 yet embedded, for recall and chat.
 
-Layout (`Keys.session_window`): a list, oldest first, of (seq, wire JSON) pairs, two
+Layout (`Keys.session_recent`): a list, oldest first, of (seq, wire JSON) pairs, two
 elements per turn. The ingest script (`hivemem.store.state`) appends to it with one RPUSH
 and trims it with LTRIM to the newest `window` turns once it holds `slack(window)` more
 (a trim moves the rest of a list node, so it is done once per several calls, not on each);
@@ -45,7 +45,7 @@ READ_REPLIES = 1
 
 def queue_read(pipe: Any, keys: Keys, session_id: str, limit: int) -> None:
     """Queue, on `pipe`, the reads of `read` (`limit` > 0): `READ_REPLIES` replies."""
-    pipe.lrange(keys.session_window(session_id), -2 * limit, -1)
+    pipe.lrange(keys.session_recent(session_id), -2 * limit, -1)
 
 
 def decode_read(replies: Sequence[Any]) -> list[tuple[bytes, int]]:
@@ -64,13 +64,13 @@ def queue_write(pipe: Any, keys: Keys, session_id: str, turns: Sequence[Turn],
     args: list[str | int] = [window]
     for turn in newest:
         args += (turn.seq, wire_json(turn))
-    pipe.eval(lua("window_write"), 1, keys.session_window(session_id), *args)
+    pipe.eval(lua("window_write"), 1, keys.session_recent(session_id), *args)
 
 
 def queue_activity(pipe: Any, keys: Keys, session_id: str) -> None:
     """Queue the two reads `activity` combines: the meta hash and the window's last entry."""
     pipe.hgetall(keys.session_meta(session_id))
-    pipe.lrange(keys.session_window(session_id), -1, -1)
+    pipe.lrange(keys.session_recent(session_id), -1, -1)
 
 
 def activity(meta: dict[Any, Any], tail: list[bytes]) -> dict[str, str]:
