@@ -176,7 +176,7 @@ class Recaller:
 
         currency, current_from = got.currency, got.current_from
         replaced, personal = currency.replaced, currency.personal
-        if not intent.past:
+        if intent.current:
             # A stale statement never competes without what replaced it.
             self._add_successors(pool, replaced, query_vector, access)
         asked_about = intent.people_named(set(personal.values()))
@@ -224,7 +224,7 @@ class Recaller:
         budget = max(0, token_budget - policy.reserve_tokens)
         chosen, excluded = _select_current(
             [c for c in candidates if c.key not in restated], budget, policy,
-            keep_history=past or policy.include_history,
+            keep_history=past or policy.include_history, only_current=intent.current,
         )
         excluded += [Excluded(c, "duplicate", f"restated by {restated[c.key]}")
                      for c in candidates if c.key in restated]
@@ -617,10 +617,13 @@ def _read_vectors_while(hits: list[TurnHit], embedded: threading.Event) -> None:
 
 
 def _select_current(
-    candidates: list[Candidate], budget: int, policy: RecallPolicy, *, keep_history: bool
+    candidates: list[Candidate], budget: int, policy: RecallPolicy, *, keep_history: bool,
+    only_current: bool = False,
 ) -> tuple[list[Candidate], list[Excluded]]:
     """`select`, then (unless history is wanted) leave out every stale statement whose
-    successor made it into the context, and fill the room it leaves."""
+    successor made it into the context, and fill the room it leaves. `only_current` (a
+    question about what holds now): a stale statement whose successor competed but did not
+    fit is left out too, never handed over alone."""
     left_out: list[Excluded] = []
     pool = list(candidates)
     for _round in range(4):
@@ -642,7 +645,8 @@ def _select_current(
             beside = next((k for k in successors if k in keys), None)
             if beside is not None:
                 replaced[c.key] = f"replaced by {beside}"
-            elif (waiting := next((k for k in successors if k in competing), None)):
+            elif only_current and (
+                    waiting := next((k for k in successors if k in competing), None)):
                 # Never the stale value alone: its successor did not fit, so neither does it.
                 replaced[c.key] = f"replaced by {waiting} (left out)"
         if not replaced:

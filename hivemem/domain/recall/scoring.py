@@ -190,14 +190,18 @@ def score_candidates(
             final=final,
         )
     if not past:
-        _below_successors(signals, out)
+        _below_successors(signals, out, promote=intent.current)
     return out
 
 
-def _below_successors(signals: Sequence[Signals], out: dict[str, ScoreComponents]) -> None:
-    """Current state first: a stale statement's best-scored successor among the candidates
-    takes its place, and it ranks just below (the turn that says MySQL where the one that
-    chose PostgreSQL would have ranked, and that one right after it)."""
+def _below_successors(signals: Sequence[Signals], out: dict[str, ScoreComponents], *,
+                      promote: bool) -> None:
+    """Current state first: a stale statement ranks just below its best-scored successor
+    among the candidates. `promote` (a question about what holds now): the successor also
+    takes the stale one's place (the turn that says MySQL where the one that chose
+    PostgreSQL would have ranked, and that one right after it); for any other question
+    (an event, a person) the successor keeps its own rank (measured on LoCoMo: promotion
+    there moved evidence out of the first ten)."""
     for s in signals:
         if not s.successors:
             continue
@@ -206,5 +210,6 @@ def _below_successors(signals: Sequence[Signals], out: dict[str, ScoreComponents
             continue
         best = max(rivals, key=lambda k: out[k].final)
         if out[s.key].final >= out[best].final:
-            out[best] = out[best].model_copy(update={"final": out[s.key].final + 1e-3})
+            if promote:
+                out[best] = out[best].model_copy(update={"final": out[s.key].final + 1e-3})
             out[s.key] = out[s.key].model_copy(update={"final": out[best].final - 1e-3})
