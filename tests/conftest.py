@@ -98,10 +98,16 @@ def _fresh_structlog() -> Iterator[None]:
 def pipeline(
     redis_client: redis.Redis, settings: Settings, embedder: HashingEmbedder
 ) -> Iterator[tuple[MemoryClient, Callable[[], None]]]:
-    """A client on Redis + Qdrant `:memory:`, and `drain()` to run the embed worker (burst)."""
+    """A client on Redis + Qdrant `:memory:`, and `drain()` to run the embed worker, then
+    the boundary worker (which keeps the slot table: `wait_until_processed` waits for it),
+    both in burst mode."""
+    from hivemem.store.currency import SlotTableStore
+    from hivemem.store.episodes import EpisodeStore
     from hivemem.store.state import TurnLog
     from hivemem.store.streams import StreamStore
     from hivemem.store.vectors.server import ServerVectorStore
+    from hivemem.workers.boundary import BoundaryHandler, boundary_kind, policy_from
+    from hivemem.workers.currency import CurrencyKeeper
     from hivemem.workers.embed import EmbedHandler, embed_kind
     from hivemem.workers.stream import StreamWorker
 
@@ -118,6 +124,12 @@ def pipeline(
             settings.worker,
         )
         worker.run(burst=True)
+        boundary = BoundaryHandler(
+            EpisodeStore(redis_client, client.keys, settings.episodes.lease_ms),
+            policy_from(settings.episodes),
+            CurrencyKeeper(SlotTableStore(redis_client, client.keys), settings.reflection))
+        StreamWorker(boundary_kind(boundary), StreamStore(redis_client, client.keys),
+                     settings.worker).run(burst=True)
 
     yield client, drain
     vectors.close()

@@ -38,7 +38,9 @@ from hivemem.domain.scope import PRIVATE
 from hivemem.domain.slots import canonical_slot, is_personal
 from hivemem.domain.values import (
     contradicts,
+    contrast,
     differs,
+    holds,
     named_values,
     normalise,
     overlap,
@@ -62,6 +64,7 @@ __all__ = [
 ]
 
 _CONTENT_WORD = re.compile(r"[a-z][a-z0-9+#-]{2,}")
+_BARE_INSTEAD = re.compile(r"\binstead\b(?! of)", re.IGNORECASE)
 _FILLER = frozenset(re.findall(r"\w+", (
     "the and that this those these with from for our your their them they have has had was "
     "were are will would should could can not now also just then than what when which who "
@@ -315,7 +318,54 @@ class Planner:
         if not pool:
             return None
         best = max(pool, key=lambda f: (self.about(new.content, f), self.recency(f)))
-        return best if self.about(new.content, best) >= RETRACT_MATCH else None
+        if self.about(new.content, best) >= RETRACT_MATCH:
+            return best
+        # "MySQL instead", "let's use RQ instead": a bare "instead" names the new choice and
+        # leaves the old one implied: the fact naming another choice it is most about.
+        said = named_values(new.content)
+        if said and _BARE_INSTEAD.search(new.content):
+            named = [f for f in pool if named_values(f.content)
+                     and not overlap(named_values(f.content), said)]
+            if named:
+                return max(named, key=lambda f: (self.about(new.content, f), self.recency(f)))
+        return None
+
+    def replaced(self, new: Fact, intent: Intent) -> tuple[Fact | None, Intent]:
+        """What a statement naming no target replaces (None: its slot decides), and its
+        intent (a statement saying a value is gone is a change)."""
+        if intent in (Intent.UPDATE, Intent.STATE):
+            # "1000 rows per page, not 200", "teal instead of amber": the fact that holds
+            # the value a statement says is gone is what it replaces, whatever the slots.
+            old = self.named_as_old(new)
+            if old is not None:
+                return old, Intent.UPDATE
+        if intent == Intent.UPDATE and not self.on_slot(new, None):
+            # A change on no known slot replaces the value it names or resembles.
+            return self.replaced_by_value(new), intent
+        return None, intent
+
+    def named_as_old(self, new: Fact) -> Fact | None:
+        """The newest current fact holding a value `new` says is gone ("not 200", "no more
+        teal", "from Jenkins to ..."); a bare number must come with a word or the slot of
+        that fact too ("200" alone is too common to name one)."""
+        fresh, gone = contrast(new.content)
+        if not gone:
+            return None
+        fresh = (values_of(new.content) - gone) or fresh
+        words = _content_words(new.content)
+        found = []
+        for fact in self.active():
+            if self.owned_by_other(fact, new):
+                continue
+            held = [v for v in gone if holds(fact.content, v)]
+            if not held or any(holds(fact.content, v) for v in fresh):
+                continue
+            if all(v[:1].isdigit() or v[:1] == "$" for v in held) and not (
+                    words & _content_words(fact.content) - {"not", "instead"}
+                    or self.same_slot(fact.subject, new.subject)):
+                continue
+            found.append(fact)
+        return max(found, key=self.recency) if found else None
 
     def head_of(self, fact: Fact, everything: dict[str, Fact]) -> Fact | None:
         """The current version at the end of `fact`'s chain."""
@@ -434,9 +484,8 @@ class Planner:
                 self.plan.dropped.append(f"{index}: retraction of nothing known")
                 return
             intent = Intent.UPDATE  # "no longer X, we use Y": a change, not a withdrawal
-        if old is None and intent == Intent.UPDATE and not self.on_slot(new, None):
-            # A change on no known slot replaces the value it names or resembles.
-            old = self.replaced_by_value(new)
+        if old is None:
+            old, intent = self.replaced(new, intent)
         if old is not None and old.subject:
             new = new.model_copy(update={"subject": old.subject})
         same_subject = self.on_slot(new, old.fact_id if old else None)

@@ -9,6 +9,7 @@ compared after normalisation ("the database", "our DB" and "databases" are one s
 
 from __future__ import annotations
 
+import functools
 import re
 
 _DETERMINERS = re.compile(r"^(?:(?:the|our|my|your|their|a|an|this|that|team|team's|project"
@@ -22,8 +23,21 @@ _NOT_SLOTS = frozenset(re.findall(r"\S+",
     "sure example instance reference record way lot bit one thing things sake real"))
 _TRAILING = frozenset(("back", "over", "again", "now", "then", "too", "also", "finally"))
 _WORDS = r"[a-z][a-z0-9/+#.-]*"
-_PHRASE = rf"((?:{_WORDS} ){{0,2}}?{_WORDS})"
+_PHRASE = rf"((?:{_WORDS} ){{0,3}}?{_WORDS})"
 _OWNER = r"(?:the|our|my|your|their|team's|project's)"
+# Where a noun phrase ends: punctuation, or a verb or joining word after it.
+_PHRASE_END = (r"(?=[,.;:!)]|$| (?:is|are|was|were|will|should|must|stays|has|have|goes"
+               r"|needs|runs|from|to|and|but|so|because|instead|now|with|in|on|at|for|then"
+               r"|again|going|anymore)\b)")
+# A word of a noun phrase: not one of the words that end it.
+_NOUN = (r"(?!(?:is|are|was|were|will|should|must|stays|has|have|goes|needs|runs|from|to|and"
+         r"|but|so|because|instead|now|with|in|on|at|for|then|again|going|anymore|too|also"
+         rf"|though|already|either)\b){_WORDS}")
+# Doing something to a thing somewhere: "host the service on AWS" fills "hosting service",
+# which "moving the hosting to GCP" ("hosting") names too.
+_ACTS = ("host", "deploy", "run", "serve", "store", "keep", "put", "ship", "publish",
+         "push", "send", "log", "build", "cache", "schedule", "hold", "release", "launch")
+_DOUBLED = {"run": "running", "ship": "shipping", "log": "logging", "put": "putting"}
 
 # Ordered: the most explicit phrasing first.
 _PATTERNS: tuple[re.Pattern[str], ...] = (
@@ -31,16 +45,20 @@ _PATTERNS: tuple[re.Pattern[str], ...] = (
     re.compile(rf"\b(?:switch|switching|switched|move|moving|moved|migrate|migrating|migrated"
                rf"|change|changing|changed|replace|replacing|replaced|revert|reverting"
                rf"|reverted) (?:{_OWNER} )?{_PHRASE}(?: back)? (?:to|from|over|with)\b"),
+    # "Session timeout for the web app is 30 minutes", "Rate limit for the public API: 250"
+    re.compile(rf"^{_PHRASE} (?:for|of|on|in) (?:{_OWNER} )?(?:{_WORDS} ){{0,2}}{_WORDS}"
+               r"(?::| is\b| are\b| will\b| should\b| must\b| stays\b| becomes\b)"),
     # "use X for the database", "Redis for caching", "X as our queue"
-    re.compile(rf"\b(?:for|as) {_OWNER} {_PHRASE}(?=[ ,.;:!)]|$)"),
-    # "the deadline is", "our budget will be", "the freeze is lifted"
-    re.compile(rf"\b{_OWNER} {_PHRASE} (?:is|are|was|will be|should be|has to|have to|must"
-               r"|stays|stay|remains|goes|becomes|moves|moved|changed|needs to|will use|uses"
-               r"|runs on|will run on|lives in)\b"),
+    re.compile(rf"\b(?:for|as) {_OWNER} ((?:{_NOUN} ){{0,2}}{_NOUN}){_PHRASE_END}"),
     # "Daily standup is at 9:30", "CI runs on Jenkins", "product pages are cached for..."
-    re.compile(rf"^{_PHRASE} (?:is|are|was|were|will be|runs on|run on|runs in|moved to"
+    re.compile(rf"^((?:{_NOUN} ){{0,3}}?{_NOUN}) (?:is|are|was|were|will be|runs on|run on"
+               r"|runs in|moved to"
                r"|moves to|uses|use|lives in|live in|goes to|go to|happens|happen|stays|stay"
                r"|is owned by|are owned by|is cached|are cached)\b"),
+    # "the deadline is", "our budget will be", "the freeze is lifted"
+    re.compile(rf"\b{_OWNER} {_PHRASE} (?:is|are|was|will|should|can|may|has to|have to|must"
+               r"|stays|stay|remains|goes|becomes|moves|moved|changed|needs to|will use|uses"
+               r"|runs on|will run on|lives in)\b"),
     # "Jonas owns the billing service": the owner is the value, the service the slot
     re.compile(rf"\b(?:owns|own|leads|maintains|is responsible for|writes|handles|approves"
                rf"|reviews|runs|hosts) {_OWNER} ((?:{_WORDS} ){{0,2}}{_WORDS})(?=[,.;:!)]|$)"),
@@ -70,6 +88,7 @@ _PHRASES = {"continuous integration": "ci", "continuous delivery": "cd",
             "data base": "database"}
 
 
+@functools.lru_cache(maxsize=8192)
 def canonical_slot(subject: str) -> str:
     """Lowercased, determiners dropped, short forms expanded, the head noun singular."""
     text = " ".join(re.findall(r"[\w'/+#.-]+", subject.lower())).strip(" .,'")
@@ -94,21 +113,67 @@ _LEAD = re.compile(
     r"|sure|right|good|great|thanks|yes|no)[,:;!]?\s+)*")
 
 
+# Words that open a label without naming a slot ("Update from product:", "Change of plan:").
+_LEAD_WORDS = frozenset(re.findall(r"\w+", (
+    "update updates plan change changes changed requirement heads note news fyi correction "
+    "decision answer final reminder summary recap status important psa ps btw new quick mind "
+    "says said from team product security agreed done sure okay ok so well also")))
+_LABEL = re.compile(r"^([a-z][a-z0-9/+# -]{1,40}?):\s+(?=\S)")
+_ACT = re.compile(rf"(?<!the )(?<!our )(?<!a )(?<!an )(?<!my )(?<!this )(?<!that )(?<!your )"
+                  rf"\b({'|'.join(_ACTS)})(?:s|es|ed|d|ing)? (?:{_OWNER} )?"
+                  rf"((?:{_WORDS} ){{0,1}}{_WORDS}) (?:on|in|at|to|with|using|via|from)\b")
+_NOT_FIRST = frozenset(("of", "to", "in", "on", "at", "with", "from", "about", "and", "or",
+                        "it", "is", "be", "we", "i", "you", "they"))
+
+
+def _gerund(verb: str) -> str:
+    if verb in _DOUBLED:
+        return _DOUBLED[verb]
+    return (verb[:-1] if verb.endswith("e") else verb) + "ing"
+
+
+def _labelled(text: str, speaker: str | None) -> tuple[str, str]:
+    """(the slot a label names, the text after it): "deploy target: us-east-2" names
+    "deploy target"; a speaker's name or "change of plan:" names none."""
+    match = _LABEL.match(text)
+    if match is None:
+        return "", text
+    label = match.group(1).strip()
+    words = label.split()
+    rest = text[match.end():]
+    if len(words) > 4:
+        return "", text  # a sentence with a colon in it, not a label
+    if (len(words) < 2 or set(words) & _LEAD_WORDS
+            or (speaker and label == speaker.lower())):
+        return "", rest
+    return canonical_slot(label), rest
+
+
 def slot_of(sentence: str, speaker: str | None = None) -> str:
     """The slot a sentence fills, or "" when it names none."""
-    text = _LEAD.sub("", sentence.lower().strip())
+    named, text = _labelled(sentence.lower().strip(), speaker)
+    if named:
+        return named
+    text = _LEAD.sub("", text)
     for pattern, template in _PERSONAL:
         match = pattern.search(text)
         if match:
             attr = template.format(*(canonical_slot(g) for g in match.groups() if g))
             owner = f"{speaker.lower()}'s " if speaker else ""
             return f"{owner}{attr}".strip()
+    act = _ACT.search(text)
     for pattern in _PATTERNS:
+        if act is not None and pattern is _PATTERNS[2]:
+            slot = canonical_slot(act.group(2))
+            if slot and slot.split()[-1] not in _NOT_SLOTS and slot.split()[0] not in _NOT_FIRST:
+                return f"{_gerund(act.group(1))} {slot}"
         for match in pattern.finditer(text):
             slot = canonical_slot(match.group(1))
-            if slot and slot.split()[-1] not in _NOT_SLOTS:
+            if (slot and slot.split()[-1] not in _NOT_SLOTS
+                    and slot.split()[0] not in _NOT_FIRST):
                 # "my preferred editor is ...": the speaker's own slot
-                mine = text[max(0, match.start(1) - 3):match.start(1)] == "my "
+                mine = (text[max(0, match.start(1) - 3):match.start(1)] == "my "
+                        or match.group(1).startswith("my "))
                 return f"{speaker.lower()}'s {slot}" if mine and speaker else slot
     return ""
 

@@ -113,8 +113,9 @@ def decode_turn_entry(fields: Mapping[str, str]) -> TurnEntry:
 
 
 class EmbeddedTurn(Entry):
-    """A turn durable in Qdrant, for the boundary stage: the turn without its content and
-    metadata (it reads neither) and its dense vector as float16 (it only feeds a cosine
+    """A turn durable in Qdrant, for the boundary stage: the turn without its metadata (the
+    stage never reads it; the content feeds its currency keeper) and its dense vector as
+    float16 (it only feeds a cosine
     against the episode's centroid; see `pipeline.vectors`). Entries written before this
     form (the whole turn, a float32 vector) decode the same way."""
 
@@ -124,8 +125,8 @@ class EmbeddedTurn(Entry):
 
     @classmethod
     def of(cls, turn: Turn, vector: npt.ArrayLike | None) -> EmbeddedTurn:
-        if turn.content or turn.metadata:
-            turn = turn.model_copy(update={"content": "", "metadata": {}})
+        if turn.metadata:
+            turn = turn.model_copy(update={"metadata": {}})
         return cls(turn=turn, vec=None if vector is None else encode_vector_half(vector))
 
     @property

@@ -212,6 +212,17 @@ class Keys:
         """String: the closed episode as JSON (in its session's slot: the commit writes it)."""
         return f"{self.tag(self.partition(session_id))}:ep:{episode_id}"
 
+    # Currency (owned by the boundary stage's currency keeper, `hivemem.workers.currency`).
+    def slot_state(self, session_id: str) -> str:
+        """String: the keeper's working state (JSON `SlotState`: last seq applied, the
+        previous turn, the current statements)."""
+        return f"{self._s(session_id)}:slots:state"
+
+    def slot_table(self, session_id: str) -> str:
+        """Hash turn id -> what replaced that statement (JSON `Replacement`);
+        `p:<turn id>` -> whose own slot the turn states."""
+        return f"{self._s(session_id)}:slots"
+
     # Reflection (owned by the reflect jobs).
     def reflect_lock(self, session_id: str) -> str:
         """One reflection per session at a time (token, renewed while it runs)."""

@@ -1,5 +1,5 @@
 """The turn's one wire form: the JSON the turns stream and the recent window carry, its head
-(without content and metadata) for the embedded stream, and the way back to a `Turn`.
+(without metadata) for the embedded stream, and the way back to a `Turn`.
 
 Every byte of it is copied several times through Redis, so fields at their default are left
 out and `Turn` fills them in again.
@@ -65,7 +65,7 @@ def _utc(ts: datetime) -> bool:
 
 
 def _encoded(turn: TurnFields, head: bool) -> bytes | None:
-    """`_dumps(turn_fields(turn))` (without content and metadata with `head`) as UTF-8, the
+    """`_dumps(turn_fields(turn))` (without metadata with `head`) as UTF-8, the
     very same bytes, with orjson (~10x faster than json); None where the bytes could differ
     and json must write them: metadata (orjson writes some floats differently, 1e16 for
     1e+16) and what orjson refuses (a lone surrogate, an integer past 64 bits). orjson
@@ -77,8 +77,7 @@ def _encoded(turn: TurnFields, head: bool) -> bytes | None:
     if turn.agent_id is not None:
         fields["agent_id"] = turn.agent_id
     fields["role"] = turn.role  # a StrEnum: orjson writes its value
-    if not head:
-        fields["content"] = turn.content
+    fields["content"] = turn.content
     if turn.markers:
         fields["markers"] = list(turn.markers)
     ts = turn.timestamp
@@ -111,13 +110,15 @@ def wire_parts(turn: TurnFields) -> tuple[bytes | str, bytes | str]:
     return (_dumps(turn_fields(turn)) if raw is None else raw), when
 
 
-# What the boundary stage never reads: the embedded stream leaves them out (`head_json`).
-_BODY = ("content", "metadata")
+# What the boundary stage never reads: the embedded stream leaves it out (`head_json`).
+# The content travels: the boundary stage's currency keeper applies the change rules to it.
+_BODY = ("metadata",)
 
 
 def head_json(turn: TurnFields) -> str:
-    """The turn without its content and metadata: everything the boundary stage reads (ids,
-    role, time, size, markers, scope), for the embedded stream, where every byte is copied
+    """The turn without its metadata: everything the boundary stage reads (ids, role, time,
+    size, markers, scope, and the content its currency keeper reads), for the embedded
+    stream, where every byte is copied
     into Redis, read back and, while it waits for its predecessors, kept in the buffer."""
     raw = _encoded(turn, True)
     if raw is not None:
@@ -130,7 +131,8 @@ def head_json(turn: TurnFields) -> str:
 
 def turn_from_wire(raw: str | bytes, seq: int, *, head: bool = False) -> Turn:
     """The inverse of `wire_json` (with `head`, of `head_json` too: the turn then has empty
-    content and metadata); `MalformedEntry` when it is not a valid turn."""
+    metadata, and empty content when written before heads carried it); `MalformedEntry`
+    when it is not a valid turn."""
     try:
         data = json.loads(raw)
     except ValueError as exc:

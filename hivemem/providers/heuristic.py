@@ -122,7 +122,7 @@ def _acknowledged(ack: str, previous: Candidate | None, prev_turn: str | None,
 
 
 def _candidates(
-    request: ReflectionRequest, active: dict[str, Fact]
+    request: ReflectionRequest, active: dict[str, Fact], slotted: bool = False
 ) -> list[tuple[FactKind, str, str, str | None, list[str]]]:
     """(kind, subject, content, agent, turn ids) for every sentence worth keeping."""
     out: list[Candidate] = []
@@ -164,7 +164,8 @@ def _candidates(
                 # neither what changed nor its new value; the statement it follows does.
                 continue
             changes = intent in (Intent.UPDATE, Intent.RETRACT)
-            states = intent in (Intent.STATE, Intent.ADDITION) and _states_value(content)
+            states = intent in (Intent.STATE, Intent.ADDITION) and (
+                _states_value(content) or (slotted and bool(subject)))
             kind = _kind(sentence, turn.role.value, marked_turn, len(sentences) == 1,
                          changes, active.get(subject), states)
             if kind is None:
@@ -178,6 +179,13 @@ def _candidates(
 class HeuristicReflector:
     name = "heuristic"
 
+    def __init__(self, *, slotted: bool = False) -> None:
+        # Also keep plain statements that fill a slot without a value it can read ("the
+        # client wants amber as the primary brand colour"): what a later change names. The
+        # per-turn currency keeper does (its statements only decide what is history);
+        # reflection does not (a fact is what recall hands over).
+        self.slotted = slotted
+
     def reflect(self, request: ReflectionRequest) -> ReflectionResult:
         active: dict[str, Fact] = {}
         for fact in sorted(request.prior_facts, key=lambda f: f.valid_from):
@@ -185,7 +193,7 @@ class HeuristicReflector:
                 active[canonical_slot(fact.subject)] = fact
         actions: list[FactAction] = []
         seen: set[str] = set()
-        for kind, subject, content, agent, turn_ids in _candidates(request, active):
+        for kind, subject, content, agent, turn_ids in _candidates(request, active, self.slotted):
             key = normalise(content)
             if key in seen:
                 continue

@@ -15,10 +15,16 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 
 from hivemem.config import ReflectionSettings
-from hivemem.domain.fact import Fact
+from hivemem.domain.fact import VISIBLE, Fact
 from hivemem.domain.models import Turn
-from hivemem.domain.recall.currency import personal_statements, stale_statements
+from hivemem.domain.recall.currency import (
+    fact_key,
+    personal_statements,
+    stale_statements,
+    turn_key,
+)
 from hivemem.domain.scope import Scope
+from hivemem.domain.slot_table import SlotView
 from hivemem.recall.known_facts import KnownFacts, SessionFacts
 from hivemem.recall.provisional import UnreflectedView
 from hivemem.store.vectors.base import VectorStore
@@ -53,16 +59,21 @@ class CurrencyView:
         access: Scope | None,
         unreflected: Sequence[Turn],
         snapshots: Sequence[tuple[str, SessionFacts]] | None = None,
+        table: SlotView | None = None,
     ) -> Currency:
         """For a recall in `session_id` over `sessions` (it first), by `access`;
-        `unreflected`: that session's turns no reflection has seen yet; `snapshots`: what
-        `facts(sessions)` returned earlier in the same recall (read now if not given)."""
+        `snapshots`: what `facts(sessions)` returned earlier in the same recall (read now if
+        not given). `table`: the session's slot table, kept by the pipeline per turn; without
+        one, what `unreflected` (that session's turns no reflection has seen yet) change is
+        derived here."""
         if snapshots is None:
             snapshots = self.facts(sessions)
         key = (
             tuple((s, snap.revision) for s, snap in snapshots),
             access,
-            tuple((t.session_id, t.turn_id, t.seq, t.content) for t in unreflected),
+            ("table", table.applied, len(table.replaced), len(table.personal))
+            if table is not None
+            else tuple((t.session_id, t.turn_id, t.seq, t.content) for t in unreflected),
         )
         with self._lock:
             seen = self._seen.get(key)
@@ -70,16 +81,50 @@ class CurrencyView:
                 self._seen.move_to_end(key)
                 return seen
         visible = {s: [f for f in snap.facts if _admits(access, f)] for s, snap in snapshots}
-        known = [
-            *(f for s in sessions if s != session_id for f in visible[s]),
-            *self.unreflected(visible.get(session_id, []), unreflected),
-        ]
+        own = visible.get(session_id, [])
+        if table is None:
+            own = self.unreflected(own, unreflected)
+        known = [*(f for s in sessions if s != session_id for f in visible[s]), *own]
         answer = Currency(stale_statements(known), personal_statements(known))
+        if table is not None:
+            answer = with_table(answer, session_id, own, table, access)
         with self._lock:
             self._seen[key] = answer
             while len(self._seen) > self.size:
                 self._seen.popitem(last=False)
         return answer
+
+
+def with_table(
+    currency: Currency, session_id: str, facts: Sequence[Fact], table: SlotView,
+    access: Scope | None,
+) -> Currency:
+    """`currency` (from the stored facts) with what the slot table says on top: every turn
+    it made history (for an asker who may see what replaced it), with every turn on the way
+    to what is current; and a current fact whose statement is history now."""
+    replaced = dict(currency.replaced)
+    stale_turns: dict[str, tuple[str, ...]] = {}
+    for turn_id, entry in table.replaced.items():
+        if not entry.visible_to(access):
+            continue
+        chain = table.chain(turn_id)
+        key = turn_key(session_id, turn_id)
+        successors = tuple(turn_key(session_id, t) for t in chain)
+        stale_turns[turn_id] = successors
+        replaced[key] = tuple(sorted({*replaced.get(key, ()), *successors}))
+    for fact in facts:
+        if fact.status not in VISIBLE or not fact.source_turn_ids:
+            continue
+        # Its statement is history (a fact also cites the acknowledgement after it).
+        gone = [t for t in fact.source_turn_ids if t in stale_turns]
+        if gone:
+            key = fact_key(fact.fact_id)
+            replaced[key] = tuple(sorted({
+                *replaced.get(key, ()), *(k for t in gone for k in stale_turns[t])}))
+    personal = dict(currency.personal)
+    for turn_id, owner in table.personal.items():
+        personal.setdefault(turn_key(session_id, turn_id), owner)
+    return Currency(replaced, personal)
 
 
 def _admits(access: Scope | None, fact: Fact) -> bool:

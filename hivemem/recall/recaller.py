@@ -35,6 +35,7 @@ from hivemem.recall.items import (
     unit_vector,
 )
 from hivemem.recall.known_facts import SessionFacts
+from hivemem.store.currency import SlotTableStore
 from hivemem.store.episodes import EpisodeStore
 from hivemem.store.state import TurnLog
 from hivemem.store.vectors.base import (
@@ -46,6 +47,8 @@ from hivemem.store.vectors.base import (
 
 # Sessions whose speakers the recaller keeps (a few ids each).
 _SPEAKER_SESSIONS = 4096
+# Turns that replaced a candidate, read when no search found them, at most (per session).
+_SUCCESSORS = 8
 
 _T = TypeVar("_T")
 
@@ -113,8 +116,12 @@ class Recaller:
         embedder: Embedder,
         lexical: LexicalEncoder | None = None,
         reflection: ReflectionSettings | None = None,
+        slots: SlotTableStore | None = None,
     ) -> None:
         self.state = state
+        # The slot table the pipeline keeps per turn (None: currency of the turns not yet
+        # reflected is derived at recall, from the recent ones).
+        self.slots = slots
         self.currency = CurrencyView(vectors, reflection or ReflectionSettings())
         self.episodes = episodes
         self.vectors = vectors
@@ -169,6 +176,9 @@ class Recaller:
 
         currency, current_from = got.currency, got.current_from
         replaced, personal = currency.replaced, currency.personal
+        if intent.current:
+            # A stale statement never competes without what replaced it.
+            self._add_successors(pool, replaced, query_vector, access)
         asked_about = intent.people_named(set(personal.values()))
         speakers = self._speakers_named(session_id, intent, pool, policy)
         asks_questions = bool(policy.weights.answer)
@@ -214,7 +224,7 @@ class Recaller:
         budget = max(0, token_budget - policy.reserve_tokens)
         chosen, excluded = _select_current(
             [c for c in candidates if c.key not in restated], budget, policy,
-            keep_history=past or policy.include_history,
+            keep_history=past or policy.include_history, only_current=intent.current,
         )
         excluded += [Excluded(c, "duplicate", f"restated by {restated[c.key]}")
                      for c in candidates if c.key in restated]
@@ -246,7 +256,7 @@ class Recaller:
         embedded = threading.Event()
         before = self._task(helper, lambda ahead: self._lexical(
             session_id, sessions, scope, intent.text, policy, access, embedded,
-            ahead=ahead))
+            ahead=ahead, slot_table=intent.current))
         recent = before.result().recent if before.done() else None
         dense_query = self._dense_query(intent, policy, remembered, recent)
         try:
@@ -299,17 +309,24 @@ class Recaller:
     def _lexical(
         self, session_id: str, sessions: list[str], scope: str | list[str], query: str,
         policy: RecallPolicy, access: Scope | None, embedded: threading.Event, *,
-        ahead: bool = False,
+        ahead: bool = False, slot_table: bool = True,
     ) -> _Lexical:
         """The session's recent turns, the BM25 searches, its episode progress, facts and
         currency.
         `ahead` (beside the embedding): the recent turns' stored points too, all of them
         (those no search finds compete as well; ~50 points whose vectors the caller would
-        read after the searches, now read while it is in ONNX)."""
+        read after the searches, now read while it is in ONNX).
+        `slot_table`: read the slot table the pipeline keeps per turn (a question about what
+        holds now); else currency comes from the stored facts and the turns not yet
+        reflected, as without a table (a question about an event or the past: the table's
+        history marks cost LoCoMo evidence, measured)."""
         # Sent first and read after the engine's searches: the replies wait in the socket
         # (`send_pipeline`: waiting for them cost more than the round trip).
         read_recent = self.state.send_recent_turns_and_progress(
             self.episodes, session_id, policy.recent_turns, access)
+        read_table = (self.slots.send_view(session_id)
+                      if self.slots is not None and policy.fact_limit and slot_table
+                      else None)
         try:
             sparse = self.lexical.query(query) if policy.lexical else None
             lexical_turns = (
@@ -324,7 +341,10 @@ class Recaller:
                 if sparse and search_facts else []
             )
         finally:
-            recent, (assigned, _closed, open_ep, _markers) = read_recent()
+            try:
+                recent, (assigned, _closed, open_ep, _markers) = read_recent()
+            finally:
+                table = read_table() if read_table is not None else None
         current_from = open_ep.seq_start if open_ep and open_ep.turn_ids else assigned + 1
         # Which statements are history, from the facts of the sessions asked (kept between
         # calls; only what was written since the last call is read).
@@ -332,7 +352,7 @@ class Recaller:
             session_id, sessions, access,
             # The session's turns that no reflection has seen yet change currency too.
             [t for t in recent if t.session_id == session_id and t.seq >= current_from],
-            known,
+            known, table,
         ) if policy.fact_limit else Currency({}, {})
         stored = None
         if ahead and recent:
@@ -527,6 +547,31 @@ class Recaller:
                 vector, hit=hit, queued=None if hit else turn,
             )
 
+    def _add_successors(
+        self, pool: dict[str, PoolEntry], replaced: dict[str, tuple[str, ...]],
+        query: Vector, access: Scope | None = None,
+    ) -> None:
+        """The turns that replaced a candidate, when no search found them (at most
+        `_SUCCESSORS` per session): a stale statement competes beside its successor."""
+        wanted: dict[str, set[str]] = {}
+        for key, entry in list(pool.items()):
+            session = entry.signals.session_id
+            prefix = f"turn:{session}:"
+            for successor in replaced.get(key, ()):
+                if successor not in pool and successor.startswith(prefix):
+                    wanted.setdefault(session, set()).add(successor[len(prefix):])
+        for session, turn_ids in wanted.items():
+            for hit in self.vectors.get_turns(session, sorted(turn_ids)[-_SUCCESSORS:], access):
+                key = f"turn:{session}:{hit.turn_id}"
+                if key in pool:
+                    continue
+                vector = unit_vector(hit.vector)
+                pool[key] = PoolEntry(
+                    Signals(key=key, source="turn", session_id=session, seq=hit.seq,
+                            markers=hit.markers, dense=_dot(vector, query)),
+                    vector, hit=hit,
+                )
+
     def _add_neighbours(
         self, pool: dict[str, PoolEntry], query: Vector, policy: RecallPolicy,
         access: Scope | None = None,
@@ -572,10 +617,13 @@ def _read_vectors_while(hits: list[TurnHit], embedded: threading.Event) -> None:
 
 
 def _select_current(
-    candidates: list[Candidate], budget: int, policy: RecallPolicy, *, keep_history: bool
+    candidates: list[Candidate], budget: int, policy: RecallPolicy, *, keep_history: bool,
+    only_current: bool = False,
 ) -> tuple[list[Candidate], list[Excluded]]:
     """`select`, then (unless history is wanted) leave out every stale statement whose
-    successor made it into the context, and fill the room it leaves."""
+    successor made it into the context, and fill the room it leaves. `only_current` (a
+    question about what holds now): a stale statement whose successor competed but did not
+    fit is left out too, never handed over alone."""
     left_out: list[Excluded] = []
     pool = list(candidates)
     for _round in range(4):
@@ -590,14 +638,20 @@ def _select_current(
         if keep_history:
             return chosen, excluded
         keys = {c.key for c in chosen}
-        replaced = {
-            c.key: next(k for k in pool_entry(c)[0].signals.successors if k in keys)
-            for c in chosen
-            if any(k in keys for k in pool_entry(c)[0].signals.successors)
-        }
+        competing = {c.key for c in pool}
+        replaced: dict[str, str] = {}
+        for c in chosen:
+            successors = pool_entry(c)[0].signals.successors
+            beside = next((k for k in successors if k in keys), None)
+            if beside is not None:
+                replaced[c.key] = f"replaced by {beside}"
+            elif only_current and (
+                    waiting := next((k for k in successors if k in competing), None)):
+                # Never the stale value alone: its successor did not fit, so neither does it.
+                replaced[c.key] = f"replaced by {waiting} (left out)"
         if not replaced:
             return chosen, excluded + left_out
-        left_out += [Excluded(c, "superseded", f"replaced by {replaced[c.key]}")
+        left_out += [Excluded(c, "superseded", replaced[c.key])
                      for c in pool if c.key in replaced]
         pool = [c for c in pool if c.key not in replaced]
     return chosen, excluded + left_out

@@ -26,6 +26,7 @@ from hivemem.service.core import Service
 from hivemem.service.guard import IngestGuard
 from hivemem.store.apikeys import ApiKeyStore
 from hivemem.store.audit import AuditLog
+from hivemem.store.currency import SlotTableStore
 from hivemem.store.episodes import EpisodeStore
 from hivemem.store.redis import Redis
 from hivemem.store.redis_connect import check_partitions, connect, connect_rq
@@ -40,6 +41,7 @@ from hivemem.store.vectors.factory import open_vector_store
 from hivemem.transfer.stores import Stores
 from hivemem.workers.boundary import BoundaryHandler, boundary_kind, policy_from
 from hivemem.workers.compact import Compactor
+from hivemem.workers.currency import CurrencyKeeper
 from hivemem.workers.dispatch import DispatchHandler, dispatch_kind
 from hivemem.workers.embed import EmbedHandler, embed_kind
 from hivemem.workers.jobs import JobContext
@@ -162,6 +164,11 @@ class Wiring:
 
     def episode_store(self, conn: Redis) -> EpisodeStore:
         return EpisodeStore(conn, self.keys, self.settings.episodes.lease_ms)
+
+    @cached_property
+    def slot_tables(self) -> SlotTableStore:
+        """The slot table recall reads (kept by the boundary stage)."""
+        return SlotTableStore(self.redis, self.keys)
 
     @cached_property
     def sessions(self) -> SessionStore:
@@ -300,7 +307,9 @@ class Wiring:
 
     def boundary_stage(self, conn: Redis | None = None) -> StageKind:
         conn = conn or self.redis
-        handler = BoundaryHandler(self.episode_store(conn), policy_from(self.settings.episodes))
+        handler = BoundaryHandler(
+            self.episode_store(conn), policy_from(self.settings.episodes),
+            CurrencyKeeper(SlotTableStore(conn, self.keys), self.settings.reflection))
         return boundary_kind(handler, self.settings.episodes.sweep_interval_s)
 
     def dispatch_stage(self, queue_conn: Redis | None = None) -> StageKind:

@@ -13,6 +13,7 @@ from hivemem.providers.embedders import Embedder
 from hivemem.service.guard import IngestGuard
 from hivemem.store.apikeys import ApiKeyStore
 from hivemem.store.audit import AuditLog
+from hivemem.store.currency import SlotTableStore
 from hivemem.store.episodes import EpisodeStore
 from hivemem.store.redis import Redis
 from hivemem.store.reflection import ReflectionState
@@ -45,6 +46,9 @@ class Parts(Protocol):
 
     @property
     def episodes(self) -> EpisodeStore: ...
+
+    @property
+    def slot_tables(self) -> SlotTableStore: ...
 
     @property
     def sessions(self) -> SessionStore: ...

@@ -166,8 +166,9 @@ class Turns:
         self, access: Access, session_id: str, timeout: float = 30.0, *, stage: str = "embed",
         visible_markers: bool = True,
     ) -> SessionStats:
-        """Block until every turn enqueued so far for the session is recallable (with
-        ``stage="boundary"``: also assigned to episodes). Dead-lettered turns count as
+        """Block until every turn enqueued so far for the session is recallable and current
+        (the boundary stage's slot table has it; with ``stage="boundary"``: also assigned
+        to episodes). Dead-lettered turns count as
         settled; `ProcessingTimeout` when the workers have not caught up in time."""
         self.access.require(access, session_id)
         if stage not in ("embed", "boundary"):
@@ -179,7 +180,9 @@ class Turns:
         while True:
             if stage == "embed":
                 _, done, dead = state.progress(session_id)
-                settled = done + dead
+                # Recallable means current too: the boundary stage keeps the slot table
+                # (what each turn changes), so its pointer counts as well.
+                settled = min(done + dead, episodes.progress(session_id)[0])
             else:
                 settled = episodes.progress(session_id)[0]
             if settled >= target:

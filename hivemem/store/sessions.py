@@ -197,6 +197,7 @@ class SessionStore:
             k.session_processed(session_id),
             k.session_dead(session_id), k.session_meta(session_id), k.session_info(session_id),
             k.boundary_state(session_id), k.boundary_buffer(session_id),
+            k.slot_state(session_id), k.slot_table(session_id),
             k.session_episodes(session_id), k.reflected(session_id),
             k.session_audit(session_id), *(k.episode(session_id, e) for e in episodes),
         ]

@@ -31,6 +31,7 @@ from hivemem.pipeline.messages import (
 from hivemem.pipeline.topology import Topology
 from hivemem.store.episodes import Advance, EpisodeStore
 from hivemem.store.streams import StreamEntry
+from hivemem.workers.currency import CurrencyKeeper
 from hivemem.workers.stream import WorkerKind
 
 log = structlog.get_logger(__name__)
@@ -42,9 +43,12 @@ def decode_item(entry: StreamEntry) -> EmbeddedEntry:
 
 
 class BoundaryHandler:
-    def __init__(self, store: EpisodeStore, policy: BoundaryPolicy) -> None:
+    def __init__(self, store: EpisodeStore, policy: BoundaryPolicy,
+                 currency: CurrencyKeeper | None = None) -> None:
         self.store = store
         self.policy = policy
+        # Keeps the slot table from the same ordered run of entries (None: not kept).
+        self.currency = currency
 
     def __call__(self, items: list[EmbeddedEntry]) -> None:
         # The buffer keeps each entry's fields as JSON until its predecessors are in.
@@ -99,17 +103,24 @@ class BoundaryHandler:
         from_buffer: list[str] = []
         closed: list[Episode] = []
         markers: Counter[str] = Counter()
+        applied: list[EmbeddedItem] = []
         for field, raw in step.ready:
             item = entries.get(field) if raw is None else embedded_from_json(raw)
             if item is None:  # cannot happen: '' marks an entry handed in by this call
                 break
             closed.extend(self._apply(state, item, markers))
+            applied.append(item)
             consumed.append(field)
             if raw is not None:
                 from_buffer.append(field)
         if not consumed:
             self.store.release(session_id, step.token)
             return 0
+        if self.currency is not None:
+            # Before the commit: once the pointer moves past a turn, the slot table has it
+            # (`wait_until_processed` waits for the pointer). A crash in between replays
+            # the run, and the keeper skips what it applied.
+            self.currency.apply(session_id, applied)
         seq = step.next_seq + len(consumed)
         outcome = self.store.commit(
             session_id,

@@ -16,10 +16,14 @@ from hivemem.config import Settings
 from hivemem.providers.embedders import HashingEmbedder
 from hivemem.runtime.metrics import Metrics
 from hivemem.store.apikeys import ApiKeyStore
+from hivemem.store.currency import SlotTableStore
+from hivemem.store.episodes import EpisodeStore
 from hivemem.store.state import TurnLog
 from hivemem.store.streams import StreamStore
 from hivemem.store.vectors.server import ServerVectorStore
 from hivemem.testing import connect_fake, fake_server
+from hivemem.workers.boundary import BoundaryHandler, boundary_kind, policy_from
+from hivemem.workers.currency import CurrencyKeeper
 from hivemem.workers.embed import EmbedHandler, embed_kind
 from hivemem.workers.stream import StreamWorker
 from support.live_api import LiveServer
@@ -67,6 +71,12 @@ def build_api(overrides: dict[str, Any] | None = None, url: str = "http://testse
         streams = StreamStore(redis_client, client.keys)
         kind = embed_kind(EmbedHandler(embedder, vectors, state, streams, client.keys))
         StreamWorker(metrics.instrument(kind), streams, settings.worker).run(burst=True)
+        # The boundary stage keeps the slot table: `wait_until_processed` waits for it.
+        boundary = BoundaryHandler(
+            EpisodeStore(redis_client, client.keys, settings.episodes.lease_ms),
+            policy_from(settings.episodes),
+            CurrencyKeeper(SlotTableStore(redis_client, client.keys), settings.reflection))
+        StreamWorker(boundary_kind(boundary), streams, settings.worker).run(burst=True)
 
     return Api(url, client, drain, key_a, key_b, metrics, app, keys, settings)
 

@@ -210,3 +210,32 @@ def test_questions_about_the_current_state_weigh_recency_more() -> None:
     latest = score_candidates(sig, policy, current_session="s", newest_seq=30,
                               intent=read_query("where do we deploy now"))
     assert latest["new"].final > latest["old"].final  # the newer statement wins
+
+
+def test_an_item_left_out_never_stands_for_its_duplicate() -> None:
+    # The fact restating the turn is excluded by its quota: the turn, its near-duplicate,
+    # is then the only item that carries the value, and it goes in.
+    items = [
+        cand("fact", 0.9, 30, "Decision: MySQL for the database", [1, 0], source="fact"),
+        cand("turn", 0.8, 12, "Change of plan: MySQL instead", [0.999, 0.0447]),
+        cand("old", 0.5, 10, "We use PostgreSQL", [0, 1]),
+    ]
+    chosen, excluded = select(items, budget=40, min_score=0.0, dedup_threshold=0.95,
+                              quotas={"fact": 0.5})
+    assert [c.key for c in chosen] == ["turn", "old"]
+    assert {x.candidate.key: x.reason for x in excluded} == {"fact": "quota"}
+
+
+def test_budget_left_unused_goes_to_quota_excluded_items() -> None:
+    items = [
+        cand("f1", 0.9, 30, "fact one", [1, 0], source="fact"),
+        cand("f2", 0.8, 30, "fact two", [0, 1], source="fact"),
+        cand("t1", 0.5, 10, "a turn", [0.6, 0.8]),
+    ]
+    chosen, excluded = select(items, budget=100, min_score=0.0, dedup_threshold=0.95,
+                              quotas={"fact": 0.4})
+    assert [c.key for c in chosen] == ["f1", "f2", "t1"] and excluded == []
+    chosen, excluded = select(items, budget=60, min_score=0.0, dedup_threshold=0.95,
+                              quotas={"fact": 0.5})
+    assert [c.key for c in chosen] == ["f1", "t1"]  # 20 left: f2 (30) does not fit
+    assert [(x.candidate.key, x.reason) for x in excluded] == [("f2", "quota")]

@@ -131,12 +131,14 @@ def test_timeline_orders_turns_episodes_and_fact_changes(pipeline: Pipeline) -> 
     SessionStore(client._redis, client.keys).add_episodes("s1", [episode])
     client.admin.compact("s1")
     events = client.admin.timeline(["s1"])
-    assert [e.kind for e in events[:3]] == ["turn", "turn", "episode"]
+    # (The boundary stage closed episodes of its own too: a day's gap between turns.)
+    assert [e.ref_id for e in events if e.ref_id in ("t0", "t1", "ep1")] == ["t0", "t1", "ep1"]
     assert [e.ref_id for e in events if e.kind == "turn"] == ["t0", "t1", "t2", "t3"]
     assert sum(e.kind == "fact" for e in events) == 4
     assert events == sorted(events, key=lambda e: e.sort_key())
     assert client.admin.timeline(["s1"]) == events
-    assert [e.kind for e in client.admin.timeline(["s1"], kinds=["episode"])] == ["episode"]
+    episodes = client.admin.timeline(["s1"], kinds=["episode"])
+    assert {e.kind for e in episodes} == {"episode"} and "ep1" in {e.ref_id for e in episodes}
     assert len(client.admin.timeline(["s1"], limit=2)) == 2
     with pytest.raises(ValidationError):
         client.admin.timeline(["s1"], kinds=["nope"])

@@ -183,14 +183,15 @@ def test_embedded_turn_round_trip_with_and_without_a_vector() -> None:
     assert embedded_from_json(entry.to_json()) == entry
 
 
-def test_an_embedded_turn_carries_what_the_boundary_reads_and_not_the_content() -> None:
+def test_an_embedded_turn_carries_what_the_boundary_reads_and_not_the_metadata() -> None:
     full = turn()
     entry = EmbeddedTurn.of(full, np.ones(8, dtype=np.float32))
     sent = json.loads(entry.to_fields()["turn"])
-    assert "content" not in sent and "metadata" not in sent
+    # The content feeds the currency keeper; the metadata nobody downstream reads.
+    assert sent["content"] == full.content and "metadata" not in sent
     head = decode_embedded(entry.to_fields())
     assert isinstance(head, EmbeddedTurn)
-    assert head.turn == full.model_copy(update={"content": "", "metadata": {}})
+    assert head.turn == full.model_copy(update={"metadata": {}})
     assert entry.to_fields()["vec"].startswith("f16:")
 
 

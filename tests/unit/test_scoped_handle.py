@@ -188,9 +188,11 @@ CASES: dict[str, tuple[Call, str | None, bool | str]] = {
     "facts": (lambda m, _t, s: m.facts(s, include_history=True), "PostgreSQL", True),
     "episodes": (lambda m, _t, s: m.episodes(s), "ep-a", True),
     "get_session_stats": (lambda m, _t, s: m.get_session_stats(s), "decision", True),
-    "wait_until_processed": (lambda m, _t, s: m.wait_until_processed(s, 5), SA, True),
-    # This world runs no boundary stage: the wait for its own session times out (a
+    # This world runs no boundary stage (which keeps the slot table, so a turn is not
+    # processed until it has been through it): the wait for its own session times out (a
     # ProcessingTimeout naming only that session); another namespace's is NotFound first.
+    "wait_until_processed": (
+        lambda m, _t, s: _or_timeout(lambda: m.wait_until_processed(s, 0.01)), SA, True),
     "wait_until_reflected": (lambda m, _t, s: _or_timeout(lambda: m.wait_until_reflected(s, 0.01)),
                              None, True),
     "sessions": (lambda m, _t, _s: m.sessions(), SA, False),

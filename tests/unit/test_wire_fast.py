@@ -148,7 +148,7 @@ def _turn(**over: Any) -> Turn:
 def _json_bytes(turn: Any, head: bool = False) -> bytes:
     fields = turn_fields(turn)
     if head:
-        del fields["content"], fields["metadata"]
+        del fields["metadata"]
     return wire._dumps(fields).encode()
 
 

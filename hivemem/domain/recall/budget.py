@@ -45,10 +45,13 @@ def select(
 ) -> tuple[list[Candidate], list[Excluded]]:
     """Choose what goes into the context, best first, and say why the rest did not.
 
-    In score order: below `min_score` -> threshold; a near-duplicate of a better item ->
-    duplicate; past `limit` items -> limit; past its source's share of the budget -> quota;
-    not fitting the remaining budget -> budget (smaller, lower-scored items may still fit).
-    The token counts of the chosen items never sum past `budget`.
+    In score order: below `min_score` -> threshold; a near-duplicate of an item already
+    chosen -> duplicate; past `limit` items -> limit; past its source's share of the budget
+    -> quota; not fitting the remaining budget -> budget (smaller, lower-scored items may
+    still fit). An item left out never stands for its near-duplicates (the turn that says
+    what a quota-excluded fact says still competes), and budget the others leave unused goes
+    to quota-excluded items, best first. The token counts of the chosen items never sum
+    past `budget`.
     """
     ordered = sorted(candidates, key=lambda c: c.score, reverse=True)
     excluded: list[Excluded] = []
@@ -59,28 +62,80 @@ def select(
             excluded.append(Excluded(cand, "threshold", f"score below {min_score:g}"))
         else:
             relevant.append(cand)
-    unique, duplicates = _dedup(relevant, dedup_threshold)
-    excluded.extend(Excluded(c, "duplicate", f"near-duplicate of {k}") for c, k in duplicates)
-    chosen: list[Candidate] = []
-    used = 0
-    used_by_source: dict[str, int] = {}
-    for cand in unique:
-        if limit is not None and len(chosen) >= limit:
+    packer = _Packer(relevant, dedup_threshold, budget, limit)
+    waiting: list[int] = []  # quota-excluded, for the room left at the end
+    for j, cand in enumerate(relevant):
+        duplicate_of = packer.duplicate_of(j)
+        if duplicate_of is not None:
+            excluded.append(Excluded(cand, "duplicate", f"near-duplicate of {duplicate_of}"))
+            continue
+        if limit is not None and len(packer.chosen) >= limit:
             excluded.append(Excluded(cand, "limit", f"past the first {limit} items"))
             continue
         share = quotas.get(cand.source, 1.0)
-        source_used = used_by_source.get(cand.source, 0)
+        source_used = packer.used_by_source.get(cand.source, 0)
         if share < 1.0 and source_used + cand.token_count > share * budget:
-            excluded.append(Excluded(cand, "quota", f"{cand.source} quota {share:.0%} of budget"))
+            waiting.append(j)
             continue
-        if used + cand.token_count > budget:
+        if packer.used + cand.token_count > budget:
             excluded.append(Excluded(cand, "budget", f"{cand.token_count} tokens, "
-                                                      f"{budget - used} left"))
+                                                      f"{budget - packer.used} left"))
             continue
-        chosen.append(cand)
-        used += cand.token_count
-        used_by_source[cand.source] = source_used + cand.token_count
-    return chosen, excluded
+        packer.choose(j)
+    for j in waiting:
+        cand = relevant[j]
+        share = quotas.get(cand.source, 1.0)
+        if packer.fits(j) and packer.duplicate_of(j) is None:
+            packer.choose(j)
+        else:
+            excluded.append(Excluded(cand, "quota", f"{cand.source} quota {share:.0%} of budget"))
+    chosen = sorted(packer.chosen, key=lambda i: (-relevant[i].score, i))
+    return [relevant[i] for i in chosen], excluded
+
+
+class _Packer:
+    """The items chosen so far (indices into `ordered`, best first) and what they use."""
+
+    def __init__(self, ordered: Sequence[Candidate], threshold: float, budget: int,
+                 limit: int | None) -> None:
+        self.ordered = ordered
+        self.budget = budget
+        self.limit = limit
+        self.near: dict[int, list[tuple[float, int]]] = {}
+        for j, pairs in _near_pairs(ordered, threshold).items():
+            for sim, i in pairs:  # both ways: a later item may be chosen first
+                self.near.setdefault(j, []).append((sim, i))
+                self.near.setdefault(i, []).append((sim, j))
+        self.chosen: list[int] = []
+        self.chosen_at: set[int] = set()
+        self.texts: dict[str, str] = {}
+        self.used = 0
+        self.used_by_source: dict[str, int] = {}
+
+    def duplicate_of(self, j: int) -> str | None:
+        """The key of a chosen item `ordered[j]` repeats, or None."""
+        cand = self.ordered[j]
+        text = _normalised(cand.text)
+        if text in self.texts:
+            return self.texts[text]
+        # "The deploy is on Tuesday" and "... on Thursday" embed alike but say two things:
+        # a near-duplicate must not set another value.
+        same = [(sim, i) for sim, i in self.near.get(j, ())
+                if i in self.chosen_at and not differs(self.ordered[i].text, cand.text)]
+        return self.ordered[max(same, key=_closest)[1]].key if same else None
+
+    def fits(self, j: int) -> bool:
+        return (self.used + self.ordered[j].token_count <= self.budget
+                and (self.limit is None or len(self.chosen) < self.limit))
+
+    def choose(self, j: int) -> None:
+        cand = self.ordered[j]
+        self.chosen.append(j)
+        self.chosen_at.add(j)
+        self.texts[_normalised(cand.text)] = cand.key
+        self.used += cand.token_count
+        self.used_by_source[cand.source] = self.used_by_source.get(cand.source, 0) + (
+            cand.token_count)
 
 
 def _normalised(text: str) -> str:

@@ -21,7 +21,8 @@ _PAST = re.compile(
     r"\b(before|used to|originally|original|until|previously|previous|earlier|at first"
     r"|initially|in the past|formerly|back then|prior|old|first (?:chose|picked|decided)"
     r"|what (?:did|was|were) (?:we|they|you|i) (?:use|have|pick|choose|decide|plan)"
-    r"|history|changed from|switched from|moved from)\b",
+    r"|history|changed from|switched from|moved from|started with|to begin with"
+    r"|first\b.{0,40}\b(?:used|chose|picked|had|decided|went with|started))\b",
     re.IGNORECASE,
 )
 
@@ -31,6 +32,19 @@ _LATEST = re.compile(
     r"|at the moment|so far|most recent(ly)?)\b",
     re.IGNORECASE,
 )
+
+# "When did she go ...", "what was the name of ...", "in 2023": a question about an event
+# or a time, not about what holds now (the slot table of current values does not answer it).
+_EVENT = re.compile(
+    r"\b(did|was|were|had|went|ago|last|yesterday|happened|ever|recently)\b"
+    r"|\b(?:has|have)\s+\w+\s+\w+ed\b",
+    re.IGNORECASE,
+)
+
+# "What is Caroline's identity?": a question about a person (a chat's speaker), whose
+# plain statements the slot table reads as values far more often than a person sets one.
+_ABOUT_A_PERSON = re.compile(
+    r"\b(?!(?:What|Who|Where|When|How|Which|That|It|There|Here|Let)'s)[A-Z][a-z]+'s\b")
 
 # A query's words as names are matched against them: lower case, possessive 's dropped.
 _WORD = re.compile(r"[a-z][\w-]*")
@@ -99,6 +113,18 @@ class QueryIntent:
     past: bool
     latest: bool
     times: tuple[TimeExpression, ...]
+
+    @property
+    def current(self) -> bool:
+        """It asks what holds now ("where is the service hosted?", "which database are we
+        using now?"), not about the past or an event ("when did Sam go to ...?")."""
+        if self.past:
+            return False
+        # A dated question ("in May 2023", "on 7 July, 2023") asks about then; "for Friday",
+        # "from April" ask what is planned now.
+        dated = any(t.year is not None for t in self.times)
+        return self.latest or (not dated and _EVENT.search(self.text) is None
+                               and _ABOUT_A_PERSON.search(self.text) is None)
 
     def people_named(self, people: Iterable[str]) -> set[str]:
         """The known speakers (lower case) the query names ("which city is Sam based in?"

@@ -190,16 +190,26 @@ def score_candidates(
             final=final,
         )
     if not past:
-        _below_successors(signals, out)
+        _below_successors(signals, out, promote=intent.current)
     return out
 
 
-def _below_successors(signals: Sequence[Signals], out: dict[str, ScoreComponents]) -> None:
+def _below_successors(signals: Sequence[Signals], out: dict[str, ScoreComponents], *,
+                      promote: bool) -> None:
     """Current state first: a stale statement ranks just below its best-scored successor
-    among the candidates (a turn that chose PostgreSQL below the fact that says MySQL)."""
+    among the candidates. `promote` (a question about what holds now): the successor also
+    takes the stale one's place (the turn that says MySQL where the one that chose
+    PostgreSQL would have ranked, and that one right after it); for any other question
+    (an event, a person) the successor keeps its own rank (measured on LoCoMo: promotion
+    there moved evidence out of the first ten)."""
     for s in signals:
         if not s.successors:
             continue
-        rivals = [out[k].final for k in s.successors if k in out and k != s.key]
-        if rivals and out[s.key].final >= (ceiling := max(rivals)):
-            out[s.key] = out[s.key].model_copy(update={"final": ceiling - 1e-3})
+        rivals = [k for k in s.successors if k in out and k != s.key]
+        if not rivals:
+            continue
+        best = max(rivals, key=lambda k: out[k].final)
+        if out[s.key].final >= out[best].final:
+            if promote:
+                out[best] = out[best].model_copy(update={"final": out[s.key].final + 1e-3})
+            out[s.key] = out[s.key].model_copy(update={"final": out[best].final - 1e-3})

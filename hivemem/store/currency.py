@@ -1,0 +1,108 @@
+"""Redis state of the slot table (`hivemem.domain.slot_table`): the keeper's working state
+and the replaced statements, per session, both in the session's slot.
+
+The keeper reads its state, applies a run of turns and writes back with one script that
+changes nothing unless the stored `applied` seq is still the one it read: a replay, or a
+worker whose lease expired, never applies a turn twice. Recall sends its read ahead
+(`send_view`) and parses only the entries it has not seen before.
+"""
+
+from __future__ import annotations
+
+import json
+import threading
+from collections import OrderedDict
+from collections.abc import Callable, Mapping
+from typing import Any
+
+from hivemem.domain.slot_table import Replacement, SlotState, SlotView
+from hivemem.pipeline.topology import Keys
+from hivemem.store.redis import Redis, as_text, redis_errors, send_pipeline
+
+_APPLIED = "applied"
+_STATE = "state"
+_PERSONAL = "p:"
+
+# KEYS: state hash, table hash. ARGV: the applied seq read, the new one, the state JSON,
+# then (field, value) pairs for the table. Returns 1 when written, 0 when another writer
+# moved `applied` since the read.
+_WRITE = """
+local applied = tonumber(redis.call('HGET', KEYS[1], 'applied') or '0')
+if applied ~= tonumber(ARGV[1]) then return 0 end
+redis.call('HSET', KEYS[1], 'applied', ARGV[2], 'state', ARGV[3])
+for i = 4, #ARGV, 2 do redis.call('HSET', KEYS[2], ARGV[i], ARGV[i + 1]) end
+return 1
+"""
+
+# Parsed entries remembered across recalls (the raw JSON is the key: a changed entry is
+# parsed again).
+_PARSED = 50_000
+
+
+class SlotTableStore:
+    def __init__(self, client: Redis, keys: Keys) -> None:
+        self._r = client
+        self.keys = keys
+        self._write = client.register_script(_WRITE)
+        self._parsed: OrderedDict[str, Replacement] = OrderedDict()
+        self._lock = threading.Lock()
+
+    def state(self, session_id: str) -> SlotState:
+        with redis_errors("read slot state"):
+            raw = self._r.hget(self.keys.slot_state(session_id), _STATE)
+        return SlotState.model_validate_json(raw) if raw else SlotState()
+
+    def write(self, session_id: str, base: int, state: SlotState,
+              replaced: Mapping[str, Replacement], personal: Mapping[str, str]) -> bool:
+        """Store `state` and the new entries if the stored `applied` is still `base`."""
+        args: list[Any] = [base, state.applied, state.model_dump_json()]
+        for turn_id, entry in replaced.items():
+            args += [turn_id, entry.model_dump_json()]
+        for turn_id, owner in personal.items():
+            args += [_PERSONAL + turn_id, owner]
+        keys = [self.keys.slot_state(session_id), self.keys.slot_table(session_id)]
+        with redis_errors("write slot table"):
+            return bool(self._write(keys=keys, args=args))
+
+    def view(self, session_id: str) -> SlotView:
+        return self.send_view(session_id)()
+
+    def send_view(self, session_id: str) -> Callable[[], SlotView]:
+        """The session's `SlotView`, read now and decoded by the call returned (which must
+        be made: see `send_pipeline`)."""
+        with redis_errors("read slot table"):
+            pipe = self._r.pipeline(transaction=False)
+            pipe.hget(self.keys.slot_state(session_id), _APPLIED)
+            pipe.hgetall(self.keys.slot_table(session_id))
+            replies = send_pipeline(pipe)
+
+        def read() -> SlotView:
+            with redis_errors("read slot table"):
+                applied, table = replies()
+            return self._decode(applied, table)
+
+        return read
+
+    def _decode(self, applied: Any, table: dict[Any, Any]) -> SlotView:
+        replaced: dict[str, Replacement] = {}
+        personal: dict[str, str] = {}
+        for raw_field, raw_value in table.items():
+            name, value = as_text(raw_field), as_text(raw_value)
+            if name.startswith(_PERSONAL):
+                personal[name[len(_PERSONAL):]] = value
+                continue
+            replaced[name] = self._parse(value)
+        return SlotView(applied=int(as_text(applied)) if applied else 0, replaced=replaced,
+                        personal=personal)
+
+    def _parse(self, value: str) -> Replacement:
+        with self._lock:
+            known = self._parsed.get(value)
+            if known is not None:
+                return known
+        entry = Replacement.model_validate(json.loads(value))
+        with self._lock:
+            self._parsed[value] = entry
+            while len(self._parsed) > _PARSED:
+                self._parsed.popitem(last=False)
+        return entry

@@ -1,0 +1,66 @@
+"""Current the moment it is said (issue 34): mid-conversation, before any episode closes,
+recall leads with the value just changed and hands over no stale value beside it.
+
+Embedded mode with the real fastembed model: ingest, `wait_until_processed` (the default
+stage, which covers the slot table the boundary stage keeps per turn), no close, recall.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from hivemem.config import Settings
+from hivemem.producer.client import MemoryClient
+
+pytestmark = [pytest.mark.integration, pytest.mark.model]
+
+HOSTING = [
+    ("user", "dana", "Let's host the service on AWS, in eu-west-1."),
+    ("assistant", "bot", "Decision: AWS eu-west-1 it is."),
+    ("user", "dana", "What should the health endpoint be called?"),
+    ("assistant", "bot", "Use /healthz, it is the common convention."),
+    ("user", "dana", "Actually we're moving the hosting to GCP, the AWS credits ran out."),
+    ("assistant", "bot", "Understood, GCP from now on."),
+]
+
+
+def _settings() -> Settings:
+    return Settings.model_validate({
+        "embedding": {"provider": "fastembed"},
+        "worker": {"block_ms": 50, "claim_idle_ms": 200, "claim_interval_s": 0.1},
+    })
+
+
+@pytest.fixture
+def client(tmp_path: Path, fastembed_env: Path) -> MemoryClient:
+    memory = MemoryClient.local(tmp_path / "memory", _settings())
+    yield memory
+    memory.close()
+
+
+def test_a_change_in_the_open_episode_leads_and_the_old_value_leaves(
+    client: MemoryClient,
+) -> None:
+    for role, who, text in HOSTING:
+        client.ingest("s", role, text, agent_id=who)
+    # No close: the episode that holds the change is still open (a topic shift may have
+    # closed the one before it, and reflected it or not: either way).
+    client.wait_until_processed("s", timeout=120)
+    items = client.recall("s", "Where is the service hosted?", token_budget=300)
+    assert "GCP" in items[0].content
+    assert not [i.content for i in items if "AWS" in i.content and "GCP" not in i.content]
+    # The past still has its answer.
+    before = client.recall("s", "Where was the service hosted before?", token_budget=300)
+    assert any("AWS" in i.content and "GCP" not in i.content for i in before)
+
+
+def test_a_terse_change_of_plan_is_current_at_a_small_budget(client: MemoryClient) -> None:
+    client.ingest("db", "user", "Let's use PostgreSQL for the database.", agent_id="dana")
+    client.ingest("db", "user", "Change of plan: MySQL instead, ops only supports it",
+                  agent_id="dana")
+    client.wait_until_processed("db", timeout=120)
+    items = client.recall("db", "which database are we using now?", token_budget=40)
+    assert items and "MySQL" in items[0].content
+    assert not any("PostgreSQL" in i.content for i in items)

@@ -1,0 +1,158 @@
+"""The slot table kept per turn (issue 34): the keeper's rules, its idempotence and what
+recall makes of it."""
+
+from __future__ import annotations
+
+from datetime import UTC, datetime, timedelta
+
+import numpy as np
+import pytest
+
+from hivemem.config import ReflectionSettings
+from hivemem.domain.fact import Fact, FactKind
+from hivemem.domain.models import Turn
+from hivemem.domain.scope import Scope
+from hivemem.domain.slot_table import Replacement, SlotState, SlotView
+from hivemem.pipeline.messages import EmbeddedTurn, EpisodeControl
+from hivemem.pipeline.topology import Keys
+from hivemem.pipeline.vectors import decode_vector
+from hivemem.providers.embedders import HashingEmbedder
+from hivemem.recall.currency import Currency, with_table
+from hivemem.store.currency import SlotTableStore
+from hivemem.testing import connect_fake, fake_server
+from hivemem.workers.currency import CurrencyKeeper, step
+
+T0 = datetime(2026, 5, 4, 9, 0, tzinfo=UTC)
+EMB = HashingEmbedder(64)
+
+
+def turn(seq: int, text: str, role: str = "user", agent: str | None = "dana",
+         visibility: str = "shared") -> Turn:
+    return Turn(turn_id=f"t{seq}", session_id="s", agent_id=agent, role=role, content=text,
+                timestamp=T0 + timedelta(minutes=seq), seq=seq, token_count=len(text.split()),
+                visibility=visibility)
+
+
+def items(*texts: str) -> list[EmbeddedTurn]:
+    vectors = EMB.embed_documents(list(texts))
+    return [EmbeddedTurn.of(turn(i + 1, t), vectors[i]) for i, t in enumerate(texts)]
+
+
+def run(*texts: str) -> dict[str, Replacement]:
+    state, out = SlotState(), {}
+    for item in items(*texts):
+        state, gone, _owners = step(state, item.turn, ReflectionSettings(), item.vec)
+        out.update(gone)
+    return out
+
+
+@pytest.fixture
+def store() -> SlotTableStore:
+    return SlotTableStore(connect_fake(fake_server()), Keys(partitions=4))
+
+
+def test_a_terse_change_of_plan_replaces_the_choice_it_names_instead() -> None:
+    gone = run("Let's use PostgreSQL for the database.",
+               "Change of plan: MySQL instead, ops only supports it")
+    assert gone["t1"].by == ("t2",) and gone["t1"].rule == "superseded"
+
+
+def test_a_statement_and_its_update_match_on_what_stays_the_same() -> None:
+    gone = run("Let's host the service on AWS, in eu-west-1.",
+               "What should the health endpoint be called?",
+               "Actually we're moving the hosting to GCP.")
+    assert gone["t1"].by == ("t3",)
+    assert "t2" not in gone
+
+
+def test_a_number_said_to_be_gone_names_what_it_replaces() -> None:
+    gone = run("The CSV export should allow at most 200 rows per page.",
+               "Rate limit for the public API: 250 requests per minute per key.",
+               "Update from product: the export limit is now 1000 rows per page, not 200.")
+    assert gone == {"t1": gone["t1"]} and gone["t1"].by == ("t3",)
+
+
+def test_a_revert_and_a_retraction() -> None:
+    gone = run("The repo uses Black as the formatter.",
+               "Switch the formatter to autopep8, it's less intrusive.",
+               "Let's return to Black and exclude the generated files.",
+               "Let's add a dark mode toggle.",
+               "Scrap that, no dark mode.")
+    assert gone["t1"].by == ("t2",) and gone["t2"].by == ("t3",)
+    assert gone["t4"].rule == "retracted" and gone["t4"].by == ("t5",)
+    assert SlotView(replaced=gone).chain("t1") == ("t2", "t3")
+
+
+def test_a_question_about_a_value_changes_nothing() -> None:
+    gone = run("The services run on Python 3.11.", "Should we move the services to 3.13?")
+    assert "t1" not in gone
+
+
+def test_the_keeper_applies_each_entry_once(store: SlotTableStore) -> None:
+    keeper = CurrencyKeeper(store, ReflectionSettings())
+    entries = items("We decided to use PostgreSQL for the database.",
+                    "Change of plan: we switch the database to MySQL.")
+    control = EpisodeControl(session_id="s", seq=3, action="close_episode")
+    keeper.apply("s", [*entries, control])
+    first = store.view("s")
+    assert first.applied == 3 and first.replaced["t1"].by == ("t2",)
+    before = store.state("s")
+    keeper.apply("s", [*entries, control])  # a replay after a crash before the commit
+    assert store.view("s") == first and store.state("s") == before
+    # A writer that read an older `applied` (its lease expired meanwhile) writes nothing.
+    assert not store.write("s", 1, SlotState(applied=2), {"t9": first.replaced["t1"]}, {})
+    assert "t9" not in store.view("s").replaced
+
+
+def _fact(fact_id: str, turns: list[str]) -> Fact:
+    return Fact(fact_id=fact_id, session_id="s", content="We use PostgreSQL.",
+                kind=FactKind.DECISION, subject="database", source_turn_ids=turns,
+                created_at=T0, valid_from=T0)
+
+
+def test_recall_reads_the_table_for_turns_and_the_facts_they_stated() -> None:
+    table = SlotView(applied=3, replaced={
+        "t1": Replacement(by=("t2",), rule="superseded"),
+        "t2": Replacement(by=("t3",), rule="superseded"),
+        "t5": Replacement(by=("t6",), rule="superseded", visibility="private",
+                          agent_id="alice", namespace="default"),
+    })
+    reflected = _fact("f1", ["t1", "t1b"])  # a statement and its acknowledgement
+    got = with_table(Currency({}, {}), "s", [reflected], table,
+                     Scope(namespace="default", agent_id="bob"))
+    assert got.replaced["turn:s:t1"] == ("turn:s:t2", "turn:s:t3")
+    assert got.replaced["fact:f1"] == ("turn:s:t2", "turn:s:t3")
+    assert "turn:s:t5" not in got.replaced  # bob may not see what replaced it
+    alice = with_table(Currency({}, {}), "s", [], table,
+                       Scope(namespace="default", agent_id="alice"))
+    assert alice.replaced["turn:s:t5"] == ("turn:s:t6",)
+
+
+def test_vectors_of_the_current_statements_travel_with_the_state() -> None:
+    state = SlotState()
+    sent = items("The build uses Node 18.", "The build uses Node 22.")
+    for item in sent:
+        state, _gone, _owners = step(state, item.turn, ReflectionSettings(), item.vec)
+    assert set(state.vectors) == {t for f in state.current for t in f.source_turn_ids} == {"t2"}
+    kept = decode_vector(state.vectors["t2"])
+    assert float(kept @ sent[1].vector) == pytest.approx(float(np.linalg.norm(kept)) ** 2)
+
+
+def test_a_turn_the_rules_fail_on_is_skipped_not_retried_forever(
+    store: SlotTableStore, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    import hivemem.workers.currency as keeper_module
+
+    real = keeper_module.step
+
+    def fragile(state: SlotState, t: Turn, *args: object) -> object:
+        if t.seq == 2:
+            raise ValueError("boom")
+        return real(state, t, *args)  # type: ignore[arg-type]
+
+    monkeypatch.setattr(keeper_module, "step", fragile)
+    CurrencyKeeper(store, ReflectionSettings()).apply("s", items(
+        "We decided to use PostgreSQL for the database.", "this one breaks the rules",
+        "Change of plan: we switch the database to MySQL."))
+    view = store.view("s")
+    assert view.applied == 3 and view.replaced["t1"].by == ("t3",)
