@@ -18,6 +18,11 @@ class AsyncAdmin(AsyncHandle[Admin]):
 
     ready = twin(Admin.ready)
     api_keys = twin(Admin.api_keys)
+    forget = twin(Admin.forget)
+    forget_agent = twin(Admin.forget_agent)
+    forget_namespace = twin(Admin.forget_namespace)
+    resume_forgets = twin(Admin.resume_forgets)
+    erasures = twin(Admin.erasures)
     pipeline_status = twin(Admin.pipeline_status)
     rebuild_state = twin(Admin.rebuild_state)
     sessions = twin(Admin.sessions)

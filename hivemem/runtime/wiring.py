@@ -26,6 +26,7 @@ from hivemem.service.core import Service
 from hivemem.service.guard import IngestGuard
 from hivemem.store.apikeys import ApiKeyStore
 from hivemem.store.audit import AuditLog
+from hivemem.store.erasure import ErasureStore
 from hivemem.store.episodes import EpisodeStore
 from hivemem.store.redis import Redis
 from hivemem.store.redis_connect import check_partitions, connect, connect_rq
@@ -175,6 +176,11 @@ class Wiring:
     def reflection(self) -> ReflectionState:
         """Reflection progress, traces and the per-session reflection lock."""
         return ReflectionState(self.redis, self.keys)
+
+    @cached_property
+    def erasure(self) -> ErasureStore:
+        """What a forget removes from Redis, and the forgets begun and done."""
+        return ErasureStore(self.redis, self.keys)
 
     @cached_property
     def api_keys(self) -> ApiKeyStore:

@@ -13,6 +13,7 @@ from hivemem.providers.embedders import Embedder
 from hivemem.service.guard import IngestGuard
 from hivemem.store.apikeys import ApiKeyStore
 from hivemem.store.audit import AuditLog
+from hivemem.store.erasure import ErasureStore
 from hivemem.store.episodes import EpisodeStore
 from hivemem.store.redis import Redis
 from hivemem.store.reflection import ReflectionState
@@ -54,6 +55,9 @@ class Parts(Protocol):
 
     @property
     def reflection(self) -> ReflectionState: ...
+
+    @property
+    def erasure(self) -> ErasureStore: ...
 
     @property
     def api_keys(self) -> ApiKeyStore: ...

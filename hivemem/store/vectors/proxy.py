@@ -116,5 +116,9 @@ class ProxyVectorStore(VectorStore):
     def delete(self, collection: str, where: Where) -> None:
         self._call("delete", {"collection": collection, "where": wire.encode_where(where)})
 
+    def vacuum(self) -> str:
+        """The owner vacuums its store (`EdgeVectorStore.vacuum`)."""
+        return str(self._call("vacuum", {"collection": "turns"}))
+
     def close(self) -> None:
         self._http.close()
