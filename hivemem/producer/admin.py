@@ -18,7 +18,7 @@ from hivemem.domain.audit import AuditEvent
 from hivemem.domain.compaction import CompactionDiff
 from hivemem.domain.episode import Episode
 from hivemem.domain.fact import Fact
-from hivemem.domain.forget import ForgetReceipt
+from hivemem.domain.forget import ForgetReceipt, ForgetRequest
 from hivemem.domain.models import DeadLetter, SessionStats, Turn
 from hivemem.domain.recall.policy import RecallPolicy
 from hivemem.domain.scope import OPERATOR
@@ -75,6 +75,10 @@ class Admin:
         """Finish the forgets a process began and did not finish (each process that opens
         a store does this by itself)."""
         return self._service.forget.resume(OPERATOR)
+
+    def pending_forgets(self) -> list[ForgetRequest]:
+        """Forgets begun and not finished (a process that starts finishes them)."""
+        return self._service.forget.pending(OPERATOR)
 
     def erasures(self, count: int = 20) -> list[dict[str, Any]]:
         """The newest finished forgets, newest first: who, when, what kind, counts (never

@@ -23,6 +23,7 @@ class AsyncAdmin(AsyncHandle[Admin]):
     forget_namespace = twin(Admin.forget_namespace)
     resume_forgets = twin(Admin.resume_forgets)
     erasures = twin(Admin.erasures)
+    pending_forgets = twin(Admin.pending_forgets)
     pipeline_status = twin(Admin.pipeline_status)
     rebuild_state = twin(Admin.rebuild_state)
     sessions = twin(Admin.sessions)

@@ -25,6 +25,7 @@ from typing import Any
 import structlog
 
 from hivemem.config import Settings
+from hivemem.domain.scope import OPERATOR
 from hivemem.errors import ConfigurationError, FolderBusy
 from hivemem.pipeline.topology import Topology
 from hivemem.providers.embedders import Embedder
@@ -126,10 +127,12 @@ class EmbeddedRuntime:
         self.vectors = wiring.vectors
         started = time.perf_counter()
         sessions, refed = self._recover(wiring.redis)
+        # A forget this folder's last owner began and did not finish: finished first.
+        resumed = wiring.service.forget.resume(OPERATOR)
         log.info(
             "embedded.opened", path=str(self.path), durable=durable,
             adopted_server=bool(self.server and self.server.adopted),
-            rebuilt_sessions=sessions, refed_turns=refed,
+            rebuilt_sessions=sessions, refed_turns=refed, resumed_forgets=len(resumed),
             ms=round((time.perf_counter() - started) * 1000, 1),
         )
         # Threads stop within one block interval.

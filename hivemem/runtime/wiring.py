@@ -26,8 +26,8 @@ from hivemem.service.core import Service
 from hivemem.service.guard import IngestGuard
 from hivemem.store.apikeys import ApiKeyStore
 from hivemem.store.audit import AuditLog
-from hivemem.store.erasure import ErasureStore
 from hivemem.store.episodes import EpisodeStore
+from hivemem.store.erasure import ErasureStore
 from hivemem.store.redis import Redis
 from hivemem.store.redis_connect import check_partitions, connect, connect_rq
 from hivemem.store.reflection import ReflectionState

@@ -13,8 +13,8 @@ from hivemem.providers.embedders import Embedder
 from hivemem.service.guard import IngestGuard
 from hivemem.store.apikeys import ApiKeyStore
 from hivemem.store.audit import AuditLog
-from hivemem.store.erasure import ErasureStore
 from hivemem.store.episodes import EpisodeStore
+from hivemem.store.erasure import ErasureStore
 from hivemem.store.redis import Redis
 from hivemem.store.reflection import ReflectionState
 from hivemem.store.sessions import SessionStore

@@ -255,7 +255,7 @@ class ErasureStore:
         while True:
             with redis_errors("rewrite the audit log"), self._r.pipeline() as pipe:
                 try:
-                    pipe.watch(key)
+                    pipe.watch(key)  # type: ignore[no-untyped-call]
                     rows = decode_entries(pipe.xrange(key))
                     kept: list[tuple[str, dict[str, str]]] = []
                     dropped = changed = 0
