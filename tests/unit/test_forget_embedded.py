@@ -12,6 +12,7 @@ import pytest
 from hivemem import MemoryClient
 from hivemem.config import Settings
 from hivemem.errors import NotFound
+from hivemem.store.erasure import ErasureStore
 from tests.support.forget_data import (
     PoisonEmbedder,
     files_with,
@@ -123,3 +124,41 @@ def test_forget_one_turn_keeps_the_rest(tmp_path: Path, forget_settings: Setting
 def _fact_with(client: MemoryClient, session: str, text: str) -> Any:
     return next(f for f in client.admin.facts(session, include_history=True)
                 if text in f.content)
+
+
+def test_a_forget_cut_short_is_finished_when_the_store_opens_again(
+        tmp_path: Path, forget_settings: Settings, monkeypatch: pytest.MonkeyPatch) -> None:
+    folder = tmp_path / "store"
+    secret = new_secret()
+    client = _open(folder, forget_settings)
+    try:
+        handle = client.scoped()
+        handle.ingest("cut", "user", f"We decided the door code is {secret}",
+                      markers=["decision"])
+        handle.ingest("keep", "user", "We decided to paint the door blue", markers=["decision"])
+        handle.wait_until_processed("cut", 30)
+
+        def crash(*_args: object, **_kwargs: object) -> int:
+            raise RuntimeError("the process dies here")
+
+        # Dies after the vectors and the streams are done, before the rest.
+        monkeypatch.setattr(ErasureStore, "erase_traces", crash)
+        with pytest.raises(RuntimeError):
+            handle.forget("cut")
+        monkeypatch.undo()
+        pending = client.admin.pending_forgets()
+        assert [p.session_id for p in pending] == ["cut"]
+    finally:
+        client.close()
+    reopened = _open(folder, forget_settings)
+    try:
+        assert not reopened.admin.pending_forgets()
+        assert reopened.admin.erasures(1)[0]["forget_id"] == pending[0].forget_id
+        assert "cut" not in reopened.admin.sessions()
+        assert "keep" in reopened.admin.sessions()
+        assert not redis_keys_with(reopened.admin.redis, secret)
+        assert not payloads_with(reopened.vector_store(), secret)
+        assert reopened.admin.resume_forgets() == []  # nothing left to finish
+    finally:
+        reopened.close()
+    assert not files_with(folder, secret)
