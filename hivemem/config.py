@@ -389,6 +389,9 @@ class LifecycleSettings(BaseModel):
     retention_days: float = Field(default=0.0, ge=0)
     # Per namespace (0: keep everything in it), over `retention_days`.
     namespace_retention_days: dict[str, float] = Field(default_factory=dict)
+    # How often the lifecycle sweep applies retention (one process a round: the embedded
+    # owner, or one `hivemem worker reflect` of a server deployment).
+    retention_interval_s: float = Field(default=3600.0, gt=0)
     # A forget erases twice: the second pass, after the turns in flight when it began are
     # acked (at most `forget_settle_timeout_s`, at least `forget_settle_s`), catches what
     # a worker wrote meanwhile.
@@ -401,6 +404,11 @@ class LifecycleSettings(BaseModel):
     # Rebuild the embedded engine's collections without the deleted points (their bytes
     # leave its files); a Qdrant server vacuums by itself.
     forget_vacuum: bool = True
+
+    @property
+    def retains(self) -> bool:
+        """Whether any retention is set (else the sweep does not run)."""
+        return bool(self.retention_days) or any(self.namespace_retention_days.values())
 
     def retention_for(self, namespace: str) -> float:
         """The retention in days of `namespace` (0: keep everything)."""

@@ -17,7 +17,7 @@ from typing import Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
-ForgetTarget = Literal["session", "turns", "facts", "agent", "namespace"]
+ForgetTarget = Literal["session", "turns", "facts", "agent", "namespace", "retention"]
 REDACTED = "[forgotten]"
 _WORD = re.compile(r"\w+", re.UNICODE)
 
@@ -42,6 +42,7 @@ class ForgetRequest(BaseModel):
     agent_id: str | None = None
     turn_ids: tuple[str, ...] = ()
     fact_ids: tuple[str, ...] = ()
+    before: datetime | None = None  # retention: what is older than this goes
     requested_by: str = "operator"  # who asked: "operator", "namespace:<ns>", "agent:<ns>/<id>"
     requested_at: datetime
 

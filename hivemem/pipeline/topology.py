@@ -259,6 +259,11 @@ class Keys:
         return f"{self.prefix}:{{forget}}:pending"
 
     @property
+    def retention_lease(self) -> str:
+        """Held (SET NX PX) by the one process that runs the retention sweep this round."""
+        return f"{self.prefix}:{{forget}}:retention"
+
+    @property
     def erasures(self) -> str:
         """Stream: every finished forget (who, when, what scope, counts; never content)."""
         return f"{self.prefix}:{{forget}}:erasures"

@@ -71,6 +71,12 @@ class Admin:
         """Forget every session of `namespace`."""
         return self._service.forget.forget_namespace(OPERATOR, namespace)
 
+    def apply_retention(self, *, now: datetime | None = None) -> list[ForgetReceipt]:
+        """Forget the turns and facts older than each namespace's retention
+        (`lifecycle.retention_days`, `lifecycle.namespace_retention_days`) as of `now`: what
+        the lifecycle sweep does every `lifecycle.retention_interval_s`. Off by default."""
+        return self._service.forget.apply_retention(OPERATOR, now)
+
     def resume_forgets(self) -> list[ForgetReceipt]:
         """Finish the forgets a process began and did not finish (each process that opens
         a store does this by itself)."""

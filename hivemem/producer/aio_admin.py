@@ -22,6 +22,7 @@ class AsyncAdmin(AsyncHandle[Admin]):
     forget_agent = twin(Admin.forget_agent)
     forget_namespace = twin(Admin.forget_namespace)
     resume_forgets = twin(Admin.resume_forgets)
+    apply_retention = twin(Admin.apply_retention)
     erasures = twin(Admin.erasures)
     pending_forgets = twin(Admin.pending_forgets)
     pipeline_status = twin(Admin.pipeline_status)

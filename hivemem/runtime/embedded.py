@@ -160,6 +160,9 @@ class EmbeddedRuntime:
         self._start(wiring.dispatch_worker(
             wiring.connect(), worker_settings=worker_settings, consumer="embedded-dispatch",
         ), "dispatch")
+        self._sweep = wiring.retention_sweep()
+        if self._sweep is not None:
+            self._threads.append(self._sweep.start())
         self._reflect = wiring.thread_worker()
         thread = threading.Thread(target=self._reflect.run, name="hivemem-reflect", daemon=True)
         self._threads.append(thread)
@@ -235,6 +238,8 @@ class EmbeddedRuntime:
             log.warning("embedded.close_undrained", timeout_s=timeout)
         for worker in self._workers:
             worker.stop()
+        if self._sweep is not None:
+            self._sweep.stop()
         self._reflect.stop()
         for thread in self._threads:
             # The reflect thread finishes the job it runs (an LLM call can take a while).

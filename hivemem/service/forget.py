@@ -14,7 +14,7 @@ from __future__ import annotations
 
 import time
 from collections.abc import Callable, Sequence
-from datetime import UTC, datetime
+from datetime import UTC, datetime, timedelta
 from typing import Any
 
 import structlog
@@ -31,7 +31,14 @@ from hivemem.domain.forget import (
 )
 from hivemem.domain.ids import check_id
 from hivemem.domain.models import Turn
-from hivemem.domain.scope import Access, OperatorScope, Scope, check_namespace, store_scope
+from hivemem.domain.scope import (
+    DEFAULT_NAMESPACE,
+    Access,
+    OperatorScope,
+    Scope,
+    check_namespace,
+    store_scope,
+)
 from hivemem.errors import NotFound, NotPermitted, ValidationError
 from hivemem.providers.lexical import LexicalEncoder
 from hivemem.service.access import SessionAccess
@@ -138,6 +145,30 @@ class Forgetting:
         return self.run(ForgetRequest(target="namespace", namespace=namespace,
                                       requested_by="operator",
                                       requested_at=datetime.now(UTC)))
+
+    def apply_retention(
+        self, _operator: OperatorScope, now: datetime | None = None,
+    ) -> list[ForgetReceipt]:
+        """Forget, in each namespace whose retention is set (`lifecycle.retention_days`,
+        `lifecycle.namespace_retention_days`), the turns and facts older than it (by their
+        timestamps and creation times against `now`): one forget per namespace. A session
+        left with no turns goes whole. Off (nothing done) by default."""
+        settings = self.parts.settings.lifecycle
+        if not settings.retains:
+            return []
+        now = now or datetime.now(UTC)
+        state = self.parts.state
+        namespaces = sorted({state.namespace_of(sid) or DEFAULT_NAMESPACE
+                             for sid in self.parts.sessions.session_ids()})
+        done = []
+        for namespace in namespaces:
+            days = settings.retention_for(namespace)
+            if days <= 0:
+                continue
+            done.append(self.run(ForgetRequest(
+                target="retention", namespace=namespace, before=now - timedelta(days=days),
+                requested_by="retention", requested_at=now)))
+        return done
 
     def pending(self, _operator: OperatorScope) -> list[ForgetRequest]:
         return self.parts.erasure.pending()
@@ -254,6 +285,9 @@ class Forgetting:
             if request.target in ("session", "namespace") and request.agent_id is None:
                 self._erase_session(session_id, removed)
                 return
+            if request.target == "retention" and request.before is not None:
+                self._expire(session_id, request.before, removed, redacted)
+                return
             if request.target in ("session", "agent"):
                 agent = request.agent_id
 
@@ -274,6 +308,24 @@ class Forgetting:
                 self._erase_facts(session_id, list(request.fact_ids), removed, redacted)
         finally:
             lock.release()
+
+    def _expire(self, session_id: str, before: datetime,
+                removed: dict[str, dict[str, int]], redacted: list[int]) -> None:
+        """Retention: the session's turns stamped before `before`, and its facts created
+        before it (each on its own: a newer version stays); a session left without turns
+        goes whole."""
+        vectors = self.reads.vectors()
+
+        def old(turn: Turn) -> bool:
+            return turn.timestamp < before
+
+        self._erase_turns(session_id, old, None, removed, redacted)
+        stale = [f.fact_id for f in vectors.list_facts(session_id) if f.created_at < before]
+        if stale:
+            self._erase_facts(session_id, stale, removed, redacted, versions=False)
+        if not vectors.count(TURNS, {"session_id": session_id}) and not self._known_turns(
+                session_id):
+            self._erase_session(session_id, removed)
 
     # -- a whole session -------------------------------------------------------------------
 
@@ -395,10 +447,12 @@ class Forgetting:
     # -- some facts ------------------------------------------------------------------------
 
     def _erase_facts(self, session_id: str, fact_ids: list[str],
-                     removed: dict[str, dict[str, int]], redacted: list[int]) -> None:
+                     removed: dict[str, dict[str, int]], redacted: list[int], *,
+                     versions: bool = True) -> None:
         vectors = self.reads.vectors()
         facts = {f.fact_id: f for f in vectors.list_facts(session_id)}
-        doomed = _versions(facts, [f for f in fact_ids if f in facts])
+        named = [f for f in fact_ids if f in facts]
+        doomed = _versions(facts, named) if versions else set(named)
         if not doomed:
             return
         kept = [f for fid, f in facts.items() if fid not in doomed]

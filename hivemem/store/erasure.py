@@ -325,6 +325,12 @@ class ErasureStore:
             pipe.hdel(self.keys.forget_pending, request.forget_id)
             pipe.execute()
 
+    def take_retention_round(self, owner: str, ms: int) -> bool:
+        """Whether this process runs the retention sweep this round (a lease that lapses
+        by itself: one sweep per round across every process)."""
+        with redis_errors("take the retention round"):
+            return bool(self._r.set(self.keys.retention_lease, owner, nx=True, px=ms))
+
     def erasures(self, count: int = 20) -> list[dict[str, Any]]:
         """The newest finished forgets, newest first (as `finish` logged them)."""
         with redis_errors("read the erasure log"):
