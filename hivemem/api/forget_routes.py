@@ -19,7 +19,7 @@ from hivemem.producer.scoped import ScopedMemory
 from hivemem.store.apikeys import ApiKeyInfo
 
 ItemId = Annotated[str, Path(pattern=ID_REGEX, max_length=128)]
-MAX_FORGET_IDS = 1000
+MAX_FORGET_IDS = 200  # 200 ids of up to 128 characters stay well under the body limit
 
 
 class ForgetIn(BaseModel):
