@@ -6,6 +6,7 @@ from __future__ import annotations
 
 from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
 import httpx
 import pytest
@@ -85,37 +86,44 @@ def test_forget_session_over_http_leaves_no_key_or_payload(
             assert [i.content for i in remote.recall("other", "how do we deploy?", 200)] \
                 == recalled
 
-            # One turn, over DELETE: the turn and what came only from it.
-            turn_secret = new_secret()
-            remote.ingest("t", "user", "We decided to use Redis streams for the queue",
-                          markers=["decision"], turn_id="keep")
-            remote.ingest("t", "user", f"We decided the token is {turn_secret}",
-                          markers=["decision"], turn_id="leak")
-            remote.close_episode("t")
-            remote.wait_until_reflected("t", 30)
-            assert redis_keys_with(raw, turn_secret)
-            with httpx.Client(base_url=server.url, timeout=60,
-                              headers={"Authorization": f"Bearer {key}"}) as http:
-                answer = http.delete("/v1/sessions/t/turns/leak")
-            assert answer.status_code == 200, answer.text
-            assert not redis_keys_with(raw, turn_secret)
-            assert not payloads_with(client.vector_store(), turn_secret)
-            assert [t.turn_id for t in client.admin.recent_turns("t", 10)] == ["keep"]
-
-            # One fact (its turn stays: a fact forget removes the fact, not what was said).
-            fact_secret = new_secret()
-            remote.ingest("f", "user", f"We decided to name the cluster {fact_secret}",
-                          markers=["decision"])
-            remote.close_episode("f")
-            remote.wait_until_reflected("f", 30)
-            fact = next(f for f in remote.facts("f") if fact_secret in f.content)
-            receipt = remote.forget_fact(fact.fact_id)
-            assert receipt.target == "facts"
-            assert not any(fact_secret in str(h.payload) for h in client.vector_store().scroll(
-                "facts", {"session_id": "f"}))
-            assert not any(fact_secret in str(e) for e in client.admin.audit_log("f"))
-            assert not any(fact_secret in str(t) for t in client.admin.traces(session_id="f"))
+            _one_turn(remote, client, raw, server.url, key)
+            _one_fact(remote, client)
         assert not redis_keys_with(raw, secret)
         assert not payloads_with(client.vector_store(), secret)
     finally:
         client.close()
+
+
+def _one_turn(remote: Any, client: MemoryClient, raw: Any, url: str, key: str) -> None:
+    # One turn, over DELETE: the turn and what came only from it.
+    turn_secret = new_secret()
+    remote.ingest("t", "user", "We decided to use Redis streams for the queue",
+                  markers=["decision"], turn_id="keep")
+    remote.ingest("t", "user", f"We decided the token is {turn_secret}",
+                  markers=["decision"], turn_id="leak")
+    remote.close_episode("t")
+    remote.wait_until_reflected("t", 30)
+    assert redis_keys_with(raw, turn_secret)
+    with httpx.Client(base_url=url, timeout=60,
+                      headers={"Authorization": f"Bearer {key}"}) as http:
+        answer = http.delete("/v1/sessions/t/turns/leak")
+    assert answer.status_code == 200, answer.text
+    assert not redis_keys_with(raw, turn_secret)
+    assert not payloads_with(client.vector_store(), turn_secret)
+    assert [t.turn_id for t in client.admin.recent_turns("t", 10)] == ["keep"]
+
+
+def _one_fact(remote: Any, client: MemoryClient) -> None:
+    # One fact (its turn stays: a fact forget removes the fact, not what was said).
+    fact_secret = new_secret()
+    remote.ingest("f", "user", f"We decided to name the cluster {fact_secret}",
+                  markers=["decision"])
+    remote.close_episode("f")
+    remote.wait_until_reflected("f", 30)
+    fact = next(f for f in remote.facts("f") if fact_secret in f.content)
+    receipt = remote.forget_fact(fact.fact_id)
+    assert receipt.target == "facts"
+    assert not any(fact_secret in str(h.payload) for h in client.vector_store().scroll(
+        "facts", {"session_id": "f"}))
+    assert not any(fact_secret in str(e) for e in client.admin.audit_log("f"))
+    assert not any(fact_secret in str(t) for t in client.admin.traces(session_id="f"))
