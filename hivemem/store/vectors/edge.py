@@ -665,8 +665,8 @@ class EdgeVectorStore(VectorStore):
         """Rebuild each collection into a new shard holding only its live points, and
         remove the old one: deleted points leave the engine's files (its write-ahead log
         and segment pages keep a deleted point's bytes until then). Writes wait while a
-        collection is copied (reads too: the copy reads the shard); an index build in
-        flight is waited for first (its copy predates the deletes)."""
+        collection is copied, reads go on against the old shard until the swap; an index
+        build in flight is waited for first (its copy predates the deletes)."""
         for name in COLLECTIONS:
             self._rebuild(name)
         return "done"
@@ -675,12 +675,15 @@ class EdgeVectorStore(VectorStore):
         started = time.perf_counter()
         while True:
             self.indexer.wait()
-            with self._writes, self._lock:
-                if self.indexer.running:
-                    continue
-                if self._closed:
-                    raise StoreUnavailable("qdrant-edge", "vacuum: the store is closed")
-                old = self._shards[collection]
+            # Writes wait for the copy (it must hold every live point); reads go on against
+            # the old shard until the swap, under the lock, like an index build's.
+            with self._writes:
+                with self._lock:
+                    if self.indexer.running:
+                        continue
+                    if self._closed:
+                        raise StoreUnavailable("qdrant-edge", "vacuum: the store is closed")
+                    old = self._shards[collection]
                 new_path = self.path / f"{collection}.g{time.time_ns()}"
                 new = self._open(new_path)
                 try:
@@ -691,7 +694,8 @@ class EdgeVectorStore(VectorStore):
                     new.close()
                     shutil.rmtree(new_path, ignore_errors=True)
                     raise
-                retire = self._swap(collection, new, new_path)
+                with self._lock:
+                    retire = self._swap(collection, new, new_path)
                 break
         retire()
         log.info("store.vacuumed", collection=collection, points=copied,
