@@ -278,8 +278,11 @@ class Forgetting:
 
     def _erase(self, request: ForgetRequest, session_id: str,
                removed: dict[str, dict[str, int]], redacted: list[int]) -> None:
+        # The forget's own token: a resumed forget takes over the lease its dead first run
+        # left on the session instead of waiting it out.
         lock = self.parts.reflection.lock(
-            session_id, self.parts.settings.reflection.lock_lease_ms)
+            session_id, self.parts.settings.reflection.lock_lease_ms,
+            token=f"forget-{request.forget_id}")
         lock.acquire(max(self.parts.settings.reflection.lock_wait_s, 60.0))
         try:
             if request.target in ("session", "namespace") and request.agent_id is None:

@@ -4,6 +4,9 @@ recalls and holds the same facts as before."""
 
 from __future__ import annotations
 
+import signal
+import subprocess
+import sys
 from pathlib import Path
 from typing import Any
 
@@ -159,6 +162,37 @@ def test_a_forget_cut_short_is_finished_when_the_store_opens_again(
         assert not redis_keys_with(reopened.admin.redis, secret)
         assert not payloads_with(reopened.vector_store(), secret)
         assert reopened.admin.resume_forgets() == []  # nothing left to finish
+    finally:
+        reopened.close()
+    assert not files_with(folder, secret)
+
+
+def test_an_owner_killed_mid_forget_is_finished_by_the_next(tmp_path: Path,
+                                                          forget_settings: Settings) -> None:
+    """SIGKILL of the process in the middle of its forget: the next owner of the folder
+    finishes it when it opens, and the secret is then in no file."""
+    folder = tmp_path / "store"
+    secret = new_secret()
+    repo = Path(__file__).resolve().parents[2]
+    owner = subprocess.Popen([sys.executable, "-m", "tests.support.forget_crash", str(folder),
+                              secret], cwd=repo, stdout=subprocess.PIPE, text=True,
+                             stderr=subprocess.DEVNULL)
+    try:
+        assert owner.stdout is not None
+        line = owner.stdout.readline()
+        assert line.strip() == "forgetting", line
+    finally:
+        owner.send_signal(signal.SIGKILL)
+        owner.wait(timeout=30)
+    assert files_with(folder, secret)  # killed before its disk step: the bytes are there
+    reopened = MemoryClient.local(folder, forget_settings.model_copy(
+        update={"embedding": forget_settings.embedding.model_copy(update={"dim": 64})}),
+        embedder=PoisonEmbedder(64), workers=1, as_guest=False)
+    try:
+        assert not reopened.admin.pending_forgets()
+        assert reopened.admin.erasures(1)[0]["target"] == "session"
+        assert reopened.admin.sessions() == ["kept"]
+        assert not redis_keys_with(reopened.admin.redis, secret)
     finally:
         reopened.close()
     assert not files_with(folder, secret)
