@@ -237,6 +237,7 @@ class Forgetting:
         self._settle(marks, settings.forget_settle_s, settings.forget_settle_timeout_s)
         for sid in sessions:  # the second pass: what was in flight during the first
             self._erase(request, sid, removed, redacted)
+        self.reads.drop_caches()
         disk = self._off_disk(started)
         receipt = ForgetReceipt(
             forget_id=request.forget_id, target=request.target, session_ids=sessions,

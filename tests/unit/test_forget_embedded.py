@@ -109,6 +109,8 @@ def test_forget_one_turn_keeps_the_rest(tmp_path: Path, forget_settings: Setting
         handle.ingest("s", "user", f"the staging token is {secret}", turn_id="leak")
         handle.close_episode("s")
         client.wait_until_reflected("s", 30)
+        warm = handle.recall("s", "what is the staging token?", token_budget=200)
+        assert any(secret in i.content for i in warm)  # recall's caches hold it now
         receipt = handle.forget("s", turn_ids=["leak"])
         assert receipt.removed["vectors"]["turns"] == 1
         assert not redis_keys_with(client.admin.redis, secret)
@@ -117,6 +119,8 @@ def test_forget_one_turn_keeps_the_rest(tmp_path: Path, forget_settings: Setting
         assert kept == ["keep"]
         recalled = handle.recall("s", "what queue do we use?", token_budget=200)
         assert any("Redis streams" in i.content for i in recalled)
+        again = handle.recall("s", "what is the staging token?", token_budget=200)
+        assert not any(secret in i.content for i in again)
         with pytest.raises(NotFound):
             handle.forget("s", turn_ids=["leak"])
     finally:
