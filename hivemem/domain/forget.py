@@ -11,11 +11,13 @@ from __future__ import annotations
 
 import re
 import uuid
-from collections.abc import Iterable
+from collections.abc import Collection, Iterable
 from datetime import datetime
 from typing import Literal
 
 from pydantic import BaseModel, ConfigDict, Field
+
+from hivemem.domain.fact import Fact
 
 ForgetTarget = Literal["session", "turns", "facts", "agent", "namespace", "retention"]
 REDACTED = "[forgotten]"
@@ -109,3 +111,41 @@ def redact(text: str, words: set[str]) -> str:
 def quotes(text: str, words: set[str]) -> bool:
     """Whether `text` says any of `words`."""
     return any(w.casefold() in words for w in _WORD.findall(text or ""))
+
+
+def linked(fact: Fact, dead: set[str]) -> bool:
+    return bool({fact.supersedes, fact.superseded_by, *fact.conflicts_with} & dead)
+
+
+def versions_of(facts: dict[str, Fact], start: list[str]) -> set[str]:
+    """These facts and every version of them (the supersedes chain both ways)."""
+    seen: set[str] = set()
+    todo = list(start)
+    while todo:
+        fid = todo.pop()
+        if fid in seen or fid not in facts:
+            continue
+        seen.add(fid)
+        fact = facts[fid]
+        todo += [f for f in (fact.supersedes, fact.superseded_by) if f]
+    return seen
+
+
+def redacted_fact(fact: Fact, gone: Collection[str], dead: set[str], words: set[str]) -> Fact:
+    """The fact without the forgotten turns' ids, links to forgotten facts, or the words
+    only forgotten text said."""
+    def keep(ids: list[str]) -> list[str]:
+        return [i for i in ids if i not in gone]
+
+    return fact.model_copy(update={
+        "content": redact(fact.content, words),
+        "reason": None if fact.reason is None else redact(fact.reason, words),
+        "source_turn_ids": keep(fact.source_turn_ids),
+        "retracted_by": keep(fact.retracted_by),
+        "considered_in": keep(fact.considered_in),
+        "mentioned_in": keep(fact.mentioned_in),
+        "considered_values": [redact(v, words) for v in fact.considered_values],
+        "supersedes": None if fact.supersedes in dead else fact.supersedes,
+        "superseded_by": None if fact.superseded_by in dead else fact.superseded_by,
+        "conflicts_with": [c for c in fact.conflicts_with if c not in dead],
+    })

@@ -26,8 +26,11 @@ from hivemem.domain.forget import (
     ForgetRequest,
     add_counts,
     erased_words,
+    linked,
     quotes,
     redact,
+    redacted_fact,
+    versions_of,
 )
 from hivemem.domain.ids import check_id
 from hivemem.domain.models import Turn
@@ -419,8 +422,8 @@ class Forgetting:
         changed: list[Fact] = []
         dead = set(dropped)
         for fact in [*touched, *(f for f in facts if f.fact_id not in dead
-                                 and f not in touched and _linked(f, dead))]:
-            changed.append(_redacted(fact, gone.keys(), dead, words))
+                                 and f not in touched and linked(f, dead))]:
+            changed.append(redacted_fact(fact, gone.keys(), dead, words))
         return dropped, changed
 
     def _write_facts(self, vectors: VectorStore, session_id: str, dropped: list[str],
@@ -456,14 +459,14 @@ class Forgetting:
         vectors = self.reads.vectors()
         facts = {f.fact_id: f for f in vectors.list_facts(session_id)}
         named = [f for f in fact_ids if f in facts]
-        doomed = _versions(facts, named) if versions else set(named)
+        doomed = versions_of(facts, named) if versions else set(named)
         if not doomed:
             return
         kept = [f for fid, f in facts.items() if fid not in doomed]
         words = erased_words([facts[f].content for f in doomed],
                              [f.content for f in kept]
                              + [t.content for t in self.parts.erasure.window_turns(session_id)])
-        changed = [_redacted(f, set(), doomed, words) for f in kept if _linked(f, doomed)]
+        changed = [redacted_fact(f, set(), doomed, words) for f in kept if linked(f, doomed)]
         self._write_facts(vectors, session_id, sorted(doomed), changed)
         audit = self._rewrite_audit(session_id, doomed, words)
         traces = self.parts.erasure.erase_traces(
@@ -472,40 +475,3 @@ class Forgetting:
         add_counts(removed, "redis", {"traces": traces, "audit_events": audit})
         redacted[0] += len(changed)
 
-
-def _linked(fact: Fact, dead: set[str]) -> bool:
-    return bool({fact.supersedes, fact.superseded_by, *fact.conflicts_with} & dead)
-
-
-def _versions(facts: dict[str, Fact], start: list[str]) -> set[str]:
-    """These facts and every version of them (the supersedes chain both ways)."""
-    seen: set[str] = set()
-    todo = list(start)
-    while todo:
-        fid = todo.pop()
-        if fid in seen or fid not in facts:
-            continue
-        seen.add(fid)
-        fact = facts[fid]
-        todo += [f for f in (fact.supersedes, fact.superseded_by) if f]
-    return seen
-
-
-def _redacted(fact: Fact, gone: Any, dead: set[str], words: set[str]) -> Fact:
-    """The fact without the forgotten turns' ids, links to forgotten facts, or the words
-    only forgotten text said."""
-    def keep(ids: list[str]) -> list[str]:
-        return [i for i in ids if i not in gone]
-
-    return fact.model_copy(update={
-        "content": redact(fact.content, words),
-        "reason": None if fact.reason is None else redact(fact.reason, words),
-        "source_turn_ids": keep(fact.source_turn_ids),
-        "retracted_by": keep(fact.retracted_by),
-        "considered_in": keep(fact.considered_in),
-        "mentioned_in": keep(fact.mentioned_in),
-        "considered_values": [redact(v, words) for v in fact.considered_values],
-        "supersedes": None if fact.supersedes in dead else fact.supersedes,
-        "superseded_by": None if fact.superseded_by in dead else fact.superseded_by,
-        "conflicts_with": [c for c in fact.conflicts_with if c not in dead],
-    })
