@@ -13,6 +13,7 @@ from hivemem.domain.audit import AuditEvent
 from hivemem.domain.compaction import CompactionDiff
 from hivemem.domain.episode import Episode
 from hivemem.domain.fact import Fact
+from hivemem.domain.forget import DiskErasure, ForgetReceipt, ForgetRequest
 from hivemem.domain.models import (
     ContextItem,
     DeadLetter,
@@ -85,11 +86,14 @@ __all__ = [
     "ConfigurationError",
     "ContextItem",
     "DeadLetter",
+    "DiskErasure",
     "Episode",
     "ExcludedItem",
     "ExportSummary",
     "Fact",
     "FolderBusy",
+    "ForgetReceipt",
+    "ForgetRequest",
     "HivememError",
     "ImportRefused",
     "ImportScope",

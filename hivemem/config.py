@@ -380,6 +380,41 @@ class CompactionSettings(CompactionPolicy):
         return CompactionPolicy.model_validate(self.model_dump(exclude={"every_episodes"}))
 
 
+class LifecycleSettings(BaseModel):
+    """Forgetting: how a forget finishes, and retention (turns and facts older than N days
+    forgotten by the lifecycle job; off by default)."""
+
+    # Forget turns and facts older than this many days (0: keep everything), in every
+    # namespace that `namespace_retention_days` does not name.
+    retention_days: float = Field(default=0.0, ge=0)
+    # Per namespace (0: keep everything in it), over `retention_days`.
+    namespace_retention_days: dict[str, float] = Field(default_factory=dict)
+    # How often the lifecycle sweep applies retention (one process a round: the embedded
+    # owner, or one `hivemem worker reflect` of a server deployment).
+    retention_interval_s: float = Field(default=3600.0, gt=0)
+    # A forget erases twice: the second pass, after the turns in flight when it began are
+    # acked (at most `forget_settle_timeout_s`, at least `forget_settle_s`), catches what
+    # a worker wrote meanwhile.
+    forget_settle_s: float = Field(default=0.2, ge=0)
+    forget_settle_timeout_s: float = Field(default=10.0, ge=0)
+    # Rewrite Redis's AOF after a forget (the deleted bytes leave its files); the forget
+    # waits this long for it.
+    forget_rewrite_aof: bool = True
+    forget_rewrite_timeout_s: float = Field(default=120.0, gt=0)
+    # Rebuild the embedded engine's collections without the deleted points (their bytes
+    # leave its files); a Qdrant server vacuums by itself.
+    forget_vacuum: bool = True
+
+    @property
+    def retains(self) -> bool:
+        """Whether any retention is set (else the sweep does not run)."""
+        return bool(self.retention_days) or any(self.namespace_retention_days.values())
+
+    def retention_for(self, namespace: str) -> float:
+        """The retention in days of `namespace` (0: keep everything)."""
+        return self.namespace_retention_days.get(namespace, self.retention_days)
+
+
 class LLMConfig(BaseModel):
     """One LLM endpoint. Nested into `Settings` as ``llm`` (``HIVEMEM_LLM__MODEL=...``)."""
 
@@ -413,6 +448,7 @@ class Settings(BaseSettings):
     episodes: EpisodeSettings = EpisodeSettings()
     reflection: ReflectionSettings = ReflectionSettings()
     compaction: CompactionSettings = CompactionSettings()
+    lifecycle: LifecycleSettings = LifecycleSettings()
     api: ApiSettings = ApiSettings()
     embedded: EmbeddedSettings = EmbeddedSettings()
     # An LLM for reflection (OpenAI-compatible or Anthropic); none: the heuristic reflector.

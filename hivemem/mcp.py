@@ -43,7 +43,8 @@ log = structlog.get_logger(__name__)
 INSTRUCTIONS = (
     "hivemem is shared memory for agents. Call `ingest` with each message worth keeping "
     "(decisions, constraints, failures, goals are detected), `recall` before answering to get "
-    "the relevant context, and `known_facts` for the distilled current facts of a session."
+    "the relevant context, `known_facts` for the distilled current facts of a session, and "
+    "`forget` to remove a session, turns or facts for good."
 )
 LOOPBACK = frozenset({"127.0.0.1", "localhost", "::1"})
 # A turn is added, never anything overwritten or removed; a repeated call with the same
@@ -52,6 +53,9 @@ WRITES = ToolAnnotations(title="Ingest a message", read_only_hint=False,
                          destructive_hint=False, idempotent_hint=False, open_world_hint=False)
 READS = ToolAnnotations(read_only_hint=True, destructive_hint=False, idempotent_hint=True,
                         open_world_hint=False)
+# A forget removes for good (destructive); repeating it removes nothing more.
+FORGETS = ToolAnnotations(title="Forget", read_only_hint=False, destructive_hint=True,
+                          idempotent_hint=True, open_world_hint=False)
 
 # Who is asking: the headers of the tool call's HTTP request (None on stdio) -> a handle.
 Resolver = Callable[[Any], ScopedMemory]
@@ -196,6 +200,19 @@ def build_server(memory: ScopedMemory | Resolver) -> Any:
              "valid_from": f.valid_from.isoformat()}
             for f in facts
         ]}
+
+    @server.tool(annotations=FORGETS)
+    def forget(
+        session_id: str, ctx: Context, turn_ids: list[str] | None = None,
+        fact_ids: list[str] | None = None, agent_id: str | None = None,
+    ) -> dict[str, Any]:
+        """Remove from memory, for good: the whole session (no ids given), or these turns
+        and facts of it (what was derived only from them goes too). An agent key forgets
+        only what its agent wrote. Returns what was removed, by store and kind."""
+        with _tool_errors():
+            receipt = handle(ctx, agent_id).forget(session_id, turn_ids=turn_ids,
+                                                   fact_ids=fact_ids)
+        return receipt.model_dump(mode="json")
 
     return server
 

@@ -20,6 +20,7 @@ from hivemem import __version__
 from hivemem.api.auth import KeyCheck, authenticator
 from hivemem.api.client_routes import build_client_router
 from hivemem.api.docs import install_docs
+from hivemem.api.forget_routes import build_forget_router
 from hivemem.api.limits import BodyLimit
 from hivemem.api.observe import Observe
 from hivemem.api.problems import install as install_problems
@@ -85,6 +86,7 @@ def create_app(
                                     settings.recall.default_preset))
     app.include_router(build_client_router(tenant_of, authenticator(keys), admin,
                                            max_wait_s=settings.api.max_wait_s))
+    app.include_router(build_forget_router(tenant_of, authenticator(keys)))
 
     _operations(app, admin, registry)
     # The memory explorer: static files that call the routes above with the user's key.

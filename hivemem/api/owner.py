@@ -63,6 +63,8 @@ def _run(vectors: VectorStore, op: str, collection: str, body: dict[str, Any]) -
             collection, where, with_vectors=bool(body.get("with_vectors")))))
     if op == "count":
         return vectors.count(collection, where)
+    if op == "vacuum":
+        return vectors.vacuum()
     if where is None:
         raise HTTPException(status_code=422, detail="delete needs a filter")
     vectors.delete(collection, where)

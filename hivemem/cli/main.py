@@ -15,7 +15,17 @@ import click
 from rich.text import Text
 
 from hivemem import __version__
-from hivemem.cli import chat, demo, lifecycle, memory, partitions, pipeline, service, workspace
+from hivemem.cli import (
+    chat,
+    demo,
+    forget,
+    lifecycle,
+    memory,
+    partitions,
+    pipeline,
+    service,
+    workspace,
+)
 from hivemem.cli import eval as evaluation
 from hivemem.cli import ui as explorer
 from hivemem.cli.output import stderr
@@ -52,6 +62,7 @@ COMMANDS: tuple[click.Command, ...] = (
     *pipeline.COMMANDS,     # stats, facts, episodes, traces, close-episode, reflect,
                             # rebuild-state, dlq
     *lifecycle.COMMANDS,    # compact, audit, session, timeline, export, import, backup, restore
+    *forget.COMMANDS,       # forget
     *service.COMMANDS,      # serve, mcp, apikey, worker
     *partitions.COMMANDS,   # repartition
     chat.chat,

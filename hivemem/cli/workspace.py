@@ -150,12 +150,16 @@ def status(target: Target, sessions: tuple[str, ...], as_json: bool) -> None:
         sessions = tuple(sessions) or tuple(client.admin.sessions())
         summaries = {s: session_summary(client, s) for s in sessions}
         pipeline = client.admin.pipeline_status()
+        forgets = {"pending": [r.model_dump(mode="json")
+                               for r in client.admin.pending_forgets()],
+                   "last": client.admin.erasures(1)}
         stages = [StageLag(stage=s.stage, stream=s.stream, lag=s.lag, pending=s.pending,
                            dead_letters=s.dead_letters).model_dump(mode="json")
                   for s in pipeline.stages if s.stage in STAGE_NAMES]
     reflect_jobs = pipeline.reflect_jobs["queued"]
     data = {**target.describe(), "sessions": summaries, "stages": stages,
-            "reflect_queue": reflect_jobs, "pipeline": pipeline.model_dump(mode="json")}
+            "reflect_queue": reflect_jobs, "pipeline": pipeline.model_dump(mode="json"),
+            "forgets": forgets}
     if as_json:
         emit_json(data)
         return
@@ -188,7 +192,24 @@ def status(target: Target, sessions: tuple[str, ...], as_json: bool) -> None:
                        str(stage["dead_letters"]))
     queues.add_row("reflect", str(reflect_jobs), "", "")
     console.print(queues)
+    print_forgets(console, forgets)
     print_workers(console, pipeline)
+
+
+def print_forgets(console: Console, forgets: dict[str, Any]) -> None:
+    """Forgets under way (a process finishes them when it starts) and the last one done:
+    when its bytes left the store's files."""
+    for pending in forgets["pending"]:
+        console.print(plain(f"forget {pending['forget_id']} ({pending['target']}) under way"
+                            f" since {pending['requested_at']}"))
+    for done in forgets["last"]:
+        disk = done.get("disk") or {}
+        console.print(plain(
+            f"last forget {done['forget_id']} ({done['target']}) finished"
+            f" {done['finished_at']}; on disk: redis AOF"
+            f" {'rewritten' if disk.get('redis_aof_rewritten') else 'not rewritten'},"
+            f" vectors {disk.get('vectors_vacuum', 'none')}"
+            f" ({disk.get('seconds', 0)} s after it began)"))
 
 
 def print_workers(console: Console, pipeline: PipelineStatus) -> None:

@@ -22,7 +22,7 @@ from __future__ import annotations
 
 import functools
 import hashlib
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
 
 from redis.crc import key_slot
@@ -248,6 +248,37 @@ class Keys:
     def all_sessions(self) -> list[str]:
         """Every partition's session set: cross-session reads fan out over these."""
         return [self.sessions(p) for p in range(self.partitions)]
+
+    def session_keys(self, session_id: str, episode_ids: Iterable[str] = ()) -> list[str]:
+        """Every key that is the session's own (and its closed episodes' bodies): what a
+        forget deletes, in one place. A key added for a session is listed here."""
+        return [
+            self.session_turn_ids(session_id), self.session_recent(session_id),
+            self.session_processed(session_id), self.session_dead(session_id),
+            self.session_meta(session_id), self.session_info(session_id),
+            self.session_audit(session_id), self.boundary_state(session_id),
+            self.boundary_buffer(session_id), self.boundary_lease(session_id),
+            self.slot_state(session_id), self.slot_table(session_id),
+            self.session_episodes(session_id), self.reflected(session_id),
+            *(self.episode(session_id, e) for e in episode_ids),
+        ]
+
+    # Forgetting (single-key commands only: these keys have a tag of their own).
+    @property
+    def forget_pending(self) -> str:
+        """Hash forget id -> the request (JSON): a forget begun and not yet finished (a
+        process that starts finishes it)."""
+        return f"{self.prefix}:{{forget}}:pending"
+
+    @property
+    def retention_lease(self) -> str:
+        """Held (SET NX PX) by the one process that runs the retention sweep this round."""
+        return f"{self.prefix}:{{forget}}:retention"
+
+    @property
+    def erasures(self) -> str:
+        """Stream: every finished forget (who, when, what scope, counts; never content)."""
+        return f"{self.prefix}:{{forget}}:erasures"
 
     # Scopes and the service.
     def api_key(self, key_id: str) -> str:

@@ -18,6 +18,7 @@ from hivemem.domain.audit import AuditEvent
 from hivemem.domain.compaction import CompactionDiff
 from hivemem.domain.episode import Episode
 from hivemem.domain.fact import Fact
+from hivemem.domain.forget import ForgetReceipt, ForgetRequest
 from hivemem.domain.models import DeadLetter, SessionStats, Turn
 from hivemem.domain.recall.policy import RecallPolicy
 from hivemem.domain.scope import OPERATOR
@@ -53,6 +54,42 @@ class Admin:
         """Whether Redis and the vector store answer: ``{"redis": "ok", "vectors": ...}``,
         each "ok" or "unavailable: <error type>" (never raises)."""
         return self._service.operator.ready(OPERATOR)
+
+    def forget(
+        self, session_id: str, *, turn_ids: Sequence[str] | None = None,
+        fact_ids: Sequence[str] | None = None,
+    ) -> ForgetReceipt:
+        """Forget a session of any namespace (or these turns and facts of it)."""
+        return self._service.forget.forget(OPERATOR, session_id, turn_ids=turn_ids,
+                                           fact_ids=fact_ids)
+
+    def forget_agent(self, namespace: str, agent_id: str) -> ForgetReceipt:
+        """Forget what `agent_id` wrote in every session of `namespace`."""
+        return self._service.forget.forget_agent(OPERATOR, namespace, agent_id)
+
+    def forget_namespace(self, namespace: str) -> ForgetReceipt:
+        """Forget every session of `namespace`."""
+        return self._service.forget.forget_namespace(OPERATOR, namespace)
+
+    def apply_retention(self, *, now: datetime | None = None) -> list[ForgetReceipt]:
+        """Forget the turns and facts older than each namespace's retention
+        (`lifecycle.retention_days`, `lifecycle.namespace_retention_days`) as of `now`: what
+        the lifecycle sweep does every `lifecycle.retention_interval_s`. Off by default."""
+        return self._service.forget.apply_retention(OPERATOR, now)
+
+    def resume_forgets(self) -> list[ForgetReceipt]:
+        """Finish the forgets a process began and did not finish (each process that opens
+        a store does this by itself)."""
+        return self._service.forget.resume(OPERATOR)
+
+    def pending_forgets(self) -> list[ForgetRequest]:
+        """Forgets begun and not finished (a process that starts finishes them)."""
+        return self._service.forget.pending(OPERATOR)
+
+    def erasures(self, count: int = 20) -> list[dict[str, Any]]:
+        """The newest finished forgets, newest first: who, when, what kind, counts (never
+        what was forgotten)."""
+        return self._service.forget.erasures(OPERATOR, count)
 
     def api_keys(self) -> ApiKeyStore:
         """The API keys (create, revoke, list, authenticate)."""

@@ -18,6 +18,13 @@ class AsyncAdmin(AsyncHandle[Admin]):
 
     ready = twin(Admin.ready)
     api_keys = twin(Admin.api_keys)
+    forget = twin(Admin.forget)
+    forget_agent = twin(Admin.forget_agent)
+    forget_namespace = twin(Admin.forget_namespace)
+    resume_forgets = twin(Admin.resume_forgets)
+    apply_retention = twin(Admin.apply_retention)
+    erasures = twin(Admin.erasures)
+    pending_forgets = twin(Admin.pending_forgets)
     pipeline_status = twin(Admin.pipeline_status)
     rebuild_state = twin(Admin.rebuild_state)
     sessions = twin(Admin.sessions)

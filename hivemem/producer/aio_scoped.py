@@ -48,3 +48,6 @@ class AsyncScopedMemory(AsyncHandle[ScopedMemory]):
     related_sessions = twin(ScopedMemory.related_sessions)
     session_context = twin(ScopedMemory.session_context)
     export = twin(ScopedMemory.export)
+    forget = twin(ScopedMemory.forget)
+    forget_fact = twin(ScopedMemory.forget_fact)
+    forget_agent = twin(ScopedMemory.forget_agent)

@@ -31,6 +31,7 @@ import httpx
 from hivemem.domain.audit import AuditEvent
 from hivemem.domain.episode import Episode
 from hivemem.domain.fact import Fact
+from hivemem.domain.forget import ForgetReceipt
 from hivemem.domain.ids import check_id
 from hivemem.domain.models import (
     RecallResult,
@@ -67,6 +68,10 @@ from hivemem.transfer.importer import ImportSummary
 from hivemem.transfer.stores import Progress
 
 R = TypeVar("R")
+
+
+def _receipt(response: httpx.Response) -> ForgetReceipt:
+    return ForgetReceipt.model_validate(response.json())
 
 
 class RemoteMemory:
@@ -185,6 +190,34 @@ class RemoteMemory:
         return self._send(Call("PATCH", session_path(session_id),
                                lambda r: SessionInfo.model_validate(r.json()),
                                json={"title": title, "agent_id": self._agent}))
+
+    def forget(
+        self, session_id: str, *, turn_ids: Sequence[str] | None = None,
+        fact_ids: Sequence[str] | None = None,
+    ) -> ForgetReceipt:
+        """Remove the session (neither ids given), or these turns and facts of it (an agent
+        key: only what its agent wrote)."""
+        check_id("session_id", session_id)
+        if not turn_ids and not fact_ids:
+            return self._send(Call("DELETE", session_path(session_id), _receipt))
+        return self._send(Call("POST", session_path(session_id, "/forget"), _receipt,
+                               json={"turn_ids": list(turn_ids or ()),
+                                     "fact_ids": list(fact_ids or ())}))
+
+    def forget_fact(self, fact_id: str) -> ForgetReceipt:
+        """Forget one fact (and every version of it), by its id alone."""
+        check_id("fact_id", fact_id)
+        return self._send(Call("DELETE", f"/v1/facts/{segment(fact_id)}", _receipt))
+
+    def forget_agent(self, agent_id: str | None = None) -> ForgetReceipt:
+        """Forget what `agent_id` (default: the handle's agent) wrote in the namespace."""
+        agent = agent_id if agent_id is not None else self._agent
+        if agent is None:
+            raise ValidationError("agent_id", "name the agent whose data to forget")
+        check_id("agent_id", agent)
+        if self._pinned and agent != self._agent:
+            raise NotPermitted("agent_id", f"this handle acts as agent {self._agent!r} only")
+        return self._send(Call("DELETE", f"/v1/agents/{segment(agent)}", _receipt))
 
     # -- reads -----------------------------------------------------------------------------
 

@@ -18,6 +18,7 @@ from typing import Any
 from hivemem.domain.audit import AuditEvent
 from hivemem.domain.episode import Episode
 from hivemem.domain.fact import Fact
+from hivemem.domain.forget import ForgetReceipt
 from hivemem.domain.models import RecallResult, Role, SessionStats, Turn
 from hivemem.domain.recall.policy import RecallPolicy
 from hivemem.domain.scope import Scope, scope_for
@@ -125,6 +126,33 @@ class ScopedMemory:
     def set_session_info(self, session_id: str, *, title: str | None = None) -> SessionInfo:
         """Name the session (and, with a bound agent, record it as the session's agent)."""
         return self._service.sessions.set_info(self._scope, session_id, title=title)
+
+    def forget(
+        self, session_id: str, *, turn_ids: Sequence[str] | None = None,
+        fact_ids: Sequence[str] | None = None,
+    ) -> ForgetReceipt:
+        """Remove the session (neither ids given), or these turns and facts of it, from every
+        store and, within a bounded time, from the store's files (docs/forget.md). A
+        handle pinned to its agent (an agent key) forgets only what that agent wrote."""
+        return self._service.forget.forget(
+            self._scope, session_id, turn_ids=turn_ids, fact_ids=fact_ids,
+            agent_id=self._scope.agent_id if self._pinned else None)
+
+    def forget_fact(self, fact_id: str) -> ForgetReceipt:
+        """Forget one fact (and every version of it), by its id alone."""
+        session_id = self._service.forget.session_of_fact(self._scope, fact_id)
+        return self.forget(session_id, fact_ids=[fact_id])
+
+    def forget_agent(self, agent_id: str | None = None) -> ForgetReceipt:
+        """Forget what `agent_id` (default: the handle's agent) wrote in every session of the
+        namespace. A pinned handle forgets its own agent's only."""
+        agent = agent_id if agent_id is not None else self._scope.agent_id
+        if agent is None:
+            raise ValidationError("agent_id", "name the agent whose data to forget")
+        if self._pinned and agent != self._scope.agent_id:
+            raise NotPermitted("agent_id", f"this key acts as agent {self._scope.agent_id!r}"
+                               " only")
+        return self._service.forget.forget_agent(self._scope, self._scope.namespace, agent)
 
     # -- reads -----------------------------------------------------------------------------
 

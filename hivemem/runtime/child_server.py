@@ -164,6 +164,9 @@ class ChildServer:
                 "--pidfile", str(self.data / PIDFILE),
                 "--appendonly", "yes",
                 "--appendfsync", self.fsync,
+                # A plain AOF: an RDB preamble would copy stream nodes as they are in memory,
+                # entries deleted by a forget included (docs/forget.md).
+                "--aof-use-rdb-preamble", "no",
                 "--save", "",
                 "--daemonize", "no",
                 "--logfile", str(logfile),

@@ -25,6 +25,7 @@ from typing import Any
 import structlog
 
 from hivemem.config import Settings
+from hivemem.domain.scope import OPERATOR
 from hivemem.errors import ConfigurationError, FolderBusy
 from hivemem.pipeline.topology import Topology
 from hivemem.providers.embedders import Embedder
@@ -126,10 +127,12 @@ class EmbeddedRuntime:
         self.vectors = wiring.vectors
         started = time.perf_counter()
         sessions, refed = self._recover(wiring.redis)
+        # A forget this folder's last owner began and did not finish: finished first.
+        resumed = wiring.service.forget.resume(OPERATOR)
         log.info(
             "embedded.opened", path=str(self.path), durable=durable,
             adopted_server=bool(self.server and self.server.adopted),
-            rebuilt_sessions=sessions, refed_turns=refed,
+            rebuilt_sessions=sessions, refed_turns=refed, resumed_forgets=len(resumed),
             ms=round((time.perf_counter() - started) * 1000, 1),
         )
         # Threads stop within one block interval.
@@ -157,6 +160,9 @@ class EmbeddedRuntime:
         self._start(wiring.dispatch_worker(
             wiring.connect(), worker_settings=worker_settings, consumer="embedded-dispatch",
         ), "dispatch")
+        self._sweep = wiring.retention_sweep()
+        if self._sweep is not None:
+            self._threads.append(self._sweep.start())
         self._reflect = wiring.thread_worker()
         thread = threading.Thread(target=self._reflect.run, name="hivemem-reflect", daemon=True)
         self._threads.append(thread)
@@ -232,6 +238,8 @@ class EmbeddedRuntime:
             log.warning("embedded.close_undrained", timeout_s=timeout)
         for worker in self._workers:
             worker.stop()
+        if self._sweep is not None:
+            self._sweep.stop()
         self._reflect.stop()
         for thread in self._threads:
             # The reflect thread finishes the job it runs (an LLM call can take a while).

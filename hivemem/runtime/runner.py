@@ -40,6 +40,12 @@ def run_reflect_worker(
     from hivemem.workers.rqworker import QueueCare, work_through_outages  # rq: lazily
 
     with Wiring(settings) as wiring:
+        # Forgets a process began and did not finish (it died): the reflect worker, the one
+        # process kind every server deployment runs, finishes them as it starts.
+        wiring.service.forget.resume(OPERATOR)
+        sweep = None if burst else wiring.retention_sweep()
+        if sweep is not None:
+            sweep.start()  # a daemon thread: it ends with the process
         dispatcher = wiring.dispatch_worker(wiring.connect())
         dispatch_thread = threading.Thread(
             target=dispatcher.run, kwargs={"burst": burst}, name="hivemem-dispatch",

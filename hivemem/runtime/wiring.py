@@ -14,10 +14,11 @@ reflector. `close()` closes what the wiring opened itself and nothing that was h
 from __future__ import annotations
 
 from collections.abc import Callable
-from functools import cached_property
+from functools import cached_property, partial
 from typing import TYPE_CHECKING, Any, Self
 
 from hivemem.config import Settings, WorkerSettings
+from hivemem.domain.scope import OPERATOR
 from hivemem.pipeline.topology import Keys, Topology
 from hivemem.providers.embedders import Embedder, build_embedder
 from hivemem.providers.llm import reflector_for
@@ -28,6 +29,7 @@ from hivemem.store.apikeys import ApiKeyStore
 from hivemem.store.audit import AuditLog
 from hivemem.store.currency import SlotTableStore
 from hivemem.store.episodes import EpisodeStore
+from hivemem.store.erasure import ErasureStore
 from hivemem.store.redis import Redis
 from hivemem.store.redis_connect import check_partitions, connect, connect_rq
 from hivemem.store.reflection import ReflectionState
@@ -46,6 +48,7 @@ from hivemem.workers.dispatch import DispatchHandler, dispatch_kind
 from hivemem.workers.embed import EmbedHandler, embed_kind
 from hivemem.workers.jobs import JobContext
 from hivemem.workers.queue import JobQueue
+from hivemem.workers.retention import RetentionSweep
 from hivemem.workers.stream import StreamWorker, WorkerKind
 from hivemem.workers.window import WindowHandler, window_kind
 
@@ -182,6 +185,11 @@ class Wiring:
     def reflection(self) -> ReflectionState:
         """Reflection progress, traces and the per-session reflection lock."""
         return ReflectionState(self.redis, self.keys)
+
+    @cached_property
+    def erasure(self) -> ErasureStore:
+        """What a forget removes from Redis, and the forgets begun and done."""
+        return ErasureStore(self.redis, self.keys)
 
     @cached_property
     def api_keys(self) -> ApiKeyStore:
@@ -385,6 +393,16 @@ class Wiring:
             [queue], context=context or self.job_context(conn), connection=queue_conn,
             name=name, job_heartbeat_s=self.settings.reflection.job_heartbeat_s,
         )
+
+    def retention_sweep(self) -> RetentionSweep | None:
+        """The lifecycle sweep (retention), or None when no retention is set."""
+        lifecycle = self.settings.lifecycle
+        if not lifecycle.retains:
+            return None
+        forget = self.service.forget
+        return RetentionSweep(partial(forget.apply_retention, OPERATOR),
+                              self.erasure.take_retention_round,
+                              lifecycle.retention_interval_s)
 
     def thread_worker(self, conn: Redis | None = None) -> ThreadWorker:
         """The reflect queue's worker as a thread (embedded mode), on its own connection."""

@@ -9,6 +9,7 @@ process (and per wiring): the handles share it.
 from __future__ import annotations
 
 from hivemem.service.access import SessionAccess
+from hivemem.service.forget import Forgetting
 from hivemem.service.operator import Operator
 from hivemem.service.parts import Parts
 from hivemem.service.reads import Reads
@@ -30,6 +31,7 @@ class Service:
         self.sessions = Sessions(parts, self.access, self.reads)
         self.operator = Operator(parts, self.access, self.reads, self.sessions)
         self.transfer = Transfer(parts, self.access, self.reads)
+        self.forget = Forgetting(parts, self.access, self.reads)
 
     def close(self) -> None:
         """Stop the read path's helper threads (the stores close with the wiring)."""

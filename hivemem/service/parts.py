@@ -15,6 +15,7 @@ from hivemem.store.apikeys import ApiKeyStore
 from hivemem.store.audit import AuditLog
 from hivemem.store.currency import SlotTableStore
 from hivemem.store.episodes import EpisodeStore
+from hivemem.store.erasure import ErasureStore
 from hivemem.store.redis import Redis
 from hivemem.store.reflection import ReflectionState
 from hivemem.store.sessions import SessionStore
@@ -58,6 +59,9 @@ class Parts(Protocol):
 
     @property
     def reflection(self) -> ReflectionState: ...
+
+    @property
+    def erasure(self) -> ErasureStore: ...
 
     @property
     def api_keys(self) -> ApiKeyStore: ...

@@ -44,6 +44,15 @@ class Reads:
                 )
             return self._recaller
 
+    def drop_caches(self) -> None:
+        """Forget what the read path keeps between recalls (known facts, current-state
+        views, the texts of recent unreflected turns, speakers): after a forget, nothing
+        of what it removed stays in this process. The next recall builds them again."""
+        with self._lock:
+            # A recall under way finishes on the old one (its helper thread ends with it);
+            # the next is built afresh on the same stores.
+            self._recaller = None
+
     @property
     def opened(self) -> bool:
         """Whether the read side (vector store, query model) was opened."""

@@ -24,11 +24,13 @@ class SessionLock:
     lapsed (a stalled process) finds out there and writes nothing.
     """
 
-    def __init__(self, client: Redis, key: str, lease_ms: int) -> None:
+    def __init__(self, client: Redis, key: str, lease_ms: int, token: str | None = None) -> None:
         self._r = client
         self.key = key
         self.lease_ms = lease_ms
-        self.token = secrets.token_hex(8)
+        # A holder that may die and come back (a forget resumed by the next process) names
+        # its token: the lease it left is then taken over, not waited out.
+        self.token = token or secrets.token_hex(8)
         self._renew = client.register_script(lua("renew_lease"))
         self._release = client.register_script(lua("release_lease"))
         self._stop = threading.Event()
@@ -38,7 +40,8 @@ class SessionLock:
         deadline = time.monotonic() + wait_s
         while True:
             with redis_errors("acquire reflect lock"):
-                if self._r.set(self.key, self.token, nx=True, px=self.lease_ms):
+                if self._r.set(self.key, self.token, nx=True, px=self.lease_ms) or self._renew(
+                        keys=[self.key], args=[self.token, self.lease_ms]):
                     break
             if time.monotonic() >= deadline:
                 raise RetryLater(f"{self.key} is held by another reflection")
@@ -75,8 +78,8 @@ class ReflectionState:
         self.traces_maxlen = traces_maxlen
         self._advance = client.register_script(lua("reflection_advance"))
 
-    def lock(self, session_id: str, lease_ms: int) -> SessionLock:
-        return SessionLock(self._r, self.keys.reflect_lock(session_id), lease_ms)
+    def lock(self, session_id: str, lease_ms: int, token: str | None = None) -> SessionLock:
+        return SessionLock(self._r, self.keys.reflect_lock(session_id), lease_ms, token)
 
     def reflected(self, session_id: str) -> int:
         with redis_errors("read reflected pointer"):

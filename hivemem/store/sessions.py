@@ -187,19 +187,18 @@ class SessionStore:
         with redis_errors("check episodes"):
             return bool(self._r.exists(*[self.keys.episode(session_id, e) for e in episode_ids]))
 
-    def purge(self, session_id: str) -> None:
-        """Remove the session's Redis state (import --mode replace, before it writes the
-        file's version of the session)."""
+    def purge(self, session_id: str) -> int:
+        """Remove the session's Redis state: every key `Keys.session_keys` lists, and its
+        entry in the partition's session set and boundary waiting list (import --mode
+        replace, before it writes the file's version; and every forget). Returns how many
+        keys existed."""
         k = self.keys
         episodes = self.episode_ids(session_id)
-        keys = [
-            k.session_turn_ids(session_id), k.session_recent(session_id),
-            k.session_processed(session_id),
-            k.session_dead(session_id), k.session_meta(session_id), k.session_info(session_id),
-            k.boundary_state(session_id), k.boundary_buffer(session_id),
-            k.slot_state(session_id), k.slot_table(session_id),
-            k.session_episodes(session_id), k.reflected(session_id),
-            k.session_audit(session_id), *(k.episode(session_id, e) for e in episodes),
-        ]
         with redis_errors("purge session"):
-            self._r.delete(*keys)
+            # One MULTI: every key is in the session's slot (the session set too).
+            pipe = self._r.pipeline(transaction=True)
+            pipe.delete(*k.session_keys(session_id, episodes))
+            pipe.srem(k.session_set(session_id), session_id)
+            pipe.zrem(k.boundary_waiting(k.partition(session_id)), session_id)
+            deleted = pipe.execute()[0]
+        return int(deleted)

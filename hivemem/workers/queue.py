@@ -11,7 +11,7 @@ Redis; `hivemem.runtime.wiring` builds the one queue of a process.
 from __future__ import annotations
 
 import threading
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from datetime import UTC, datetime, timedelta
 from functools import cached_property
 from typing import Any
@@ -32,6 +32,16 @@ _COMPACT_FAILED_TTL_S = 7 * 24 * 3600
 
 # Put an outbox entry's job into a MULTI pipeline on rq's Redis.
 Enqueue = Callable[[Any, OutboxEntry], None]
+
+
+def _job_sessions(job: Any) -> tuple[str, ...]:
+    """The session ids a job's arguments name (reflect and replay: (episode, session);
+    compaction: (session, trigger))."""
+    try:
+        args = tuple(job.args or ())
+    except Exception:  # an unreadable job names no session
+        return ()
+    return tuple(a for a in args if isinstance(a, str))
 
 
 def reflect_job_id(episode_id: str) -> str:
@@ -117,6 +127,33 @@ class JobQueue:
             else:
                 job = self.rq_queue.enqueue_call(COMPACT_JOB, **kwargs)
         return str(job.id)
+
+    # -- forgetting -----------------------------------------------------------------------
+
+    def forget_jobs(self, session_id: str, markers: Sequence[str] = ()) -> int:
+        """Delete every job of the session that is not running (queued, scheduled,
+        deferred, finished, failed: reflections, replays, compactions), with its results,
+        and these keys (the episodes' dispatch markers, on rq's Redis). A running job is
+        left to finish (the forget holds the session's reflect lock, so it waits, and the
+        forget's second pass deletes it once it is done). Returns how many jobs."""
+        from rq.job import Job
+
+        queue = self.rq_queue
+        with redis_errors("forget reflect jobs"):
+            ids = set(queue.get_job_ids())
+            for registry in (queue.scheduled_job_registry, queue.deferred_job_registry,
+                             queue.finished_job_registry, queue.failed_job_registry):
+                ids.update(registry.get_job_ids(cleanup=False))
+            running = set(queue.started_job_registry.get_job_ids(cleanup=False))
+            removed = 0
+            for job in Job.fetch_many(sorted(ids - running), connection=self.connection):
+                if job is None or session_id not in _job_sessions(job):
+                    continue
+                job.delete(remove_from_queue=True)
+                removed += 1
+            if markers:
+                self.connection.delete(*markers)
+        return removed
 
     # -- counts ----------------------------------------------------------------------------
 

@@ -95,6 +95,23 @@ async def _session(tmp_path: Path, errlog: Any) -> None:
         text = bad.content[0].text
         assert bad.is_error and text.startswith("role: ") and "\n" not in text, text
         assert "http" not in text
+        await _forget(session, listed, first["turn_id"])
+
+
+async def _forget(session: Any, listed: dict[str, Any], turn_id: str) -> None:
+    # Forget: destructive, and scoped like every tool.
+    hints = listed["forget"].annotations
+    assert hints is not None and hints.destructive_hint is True
+    gone = _data(await session.call_tool("forget", {
+        "session_id": "proj", "turn_ids": [turn_id]}))
+    assert gone["target"] == "turns" and gone["removed"]["vectors"]["turns"] == 1
+    left = _data(await session.call_tool("recall", {
+        "session_id": "proj", "query": "which database?", "agent_id": "reviewer"}))
+    assert not any("We decided" in i["content"] for i in left["items"])
+    gone = _data(await session.call_tool("forget", {"session_id": "proj"}))
+    assert gone["target"] == "session"
+    bad = await session.call_tool("forget", {"session_id": "proj"})
+    assert bad.is_error and "session_id: no such session" in bad.content[0].text
 
 
 def test_mcp_over_stdio(tmp_path: Path) -> None:

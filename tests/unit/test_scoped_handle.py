@@ -208,6 +208,10 @@ CASES: dict[str, tuple[Call, str | None, bool | str]] = {
                True),
     "for_agent": (lambda m, _t, _s: m.for_agent("bob").for_agent("alice"), "'a'", False),
     "pin": (lambda m, _t, _s: m.pin() if m.scope.agent_id else m, "'a'", False),
+    "forget": (lambda m, _t, s: m.forget(s, turn_ids=["t-a1"]), '"turns": 1', True),
+    "forget_fact": (lambda m, _t, s: m.forget_fact(F_SHARED if s == SA else F_ZEBRA),
+                    '"facts": 1', True),
+    "forget_agent": (lambda m, _t, _s: m.forget_agent("alice"), '"agent"', False),
 }
 
 
@@ -240,7 +244,7 @@ def test_each_method_keeps_to_its_scope(world: World, name: str, agent: str | No
         for session in (SB,) if names_session == CREATES else (SB, "no-such-session"):
             with pytest.raises(NotFound) as info:
                 call(handle, world.tmp, session)
-            if name != "audit":  # audit names a fact: "no fact <id>"
+            if name not in ("audit", "forget_fact"):  # these name a fact: "no fact <id>"
                 assert (info.value.field, info.value.message) == ("session_id",
                                                                   "no such session")
         assert world.client.admin.session_stats(SB).last_seq == before  # nothing written

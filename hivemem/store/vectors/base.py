@@ -333,6 +333,12 @@ class VectorStore(ABC):
     def delete(self, collection: str, where: Where) -> None:
         """Remove the points that match (only `import --mode replace` does this)."""
 
+    def vacuum(self) -> str:
+        """Take deleted points off disk (a forget's last step). "done": gone from the
+        store's files now; "server": a Qdrant server's optimizer vacuums them by itself;
+        "none": nothing to do here."""
+        return "none"
+
     @abstractmethod
     def close(self) -> None: ...
 

@@ -170,13 +170,13 @@ class EdgeVectorStore(VectorStore):
             # `_migrate` copies it into the current layout.
             return self._qe.EdgeShard.load(str(shard_path))
 
-    def _ensure_indexes(self, collection: str) -> None:
+    def _ensure_indexes(self, collection: str, shard: Any = None) -> None:
         """A payload index on every field recall filters on, also in a shard made before
         the field was indexed (unindexed filters cost ~90 ms at 100k points). An index made
         with other parameters (before only the tenant key took part in the HNSW build) is
         made again: the engine builds an extra graph per value of every field whose index
         has `enable_hnsw`, which made a one-session build several times the main graph."""
-        shard = self._shards[collection]
+        shard = self._shards[collection] if shard is None else shard
         have = shard.info().payload_schema
         for field, schema in self._index_schemas():
             info = have.get(field)
@@ -660,6 +660,76 @@ class EdgeVectorStore(VectorStore):
         with self._writes, self._lock:
             self._on("delete", collection, "update", operation)
             self.indexer.wrote(collection, 0, operation)
+
+    def vacuum(self) -> str:
+        """Rebuild each collection into a new shard holding only its live points, and
+        remove the old one: deleted points leave the engine's files (its write-ahead log
+        and segment pages keep a deleted point's bytes until then). Writes wait while a
+        collection is copied, reads go on against the old shard until the swap; an index
+        build in flight is waited for first (its copy predates the deletes)."""
+        for name in COLLECTIONS:
+            self._rebuild(name)
+        return "done"
+
+    def _rebuild(self, collection: str) -> None:
+        started = time.perf_counter()
+        while True:
+            self.indexer.wait()
+            # Writes wait for the copy (it must hold every live point); reads go on against
+            # the old shard until the swap, under the lock, like an index build's.
+            with self._writes:
+                with self._lock:
+                    if self.indexer.running:
+                        continue
+                    if self._closed:
+                        raise StoreUnavailable("qdrant-edge", "vacuum: the store is closed")
+                    old = self._shards[collection]
+                new_path = self.path / f"{collection}.g{time.time_ns()}"
+                new = self._open(new_path)
+                try:
+                    self._ensure_indexes(collection, new)
+                    copied = self._copy_points(old, new, collection)
+                    new.flush()
+                except Exception:
+                    new.close()
+                    shutil.rmtree(new_path, ignore_errors=True)
+                    raise
+                with self._lock:
+                    retire = self._swap(collection, new, new_path)
+                break
+        retire()
+        log.info("store.vacuumed", collection=collection, points=copied,
+                 ms=round((time.perf_counter() - started) * 1000, 1))
+        every = self.index.index_after_points
+        if every and copied >= every:
+            self.build_index(collection, wait=False)
+
+    def _copy_points(self, old: Any, new: Any, collection: str) -> int:
+        qe = self._qe
+        copied = 0
+        offset: Any = None
+        while True:
+            records, offset = old.scroll(qe.ScrollRequest(
+                offset=offset, limit=512, with_payload=True, with_vector=True))
+            batch = []
+            for r in records:
+                vector = as_vector(r.vector)
+                if vector is None:
+                    continue
+                sparse = None
+                if isinstance(r.vector, dict) and LEXICAL in r.vector:
+                    kept = r.vector[LEXICAL]
+                    sparse = SparseVector(list(kept.indices), list(kept.values))
+                vectors = self._vectors(collection, Point(str(r.id), vector, r.payload, sparse,
+                                                          window_of(r.vector)))
+                if collection == TURNS and isinstance(r.vector, dict) and FUSED in r.vector:
+                    vectors[FUSED] = list(r.vector[FUSED])  # as stored: refined windows too
+                batch.append(qe.Point(id=str(r.id), vector=vectors, payload=r.payload))
+            if batch:
+                new.update(qe.UpdateOperation.upsert_points(batch))
+                copied += len(batch)
+            if offset is None:
+                return copied
 
     def flush(self) -> None:
         with self._writes, self._lock:  # files change: not while a build copies them

@@ -57,11 +57,13 @@ class ProxyVectorStore(VectorStore):
             self._has_windows = bool(self._call("info", {}).get("has_windows", False))
         return self._has_windows
 
-    def _call(self, op: str, body: dict[str, Any]) -> Any:
+    def _call(self, op: str, body: dict[str, Any],
+              timeout: httpx.Timeout | None = None) -> Any:
         if self._url is None:
             raise StoreUnavailable("vectors", self._unreachable)
         try:
-            response = self._http.post(PATH.format(op=op), json=body)
+            response = self._http.post(PATH.format(op=op), json=body,
+                                       timeout=timeout or self._http.timeout)
         except httpx.HTTPError as exc:
             raise StoreUnavailable(
                 "vectors", f"the folder's owner at {self._url}: {exc}") from None
@@ -115,6 +117,12 @@ class ProxyVectorStore(VectorStore):
 
     def delete(self, collection: str, where: Where) -> None:
         self._call("delete", {"collection": collection, "where": wire.encode_where(where)})
+
+    def vacuum(self) -> str:
+        """The owner vacuums its store (`EdgeVectorStore.vacuum`)."""
+        # Rebuilding a large store takes longer than any other call: no read timeout.
+        return str(self._call("vacuum", {"collection": "turns"},
+                              timeout=httpx.Timeout(60.0, read=None)))
 
     def close(self) -> None:
         self._http.close()

@@ -427,6 +427,11 @@ class ServerVectorStore(VectorStore):
         self._write("delete", self._client.delete, self.prefix + collection,
                     points_selector=qm.FilterSelector(filter=self._filter(where) or qm.Filter()))
 
+    def vacuum(self) -> str:
+        """A Qdrant server vacuums deleted points by itself (its optimizer, once a
+        segment's deleted share passes `deleted_threshold`): nothing to wait for here."""
+        return "server"
+
     def close(self) -> None:
         self._client.close()
 

@@ -23,7 +23,7 @@ BETWEEN = "$between"
 # The operations a guest may ask for (`VectorStore`'s backend primitives, except close).
 # (`search_window` is not among them: a guest's recall asks for `search_fused`.)
 OPERATIONS = ("info", "upsert", "search", "search_fused", "search_sparse", "retrieve",
-              "scroll", "count", "delete")
+              "scroll", "count", "delete", "vacuum")
 
 
 def encode_vector(vector: Vector | None) -> str | None:

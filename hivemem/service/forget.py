@@ -1,0 +1,477 @@
+"""Forgetting: a session, some of its turns or facts, an agent's data in a namespace, or a
+namespace, removed from every copy (`hivemem.store.erasure` for Redis, the vector store's
+points, rq's jobs), then off disk (the AOF rewritten, the engine's collections rebuilt).
+
+A forget is written down before it starts (`ErasureStore.begin`) and struck off when done,
+so a process that dies mid-way leaves it to the next one that starts (`resume`); every step
+is idempotent, so running it again is harmless. It erases twice: the second pass, once the
+turns in flight when it began are acked, catches what an embed worker or a reflection
+wrote meanwhile (a reflection of the session waits for the forget: the forget holds the
+session's reflect lock while it erases).
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable, Sequence
+from datetime import UTC, datetime, timedelta
+from typing import Any
+
+import structlog
+
+from hivemem.domain.fact import Fact
+from hivemem.domain.forget import (
+    DiskErasure,
+    ForgetReceipt,
+    ForgetRequest,
+    add_counts,
+    erased_words,
+    linked,
+    quotes,
+    redact,
+    redacted_fact,
+    versions_of,
+)
+from hivemem.domain.ids import check_id
+from hivemem.domain.models import Turn
+from hivemem.domain.scope import (
+    DEFAULT_NAMESPACE,
+    Access,
+    OperatorScope,
+    Scope,
+    check_namespace,
+    store_scope,
+)
+from hivemem.errors import NotFound, NotPermitted, ValidationError
+from hivemem.providers.lexical import LexicalEncoder
+from hivemem.service.access import SessionAccess
+from hivemem.service.parts import Parts
+from hivemem.service.reads import Reads
+from hivemem.store.erasure import EntryMatch
+from hivemem.store.vectors.base import FACTS, TURNS, VectorStore
+
+log = structlog.get_logger(__name__)
+
+_MAX_IDS = 10_000
+
+
+def _ids(field: str, values: Sequence[str] | None) -> tuple[str, ...]:
+    if values is None:
+        return ()
+    if isinstance(values, str):
+        raise ValidationError(field, "must be a list of ids, not one string")
+    if len(values) > _MAX_IDS:
+        raise ValidationError(field, f"at most {_MAX_IDS} ids")
+    return tuple(dict.fromkeys(check_id(field, v) for v in values))
+
+
+def _who(access: Access) -> str:
+    if isinstance(access, OperatorScope):
+        return "operator"
+    if access.agent_id is not None:
+        return f"agent:{access.namespace}/{access.agent_id}"
+    return f"namespace:{access.namespace}"
+
+
+class Forgetting:
+    """The forget operations; each takes who asks."""
+
+    def __init__(self, parts: Parts, access: SessionAccess, reads: Reads) -> None:
+        self.parts = parts
+        self.access = access
+        self.reads = reads
+        self._lexical: LexicalEncoder | None = None
+
+    # -- what callers ask ------------------------------------------------------------------
+
+    def forget(
+        self, access: Access, session_id: str, *, turn_ids: Sequence[str] | None = None,
+        fact_ids: Sequence[str] | None = None, agent_id: str | None = None,
+    ) -> ForgetReceipt:
+        """Forget a session (neither ids given), or these turns and facts of it.
+        `agent_id`: only what that agent wrote (an agent key's forget): a session's other
+        turns stay, and naming a turn or fact another agent wrote is `NotPermitted`. A
+        session `access` may not act on, or an id it does not hold, is `NotFound`; nothing
+        is removed unless every id is found."""
+        turns = _ids("turn_ids", turn_ids)
+        facts = _ids("fact_ids", fact_ids)
+        if agent_id is not None:
+            check_id("agent_id", agent_id)
+        self.access.require(access, session_id)
+        scope = store_scope(access)
+        vectors = self.reads.vectors()
+        if turns:
+            self._check_turns(session_id, turns, scope, agent_id)
+        if facts:
+            self._check_facts(vectors, session_id, facts, scope, agent_id)
+        now = datetime.now(UTC)
+        if turns or facts:
+            request = ForgetRequest(
+                target="turns" if turns and not facts else "facts" if not turns else "turns",
+                session_id=session_id, turn_ids=turns, fact_ids=facts, agent_id=agent_id,
+                requested_by=_who(access), requested_at=now)
+        else:
+            request = ForgetRequest(target="session", session_id=session_id,
+                                    agent_id=agent_id, requested_by=_who(access),
+                                    requested_at=now)
+        return self.run(request)
+
+    def session_of_fact(self, access: Access, fact_id: str) -> str:
+        """The session a fact `access` may see belongs to (else `NotFound`)."""
+        check_id("fact_id", fact_id)
+        hits = self.reads.vectors().get_facts([fact_id], store_scope(access))
+        if not hits:
+            raise NotFound("fact_id", f"no fact {fact_id!r}")
+        return hits[0].fact.session_id
+
+    def forget_agent(self, access: Access, namespace: str, agent_id: str) -> ForgetReceipt:
+        """Forget what `agent_id` wrote in every session of `namespace` (its turns, the
+        facts it stated, and what was derived only from those). The operator, or a scope
+        of that namespace (an agent's scope: its own agent only)."""
+        namespace = check_namespace(namespace)
+        check_id("agent_id", agent_id)
+        if isinstance(access, Scope):
+            if access.namespace != namespace:
+                raise NotFound("namespace", f"unknown namespace {namespace!r}")
+            if access.agent_id is not None and access.agent_id != agent_id:
+                raise NotPermitted("agent_id", f"this key acts as agent {access.agent_id!r}"
+                                   " only")
+        return self.run(ForgetRequest(target="agent", namespace=namespace, agent_id=agent_id,
+                                      requested_by=_who(access),
+                                      requested_at=datetime.now(UTC)))
+
+    def forget_namespace(self, _operator: OperatorScope, namespace: str) -> ForgetReceipt:
+        """Forget every session of `namespace` (the operator only)."""
+        namespace = check_namespace(namespace)
+        if not self.parts.sessions.session_ids(namespace):
+            raise NotFound("namespace", f"no sessions in namespace {namespace!r}")
+        return self.run(ForgetRequest(target="namespace", namespace=namespace,
+                                      requested_by="operator",
+                                      requested_at=datetime.now(UTC)))
+
+    def apply_retention(
+        self, _operator: OperatorScope, now: datetime | None = None,
+    ) -> list[ForgetReceipt]:
+        """Forget, in each namespace whose retention is set (`lifecycle.retention_days`,
+        `lifecycle.namespace_retention_days`), the turns and facts older than it (by their
+        timestamps and creation times against `now`): one forget per namespace. A session
+        left with no turns goes whole. Off (nothing done) by default."""
+        settings = self.parts.settings.lifecycle
+        if not settings.retains:
+            return []
+        now = now or datetime.now(UTC)
+        state = self.parts.state
+        namespaces = sorted({state.namespace_of(sid) or DEFAULT_NAMESPACE
+                             for sid in self.parts.sessions.session_ids()})
+        done = []
+        for namespace in namespaces:
+            days = settings.retention_for(namespace)
+            if days <= 0:
+                continue
+            done.append(self.run(ForgetRequest(
+                target="retention", namespace=namespace, before=now - timedelta(days=days),
+                requested_by="retention", requested_at=now)))
+        return done
+
+    def pending(self, _operator: OperatorScope) -> list[ForgetRequest]:
+        return self.parts.erasure.pending()
+
+    def erasures(self, _operator: OperatorScope, count: int = 20) -> list[dict[str, Any]]:
+        return self.parts.erasure.erasures(count)
+
+    def resume(self, _operator: OperatorScope) -> list[ForgetReceipt]:
+        """Finish every forget a process began and did not finish (run at start)."""
+        done = []
+        for request in self.parts.erasure.pending():
+            log.info("forget.resumed", forget_id=request.forget_id, target=request.target)
+            done.append(self.run(request))
+        return done
+
+    # -- checks before anything is written -------------------------------------------------
+
+    def _known_turns(self, session_id: str) -> dict[str, Turn]:
+        """The session's turns the vectors do not hold yet (window, stream, dead letters)."""
+        erasure = self.parts.erasure
+        found = {t.turn_id: t for t in erasure.stream_turns(session_id)}
+        found.update({t.turn_id: t for t in erasure.window_turns(session_id)})
+        return found
+
+    def _check_turns(self, session_id: str, turn_ids: tuple[str, ...], scope: Scope | None,
+                     agent_id: str | None) -> None:
+        vectors = self.reads.vectors()
+        found: dict[str, Turn] = {h.turn.turn_id: h.turn
+                                  for h in vectors.get_turns(session_id, list(turn_ids))}
+        if len(found) < len(turn_ids):
+            found.update(self._known_turns(session_id))
+        for tid in turn_ids:
+            turn = found.get(tid)
+            if turn is None or (scope is not None and not scope.admits(
+                    turn.namespace, turn.visibility, turn.agent_id)):
+                raise NotFound("turn_ids", f"no turn {tid!r} in session {session_id!r}")
+            if agent_id is not None and turn.agent_id != agent_id:
+                raise NotPermitted("turn_ids", f"turn {tid!r} is not agent {agent_id!r}'s")
+
+    def _check_facts(self, vectors: VectorStore, session_id: str, fact_ids: tuple[str, ...],
+                     scope: Scope | None, agent_id: str | None) -> None:
+        hits = {h.fact.fact_id: h.fact for h in vectors.get_facts(list(fact_ids), scope)}
+        for fid in fact_ids:
+            fact = hits.get(fid)
+            if fact is None or fact.session_id != session_id:
+                raise NotFound("fact_ids", f"no fact {fid!r} in session {session_id!r}")
+            if agent_id is not None and fact.agent_id != agent_id:
+                raise NotPermitted("fact_ids", f"fact {fid!r} is not agent {agent_id!r}'s")
+
+    # -- running one -----------------------------------------------------------------------
+
+    def run(self, request: ForgetRequest) -> ForgetReceipt:
+        """Carry a forget out (written down first; struck off once done)."""
+        parts = self.parts
+        erasure = parts.erasure
+        settings = parts.settings.lifecycle
+        started = time.monotonic()
+        started_at = datetime.now(UTC)
+        erasure.begin(request)
+        sessions = self._sessions_of(request)
+        marks = {sid: erasure.last_entry_id(sid) for sid in sessions}
+        removed: dict[str, dict[str, int]] = {}
+        redacted = [0]
+        for sid in sessions:
+            self._erase(request, sid, removed, redacted)
+        self._settle(marks, settings.forget_settle_s, settings.forget_settle_timeout_s)
+        for sid in sessions:  # the second pass: what was in flight during the first
+            self._erase(request, sid, removed, redacted)
+        self.reads.drop_caches()
+        disk = self._off_disk(started)
+        receipt = ForgetReceipt(
+            forget_id=request.forget_id, target=request.target, session_ids=sessions,
+            removed=removed, redacted_facts=redacted[0], started_at=started_at,
+            finished_at=datetime.now(UTC), disk=disk)
+        erasure.finish(request, receipt)
+        log.info("forget.done", forget_id=request.forget_id, target=request.target,
+                 sessions=len(sessions), removed=receipt.total(),
+                 ms=round((time.monotonic() - started) * 1000, 1))
+        return receipt
+
+    def _sessions_of(self, request: ForgetRequest) -> list[str]:
+        if request.session_id is not None:
+            return [request.session_id]
+        return self.parts.sessions.session_ids(request.namespace)
+
+    def _settle(self, marks: dict[str, str], least_s: float, most_s: float) -> None:
+        """Wait until the entries that were on the sessions' streams when the forget began
+        are acked by the stages working on them (a worker killed holding one never acks
+        it: at most `most_s`)."""
+        time.sleep(least_s)
+        deadline = time.monotonic() + most_s
+        erasure = self.parts.erasure
+        for sid, mark in marks.items():
+            while (mark != "0-0" and erasure.pending_before(sid, mark)
+                   and time.monotonic() < deadline):
+                time.sleep(0.05)
+
+    def _off_disk(self, started: float) -> DiskErasure:
+        settings = self.parts.settings.lifecycle
+        vacuum = self.reads.vectors().vacuum() if settings.forget_vacuum else "none"
+        rewritten = (self.parts.erasure.rewrite_aof(settings.forget_rewrite_timeout_s)
+                     if settings.forget_rewrite_aof else False)
+        done = datetime.now(UTC)
+        return DiskErasure(
+            redis_aof_rewritten=rewritten, vectors_compacted=vacuum == "done",
+            vectors_vacuum="done" if vacuum == "done" else "server" if vacuum == "server"
+            else "none", completed_at=done, seconds=round(time.monotonic() - started, 3))
+
+    def _erase(self, request: ForgetRequest, session_id: str,
+               removed: dict[str, dict[str, int]], redacted: list[int]) -> None:
+        # The forget's own token: a resumed forget takes over the lease its dead first run
+        # left on the session instead of waiting it out.
+        lock = self.parts.reflection.lock(
+            session_id, self.parts.settings.reflection.lock_lease_ms,
+            token=f"forget-{request.forget_id}")
+        lock.acquire(max(self.parts.settings.reflection.lock_wait_s, 60.0))
+        try:
+            if request.target in ("session", "namespace") and request.agent_id is None:
+                self._erase_session(session_id, removed)
+                return
+            if request.target == "retention" and request.before is not None:
+                self._expire(session_id, request.before, removed, redacted)
+                return
+            if request.target in ("session", "agent"):
+                agent = request.agent_id
+
+                def by_agent(turn: Turn) -> bool:
+                    return turn.agent_id == agent
+
+                stated = [f.fact_id for f in self.reads.vectors().list_facts(session_id)
+                          if f.agent_id == agent]
+                self._erase_turns(session_id, by_agent, None, removed, redacted)
+                if stated:
+                    self._erase_facts(session_id, stated, removed, redacted)
+                return
+            if request.turn_ids:
+                wanted = set(request.turn_ids)
+                self._erase_turns(session_id, lambda t: t.turn_id in wanted, wanted,
+                                  removed, redacted)
+            if request.fact_ids:
+                self._erase_facts(session_id, list(request.fact_ids), removed, redacted)
+        finally:
+            lock.release()
+
+    def _expire(self, session_id: str, before: datetime,
+                removed: dict[str, dict[str, int]], redacted: list[int]) -> None:
+        """Retention: the session's turns stamped before `before`, and its facts created
+        before it (each on its own: a newer version stays); a session left without turns
+        goes whole."""
+        vectors = self.reads.vectors()
+
+        def old(turn: Turn) -> bool:
+            return turn.timestamp < before
+
+        self._erase_turns(session_id, old, None, removed, redacted)
+        stale = [f.fact_id for f in vectors.list_facts(session_id) if f.created_at < before]
+        if stale:
+            self._erase_facts(session_id, stale, removed, redacted, versions=False)
+        if not vectors.count(TURNS, {"session_id": session_id}) and not self._known_turns(
+                session_id):
+            self._erase_session(session_id, removed)
+
+    # -- a whole session -------------------------------------------------------------------
+
+    def _erase_session(self, session_id: str, removed: dict[str, dict[str, int]]) -> None:
+        parts = self.parts
+        vectors = self.reads.vectors()
+        where = {"session_id": session_id}
+        episodes = parts.sessions.episode_ids(session_id)
+        turns = vectors.count(TURNS, where)
+        facts = vectors.count(FACTS, where)
+        if turns:
+            vectors.delete(TURNS, where)
+        if facts:
+            vectors.delete(FACTS, where)
+        add_counts(removed, "vectors", {"turns": turns, "facts": facts})
+        streams = parts.erasure.erase_stream_entries(EntryMatch(session_id))
+        traces = parts.erasure.erase_traces(session_id)
+        audit = parts.audit.count(session_id)
+        jobs = parts.jobs.forget_jobs(session_id,
+                                      [parts.keys.dispatched(e) for e in episodes])
+        keys = parts.sessions.purge(session_id)
+        add_counts(removed, "redis", {**streams, "traces": traces, "audit_events": audit,
+                                      "episodes": len(episodes), "keys": keys})
+        add_counts(removed, "jobs", {"jobs": jobs})
+
+    # -- some turns ------------------------------------------------------------------------
+
+    def _erase_turns(
+        self, session_id: str, match: Callable[[Turn], bool], ids: set[str] | None,
+        removed: dict[str, dict[str, int]], redacted: list[int],
+    ) -> None:
+        parts = self.parts
+        vectors = self.reads.vectors()
+        if ids is not None:
+            stored = [h.turn for h in vectors.get_turns(session_id, sorted(ids))]
+        else:
+            stored = [t for t in vectors.iter_turns(session_id) if match(t)]
+        gone: dict[str, Turn] = {t.turn_id: t for t in stored}
+        pending = {tid: t for tid, t in self._known_turns(session_id).items() if match(t)}
+        for tid, turn in pending.items():
+            gone.setdefault(tid, turn)
+        if not gone:
+            return
+        kept_texts = [t.content for t in parts.erasure.window_turns(session_id)
+                      if t.turn_id not in gone]
+        facts = vectors.list_facts(session_id)
+        dropped, changed = self._facts_after_turns(vectors, session_id, facts, gone,
+                                                   kept_texts)
+        words = erased_words([t.content for t in gone.values()],
+                             kept_texts + [f.content for f in changed])
+        self._write_facts(vectors, session_id, dropped, changed)
+        audit = self._rewrite_audit(session_id, set(dropped), words)
+        point_ids = [t.turn_id for t in stored]
+        if point_ids:
+            vectors.delete(TURNS, {"session_id": session_id, "turn_id": point_ids})
+        streams = parts.erasure.erase_stream_entries(EntryMatch(session_id, match))
+        traces = parts.erasure.erase_traces(session_id, [*gone, *dropped])
+        window = parts.erasure.erase_window_turns(session_id, gone.values())
+        add_counts(removed, "vectors", {"turns": len(point_ids), "facts": len(dropped)})
+        add_counts(removed, "redis", {**streams, "traces": traces, "window_turns": window,
+                                      "audit_events": audit})
+        redacted[0] += len(changed)
+
+    def _facts_after_turns(
+        self, vectors: VectorStore, session_id: str, facts: list[Fact],
+        gone: dict[str, Turn], kept_texts: list[str],
+    ) -> tuple[list[str], list[Fact]]:
+        """(the facts to delete: every source of theirs forgotten; the facts to rewrite:
+        redacted when they also came from turns that stay, their ids of forgotten turns
+        struck off)."""
+        dropped: list[str] = []
+        touched: list[Fact] = []
+        for fact in facts:
+            sources = set(fact.source_turn_ids)
+            named = sources | set(fact.retracted_by) | set(fact.considered_in) | set(
+                fact.mentioned_in)
+            if not named & gone.keys():
+                continue
+            if sources and sources <= gone.keys():
+                dropped.append(fact.fact_id)
+            else:
+                touched.append(fact)
+        # What the kept facts may still say: the words of their remaining sources.
+        other = sorted({s for f in touched for s in f.source_turn_ids if s not in gone})
+        sources_text = [h.turn.content for h in vectors.get_turns(session_id, other)]
+        words = erased_words([t.content for t in gone.values()], kept_texts + sources_text)
+        changed: list[Fact] = []
+        dead = set(dropped)
+        for fact in [*touched, *(f for f in facts if f.fact_id not in dead
+                                 and f not in touched and linked(f, dead))]:
+            changed.append(redacted_fact(fact, gone.keys(), dead, words))
+        return dropped, changed
+
+    def _write_facts(self, vectors: VectorStore, session_id: str, dropped: list[str],
+                     changed: list[Fact]) -> None:
+        if dropped:
+            vectors.delete(FACTS, {"session_id": session_id, "fact_id": dropped})
+        if changed:
+            contents = [f.content for f in changed]
+            embedded = self.parts.query_embedder.embed_documents(contents)
+            if self._lexical is None:
+                self._lexical = LexicalEncoder()
+            vectors.upsert_facts(changed, embedded, self._lexical.documents(contents))
+
+    def _rewrite_audit(self, session_id: str, dropped: set[str], words: set[str]) -> int:
+        def change(event: Any) -> Any:
+            if event.fact_id in dropped:
+                return None
+            update: dict[str, Any] = {}
+            if quotes(event.reason, words):
+                update["reason"] = redact(event.reason, words)
+            if dropped & set(event.related):
+                update["related"] = [r for r in event.related if r not in dropped]
+            return event.model_copy(update=update) if update else event
+
+        gone, changed = self.parts.erasure.rewrite_audit(session_id, change)
+        return gone + changed
+
+    # -- some facts ------------------------------------------------------------------------
+
+    def _erase_facts(self, session_id: str, fact_ids: list[str],
+                     removed: dict[str, dict[str, int]], redacted: list[int], *,
+                     versions: bool = True) -> None:
+        vectors = self.reads.vectors()
+        facts = {f.fact_id: f for f in vectors.list_facts(session_id)}
+        named = [f for f in fact_ids if f in facts]
+        doomed = versions_of(facts, named) if versions else set(named)
+        if not doomed:
+            return
+        kept = [f for fid, f in facts.items() if fid not in doomed]
+        words = erased_words([facts[f].content for f in doomed],
+                             [f.content for f in kept]
+                             + [t.content for t in self.parts.erasure.window_turns(session_id)])
+        changed = [redacted_fact(f, set(), doomed, words) for f in kept if linked(f, doomed)]
+        self._write_facts(vectors, session_id, sorted(doomed), changed)
+        audit = self._rewrite_audit(session_id, doomed, words)
+        traces = self.parts.erasure.erase_traces(
+            session_id, [*doomed, *(facts[f].content for f in doomed)])
+        add_counts(removed, "vectors", {"facts": len(doomed)})
+        add_counts(removed, "redis", {"traces": traces, "audit_events": audit})
+        redacted[0] += len(changed)
+
