@@ -12,9 +12,8 @@ import re
 
 from hivemem.domain.fact import Fact
 
-__all__ = ["contradicts", "contrast", "differs", "holds", "named_values", "normalise", "overlap",
-           "restates",
-           "shape_of", "values_of"]
+__all__ = ["contradicts", "contrast", "differs", "drop_cached", "holds", "named_values",
+           "normalise", "overlap", "restates", "shape_of", "values_of"]
 
 _CACHED = 8192  # statements whose values are remembered
 
@@ -236,6 +235,13 @@ def contrast(text: str) -> tuple[set[str], set[str]]:
             if said.get("new"):
                 new |= _words_value(said["new"])
     return new - old, old
+
+
+def drop_cached() -> None:
+    """Forget the statements whose values are remembered (a forget erases their text from
+    the process too)."""
+    _named_values.cache_clear()
+    _values_of.cache_clear()
 
 
 def holds(text: str, value: str) -> bool:

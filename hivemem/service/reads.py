@@ -15,6 +15,7 @@ from hivemem.domain.models import RecallResult
 from hivemem.domain.recall.policy import RecallPolicy, resolve_policy
 from hivemem.domain.scope import Access, Scope, store_scope
 from hivemem.domain.turn import check_budget, check_query
+from hivemem.domain.values import drop_cached
 from hivemem.errors import ValidationError
 from hivemem.recall.recaller import Recaller
 from hivemem.service.access import SessionAccess
@@ -52,6 +53,8 @@ class Reads:
             # A recall under way finishes on the old one (its helper thread ends with it);
             # the next is built afresh on the same stores.
             self._recaller = None
+            self.parts.slot_tables.drop_cache()
+            drop_cached()
 
     @property
     def opened(self) -> bool:

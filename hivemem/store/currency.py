@@ -47,6 +47,12 @@ class SlotTableStore:
         self._parsed: OrderedDict[str, Replacement] = OrderedDict()
         self._lock = threading.Lock()
 
+    def drop_cache(self) -> None:
+        """Forget the entries parsed so far (after a forget: no replaced statement of an
+        erased session stays in this process)."""
+        with self._lock:
+            self._parsed.clear()
+
     def state(self, session_id: str) -> SlotState:
         with redis_errors("read slot state"):
             raw = self._r.hget(self.keys.slot_state(session_id), _STATE)
