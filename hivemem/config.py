@@ -393,13 +393,13 @@ class LifecycleSettings(BaseModel):
     # owner, or one `hivemem worker reflect` of a server deployment).
     retention_interval_s: float = Field(default=3600.0, gt=0)
     # A forget erases twice: the second pass, after the turns in flight when it began are
-    # acked (at most `forget_settle_timeout_s`, at least `forget_settle_s`), catches what
-    # a worker wrote meanwhile.
+    # acked, catches what a worker wrote meanwhile. This is the least it waits between them.
     forget_settle_s: float = Field(default=0.2, ge=0)
+    # The most it waits for the turns in flight (a worker killed holding one never acks it).
     forget_settle_timeout_s: float = Field(default=10.0, ge=0)
-    # Rewrite Redis's AOF after a forget (the deleted bytes leave its files); the forget
-    # waits this long for it.
+    # Rewrite Redis's AOF after a forget (the deleted bytes leave its files).
     forget_rewrite_aof: bool = True
+    # How long a forget waits for that rewrite.
     forget_rewrite_timeout_s: float = Field(default=120.0, gt=0)
     # Rebuild the embedded engine's collections without the deleted points (their bytes
     # leave its files); a Qdrant server vacuums by itself.

@@ -237,7 +237,8 @@ class Forgetting:
         redacted = [0]
         for sid in sessions:
             self._erase(request, sid, removed, redacted)
-        self._settle(marks, settings.forget_settle_s, settings.forget_settle_timeout_s)
+        self.settle_between_passes(marks, settings.forget_settle_s,
+                                   settings.forget_settle_timeout_s)
         for sid in sessions:  # the second pass: what was in flight during the first
             self._erase(request, sid, removed, redacted)
         self.reads.drop_caches()
@@ -257,7 +258,8 @@ class Forgetting:
             return [request.session_id]
         return self.parts.sessions.session_ids(request.namespace)
 
-    def _settle(self, marks: dict[str, str], least_s: float, most_s: float) -> None:
+    def settle_between_passes(self, marks: dict[str, str], least_s: float,
+                              most_s: float) -> None:
         """Wait until the entries that were on the sessions' streams when the forget began
         are acked by the stages working on them (a worker killed holding one never acks
         it: at most `most_s`)."""

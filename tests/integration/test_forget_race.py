@@ -3,7 +3,9 @@ redis-server and the Qdrant REST stand-in are embedding and reflecting the very 
 being forgotten, and the embed worker is SIGKILLed in the middle (a second one takes over).
 Every turn was acknowledged by ingest before the forget began, so every one of them is in
 flight somewhere: when the pipeline has settled, no Redis key and no Qdrant payload holds
-the secret, and the bystander session is whole."""
+the secret, and the bystander session is whole. (Which copy is in flight when the forget
+lands is up to the machine's timing; `test_a_write_landing_between_the_passes_is_forgotten_too`
+pins the second pass itself.)"""
 
 from __future__ import annotations
 

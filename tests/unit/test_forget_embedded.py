@@ -15,7 +15,9 @@ import pytest
 from hivemem import MemoryClient
 from hivemem.config import Settings
 from hivemem.errors import NotFound
+from hivemem.service.forget import Forgetting
 from hivemem.store.erasure import ErasureStore
+from hivemem.store.vectors.base import Point
 from tests.support.forget_data import (
     PoisonEmbedder,
     files_with,
@@ -200,3 +202,31 @@ def test_an_owner_killed_mid_forget_is_finished_by_the_next(tmp_path: Path,
     finally:
         reopened.close()
     assert not files_with(folder, secret)
+
+
+def test_a_write_landing_between_the_passes_is_forgotten_too(
+        tmp_path: Path, forget_settings: Settings, monkeypatch: pytest.MonkeyPatch) -> None:
+    """What an embed worker that read a turn before the forget began does: it writes the
+    turn's point after the first pass deleted the session's. The second pass removes it."""
+    secret = new_secret()
+    client = _open(tmp_path / "store", forget_settings)
+    try:
+        handle = client.scoped()
+        handle.ingest("late", "user", f"the late token is {secret}", turn_id="t1")
+        handle.wait_until_processed("late", 30)
+        vectors = client.vector_store()
+        stored = vectors.retrieve("turns", [h.point_id for h in vectors.get_turns(
+            "late", ["t1"])])
+        original = Forgetting.settle_between_passes
+
+        def late_write(self: Forgetting, *args: Any) -> None:
+            original(self, *args)
+            vectors.upsert("turns", [Point(h.id, h.vector, h.payload, None, h.window)
+                                     for h in stored])  # the straggler lands now
+
+        monkeypatch.setattr(Forgetting, "settle_between_passes", late_write)
+        receipt = handle.forget("late")
+        assert receipt.removed["vectors"]["turns"] == 2  # once per pass
+        assert not payloads_with(vectors, secret)
+    finally:
+        client.close()
