@@ -393,9 +393,11 @@ class Forgetting:
         streams = parts.erasure.erase_stream_entries(EntryMatch(session_id, match))
         traces = parts.erasure.erase_traces(session_id, [*gone, *dropped])
         window = parts.erasure.erase_window_turns(session_id, gone.values())
+        # The keeper's state quotes the session's recent statements: reset, not edited.
+        slot_table = parts.slot_tables.reset(session_id)
         add_counts(removed, "vectors", {"turns": len(point_ids), "facts": len(dropped)})
         add_counts(removed, "redis", {**streams, "traces": traces, "window_turns": window,
-                                      "audit_events": audit})
+                                      "audit_events": audit, "slot_table": slot_table})
         redacted[0] += len(changed)
 
     def _facts_after_turns(

@@ -47,6 +47,16 @@ class SlotTableStore:
         self._parsed: OrderedDict[str, Replacement] = OrderedDict()
         self._lock = threading.Lock()
 
+    def reset(self, session_id: str) -> int:
+        """Delete the session's slot table (its keeper state holds turn texts): after a
+        forget of some of its turns. The keeper starts again from the next turn; what was
+        current before stays known through the reflected facts. Returns the keys removed."""
+        with redis_errors("reset the slot table"):
+            deleted = int(self._r.delete(self.keys.slot_state(session_id),
+                                         self.keys.slot_table(session_id)))
+        self.drop_cache()
+        return deleted
+
     def drop_cache(self) -> None:
         """Forget the entries parsed so far (after a forget: no replaced statement of an
         erased session stays in this process)."""
