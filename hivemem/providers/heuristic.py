@@ -18,7 +18,7 @@ from hivemem.domain.change import Intent, intent_of
 from hivemem.domain.fact import Fact, FactAction, FactKind, FactStatus
 from hivemem.domain.markers import detect_markers
 from hivemem.domain.slots import canonical_slot, slot_of
-from hivemem.domain.values import normalise, values_of
+from hivemem.domain.values import names_and_numbers, normalise, values_of
 from hivemem.providers.reflector import ReflectionRequest, ReflectionResult
 
 _PREFERENCE = re.compile(
@@ -58,12 +58,13 @@ def subject_of(sentence: str, kind: FactKind, speaker: str | None = None) -> str
     return slot_of(sentence, speaker)
 
 
-def _states_value(content: str) -> bool:
+def _states_value(content: str, slotted: bool = False) -> bool:
     """A plain statement that sets something: it names a value, a name or a number ("The
     weekly deploy is on Tuesday", "Product pages are cached for 1 hour", "Jonas owns the
     billing service"); later statements of its slot replace it. A slot alone ("Recorded as
-    the messaging decision") sets nothing."""
-    return bool(values_of(content))
+    the messaging decision") sets nothing. `slotted` (the currency keeper): every value
+    `values_of` reads; else (reflection) names and numbers only."""
+    return bool(values_of(content) if slotted else names_and_numbers(content))
 
 
 def _kind(sentence: str, role: str, marked: list[str], alone: bool,
@@ -165,7 +166,7 @@ def _candidates(
                 continue
             changes = intent in (Intent.UPDATE, Intent.RETRACT)
             states = intent in (Intent.STATE, Intent.ADDITION) and (
-                _states_value(content) or (slotted and bool(subject)))
+                _states_value(content, slotted) or (slotted and bool(subject)))
             kind = _kind(sentence, turn.role.value, marked_turn, len(sentences) == 1,
                          changes, active.get(subject), states)
             if kind is None:

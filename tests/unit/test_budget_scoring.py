@@ -201,6 +201,9 @@ def test_questions_about_the_current_state_weigh_recency_more() -> None:
 
     assert read_query("What is the current session timeout?").latest
     assert read_query("where do we deploy now").latest
+    # "In the end" asks for the state the changes ended in, though it says "did".
+    ended = read_query("Which colour did the client pick in the end?")
+    assert ended.latest and ended.current
     assert not read_query("When did Caroline go to the support group?").latest
     policy = PRESETS["balanced"]
     sig = [Signals("old", "turn", "s", dense=0.62, seq=2),

@@ -160,10 +160,14 @@ def test_an_empty_subject_is_still_versioned() -> None:
 
 def test_plain_statements_of_a_value_are_facts_and_versioned() -> None:
     s = Session()
-    s.say("The weekly production deploy is on Tuesday.")
-    s.say("The weekly production deploy is on Thursday.")
-    assert s.status_of("Tuesday") == [FactStatus.SUPERSEDED]
-    assert s.status_of("Thursday") == [FactStatus.ACTIVE]
+    s.say("The weekly production deploy is run by Priya.")
+    s.say("The weekly production deploy is run by Tomasz.")
+    assert s.status_of("Priya") == [FactStatus.SUPERSEDED]
+    assert s.status_of("Tomasz") == [FactStatus.ACTIVE]
+    # A day or a date alone makes no reflected fact (chat names one in passing far more
+    # often than it sets one, measured on LoCoMo): the currency keeper reads those
+    # (tests/unit/test_currency_keeper.py).
+    assert s.say("The weekly production deploy is on Tuesday.").added == []
     # Numbers are values: "1 hour" and "15 minutes" differ ("1" is no prefix of "15").
     s.say("Product pages are cached for 1 hour.")
     s.say("Product pages are cached for 15 minutes.")
@@ -195,10 +199,10 @@ def test_a_retraction_names_the_statement_that_replaces_the_old_one_in_recall() 
 
 def test_a_question_about_a_slot_is_answered_by_its_fact() -> None:
     s = Session()
-    s.say("Sprint review happens on Wednesday afternoon.")
-    plan = s.say("What if we held the sprint review on Monday instead?")
+    s.say("Sprint review happens in the Orion room.")
+    plan = s.say("What if we held the sprint review in the Vega room instead?")
     assert plan.added == [] and plan.superseded == []
-    fact = next(f for f in s.facts.values() if "Wednesday" in f.content)
+    fact = next(f for f in s.facts.values() if "Orion" in f.content)
     assert fact.considered_in == ["e2t0"] and fact.status == FactStatus.ACTIVE
     stale = stale_statements(s.facts.values())
     assert f"fact:{fact.fact_id}" in stale[turn_key("s", "e2t0")]

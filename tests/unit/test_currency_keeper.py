@@ -156,3 +156,9 @@ def test_a_turn_the_rules_fail_on_is_skipped_not_retried_forever(
         "Change of plan: we switch the database to MySQL."))
     view = store.view("s")
     assert view.applied == 3 and view.replaced["t1"].by == ("t3",)
+
+
+def test_a_day_is_a_value_the_keeper_reads_though_reflection_keeps_no_fact_of_it() -> None:
+    gone = run("The weekly production deploy is on Tuesday.",
+               "The weekly production deploy is on Thursday.")
+    assert gone["t1"].by == ("t2",)

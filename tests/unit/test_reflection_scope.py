@@ -85,8 +85,8 @@ def test_a_private_change_leaves_the_shared_fact_current_for_everyone_else() -> 
 
 
 def test_a_private_statement_does_not_conflict_a_shared_fact() -> None:
-    prior = [shared_fact("The weekly deploy is on Tuesday.", "weekly deploy")]
-    plan = heuristic(prior, [turn(1, "The weekly deploy is on Thursday.", "xavi", "private")])
+    prior = [shared_fact("The weekly deploy is run by Priya.", "weekly deploy")]
+    plan = heuristic(prior, [turn(1, "The weekly deploy is run by Tomasz.", "xavi", "private")])
     assert SHARED_ID not in plan.writes and plan.conflicted in ([], [plan.added[0]])
     [mine] = new_facts(plan)
     assert mine.visibility == "private" and mine.agent_id == "xavi"

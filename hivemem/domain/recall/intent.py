@@ -26,10 +26,12 @@ _PAST = re.compile(
     re.IGNORECASE,
 )
 
-# "What is the current timeout?", "where do we deploy now": the current state answers.
+# "What is the current timeout?", "where do we deploy now", "which colour did they pick in
+# the end?": the current state answers.
 _LATEST = re.compile(
     r"\b(now|nowadays|current(ly)?|latest|newest|still|anymore|any more|updated|these days"
-    r"|at the moment|so far|most recent(ly)?)\b",
+    r"|at the moment|so far|most recent(ly)?|in the end|finally|final|ended up|eventually"
+    r"|settled on)\b",
     re.IGNORECASE,
 )
 
