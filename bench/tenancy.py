@@ -8,7 +8,9 @@ B's `GET /v1/sessions` and `GET /v1/sessions/{id}/related`, alone and after name
 Fills an embedded store (hashing embedder, its own valkey child, qdrant-edge, worker threads)
 through the product's ingest path: B's sessions (a few turns each), then measures B's two
 routes over loopback HTTP; then A's sessions (one turn each, `ingest_many` batches of 1,000),
-waits until the pipeline has embedded every turn, and measures B's routes again. Prints
+waits until the pipeline has embedded every turn and this process is idle again (qdrant-edge
+indexes a large fill in the background), and measures B's routes again (each measurement
+after waiting for the rest of the machine to be quiet too). Prints
 p50/p95 of each and the ratio with/alone, and saves bench/results/latest/tenancy.json.
 Each round also times `/healthz` (any request's cost over loopback HTTP on this machine:
 ~45 ms under load, most of the two routes' time) and the same two reads in process through
@@ -33,7 +35,7 @@ import uvicorn
 REPO = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(REPO / "bench"))
 
-from harness import RESULTS, machine_facts, summarize  # noqa: E402
+from harness import RESULTS, machine_facts, summarize, wait_for_quiet  # noqa: E402
 from harness.settle import stage_backlog  # noqa: E402
 
 from hivemem import MemoryClient  # noqa: E402
@@ -76,6 +78,19 @@ def settle(client: MemoryClient, timeout: float = 1800) -> float:
         if time.perf_counter() - t0 > timeout:
             raise TimeoutError("the pipeline did not catch up")
         time.sleep(0.1)
+    return time.perf_counter() - t0
+
+
+def idle(timeout: float = 300, threshold: float = 0.1) -> float:
+    """Wait until this process's own threads (the embedded workers, qdrant-edge building its
+    index in the background after a large fill) use under `threshold` of a core, so that
+    the second measurement does not share the CPU with work the first one did not have."""
+    t0 = time.perf_counter()
+    while time.perf_counter() - t0 < timeout:
+        c0, w0 = time.process_time(), time.perf_counter()
+        time.sleep(1.0)
+        if (time.process_time() - c0) / (time.perf_counter() - w0) < threshold:
+            break
     return time.perf_counter() - t0
 
 
@@ -130,14 +145,18 @@ def main() -> None:
             key, _ = client.admin.api_keys().create("team-b", "tenancy bench")
             fill(client, "team-b", args.b_sessions, 4)
             settle(client)
+            idle()
+            quiet_before = wait_for_quiet(120)
             session = "team-b-00000"
             with Served(create_app(settings, client=client)) as served:
                 alone = measure(client, served.url, key, session, args.repeats)
                 print(f"filling namespace A with {args.sessions} sessions ...", flush=True)
                 fill_s = fill(client, "team-a", args.sessions, 1)
                 settle_s = settle(client)
-                print(f"filled in {fill_s:.1f} s, pipeline settled in {settle_s:.1f} s",
-                      flush=True)
+                idle_s = idle()
+                quiet_after = wait_for_quiet(120)
+                print(f"filled in {fill_s:.1f} s, pipeline settled in {settle_s:.1f} s, "
+                      f"idle after {idle_s:.1f} s more", flush=True)
                 beside = measure(client, served.url, key, session, args.repeats)
         finally:
             client.close()
@@ -154,6 +173,7 @@ def main() -> None:
     RESULTS.mkdir(parents=True, exist_ok=True)
     report = {"a_sessions": args.sessions, "b_sessions": args.b_sessions,
               "repeats": args.repeats, "fill_a_s": round(fill_s, 1),
+              "machine_before": quiet_before, "machine_after": quiet_after,
               "goal_ratio": GOAL_RATIO, "results": results, "machine": machine_facts()}
     (RESULTS / "tenancy.json").write_text(json.dumps(report, indent=2) + "\n")
 
