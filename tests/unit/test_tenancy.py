@@ -150,6 +150,64 @@ def test_an_entry_left_behind_is_not_listed(site: tuple[MemoryClient, Any]) -> N
     assert client.scoped(namespace="team-b").sessions() == b
 
 
+def _embed_all(client: MemoryClient, r: Any) -> None:
+    from hivemem.store.streams import StreamStore
+    from hivemem.workers.embed import EmbedHandler, embed_kind
+    from hivemem.workers.stream import StreamWorker
+
+    state = TurnLog(r, client.keys, SETTINGS.ingest.recent_window)
+    streams = StreamStore(r, client.keys)
+    handler = EmbedHandler(HashingEmbedder(DIM), client.vector_store(), state, streams,
+                           client.keys)
+    StreamWorker(embed_kind(handler), streams, SETTINGS.worker).run(burst=True)
+
+
+@pytest.mark.parametrize("counter", [10**18, 2**62])
+def test_a_counter_past_the_turns_costs_what_the_turns_cost(
+    site: tuple[MemoryClient, Any], monkeypatch: pytest.MonkeyPatch, counter: int,
+) -> None:
+    """A session whose counter claims far more turns than it holds (what an import that
+    trusted the file once left behind): its export and timeline read what is stored, in a
+    number of vector store calls that follows the turns, not the counter."""
+    from starlette.testclient import TestClient
+
+    from hivemem.api import create_app
+    from hivemem.store.apikeys import ApiKeyStore
+
+    client, r = site
+    handle = client.scoped(namespace="team-a")
+    for i in range(5):
+        handle.ingest("inflated", "user", f"turn {i}")
+    _embed_all(client, r)
+    r.hset(client.keys.session_turn_ids("inflated"), head.SEQ_FIELD, counter)
+    vectors = client.vector_store()
+    calls: list[str] = []
+    for name in ("count", "scroll"):
+        real = getattr(vectors, name)
+
+        def spy(*args: Any, _real: Any = real, _name: str = name, **kwargs: Any) -> Any:
+            calls.append(_name)
+            return _real(*args, **kwargs)
+
+        monkeypatch.setattr(vectors, name, spy)
+    key = ApiKeyStore(r, client.keys).create("team-a", "tests")[0]
+    with TestClient(create_app(SETTINGS, client=client)) as http:
+        auth = {"Authorization": f"Bearer {key}"}
+        out = http.get("/v1/export", headers=auth, params={"session_id": "inflated"})
+        assert out.status_code == 200, out.text
+        turns = [line for line in out.text.splitlines() if '"type":"turn"' in line]
+        assert len(turns) == 5
+        assert len(calls) < 200, len(calls)  # ~log2(counter) counts, not counter / 512
+        calls.clear()
+        page = http.get("/v1/sessions/inflated/timeline", headers=auth,
+                        params={"limit": 3, "kinds": "turn"})
+        assert page.status_code == 200, page.text
+        body = page.json()
+        events = body["events"] if isinstance(body, dict) else body
+        assert [e["seq"] for e in events] == [3, 4, 5]
+        assert len(calls) < 200, len(calls)
+
+
 # -- over HTTP: another namespace's session looks like no session --------------------------
 
 pytest.importorskip("fastapi")
