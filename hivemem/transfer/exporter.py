@@ -78,8 +78,8 @@ def _turns(stores: Stores, session_id: str, last_seq: int, scope: Scope | None
         left -= len(found_turns)
         start = seqs[-1] + 1
         if not found_turns:
-            found = vectors.nearest_seq(session_id, start, last_seq, scope)
-            start = last_seq + 1 if found is None else found
+            nearest = vectors.nearest_seq(session_id, start, last_seq, scope)
+            start = last_seq + 1 if nearest is None else nearest
 
 
 def _facts(facts: list[Fact], stores: Stores, with_vectors: bool
