@@ -260,3 +260,19 @@ def test_another_namespaces_session_answers_as_a_missing_one(
         info = hb.get(f"/v1/sessions/{theirs}").json()
         assert info["title"] is None and info["turns"] == 1
     assert theirs not in api.client.scoped(namespace="team-a").sessions()
+
+
+@pytest.mark.parametrize(("body", "params"), [
+    (b'{"format": "hivemem.export", "version": 1, "sessions": []}\n', {}),  # no end record
+    (b'{"format": "hivemem.export"}\n', {"gzip": "true"}),  # not gzip
+    (b"", {}),  # empty
+])
+def test_an_import_refusal_never_names_the_servers_files(
+    api: Api, body: bytes, params: dict[str, str],
+) -> None:
+    with api.http(api.key_a) as http:
+        r = http.post("/v1/import", content=body, params=params,
+                      headers={"content-type": "application/x-ndjson"})
+    assert r.status_code == 422, r.text
+    assert "upload" in r.json()["detail"]
+    assert "hivemem-import-" not in r.text and "/tmp" not in r.text, r.text
