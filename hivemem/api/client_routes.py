@@ -34,7 +34,7 @@ from hivemem.producer.scoped import ScopedMemory
 from hivemem.store.apikeys import ApiKeyInfo
 
 AgentId = Annotated[str | None, Query(pattern=ID_REGEX, max_length=128)]
-FactId = Annotated[str, Path(pattern=r"^[A-Za-z0-9._:-]{1,128}$", max_length=128)]
+FactId = Annotated[str, Path(pattern=ID_REGEX, max_length=128)]
 MAX_WAIT_S = 300.0
 WAIT_SLICE_S = 0.5
 # A wait's timeout in seconds: a number, not `false` (pydantic's lax mode would read it as 0).

@@ -24,6 +24,7 @@ from starlette.concurrency import run_in_threadpool
 
 from hivemem.api.problems import BASE, MEDIA_TYPE
 from hivemem.api.schemas import ID_REGEX, Id, Problem
+from hivemem.errors import ValidationError
 from hivemem.producer.admin import Admin
 from hivemem.producer.scoped import ScopedMemory
 from hivemem.store.apikeys import ApiKeyInfo
@@ -131,6 +132,13 @@ def build_transfer_router(
             summary = await run_in_threadpool(run)
         except ImportRefused as refused:
             return refused_problem(request, refused)
+        except ValidationError as exc:
+            # A file-level refusal names the file: the caller's is "upload", never where
+            # this server put it.
+            if type(exc) is not ValidationError or str(folder) not in exc.message:
+                raise
+            raise ValidationError(exc.field, exc.message.replace(str(upload), "upload")
+                                  .replace(str(folder), "upload")) from None
         finally:
             shutil.rmtree(folder, ignore_errors=True)
         return summary.model_copy(update={"path": "upload"})

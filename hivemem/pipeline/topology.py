@@ -280,6 +280,26 @@ class Keys:
         """Stream: every finished forget (who, when, what scope, counts; never content)."""
         return f"{self.prefix}:{{forget}}:erasures"
 
+    def namespace_sessions(self, partition: int, namespace: str) -> str:
+        """Set: the sessions of partition p that `namespace` owns (a namespace's listing
+        reads these, never the other namespaces' sessions). Added to when a session gets its
+        owner (the append script's first turn, restore, import)."""
+        return f"{self.tag(partition)}:nsidx:{namespace}"
+
+    def namespace_session_set(self, session_id: str, namespace: str) -> str:
+        """The namespace index the session is listed in when `namespace` owns it."""
+        return self.namespace_sessions(self.partition(session_id), namespace)
+
+    def all_namespace_sessions(self, namespace: str) -> list[str]:
+        """Every partition's index of `namespace`'s sessions."""
+        return [self.namespace_sessions(p, namespace) for p in range(self.partitions)]
+
+    @property
+    def namespace_index_built(self) -> str:
+        """String: set once every session owned before the namespace indexes existed has
+        been listed in its namespace's index (`SessionStore.session_ids` builds them once)."""
+        return f"{self.prefix}:nsidx:built"
+
     # Scopes and the service.
     def api_key(self, key_id: str) -> str:
         """Hash: an API key's namespace, salt and salted hash (never the key itself)."""

@@ -81,6 +81,12 @@ class TimelineReader:
             yield from _older(newest_first(turn_event(t) for t in turns), before)
             high = low - 1
             size = min(size * 2, MAX_WINDOW)
+            if not turns and high >= 0:
+                # A run of seqs without turns (or a counter past the last turn): jump to
+                # the next stored one below instead of walking the run a window at a time.
+                found = self.vectors.nearest_seq(session_id, 0, high, self.scope,
+                                                 highest=True)
+                high = -1 if found is None else found
 
     def _episodes(self, session_id: str, before: SortKey | None) -> Iterator[TimelineEvent]:
         size = max(EPISODE_PAGE, self.limit + 1)

@@ -29,6 +29,7 @@ import redis
 
 from hivemem.errors import ConfigurationError, StoreUnavailable
 from hivemem.pipeline.topology import DISPATCH, STAGE_NAMES, WINDOW, Keys, Topology
+from hivemem.store import head
 from hivemem.store.partitions import live_members
 from hivemem.store.redis import Redis, as_text, set_union
 
@@ -236,6 +237,13 @@ class Repartition:
         if old.session_set(sid) != new.session_set(sid):
             self.r.sadd(new.session_set(sid), sid)
             self.r.srem(old.session_set(sid), sid)
+        # So does its entry in its namespace's index (its owner: in the ids hash, moved).
+        owner = head.decode(self.r.hmget(new.session_turn_ids(sid), head.SEQ_FIELD,
+                                         head.NS_FIELD))[1]
+        if owner is not None and (old.namespace_session_set(sid, owner)
+                                  != new.namespace_session_set(sid, owner)):
+            self.r.sadd(new.namespace_session_set(sid, owner), sid)
+            self.r.srem(old.namespace_session_set(sid, owner), sid)
         # A buffer left waiting (the boundary sweep's index) moves with its session.
         waiting_old = old.boundary_waiting(old.partition(sid))
         waiting_new = new.boundary_waiting(new.partition(sid))

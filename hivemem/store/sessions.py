@@ -10,12 +10,13 @@ from typing import Any
 
 from hivemem.domain.episode import Episode
 from hivemem.domain.models import Turn
+from hivemem.domain.scope import DEFAULT_NAMESPACE
 from hivemem.pipeline.topology import Keys
 from hivemem.store import head, recent
 from hivemem.store.redis import Redis, as_text, redis_errors, set_union
 
 _INFO_FIELDS = ("title", "agent_id", "created_at")
-
+_INDEX_BATCH = 1000  # sessions per round trip while the namespace indexes are first built
 
 
 def _hash(raw: dict[Any, Any]) -> dict[str, str]:
@@ -26,6 +27,7 @@ class SessionStore:
     def __init__(self, client: Redis, keys: Keys) -> None:
         self._r = client
         self.keys = keys
+        self._index_built = False
 
     # -- metadata --------------------------------------------------------------------------
 
@@ -60,19 +62,53 @@ class SessionStore:
 
     def session_ids(self, namespace: str | None = None) -> list[str]:
         """Every session id, sorted; with a namespace, only the sessions it owns (a session
-        with turns but no owner record predates namespaces: it is the default one's)."""
+        with turns but no owner record predates namespaces: it is the default one's).
+
+        A namespace's list reads its own index (`Keys.namespace_sessions`), so what it costs
+        follows that namespace's sessions, not every tenant's; each entry's owner is read
+        back (an entry left behind by a session erased or replaced is not listed)."""
         k = self.keys
+        if namespace is None:
+            with redis_errors("list sessions"):
+                return sorted(set_union(self._r, k.all_sessions()))
+        self._ensure_namespace_index()
         with redis_errors("list sessions"):
-            ids = sorted(set_union(self._r, k.all_sessions()))
-            if namespace is None or not ids:
+            ids = sorted(set_union(self._r, k.all_namespace_sessions(namespace)))
+            if not ids:
                 return ids
-            pipe = self._r.pipeline(transaction=False)
-            for sid in ids:
-                head.queue_read(pipe, k, sid)
-            replies = pipe.execute()
-        n = head.READS
-        owners = [head.decode(*replies[n * i:n * i + n])[1] for i in range(len(ids))]
+            owners = self._owners(ids)
         return [sid for sid, owner in zip(ids, owners, strict=True) if owner == namespace]
+
+    def _owners(self, ids: Sequence[str]) -> list[str | None]:
+        pipe = self._r.pipeline(transaction=False)
+        for sid in ids:
+            head.queue_read(pipe, self.keys, sid)
+        replies = pipe.execute()
+        n = head.READS
+        return [head.decode(*replies[n * i:n * i + n])[1] for i in range(len(ids))]
+
+    def _ensure_namespace_index(self) -> None:
+        """List every session owned before the namespace indexes existed in its owner's
+        index, once per store (a marker says it was done; the writes that give a session
+        its owner keep the indexes since). Idempotent: two processes doing it at once add
+        the same members."""
+        if self._index_built:
+            return
+        k = self.keys
+        with redis_errors("build namespace index"):
+            if self._r.exists(k.namespace_index_built):
+                self._index_built = True
+                return
+            ids = sorted(set_union(self._r, k.all_sessions()))
+            for start in range(0, len(ids), _INDEX_BATCH):
+                chunk = ids[start:start + _INDEX_BATCH]
+                pipe = self._r.pipeline(transaction=False)
+                for sid, owner in zip(chunk, self._owners(chunk), strict=True):
+                    if owner is not None:
+                        pipe.sadd(k.namespace_session_set(sid, owner), sid)
+                pipe.execute()
+            self._r.set(k.namespace_index_built, 1)
+        self._index_built = True
 
     # -- state as data (export / import) ---------------------------------------------------
 
@@ -128,6 +164,9 @@ class SessionStore:
             if state.get("namespace"):
                 pipe.hset(k.session_turn_ids(session_id), head.NS_FIELD,
                           str(state["namespace"]))
+            owner = state.get("namespace") or (DEFAULT_NAMESPACE if state.get("seq") else None)
+            if owner:
+                pipe.sadd(k.namespace_session_set(session_id, str(owner)), session_id)
             pipe.sadd(k.session_set(session_id), session_id)
             pipe.execute()
 
@@ -195,10 +234,14 @@ class SessionStore:
         k = self.keys
         episodes = self.episode_ids(session_id)
         with redis_errors("purge session"):
+            owner = self._owners([session_id])[0]
+        with redis_errors("purge session"):
             # One MULTI: every key is in the session's slot (the session set too).
             pipe = self._r.pipeline(transaction=True)
             pipe.delete(*k.session_keys(session_id, episodes))
             pipe.srem(k.session_set(session_id), session_id)
+            if owner is not None:
+                pipe.srem(k.namespace_session_set(session_id, owner), session_id)
             pipe.zrem(k.boundary_waiting(k.partition(session_id)), session_id)
             deleted = pipe.execute()[0]
         return int(deleted)

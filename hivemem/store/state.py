@@ -60,7 +60,8 @@ class TurnLog:
             recent.slack(self.recent_window)]
         order: list[int] = []
         for (sid, namespace), members in groups.items():
-            keys += (k.session_turn_ids(sid), k.session_recent(sid), k.session_meta(sid))
+            keys += (k.session_turn_ids(sid), k.session_recent(sid), k.session_meta(sid),
+                     k.namespace_session_set(sid, namespace))
             args += (sid, namespace, len(members))
             for i in members:
                 draft = drafts[i]
@@ -304,8 +305,9 @@ class TurnLog:
             top = ordered[-1].seq
             # Never move a live counter backwards; the owner is the first turn's unless the
             # session has one.
-            pipe.eval(lua("restore_head"), 1, k.session_turn_ids(session_id), top,
-                      ordered[0].namespace)
+            pipe.eval(lua("restore_head"), 2, k.session_turn_ids(session_id),
+                      k.namespace_session_set(session_id, ordered[0].namespace), top,
+                      ordered[0].namespace, session_id)
             ids = head.valid_ids(ordered)
             if ids:
                 pipe.hset(k.session_turn_ids(session_id), mapping=ids)  # type: ignore[arg-type]

@@ -64,11 +64,22 @@ def _turns(stores: Stores, session_id: str, last_seq: int, scope: Scope | None
         for hit in hits:
             yield turn_from_payload(hit.payload), hit.vector
         return
-    for start in range(1, last_seq + 1, _CHUNK):
+    # Bounded by the turns there are, never by the counter alone: it stops once every
+    # stored turn is written, and jumps over a run of seqs without turns (dead letters,
+    # episode controls) in a few counts instead of walking it.
+    base: Where = {"session_id": session_id, **scoped(scope)}
+    left = vectors.count(TURNS, base)
+    start = 1
+    while left > 0 and start <= last_seq:
         seqs = list(range(start, min(last_seq, start + _CHUNK - 1) + 1))
         found_turns = vectors.turns_by_seq(session_id, seqs, scope)
         for found in sorted(found_turns, key=lambda h: h.turn.seq):
             yield found.turn, found.vector
+        left -= len(found_turns)
+        start = seqs[-1] + 1
+        if not found_turns:
+            nearest = vectors.nearest_seq(session_id, start, last_seq, scope)
+            start = last_seq + 1 if nearest is None else nearest
 
 
 def _facts(facts: list[Fact], stores: Stores, with_vectors: bool

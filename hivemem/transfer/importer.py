@@ -154,21 +154,24 @@ class _Writer:
 
     def plan_names(self) -> dict[str, str]:
         """Where each of the file's sessions goes (append renames taken ids)."""
-        taken = set(self.stores.state.session_ids())
         names: dict[str, str] = {}
+
+        def taken(sid: str) -> bool:
+            # Asked per id (never the list of every tenant's sessions).
+            return sid in names.values() or self.stores.sessions.exists(sid)
+
         for sid, info in self.manifest.sessions.items():
             target = sid
-            if self.mode == ImportMode.APPEND and self._occupied(sid, info, taken):
+            if self.mode == ImportMode.APPEND and self._occupied(sid, info, taken(sid)):
                 n = 2
-                while (candidate := f"{sid[:120]}.{n}") in taken or candidate in names.values():
+                while taken(candidate := f"{sid[:120]}.{n}"):
                     n += 1
                 target = candidate
             names[sid] = target
-            taken.add(target)
         return names
 
-    def _occupied(self, sid: str, info: FileSession, taken: set[str]) -> bool:
-        if sid in taken or self.stores.vectors.count_turns(sid):
+    def _occupied(self, sid: str, info: FileSession, listed: bool) -> bool:
+        if listed or self.stores.vectors.count_turns(sid):
             return True
         ids = sorted(info.fact_ids)
         for start in range(0, len(ids), _BATCH):
@@ -184,7 +187,7 @@ class _Writer:
         self.target = self.names[sid]
         self.remap = (_Remap(self.manifest.sessions[sid], self.target)
                       if self.target != sid else None)
-        existed = self.target in set(stores.state.session_ids())
+        existed = stores.sessions.exists(self.target)
         if self.mode == ImportMode.REPLACE and existed:
             stores.vectors.delete(TURNS, {"session_id": self.target})
             stores.vectors.delete(FACTS, {"session_id": self.target})

@@ -502,6 +502,84 @@ def _import_file(session_id: Any, state: Any, turn: Any) -> bytes:
     return b"\n".join(lines) + b"\n"
 
 
+class ImportSite:
+    """The HTTP API over one Redis (fakeredis, outliving every client) and qdrant-edge on
+    disk, reopened (the app, the client and the store closed and opened again) every
+    `REOPEN_EVERY` accepted imports: each turn accepted so far must read back the same
+    after each reopen, and another tenant's session must answer as it did before."""
+
+    def __init__(self, folder: Path) -> None:
+        from hivemem.store.apikeys import ApiKeyStore
+
+        self.folder = folder
+        self.server = fake_server()
+        self.r = connect_fake(self.server)
+        self.client: MemoryClient | None = None
+        self.http: Any = None
+        self.kept: dict[str, str] = {}  # session id -> its turn record as exported
+        self.accepted = 0
+        self.start()
+        keys = ApiKeyStore(self.r, KEYS)
+        self.headers = {"Authorization": f"Bearer {keys.create('default', 'fuzz')[0]}"}
+        self.other = {"Authorization": f"Bearer {keys.create('other', 'fuzz')[0]}"}
+        assert self.client is not None
+        self.client.scoped(namespace="other").ingest(
+            "theirs", "user", "we chose PostgreSQL for orders", turn_id="t-theirs")
+        self.other_before = self.other_view()
+
+    def start(self) -> None:
+        from fastapi.testclient import TestClient
+
+        from hivemem.api import create_app
+        from hivemem.store.vectors.edge import EdgeVectorStore
+
+        vectors = EdgeVectorStore(self.folder, 64)
+        self.client = MemoryClient(SETTINGS, redis_client=connect_fake(self.server),
+                                   vector_store=vectors, embedder=HashingEmbedder(64))
+        self.http = TestClient(create_app(SETTINGS, client=self.client),
+                               raise_server_exceptions=False)
+
+    def reopen(self) -> None:
+        assert self.client is not None
+        self.http.close()
+        self.client.close()
+        self.start()
+        for sid, record in self.kept.items():
+            assert self.exported_turn(sid) == record, f"{sid!r} changed across a reopen"
+        _outcome("api.import.reopened")
+        OUTCOMES["api.import.read_back_after_reopen"] += len(self.kept)
+
+    def exported_turn(self, sid: str) -> str:
+        out = self.http.get("/v1/export", headers=self.headers, params={"session_id": sid})
+        assert out.status_code == 200, out.text
+        [turn] = [line for line in out.text.splitlines()
+                  if line and json.loads(line).get("type") == "turn"]
+        return str(turn)
+
+    def other_view(self) -> tuple[Any, ...]:
+        """What the other tenant reads: its list, its session's stats, a recall."""
+        http, h = self.http, self.other
+        listed = http.get("/v1/sessions", headers=h)
+        stats = http.get("/v1/sessions/theirs/stats", headers=h)
+        recall = http.post("/v1/sessions/theirs/recall", headers=h,
+                           json={"query": "which database"})
+        assert listed.status_code == stats.status_code == recall.status_code == 200
+        return (listed.json(), stats.json()["last_seq"],
+                [i["content"] for i in recall.json()["items"]])
+
+
+@pytest.fixture(scope="module")
+def importing() -> Iterator[ImportSite]:
+    pytest.importorskip("fastapi")
+    site = ImportSite(Path(tempfile.mkdtemp(prefix="hivemem-fuzz-import-")))
+    yield site
+    site.reopen()  # the last accepted imports too
+    assert site.other_view() == site.other_before
+    assert site.client is not None
+    site.http.close()
+    site.client.close()
+
+
 _plain = st.text(st.characters(min_codepoint=32, max_codepoint=126), min_size=1, max_size=40)
 
 
@@ -528,12 +606,15 @@ _plain = st.text(st.characters(min_codepoint=32, max_codepoint=126), min_size=1,
         "agent_id": st.one_of(st.none(), ids), "visibility": mostly(
             st.just("shared"), texts, 0.9), "namespace": mostly(st.just("default"), ids, 0.9)}))
 def test_api_import_obeys_what_ingest_does(
-    api: tuple[Any, dict[str, str], Any], session_id: Any, state: Any, turn: Any,
+    importing: ImportSite, session_id: Any, state: Any, turn: Any,
 ) -> None:
     """Import through the API with a namespace key, for every field ingest checks: never a
     5xx; a refused file writes nothing; an accepted one holds a session every route
-    accepts, with counters derived from its records, not from the state it claimed."""
-    http, headers, r = api
+    accepts, with counters derived from its records, not from the state it claimed, and
+    its turn as sent (content, role, metadata), the same after the store is reopened;
+    another tenant reads what it read before either way."""
+    site = importing
+    http, headers, r = site.http, site.headers, site.r
     turn = {**turn, "session_id": session_id}
     body = _import_file(session_id, state, turn)
     before = _all_sessions(r)
@@ -543,6 +624,7 @@ def test_api_import_obeys_what_ingest_does(
     _outcome(f"api.import.{response.status_code}")
     if response.status_code >= 400:
         assert _all_sessions(r) == before
+        assert site.other_view() == site.other_before
         return
     assert response.status_code == 201, response.text
     stored = response.json()["sessions"][session_id]
@@ -550,8 +632,18 @@ def test_api_import_obeys_what_ingest_does(
     assert stats.status_code == 200, stats.text
     assert stats.json()["last_seq"] == turn["seq"]  # the record's, never the state's claim
     _outcome("api.import.accepted")
-    exported = http.get("/v1/export", headers=headers, params={"session_id": stored})
-    assert exported.status_code == 200
+    record = site.exported_turn(stored)
+    got = json.loads(record)["turn"]
+    assert got["content"] == turn["content"] and got["role"] == turn["role"]
+    assert got["turn_id"] == turn["turn_id"] and got["seq"] == turn["seq"]
+    if isinstance(turn.get("metadata"), dict):
+        assert _same(got["metadata"], turn["metadata"])
+    site.kept[stored] = record
+    site.accepted += 1
+    assert site.other_view() == site.other_before
+    if site.accepted % REOPEN_EVERY == 0:
+        site.reopen()
+        assert site.other_view() == site.other_before
 
 
 def test_timestamps_far_in_the_past_or_future_are_refused_or_kept(fresh: Any) -> None:

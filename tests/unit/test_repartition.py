@@ -65,7 +65,9 @@ def _drain(wiring: Wiring) -> None:
 
 
 def _snapshot(client: MemoryClient) -> dict[str, Any]:
-    out: dict[str, Any] = {"sessions": sorted(client.admin.sessions())}
+    out: dict[str, Any] = {"sessions": sorted(client.admin.sessions()),
+                           # The namespace's own index (what its listing reads) moves too.
+                           "listed": client.scoped(namespace="default").sessions()}
     for sid in SESSIONS:
         stats = client.get_session_stats(sid)
         out[sid] = {

@@ -11,7 +11,7 @@ import type {
 } from "./schema.js";
 import type { Preset, RecallResult, Role, TimelineEvent } from "./types.js";
 
-const ID = /^[A-Za-z0-9._:-]{1,128}$/;
+const ID = /^(?:[A-Za-z0-9_:-][A-Za-z0-9._:-]{0,127}|\.[A-Za-z0-9_:-][A-Za-z0-9._:-]{0,126}|\.\.[A-Za-z0-9._:-]{1,126})$/;
 const WAIT_SLACK_S = 10; // a long poll's HTTP timeout beyond the wait it asks for
 
 export interface ConnectOptions {
@@ -52,7 +52,7 @@ export interface RecallOptions {
 
 function checkId(field: string, value: unknown): string {
   if (typeof value !== "string" || !ID.test(value)) {
-    throw new ValidationError(field, "must match [A-Za-z0-9._:-]{1,128}");
+    throw new ValidationError(field, "must match [A-Za-z0-9._:-]{1,128} and not be '.' or '..'");
   }
   return value;
 }

@@ -16,7 +16,10 @@
 -- The window is a list of (seq, JSON) pairs (`hivemem.store.window`): one RPUSH, and an
 -- LTRIM once it holds `slack` turns too many. Each seq is made text once (Lua formats
 -- numbers with sprintf).
--- KEYS: the stream, the partition's session set, then 3 keys per group (ids, window, meta).
+-- A session that gets its owner here is added to its namespace's index of the partition
+-- (`Keys.namespace_sessions`: what a namespace's listing reads).
+-- KEYS: the stream, the partition's session set, then 4 keys per group (ids, window, meta,
+-- the group's namespace index).
 -- ARGV: the window, the entry's two field names (from `TurnEntry`), the group count g, the
 -- slack, then per group: session id, namespace, turn count c and c (turn id, wire JSON,
 -- timestamp) triples.
@@ -31,7 +34,7 @@ local function chunked(cmd, key, list)
 end
 local a = 6
 for g = 1, tonumber(ARGV[4]) do
-  local k = 2 + (g - 1) * 3
+  local k = 2 + (g - 1) * 4
   local sid, ns, c = ARGV[a], ARGV[a + 1], tonumber(ARGV[a + 2])
   a = a + 3
   local ids_key = KEYS[k + 1]
@@ -102,6 +105,7 @@ for g = 1, tonumber(ARGV[4]) do
       end
       for _, v in ipairs(ids) do fields[#fields + 1] = v end
       chunked('HSET', ids_key, fields)
+      if claim then redis.call('SADD', KEYS[k + 4], sid) end
     end
     if #ids > 0 then
       if window > 0 then

@@ -488,6 +488,38 @@ class VectorStore(ABC):
                         **scoped(scope)}
         return [turn_from_payload(hit.payload) for hit in self.scroll(TURNS, where)]
 
+    def nearest_seq(
+        self, session_id: str, first: int, last: int, scope: Scope | None = None, *,
+        highest: bool = False,
+    ) -> int | None:
+        """The lowest (`highest`: the highest) seq in [`first`, `last`] of a stored turn
+        `scope` may see; None: there is none. By halving the range with counts (about
+        log2(last - first) of them): a reader that walks a session's seqs jumps over a run
+        without turns instead of walking it, so what it costs follows the turns there are,
+        not the session's counter."""
+        def any_in(low: int, high: int) -> bool:
+            where: Where = {"session_id": session_id, "seq": Between(low, high),
+                            **scoped(scope)}
+            return self.count(TURNS, where) > 0
+
+        if last < first or not any_in(first, last):
+            return None
+        low, high = first, last
+        while low < high:
+            if highest:
+                mid = (low + high + 1) // 2
+                if any_in(mid, high):
+                    low = mid
+                else:
+                    high = mid - 1
+            else:
+                mid = (low + high) // 2
+                if any_in(low, mid):
+                    high = mid
+                else:
+                    low = mid + 1
+        return low
+
     def count_turns(self, session_id: str | None = None) -> int:
         return self.count(TURNS, None if session_id is None else {"session_id": session_id})
 
