@@ -207,7 +207,7 @@ class EmbeddingSettings(BaseModel):
     # `batch_size` rows (providers/batching.py): short turns go many to a batch, long ones
     # few, and little is padding. bench/probes/embed_arms.py measures the settings.
     batch_size: int = Field(default=64, ge=1, le=4096)
-    batch_tokens: int = Field(default=512, ge=1, le=1_000_000)
+    batch_tokens: int = Field(default=256, ge=1, le=1_000_000)
     # ONNX intra-op threads per embedder (None: all cores). On a small box one thread per
     # embedder and one embedder per core (embedded mode's default; one `hivemem worker embed`
     # process per core) keeps small batches from stalling each other: bench/throughput.py.

@@ -45,11 +45,11 @@ ARMS: dict[str, dict[str, Any]] = {
                                     "fastembed_batches": True},
     "fp32, 512 tokens": {"document_precision": "fp32", "batch_tokens": 512},
     "int8, 16 per batch": {"batch_size": 16, "fastembed_batches": True},
-    "int8, 256 tokens": {"batch_tokens": 256},
-    "int8, 512 tokens (default)": {},
+    "int8, 256 tokens (default)": {},
+    "int8, 512 tokens": {"batch_tokens": 512},
     "int8, 1024 tokens": {"batch_tokens": 1024},
     "int8, 2048 tokens": {"batch_tokens": 2048},
-    "int8, 512 tokens, 2 threads": {"threads": 2},
+    "int8, 256 tokens, 2 threads": {"threads": 2},
 }
 
 

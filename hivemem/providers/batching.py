@@ -3,9 +3,11 @@
 A transformer batch costs about its rows times its longest row's tokens (every row is padded
 to the longest), so texts are sorted by token count and a batch is closed when one more row
 would take it past `max_tokens` padded tokens (or `max_rows` rows). Short turns then go many
-to a batch, long ones few, and little of any batch is padding. Measured on LoCoMo turns with
-all-MiniLM-L6-v2 on one ONNX thread: ~512 padded tokens per batch beat 2,048 by ~1.4x and 16
-rows per batch regardless of length by ~1.3x (bench/probes/embed_arms.py).
+to a batch, long ones few, and little of any batch is padding. Measured on 800 LoCoMo turns
+with all-MiniLM-L6-v2 on one ONNX thread, by CPU time (bench/probes/embed_arms.py,
+bench/results/latest/embed_arms.json, load ~17): fp32 512 tokens 1.46x the turns per CPU-second
+of 16 texts per batch sorted by length (fastembed's `embed`, as before); int8 256 tokens 1.41x
+of int8 in 16s, 1.27x of 512 tokens, 1.73x of 2,048 (smaller batches stay in cache).
 """
 
 from __future__ import annotations
