@@ -42,7 +42,8 @@ def embed(args: argparse.Namespace) -> dict[str, Any]:
     runs = {}
     for w in args.embed_workers.split(","):
         workers = None if w == "default" else int(w)
-        runs[w] = pipeline.bench_embed(40 if args.quick else args.embed_turns, workers)
+        runs[w] = pipeline.bench_embed(40 if args.quick else args.embed_turns, workers,
+                                       raw=not args.skip_raw)
     # The first count's run under the old keys; every count's under "by_workers".
     RESULT["embed"] = {**next(iter(runs.values())), "by_workers": runs}
     return RESULT["embed"]
@@ -61,8 +62,9 @@ def summary(name: str, r: dict[str, Any]) -> str:
                 f" {r['ingest_many']['turns_per_s']:,.0f} turns/s")
     if name == "embed":
         return "; ".join(
-            f"{w} embed worker(s): {x['pipeline_turns_per_s']:.0f} turns/s vs"
-            f" {x['raw_fastembed_turns_per_s']:.0f} raw fastembed (ratio {x['ratio']:.2f})"
+            f"{w} embed worker(s): {x['pipeline_turns_per_s']:.0f} turns/s"
+            + ("" if x["ratio"] is None else f" vs {x['raw_fastembed_turns_per_s']:.0f} raw"
+               f" fastembed (ratio {x['ratio']:.2f})")
             for w, x in r["by_workers"].items())
     return (f"{r['turns']} turns at {r['rate_per_s']:.0f}/s: fresh p50 {r['fresh_ms']['p50']:.0f}"
             f" ms p95 {r['fresh_ms']['p95']:.0f} ms ({r['unseen']} unseen)")
@@ -74,6 +76,8 @@ def main() -> int:
     ap.add_argument("--embed-turns", type=int, default=2000)
     ap.add_argument("--embed-workers", default="default",
                     help="embed: comma-separated embed thread counts, e.g. 1,default")
+    ap.add_argument("--skip-raw", action="store_true",
+                    help="embed: no raw fastembed run (an A/B of two trees: the same on both)")
     ap.add_argument("--rate", type=float, default=50.0, help="freshness: turns per second")
     ap.add_argument("--seconds", type=float, default=30.0, help="freshness: how long")
     args = ap.parse_args()
