@@ -39,6 +39,7 @@ import json
 import math
 import os
 import shutil
+import signal
 import subprocess
 import sys
 import tempfile
@@ -70,9 +71,24 @@ _TICK = os.sysconf("SC_CLK_TCK")
 
 
 def cpu_s(pid: int) -> float:
-    """User + system CPU seconds of a process (all its threads)."""
+    """User + system CPU seconds of a process, every thread it ever ran included (10 ms
+    ticks: fine over seconds of a worker's CPU; the stand-in's HTTP server starts a thread
+    per connection)."""
     fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
     return (int(fields[11]) + int(fields[12])) / _TICK
+
+
+def cpu_s_precise(pid: int) -> float:
+    """CPU seconds of a long-lived process's threads in nanoseconds (/proc/PID/task/*/
+    schedstat): Redis's microseconds per turn are below what 10 ms ticks can tell. A thread
+    that ended is not counted (Redis's threads live as long as it does)."""
+    ns = 0
+    for task in Path(f"/proc/{pid}/task").iterdir():
+        try:
+            ns += int((task / "schedstat").read_text().split()[0])
+        except (OSError, ValueError, IndexError):
+            continue  # a thread that ended meanwhile
+    return ns / 1e9
 
 
 def busy_s() -> float:
@@ -149,12 +165,12 @@ def run_point(redis: RedisServer, qdrant: Any, k: int, texts: list[str], session
         assert redis.process is not None
         redis_pid = redis.process.pid
         # The server's own background (cron, AOF) while idle, per second: not a turn's cost.
-        idle0 = cpu_s(redis_pid)
+        idle0 = cpu_s_precise(redis_pid)
         time.sleep(3.0)
-        redis_idle_per_s = (cpu_s(redis_pid) - idle0) / 3.0
+        redis_idle_per_s = (cpu_s_precise(redis_pid) - idle0) / 3.0
         pids = {key: p.pid for key, p in procs.items()}
         cpu0 = {key: cpu_s(pid) for key, pid in pids.items()}
-        redis0, qdrant0, busy0 = cpu_s(redis_pid), cpu_s(qdrant.process.pid), busy_s()
+        redis0, qdrant0, busy0 = cpu_s_precise(redis_pid), cpu_s(qdrant.process.pid), busy_s()
         own0 = time.process_time()
         t0 = time.perf_counter()
         for start in range(0, len(rows), 100):
@@ -176,7 +192,7 @@ def run_point(redis: RedisServer, qdrant: Any, k: int, texts: list[str], session
                 time.sleep(0.1)
         processed_s = time.perf_counter() - t0
         cpu_processed = {key: cpu_s(pid) - cpu0[key] for key, pid in pids.items()}
-        redis_processed = cpu_s(redis_pid) - redis0 - redis_idle_per_s * processed_s
+        redis_processed = cpu_s_precise(redis_pid) - redis0 - redis_idle_per_s * processed_s
         qdrant_processed = cpu_s(qdrant.process.pid) - qdrant0
         busy_processed = busy_s() - busy0
         for n in names:
@@ -184,7 +200,7 @@ def run_point(redis: RedisServer, qdrant: Any, k: int, texts: list[str], session
         reflected_s = time.perf_counter() - t0
         cpu = {key: cpu_s(pid) - cpu0[key] for key, pid in pids.items()}
         stats = [client.get_session_stats(n) for n in names]
-        redis_cpu = cpu_s(redis_pid) - redis0 - redis_idle_per_s * reflected_s
+        redis_cpu = cpu_s_precise(redis_pid) - redis0 - redis_idle_per_s * reflected_s
         qdrant_cpu = cpu_s(qdrant.process.pid) - qdrant0
         busy = busy_s() - busy0
         info = redis.client().info("memory")
@@ -339,6 +355,8 @@ def main() -> int:
                     help="recompute the table from a saved capacity.json")
     args = ap.parse_args()
     offline_model_env()
+    # A SIGTERM ends the run through the `finally`s: its workers, Redis and stand-in stop.
+    signal.signal(signal.SIGTERM, lambda *_: sys.exit(143))
     rates = [int(x) for x in args.rates.split(",")]
     table_sessions = [int(x) for x in args.table_sessions.split(",")]
     if args.table_only:
