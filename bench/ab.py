@@ -40,9 +40,14 @@ def commit_of(tree: Path) -> str:
 def run_once(tree: Path, script: list[str], out: Path) -> dict[str, Any]:
     env = {**os.environ, "PYTHONPATH": str(tree), "HIVEMEM_BENCH_RESULTS": str(out)}
     started = time.perf_counter()
-    subprocess.run([sys.executable, str(HERE / script[0]), *script[1:]], env=env, check=True)
+    done = subprocess.run([sys.executable, str(HERE / script[0]), *script[1:]], env=env,
+                          check=False)
     docs = {p.stem: json.loads(p.read_text()) for p in sorted((out / "latest").glob("*.json"))}
-    return {"wall_s": round(time.perf_counter() - started, 1), "results": docs}
+    if done.returncode != 0 and not docs:
+        raise SystemExit(f"{script[0]} on {tree} failed (exit {done.returncode}), no results")
+    # A crash after the results were saved (e.g. at interpreter exit) keeps them, noted.
+    return {"wall_s": round(time.perf_counter() - started, 1), "exit": done.returncode,
+            "results": docs}
 
 
 def main() -> None:

@@ -9,7 +9,8 @@ Sections (bench/suites/pipeline.py; saved to bench/results/latest/throughput.jso
 - ingest: `ingest` p50/p99 next to bare XADD and PING on the same redis-server;
   `ingest_many` turns/s.
 - embed: the embedded deployment's embed workers (real model) vs raw fastembed on the same
-  texts: turns/s and their ratio.
+  texts: turns/s and their ratio (`--embed-workers 1,default`: one row per embed thread
+  count; one ONNX thread each).
 - freshness: ingest -> processed latency at a steady rate.
 The stream-worker micro-benchmarks (a handler alone, the Lua script alone, a step breakdown)
 need internals: bench/probes/pipeline_stages.py.
@@ -38,7 +39,13 @@ def ingest(args: argparse.Namespace) -> dict[str, Any]:
 
 
 def embed(args: argparse.Namespace) -> dict[str, Any]:
-    RESULT["embed"] = pipeline.bench_embed(40 if args.quick else args.embed_turns)
+    runs = {}
+    for w in args.embed_workers.split(","):
+        workers = None if w == "default" else int(w)
+        runs[w] = pipeline.bench_embed(40 if args.quick else args.embed_turns, workers,
+                                       raw=not args.skip_raw)
+    # The first count's run under the old keys; every count's under "by_workers".
+    RESULT["embed"] = {**next(iter(runs.values())), "by_workers": runs}
     return RESULT["embed"]
 
 
@@ -54,8 +61,11 @@ def summary(name: str, r: dict[str, Any]) -> str:
                 f" (bare XADD p50 {r['bare_xadd_ms']['p50']:.2f}); ingest_many"
                 f" {r['ingest_many']['turns_per_s']:,.0f} turns/s")
     if name == "embed":
-        return (f"{r['pipeline_turns_per_s']:.0f} turns/s through the workers vs"
-                f" {r['raw_fastembed_turns_per_s']:.0f} raw fastembed (ratio {r['ratio']:.2f})")
+        return "; ".join(
+            f"{w} embed worker(s): {x['pipeline_turns_per_s']:.0f} turns/s"
+            + ("" if x["ratio"] is None else f" vs {x['raw_fastembed_turns_per_s']:.0f} raw"
+               f" fastembed (ratio {x['ratio']:.2f})")
+            for w, x in r["by_workers"].items())
     return (f"{r['turns']} turns at {r['rate_per_s']:.0f}/s: fresh p50 {r['fresh_ms']['p50']:.0f}"
             f" ms p95 {r['fresh_ms']['p95']:.0f} ms ({r['unseen']} unseen)")
 
@@ -64,6 +74,10 @@ def main() -> int:
     ap = goal_parser(__doc__, ["ingest", "embed", "freshness"])
     ap.add_argument("--calls", type=int, default=5000, help="single ingest calls")
     ap.add_argument("--embed-turns", type=int, default=2000)
+    ap.add_argument("--embed-workers", default="default",
+                    help="embed: comma-separated embed thread counts, e.g. 1,default")
+    ap.add_argument("--skip-raw", action="store_true",
+                    help="embed: no raw fastembed run (an A/B of two trees: the same on both)")
     ap.add_argument("--rate", type=float, default=50.0, help="freshness: turns per second")
     ap.add_argument("--seconds", type=float, default=30.0, help="freshness: how long")
     args = ap.parse_args()

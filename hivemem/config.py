@@ -202,9 +202,14 @@ class EmbeddingSettings(BaseModel):
     # Never ask a model hub (fastembed gets HF_HUB_OFFLINE=1). Also on by itself when the
     # model is in cache_dir: a missing file then fails at once, not after ~40 s of retries.
     offline: bool = False
-    # ONNX batch: small batches pad less (each pads to its longest text); measured 2.8x the
-    # turns/s of batch 64 on mixed-length LoCoMo turns (bench/throughput.py).
-    batch_size: int = Field(default=16, ge=1, le=4096)
+    # Document batches: a read's texts are tokenised, sorted by token count and cut into
+    # ONNX batches of at most `batch_tokens` padded tokens (rows x the longest row) and
+    # `batch_size` rows (providers/batching.py): short turns go many to a batch, long ones
+    # few, and little is padding. bench/probes/embed_arms.py measures the settings.
+    batch_size: int = Field(default=64, ge=1, le=4096)
+    # Padded tokens per document batch at most (rows x its longest row; a longer text goes
+    # alone): 256 had 1.27x the turns per CPU-second of 512 and 1.73x of 2,048 with int8.
+    batch_tokens: int = Field(default=256, ge=1, le=1_000_000)
     # ONNX intra-op threads per embedder (None: all cores). On a small box one thread per
     # embedder and one embedder per core (embedded mode's default; one `hivemem worker embed`
     # process per core) keeps small batches from stalling each other: bench/throughput.py.
@@ -215,8 +220,12 @@ class EmbeddingSettings(BaseModel):
     # How recall embeds its query: "int8", the model's int8 quantisation, made once from the
     # fp32 model (providers/quantized.py; needs the `onnx` package, else fp32 with a warning):
     # recall p95 -3.5 ms with LoCoMo R@5/R@10 within noise of "fp32" (bench/probes/locomo_arms.py).
-    # The documents (turns, windows, facts) are always embedded by the model as loaded.
     query_precision: Literal["int8", "fp32"] = "int8"
+    # How the documents (turns, windows, facts) are embedded: "int8", the same int8 copy as
+    # queries (made once, as above; ignored when `model_path` names an export), or "fp32",
+    # the model as loaded. Vectors of both compare (mean cosine 0.99 to each other), so a
+    # store may hold some of each after a change.
+    document_precision: Literal["int8", "fp32"] = "int8"
     # Where the int8 copy is kept (default: $XDG_CACHE_HOME or ~/.cache, then hivemem/models).
     derived_dir: Path | None = None
     # The recall path's model export, if not the int8 copy of `model_path` / `model`: a folder

@@ -73,7 +73,8 @@ def test_recall_embeds_queries_with_an_int8_copy_made_once(
     assert not [e for e in second if e["event"] == "model.quantized"]  # found, not made again
     fp32 = embedders.build_embedder(settings.model_copy(update={"query_precision": "fp32"}),
                                     for_queries=True)
-    documents = embedders.build_embedder(settings)
+    documents = embedders.build_embedder(settings.model_copy(
+        update={"document_precision": "fp32"}))
     text = "When did Caroline go to the LGBTQ support group?"
     q8, q32 = queries.embed_query(text), fp32.embed_query(text)
     assert np.array_equal(q8, again.embed_query(text))
