@@ -6,8 +6,8 @@ import { NotPermitted, ProcessingTimeout, ReflectionFailed, ValidationError } fr
 import { DEFAULT_RETRY, Transport, segment } from "./http.js";
 import type { RetryPolicy } from "./http.js";
 import type {
-  AuditEvent, BatchTurnIn, ContextOut, Episode, Fact, ImportSummary, RelatedSession,
-  SessionInfo, SessionStats, TurnOut,
+  AuditEvent, BatchTurnIn, ContextOut, Episode, Fact, ForgetReceipt, ImportSummary,
+  RelatedSession, SessionInfo, SessionStats, TurnOut,
 } from "./schema.js";
 import type { Preset, RecallResult, Role, TimelineEvent } from "./types.js";
 
@@ -267,6 +267,30 @@ export class HivememMemory {
         cursor: options.cursor },
     });
     return { events: out.events, nextCursor: out.next_cursor ?? null };
+  }
+
+  /** Erase a session (or only these turns / facts of it) everywhere it was copied, on disk
+   * too; the receipt says what was removed. An agent key forgets only what its agent wrote. */
+  async forget(sessionId: string, options: { turnIds?: string[]; factIds?: string[] } = {},
+  ): Promise<ForgetReceipt> {
+    const turnIds = options.turnIds ?? [];
+    const factIds = options.factIds ?? [];
+    if (turnIds.length === 0 && factIds.length === 0) {
+      return await this.transport.send<ForgetReceipt>({
+        method: "DELETE", path: sessionPath(sessionId),
+      });
+    }
+    return await this.transport.send<ForgetReceipt>({
+      method: "POST", path: sessionPath(sessionId, "/forget"),
+      body: { turn_ids: turnIds, fact_ids: factIds },
+    });
+  }
+
+  /** Erase one fact and its versions (`NotFound` for a fact this handle may not see). */
+  async forgetFact(factId: string): Promise<ForgetReceipt> {
+    return await this.transport.send<ForgetReceipt>({
+      method: "DELETE", path: `/v1/facts/${segment(checkId("memory_id", factId))}`,
+    });
   }
 
   /** Why a fact has its status (`NotFound` for a fact this handle may not see). */

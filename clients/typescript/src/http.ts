@@ -22,7 +22,7 @@ export const DEFAULT_RETRY: RetryPolicy = {
 };
 
 export interface Request {
-  method: "GET" | "POST" | "PATCH";
+  method: "GET" | "POST" | "PATCH" | "DELETE";
   path: string;
   query?: Record<string, string | number | boolean | string[] | null | undefined>;
   body?: unknown;

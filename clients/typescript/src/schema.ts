@@ -74,6 +74,15 @@ export interface ContextOut {
   result: RecallOut;
 }
 
+/** What was done so that the forgotten bytes leave the store's files. */
+export interface DiskErasure {
+  completed_at?: string | null;
+  redis_aof_rewritten?: boolean;
+  seconds?: number;
+  vectors_compacted?: boolean;
+  vectors_vacuum?: "done" | "server" | "none";
+}
+
 /** A closed episode: what reflection turns into facts. */
 export interface Episode {
   agent_id?: string | null;
@@ -151,6 +160,23 @@ export type FactStatus = "active" | "superseded" | "archived" | "conflicted";
 
 export interface FactsOut {
   facts: Array<FactOut>;
+}
+
+export interface ForgetIn {
+  fact_ids?: Array<string>;
+  turn_ids?: Array<string>;
+}
+
+/** What a forget removed, from each store, by kind, and when. */
+export interface ForgetReceipt {
+  disk?: DiskErasure;
+  finished_at: string;
+  forget_id: string;
+  redacted_facts?: number;
+  removed?: Record<string, Record<string, number>>;
+  session_ids?: Array<string>;
+  started_at: string;
+  target: "session" | "turns" | "facts" | "agent" | "namespace" | "retention";
 }
 
 export interface FullFactsOut {

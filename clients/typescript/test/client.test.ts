@@ -87,6 +87,19 @@ describe("against hivemem serve", () => {
     assert.equal(summary.mode, "append");
   });
 
+  test("forget: a session's turns, then the session", async () => {
+    const a = await team.ingest("gone", "user", "The door code is 4417", { turnId: "g-1" });
+    await team.ingest("gone", "user", "Lunch is at noon", { turnId: "g-2" });
+    await team.waitUntilProcessed("gone", 30);
+    const one = await team.forget("gone", { turnIds: [a.turn_id] });
+    assert.equal(one.target, "turns");
+    const left = await team.recall("gone", "what is the door code?", { tokenBudget: 500 });
+    assert.ok(!left.items.some((i) => i.content.includes("4417")));
+    const all = await team.forget("gone");
+    assert.deepEqual(all.session_ids, ["gone"]);
+    assert.ok(!(await team.sessions()).includes("gone"));
+  });
+
   test("errors are typed", async () => {
     await assert.rejects(connect(served.url, { apiKey: "hm_nope_nope" }), Unauthorized);
     await assert.rejects(team.recall("missing", "anything"), NotFound);
