@@ -1,24 +1,25 @@
 """Which statements are history, and whose slots they state, for one recall (nothing stored).
 
 `hivemem.domain.recall.currency` derives both from all of the asked sessions' facts plus what
-the asking session's unreflected turns change (`UnreflectedView`). Deriving them costs
-milliseconds per call at a few hundred facts, and reading the facts costs more, so both are
-kept: the facts by `KnownFacts` (which re-reads only what was written since), the answer
-until a session's facts, the unreflected turns or the asker's scope change.
+the asking session's unreflected turns change (`UnreflectedView`). Deriving them for every
+fact cost what the sessions hold on every recall whose facts had changed (every recall while
+reflection writes), so recall asks per candidate instead: the facts are kept indexed by
+`KnownFacts` (which re-reads only what was written since), and `CurrencyLens` answers for
+the keys recall scores, over that index, the unreflected turns' changes and the asker's
+scope.
 """
 
 from __future__ import annotations
 
-import threading
-from collections import OrderedDict
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 
 from hivemem.config import ReflectionSettings
 from hivemem.domain.fact import Fact
 from hivemem.domain.models import Turn
-from hivemem.domain.recall.currency import personal_statements, stale_statements
+from hivemem.domain.recall.fact_index import CurrencyLens, LensMapping, OwnerMapping
 from hivemem.domain.scope import Scope
+from hivemem.recall.foreground import Foreground
 from hivemem.recall.known_facts import KnownFacts, SessionFacts
 from hivemem.recall.provisional import UnreflectedView
 from hivemem.store.vectors.base import VectorStore
@@ -27,20 +28,21 @@ from hivemem.store.vectors.base import VectorStore
 @dataclass(frozen=True, slots=True)
 class Currency:
     # Candidate key -> the keys of what replaced it (see `stale_statements`).
-    replaced: dict[str, tuple[str, ...]]
+    replaced: Mapping[str, tuple[str, ...]]
     # Candidate key -> whose own slot it states (see `personal_statements`).
-    personal: dict[str, str]
+    personal: Mapping[str, str]
 
 
 class CurrencyView:
     def __init__(
-        self, vectors: VectorStore, reflection: ReflectionSettings, size: int = 256
+        self, vectors: VectorStore, reflection: ReflectionSettings, size: int = 256,
+        foreground: Foreground | None = None,
     ) -> None:
         self.known = KnownFacts(vectors)
-        self.unreflected = UnreflectedView(reflection)
-        self.size = size
-        self._seen: OrderedDict[tuple[object, ...], Currency] = OrderedDict()
-        self._lock = threading.Lock()
+        self.unreflected = UnreflectedView(reflection, size, foreground=foreground)
+
+    def close(self) -> None:
+        self.unreflected.close()
 
     def facts(self, sessions: Sequence[str]) -> list[tuple[str, SessionFacts]]:
         """Each session's facts now (every status and scope)."""
@@ -56,30 +58,22 @@ class CurrencyView:
     ) -> Currency:
         """For a recall in `session_id` over `sessions` (it first), by `access`;
         `unreflected`: that session's turns no reflection has seen yet; `snapshots`: what
-        `facts(sessions)` returned earlier in the same recall (read now if not given)."""
+        `facts(sessions)` returned earlier in the same recall (read now if not given).
+        The answer is read per candidate key as recall asks (it holds no copy of the
+        facts)."""
         if snapshots is None:
             snapshots = self.facts(sessions)
-        key = (
-            tuple((s, snap.revision) for s, snap in snapshots),
-            access,
-            tuple((t.session_id, t.turn_id, t.seq, t.content) for t in unreflected),
-        )
-        with self._lock:
-            seen = self._seen.get(key)
-            if seen is not None:
-                self._seen.move_to_end(key)
-                return seen
-        visible = {s: [f for f in snap.facts if _admits(access, f)] for s, snap in snapshots}
-        known = [
-            *(f for s in sessions if s != session_id for f in visible[s]),
-            *self.unreflected(visible.get(session_id, []), unreflected),
-        ]
-        answer = Currency(stale_statements(known), personal_statements(known))
-        with self._lock:
-            self._seen[key] = answer
-            while len(self._seen) > self.size:
-                self._seen.popitem(last=False)
-        return answer
+
+        def admits(fact: Fact) -> bool:
+            return _admits(access, fact)
+
+        lens = CurrencyLens()
+        for session, snap in snapshots:
+            overlay = self.unreflected.writes(snap, unreflected, access, admits) if (
+                session == session_id) else {}
+            lens.add(session, snap.index, admits=None if access is None else admits,
+                     overlay=overlay.values(), lock=snap.lock)
+        return Currency(LensMapping(lens), OwnerMapping(lens))
 
 
 def _admits(access: Scope | None, fact: Fact) -> bool:

@@ -26,6 +26,7 @@ from hivemem.domain.scope import Scope
 from hivemem.providers.embedders import Embedder
 from hivemem.providers.lexical import LexicalEncoder
 from hivemem.recall.currency import Currency, CurrencyView
+from hivemem.recall.foreground import Foreground
 from hivemem.recall.items import (
     PoolEntry,
     context_item,
@@ -113,9 +114,13 @@ class Recaller:
         embedder: Embedder,
         lexical: LexicalEncoder | None = None,
         reflection: ReflectionSettings | None = None,
+        foreground: Foreground | None = None,
     ) -> None:
         self.state = state
-        self.currency = CurrencyView(vectors, reflection or ReflectionSettings())
+        # Recalls run as the foreground: the pipeline's threads in this process hold back.
+        self.foreground = foreground or Foreground()
+        self.currency = CurrencyView(vectors, reflection or ReflectionSettings(),
+                                     foreground=self.foreground)
         self.episodes = episodes
         self.vectors = vectors
         self.embedder = embedder
@@ -132,6 +137,7 @@ class Recaller:
 
     def close(self) -> None:
         self._helper.shutdown(wait=False)
+        self.currency.close()
 
     def recall(
         self,
@@ -145,6 +151,22 @@ class Recaller:
         access: Scope | None = None,
     ) -> RecallResult:
         """`access`: who asks; every store read is limited to what it may see."""
+        with self.foreground.serving():
+            return self._recall(session_id, query, token_budget, policy,
+                                related_sessions=related_sessions, explain=explain,
+                                access=access)
+
+    def _recall(
+        self,
+        session_id: str,
+        query: str,
+        token_budget: int,
+        policy: RecallPolicy,
+        *,
+        related_sessions: Sequence[str] = (),
+        explain: bool = False,
+        access: Scope | None = None,
+    ) -> RecallResult:
         intent = read_query(query)  # the one reading of the question
         sessions = [session_id, *(s for s in related_sessions if s != session_id)]
         scope: str | list[str] = session_id if len(sessions) == 1 else sessions
@@ -373,7 +395,7 @@ class Recaller:
         """The sessions' facts (read for currency anyway), and whether to search facts:
         where no session has any (before the first reflection), the searches find none."""
         known = self.currency.facts(sessions) if policy.fact_limit else []
-        return known, any(snap.facts for _s, snap in known)
+        return known, any(len(snap) for _s, snap in known)
 
     # -- candidate sources -------------------------------------------------------------------
 

@@ -40,7 +40,7 @@ class Reads:
                 embedder = parts.query_embedder
                 self._recaller = Recaller(
                     parts.state, parts.episodes, parts.vectors, embedder,
-                    reflection=parts.settings.reflection,
+                    reflection=parts.settings.reflection, foreground=parts.foreground,
                 )
             return self._recaller
 
