@@ -16,12 +16,13 @@ from typing import Generic, TypeVar, cast
 
 from hivemem.config import ReflectionSettings
 from hivemem.domain.fact import VISIBLE, FactStatus
-from hivemem.domain.models import RecallResult, ScoreComponents, Turn
+from hivemem.domain.models import RecallResult, Turn
 from hivemem.domain.recall.budget import Candidate, Excluded, select
 from hivemem.domain.recall.currency import without_people
 from hivemem.domain.recall.intent import QueryIntent, read_query
 from hivemem.domain.recall.policy import RecallPolicy
-from hivemem.domain.recall.scoring import Signals, relevance, score_candidates
+from hivemem.domain.recall.score_table import ScoreTable, score_table
+from hivemem.domain.recall.scoring import Signals, relevance
 from hivemem.domain.scope import Scope
 from hivemem.providers.embedders import Embedder
 from hivemem.providers.lexical import LexicalEncoder
@@ -31,7 +32,6 @@ from hivemem.recall.items import (
     PoolEntry,
     context_item,
     excluded_item,
-    pool_entry,
     superseded_item,
     unit_vector,
 )
@@ -215,23 +215,25 @@ class Recaller:
                if e.is_turn and e.signals.session_id == session_id]
             + [0]
         )
-        scores = score_candidates(
+        # Scored as columns; a candidate's components are built only if it is shown.
+        scores = score_table(
             [e.signals for e in pool.values()], policy,
             current_session=session_id, newest_seq=newest, intent=intent,
         )
         restated = _facts_stand_for_their_turns(pool, scores, policy)
+        finals = scores.final.tolist()
         candidates = [
             Candidate(
                 key=key,
                 text=entry.text,
-                score=scores[key].final,
+                score=final,
                 token_count=entry.tokens,
                 vector=entry.vector,
-                payload={"entry": entry, "components": scores[key]},
+                payload={"entry": entry, "scores": scores},
                 source=entry.signals.source,
-                threshold_score=scores[key].final + 1.0 if entry.signals.history else None,
+                threshold_score=final + 1.0 if entry.signals.history else None,
             )
-            for key, entry in pool.items()
+            for (key, entry), final in zip(pool.items(), finals, strict=True)
         ]
         budget = max(0, token_budget - policy.reserve_tokens)
         chosen, excluded = _select_current(
@@ -613,9 +615,9 @@ def _select_current(
             return chosen, excluded
         keys = {c.key for c in chosen}
         replaced = {
-            c.key: next(k for k in pool_entry(c)[0].signals.successors if k in keys)
+            c.key: next(k for k in _entry(c).signals.successors if k in keys)
             for c in chosen
-            if any(k in keys for k in pool_entry(c)[0].signals.successors)
+            if any(k in keys for k in _entry(c).signals.successors)
         }
         if not replaced:
             return chosen, excluded + left_out
@@ -625,8 +627,14 @@ def _select_current(
     return chosen, excluded + left_out
 
 
+def _entry(candidate: Candidate) -> PoolEntry:
+    entry = candidate.payload["entry"]
+    assert isinstance(entry, PoolEntry)
+    return entry
+
+
 def _facts_stand_for_their_turns(
-    pool: dict[str, PoolEntry], scores: dict[str, ScoreComponents], policy: RecallPolicy
+    pool: dict[str, PoolEntry], scores: ScoreTable, policy: RecallPolicy
 ) -> dict[str, str]:
     """A fact that restates a turn it came from (near-duplicate text) ranks at least as high
     as that turn, so dedup keeps the fact (it carries status, kind and validity) and the
@@ -640,7 +648,7 @@ def _facts_stand_for_their_turns(
         fact = entry.fact
         if fact is None or entry.signals.history or entry.vector is None:
             continue
-        best = scores[key].final
+        best = scores.final_of(key)
         for turn_id in fact.source_turn_ids:
             turn_key = turns.get(turn_id)
             if turn_key is None or pool[turn_key].signals.session_id != fact.session_id:
@@ -648,11 +656,11 @@ def _facts_stand_for_their_turns(
             turn_vector = pool[turn_key].vector
             similarity = -1.0 if turn_vector is None else float(turn_vector @ entry.vector)
             if similarity >= threshold:
-                best = max(best, scores[turn_key].final + 1e-6)
+                best = max(best, scores.final_of(turn_key) + 1e-6)
                 if similarity < policy.dedup_threshold:
                     restated.setdefault(turn_key, key)
-        if best > scores[key].final:
-            scores[key] = scores[key].model_copy(update={"final": best, "restates": best})
+        if best > scores.final_of(key):
+            scores.restate(key, best)
     return restated
 
 
