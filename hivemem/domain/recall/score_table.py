@@ -55,9 +55,11 @@ class ScoreTable(Mapping[str, ScoreComponents]):
         built = self._built.get(key)
         if built is None:
             i = self.at[key]
-            built = self._built[key] = ScoreComponents.model_construct(
-                **{name: float(col[i]) for name, col in self.columns.items()},
-                restates=self.restates.get(key, 0.0))
+            values: dict[str, float] = {
+                name: float(col[i]) for name, col in self.columns.items()}
+            values["restates"] = self.restates.get(key, 0.0)
+            # The values are floats by construction: no validation needed.
+            built = self._built[key] = ScoreComponents.model_construct(None, **values)
         return built
 
     def __iter__(self) -> Iterator[str]:
