@@ -68,11 +68,15 @@ class CurrencyView:
             return _admits(access, fact)
 
         lens = CurrencyLens()
+        empty = True
         for session, snap in snapshots:
             overlay = self.unreflected.writes(snap, unreflected, access, admits) if (
                 session == session_id) else {}
+            empty = empty and not overlay and not len(snap)
             lens.add(session, snap.index, admits=None if access is None else admits,
                      overlay=overlay.values(), lock=snap.lock)
+        if empty:  # no facts and no unreflected changes: nothing is history
+            return Currency({}, {})
         return Currency(LensMapping(lens), OwnerMapping(lens))
 
 

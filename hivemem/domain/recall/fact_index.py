@@ -141,6 +141,11 @@ class _View:
     overlay_cites: Mapping[str, frozenset[str]]
     admits: Admits | None
     lock: AbstractContextManager[object]
+    prefix: str  # its turns' candidate keys start with this
+
+    def cited(self, turn_id: str) -> bool:
+        """Whether any fact (stored or overlay) cites the turn at all (a dict lookup)."""
+        return turn_id in self.index.cites or turn_id in self.overlay_cites
 
     def fact(self, fact_id: str) -> Fact | None:
         """The fact as the asker sees it: the overlay's version (made from what the asker
@@ -183,15 +188,27 @@ class CurrencyLens:
                 cites.setdefault(turn_id, set()).add(fact.fact_id)
         self._views.append(_View(session_id, index, writes,
                                  {t: frozenset(ids) for t, ids in cites.items()}, admits,
-                                 lock or nullcontext()))
+                                 lock or nullcontext(), f"turn:{session_id}:"))
 
     # -- the two questions --------------------------------------------------------------
 
     def replaced(self, key: str) -> tuple[str, ...] | None:
         """What replaced the statement `key` (sorted keys; empty for a retraction), or None
         when it is not history (`stale_statements(...).get(key)`)."""
+        if self._unknown(key):
+            return None
         with _Locks(self._views):
             return self._replaced(key)
+
+    def _unknown(self, key: str) -> bool:
+        """Whether no fact can say anything about `key`: a turn no fact cites, or a fact
+        that is in no index (most candidates; answered without a lock)."""
+        if key.startswith("fact:"):
+            fact_id = key[5:]
+            return not any(fact_id in v.overlay or fact_id in v.index.by_id
+                           for v in self._views)
+        place = self._turn(key)
+        return place is None or not place[0].cited(place[1])
 
     def _replaced(self, key: str) -> tuple[str, ...] | None:
         if key.startswith("fact:"):
@@ -222,6 +239,8 @@ class CurrencyLens:
 
     def owner(self, key: str) -> str | None:
         """Whose own slot `key` states (`personal_statements(...).get(key)`)."""
+        if self._unknown(key):
+            return None
         with _Locks(self._views):
             return self._owner(key)
 
@@ -269,9 +288,8 @@ class CurrencyLens:
 
     def _turn(self, key: str) -> tuple[_View, str] | None:
         for view in self._views:
-            prefix = f"turn:{view.session_id}:"
-            if key.startswith(prefix):
-                return view, key[len(prefix):]
+            if key.startswith(view.prefix):
+                return view, key[len(view.prefix):]
         return None
 
     def _successors(self, view: _View, fact: Fact) -> set[str]:
@@ -335,6 +353,10 @@ class LensMapping(Mapping[str, tuple[str, ...]]):
             raise KeyError(key)
         return value
 
+    def get(self, key: str, default: object = None) -> object:  # type: ignore[override]
+        value = self._get(key)
+        return default if value is None else value
+
     def __contains__(self, key: object) -> bool:
         return isinstance(key, str) and self._get(key) is not None
 
@@ -364,6 +386,10 @@ class OwnerMapping(Mapping[str, str]):
         if value is None:
             raise KeyError(key)
         return value
+
+    def get(self, key: str, default: object = None) -> object:  # type: ignore[override]
+        value = self._get(key)
+        return default if value is None else value
 
     def __contains__(self, key: object) -> bool:
         return isinstance(key, str) and self._get(key) is not None
