@@ -58,8 +58,8 @@ class ScoreTable(Mapping[str, ScoreComponents]):
             values: dict[str, float] = {
                 name: float(col[i]) for name, col in self.columns.items()}
             values["restates"] = self.restates.get(key, 0.0)
-            # The values are floats by construction: no validation needed.
-            built = self._built[key] = ScoreComponents.model_construct(None, **values)
+            # (pydantic's validating constructor: faster than `model_construct` here)
+            built = self._built[key] = ScoreComponents(**values)
         return built
 
     def __iter__(self) -> Iterator[str]:
@@ -174,7 +174,7 @@ def _context(a: dict[str, F64], rel: F64, bits: npt.NDArray[np.int64], policy: R
     if not n or not positioned.any():
         return neighbour, answer
     # Positions as one number per (session, seq): session code * 2^32 + seq.
-    pos = np.where(positioned, a["codes"] * 2.0**32 + np.nan_to_num(seqs), _NAN)
+    pos = np.where(positioned, a["codes"] * 2.0**32 + _zero_nan(seqs), _NAN)
     rel_at = _last_by_position(pos[positioned], rel[positioned])
     if w.neighbour:
         neighbour = np.where(positioned, np.maximum(rel_at(pos - 1.0), rel_at(pos + 1.0)),
@@ -186,6 +186,11 @@ def _context(a: dict[str, F64], rel: F64, bits: npt.NDArray[np.int64], policy: R
     return neighbour, answer
 
 
+def _zero_nan(x: F64) -> F64:
+    """NaN as 0.0 (`np.nan_to_num` without its checks: ~10x cheaper on small columns)."""
+    return np.where(np.isnan(x), 0.0, x)
+
+
 def _relevance(a: dict[str, F64], policy: RecallPolicy) -> tuple[F64, F64]:
     """(lexical in [0, 1], fused relevance) per candidate (`scoring.relevance`)."""
     w = policy.weights
@@ -193,28 +198,28 @@ def _relevance(a: dict[str, F64], policy: RecallPolicy) -> tuple[F64, F64]:
     has_lex = ~np.isnan(raw)
     lexical_max = max(float(np.nanmax(np.where(has_lex, raw, 0.0), initial=0.0)), 0.0)
     lexical = np.where(has_lex & (lexical_max > 0),
-                       np.maximum(0.0, np.nan_to_num(raw) / (lexical_max or 1.0)), 0.0)
+                       np.maximum(0.0, _zero_nan(raw) / (lexical_max or 1.0)), 0.0)
     if policy.fusion == "rrf":
         k = w.rrf_k
         total = (w.dense + w.lexical) or 1.0
         d_rank = a["d_rank"]
-        dense = np.where(np.isnan(d_rank), 0.0, (k + 1) / (k + np.nan_to_num(d_rank)))
+        dense = np.where(np.isnan(d_rank), 0.0, (k + 1) / (k + _zero_nan(d_rank)))
         window_rank = np.where(np.isnan(a["window"]), d_rank, a["w_rank"])
         if w.window:
             dense = np.where(
                 np.isnan(window_rank), dense / (1.0 + w.window),
-                (dense + w.window * (k + 1) / (k + np.nan_to_num(window_rank)))
+                (dense + w.window * (k + 1) / (k + _zero_nan(window_rank)))
                 / (1.0 + w.window))
         fused = w.dense * dense
         l_rank = a["l_rank"]
         fused = np.where(np.isnan(l_rank), fused,
-                         fused + w.lexical * (k + 1) / (k + np.nan_to_num(l_rank)))
+                         fused + w.lexical * (k + 1) / (k + _zero_nan(l_rank)))
         return lexical, fused / total
     window = a["window"]
     similarity = a["dense"]
     if w.window:
         similarity = np.where(np.isnan(window), similarity,
-                              (similarity + w.window * np.nan_to_num(window))
+                              (similarity + w.window * _zero_nan(window))
                               / (1.0 + w.window))
     return lexical, w.dense * similarity + w.lexical * lexical
 
