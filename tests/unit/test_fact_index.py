@@ -56,16 +56,18 @@ def _sees(fact: Fact) -> bool:
 def test_the_lens_answers_what_the_whole_set_functions_answer(
     facts: list[Fact], changed: int, scoped: bool,
 ) -> None:
-    # Stored: every fact; the overlay changes the first `changed` ones and adds one.
+    # Stored: every fact; the overlay changes the first `changed` of those the asker sees
+    # (it is made from them) and adds one.
+    admits = _sees if scoped else None
+    seen = [f for f in facts if admits is None or admits(f)]
     stored, overlay = facts, [
         f.model_copy(update={"status": FactStatus.SUPERSEDED, "superseded_by": "new"})
-        for f in facts[:changed]]
+        for f in seen[:changed]]
     overlay.append(Fact(fact_id="new", session_id="s", content="new", source_turn_ids=["t7"],
                         created_at=T0 + timedelta(hours=1), valid_from=T0))
     index = FactIndex()
     for fact in stored:
         index.put(fact)
-    admits = _sees if scoped else None
     lens = CurrencyLens()
     lens.add("s", index, admits=admits, overlay=overlay)
 
