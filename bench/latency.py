@@ -4,11 +4,16 @@
     python bench/latency.py            # sizes 10k and 100k turns in one session; LoCoMo (5 conv.)
     python bench/latency.py --quick    # 300 turns; the first 80 turns of one LoCoMo conversation
     python bench/latency.py --only sizes --c-turns 20000
+    python bench/latency.py --only load --load-turns 100000 --catchup-s 120
 
 Sections (saved to bench/results/latest/latency.json; --quick: results/quick/):
 - sizes: `recall(limit=20)` p50/p95 with N turns in one session, filled through the public
   pipeline with the hashing embedder (bench/suites/recall_sizes.py): rows c (--c-turns) and
   a (--a-turns), the rows c and a of bench/probes/recall_scale.py.
+- load: recall while the pipeline catches up (reflection working through the episodes, in
+  threads of this process) against recall once it is idle, filled through the pipeline
+  (bench/suites/recall_load.py): rows `turns` (--load-turns in one session) and `facts`
+  (--load-facts turns that are nearly all new facts); episodes and facts next to each window.
 - locomo: `recall(limit=20)` p50/p95 on LoCoMo with the real model (all-MiniLM-L6-v2; the
   query's embedding included), after the pipeline has processed every turn.
 Component timings (the bare engine search, a recall's steps) are probes: bench/probes/.
@@ -25,7 +30,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 from harness import machine_facts, offline_model_env, write_result
 from harness.cli import goal_parser, run_sections
-from suites import locomo, recall_sizes
+from suites import locomo, recall_load, recall_sizes
 
 RESULT: dict[str, Any] = {"benchmark": "latency"}
 
@@ -37,6 +42,20 @@ def sizes(args: argparse.Namespace) -> dict[str, Any]:
                              queries=20 if args.quick else args.queries)
         for row, n in rows]}
     RESULT["sizes"] = out
+    return out
+
+
+def load(args: argparse.Namespace) -> dict[str, Any]:
+    quick = args.quick
+    shapes = [("turns", 3000 if quick else args.load_turns, 0.25, False),
+              ("facts", 1500 if quick else args.load_facts, 0.95, True)]
+    out = {"setup": recall_load.describe(), "rows": [
+        recall_load.run_row(name, turns=n, fact_share=share, distinct=distinct,
+                            queries=10 if quick else 20,
+                            catchup_s=20 if quick else args.catchup_s,
+                            settle_s=120 if quick else args.settle_s)
+        for name, n, share, distinct in shapes if n]}
+    RESULT["load"] = out
     return out
 
 
@@ -58,19 +77,34 @@ def summary(name: str, result: dict[str, Any]) -> str:
         return "; ".join(f"row {r['row']} {r['sessions'] * r['turns_per_session']:,} turns:"
                          f" p50 {r['recall_ms']['p50']:.1f} ms p95 {r['recall_ms']['p95']:.1f} ms"
                          for r in result["rows"])
+    if name == "load":
+        return "; ".join(
+            f"{r['row']} {r['turns']:,} turns: catch-up p95"
+            f" {(r['catchup']['recall_ms'] or {}).get('p95', float('nan')):.1f} ms, idle p95"
+            f" {r['idle']['recall_ms']['p95']:.1f} ms ({r['idle']['facts_active']:,} facts,"
+            f" {r['idle']['episodes']:,} episodes)" for r in result["rows"])
     lat = result["recall_ms"]
     return (f"{result['turns']} turns, {lat['n']} questions: p50 {lat['p50']:.1f} ms"
             f" p95 {lat['p95']:.1f} ms")
 
 
 def main() -> int:
-    ap = goal_parser(__doc__, ["sizes", "locomo"])
+    ap = goal_parser(__doc__, ["sizes", "load", "locomo"])
     ap.add_argument("--c-turns", type=int, default=10_000)
     ap.add_argument("--a-turns", type=int, default=100_000)
     ap.add_argument("--queries", type=int, default=100)
+    ap.add_argument("--load-turns", type=int, default=100_000,
+                    help="load row `turns`: turns in its one session (0: skip)")
+    ap.add_argument("--load-facts", type=int, default=12_000,
+                    help="load row `facts`: turns, nearly every one a new fact (0: skip)")
+    ap.add_argument("--catchup-s", type=float, default=120.0,
+                    help="load: seconds of recalls while reflection catches up")
+    ap.add_argument("--settle-s", type=float, default=3600.0,
+                    help="load: how long to wait for reflection before the idle recalls")
     args = ap.parse_args()
     offline_model_env()
-    code = run_sections(args, {"sizes": sizes, "locomo": locomo_latency}, summary)
+    code = run_sections(args, {"sizes": sizes, "load": load, "locomo": locomo_latency},
+                        summary)
     RESULT["machine"] = machine_facts()
     path = write_result("latency", RESULT, quick=args.quick)
     print(f"saved {path}")

@@ -15,7 +15,7 @@ from hivemem.domain.fact import Fact
 __all__ = ["contradicts", "contrast", "differs", "drop_cached", "holds", "named_values",
            "normalise", "overlap", "restates", "shape_of", "values_of"]
 
-_CACHED = 8192  # statements whose values are remembered
+_CACHED = 1 << 16  # statements whose values are remembered (recall and reflection ask often)
 
 # A word after a sentence end or a label ("Sam: The build...") is capitalised anyway.
 _NAME = re.compile(r"(?<![.!?:]\s)(?<!^)\b([A-Z][A-Za-z0-9.+#-]*[A-Za-z0-9+#]|[A-Z]{2,})\b")

@@ -15,6 +15,7 @@ from hivemem.domain.fact import Fact, FactStatus
 from hivemem.domain.models import ContextItem, ExcludedItem, ScoreComponents, Turn
 from hivemem.domain.recall.budget import Candidate, Excluded
 from hivemem.domain.recall.policy import RecallPolicy
+from hivemem.domain.recall.score_table import ScoreTable
 from hivemem.domain.recall.scoring import Signals
 from hivemem.domain.tokens import estimate_tokens
 from hivemem.store.vectors.base import FactHit, TurnHit, Vector, turn_item_fields
@@ -86,8 +87,14 @@ def unit_vector(vector: Vector | None) -> Vector | None:
 
 
 def pool_entry(candidate: Candidate) -> tuple[PoolEntry, ScoreComponents]:
+    """The candidate's pool entry and score components (from its payload's `components`,
+    or built now from its `scores` table: only for the items shown)."""
     entry = candidate.payload["entry"]
-    components = candidate.payload["components"]
+    components = candidate.payload.get("components")
+    if components is None:
+        scores = candidate.payload["scores"]
+        assert isinstance(scores, ScoreTable)
+        components = scores[candidate.key]
     assert isinstance(entry, PoolEntry) and isinstance(components, ScoreComponents)
     return entry, components
 

@@ -13,7 +13,9 @@ The cursor is the reader's clock at its last read less `margin_s`: a write stamp
 that long before it became visible (a slow upsert, a writer's clock behind the reader's) is
 still picked up, and in a quiet session the re-read finds nothing.
 Each change gives the session a new `revision`, so callers can keep what they derive from
-the facts until it changes.
+the facts until it changes. The facts are kept in a `FactIndex`, updated in place with what
+each re-read finds: a change costs what changed, not the session's fact count (a session
+that reflection is writing to changes on nearly every recall).
 """
 
 from __future__ import annotations
@@ -22,23 +24,44 @@ import itertools
 import threading
 import time
 from collections import OrderedDict
-from collections.abc import Callable, Iterable
-from dataclasses import dataclass
+from collections.abc import Callable
+from dataclasses import dataclass, field
 
 from hivemem.domain.fact import Fact
+from hivemem.domain.recall.fact_index import FactIndex
 from hivemem.store.vectors.base import VectorStore
 
 _REVISIONS = itertools.count(1)
 
 
+@dataclass(eq=False)
+class _Session:
+    """One session's facts as last read (changed in place under `lock`)."""
+
+    index: FactIndex = field(default_factory=FactIndex)
+    written: dict[str, float] = field(default_factory=dict)  # fact id -> its WRITTEN_AT
+    cursor: float | None = None  # re-read facts stamped after this (None: read them all)
+    revision: int = 0
+    lock: threading.RLock = field(default_factory=threading.RLock)
+
+
 @dataclass(frozen=True, slots=True)
 class SessionFacts:
-    """One session's facts (sorted by creation, as `list_facts` sorts them)."""
+    """One session's facts at `revision`. `index` is shared and changes in place with
+    later reads: read it under `lock`."""
 
     revision: int
-    facts: tuple[Fact, ...]
-    written: dict[str, float]  # fact id -> its WRITTEN_AT
-    cursor: float | None  # re-read facts stamped after this (None: read them all)
+    index: FactIndex
+    lock: threading.RLock
+
+    @property
+    def facts(self) -> tuple[Fact, ...]:
+        """Every fact, by creation (a copy: O(n log n); recall reads `index`)."""
+        with self.lock:
+            return self.index.sorted_facts()
+
+    def __len__(self) -> int:
+        return len(self.index)
 
 
 class KnownFacts:
@@ -54,57 +77,50 @@ class KnownFacts:
         self.margin_s = margin_s
         self.size = size
         self._clock = clock
-        self._sessions: OrderedDict[str, SessionFacts] = OrderedDict()
+        self._sessions: OrderedDict[str, _Session] = OrderedDict()
         self._lock = threading.Lock()
 
     def get(self, session_id: str) -> SessionFacts:
         """The session's facts now: every status and scope (callers filter by scope)."""
         with self._lock:
             known = self._sessions.get(session_id)
-            if known is not None:
-                self._sessions.move_to_end(session_id)
-        # Read outside the lock: two threads may both refresh a session; each result is a
-        # complete snapshot, and the later one is kept.
-        fresh = self._refresh(session_id, known)
-        if fresh is not known:
-            with self._lock:
-                self._sessions[session_id] = fresh
-                self._sessions.move_to_end(session_id)
-                while len(self._sessions) > self.size:
-                    self._sessions.popitem(last=False)
-        return fresh
+            if known is None:
+                known = self._sessions[session_id] = _Session()
+            self._sessions.move_to_end(session_id)
+            while len(self._sessions) > self.size:
+                self._sessions.popitem(last=False)
+        # One refresh of a session at a time (the next one then finds nothing new).
+        with known.lock:
+            self._refresh(session_id, known)
+            return SessionFacts(known.revision, known.index, known.lock)
 
-    def _refresh(self, session_id: str, known: SessionFacts | None) -> SessionFacts:
+    def _refresh(self, session_id: str, known: _Session) -> None:
         started = self._clock()
-        if known is not None:
+        if known.revision:
             count = self.vectors.count_facts(session_id)
             changed = self.vectors.facts_written_after(session_id, known.cursor)
             new = [(f, w) for f, w in changed if known.written.get(f.fact_id) != w]
-            if len(known.facts) + sum(f.fact_id not in known.written for f, _w in new) == count:
-                cursor = self._cursor(started)
-                if not new:
-                    return SessionFacts(known.revision, known.facts, known.written, cursor)
-                by_id = {f.fact_id: f for f in known.facts}
-                written = dict(known.written)
-                for fact, stamp in new:
-                    by_id[fact.fact_id] = fact
-                    written[fact.fact_id] = stamp
-                return SessionFacts(next(_REVISIONS), _sorted(by_id.values()), written, cursor)
+            if len(known.index) + sum(f.fact_id not in known.written for f, _w in new) == count:
+                known.cursor = self._cursor(started)
+                if new:
+                    for fact, stamp in new:
+                        known.index.put(fact)
+                        known.written[fact.fact_id] = stamp
+                    known.revision = next(_REVISIONS)
+                return
         # First read, or facts were deleted: read the session whole.
         everything = self.vectors.facts_written_after(session_id, None)
-        return SessionFacts(
-            next(_REVISIONS),
-            _sorted(f for f, _w in everything),
-            {f.fact_id: w for f, w in everything},
-            self._cursor(started),
-        )
+        known.index.clear()
+        known.written.clear()
+        # By creation, so the index's order is the facts' (later ones join at its end).
+        for fact, stamp in sorted(everything, key=lambda p: (p[0].created_at, p[0].fact_id)):
+            known.index.put(fact)
+            known.written[fact.fact_id] = stamp
+        known.cursor = self._cursor(started)
+        known.revision = next(_REVISIONS)
 
     def _cursor(self, started: float) -> float:
         """Where the next read starts: `margin_s` before this read began. A write visible
         after this read was stamped no earlier than that (unless it took longer than the
         margin to land, or its writer's clock is further behind)."""
         return started - self.margin_s
-
-
-def _sorted(facts: Iterable[Fact]) -> tuple[Fact, ...]:
-    return tuple(sorted(facts, key=lambda f: (f.created_at, f.fact_id)))

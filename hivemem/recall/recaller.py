@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import threading
 from collections import OrderedDict
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass
 from functools import partial
@@ -16,21 +16,22 @@ from typing import Generic, TypeVar, cast
 
 from hivemem.config import ReflectionSettings
 from hivemem.domain.fact import VISIBLE, FactStatus
-from hivemem.domain.models import RecallResult, ScoreComponents, Turn
+from hivemem.domain.models import RecallResult, Turn
 from hivemem.domain.recall.budget import Candidate, Excluded, select
 from hivemem.domain.recall.currency import without_people
 from hivemem.domain.recall.intent import QueryIntent, read_query
 from hivemem.domain.recall.policy import RecallPolicy
-from hivemem.domain.recall.scoring import Signals, relevance, score_candidates
+from hivemem.domain.recall.score_table import ScoreTable, score_table
+from hivemem.domain.recall.scoring import Signals, relevance
 from hivemem.domain.scope import Scope
 from hivemem.providers.embedders import Embedder
 from hivemem.providers.lexical import LexicalEncoder
 from hivemem.recall.currency import Currency, CurrencyView
+from hivemem.recall.foreground import Foreground
 from hivemem.recall.items import (
     PoolEntry,
     context_item,
     excluded_item,
-    pool_entry,
     superseded_item,
     unit_vector,
 )
@@ -117,12 +118,16 @@ class Recaller:
         lexical: LexicalEncoder | None = None,
         reflection: ReflectionSettings | None = None,
         slots: SlotTableStore | None = None,
+        foreground: Foreground | None = None,
     ) -> None:
         self.state = state
         # The slot table the pipeline keeps per turn (None: currency of the turns not yet
         # reflected is derived at recall, from the recent ones).
         self.slots = slots
-        self.currency = CurrencyView(vectors, reflection or ReflectionSettings())
+        # Recalls run as the foreground: the pipeline's threads in this process hold back.
+        self.foreground = foreground or Foreground()
+        self.currency = CurrencyView(vectors, reflection or ReflectionSettings(),
+                                     foreground=self.foreground)
         self.episodes = episodes
         self.vectors = vectors
         self.embedder = embedder
@@ -139,6 +144,7 @@ class Recaller:
 
     def close(self) -> None:
         self._helper.shutdown(wait=False)
+        self.currency.close()
 
     def recall(
         self,
@@ -152,6 +158,22 @@ class Recaller:
         access: Scope | None = None,
     ) -> RecallResult:
         """`access`: who asks; every store read is limited to what it may see."""
+        with self.foreground.serving():
+            return self._recall(session_id, query, token_budget, policy,
+                                related_sessions=related_sessions, explain=explain,
+                                access=access)
+
+    def _recall(
+        self,
+        session_id: str,
+        query: str,
+        token_budget: int,
+        policy: RecallPolicy,
+        *,
+        related_sessions: Sequence[str] = (),
+        explain: bool = False,
+        access: Scope | None = None,
+    ) -> RecallResult:
         intent = read_query(query)  # the one reading of the question
         sessions = [session_id, *(s for s in related_sessions if s != session_id)]
         scope: str | list[str] = session_id if len(sessions) == 1 else sessions
@@ -203,23 +225,25 @@ class Recaller:
                if e.is_turn and e.signals.session_id == session_id]
             + [0]
         )
-        scores = score_candidates(
+        # Scored as columns; a candidate's components are built only if it is shown.
+        scores = score_table(
             [e.signals for e in pool.values()], policy,
             current_session=session_id, newest_seq=newest, intent=intent,
         )
         restated = _facts_stand_for_their_turns(pool, scores, policy)
+        finals = scores.final.tolist()
         candidates = [
             Candidate(
                 key=key,
                 text=entry.text,
-                score=scores[key].final,
+                score=final,
                 token_count=entry.tokens,
                 vector=entry.vector,
-                payload={"entry": entry, "components": scores[key]},
+                payload={"entry": entry, "scores": scores},
                 source=entry.signals.source,
-                threshold_score=scores[key].final + 1.0 if entry.signals.history else None,
+                threshold_score=final + 1.0 if entry.signals.history else None,
             )
-            for key, entry in pool.items()
+            for (key, entry), final in zip(pool.items(), finals, strict=True)
         ]
         budget = max(0, token_budget - policy.reserve_tokens)
         chosen, excluded = _select_current(
@@ -393,7 +417,7 @@ class Recaller:
         """The sessions' facts (read for currency anyway), and whether to search facts:
         where no session has any (before the first reflection), the searches find none."""
         known = self.currency.facts(sessions) if policy.fact_limit else []
-        return known, any(snap.facts for _s, snap in known)
+        return known, any(len(snap) for _s, snap in known)
 
     # -- candidate sources -------------------------------------------------------------------
 
@@ -548,7 +572,7 @@ class Recaller:
             )
 
     def _add_successors(
-        self, pool: dict[str, PoolEntry], replaced: dict[str, tuple[str, ...]],
+        self, pool: dict[str, PoolEntry], replaced: Mapping[str, tuple[str, ...]],
         query: Vector, access: Scope | None = None,
     ) -> None:
         """The turns that replaced a candidate, when no search found them (at most
@@ -641,7 +665,7 @@ def _select_current(
         competing = {c.key for c in pool}
         replaced: dict[str, str] = {}
         for c in chosen:
-            successors = pool_entry(c)[0].signals.successors
+            successors = _entry(c).signals.successors
             beside = next((k for k in successors if k in keys), None)
             if beside is not None:
                 replaced[c.key] = f"replaced by {beside}"
@@ -657,8 +681,14 @@ def _select_current(
     return chosen, excluded + left_out
 
 
+def _entry(candidate: Candidate) -> PoolEntry:
+    entry = candidate.payload["entry"]
+    assert isinstance(entry, PoolEntry)
+    return entry
+
+
 def _facts_stand_for_their_turns(
-    pool: dict[str, PoolEntry], scores: dict[str, ScoreComponents], policy: RecallPolicy
+    pool: dict[str, PoolEntry], scores: ScoreTable, policy: RecallPolicy
 ) -> dict[str, str]:
     """A fact that restates a turn it came from (near-duplicate text) ranks at least as high
     as that turn, so dedup keeps the fact (it carries status, kind and validity) and the
@@ -672,7 +702,7 @@ def _facts_stand_for_their_turns(
         fact = entry.fact
         if fact is None or entry.signals.history or entry.vector is None:
             continue
-        best = scores[key].final
+        best = scores.final_of(key)
         for turn_id in fact.source_turn_ids:
             turn_key = turns.get(turn_id)
             if turn_key is None or pool[turn_key].signals.session_id != fact.session_id:
@@ -680,11 +710,11 @@ def _facts_stand_for_their_turns(
             turn_vector = pool[turn_key].vector
             similarity = -1.0 if turn_vector is None else float(turn_vector @ entry.vector)
             if similarity >= threshold:
-                best = max(best, scores[turn_key].final + 1e-6)
+                best = max(best, scores.final_of(turn_key) + 1e-6)
                 if similarity < policy.dedup_threshold:
                     restated.setdefault(turn_key, key)
-        if best > scores[key].final:
-            scores[key] = scores[key].model_copy(update={"final": best, "restates": best})
+        if best > scores.final_of(key):
+            scores.restate(key, best)
     return restated
 
 

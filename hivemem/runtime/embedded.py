@@ -164,6 +164,8 @@ class EmbeddedRuntime:
         if self._sweep is not None:
             self._threads.append(self._sweep.start())
         self._reflect = wiring.thread_worker()
+        # Recalls in this process come first: the reflect loop holds back between jobs.
+        self._reflect.pause_before_jobs(wiring.foreground.pause)
         thread = threading.Thread(target=self._reflect.run, name="hivemem-reflect", daemon=True)
         self._threads.append(thread)
         thread.start()
@@ -199,6 +201,8 @@ class EmbeddedRuntime:
         return self.wiring.settings.redis.url
 
     def _start(self, worker: StreamWorker[Any], name: str) -> None:
+        # Recalls in this process come first: the stage holds back between batches.
+        worker.pause = self.wiring.foreground.pause
         thread = threading.Thread(target=worker.run, name=f"hivemem-{name}", daemon=True)
         self._workers.append(worker)
         self._threads.append(thread)

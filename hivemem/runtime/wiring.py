@@ -23,6 +23,7 @@ from hivemem.pipeline.topology import Keys, Topology
 from hivemem.providers.embedders import Embedder, build_embedder
 from hivemem.providers.llm import reflector_for
 from hivemem.providers.reflector import Reflector
+from hivemem.recall.foreground import Foreground
 from hivemem.service.core import Service
 from hivemem.service.guard import IngestGuard
 from hivemem.store.apikeys import ApiKeyStore
@@ -126,6 +127,12 @@ class Wiring:
         if conn is not self.redis:
             self._opened.append(conn)
         return conn
+
+    @cached_property
+    def foreground(self) -> Foreground:
+        """The process's gate between recalls and the pipeline's threads (embedded mode
+        holds its workers back while a recall runs)."""
+        return Foreground()
 
     @cached_property
     def keys(self) -> Keys:

@@ -10,6 +10,7 @@ from typing import Protocol
 from hivemem.config import Settings
 from hivemem.pipeline.topology import Keys
 from hivemem.providers.embedders import Embedder
+from hivemem.recall.foreground import Foreground
 from hivemem.service.guard import IngestGuard
 from hivemem.store.apikeys import ApiKeyStore
 from hivemem.store.audit import AuditLog
@@ -74,6 +75,9 @@ class Parts(Protocol):
 
     @property
     def vectors(self) -> VectorStore: ...
+
+    @property
+    def foreground(self) -> Foreground: ...
 
     @property
     def query_embedder(self) -> Embedder: ...

@@ -42,6 +42,7 @@ class Reads:
                 self._recaller = Recaller(
                     parts.state, parts.episodes, parts.vectors, embedder,
                     reflection=parts.settings.reflection, slots=parts.slot_tables,
+                    foreground=parts.foreground,
                 )
             return self._recaller
 

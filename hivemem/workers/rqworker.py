@@ -176,6 +176,15 @@ class ThreadContextWorker(ContextWorker):
     def _install_signal_handlers(self) -> None:
         pass  # signals reach the main thread only; the owner stops this worker itself
 
+    # Called before each job: may hold this thread back while foreground work (a recall in
+    # this process) runs (`hivemem.recall.foreground`). None: never.
+    before_job: Callable[[], None] | None = None
+
+    def perform_job(self, job: Job, queue: Queue, execution: Execution) -> bool:
+        if self.before_job is not None:
+            self.before_job()
+        return super().perform_job(job, queue, execution)
+
     def subscribe(self) -> None:
         """No command listener: rq's pubsub commands (shutdown, kill-horse, stop-job) are
         for worker processes; the owner stops this one itself (`stop_after_job`). rq
@@ -243,6 +252,11 @@ class ThreadWorker:
         finally:
             self._busy.clear()
         return False
+
+    def pause_before_jobs(self, pause: Callable[[], None]) -> None:
+        """`pause` runs before each job (see `ThreadContextWorker.before_job`)."""
+        if isinstance(self.worker, ThreadContextWorker):
+            self.worker.before_job = pause
 
     def stop(self) -> None:
         self._stop.set()

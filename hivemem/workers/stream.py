@@ -144,6 +144,9 @@ class StreamWorker(Generic[M]):
         # Told False while a store is away (the worker backs off), True once it answers
         # again: the process's liveness (its metrics).
         self.on_health: Callable[[bool], None] | None = None
+        # Called between batches: may hold this thread back while foreground work (a
+        # recall in this process) runs (`hivemem.recall.foreground`). None: never.
+        self.pause: Callable[[], None] | None = None
 
     # -- lifecycle -------------------------------------------------------------------------
 
@@ -284,6 +287,8 @@ class StreamWorker(Generic[M]):
         if k.ready is not None and not k.ready():
             self._stop.wait(min(_NOT_READY_S, self.settings.block_ms / 1000))
             return handled
+        if self.pause is not None:
+            self.pause()
         entries = self.streams.read_many(
             self.owned,
             k.group,

@@ -1,0 +1,406 @@
+"""One session's facts indexed for recall's currency questions about single candidates (pure).
+
+`hivemem.domain.recall.currency.stale_statements` and `personal_statements` answer for every
+fact of a session at once: their cost grows with the session's facts, and a session that
+reflection keeps writing to pays it on every recall. `FactIndex` keeps the facts by id, by
+the turns they cite and by owner, and is updated in place as facts are written; `CurrencyLens`
+then answers the same two questions for one candidate key at a time (the ~60 a recall
+scores), over the index seen through an optional overlay of facts (what the session's
+unreflected turns would change) and a visibility filter (the asker's scope). The answers are
+the ones the whole-set functions give for the candidate (`tests/unit/test_fact_index.py`
+compares them on generated fact sets).
+"""
+
+from __future__ import annotations
+
+import itertools
+from collections.abc import Callable, Iterable, Iterator, Mapping
+from contextlib import AbstractContextManager, nullcontext
+from dataclasses import dataclass, field
+
+from hivemem.domain.fact import VISIBLE, Fact, FactKind
+from hivemem.domain.recall.currency import fact_key, turn_key
+from hivemem.domain.slots import canonical_slot, is_personal
+from hivemem.domain.values import values_of
+
+Admits = Callable[[Fact], bool]
+
+
+def _cited(fact: Fact) -> set[str]:
+    return {*fact.source_turn_ids, *fact.mentioned_in, *fact.considered_in}
+
+
+def owner_of(fact: Fact) -> str | None:
+    """Whose own slot the fact states (lower-cased), or None (`personal_statements`)."""
+    owner = (fact.agent_id or "").lower()
+    if not owner or not (fact.kind == FactKind.PREFERENCE
+                         or is_personal(fact.subject, fact.agent_id)):
+        return None
+    return owner
+
+
+def _order(fact: Fact) -> tuple[object, str]:
+    return (fact.created_at, fact.fact_id)
+
+
+def _subject_words(fact: Fact) -> list[str]:
+    return canonical_slot(fact.subject).split() if fact.subject else []
+
+
+def _drop(table: dict[str, dict[str, None]], key: str, fact_id: str) -> None:
+    bucket = table.get(key)
+    if bucket is not None:
+        bucket.pop(fact_id, None)
+        if not bucket:
+            del table[key]
+
+
+@dataclass
+class FactIndex:
+    """A session's facts (every status and scope), updated in place (`put`, `clear`).
+    Not thread-safe: its owner serialises writers and readers."""
+
+    by_id: dict[str, Fact] = field(default_factory=dict)
+    cites: dict[str, set[str]] = field(default_factory=dict)  # turn id -> fact ids citing it
+    owners: dict[str, set[str]] = field(default_factory=dict)  # owner -> their personal facts
+    # Subject word / value -> fact ids, oldest first (dicts as ordered sets): where the
+    # facts that a new statement may change are found without reading every fact.
+    subject_words: dict[str, dict[str, None]] = field(default_factory=dict)
+    values: dict[str, dict[str, None]] = field(default_factory=dict)
+
+    def __len__(self) -> int:
+        return len(self.by_id)
+
+    def put(self, fact: Fact) -> None:
+        """Add `fact`, or replace the stored version of it."""
+        old = self.by_id.get(fact.fact_id)
+        if old is not None:
+            self._unlink(old)
+        self.by_id[fact.fact_id] = fact
+        for turn_id in _cited(fact):
+            self.cites.setdefault(turn_id, set()).add(fact.fact_id)
+        owner = owner_of(fact)
+        if owner is not None:
+            self.owners.setdefault(owner, set()).add(fact.fact_id)
+        for word in _subject_words(fact):
+            self.subject_words.setdefault(word, {})[fact.fact_id] = None
+        for value in values_of(fact.content):
+            self.values.setdefault(value, {})[fact.fact_id] = None
+
+    def _unlink(self, fact: Fact) -> None:
+        for turn_id in _cited(fact):
+            ids = self.cites.get(turn_id)
+            if ids is not None:
+                ids.discard(fact.fact_id)
+                if not ids:
+                    del self.cites[turn_id]
+        owner = owner_of(fact)
+        if owner is not None and owner in self.owners:
+            self.owners[owner].discard(fact.fact_id)
+            if not self.owners[owner]:
+                del self.owners[owner]
+        for word in _subject_words(fact):
+            _drop(self.subject_words, word, fact.fact_id)
+        for value in values_of(fact.content):
+            _drop(self.values, value, fact.fact_id)
+
+    def clear(self) -> None:
+        self.by_id.clear()
+        self.cites.clear()
+        self.owners.clear()
+        self.subject_words.clear()
+        self.values.clear()
+
+    def near(self, words: Iterable[str], values: Iterable[str], *, recent: int,
+             per_key: int) -> list[Fact]:
+        """A bounded neighbourhood of facts for statements with these content `words` and
+        `values`: the `recent` newest facts, and per word (of a subject) or value the
+        `per_key` newest facts that have it. Oldest first (the index's order)."""
+        ids: dict[str, None] = dict.fromkeys(
+            itertools.islice(reversed(self.by_id), recent))
+        for table, keys in ((self.subject_words, words), (self.values, values)):
+            for key in keys:
+                bucket = table.get(key)
+                if bucket:
+                    ids.update(dict.fromkeys(itertools.islice(reversed(bucket), per_key)))
+        facts = [self.by_id[i] for i in ids if i in self.by_id]
+        return sorted(facts, key=_order)
+
+    def sorted_facts(self) -> tuple[Fact, ...]:
+        """Every fact, by creation (as `list_facts` sorts them): O(n log n), not for recall."""
+        return tuple(sorted(self.by_id.values(), key=_order))
+
+
+@dataclass(frozen=True)
+class _View:
+    """One session's index through an overlay and a visibility filter."""
+
+    session_id: str
+    index: FactIndex
+    overlay: Mapping[str, Fact]
+    overlay_cites: Mapping[str, frozenset[str]]
+    admits: Admits | None
+    lock: AbstractContextManager[object]
+    prefix: str  # its turns' candidate keys start with this
+
+    def cited(self, turn_id: str) -> bool:
+        """Whether any fact (stored or overlay) cites the turn at all (a dict lookup)."""
+        return turn_id in self.index.cites or turn_id in self.overlay_cites
+
+    def fact(self, fact_id: str) -> Fact | None:
+        """The fact as the asker sees it: the overlay's version (made from what the asker
+        sees), else the stored one if the asker's scope admits it."""
+        fact = self.overlay.get(fact_id)
+        if fact is not None:
+            return fact
+        fact = self.index.by_id.get(fact_id)
+        if fact is None or (self.admits is not None and not self.admits(fact)):
+            return None
+        return fact
+
+    def citing(self, turn_id: str) -> list[Fact]:
+        """The visible facts that cite the turn (source, mention or consideration), in the
+        order the whole-set functions meet them (by creation; overlay facts last when new)."""
+        ids = self.index.cites.get(turn_id, set()) | self.overlay_cites.get(turn_id, set())
+        out = [f for i in ids if (f := self.fact(i)) is not None and turn_id in _cited(f)]
+        stored = self.index.by_id
+        return sorted(out, key=lambda f: (f.fact_id not in stored, *_order(f)))
+
+
+class CurrencyLens:
+    """`stale_statements` and `personal_statements` of the asked sessions' visible facts,
+    answered per candidate key. Build one per recall (cheap: nothing is copied)."""
+
+    def __init__(self) -> None:
+        self._views: list[_View] = []
+        self._heads: dict[str, Fact | None] = {}
+
+    def add(self, session_id: str, index: FactIndex, *, admits: Admits | None = None,
+            overlay: Iterable[Fact] = (),
+            lock: AbstractContextManager[object] | None = None) -> None:
+        """A session's facts: `index` seen through `overlay` (facts that replace or join
+        the stored ones) and `admits` (the asker's scope); `lock`: held while the index is
+        read (its writers hold it too)."""
+        writes = {f.fact_id: f for f in overlay}
+        cites: dict[str, set[str]] = {}
+        for fact in writes.values():
+            for turn_id in _cited(fact):
+                cites.setdefault(turn_id, set()).add(fact.fact_id)
+        self._views.append(_View(session_id, index, writes,
+                                 {t: frozenset(ids) for t, ids in cites.items()}, admits,
+                                 lock or nullcontext(), f"turn:{session_id}:"))
+
+    # -- the two questions --------------------------------------------------------------
+
+    def replaced(self, key: str) -> tuple[str, ...] | None:
+        """What replaced the statement `key` (sorted keys; empty for a retraction), or None
+        when it is not history (`stale_statements(...).get(key)`)."""
+        if self._unknown(key):
+            return None
+        with _Locks(self._views):
+            return self._replaced(key)
+
+    def _unknown(self, key: str) -> bool:
+        """Whether no fact can say anything about `key`: a turn no fact cites, or a fact
+        that is in no index (most candidates; answered without a lock)."""
+        if key.startswith("fact:"):
+            fact_id = key[5:]
+            return not any(fact_id in v.overlay or fact_id in v.index.by_id
+                           for v in self._views)
+        place = self._turn(key)
+        return place is None or not place[0].cited(place[1])
+
+    def _replaced(self, key: str) -> tuple[str, ...] | None:
+        if key.startswith("fact:"):
+            found = self._fact(key[5:])
+            if found is None:
+                return None
+            view, fact = found
+            if fact.status in VISIBLE:
+                return None
+            return tuple(sorted(self._successors(view, fact)))
+        place = self._turn(key)
+        if place is None:
+            return None
+        view, turn_id = place
+        citing = view.citing(turn_id)
+        if not citing or any(f.status in VISIBLE and turn_id in f.source_turn_ids
+                             for f in citing):
+            return None  # no fact about it, or something current states it
+        out: set[str] | None = None
+        for fact in citing:
+            if fact.status in VISIBLE:
+                if turn_id in fact.considered_in:
+                    out = (out or set()) | {fact_key(fact.fact_id)} | {
+                        turn_key(fact.session_id, t) for t in fact.source_turn_ids}
+            elif turn_id in fact.source_turn_ids or turn_id in fact.mentioned_in:
+                out = (out or set()) | (self._successors(view, fact) - {key})
+        return None if out is None else tuple(sorted(out))
+
+    def owner(self, key: str) -> str | None:
+        """Whose own slot `key` states (`personal_statements(...).get(key)`)."""
+        if self._unknown(key):
+            return None
+        with _Locks(self._views):
+            return self._owner(key)
+
+    def _owner(self, key: str) -> str | None:
+        if key.startswith("fact:"):
+            found = self._fact(key[5:])
+            return None if found is None else owner_of(found[1])
+        place = self._turn(key)
+        if place is None:
+            return None
+        view, turn_id = place
+        for fact in view.citing(turn_id):
+            owner = owner_of(fact)
+            if owner is not None and turn_id in fact.source_turn_ids:
+                return owner
+        return None
+
+    def owners(self) -> set[str]:
+        """Everyone whose own slot some visible fact states (the values of
+        `personal_statements`): per owner, until one of their facts is visible."""
+        with _Locks(self._views):
+            return self._owners()
+
+    def _owners(self) -> set[str]:
+        out: set[str] = set()
+        for view in self._views:
+            for fact in view.overlay.values():
+                if owner := owner_of(fact):
+                    out.add(owner)
+            for owner, ids in view.index.owners.items():
+                if owner not in out and any(
+                        (f := view.fact(i)) is not None and owner_of(f) == owner
+                        for i in ids):
+                    out.add(owner)
+        return out
+
+    # -- helpers ----------------------------------------------------------------------------
+
+    def _fact(self, fact_id: str) -> tuple[_View, Fact] | None:
+        for view in self._views:
+            fact = view.fact(fact_id)
+            if fact is not None:
+                return view, fact
+        return None
+
+    def _turn(self, key: str) -> tuple[_View, str] | None:
+        for view in self._views:
+            if key.startswith(view.prefix):
+                return view, key[len(view.prefix):]
+        return None
+
+    def _successors(self, view: _View, fact: Fact) -> set[str]:
+        head = self._head(view, fact)
+        if head is not None:
+            return {fact_key(head.fact_id)} | {
+                turn_key(head.session_id, t) for t in head.source_turn_ids}
+        if fact.retracted_by:
+            return {turn_key(fact.session_id, t) for t in fact.retracted_by}
+        return set()
+
+    def _head(self, view: _View, fact: Fact) -> Fact | None:
+        """The current version at the end of `fact`'s chain (None: retracted or unknown)."""
+        path: list[str] = []
+        seen: set[str] = set()
+        head: Fact | None = fact
+        while head is not None and head.status not in VISIBLE:
+            if head.fact_id in self._heads:
+                head = self._heads[head.fact_id]
+                break
+            path.append(head.fact_id)
+            seen.add(head.fact_id)
+            nxt = view.fact(head.superseded_by or "")
+            head = None if nxt is None or nxt.fact_id in seen else nxt
+        for fact_id in path:
+            self._heads[fact_id] = head
+        return head
+
+
+class _Locks:
+    """Every view's lock, in order (one recall's sessions; released in reverse)."""
+
+    def __init__(self, views: list[_View]) -> None:
+        self._locks = [v.lock for v in views]
+
+    def __enter__(self) -> None:
+        for lock in self._locks:
+            lock.__enter__()
+
+    def __exit__(self, *exc: object) -> None:
+        for lock in reversed(self._locks):
+            lock.__exit__(None, None, None)
+
+
+class LensMapping(Mapping[str, tuple[str, ...]]):
+    """`CurrencyLens.replaced` as the read-only mapping recall reads (`get`, `in`).
+    Iterating it is not supported: it would cost what the lens avoids."""
+
+    def __init__(self, lens: CurrencyLens) -> None:
+        self._lens = lens
+        self._memo: dict[str, tuple[str, ...] | None] = {}
+
+    def _get(self, key: str) -> tuple[str, ...] | None:
+        if key not in self._memo:
+            self._memo[key] = self._lens.replaced(key)
+        return self._memo[key]
+
+    def __getitem__(self, key: str) -> tuple[str, ...]:
+        value = self._get(key)
+        if value is None:
+            raise KeyError(key)
+        return value
+
+    def get(self, key: str, default: object = None) -> object:  # type: ignore[override]
+        value = self._get(key)
+        return default if value is None else value
+
+    def __contains__(self, key: object) -> bool:
+        return isinstance(key, str) and self._get(key) is not None
+
+    def __iter__(self) -> Iterator[str]:
+        raise TypeError("a currency lens answers per key; it does not list its keys")
+
+    def __len__(self) -> int:
+        raise TypeError("a currency lens answers per key; it does not count its keys")
+
+
+class OwnerMapping(Mapping[str, str]):
+    """`CurrencyLens.owner` as the mapping recall reads (`get`, and `values()`: every
+    owner)."""
+
+    def __init__(self, lens: CurrencyLens) -> None:
+        self._lens = lens
+        self._memo: dict[str, str | None] = {}
+        self._owners: set[str] | None = None
+
+    def _get(self, key: str) -> str | None:
+        if key not in self._memo:
+            self._memo[key] = self._lens.owner(key)
+        return self._memo[key]
+
+    def __getitem__(self, key: str) -> str:
+        value = self._get(key)
+        if value is None:
+            raise KeyError(key)
+        return value
+
+    def get(self, key: str, default: object = None) -> object:  # type: ignore[override]
+        value = self._get(key)
+        return default if value is None else value
+
+    def __contains__(self, key: object) -> bool:
+        return isinstance(key, str) and self._get(key) is not None
+
+    def values(self) -> set[str]:  # type: ignore[override]
+        if self._owners is None:
+            self._owners = self._lens.owners()
+        return self._owners
+
+    def __iter__(self) -> Iterator[str]:
+        raise TypeError("a currency lens answers per key; it does not list its keys")
+
+    def __len__(self) -> int:
+        raise TypeError("a currency lens answers per key; it does not count its keys")

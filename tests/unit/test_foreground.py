@@ -1,0 +1,52 @@
+"""Recalls come first in their process: background threads hold back at their next unit of
+work while a recall runs (at most `max_pause_s` at a time), and the interpreter hands the
+GIL back sooner meanwhile."""
+
+from __future__ import annotations
+
+import sys
+import threading
+import time
+
+from hivemem.recall.foreground import Foreground
+
+
+def test_pause_waits_for_the_recall_and_no_longer() -> None:
+    gate = Foreground(max_pause_s=5.0)
+    released = threading.Event()
+    waited: list[float] = []
+
+    def background() -> None:
+        t0 = time.perf_counter()
+        gate.pause()
+        waited.append(time.perf_counter() - t0)
+        released.set()
+
+    with gate.serving():
+        thread = threading.Thread(target=background)
+        thread.start()
+        assert not released.wait(0.2)  # held while the recall runs
+    assert released.wait(2.0)
+    thread.join()
+    assert 0.15 < waited[0] < 2.0
+
+
+def test_pause_is_bounded_and_free_when_idle() -> None:
+    gate = Foreground(max_pause_s=0.1)
+    t0 = time.perf_counter()
+    gate.pause()
+    assert time.perf_counter() - t0 < 0.05  # nothing runs: no wait
+    with gate.serving():
+        t0 = time.perf_counter()
+        gate.pause()  # the same thread, a recall in flight: bounded
+        assert 0.09 < time.perf_counter() - t0 < 1.0
+
+
+def test_the_switch_interval_is_short_only_while_recalls_run() -> None:
+    before = sys.getswitchinterval()
+    gate = Foreground(switch_interval_s=0.0005)
+    with gate.serving():
+        with gate.serving():
+            assert sys.getswitchinterval() == 0.0005
+        assert sys.getswitchinterval() == 0.0005  # one recall still runs
+    assert sys.getswitchinterval() == before
