@@ -118,12 +118,15 @@ def test_recall_reads_the_table_for_turns_and_the_facts_they_stated() -> None:
                           agent_id="alice", namespace="default"),
     })
     reflected = _fact("f1", ["t1", "t1b"])  # a statement and its acknowledgement
-    got = with_table(Currency({}, {}), "s", [reflected], table,
+    def citing(turn_id: str) -> list[Fact]:  # the session's facts that cite a turn
+        return [f for f in [reflected] if turn_id in f.source_turn_ids]
+
+    got = with_table(Currency({}, {}), "s", citing, table,
                      Scope(namespace="default", agent_id="bob"))
     assert got.replaced["turn:s:t1"] == ("turn:s:t2", "turn:s:t3")
     assert got.replaced["fact:f1"] == ("turn:s:t2", "turn:s:t3")
     assert "turn:s:t5" not in got.replaced  # bob may not see what replaced it
-    alice = with_table(Currency({}, {}), "s", [], table,
+    alice = with_table(Currency({}, {}), "s", lambda _t: [], table,
                        Scope(namespace="default", agent_id="alice"))
     assert alice.replaced["turn:s:t5"] == ("turn:s:t6",)
 
