@@ -99,14 +99,15 @@ def pipeline(
     redis_client: redis.Redis, settings: Settings, embedder: HashingEmbedder
 ) -> Iterator[tuple[MemoryClient, Callable[[], None]]]:
     """A client on Redis + Qdrant `:memory:`, and `drain()` to run the embed worker, then
-    the boundary worker (which keeps the slot table: `wait_until_processed` waits for it),
-    both in burst mode."""
+    the boundary worker (which keeps the slot table: `wait_until_processed` waits for it;
+    it closes an episode only when asked), both in burst mode."""
+    from hivemem.domain.episode import BoundaryPolicy
     from hivemem.store.currency import SlotTableStore
     from hivemem.store.episodes import EpisodeStore
     from hivemem.store.state import TurnLog
     from hivemem.store.streams import StreamStore
     from hivemem.store.vectors.server import ServerVectorStore
-    from hivemem.workers.boundary import BoundaryHandler, boundary_kind, policy_from
+    from hivemem.workers.boundary import BoundaryHandler, boundary_kind
     from hivemem.workers.currency import CurrencyKeeper
     from hivemem.workers.embed import EmbedHandler, embed_kind
     from hivemem.workers.stream import StreamWorker
@@ -124,9 +125,12 @@ def pipeline(
             settings.worker,
         )
         worker.run(burst=True)
+        # The keeper runs; episodes close only when a test closes them (these tests count
+        # the episodes they made, as before the boundary stage ran here).
         boundary = BoundaryHandler(
             EpisodeStore(redis_client, client.keys, settings.episodes.lease_ms),
-            policy_from(settings.episodes),
+            BoundaryPolicy(max_turns=1 << 30, max_gap_seconds=float("inf"),
+                           topic_shift_threshold=-2.0),
             CurrencyKeeper(SlotTableStore(redis_client, client.keys), settings.reflection))
         StreamWorker(boundary_kind(boundary), StreamStore(redis_client, client.keys),
                      settings.worker).run(burst=True)

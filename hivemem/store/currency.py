@@ -18,21 +18,11 @@ from typing import Any
 from hivemem.domain.slot_table import Replacement, SlotState, SlotView
 from hivemem.pipeline.topology import Keys
 from hivemem.store.redis import Redis, as_text, redis_errors, send_pipeline
+from hivemem.store.scripts import lua
 
 _APPLIED = "applied"
 _STATE = "state"
 _PERSONAL = "p:"
-
-# KEYS: state hash, table hash. ARGV: the applied seq read, the new one, the state JSON,
-# then (field, value) pairs for the table. Returns 1 when written, 0 when another writer
-# moved `applied` since the read.
-_WRITE = """
-local applied = tonumber(redis.call('HGET', KEYS[1], 'applied') or '0')
-if applied ~= tonumber(ARGV[1]) then return 0 end
-redis.call('HSET', KEYS[1], 'applied', ARGV[2], 'state', ARGV[3])
-for i = 4, #ARGV, 2 do redis.call('HSET', KEYS[2], ARGV[i], ARGV[i + 1]) end
-return 1
-"""
 
 # Parsed entries remembered across recalls (the raw JSON is the key: a changed entry is
 # parsed again).
@@ -43,7 +33,7 @@ class SlotTableStore:
     def __init__(self, client: Redis, keys: Keys) -> None:
         self._r = client
         self.keys = keys
-        self._write = client.register_script(_WRITE)
+        self._write = client.register_script(lua("slot_table_write"))
         self._parsed: OrderedDict[str, Replacement] = OrderedDict()
         self._lock = threading.Lock()
 

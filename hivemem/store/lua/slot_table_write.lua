@@ -1,0 +1,12 @@
+-- The keeper's write of a session's slot table (`SlotTableStore.write`), conditional: it
+-- changes nothing unless the stored `applied` seq is still the one the keeper read, so a
+-- replay, or a worker whose lease expired, never applies a turn twice.
+-- KEYS: the state hash, the table hash.
+-- ARGV: the applied seq read, the new one, the state JSON, then (field, value) pairs for
+-- the table.
+-- Reply: 1 when written, 0 when another writer moved `applied` since the read.
+local applied = tonumber(redis.call('HGET', KEYS[1], 'applied') or '0')
+if applied ~= tonumber(ARGV[1]) then return 0 end
+redis.call('HSET', KEYS[1], 'applied', ARGV[2], 'state', ARGV[3])
+for i = 4, #ARGV, 2 do redis.call('HSET', KEYS[2], ARGV[i], ARGV[i + 1]) end
+return 1
