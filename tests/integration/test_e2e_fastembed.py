@@ -17,9 +17,13 @@ from hivemem.domain.models import ContextItem
 from hivemem.pipeline.topology import Keys, Topology
 from hivemem.producer.client import MemoryClient
 from hivemem.providers.embedders import FastEmbedEmbedder
+from hivemem.store.currency import SlotTableStore
+from hivemem.store.episodes import EpisodeStore
 from hivemem.store.state import TurnLog
 from hivemem.store.streams import StreamStore
 from hivemem.store.vectors.edge import EdgeVectorStore
+from hivemem.workers.boundary import BoundaryHandler, boundary_kind, policy_from
+from hivemem.workers.currency import CurrencyKeeper
 from hivemem.workers.embed import EmbedHandler, embed_kind
 from hivemem.workers.stream import StreamWorker
 
@@ -159,6 +163,13 @@ def test_server_mode_real_redis_stream_worker_and_qdrant_edge(
         )
         report = worker.run(burst=True)
         assert (report.handled, report.dead_lettered, report.failures) == (n, 0, 0)
+        # The boundary stage keeps the slot table: a turn is processed once it is current.
+        boundary = BoundaryHandler(EpisodeStore(real_redis, keys, settings.episodes.lease_ms),
+                                   policy_from(settings.episodes),
+                                   CurrencyKeeper(SlotTableStore(real_redis, keys),
+                                                  settings.reflection))
+        StreamWorker(boundary_kind(boundary), StreamStore(real_redis, keys),
+                     settings.worker, consumer="e2e").run(burst=True)
 
         stats = producer.wait_until_processed(SESSION, timeout=5)
         assert (stats.turns_enqueued, stats.turns_processed) == (n, n)

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import socket
+import sys
 import time
 from collections.abc import Callable
 from pathlib import Path
@@ -44,6 +45,9 @@ def test_embed_worker_metrics_move(
             if time.monotonic() > deadline or worker.process.poll() is not None:
                 raise AssertionError(worker.log_path.read_text()) from None
             time.sleep(0.1)
+    # The boundary stage too: a turn is processed once it is current (the slot table).
+    start_worker(worker_env(redis_url, tmp_path / "q"),
+                 command=[sys.executable, "-m", "hivemem.workers", "boundary"])
     settings = Settings.model_validate({"redis": {"url": redis_url, "partitions": 1}})
     client = MemoryClient(settings)
     for i in range(5):
