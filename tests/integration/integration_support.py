@@ -169,8 +169,11 @@ def conversation(sessions: list[str], per_session: int) -> list[dict[str, Any]]:
     for i in range(per_session):
         for s, sid in enumerate(sessions):
             n = i * len(sessions) + s
+            # "In step i," (a number the statement states): "Step i:" is a label, which
+            # names no value, and the statements that share an object would then restate
+            # one another (the change rules), where these tests want each one distinct.
             text = (
-                f"Step {i}: {_SUBJECTS[n % len(_SUBJECTS)]} {_VERBS[(n // 3) % len(_VERBS)]}"
+                f"In step {i}, {_SUBJECTS[n % len(_SUBJECTS)]} {_VERBS[(n // 3) % len(_VERBS)]}"
                 f" {_OBJECTS[(n // 7) % len(_OBJECTS)]}"
             )
             if n % 5 == 0:
