@@ -305,11 +305,25 @@ class QueueCare:
             self._thread.join(timeout=5)
 
     def _run(self) -> None:
+        failing = False
         while not self._stop.wait(self.tick_s):
             try:
                 self.tick()
             except Exception as exc:  # Redis away for a moment: try again next tick
                 log.warning("reflect.queue_care_failed", error=repr(exc))
+                if not failing:
+                    # An idle worker meets an outage inside rq's dequeue, which reconnects
+                    # by itself: its liveness says so from here.
+                    failing = True
+                    self._health(False)
+            else:
+                if failing:
+                    failing = False
+                    self._health(True)
+
+    def _health(self, ok: bool) -> None:
+        if self.worker.on_health is not None:
+            self.worker.on_health(ok)
 
 
 def work_through_outages(

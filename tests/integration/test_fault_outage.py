@@ -194,7 +194,11 @@ def test_every_worker_outlives_a_redis_kill_and_reflection_completes(
         redis_aof.kill()
         down = time.monotonic()
         seen_down = None
-        while time.monotonic() - down < 3.0:
+        # Down for 3 s at least, and until the reflect worker has seen it (an idle worker
+        # notices at its next Redis call: on a quiet machine the jobs may all be done by
+        # the kill), 20 s at most.
+        while time.monotonic() - down < 3.0 or (
+                not seen_down and time.monotonic() - down < 20.0):
             seen_down = seen_down or _metric(port, 'hivemem_worker_up{worker="reflect"} 0')
             time.sleep(0.1)
         redis_aof.start()
@@ -205,8 +209,11 @@ def test_every_worker_outlives_a_redis_kill_and_reflection_completes(
     for w in every:
         assert w.process.poll() is None, w.output()[-3000:]
     for w in reflect:
-        backoffs = w.events("reflect.worker_backoff")
-        assert backoffs, f"the reflect worker never saw Redis go:\n{w.output()[-3000:]}"
+        # Our loop's back-off, or rq's own reconnect loop (an idle worker meets the outage
+        # in rq's dequeue, which retries by itself): either way it saw Redis go and lived.
+        saw = w.events("reflect.worker_backoff") or (
+            "could not connect to Redis instance" in w.output())
+        assert saw, f"the reflect worker never saw Redis go:\n{w.output()[-3000:]}"
     assert seen_down, "reflect-1's /metrics never showed it down while Redis was away"
     assert _metric(port, 'hivemem_worker_up{worker="reflect"} 1'), "not back up after"
     for w in every:  # and a warm shutdown still stops each of them after the restarts
