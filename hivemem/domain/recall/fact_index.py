@@ -17,6 +17,7 @@ import itertools
 from collections.abc import Callable, Iterable, Iterator, Mapping
 from contextlib import AbstractContextManager, nullcontext
 from dataclasses import dataclass, field
+from typing import TypeVar
 
 from hivemem.domain.fact import VISIBLE, Fact, FactKind
 from hivemem.domain.recall.currency import fact_key, turn_key
@@ -24,6 +25,9 @@ from hivemem.domain.slots import canonical_slot, is_personal
 from hivemem.domain.values import values_of
 
 Admits = Callable[[Fact], bool]
+
+
+_V = TypeVar("_V")
 
 
 def _cited(fact: Fact) -> set[str]:
@@ -334,20 +338,20 @@ class _Locks:
             lock.__exit__(None, None, None)
 
 
-class LensMapping(Mapping[str, tuple[str, ...]]):
-    """`CurrencyLens.replaced` as the read-only mapping recall reads (`get`, `in`).
-    Iterating it is not supported: it would cost what the lens avoids."""
+class _PerKey(Mapping[str, _V]):
+    """A lens answer as the read-only mapping recall reads (`get`, `in`), each key looked
+    up once. Iterating it is not supported: it would cost what the lens avoids."""
 
-    def __init__(self, lens: CurrencyLens) -> None:
-        self._lens = lens
-        self._memo: dict[str, tuple[str, ...] | None] = {}
+    def __init__(self, lookup: Callable[[str], _V | None]) -> None:
+        self._lookup = lookup
+        self._memo: dict[str, _V | None] = {}
 
-    def _get(self, key: str) -> tuple[str, ...] | None:
+    def _get(self, key: str) -> _V | None:
         if key not in self._memo:
-            self._memo[key] = self._lens.replaced(key)
+            self._memo[key] = self._lookup(key)
         return self._memo[key]
 
-    def __getitem__(self, key: str) -> tuple[str, ...]:
+    def __getitem__(self, key: str) -> _V:
         value = self._get(key)
         if value is None:
             raise KeyError(key)
@@ -367,40 +371,22 @@ class LensMapping(Mapping[str, tuple[str, ...]]):
         raise TypeError("a currency lens answers per key; it does not count its keys")
 
 
-class OwnerMapping(Mapping[str, str]):
-    """`CurrencyLens.owner` as the mapping recall reads (`get`, and `values()`: every
-    owner)."""
+class LensMapping(_PerKey[tuple[str, ...]]):
+    """`CurrencyLens.replaced` per key."""
 
     def __init__(self, lens: CurrencyLens) -> None:
+        super().__init__(lens.replaced)
+
+
+class OwnerMapping(_PerKey[str]):
+    """`CurrencyLens.owner` per key, and `values()`: every owner."""
+
+    def __init__(self, lens: CurrencyLens) -> None:
+        super().__init__(lens.owner)
         self._lens = lens
-        self._memo: dict[str, str | None] = {}
         self._owners: set[str] | None = None
-
-    def _get(self, key: str) -> str | None:
-        if key not in self._memo:
-            self._memo[key] = self._lens.owner(key)
-        return self._memo[key]
-
-    def __getitem__(self, key: str) -> str:
-        value = self._get(key)
-        if value is None:
-            raise KeyError(key)
-        return value
-
-    def get(self, key: str, default: object = None) -> object:  # type: ignore[override]
-        value = self._get(key)
-        return default if value is None else value
-
-    def __contains__(self, key: object) -> bool:
-        return isinstance(key, str) and self._get(key) is not None
 
     def values(self) -> set[str]:  # type: ignore[override]
         if self._owners is None:
             self._owners = self._lens.owners()
         return self._owners
-
-    def __iter__(self) -> Iterator[str]:
-        raise TypeError("a currency lens answers per key; it does not list its keys")
-
-    def __len__(self) -> int:
-        raise TypeError("a currency lens answers per key; it does not count its keys")
