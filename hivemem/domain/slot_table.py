@@ -23,6 +23,7 @@ from typing import Literal
 from pydantic import BaseModel, ConfigDict, Field
 
 from hivemem.domain.fact import VISIBLE, Fact
+from hivemem.domain.lineage import Lineage
 from hivemem.domain.models import Turn
 from hivemem.domain.scope import Scope
 
@@ -64,6 +65,8 @@ class SlotState(BaseModel):
     # where two statements share no words, their turns' similarity decides.
     vectors: dict[str, str] = Field(default_factory=dict)
     speakers: list[str] = Field(default_factory=list)  # lower-cased agent ids, first seen first
+    # The values the session moved on from, read off the values (`hivemem.domain.lineage`).
+    lineage: Lineage = Field(default_factory=Lineage)
 
     def keep(self, facts: Iterable[Fact], vectors: Mapping[str, str]) -> SlotState:
         """This state with `facts`' visible ones (the newest `MAX_CURRENT`) as current, and

@@ -12,7 +12,7 @@ from __future__ import annotations
 import json
 import threading
 from collections import OrderedDict
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from typing import Any
 
 from hivemem.domain.slot_table import Replacement, SlotState, SlotView
@@ -59,9 +59,14 @@ class SlotTableStore:
         return SlotState.model_validate_json(raw) if raw else SlotState()
 
     def write(self, session_id: str, base: int, state: SlotState,
-              replaced: Mapping[str, Replacement], personal: Mapping[str, str]) -> bool:
-        """Store `state` and the new entries if the stored `applied` is still `base`."""
+              replaced: Mapping[str, Replacement], personal: Mapping[str, str],
+              restored: Iterable[str] = ()) -> bool:
+        """Store `state` and the new entries if the stored `applied` is still `base`;
+        `restored`: turns that are current again (their entries go)."""
         args: list[Any] = [base, state.applied, state.model_dump_json()]
+        for turn_id in restored:
+            if turn_id not in replaced:
+                args += [turn_id, ""]
         for turn_id, entry in replaced.items():
             args += [turn_id, entry.model_dump_json()]
         for turn_id, owner in personal.items():

@@ -26,6 +26,7 @@ import numpy.typing as npt
 import structlog
 
 from hivemem.config import ReflectionSettings
+from hivemem.domain import lineage
 from hivemem.domain.change import has_update_language
 from hivemem.domain.consolidation import PlanContext, plan_actions
 from hivemem.domain.episode import Episode
@@ -260,6 +261,28 @@ def _head(fact: Fact, facts: dict[str, Fact]) -> Fact | None:
     return head if head is not None and head.status in VISIBLE else None
 
 
+def moved_on(state: SlotState, turn: Turn) -> tuple[SlotState, dict[str, Replacement], set[str]]:
+    """`turn` through the value lineage (`hivemem.domain.lineage`): the state with it, the
+    turns it made history (by the values they carry) and the turns current again."""
+    done = lineage.step(state.lineage, turn.turn_id, turn.content)
+    state = state.model_copy(update={"lineage": done.lineage})
+    history = {
+        turn_id: Replacement(by=(by,), rule="superseded", slot="value", seq=turn.seq,
+                             namespace=turn.namespace, visibility=turn.visibility,
+                             agent_id=turn.agent_id)
+        for turn_id, by in done.history.items() if turn_id != by}
+    return state, history, set(done.restored)
+
+
+def _joined(a: dict[str, Replacement], b: dict[str, Replacement]) -> dict[str, Replacement]:
+    """Both answers; for a turn in both, the slot rules' entry with both successors."""
+    out = {**a, **b}
+    for turn_id in a.keys() & b.keys():
+        out[turn_id] = b[turn_id].model_copy(
+            update={"by": tuple(sorted({*a[turn_id].by, *b[turn_id].by}))})
+    return out
+
+
 class CurrencyKeeper:
     """Applies a session's embedded entries, in seq order, to its slot table."""
 
@@ -276,6 +299,7 @@ class CurrencyKeeper:
         base = state.applied
         replaced: dict[str, Replacement] = {}
         personal: dict[str, str] = {}
+        restored: set[str] = set()
         for item in items:
             if item.seq <= state.applied:
                 continue  # applied before (a replay)
@@ -286,12 +310,16 @@ class CurrencyKeeper:
                     log.error("currency.turn_failed", session_id=session_id, seq=item.seq,
                               error=f"{type(exc).__name__}: {exc}"[:300])
                     gone, owners = {}, {}
-                replaced.update(gone)
+                state, moved, back = moved_on(state, item.turn)
+                for turn_id in back:
+                    replaced.pop(turn_id, None)
+                restored = (restored | back) - set(moved) - set(gone)
+                replaced.update(_joined(moved, gone))
                 personal.update(owners)
             state = state.model_copy(update={"applied": item.seq})
         if state.applied == base:
             return
-        if not self.store.write(session_id, base, state, replaced, personal):
+        if not self.store.write(session_id, base, state, replaced, personal, restored):
             log.warning("currency.lost_race", session_id=session_id, applied=base)
             return
         log.debug("currency.applied", session_id=session_id, through=state.applied,

@@ -3,10 +3,13 @@
 -- replay, or a worker whose lease expired, never applies a turn twice.
 -- KEYS: the state hash, the table hash.
 -- ARGV: the applied seq read, the new one, the state JSON, then (field, value) pairs for
--- the table.
+-- the table (an empty value deletes the field: a statement current again).
 -- Reply: 1 when written, 0 when another writer moved `applied` since the read.
 local applied = tonumber(redis.call('HGET', KEYS[1], 'applied') or '0')
 if applied ~= tonumber(ARGV[1]) then return 0 end
 redis.call('HSET', KEYS[1], 'applied', ARGV[2], 'state', ARGV[3])
-for i = 4, #ARGV, 2 do redis.call('HSET', KEYS[2], ARGV[i], ARGV[i + 1]) end
+for i = 4, #ARGV, 2 do
+  if ARGV[i + 1] == '' then redis.call('HDEL', KEYS[2], ARGV[i])
+  else redis.call('HSET', KEYS[2], ARGV[i], ARGV[i + 1]) end
+end
 return 1

@@ -1,0 +1,346 @@
+"""Value lineage: which values a conversation has moved on from, read off the values
+themselves (pure).
+
+The slot rules (`hivemem.domain.slots`, consolidation) name what a statement is about and
+compare statements on one slot: they miss a change whenever a subject is not read off its
+words ("heads up all - standup is at 10:15 from monday ... 9:30 was brutal for them" names
+no slot the rules know). A change is also visible in the values alone: a turn that says
+something changes and names a value the conversation has said before beside one it has not
+(of the same kind: a time beside a time, an amount beside an amount, a name beside a name)
+moves on from the old one; so does a turn that sets a new value of a kind an earlier turn
+set, on the same thing (they share words besides their values). Every earlier turn that
+carries the old value, on the same thing, and not the new one is history from then on; a
+later turn that only names the old value again (a question about it, a complaint) is history
+too, unless it goes back to it ("back to Redis"), which makes the newer value history.
+
+The keeper (`hivemem.workers.currency`) runs this per turn beside the slot rules; its state
+(`Lineage`) is part of the session's slot state.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Iterable
+from dataclasses import dataclass
+
+from pydantic import BaseModel, Field
+
+from hivemem.domain.change import RETRACTION, has_update_language
+
+# Turns whose values and words the lineage remembers (the newest kept).
+MAX_SAID = 300
+
+_TIME = re.compile(r"(?<![\w:.])(\d{1,2}:\d{2})(?:\s?([ap])\.?m\b)?(?![\w:])", re.IGNORECASE)
+_AMOUNT = re.compile(
+    r"(?<![\w.,/:-])([$€£]?)(\d{1,3}(?:,\d{3})+|\d+(?:\.\d+)?)\s?"
+    r"(k|m|bn|%|gb|mb|tb|ms|s|sec|secs|seconds?|min|mins|minutes?|h|hrs?|hours?|days?"
+    r"|weeks?|months?|years?|x|rows|users|people|nodes|replicas|gb/s)?(?![\w]|\.\d)",
+    re.IGNORECASE)
+_VERSION = re.compile(r"(?<![\w./-])(v\d+(?:\.\d+)*|\d+\.\d+(?:\.\d+)+)(?![\w.])", re.IGNORECASE)
+_PATH = re.compile(r"(?<![\w/])(/[a-z0-9][\w./-]*[a-z0-9])", re.IGNORECASE)
+_MONTH = ("jan(?:uary)?|feb(?:ruary)?|mar(?:ch)?|apr(?:il)?|may|june?|july?|aug(?:ust)?"
+          "|sep(?:t(?:ember)?)?|oct(?:ober)?|nov(?:ember)?|dec(?:ember)?")
+_DATE = re.compile(rf"\b({_MONTH})\.?\s+(\d{{1,2}})(?:st|nd|rd|th)?\b"
+                   rf"|\b(\d{{1,2}})(?:st|nd|rd|th)?\s+(?:of\s+)?({_MONTH})\b", re.IGNORECASE)
+# The word a bare number is the value of ("max 20", "burst of 20", "max to 30").
+_LABEL = re.compile(r"([a-z][a-z_]{2,})\s+(?:(?:is|was|of|to|at|=|:|set|now|be|from|raised"
+                    r"|lowered|moved|goes|went|stays)\s+){0,3}$", re.IGNORECASE)
+_DAY = re.compile(r"\b(mon|tues|wednes|thurs|fri|satur|sun)days?\b", re.IGNORECASE)
+_WORD = re.compile(r"[A-Za-z][A-Za-z0-9+#-]*[A-Za-z0-9+#]|[A-Za-z]")
+_CAPITAL = re.compile(r"(?<![\w'])([A-Z][A-Za-z0-9+#-]*[A-Za-z0-9+#]|[A-Z]{2,})(?![\w'])")
+
+# Words that are never a value, even capitalised (sentence starts, greetings, fillers).
+_COMMON = frozenset(re.findall(r"[\w']+", """
+a an the i we you he she it they me us him her them my our your his its their this that these
+those there here what which who whom whose when where why how yes no not ok okay sure thanks
+thx thank please hi hey hello morning afternoon evening cool great good nice fine right
+and or but so if then also just still now actually hmm meh wait sorry oh ah well yeah yep nope
+done noted got understood agreed updated update set created changed moved kept added removed
+is are was were be been being am do does did have has had will would can could should may
+might must shall let lets let's all any some every each both either neither one two three
+for to of in on at by with from about as into over after before since until per via
+monday tuesday wednesday thursday friday saturday sunday today tomorrow yesterday tonight
+january february march april may june july august september october november december
+jan feb mar apr jun jul aug sep sept oct nov dec q1 q2 q3 q4 eu us uk utc am pm ok
+fyi btw asap eta tbd pr prs api apis ui db id ids url http https json yaml csv sql
+new old next last first second same other more less much many few
+"""))
+
+# Words too common to say that two turns are about one thing.
+_STOP = _COMMON | frozenset(re.findall(r"[\w']+", """
+use using used want need needs go going get gets make makes take takes put run runs keep
+team thing things stuff way time times day week month year bit lot plan plans idea
+think know like look see say said tell told ask asked call called let's it's that's
+we're we'll i'll i'm you're they're don't doesn't can't won't isn't aren't
+"""))
+
+_CHANGE_CUE = re.compile(
+    r"\b(?:now|anymore|any more|no longer|instead|rather than|switch\w*|mov(?:e|es|ed|ing)"
+    r"|chang\w*|replac\w*|upgrad\w*|downgrad\w*|bump\w*|rais\w*|lower\w*|increas\w*"
+    r"|decreas\w*|reduc\w*|push\w*|postpon\w*|delay\w*|pull\w* (?:in|forward)|resched\w*"
+    r"|correct\w*|typo|mistake|wrong|actually|scratch|scrap|forget"
+    r"|from (?:here|now|today|tomorrow|monday|tuesday|wednesday|thursday|friday|next)"
+    r"|starting|going forward|revert\w*|roll\w* back|back to"
+    r"|in the end|turns out|updated?|make it|set (?:it )?to)\b",
+    re.IGNORECASE)
+# A turn that weighs a change rather than makes it ("a 25-cent increase would cover it").
+_HEDGE = re.compile(r"\b(?:would|could|might|maybe|perhaps|options?|if we|if you|suggest\w*"
+                    r"|propos\w*|consider\w*|what if|how about|should we|thinking about"
+                    r"|wondering)\b", re.IGNORECASE)
+# A turn that keeps what holds ("we stay on Prisma", "decaf still 6 lb").
+_KEEP = re.compile(r"\b(?:stay\w*|still|keep\w*|kept|remain\w*|unchanged|as is|no change"
+                   r"|same as)\b", re.IGNORECASE)
+_BACK = re.compile(r"\b(?:back to|revert\w*|roll\w* (?:\w+ )?back|again|originally"
+                   r"|like (?:we|it) (?:had|was)|return\w* to|undo)\b", re.IGNORECASE)
+_QUESTION = re.compile(r"\?\s*$")
+_SENTENCE = re.compile(r"(?<=[.!?])\s+|\n+")
+
+
+@dataclass(frozen=True, slots=True)
+class Value:
+    """One value a turn names: its kind ("time", "amount:<unit>", "version", "path",
+    "name") and its normalised text."""
+
+    kind: str
+    text: str
+
+    @property
+    def key(self) -> str:
+        return f"{self.kind}={self.text}"
+
+
+def values_in(text: str) -> set[Value]:
+    """The values `text` names (times, amounts with their units, versions, paths, names)."""
+    found: set[Value] = set()
+    spans: list[tuple[int, int]] = []
+
+    def taken(start: int, end: int) -> bool:
+        return any(s < end and start < e for s, e in spans)
+
+    for m in _PATH.finditer(text):
+        found.add(Value("path", m.group(1).lower()))
+        spans.append(m.span())
+    for m in _TIME.finditer(text):
+        if taken(*m.span()):
+            continue
+        hh, mm = m.group(1).split(":")
+        hour = int(hh) % 12 + (12 if (m.group(2) or "").lower() == "p" else 0) \
+            if m.group(2) else int(hh)
+        found.add(Value("time", f"{hour}:{mm}"))
+        spans.append(m.span())
+    for m in _DATE.finditer(text):
+        month = (m.group(1) or m.group(4)).lower()[:3]
+        found.add(Value("date", f"{month} {int(m.group(2) or m.group(3))}"))
+        spans.append(m.span())
+    for m in _VERSION.finditer(text):
+        if taken(*m.span()):
+            continue
+        found.add(Value("version", m.group(1).lower().lstrip("v")))
+        spans.append(m.span())
+    for m in _AMOUNT.finditer(text):
+        if taken(*m.span()):
+            continue
+        number = m.group(2).replace(",", "")
+        unit = (m.group(3) or "").lower()
+        scale = {"k": 1e3, "m": 1e6, "bn": 1e9}.get(unit)
+        if scale is not None:
+            number, unit = _plain(float(number) * scale), ""
+        unit = unit.rstrip("s") if len(unit) > 2 else unit
+        if unit in ("", "row", "user", "people", "node", "replica", "x") and not m.group(1):
+            label = _LABEL.search(text[max(0, m.start() - 40):m.start()])
+            word = label.group(1).lower().split("_")[-1] if label else ""
+            if word and word not in _STOP:
+                unit = "@" + _stem(word)
+            elif unit:
+                unit = "@" + unit
+        found.add(Value(f"amount:{'$' if m.group(1) else ''}{unit}", number))
+        spans.append(m.span())
+    for m in _DAY.finditer(text):
+        found.add(Value("day", m.group(1).lower()))
+        spans.append(m.span())
+    for m in _CAPITAL.finditer(text):
+        word = m.group(1)
+        if word.lower() in _COMMON or taken(*m.span()):
+            continue
+        found.add(Value("name", word.lower()))
+    return found
+
+
+def _plain(number: float) -> str:
+    return str(int(number)) if number == int(number) else f"{number:g}"
+
+
+def words_in(text: str) -> frozenset[str]:
+    """`text`'s content words, crudely stemmed (what says two turns are about one thing)."""
+    out = set()
+    for word in _WORD.findall(text.lower()):
+        if len(word) < 3 or word in _STOP:
+            continue
+        out.add(_stem(word))
+    return frozenset(out)
+
+
+def _stem(word: str) -> str:
+    for suffix in ("ing", "ies", "es", "ed", "s"):
+        if word.endswith(suffix) and len(word) - len(suffix) >= 3:
+            return word[: -len(suffix)]
+    return word
+
+
+class Said(BaseModel):
+    """What the lineage remembers of one turn: its values' keys and its words."""
+
+    turn_id: str
+    values: list[str] = Field(default_factory=list)
+    words: list[str] = Field(default_factory=list)
+
+
+class Lineage(BaseModel):
+    """Per session: the turns said so far (values and words, newest `MAX_SAID`) and the
+    values moved on from (value key -> the turn that moved on)."""
+
+    said: list[Said] = Field(default_factory=list)
+    gone: dict[str, str] = Field(default_factory=dict)
+
+
+@dataclass(frozen=True, slots=True)
+class Step:
+    """What one turn did: the lineage after it, the turns it made history (turn id -> the
+    turn that replaced them) and the turns it made current again (a revert)."""
+
+    lineage: Lineage
+    history: dict[str, str]
+    restored: tuple[str, ...]
+
+
+def _same_kind(a: Value, b: Value) -> bool:
+    if a.kind != b.kind or a.text == b.text:
+        return False
+    if a.kind == "name":
+        # One name inside another ("postgres", "postgresql") is one value.
+        return not (a.text.startswith(b.text) or b.text.startswith(a.text))
+    return True
+
+
+def _keyed(keys: Iterable[str]) -> set[Value]:
+    out = set()
+    for key in keys:
+        kind, _, text = key.partition("=")
+        out.add(Value(kind, text))
+    return out
+
+
+def step(lineage: Lineage, turn_id: str, text: str, *, asks: bool = False) -> Step:
+    """`text` (turn `turn_id`) applied to `lineage`. `asks`: the turn is a question (it
+    never moves on from anything; naming a gone value only, it is history itself)."""
+    mine = values_in(text)
+    words = words_in(text)
+    keys = {v.key for v in mine}
+    said = Said(turn_id=turn_id, values=sorted(keys), words=sorted(words))
+    earlier = lineage.said
+    known = {k for s in earlier for k in s.values}
+    gone = dict(lineage.gone)
+    history: dict[str, str] = {}
+    restored: list[str] = []
+    # What it states: its sentences that neither ask nor weigh ("Does RC1 move as well?").
+    stated = [] if asks else [x for x in _SENTENCE.split(text.strip())
+                              if x and not _QUESTION.search(x) and not _HEDGE.search(x)]
+    asks = asks or not any(not _QUESTION.search(x) for x in _SENTENCE.split(text.strip()) if x)
+    cue = any(_CHANGE_CUE.search(x) or has_update_language(x) or RETRACTION.search(x)
+              for x in stated)
+    back = any(_BACK.search(x) for x in stated)
+
+    names = {k for k in keys if k.startswith("name=")}
+
+    def about(s: Said, value: Value) -> bool:
+        # One thing: the earlier turn names the value and shares a word (or another name)
+        # with this turn.
+        return value.key in s.values and bool(
+            words & set(s.words) or (names - {value.key}) & set(s.values))
+
+    if cue:
+        old = {v for v in mine if v.key in known}
+        new = {v for v in mine if v.key not in known}
+        # A revert: a value moved on from, named again with "back to" and the like.
+        revived = {v for v in old if v.key in gone} if back else set()
+        for value in revived:
+            replacer = gone.pop(value.key)
+            # What replaced it is history now: the values the replacing turn brought.
+            by = next((s for s in earlier if s.turn_id == replacer), None)
+            if by is None:
+                continue
+            for key in by.values:
+                successor = Value(*key.split("=", 1))
+                if not _same_kind(successor, value):
+                    continue
+                gone[successor.key] = turn_id
+                for s in earlier:
+                    if successor.key in s.values and (
+                            s.turn_id == replacer or value.key not in s.values):
+                        history[s.turn_id] = turn_id
+            restored.extend(s.turn_id for s in earlier if value.key in s.values
+                            and not any(k in gone for k in s.values if k != value.key))
+        pairs = [(o, n) for o in old - revived for n in new if _same_kind(o, n)]
+        if not pairs and new:
+            # No old value named: a new value of a kind an earlier turn on the same thing set.
+            pairs = [(o, n) for n in new for s in earlier
+                     if words & set(s.words) or names & set(s.values)
+                     for o in _keyed(s.values) if _same_kind(o, n) and o.key not in keys
+                     and _exact(o) and _exact(n)]
+        for o, n in pairs:
+            if o.key in keys and not _contrasted(text, o):
+                continue  # named beside the new one, not said to be gone
+            if o.key in keys and _KEEP.search(text) and not _negated(text, o):
+                continue  # kept ("we stay on Prisma, not Drizzle")
+            if o.kind in ("name", "amount:") and not (
+                    _negated(text, o) or _from_to(text, o, n)):
+                continue  # two names or counts side by side: a change only when it says so
+            gone[o.key] = turn_id
+            for s in earlier:
+                if about(s, o) and not (set(s.values) & {n.key for _o, n in pairs}):
+                    history[s.turn_id] = turn_id
+    if not history and keys and all(k in gone for k in keys if not k.startswith("name=")) \
+            and any(k in gone for k in keys) and not (cue and back):
+        # Only names values moved on from (a question about the old one, a complaint).
+        history[turn_id] = gone[next(k for k in sorted(keys) if k in gone)]
+    lineage = Lineage(said=[*earlier, said][-MAX_SAID:], gone=gone)
+    return Step(lineage, history, tuple(t for t in restored if t not in history))
+
+
+def _exact(value: Value) -> bool:
+    """A value precise enough to say what changed by itself (a time, a version, an amount
+    with its unit or currency), not a bare count or a name."""
+    return value.kind in ("time", "version", "path", "date", "day") or (
+        value.kind.startswith("amount:") and value.kind != "amount:")
+
+
+def _negated(text: str, value: Value) -> bool:
+    probe = re.escape(value.text)
+    return bool(re.search(rf"\b{_NEGATED}\s+(?:the\s+|with\s+)?[$€£]?{probe}", text.lower()))
+
+
+def _from_to(text: str, old: Value, new: Value) -> bool:
+    """ "from Jenkins to GitHub", "Jenkins -> GitHub", "GitHub instead of Jenkins"."""
+    o, n = re.escape(old.text), re.escape(new.text)
+    lowered = text.lower()
+    return bool(re.search(rf"\b{o}\w*\s*(?:\S+\s+){{0,3}}?(?:to|->|→|=>)\s+(?:the\s+)?{n}\b",
+                          lowered) or re.search(rf"\b{n}\w*\s+(?:instead of|over|not)\s+{o}",
+                                                lowered))
+
+
+_NEGATED = r"(?:not|no|no longer|instead of|rather than|from|was|were|isn't|wasn't|over)"
+
+
+def _contrasted(text: str, value: Value) -> bool:
+    """Whether `text` says `value` is the old one: a negation or "from" before it, or
+    "was" after it ("9:30 was brutal"), or the turn says it changes at all and names it
+    after its new value."""
+    lowered = text.lower()
+    probe = re.escape(value.text)
+    if re.search(rf"\b{_NEGATED}\s+(?:the\s+)?[$€£]?{probe}", lowered):
+        return True
+    if re.search(rf"{probe}\w*\s+(?:was|were|is out|is gone|no more|anymore)", lowered):
+        return True
+    return bool(re.search(r"\b(?:not|no longer|anymore|instead|typo|correct\w*|wrong"
+                          r"|mistake|chang\w*|mov\w*|switch\w*|replac\w*|push\w*|from)\b",
+                          lowered))

@@ -1,0 +1,89 @@
+"""Value lineage (`hivemem.domain.lineage`): which turns a change makes history, read off
+the values they carry, and what it must leave alone."""
+
+from __future__ import annotations
+
+from hivemem.domain.lineage import Lineage, Step, Value, step, values_in
+
+
+def _play(*turns: str) -> list[Step]:
+    lineage = Lineage()
+    steps = []
+    for index, text in enumerate(turns):
+        done = step(lineage, f"t{index}", text)
+        lineage = done.lineage
+        steps.append(done)
+    return steps
+
+
+def _history(steps: list[Step]) -> dict[str, str]:
+    out: dict[str, str] = {}
+    for done in steps:
+        for turn in done.restored:
+            out.pop(turn, None)
+        out.update(done.history)
+    return out
+
+
+def test_values_of_each_kind_are_read_and_normalised() -> None:
+    got = values_in("Standup at 9:30, budget $40k, v2 of /api/v2 on Oct 8, max 20, Redis.")
+    assert Value("time", "9:30") in got
+    assert Value("amount:$", "40000") in got
+    assert Value("path", "/api/v2") in got
+    assert Value("date", "oct 8") in got
+    assert Value("amount:@max", "20") in got
+    assert Value("name", "redis") in got
+    # A sentence's last number is still a number ("set to 20000.").
+    assert Value("amount:@size", "20000") in values_in("BATCH_SIZE set to 20000.")
+
+
+def test_a_new_value_beside_the_old_one_makes_every_turn_on_it_history() -> None:
+    steps = _play(
+        "can you set up the recurring standup for the platform team? daily 9:30, 15 min",
+        "Done: 'Platform standup', weekdays 9:30, 15 minutes.",
+        "thx. also the retro every other thursday 16:00",
+        "is the standup the thing at 9:30 or did maya change it",
+        "heads up all - standup is at 10:15 from monday. 9:30 was brutal for them",
+    )
+    assert _history(steps) == {"t0": "t4", "t1": "t4", "t3": "t4"}  # the retro stays
+
+
+def test_a_new_value_of_the_kind_an_earlier_turn_set_on_the_same_thing() -> None:
+    steps = _play("yes RC1 Oct 1", "the retro is on Oct 2", "RC1 moves to Oct 3 too")
+    assert _history(steps) == {"t0": "t2"}  # the retro shares no word with RC1
+
+
+def test_a_correction_names_the_old_value_as_gone() -> None:
+    steps = _play(
+        "planner, for the Q3 plan use a cloud budget of $40k/month",
+        "sorry, typo on my side, it's $45k. the GPU reservation is included",
+        "small correction: finance approved $42.5k, not $45k. the GPU reservation was trimmed",
+    )
+    assert _history(steps)["t1"] == "t2"
+
+
+def test_a_revert_makes_the_replacing_turns_history_and_the_old_ones_current() -> None:
+    steps = _play(
+        "the checkout session store runs on Redis",
+        "let's move the session store from Redis to Memcached",
+        "ok forget Memcached, session store back to Redis like we originally had",
+    )
+    history = _history(steps)
+    assert history.get("t1") == "t2"
+    assert "t0" not in history
+
+
+def test_what_is_kept_weighed_or_asked_changes_nothing() -> None:
+    kept = _play("we use Prisma for everything", "Drizzle would be smaller",
+                 "no. we stay on Prisma, not worth moving to Drizzle")
+    assert "t0" not in _history(kept)
+    weighed = _play("a latte is $4.75", "a 25-cent increase would take it to $5.00")
+    assert _history(weighed) == {}
+    asked = _play("the deadline is March 3", "is the deadline still March 3 or March 10?")
+    assert _history(asked) == {}
+
+
+def test_two_values_side_by_side_are_not_a_change() -> None:
+    # Names and bare counts change only when the turn says which one goes.
+    steps = _play("staging runs 2 replicas", "Thanks Maya, now ping Priya about staging 3")
+    assert _history(steps) == {}
