@@ -40,6 +40,7 @@ _VERSION = re.compile(r"(?<![\w./-])(v\d+(?:\.\d+)*|\d+\.\d+(?:\.\d+)+)(?![\w.])
 _PATH = re.compile(r"(?<![\w/])(/[a-z0-9][\w./-]*[a-z0-9])", re.IGNORECASE)
 _MONTH = ("jan(?:uary)?|feb(?:ruary)?|mar(?:ch)?|apr(?:il)?|may|june?|july?|aug(?:ust)?"
           "|sep(?:t(?:ember)?)?|oct(?:ober)?|nov(?:ember)?|dec(?:ember)?")
+_ORDINAL = re.compile(r"\b(?:the\s+)(\d{1,2})(?:st|nd|rd|th)\b", re.IGNORECASE)
 _DATE = re.compile(rf"\b({_MONTH})\.?\s+(\d{{1,2}})(?:st|nd|rd|th)?\b"
                    rf"|\b(\d{{1,2}})(?:st|nd|rd|th)?\s+(?:of\s+)?({_MONTH})\b", re.IGNORECASE)
 # The word a bare number is the value of ("max 20", "burst of 20", "max to 30").
@@ -83,6 +84,10 @@ _CHANGE_CUE = re.compile(
     r"|starting|going forward|revert\w*|roll\w* back|back to"
     r"|in the end|turns out|updated?|make it|set (?:it )?to)\b",
     re.IGNORECASE)
+# A turn that corrects what was just said.
+_CORRECTION = re.compile(r"\b(?:typo|no wait|wait|sorry|i mean|i meant|correct(?:ed|ion)?"
+                         r"|actually|oops|my bad|mistake|wrong|make it|scratch that)\b",
+                         re.IGNORECASE)
 # A turn that weighs a change rather than makes it ("a 25-cent increase would cover it").
 _HEDGE = re.compile(r"\b(?:would|could|might|maybe|perhaps|options?|if we|if you|suggest\w*"
                     r"|propos\w*|consider\w*|what if|how about|should we|thinking about"
@@ -132,6 +137,10 @@ def values_in(text: str) -> set[Value]:
         month = (m.group(1) or m.group(4)).lower()[:3]
         found.add(Value("date", f"{month} {int(m.group(2) or m.group(3))}"))
         spans.append(m.span())
+    for m in _ORDINAL.finditer(text):
+        if not taken(*m.span()):
+            found.add(Value("date", f"the {int(m.group(1))}"))
+            spans.append(m.span())
     for m in _VERSION.finditer(text):
         if taken(*m.span()):
             continue
@@ -230,81 +239,127 @@ def _keyed(keys: Iterable[str]) -> set[Value]:
     return out
 
 
+@dataclass(frozen=True, slots=True)
+class _Reading:
+    """One turn as the lineage reads it."""
+
+    text: str
+    keys: frozenset[str]  # its values' keys
+    words: frozenset[str]
+    stated: tuple[str, ...]  # its sentences that neither ask nor weigh a change
+    cue: bool  # it says something changes
+    back: bool  # it goes back to something
+    corrects: bool  # it corrects what was just said
+
+    @classmethod
+    def of(cls, text: str, asks: bool) -> _Reading:
+        sentences = [x for x in _SENTENCE.split(text.strip()) if x]
+        stated = () if asks else tuple(
+            x for x in sentences if not _QUESTION.search(x) and not _HEDGE.search(x))
+        return cls(
+            text=text, keys=frozenset(v.key for v in values_in(text)), words=words_in(text),
+            stated=stated,
+            cue=any(_CHANGE_CUE.search(x) or has_update_language(x) or RETRACTION.search(x)
+                    for x in stated),
+            back=any(_BACK.search(x) for x in stated),
+            corrects=any(_CORRECTION.search(x) for x in stated))
+
+    @property
+    def names(self) -> set[str]:
+        return {k for k in self.keys if k.startswith("name=")}
+
+    def about(self, s: Said, value: Value) -> bool:
+        """`s` names `value` and is on the same thing: it shares a word (or another name)
+        with this turn."""
+        return value.key in s.values and bool(
+            self.words & set(s.words) or (self.names - {value.key}) & set(s.values))
+
+
 def step(lineage: Lineage, turn_id: str, text: str, *, asks: bool = False) -> Step:
     """`text` (turn `turn_id`) applied to `lineage`. `asks`: the turn is a question (it
     never moves on from anything; naming a gone value only, it is history itself)."""
-    mine = values_in(text)
-    words = words_in(text)
-    keys = {v.key for v in mine}
-    said = Said(turn_id=turn_id, values=sorted(keys), words=sorted(words))
+    turn = _Reading.of(text, asks)
     earlier = lineage.said
-    known = {k for s in earlier for k in s.values}
     gone = dict(lineage.gone)
     history: dict[str, str] = {}
     restored: list[str] = []
-    # What it states: its sentences that neither ask nor weigh ("Does RC1 move as well?").
-    stated = [] if asks else [x for x in _SENTENCE.split(text.strip())
-                              if x and not _QUESTION.search(x) and not _HEDGE.search(x)]
-    asks = asks or not any(not _QUESTION.search(x) for x in _SENTENCE.split(text.strip()) if x)
-    cue = any(_CHANGE_CUE.search(x) or has_update_language(x) or RETRACTION.search(x)
-              for x in stated)
-    back = any(_BACK.search(x) for x in stated)
-
-    names = {k for k in keys if k.startswith("name=")}
-
-    def about(s: Said, value: Value) -> bool:
-        # One thing: the earlier turn names the value and shares a word (or another name)
-        # with this turn.
-        return value.key in s.values and bool(
-            words & set(s.words) or (names - {value.key}) & set(s.values))
-
-    if cue:
-        old = {v for v in mine if v.key in known}
-        new = {v for v in mine if v.key not in known}
+    if turn.cue:
+        known = {k for s in earlier for k in s.values}
+        old = {v for v in _keyed(turn.keys) if v.key in known}
+        new = {v for v in _keyed(turn.keys) if v.key not in known}
         # A revert: a value moved on from, named again with "back to" and the like.
-        revived = {v for v in old if v.key in gone} if back else set()
+        revived = {v for v in old if v.key in gone} if turn.back else set()
         for value in revived:
-            replacer = gone.pop(value.key)
-            # What replaced it is history now: the values the replacing turn brought.
-            by = next((s for s in earlier if s.turn_id == replacer), None)
-            if by is None:
-                continue
-            for key in by.values:
-                successor = Value(*key.split("=", 1))
-                if not _same_kind(successor, value):
-                    continue
-                gone[successor.key] = turn_id
-                for s in earlier:
-                    if successor.key in s.values and (
-                            s.turn_id == replacer or value.key not in s.values):
-                        history[s.turn_id] = turn_id
-            restored.extend(s.turn_id for s in earlier if value.key in s.values
-                            and not any(k in gone for k in s.values if k != value.key))
-        pairs = [(o, n) for o in old - revived for n in new if _same_kind(o, n)]
-        if not pairs and new:
-            # No old value named: a new value of a kind an earlier turn on the same thing set.
-            pairs = [(o, n) for n in new for s in earlier
-                     if words & set(s.words) or names & set(s.values)
-                     for o in _keyed(s.values) if _same_kind(o, n) and o.key not in keys
-                     and _exact(o) and _exact(n)]
-        for o, n in pairs:
-            if o.key in keys and not _contrasted(text, o):
-                continue  # named beside the new one, not said to be gone
-            if o.key in keys and _KEEP.search(text) and not _negated(text, o):
-                continue  # kept ("we stay on Prisma, not Drizzle")
-            if o.kind in ("name", "amount:") and not (
-                    _negated(text, o) or _from_to(text, o, n)):
-                continue  # two names or counts side by side: a change only when it says so
+            restored += _revert(value, turn_id, earlier, gone, history)
+        for o, pairs_new, loose in _pairs(turn, old - revived, new, earlier):
             gone[o.key] = turn_id
             for s in earlier:
-                if about(s, o) and not (set(s.values) & {n.key for _o, n in pairs}):
+                if (turn.about(s, o) or (loose and o.key in s.values)) and not (
+                        set(s.values) & pairs_new):
                     history[s.turn_id] = turn_id
-    if not history and keys and all(k in gone for k in keys if not k.startswith("name=")) \
-            and any(k in gone for k in keys) and not (cue and back):
+    if not history and any(k in gone for k in turn.keys) and not (turn.cue and turn.back) \
+            and all(k in gone for k in turn.keys if not k.startswith("name=")):
         # Only names values moved on from (a question about the old one, a complaint).
-        history[turn_id] = gone[next(k for k in sorted(keys) if k in gone)]
+        history[turn_id] = gone[next(k for k in sorted(turn.keys) if k in gone)]
+    said = Said(turn_id=turn_id, values=sorted(turn.keys), words=sorted(turn.words))
     lineage = Lineage(said=[*earlier, said][-MAX_SAID:], gone=gone)
     return Step(lineage, history, tuple(t for t in restored if t not in history))
+
+
+def _revert(value: Value, turn_id: str, earlier: list[Said], gone: dict[str, str],
+            history: dict[str, str]) -> list[str]:
+    """`value` is current again: what replaced it (the values of its kind the replacing turn
+    brought) goes, with the turns carrying them. Returns the turns current again."""
+    replacer = gone.pop(value.key)
+    by = next((s for s in earlier if s.turn_id == replacer), None)
+    if by is None:
+        return []
+    for successor in _keyed(by.values):
+        if not _same_kind(successor, value):
+            continue
+        gone[successor.key] = turn_id
+        for s in earlier:
+            if successor.key in s.values and (
+                    s.turn_id == replacer or value.key not in s.values):
+                history[s.turn_id] = turn_id
+    return [s.turn_id for s in earlier if value.key in s.values
+            and not any(k in gone for k in s.values if k != value.key)]
+
+
+def _pairs(turn: _Reading, old: set[Value], new: set[Value],
+           earlier: list[Said]) -> list[tuple[Value, set[str], bool]]:
+    """The values `turn` moves on from: (old value, the new values' keys, loose: every turn
+    carrying it goes, not only those on the same thing by their words)."""
+    pairs = [(o, n) for o in old for n in new if _same_kind(o, n)]
+    loose = False
+    if not pairs and new:
+        # No old value named: a new value of a kind an earlier turn on the same thing set.
+        pairs = [(o, n) for n in new for s in earlier
+                 if turn.words & set(s.words) or turn.names & set(s.values)
+                 for o in _keyed(s.values) if _same_kind(o, n) and o.key not in turn.keys
+                 and _exact(o) and _exact(n)]
+    if not pairs and new:
+        # Nothing on the same thing by its words: a correction ("no wait, 14", "typo, it's
+        # $45k") or a change to an exact value replaces the latest value of its kind.
+        loose = True
+        for n in new:
+            if _exact(n) or turn.corrects:
+                latest = next((o for s in reversed(earlier) for o in _keyed(s.values)
+                               if _same_kind(o, n) and o.key not in turn.keys), None)
+                if latest is not None:
+                    pairs.append((latest, n))
+    out = []
+    for o, n in pairs:
+        if o.key in turn.keys and not _contrasted(turn.text, o):
+            continue  # named beside the new one, not said to be gone
+        if o.key in turn.keys and _KEEP.search(turn.text) and not _negated(turn.text, o):
+            continue  # kept ("we stay on Prisma, not Drizzle")
+        if o.kind in ("name", "amount:") and not (
+                _negated(turn.text, o) or _from_to(turn.text, o, n)
+                or (loose and turn.corrects)):
+            continue  # two names or counts side by side: a change only when it says so
+        out.append((o, {m.key for _o, m in pairs}, loose))
+    return out
 
 
 def _exact(value: Value) -> bool:
