@@ -44,11 +44,16 @@ _ORDINAL = re.compile(r"\b(?:the\s+)(\d{1,2})(?:st|nd|rd|th)\b", re.IGNORECASE)
 _DATE = re.compile(rf"\b({_MONTH})\.?\s+(\d{{1,2}})(?:st|nd|rd|th)?\b"
                    rf"|\b(\d{{1,2}})(?:st|nd|rd|th)?\s+(?:of\s+)?({_MONTH})\b", re.IGNORECASE)
 # The word a bare number is the value of ("max 20", "burst of 20", "max to 30").
-_LABEL = re.compile(r"([a-z][a-z_]{2,})\s+(?:(?:is|was|of|to|at|=|:|set|now|be|from|raised"
-                    r"|lowered|moved|goes|went|stays)\s+){0,3}$", re.IGNORECASE)
+_LINK = (r"(?:is|are|was|were|of|to|at|set|now|be|from|raised|lowered|moved|goes|went|stays"
+         r"|becomes)")
+_LABEL = re.compile(rf"(?:([a-z][a-z_]{{2,}})\s+)?(?!{_LINK}\b)([a-z][a-z_]{{2,}})[:=]?\s+"
+                    rf"(?:(?:{_LINK}|=|:)\s+){{0,3}}$", re.IGNORECASE)
 _DAY = re.compile(r"\b(mon|tues|wednes|thurs|fri|satur|sun)days?\b", re.IGNORECASE)
 _WORD = re.compile(r"[A-Za-z][A-Za-z0-9+#-]*[A-Za-z0-9+#]|[A-Za-z]")
-_CAPITAL = re.compile(r"(?<![\w'])([A-Z][A-Za-z0-9+#-]*[A-Za-z0-9+#]|[A-Z]{2,})(?![\w'])")
+# Acronyms and inner capitals anywhere ("GA", "MySQL"); other capitalised words not at the
+# start of a sentence (there, any word is).
+_CAPITAL = re.compile(r"(?<![\w'])([A-Z]{2,}[0-9]*|[A-Z][a-z0-9]+[A-Z][A-Za-z0-9]*)(?![\w'])"
+                      r"|(?<![\w'])(?<![.!?:]\s)(?<!^)([A-Z][A-Za-z0-9+#-]*[A-Za-z0-9+#])(?![\w'])")
 
 # Words that are never a value, even capitalised (sentence starts, greetings, fillers).
 _COMMON = frozenset(re.findall(r"[\w']+", """
@@ -157,9 +162,12 @@ def values_in(text: str) -> set[Value]:
         unit = unit.rstrip("s") if len(unit) > 2 else unit
         if unit in ("", "row", "user", "people", "node", "replica", "x") and not m.group(1):
             label = _LABEL.search(text[max(0, m.start() - 40):m.start()])
-            word = label.group(1).lower().split("_")[-1] if label else ""
+            word = label.group(2).lower().replace("_", " ") if label else ""
             if word and word not in _STOP:
-                unit = "@" + _stem(word)
+                # The thing it measures, up to two words ("export limit", "rate limit").
+                before = (label.group(1) or "").lower() if label else ""
+                unit = "@" + " ".join(_stem(w) for w in f"{before} {word}".split()
+                                      if w not in _STOP)
             elif unit:
                 unit = "@" + unit
         found.add(Value(f"amount:{'$' if m.group(1) else ''}{unit}", number))
@@ -168,7 +176,7 @@ def values_in(text: str) -> set[Value]:
         found.add(Value("day", m.group(1).lower()))
         spans.append(m.span())
     for m in _CAPITAL.finditer(text):
-        word = m.group(1)
+        word = m.group(1) or m.group(2)
         if word.lower() in _COMMON or taken(*m.span()):
             continue
         found.add(Value("name", word.lower()))

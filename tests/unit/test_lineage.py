@@ -34,7 +34,7 @@ def test_values_of_each_kind_are_read_and_normalised() -> None:
     assert Value("amount:@max", "20") in got
     assert Value("name", "redis") in got
     # A sentence's last number is still a number ("set to 20000.").
-    assert Value("amount:@size", "20000") in values_in("BATCH_SIZE set to 20000.")
+    assert Value("amount:@batch size", "20000") in values_in("BATCH_SIZE set to 20000.")
 
 
 def test_a_new_value_beside_the_old_one_makes_every_turn_on_it_history() -> None:
