@@ -223,6 +223,10 @@ class Turns:
 
 def _failed_reflections(state: ReflectionState, session_id: str) -> list[int]:
     """Indexes of the session's episodes whose newest trace says the reflection failed."""
+    kept = state.failed_indexes(session_id)
+    if kept is not None:
+        return kept
+    # A session reflected only before the failures were kept: its newest traces say.
     newest: dict[int, bool] = {}
     for trace in state.traces(50, session_id):  # newest first
         newest.setdefault(int(trace.get("index", 0)), bool(trace.get("failed")))
