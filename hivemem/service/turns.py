@@ -133,8 +133,11 @@ class Turns:
         scope = store_scope(access)
         if visible_markers and scope is not None and markers:
             vectors = self.reads.vectors()
-            markers = {name: seen for name in markers if (seen := vectors.count(
-                TURNS, {"session_id": session_id, "markers": name, **scoped(scope)}))}
+            # The session's counts are what the scope sees when no turn of it is private
+            # (its turns are its namespace's): one count of those, not one per marker.
+            if vectors.count(TURNS, {"session_id": session_id, "visibility": "private"}):
+                markers = {name: seen for name in markers if (seen := vectors.count(
+                    TURNS, {"session_id": session_id, "markers": name, **scoped(scope)}))}
         return stats.model_copy(update={
             "turns_assigned": assigned,
             "episodes": closed,
