@@ -25,7 +25,7 @@ from hivemem.api.routes import ERRORS, SessionId
 from hivemem.domain.compaction import CompactionDiff
 from hivemem.domain.models import DeadLetter, Turn
 from hivemem.domain.scope import Scope
-from hivemem.errors import MalformedEntry, NotFound, NotPermitted
+from hivemem.errors import MalformedEntry, NotFound, NotPermitted, ValidationError
 from hivemem.pipeline.messages import (
     EmbeddedTurn,
     EpisodeControl,
@@ -176,32 +176,45 @@ def build_operate_router(
         own_session(key, session_id, "compaction")
         return admin.compact(session_id, expect=body.expect)
 
-    def letters(key: ApiKeyInfo, stage: Stage) -> list[DeadLetterOut]:
+    def letters(key: ApiKeyInfo, stage: Stage) -> tuple[list[DeadLetterOut], set[str]]:
+        """The stage's letters `key` may see, and the entry ids of the others."""
         sessions = set(tenant_of(key).sessions())
-        if not sessions:
-            return []
-        found = (letter_view(letter, stage, sessions, key)
-                 for letter in admin.dead_letters(SCAN_LETTERS, stage=stage))
-        return [letter for letter in found if letter is not None]
+        mine: list[DeadLetterOut] = []
+        others: set[str] = set()
+        for letter in admin.dead_letters(SCAN_LETTERS, stage=stage):
+            view = letter_view(letter, stage, sessions, key)
+            if view is None:
+                others.add(letter.entry_id)
+            else:
+                mine.append(view)
+        return mine, others
 
     @router.get("/dead-letters", response_model=DeadLettersOut,
                 summary="The stage's dead letters of the key's namespace, oldest first")
     def dead_letters(key: Key, stage: Stage = "embed",
                      count: Annotated[int, Query(ge=1, le=1000)] = 100) -> DeadLettersOut:
-        return DeadLettersOut(letters=letters(key, stage)[:count])
+        return DeadLettersOut(letters=letters(key, stage)[0][:count])
 
     @router.post("/dead-letters/replay", response_model=ReplayOut,
                  summary="Put the namespace's dead letters (all, or these) back on their"
                          " stream (a namespace key)")
     def replay(body: ReplayIn, key: Key) -> ReplayOut:
         _namespace_key(key, "replaying dead letters")
-        mine = [letter.entry_id for letter in letters(key, body.stage)]
+        found, others = letters(key, body.stage)
+        mine = [letter.entry_id for letter in found]
         wanted = mine if body.entry_ids is None else list(dict.fromkeys(body.entry_ids))
         known = set(mine)
         unknown = [e for e in wanted if e not in known]
         if unknown:
             raise NotFound("entry_ids", f"no {body.stage} dead letter {unknown[0]!r} in this"
                                         " namespace")
+        # Replay goes by entry id, and two partitions' streams can give the same id: a
+        # letter of another namespace with it would go back on its stream too.
+        shared = [e for e in wanted if e in others]
+        if shared:
+            raise ValidationError("entry_ids", f"{shared[0]!r} is also the id of a letter"
+                                  " this key may not see (another partition's stream):"
+                                  " replay it with `hivemem dlq replay`")
         if not wanted:
             return ReplayOut(stage=body.stage, replayed=[])
         done = admin.replay_dead_letters(wanted, stage=body.stage, count=SCAN_LETTERS)

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import uuid
 from collections.abc import Iterator
+from dataclasses import replace
 
 import httpx
 import pytest
@@ -43,14 +44,16 @@ def ingest(http: httpx.Client, session: str, content: str, agent: str,
     return turn_id
 
 
-def kill_undelivered(api: Api) -> dict[str, str]:
-    """Dead-letter every turn still on the turns streams, as a worker that gave up would
+def kill_undelivered(api: Api, sessions: set[str]) -> dict[str, str]:
+    """Dead-letter the sessions' turns on the turns streams, as a worker that gave up would
     (the entry leaves its stream): turn id -> the letter's entry id."""
     redis = api.client._redis  # noqa: SLF001 (the test's own fakeredis)
     streams = StreamStore(redis, api.client.keys)
     out: dict[str, str] = {}
     for stream in Topology(api.client.keys).embed.streams():
         for entry in decode_entries(redis.xrange(stream)):
+            if not any(f'"{s}"' in entry.fields["turn"] for s in sessions):
+                continue
             streams.dead_letter(stream, "embed", entry, "store refused: boom", 5)
             redis.xdel(stream, entry.entry_id)
             turn_id = entry.fields["turn"].split('"turn_id":"', 1)[1].split('"', 1)[0]
@@ -76,7 +79,7 @@ def test_dead_letters_are_listed_by_namespace_and_what_the_agent_may_read(api: A
                          "private")
         shared = ingest(coder, s_a, "shared: deploy on Friday", "coder")
         other = ingest(b, s_b, "team b's turn", "bob")
-        ids = kill_undelivered(api)
+        ids = kill_undelivered(api, {s_a, s_b})
         assert {private, shared, other} <= set(ids)
 
         mine = {str(x["entry_id"]): x for x in letters(a)}
@@ -144,3 +147,30 @@ def test_compaction_preview_and_apply_take_a_namespace_key_of_the_session(api: A
         res = a.post(f"/v1/sessions/{session}/compact", json={"expect": diff["fingerprint"]})
         assert res.status_code == 200, res.text
         assert res.json()["fingerprint"] == diff["fingerprint"]
+
+
+def test_a_replay_never_touches_a_letter_of_another_namespace_with_the_same_id(
+        api: Api) -> None:
+    """Two partitions' streams can give the same entry id: replaying team a's letter by
+    that id must not put team b's back on its stream too."""
+    api.drain()
+    with api.http(api.key_a) as a, api.http(api.key_b) as b:
+        s_a, s_b = sid(), sid()
+        ingest(a, s_a, "team a's turn", "ann")
+        ingest(b, s_b, "team b's turn", "bob")
+        redis = api.client._redis  # noqa: SLF001 (the test's own fakeredis)
+        streams = StreamStore(redis, api.client.keys)
+        for stream in Topology(api.client.keys).embed.streams():
+            for entry in decode_entries(redis.xrange(stream)):
+                if s_a not in entry.fields["turn"] and s_b not in entry.fields["turn"]:
+                    continue
+                # Both letters name the same original id.
+                streams.dead_letter(stream, "embed", replace(entry, entry_id="5-5"), "boom", 5)
+                redis.xdel(stream, entry.entry_id)
+        body = problem(a.post("/v1/dead-letters/replay", json={"entry_ids": ["5-5"]}), 422)
+        assert body["field"] == "entry_ids"
+        assert [x["entry_id"] for x in letters(a)] == ["5-5"]
+        assert [x["entry_id"] for x in letters(b)] == ["5-5"]
+        # The operator's CLI replays both; clean up as it would.
+        api.client.admin.replay_dead_letters(["5-5"])
+        api.drain()
