@@ -125,7 +125,7 @@ def test_an_agent_key_sees_only_letters_it_may_read_and_cannot_replay(
     assert len(api(served, served.namespace_key, "GET", "/v1/dead-letters")["letters"]) == 2
 
     sign_out_and_in(page, served.team_b_key)
-    show(page, served, "deadletters")
+    show(page, served, "deadletters?stage=embed")  # another address: the page renders again
     assert page.locator("#no-letters").count() == 1
     assert ALICE_POISON not in text(page)
 
