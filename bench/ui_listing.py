@@ -2,6 +2,7 @@
 listing, in the same run (issue 37: under 300 ms p95 at 100,000 turns).
 
     python bench/ui_listing.py [--turns 100000] [--repeats 30] [--no-browser]
+                               [--baseline-tree /work/main] [--store DIR]
 
 Fills an embedded store (hashing embedder, its own valkey child, qdrant-edge, worker threads)
 with one session of `--turns` turns through the product's ingest path, closes and reflects its
@@ -17,6 +18,12 @@ loopback port and times, interleaved in each round:
 - browser_timeline / browser_facts (a real Chromium, unless --no-browser or none is
   installed): from the page's navigation to the page drawn (`data-ready`), in the browser.
 
+With `--baseline-tree PATH` (another checkout, e.g. main), the same store is served twice,
+each by its own process over its own copy of the folder: one runs this tree's code, the other
+PATH's (`PYTHONPATH=PATH`). Every round measures both, alternating which goes first, so the
+baseline and the candidate see the same load; the ratios candidate / baseline are printed.
+`--store DIR` keeps the filled folder there (and reuses it when it is filled already).
+
 Prints p50/p95 per measure and saves bench/results/ui_listing.json.
 """
 
@@ -24,8 +31,11 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 import shutil
+import signal
 import socket
+import subprocess
 import sys
 import tempfile
 import threading
@@ -55,6 +65,17 @@ CHROMIUM = shutil.which("chromium") or "/usr/bin/chromium"
 WORDS = ("deploy", "database", "billing", "cache", "queue", "search", "auth", "metrics")
 
 
+def settings() -> Settings:
+    return Settings.model_validate({
+        "embedding": {"provider": "hashing", "dim": DIM},
+        "episodes": {"max_turns": 500, "topic_shift_threshold": -1.0},
+    })
+
+
+def open_store(folder: Path) -> MemoryClient:
+    return MemoryClient.local(folder, settings(), embedder=HashingEmbedder(DIM))
+
+
 def fill(client: MemoryClient, turns: int) -> float:
     handle = client.scoped(namespace="bench", agent_id="agent-1")
     start = datetime.now(UTC) - timedelta(seconds=turns)
@@ -69,6 +90,31 @@ def fill(client: MemoryClient, turns: int) -> float:
     handle.close_episode(SESSION)
     handle.wait_until_reflected(SESSION, 3600)
     return time.perf_counter() - began
+
+
+def filled(folder: Path, turns: int) -> dict[str, Any]:
+    """The store at `folder`, filled with `turns` turns (once: `fill.json` says it is)."""
+    done = folder / "fill.json"
+    if done.exists():
+        facts = json.loads(done.read_text())
+        if facts["turns"] == turns:
+            return dict(facts)
+        raise SystemExit(f"{folder} holds {facts['turns']} turns, not {turns}")
+    folder.mkdir(parents=True, exist_ok=True)
+    client = open_store(folder / "store")
+    try:
+        print(f"filling {turns} turns ...", flush=True)
+        fill_s = fill(client, turns)
+        key, _ = client.admin.api_keys().create("bench", "ui bench")
+        info = client.scoped(namespace="bench").session_info(SESSION)
+    finally:
+        client.close()
+    facts = {"turns": turns, "fill_s": round(fill_s, 1), "key": key, "episodes": info.episodes,
+             "facts_active": info.facts_active}
+    done.write_text(json.dumps(facts))
+    print(f"filled in {fill_s:.0f} s: {info.turns} turns, {info.episodes} episodes,"
+          f" {info.facts_active} current facts", flush=True)
+    return facts
 
 
 class Served:
@@ -92,34 +138,86 @@ class Served:
         self.thread.join(timeout=10)
 
 
+def serve(folder: Path, url_file: Path) -> None:
+    """`--serve`: serve the store at `folder` until SIGTERM; its address goes to `url_file`."""
+    stop = threading.Event()
+    signal.signal(signal.SIGTERM, lambda *_: stop.set())
+    import hivemem
+
+    print(f"serving {folder} with {hivemem.__file__}", file=sys.stderr, flush=True)
+    client = open_store(folder)
+    try:
+        with Served(create_app(settings(), client=client)) as served:
+            url_file.write_text(served.url)
+            stop.wait()
+    finally:
+        client.close()
+
+
+class Child:
+    """One tree's code serving one copy of the store, in a process of its own."""
+
+    def __init__(self, name: str, tree: Path, folder: Path) -> None:
+        self.name = name
+        self.url_file = folder.parent / f"{name}.url"
+        self.url_file.unlink(missing_ok=True)
+        env = {**os.environ, "PYTHONPATH": str(tree)}
+        self.proc = subprocess.Popen(
+            [sys.executable, __file__, "--serve", str(folder), "--url-file",
+             str(self.url_file)], env=env)
+
+    def wait(self) -> str:
+        deadline = time.monotonic() + 600
+        while not self.url_file.exists() or not self.url_file.read_text():
+            if self.proc.poll() is not None or time.monotonic() > deadline:
+                raise SystemExit(f"the {self.name} server did not start")
+            time.sleep(0.2)
+        return self.url_file.read_text()
+
+    def stop(self) -> None:
+        self.proc.send_signal(signal.SIGTERM)
+        try:
+            self.proc.wait(60)
+        except subprocess.TimeoutExpired:
+            self.proc.kill()
+
+
 def timed(fn: Any) -> float:
     began = time.perf_counter()
     fn()
     return (time.perf_counter() - began) * 1000
 
 
-def http_rounds(url: str, key: str, repeats: int) -> dict[str, list[float]]:
-    base = f"/v1/sessions/{SESSION}"
-    out: dict[str, list[float]] = {"api_timeline": [], "api_facts": [], "page_timeline": [],
-                                   "page_facts": []}
-    with httpx.Client(base_url=url, timeout=120,
-                      headers={"Authorization": f"Bearer {key}"}) as http, \
-            ThreadPoolExecutor(3) as pool:
+class HttpMeasures:
+    """The API's listings and the pages' requests, against one server."""
 
-        def get(path: str, **params: Any) -> None:
-            http.get(path, params=params).raise_for_status()
+    def __init__(self, url: str, key: str) -> None:
+        self.http = httpx.Client(base_url=url, timeout=120,
+                                 headers={"Authorization": f"Bearer {key}"})
+        self.pool = ThreadPoolExecutor(3)
+        self.out: dict[str, list[float]] = {"api_timeline": [], "api_facts": [],
+                                            "page_timeline": [], "page_facts": []}
+
+    def get(self, path: str, **params: Any) -> None:
+        self.http.get(path, params=params).raise_for_status()
+
+    def round(self) -> None:
+        base = f"/v1/sessions/{SESSION}"
 
         def page_timeline() -> None:
-            for f in [pool.submit(get, base), pool.submit(get, f"{base}/stats"),
-                      pool.submit(get, f"{base}/timeline", limit=100)]:
+            for f in [self.pool.submit(self.get, base),
+                      self.pool.submit(self.get, f"{base}/stats"),
+                      self.pool.submit(self.get, f"{base}/timeline", limit=100)]:
                 f.result()
 
-        for _ in range(repeats):
-            out["api_timeline"].append(timed(lambda: get(f"{base}/timeline", limit=100)))
-            out["api_facts"].append(timed(lambda: get(f"{base}/facts")))
-            out["page_timeline"].append(timed(page_timeline))
-            out["page_facts"].append(timed(lambda: get(f"{base}/facts/full")))
-    return out
+        self.out["api_timeline"].append(timed(lambda: self.get(f"{base}/timeline", limit=100)))
+        self.out["api_facts"].append(timed(lambda: self.get(f"{base}/facts")))
+        self.out["page_timeline"].append(timed(page_timeline))
+        self.out["page_facts"].append(timed(lambda: self.get(f"{base}/facts/full")))
+
+    def close(self) -> None:
+        self.pool.shutdown()
+        self.http.close()
 
 
 DRAWN = """async (route) => {
@@ -133,25 +231,52 @@ DRAWN = """async (route) => {
 }"""
 
 
-def browser_rounds(url: str, key: str, repeats: int) -> dict[str, list[float]]:
+class BrowserMeasures:
+    """The pages in Chromium, navigation to drawn, against one server."""
+
+    def __init__(self, browser: Any, url: str, key: str) -> None:
+        self.page = browser.new_page(viewport={"width": 1366, "height": 820})
+        self.page.goto(f"{url}/ui/#key={key}")
+        self.page.wait_for_selector("#namespace", timeout=120_000)
+        self.out: dict[str, list[float]] = {"browser_timeline": [], "browser_facts": []}
+
+    def round(self) -> None:
+        for name, route in (("browser_timeline", f"#/timeline/{SESSION}"),
+                            ("browser_facts", f"#/facts/{SESSION}")):
+            self.page.evaluate("() => { location.hash = '#/sessions'; }")
+            self.page.wait_for_function("() => document.body.dataset.page === 'sessions'"
+                                        " && document.body.dataset.ready !== undefined",
+                                        timeout=120_000)
+            self.out[name].append(float(self.page.evaluate(DRAWN, route)))
+
+
+def measure(urls: dict[str, str], key: str, repeats: int, browser: bool
+            ) -> dict[str, dict[str, list[float]]]:
+    """Every measure of every server, `repeats` rounds, the servers' order alternating."""
+    names = list(urls)
+    http = {name: HttpMeasures(url, key) for name, url in urls.items()}
+    try:
+        for r in range(repeats):
+            for name in names[::-1] if r % 2 else names:
+                http[name].round()
+    finally:
+        for h in http.values():
+            h.close()
+    results = {name: dict(h.out) for name, h in http.items()}
+    if not browser:
+        return results
     from playwright.sync_api import sync_playwright
 
-    out: dict[str, list[float]] = {"browser_timeline": [], "browser_facts": []}
     with sync_playwright() as driver:
-        browser = driver.chromium.launch(executable_path=CHROMIUM, args=["--no-sandbox"])
-        page = browser.new_page(viewport={"width": 1366, "height": 820})
-        page.goto(f"{url}/ui/#key={key}")
-        page.wait_for_selector("#namespace", timeout=120_000)
-        for _ in range(repeats):
-            for name, route in (("browser_timeline", f"#/timeline/{SESSION}"),
-                                ("browser_facts", f"#/facts/{SESSION}")):
-                page.evaluate("() => { location.hash = '#/sessions'; }")
-                page.wait_for_function("() => document.body.dataset.page === 'sessions'"
-                                       " && document.body.dataset.ready !== undefined",
-                                       timeout=120_000)
-                out[name].append(float(page.evaluate(DRAWN, route)))
-        browser.close()
-    return out
+        chromium = driver.chromium.launch(executable_path=CHROMIUM, args=["--no-sandbox"])
+        pages = {name: BrowserMeasures(chromium, url, key) for name, url in urls.items()}
+        for r in range(repeats):
+            for name in names[::-1] if r % 2 else names:
+                pages[name].round()
+        for name, page in pages.items():
+            results[name] |= page.out
+        chromium.close()
+    return results
 
 
 def main() -> None:
@@ -159,34 +284,55 @@ def main() -> None:
     parser.add_argument("--turns", type=int, default=100_000)
     parser.add_argument("--repeats", type=int, default=30)
     parser.add_argument("--no-browser", action="store_true")
+    parser.add_argument("--baseline-tree", type=Path, default=None,
+                        help="another checkout to serve the same store with, as the baseline")
+    parser.add_argument("--store", type=Path, default=None,
+                        help="keep the filled store in this folder (reused when filled)")
+    parser.add_argument("--serve", type=Path, help=argparse.SUPPRESS)
+    parser.add_argument("--url-file", type=Path, help=argparse.SUPPRESS)
     args = parser.parse_args()
-    settings = Settings.model_validate({
-        "embedding": {"provider": "hashing", "dim": DIM},
-        "episodes": {"max_turns": 500, "topic_shift_threshold": -1.0},
-    })
-    with tempfile.TemporaryDirectory(prefix="hivemem-ui-bench-") as folder:
-        client = MemoryClient.local(folder, settings, embedder=HashingEmbedder(DIM))
+    if args.serve is not None:
+        serve(args.serve, args.url_file)
+        return
+    browser = not args.no_browser and Path(CHROMIUM).exists()
+    with tempfile.TemporaryDirectory(prefix="hivemem-ui-bench-") as scratch:
+        folder = args.store or Path(scratch) / "filled"
+        facts = filled(folder, args.turns)
+        trees = {"candidate": REPO}
+        if args.baseline_tree is not None:
+            trees["baseline"] = args.baseline_tree.resolve()
+        children = []
         try:
-            print(f"filling {args.turns} turns ...", flush=True)
-            fill_s = fill(client, args.turns)
-            key, _ = client.admin.api_keys().create("bench", "ui bench")
-            info = client.scoped(namespace="bench").session_info(SESSION)
-            print(f"filled in {fill_s:.0f} s: {info.turns} turns, {info.episodes} episodes,"
-                  f" {info.facts_active} current facts", flush=True)
-            with Served(create_app(settings, client=client)) as served:
-                results = http_rounds(served.url, key, args.repeats)
-                if not args.no_browser and Path(CHROMIUM).exists():
-                    results |= browser_rounds(served.url, key, args.repeats)
+            for name, tree in trees.items():
+                copy = Path(scratch) / name / "store"
+                shutil.copytree(folder / "store", copy, symlinks=True,
+                                ignore=shutil.ignore_patterns("*.sock", "*.pid", "*.lock"))
+                children.append(Child(name, tree, copy))
+            urls = {child.name: child.wait() for child in children}
+            print(f"serving: {urls}", flush=True)
+            results = measure(urls, facts["key"], args.repeats, browser)
         finally:
-            client.close()
-    summary = {name: summarize(values) for name, values in results.items()}
-    print(f"{'measure':18} {'p50 ms':>9} {'p95 ms':>9}  goal p95 < {GOAL_MS:.0f} ms")
-    for name, s in summary.items():
-        print(f"{name:18} {s['p50']:9.1f} {s['p95']:9.1f}")
+            for child in children:
+                child.stop()
+    summary = {name: {m: summarize(v) for m, v in measures.items()}
+               for name, measures in results.items()}
+    print(f"{'tree':10} {'measure':18} {'p50 ms':>9} {'p95 ms':>9}  goal p95 < {GOAL_MS:.0f} ms")
+    for name, measures in summary.items():
+        for m, s in measures.items():
+            print(f"{name:10} {m:18} {s['p50']:9.1f} {s['p95']:9.1f}")
+    ratios: dict[str, dict[str, float]] = {}
+    if "baseline" in summary:
+        print(f"{'ratio candidate / baseline':29} {'p50':>9} {'p95':>9}")
+        for m, s in summary["candidate"].items():
+            b = summary["baseline"][m]
+            ratios[m] = {q: round(s[q] / b[q], 3) for q in ("p50", "p95")}
+            print(f"{m:29} {ratios[m]['p50']:9.3f} {ratios[m]['p95']:9.3f}")
     RESULTS.mkdir(parents=True, exist_ok=True)
-    report = {"turns": args.turns, "repeats": args.repeats, "fill_s": round(fill_s, 1),
-              "episodes": info.episodes, "facts_active": info.facts_active,
-              "goal_p95_ms": GOAL_MS, "results": summary, "machine": machine_facts()}
+    report = {"turns": args.turns, "repeats": args.repeats, "fill_s": facts["fill_s"],
+              "episodes": facts["episodes"], "facts_active": facts["facts_active"],
+              "goal_p95_ms": GOAL_MS,
+              "trees": {name: str(tree) for name, tree in trees.items()},
+              "results": summary, "ratios": ratios, "machine": machine_facts()}
     (RESULTS / "ui_listing.json").write_text(json.dumps(report, indent=2) + "\n")
 
 

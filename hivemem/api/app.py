@@ -23,6 +23,7 @@ from hivemem.api.docs import install_docs
 from hivemem.api.forget_routes import build_forget_router
 from hivemem.api.limits import BodyLimit
 from hivemem.api.observe import Observe
+from hivemem.api.operate_routes import build_operate_router
 from hivemem.api.problems import install as install_problems
 from hivemem.api.routes import build_router
 from hivemem.api.schemas import Health
@@ -87,6 +88,7 @@ def create_app(
     app.include_router(build_client_router(tenant_of, authenticator(keys), admin,
                                            max_wait_s=settings.api.max_wait_s))
     app.include_router(build_forget_router(tenant_of, authenticator(keys)))
+    app.include_router(build_operate_router(tenant_of, authenticator(keys), admin))
 
     _operations(app, admin, registry)
     # The memory explorer: static files that call the routes above with the user's key.

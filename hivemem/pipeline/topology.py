@@ -232,6 +232,11 @@ class Keys:
         """Index of the last episode reflected: episodes are reflected in order."""
         return f"{self._s(session_id)}:reflected"
 
+    def reflections_failed(self, session_id: str) -> str:
+        """Hash: the indexes of episodes whose latest reflection failed (`tracked` marks a
+        session whose reflections are counted here; before it, the traces were scanned)."""
+        return f"{self._s(session_id)}:reflect:failed"
+
     @property
     def traces_stream(self) -> str:
         """Bounded stream of reflection traces."""
@@ -260,6 +265,7 @@ class Keys:
             self.boundary_buffer(session_id), self.boundary_lease(session_id),
             self.slot_state(session_id), self.slot_table(session_id),
             self.session_episodes(session_id), self.reflected(session_id),
+            self.reflections_failed(session_id),
             *(self.episode(session_id, e) for e in episode_ids),
         ]
 

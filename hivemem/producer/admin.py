@@ -137,8 +137,10 @@ class Admin:
 
     # -- dead letters and replays ----------------------------------------------------------
 
-    def dead_letters(self, count: int = 100) -> list[DeadLetter]:
-        return self._service.operator.dead_letters(OPERATOR, count)
+    def dead_letters(self, count: int = 100, *, stage: str = "embed") -> list[DeadLetter]:
+        """The dead letters of `stage` ("embed": the turns stream, "boundary": the embedded
+        stream), oldest first, up to `count`."""
+        return self._service.operator.dead_letters(OPERATOR, count, stage=stage)
 
     def replay_dead_letters(
         self, entry_ids: Sequence[str] | None = None, *, stage: str = "embed",

@@ -90,9 +90,10 @@ class Operator:
 
     # -- dead letters and replays ----------------------------------------------------------
 
-    def dead_letters(self, _operator: OperatorScope, count: int = 100) -> list[DeadLetter]:
+    def dead_letters(self, _operator: OperatorScope, count: int = 100, *,
+                     stage: str = "embed") -> list[DeadLetter]:
         parts = self.parts
-        return parts.streams.stage_dead_letters(Topology(parts.keys).embed, count)
+        return parts.streams.stage_dead_letters(Topology(parts.keys).stage(stage), count)
 
     def replay_dead_letters(
         self, _operator: OperatorScope, entry_ids: Sequence[str] | None = None, *,

@@ -9,8 +9,10 @@ Each kind of event is a stream, newest first, merged with the others by `Session
   not see, or turns not embedded yet, cost a few reads, not one per missing turn. Turns
   carry rising timestamps as their seqs rise, so each window's turns are all older than the
   window before's;
-- episode closes: the session's list of episodes a page at a time from its end (episodes
-  close in seq order);
+- episode closes: the session's list of episodes from its end (episodes close in seq order),
+  a few first, then twice as many each read up to a page: a page of turns usually holds
+  one close or none, and each episode's body lists its turn ids (500 of them is ~20 KB to
+  fetch and parse);
 - fact changes: the session's audit log a page at a time from its end (`AuditLog.newest_first`;
   a scope sees the events about facts it may see, as `AuditLog.visible_events` shows them).
 """
@@ -37,8 +39,10 @@ from hivemem.store.vectors.base import VectorStore
 
 # The widest window of seqs one read asks for (a session whose scope hides most turns).
 MAX_WINDOW = 4096
-# Episodes read at a time, at least.
+# Episodes (and fact changes) read first; each later read asks for twice as many, up to
+# the page.
 EPISODE_PAGE = 32
+FIRST_EPISODES = 4
 
 
 class TimelineReader:
@@ -89,7 +93,8 @@ class TimelineReader:
                 high = -1 if found is None else found
 
     def _episodes(self, session_id: str, before: SortKey | None) -> Iterator[TimelineEvent]:
-        size = max(EPISODE_PAGE, self.limit + 1)
+        most = max(EPISODE_PAGE, self.limit + 1)
+        size = min(FIRST_EPISODES, most)
         end = -1
         while True:
             # From the list's end (negative indexes): a page past its start is empty.
@@ -100,6 +105,7 @@ class TimelineReader:
                     or self.scope.admits(e.namespace, e.visibility, e.agent_id)]
             yield from _older(newest_first(episode_event(e) for e in seen), before)
             end -= size
+            size = min(size * 2, most)
 
 
     def _facts(self, session_id: str, before: SortKey | None) -> Iterator[TimelineEvent]:

@@ -133,8 +133,11 @@ class Turns:
         scope = store_scope(access)
         if visible_markers and scope is not None and markers:
             vectors = self.reads.vectors()
-            markers = {name: seen for name in markers if (seen := vectors.count(
-                TURNS, {"session_id": session_id, "markers": name, **scoped(scope)}))}
+            # The session's counts are what the scope sees when no turn of it is private
+            # (its turns are its namespace's): one count of those, not one per marker.
+            if vectors.count(TURNS, {"session_id": session_id, "visibility": "private"}):
+                markers = {name: seen for name in markers if (seen := vectors.count(
+                    TURNS, {"session_id": session_id, "markers": name, **scoped(scope)}))}
         return stats.model_copy(update={
             "turns_assigned": assigned,
             "episodes": closed,
@@ -223,6 +226,10 @@ class Turns:
 
 def _failed_reflections(state: ReflectionState, session_id: str) -> list[int]:
     """Indexes of the session's episodes whose newest trace says the reflection failed."""
+    kept = state.failed_indexes(session_id)
+    if kept is not None:
+        return kept
+    # A session reflected only before the failures were kept: its newest traces say.
     newest: dict[int, bool] = {}
     for trace in state.traces(50, session_id):  # newest first
         newest.setdefault(int(trace.get("index", 0)), bool(trace.get("failed")))

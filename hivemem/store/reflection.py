@@ -71,6 +71,9 @@ class SessionLock:
             self._release(keys=[self.key], args=[self.token])
 
 
+_TRACKED = "tracked"
+
+
 class ReflectionState:
     def __init__(self, client: Redis, keys: Keys, traces_maxlen: int = 1000) -> None:
         self._r = client
@@ -102,6 +105,28 @@ class ReflectionState:
                 maxlen=self.traces_maxlen,
                 approximate=True,
             )
+            session_id, index = trace.get("session_id"), trace.get("index")
+            if isinstance(session_id, str) and isinstance(index, int):
+                # Kept beside the bounded traces stream so that a session's failed
+                # reflections are one read, not a decode of the newest (large) traces.
+                failed = self.keys.reflections_failed(session_id)
+                pipe = self._r.pipeline(transaction=False)
+                pipe.hset(failed, _TRACKED, "1")
+                if trace.get("failed"):
+                    pipe.hset(failed, str(index), "1")
+                else:
+                    pipe.hdel(failed, str(index))
+                pipe.execute()
+
+    def failed_indexes(self, session_id: str) -> list[int] | None:
+        """Indexes of the session's episodes whose latest reflection failed; None for a
+        session with no reflection recorded since these were kept (read its traces)."""
+        with redis_errors("read failed reflections"):
+            fields = self._r.hkeys(self.keys.reflections_failed(session_id))
+        names = [as_text(f) for f in fields]
+        if _TRACKED not in names:
+            return None
+        return sorted(int(n) for n in names if n != _TRACKED)
 
     def traces(
         self, count: int = 20, session_id: str | None = None, *, scope: Scope | None = None

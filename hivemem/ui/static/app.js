@@ -226,7 +226,7 @@ function needSession(r, page) {
 
 function sessionHeader(session, active) {
   const tabs = [["timeline", "Timeline"], ["facts", "Facts"], ["recall", "Recall"],
-    ["pipeline", "Pipeline"]];
+    ["pipeline", "Pipeline"], ["compaction", "Compaction"], ["deadletters", "Dead letters"]];
   return h("div", { class: "row" },
     h("h1", {}, "Session ", h("span", { class: "mono", id: "session-id" }, session)),
     ...tabs.map(([p, label]) => (p === active ? h("b", {}, label)
@@ -615,9 +615,9 @@ async function pipelinePage(r) {
       h("td", { class: "num" }, s.workers ?? "—"))))),
     h("div", { class: "cards" }, up ? card(up.value ? "up" : "down", "redis") : null,
       jobs.map((j) => card(j.value, `reflect jobs ${j.labels.state}`))),
-    h("p", { class: "muted" }, "Replaying dead letters is an operator action with no HTTP route:",
-      " run ", h("code", {}, "hivemem dlq list"), " and ", h("code", {}, "hivemem dlq replay"),
-      " where the deployment runs."),
+    h("p", {}, "Dead letters of this namespace, with why, and their replay: ",
+      h("a", { id: "to-letters", href: link(session ? `deadletters/${encodeURIComponent(session)}`
+        : "deadletters", withAs({})) }, "Dead letters"), "."),
   ];
   const traces = await api("/v1/traces", { query: { ...agentQuery(), count: 50 } });
   if (session) {
@@ -650,8 +650,169 @@ async function pipelinePage(r) {
   return out;
 }
 
+// -- compaction -------------------------------------------------------------------------------
+
+function diffLine(sign, cls, entry, change, ...children) {
+  return h("li", { class: `diff ${cls}`, "data-fact": entry.fact_id, "data-change": change },
+    h("span", { class: "sign", "aria-hidden": "true" }, sign),
+    h("span", {}, ...children));
+}
+
+function factLink(session, id) {
+  return h("a", { class: "mono", title: id, href: link(`facts/${encodeURIComponent(session)}`,
+    withAs({ fact: id, history: 1 })) }, id.slice(0, 8));
+}
+
+async function compactionPage(r, token) {
+  const missing = needSession(r, "Compaction");
+  if (missing) return missing;
+  const session = r.parts[1];
+  const path = `/v1/sessions/${encodeURIComponent(session)}`;
+  let diff;
+  try {
+    diff = await api(`${path}/compaction`);
+  } catch (err) {
+    if (err.status !== 403) throw err;
+    return [sessionHeader(session, "compaction"), h("p", { class: "muted", id: "not-permitted" },
+      "Compaction plans over every agent's facts of the session, so it is previewed and",
+      " applied with a namespace key; this key acts as one agent.")];
+  }
+  const applied = r.params.get("applied");
+  const content = new Map([...diff.kept, ...diff.merged, ...diff.archived, ...diff.promoted,
+    ...diff.demoted].map((e) => [e.fact_id, e.content]));
+  const s = { merged: diff.merged.length, archived: diff.archived.length,
+    promoted: diff.promoted.length, demoted: diff.demoted.length, kept: diff.kept.length };
+  const changes = s.merged + s.archived + s.promoted + s.demoted;
+  const lines = [
+    ...diff.merged.map((e) => diffLine("−", "del", e, "merged", badge("merged", "status-merged"),
+      factLink(session, e.fact_id), " ", h("span", { class: "content" }, e.content),
+      h("div", { class: "meta" }, "folds into ", factLink(session, e.into || ""), " ",
+        h("span", { class: "content" }, content.get(e.into) || ""),
+        e.similarity != null ? ` · similarity ${Number(e.similarity).toFixed(3)}` : "",
+        ` · ${e.reason}`))),
+    ...diff.archived.map((e) => diffLine("−", "del", e, "archived", badge("archived", "status-archived"),
+      factLink(session, e.fact_id), " ", h("span", { class: "content" }, e.content),
+      h("div", { class: "meta" }, e.reason,
+        e.value != null ? ` · value ${Number(e.value).toFixed(3)}` : ""))),
+    ...[...diff.promoted.map((e) => ["promoted", e]), ...diff.demoted.map((e) => ["demoted", e])]
+      .map(([what, e]) => diffLine("~", "mod", e, what, badge(what, "marker"),
+        factLink(session, e.fact_id), " ", h("span", { class: "content" }, e.content),
+        h("div", { class: "meta" }, `${e.from_layer || "—"} → ${e.to_layer || "—"} · ${e.reason}`))),
+  ];
+  const apply = h("button", { class: "primary", type: "button", id: "apply",
+    disabled: changes === 0, onclick: async () => {
+      apply.disabled = true;
+      try {
+        const done = await api(`${path}/compact`, { method: "POST",
+          body: { expect: diff.fingerprint } });
+        if (token !== renderToken) return;
+        const n = done.merged.length + done.archived.length + done.promoted.length +
+          done.demoted.length;
+        location.hash = link(`compaction/${encodeURIComponent(session)}`,
+          withAs({ applied: `${n}:${done.run_id}` }));
+      } catch (err) {
+        result.replaceChildren(errorBox(err));
+        apply.disabled = false;
+      }
+    } }, changes ? `Apply these ${changes} changes` : "Nothing to apply");
+  const result = h("div", { id: "apply-result" }, applied ? h("p", { class: "live" },
+    `Applied: ${applied.split(":")[0]} changes (run ${applied.split(":")[1] || ""}). `,
+    "Below is what a run would do now.") : null);
+  return [
+    sessionHeader(session, "compaction"),
+    h("p", { class: "muted" }, "What compaction would do to this session's facts now, with",
+      " why; nothing changes until you apply it. Applying runs exactly this preview: if the",
+      " facts changed since, it is refused and the page shows the new preview."),
+    h("div", { class: "cards", id: "compaction-summary" }, card(diff.facts_seen, "facts seen"),
+      card(`${diff.active_before} → ${diff.active_after}`, "active facts"),
+      card(s.merged, "merged"), card(s.archived, "archived"), card(s.promoted, "promoted"),
+      card(s.demoted, "demoted"), card(s.kept, "kept")),
+    h("div", { class: "row" }, apply, h("span", { class: "muted mono",
+      title: "the preview's fingerprint" }, `preview ${diff.fingerprint.slice(0, 12)}`),
+    h("span", { class: "muted" }, `session clock ${when(diff.clock)}`)),
+    result,
+    h("h2", {}, "Changes"),
+    lines.length ? h("ul", { class: "diff", id: "diff" }, lines)
+      : h("p", { class: "muted", id: "no-changes" }, "Compaction would change nothing."),
+    h("details", { id: "kept" }, h("summary", {}, `Kept (${s.kept})`),
+      h("ul", { class: "diff" }, diff.kept.map((e) => diffLine(" ", "keep", e, "kept",
+        factLink(session, e.fact_id), " ", h("span", { class: "content" }, e.content),
+        h("div", { class: "meta" }, e.reason))))),
+  ];
+}
+
+// -- dead letters -----------------------------------------------------------------------------
+
+async function deadLettersPage(r, token) {
+  const stage = r.params.get("stage") === "boundary" ? "boundary" : "embed";
+  const session = r.parts[1] || "";
+  const { letters: all } = await api("/v1/dead-letters", { query: { stage, count: 1000 } });
+  const letters = session ? all.filter((l) => l.session_id === session) : all;
+  const notice = h("div", { id: "replay-result", "aria-live": "polite" });
+  const replay = async (ids, button) => {
+    button.disabled = true;
+    try {
+      const res = await api("/v1/dead-letters/replay", { method: "POST",
+        body: ids ? { stage, entry_ids: ids } : { stage } });
+      if (token !== renderToken) return;
+      sessionStorage.setItem("hivemem.replayed", `${res.replayed.length}`);
+      render();
+    } catch (err) {
+      notice.replaceChildren(errorBox(err.status === 403 ? new Error(
+        "Replaying is for a namespace key: this key acts as one agent.") : err));
+      button.disabled = false;
+    }
+  };
+  const replayed = sessionStorage.getItem("hivemem.replayed");
+  sessionStorage.removeItem("hivemem.replayed");
+  if (replayed !== null) {
+    notice.append(h("p", { class: "live" }, `Replayed ${replayed}: back on their stream.`));
+  }
+  const stageLink = (name) => (name === stage ? h("b", {}, name) : h("a", {
+    href: link(session ? `deadletters/${encodeURIComponent(session)}` : "deadletters",
+      withAs({ stage: name })) }, name));
+  const all_ = h("button", { type: "button", id: "replay-all", disabled: !letters.length,
+    onclick: () => replay(session ? letters.map((l) => l.entry_id) : null, all_) },
+  session ? `Replay this session's ${letters.length}` : `Replay all ${letters.length}`);
+  const table = h("table", { id: "letters" }, h("thead", {}, h("tr", {},
+    h("th", {}, "Failed at"), h("th", {}, "Session"), h("th", {}, "Entry"),
+    h("th", {}, "Turns"), h("th", {}, "Why"), h("th", { class: "num" }, "Tries"),
+    h("th", {}, ""))),
+  h("tbody", {}, letters.map((l) => {
+    const button = h("button", { type: "button", class: "replay",
+      "aria-label": `Replay ${l.entry_id}` }, "Replay");
+    button.addEventListener("click", () => replay([l.entry_id], button));
+    return h("tr", { "data-entry": l.entry_id, "data-session": l.session_id },
+      h("td", {}, when(l.failed_at)),
+      h("td", {}, h("a", { class: "mono", href: link(`timeline/${encodeURIComponent(l.session_id)}`,
+        withAs({})) }, l.session_id)),
+      h("td", {}, h("span", { class: "mono" }, l.entry_id), " ", badge(l.kind, ""),
+        h("div", { class: "meta" }, `seq ${l.seqs.join(", ")}`, l.action ? ` · ${l.action}` : "")),
+      h("td", {}, l.turns.map((t) => h("div", { class: "letter-turn" },
+        h("b", { class: "speaker" }, t.agent_id || ""), " ", badge(t.role, ""), vis(t.visibility),
+        h("span", { class: "content" }, t.content)))),
+      h("td", { class: "content why" }, l.error),
+      h("td", { class: "num" }, l.deliveries),
+      h("td", {}, button));
+  })));
+  return [
+    session ? sessionHeader(session, "deadletters") : h("h1", {}, "Dead letters"),
+    h("p", { class: "muted" }, "Entries a worker gave up on, with why (of this key's namespace;",
+      " an agent key sees only letters whose every turn it may read). Replaying puts an entry",
+      " back on its stream once the cause is fixed; a replayed turn keeps its seq. Replaying",
+      " needs a namespace key."),
+    h("div", { class: "row" }, h("span", {}, "stage: ", stageLink("embed"), " · ",
+      stageLink("boundary")), all_,
+    session ? h("a", { href: link("deadletters", withAs({ stage })) }, "every session") : null),
+    notice,
+    letters.length ? table : h("p", { class: "muted", id: "no-letters" },
+      `No dead letter in the ${stage} stage${session ? " for this session" : ""}.`),
+  ];
+}
+
 const PAGES = { sessions: sessionsPage, timeline: timelinePage, facts: factsPage,
-  recall: recallPage, pipeline: pipelinePage };
+  recall: recallPage, pipeline: pipelinePage, compaction: compactionPage,
+  deadletters: deadLettersPage };
 
 // -- keyboard ---------------------------------------------------------------------------------
 
@@ -677,8 +838,9 @@ document.addEventListener("keydown", (ev) => {
   const typing = /^(INPUT|TEXTAREA|SELECT)$/.test(document.activeElement.tagName);
   if (ev.key === "Escape" && typing) { document.activeElement.blur(); return; }
   if (typing || ev.ctrlKey || ev.metaKey || ev.altKey) return;
-  const pages = ["sessions", "timeline", "facts", "recall", "pipeline"];
-  if (/^[1-5]$/.test(ev.key)) {
+  const pages = ["sessions", "timeline", "facts", "recall", "pipeline", "compaction",
+    "deadletters"];
+  if (/^[1-7]$/.test(ev.key)) {
     const a = document.querySelector(`#nav a[data-page="${pages[Number(ev.key) - 1]}"]`);
     if (a) { ev.preventDefault(); location.hash = a.getAttribute("href"); }
   } else if (ev.key === "/") {
