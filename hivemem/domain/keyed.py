@@ -12,7 +12,6 @@ private turns) and a reader merges the owners it may see (`visible`).
 
 from __future__ import annotations
 
-import json
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from datetime import datetime
@@ -21,6 +20,7 @@ from hivemem.domain.models import Message, Turn
 from hivemem.domain.scope import SHARED, Scope
 
 DELETED = "deleted"  # the metadata flag of a tombstone
+_SEP = "\x1f"  # never in a turn id ([A-Za-z0-9._:-]) nor in an ISO timestamp
 
 
 @dataclass(frozen=True, slots=True)
@@ -37,14 +37,15 @@ class Latest:
     deleted: bool
 
     def encode(self) -> str:
-        return json.dumps([self.seq, self.turn_id, self.at.isoformat(),
-                           self.since.isoformat(), int(self.deleted)])
+        # Plain fields, not JSON: a search decodes an entry per key it asks about.
+        return _SEP.join((str(self.seq), self.turn_id, self.at.isoformat(),
+                          self.since.isoformat(), "1" if self.deleted else "0"))
 
     @classmethod
     def decode(cls, key: str, owner: str, raw: str) -> Latest:
-        seq, turn_id, at, since, deleted = json.loads(raw)
-        return cls(key, owner, int(seq), str(turn_id), datetime.fromisoformat(at),
-                   datetime.fromisoformat(since), bool(deleted))
+        seq, turn_id, at, since, deleted = raw.split(_SEP)
+        return cls(key, owner, int(seq), turn_id, datetime.fromisoformat(at),
+                   datetime.fromisoformat(since), deleted == "1")
 
 
 class KeyedTurn(Message):

@@ -265,13 +265,13 @@ class HivememStore(BaseStore):
                 items[key] = _Version(record[1], keyed.turn_id, keyed.since, keyed.at)
         return items
 
-    def _current_ids(self, namespace: tuple[str, ...]) -> dict[str, KeyedTurn] | None:
-        """turn id -> its key's entry for each current key (no values read); None when
+    def _current_keys(self, namespace: tuple[str, ...], keys: list[str] | None = None
+                      ) -> dict[str, KeyedTurn] | None:
+        """key -> its current entry (no values read), only `keys` when given; None when
         the handle has no key index."""
         session = namespace_to_session(namespace)
-        latest = session_latest(self.memory, session, KEY_FIELD, wait=self.read_wait,
-                                with_turns=False)
-        return None if latest is None else {k.turn_id: k for k in latest.values()}
+        return session_latest(self.memory, session, KEY_FIELD, keys, wait=self.read_wait,
+                              with_turns=False)
 
     def _get(self, op: GetOp) -> Item | None:
         namespace = tuple(op.namespace)
@@ -294,9 +294,9 @@ class HivememStore(BaseStore):
         hits: list[SearchItem] = []
         for namespace in self._namespaces([prefix]):
             if op.query and not op.filter:
-                ids = self._current_ids(namespace)
-                if ids is not None:  # values from recall's items: no turn read
-                    hits.extend(self._recalled_by_id(namespace, op.query, ids))
+                found = self._recalled_current(namespace, op.query)
+                if found is not None:  # values from recall's items: no turn read
+                    hits.extend(found)
                     continue
             items = self._items(namespace)
             chosen = {k: v for k, v in items.items()
@@ -332,28 +332,37 @@ class HivememStore(BaseStore):
                                        score=item.score))
         return hits
 
-    def _recalled_by_id(
-        self, namespace: tuple[str, ...], query: str, current: Mapping[str, KeyedTurn],
-    ) -> list[SearchItem]:
+    def _recalled_current(self, namespace: tuple[str, ...], query: str
+                          ) -> list[SearchItem] | None:
         """Recall over the namespace's session, kept to the turns that are still their
-        key's current value (`current`: by turn id), each value read from its item."""
+        key's current value: the key index is asked about the recalled items' keys only,
+        each value read from its item. None when the handle has no key index."""
+        if getattr(self.memory, "latest", None) is None:
+            return None
         try:
             result = self.memory.recall(namespace_to_session(namespace), query,
                                         self.recall_budget)
         except NotFound:
             return []
-        hits = []
+        recalled = []
         for item in result:
-            keyed = current.get(item.source_id) if item.source_type == "turn" else None
-            record = _decode(item.content) if keyed is not None else None
-            if keyed is not None and record is not None and record[1] is not None:
-                hits.append(SearchItem(namespace, keyed.key, record[1], keyed.since,
-                                       keyed.at, score=item.score))
+            record = _decode(item.content) if item.source_type == "turn" else None
+            if record is not None and record[1] is not None:
+                recalled.append((item, record[0], record[1]))
+        if not recalled:
+            return []
+        current = self._current_keys(namespace, list({key for _, key, _ in recalled})) or {}
+        hits = []
+        for item, key, value in recalled:
+            keyed = current.get(key)
+            if keyed is not None and keyed.turn_id == item.source_id:
+                hits.append(SearchItem(namespace, key, value, keyed.since, keyed.at,
+                                       score=item.score))
         return hits
 
     def _any_items(self, namespace: tuple[str, ...]) -> bool:
-        ids = self._current_ids(namespace)
-        return bool(ids) if ids is not None else bool(self._items(namespace))
+        keys = self._current_keys(namespace)
+        return bool(keys) if keys is not None else bool(self._items(namespace))
 
     def _list_namespaces(self, op: ListNamespacesOp) -> list[tuple[str, ...]]:
         found = [ns for ns in self._namespaces(op.match_conditions or ())
