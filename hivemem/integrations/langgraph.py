@@ -294,7 +294,7 @@ class HivememStore(BaseStore):
         hits: list[SearchItem] = []
         for namespace in self._namespaces([prefix]):
             if op.query and not op.filter:
-                found = self._recalled_current(namespace, op.query)
+                found = self._recalled_current(namespace, op.query, op.offset + op.limit)
                 if found is not None:  # values from recall's items: no turn read
                     hits.extend(found)
                     continue
@@ -332,11 +332,13 @@ class HivememStore(BaseStore):
                                        score=item.score))
         return hits
 
-    def _recalled_current(self, namespace: tuple[str, ...], query: str
+    def _recalled_current(self, namespace: tuple[str, ...], query: str, wanted: int
                           ) -> list[SearchItem] | None:
-        """Recall over the namespace's session, kept to the turns that are still their
-        key's current value: the key index is asked about the recalled items' keys only,
-        each value read from its item. None when the handle has no key index."""
+        """The `wanted` best recalled items of the namespace's session that are still
+        their key's current value, each value read from its item: the key index is asked
+        about the best-scored items' keys only, a few more than wanted at a time (an item
+        an update or delete made stale is passed over). None when the handle has no key
+        index."""
         if getattr(self.memory, "latest", None) is None:
             return None
         try:
@@ -349,16 +351,20 @@ class HivememStore(BaseStore):
             record = _decode(item.content) if item.source_type == "turn" else None
             if record is not None and record[1] is not None:
                 recalled.append((item, record[0], record[1]))
-        if not recalled:
-            return []
-        current = self._current_keys(namespace, list({key for _, key, _ in recalled})) or {}
-        hits = []
-        for item, key, value in recalled:
-            keyed = current.get(key)
-            if keyed is not None and keyed.turn_id == item.source_id:
-                hits.append(SearchItem(namespace, key, value, keyed.since, keyed.at,
-                                       score=item.score))
-        return hits
+        recalled.sort(key=lambda r: -r[0].score)
+        hits: list[SearchItem] = []
+        chunk = max(2 * wanted, 8)
+        for start in range(0, len(recalled), chunk):
+            part = recalled[start:start + chunk]
+            current = self._current_keys(namespace, list({key for _, key, _ in part})) or {}
+            for item, key, value in part:
+                keyed = current.get(key)
+                if keyed is not None and keyed.turn_id == item.source_id:
+                    hits.append(SearchItem(namespace, key, value, keyed.since, keyed.at,
+                                           score=item.score))
+            if len(hits) >= wanted:
+                break
+        return hits[:wanted]
 
     def _any_items(self, namespace: tuple[str, ...]) -> bool:
         keys = self._current_keys(namespace)

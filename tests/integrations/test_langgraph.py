@@ -88,6 +88,22 @@ def test_search_filters_pages_and_recalls(memory: ScopedMemory) -> None:
     assert "a" not in {i.key for i in after}
 
 
+def test_a_search_passes_over_stale_versions(memory: ScopedMemory) -> None:
+    """The recall finds every version of an updated item; only the current one is a
+    hit, however many stale ones rank above it (the index is asked a few at a time)."""
+    store = HivememStore(memory)
+    ns = ("facts", "team")
+    store.put(ns, "other", {"text": "lunch is at noon"})
+    for version in range(12):
+        store.put(ns, "db", {"text": f"the orders database choice, version {version}"})
+    for limit in (1, 3):
+        found = store.search(ns, query="the orders database choice", limit=limit)
+        assert [(i.key, i.value["text"][-2:]) for i in found][:1] == [("db", "11")]
+        assert len({i.key for i in found}) == len(found)  # no key twice
+    store.delete(ns, "db")
+    assert "db" not in {i.key for i in store.search(ns, query="the orders database choice")}
+
+
 def test_list_namespaces(memory: ScopedMemory) -> None:
     store = HivememStore(memory)
     for ns in [("a", "b", "c"), ("a", "b", "d", "e"), ("a", "b", "d", "i"), ("a", "b", "f"),
