@@ -87,7 +87,7 @@ class Keyed:
         else:
             seen = index.read(session_id, by, [(o, k) for k in wanted for o in owners])
         entries = dict(seen.entries)
-        last, done, dead = self.parts.state.progress(session_id)
+        last, done, dead = seen.last, seen.done, seen.dead
         if seen.upto < last:
             fresh = self.reads.vectors().turns_between(session_id, seen.upto + 1, last)
             missing = [s for s in slots_of(by, fresh) if s not in entries]

@@ -13,11 +13,13 @@ forget does (`reset`) and how a store restored without it recovers.
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
+from typing import Any
 
 from hivemem.domain.keyed import Latest
 from hivemem.pipeline.topology import Keys
+from hivemem.store import head
 from hivemem.store.redis import Redis, as_text, redis_errors
 from hivemem.store.scripts import lua
 
@@ -35,12 +37,16 @@ def _field(by: str, owner: str, key: str) -> str:
 
 @dataclass(frozen=True, slots=True)
 class IndexRead:
-    """What a reader found: the epoch and watermark to write back against, and the
-    entries it asked for (those that exist)."""
+    """What a reader found: the epoch and watermark to write back against, the entries
+    it asked for (those that exist), and the session's progress read in the same round
+    trip (`TurnLog.progress`: last seq, processed, dead-lettered)."""
 
     epoch: str
     upto: int
     entries: dict[tuple[str, str], Latest]
+    last: int = 0
+    done: int = 0
+    dead: int = 0
 
 
 class KeyIndexStore:
@@ -50,10 +56,23 @@ class KeyIndexStore:
         self._write = client.register_script(lua("key_index_write"))
         self._reset = client.register_script(lua("key_index_reset"))
 
-    def read_all(self, session_id: str, by: str) -> IndexRead:
-        """Every entry of field `by` (all owners), one HGETALL."""
+    def _with_progress(self, session_id: str, queue: Callable[[Any], None]
+                       ) -> tuple[Any, int, int, int]:
+        """One round trip: the index read `queue` adds, after the session's progress."""
+        k = self.keys
         with redis_errors("read the key index"):
-            raw = self._r.hgetall(self.keys.session_latest(session_id))
+            pipe = self._r.pipeline(transaction=False)
+            head.queue_read(pipe, k, session_id)
+            pipe.bitcount(k.session_processed(session_id))
+            pipe.bitcount(k.session_dead(session_id))
+            queue(pipe)
+            fields, done, dead, reply = pipe.execute()
+        return reply, head.decode(fields)[0], int(done), int(dead)
+
+    def read_all(self, session_id: str, by: str) -> IndexRead:
+        """Every entry of field `by` (all owners), with the session's progress."""
+        raw, last, done, dead = self._with_progress(
+            session_id, lambda pipe: pipe.hgetall(self.keys.session_latest(session_id)))
         found = {as_text(k): as_text(v) for k, v in raw.items()}
         prefix = f"e:{by}{_SEP}"
         entries = {}
@@ -61,18 +80,20 @@ class KeyIndexStore:
             if field.startswith(prefix):
                 owner, _, key = field[len(prefix):].partition(_SEP)
                 entries[(owner, key)] = Latest.decode(key, owner, value)
-        return IndexRead(found.get(_EPOCH, "0"), int(found.get(_upto(by), "0")), entries)
+        return IndexRead(found.get(_EPOCH, "0"), int(found.get(_upto(by), "0")), entries,
+                         last, done, dead)
 
     def read(self, session_id: str, by: str, slots: Sequence[tuple[str, str]]) -> IndexRead:
-        """The entries of these (owner, key) slots, one HMGET."""
+        """The entries of these (owner, key) slots, with the session's progress."""
         fields = [_EPOCH, _upto(by), *(_field(by, o, k) for o, k in slots)]
-        with redis_errors("read the key index"):
-            got = self._r.hmget(self.keys.session_latest(session_id), fields)
+        got, last, done, dead = self._with_progress(
+            session_id, lambda pipe: pipe.hmget(self.keys.session_latest(session_id), fields))
         epoch, upto, *values = got
         entries = {slot: Latest.decode(slot[1], slot[0], as_text(v))
                    for slot, v in zip(slots, values, strict=True) if v is not None}
         return IndexRead(as_text(epoch) if epoch is not None else "0",
-                         int(as_text(upto)) if upto is not None else 0, entries)
+                         int(as_text(upto)) if upto is not None else 0, entries,
+                         last, done, dead)
 
     def write(self, session_id: str, by: str, seen: IndexRead, upto: int,
               changed: Iterable[Latest]) -> bool:
