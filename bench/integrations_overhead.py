@@ -1,8 +1,9 @@
 """What each framework adapter costs over the SDK call it wraps, same store, same run.
 
 One embedded store (the hashing embedder, so that the model's time does not hide the
-adapter's), one session per adapter filled with `--items` items, then for each pair the
-adapter call and the direct SDK call alternate `--calls` times (so load drifts hit both):
+adapter's), one session per adapter filled with `--items` items, the pipeline left to
+finish with them (`_quiet`), then for each pair the adapter call and the direct SDK call
+alternate `--calls` times (so load drifts hit both):
 
 - LangGraph `store.search(ns, query=...)`   vs `memory.recall(session, query)`
 - LangGraph `store.get(ns, key)`             vs `memory.latest(session, "langgraph_key", [key])`
@@ -46,7 +47,7 @@ from typing import Any
 
 from common import RESULTS, machine_facts, summarize
 
-from hivemem import AsyncScopedMemory, MemoryClient, Settings
+from hivemem import AsyncScopedMemory, HivememError, MemoryClient, Settings
 from hivemem.providers.embedders import HashingEmbedder
 
 DIM = 384
@@ -90,6 +91,20 @@ def _pair(adapter: Callable[[], Any], direct: Callable[[], Any], calls: int,
     return out
 
 
+def _quiet(memory: Any) -> None:
+    """Wait until the embedded workers have nothing left of the writes before (embedding,
+    episodes, reflection): their threads share the GIL with the timed calls, and a busy
+    one makes each round trip of a call wait for the GIL (an adapter that makes one more
+    round trip than its direct call would be charged for the pipeline's work)."""
+    for sid in memory.sessions():
+        try:
+            memory.wait_until_processed(sid, 120, stage="boundary")
+            memory.wait_until_reflected(sid, 120)
+        except HivememError as exc:  # a failed reflection: nothing more will run for it
+            print(f"quiet: {sid}: {exc}")
+    time.sleep(1.0)
+
+
 def _texts(n: int) -> list[str]:
     topics = ["database", "deploys", "budget", "hiring", "design", "testing", "billing"]
     return [f"Note {i}: about {topics[i % len(topics)]}, we agreed on option {i % 5} "
@@ -128,6 +143,7 @@ def main() -> None:
             store.put(ns, f"k{i}", {"text": text})
         lg = namespace_to_session(ns)
         memory.wait_until_processed(lg, 120)
+        _quiet(memory)
         results["langgraph.search"] = _pair(
             lambda: store.search(ns, query=QUERY, limit=5),
             lambda: memory.recall(lg, QUERY), args.calls)
@@ -149,6 +165,7 @@ def main() -> None:
         LOOP.run_until_complete(session.add_items([{"role": "user" if i % 2 == 0 else "assistant",
                                         "content": t} for i, t in enumerate(texts)]))
         memory.wait_until_processed("agents-bench", 120)
+        _quiet(memory)
         results["agents.get_items"] = _pair(
             lambda: LOOP.run_until_complete(session.get_items()),
             lambda: memory.timeline("agents-bench", kinds=["turn"]), args.calls,
@@ -172,6 +189,7 @@ def main() -> None:
                 text=t)])) for t in texts]))
         adk_session = user_prefix("app", "u") + ":memory"
         memory.wait_until_processed(adk_session, 120)
+        _quiet(memory)
         results["adk.search_memory"] = _pair(
             lambda: LOOP.run_until_complete(service.search_memory(app_name="app", user_id="u",
                                                       query=QUERY)),
