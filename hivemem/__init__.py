@@ -14,6 +14,7 @@ from hivemem.domain.compaction import CompactionDiff
 from hivemem.domain.episode import Episode
 from hivemem.domain.fact import Fact
 from hivemem.domain.forget import DiskErasure, ForgetReceipt, ForgetRequest
+from hivemem.domain.keyed import KeyedTurn
 from hivemem.domain.models import (
     ContextItem,
     DeadLetter,
@@ -98,6 +99,7 @@ __all__ = [
     "ImportRefused",
     "ImportScope",
     "ImportSummary",
+    "KeyedTurn",
     "MalformedEntry",
     "MemoryClient",
     "ModelUnavailable",

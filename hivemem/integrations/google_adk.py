@@ -157,9 +157,11 @@ class HivememMemoryService(BaseMemoryService):
 
     def search(self, app_name: str, user_id: str, query: str) -> SearchMemoryResponse:
         prefix = user_prefix(app_name, user_id)
-        gone = self.deleted(app_name, user_id)
+        sessions = self.memory.sessions()
+        # The deletions session exists once something was deleted: read it only then.
+        gone = self.deleted(app_name, user_id) if prefix + _DELETED in sessions else set()
         best: dict[str, ContextItem] = {}
-        for sid in self.memory.sessions():
+        for sid in sessions:
             if not sid.startswith(prefix) or sid == prefix + _DELETED:
                 continue
             try:

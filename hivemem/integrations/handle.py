@@ -16,6 +16,7 @@ from datetime import datetime
 from typing import Any, ParamSpec, Protocol, TypeVar
 
 from hivemem import (
+    KeyedTurn,
     NotFound,
     RecallPolicy,
     RecallResult,
@@ -106,15 +107,39 @@ def session_turns(
     the read first waits (at most `wait` seconds) until those turns are stored, since the
     timeline reads the stored turns. A session nobody here wrote to is read at once (a wait
     costs a stats read; another process's writes show once stored)."""
-    key = (memory.scope.namespace, session_id)
     try:
-        if wait and key in _written:
-            with _written_lock:  # first: a write during the wait marks it again
-                _written.pop(key, None)
-            memory.wait_until_processed(session_id, wait)
+        settle(memory, session_id, wait)
         return memory.timeline(session_id, kinds=["turn"], limit=limit)
     except NotFound:
         return []
+
+
+def settle(memory: MemoryHandle, session_id: str, wait: float | None) -> None:
+    """Read-your-writes (see `session_turns`): wait until what this process wrote to the
+    session is stored, when it wrote since its last read."""
+    key = (memory.scope.namespace, session_id)
+    if wait and key in _written:
+        with _written_lock:  # first: a write during the wait marks it again
+            _written.pop(key, None)
+        memory.wait_until_processed(session_id, wait)
+
+
+def session_latest(
+    memory: MemoryHandle, session_id: str, by: str, keys: Sequence[str] | None = None, *,
+    wait: float | None = 10.0, with_turns: bool = True,
+) -> dict[str, KeyedTurn] | None:
+    """Each key's latest turn through the handle's key index (`ScopedMemory.latest`),
+    after `settle`; ``{}`` for a session with no turns; None when the handle has no key
+    index (a remote handle): the caller reads the turns instead."""
+    latest = getattr(memory, "latest", None)
+    if latest is None:
+        return None
+    try:
+        settle(memory, session_id, wait)
+        found: dict[str, KeyedTurn] = latest(session_id, by, keys, with_turns=with_turns)
+    except NotFound:
+        return {}
+    return found
 
 
 def encode_label(label: str) -> str:

@@ -14,12 +14,16 @@ How a LangGraph store maps onto hivemem (the handle fixes hivemem's namespace an
 - ``put(ns, key, value)`` remembers one turn whose content is the JSON
   ``{"key": key, "value": value}``: the value is what recall embeds and ranks, and a put
   is an ordinary turn, so hivemem's reflection and currency see it too.
-- ``get`` reads the namespace's turns back and answers the newest put of the key.
-  ``delete`` (or ``put(..., None)``) remembers a tombstone ``{"key": key, "deleted": true}``:
-  hivemem's memory is append-only (nothing a scoped handle does erases a turn; an
-  operator's forget does), so the history stays and reads skip what a tombstone ended.
+- ``get`` answers the newest put of the key through hivemem's key index
+  (`ScopedMemory.latest`: the put's turn carries its key in ``metadata["langgraph_key"]``),
+  not by reading the namespace's every turn; a handle without one (a remote handle)
+  reads the turns. ``delete`` (or ``put(..., None)``) remembers a tombstone
+  ``{"key": key, "deleted": true}`` (``"deleted": true`` in its metadata too): hivemem's
+  memory is append-only (nothing a scoped handle does erases a turn; an operator's forget
+  does), so the history stays and reads skip what a tombstone ended.
 - ``search(prefix, query=...)`` is hivemem's recall over each matching session, keeping
-  the items that are still the current value of their key; ``score`` is recall's score.
+  the items that are still the current value of their key (the key index says which);
+  ``score`` is recall's score.
   Without a query it lists the current items, newest first. ``filter`` matches the value
   as LangGraph's own stores do (exact values, ``$eq $ne $gt $gte $lt $lte``).
 - A read of a namespace this process wrote to waits (up to `read_wait` seconds) until
@@ -53,17 +57,19 @@ from langgraph.store.base import (
     SearchOp,
 )
 
-from hivemem import NotFound, TimelineEvent, ValidationError
+from hivemem import KeyedTurn, NotFound, TimelineEvent, ValidationError
 from hivemem.integrations.handle import (
     MemoryHandle,
     decode_label,
     encode_label,
     in_thread,
+    session_latest,
     session_turns,
     wrote,
 )
 
 SESSION_PREFIX = "lg."
+KEY_FIELD = "langgraph_key"  # the turn metadata field that holds an item's key
 _MAX_SESSION = 128
 
 
@@ -233,20 +239,43 @@ class HivememStore(BaseStore):
         for (namespace, key), op in last.items():
             record: dict[str, Any] = ({"key": key, "deleted": True} if op.value is None
                                       else {"key": key, "value": dict(op.value)})
+            # The key in the metadata is what hivemem's key index reads (`latest`).
+            meta: dict[str, Any] = {KEY_FIELD: key}
+            if op.value is None:
+                meta["deleted"] = True
             rows.append({"session_id": namespace_to_session(namespace), "role": "system",
                          "content": json.dumps(record, ensure_ascii=False, default=str),
-                         "visibility": self.visibility,
-                         "metadata": {"langgraph_key": key}})
+                         "visibility": self.visibility, "metadata": meta})
         self.memory.ingest_many(rows)
         wrote(self.memory, [str(row["session_id"]) for row in rows])
 
-    def _items(self, namespace: tuple[str, ...]) -> dict[str, _Version]:
+    def _items(self, namespace: tuple[str, ...], keys: list[str] | None = None
+               ) -> dict[str, _Version]:
+        """The namespace's current items (only `keys`, when given): through hivemem's key
+        index when the handle has one, else from the session's turns."""
         session = namespace_to_session(namespace)
-        return _current(session_turns(self.memory, session, wait=self.read_wait))
+        latest = session_latest(self.memory, session, KEY_FIELD, keys, wait=self.read_wait)
+        if latest is None:
+            found = _current(session_turns(self.memory, session, wait=self.read_wait))
+            return found if keys is None else {k: found[k] for k in keys if k in found}
+        items = {}
+        for key, keyed in latest.items():
+            record = _decode(keyed.turn.content) if keyed.turn is not None else None
+            if record is not None and record[1] is not None:
+                items[key] = _Version(record[1], keyed.turn_id, keyed.since, keyed.at)
+        return items
+
+    def _current_keys(self, namespace: tuple[str, ...], keys: list[str] | None = None
+                      ) -> dict[str, KeyedTurn] | None:
+        """key -> its current entry (no values read), only `keys` when given; None when
+        the handle has no key index."""
+        session = namespace_to_session(namespace)
+        return session_latest(self.memory, session, KEY_FIELD, keys, wait=self.read_wait,
+                              with_turns=False)
 
     def _get(self, op: GetOp) -> Item | None:
         namespace = tuple(op.namespace)
-        found = self._items(namespace).get(op.key)
+        found = self._items(namespace, [op.key]).get(op.key)
         if found is None:
             return None
         return Item(value=found.value, key=op.key, namespace=namespace,
@@ -264,6 +293,11 @@ class HivememStore(BaseStore):
         prefix = MatchCondition("prefix", tuple(op.namespace_prefix))
         hits: list[SearchItem] = []
         for namespace in self._namespaces([prefix]):
+            if op.query and not op.filter:
+                found = self._recalled_current(namespace, op.query, op.offset + op.limit)
+                if found is not None:  # values from recall's items: no turn read
+                    hits.extend(found)
+                    continue
             items = self._items(namespace)
             chosen = {k: v for k, v in items.items()
                       if not op.filter or _matches(v.value, op.filter)}
@@ -298,8 +332,47 @@ class HivememStore(BaseStore):
                                        score=item.score))
         return hits
 
+    def _recalled_current(self, namespace: tuple[str, ...], query: str, wanted: int
+                          ) -> list[SearchItem] | None:
+        """The `wanted` best recalled items of the namespace's session that are still
+        their key's current value, each value read from its item: the key index is asked
+        about the best-scored items' keys only, a few more than wanted at a time (an item
+        an update or delete made stale is passed over). None when the handle has no key
+        index."""
+        if getattr(self.memory, "latest", None) is None:
+            return None
+        try:
+            result = self.memory.recall(namespace_to_session(namespace), query,
+                                        self.recall_budget)
+        except NotFound:
+            return []
+        recalled = []
+        for item in result:
+            record = _decode(item.content) if item.source_type == "turn" else None
+            if record is not None and record[1] is not None:
+                recalled.append((item, record[0], record[1]))
+        recalled.sort(key=lambda r: -r[0].score)
+        hits: list[SearchItem] = []
+        chunk = max(2 * wanted, 8)
+        for start in range(0, len(recalled), chunk):
+            part = recalled[start:start + chunk]
+            current = self._current_keys(namespace, list({key for _, key, _ in part})) or {}
+            for item, key, value in part:
+                keyed = current.get(key)
+                if keyed is not None and keyed.turn_id == item.source_id:
+                    hits.append(SearchItem(namespace, key, value, keyed.since, keyed.at,
+                                           score=item.score))
+            if len(hits) >= wanted:
+                break
+        return hits[:wanted]
+
+    def _any_items(self, namespace: tuple[str, ...]) -> bool:
+        keys = self._current_keys(namespace)
+        return bool(keys) if keys is not None else bool(self._items(namespace))
+
     def _list_namespaces(self, op: ListNamespacesOp) -> list[tuple[str, ...]]:
-        found = [ns for ns in self._namespaces(op.match_conditions or ()) if self._items(ns)]
+        found = [ns for ns in self._namespaces(op.match_conditions or ())
+                 if self._any_items(ns)]
         if op.max_depth is not None:
             found = sorted({ns[:op.max_depth] for ns in found})
         return found[op.offset:op.offset + op.limit]

@@ -17,6 +17,9 @@ How the SDK's session maps onto hivemem (the handle fixes hivemem's namespace an
   history starts again: ``get_items`` then leaves those items out, and so does
   `memory_instructions`' recall for popped ones. What was said before a clear stays
   recallable: a cleared conversation is still remembered, which is what memory is for.
+  A pop's control turn names the popped turn in its metadata (``agents_popped``), so the
+  recall for a given query learns the popped turns from hivemem's key index
+  (`ScopedMemory.latest`) instead of reading the history.
 - A read of a session this process wrote to waits (at most `read_wait` seconds) until
   those turns are stored, so the next run sees the previous one; another process's writes
   show once stored (milliseconds later).
@@ -32,9 +35,16 @@ from agents import Agent, RunContextWrapper, TResponseInputItem
 from agents.memory import SessionSettings
 
 from hivemem import ContextItem, TimelineEvent
-from hivemem.integrations.handle import MemoryHandle, in_thread, session_turns, wrote
+from hivemem.integrations.handle import (
+    MemoryHandle,
+    in_thread,
+    session_latest,
+    session_turns,
+    wrote,
+)
 
 _CONTROL = "hivemem_session"  # the key of a control turn's JSON (pop, clear)
+POPPED = "agents_popped"  # a pop control's metadata field: the turn it took back
 _ROLES = {"user": "user", "assistant": "assistant", "system": "system",
           "developer": "system"}
 
@@ -147,8 +157,18 @@ class HivememSession:
             self._note({_CONTROL: "clear"})
 
     def _note(self, control: dict[str, Any]) -> None:
-        self.memory.ingest(self.session_id, "system", json.dumps(control))
+        # A pop's metadata names the turn it took back: hivemem's key index then lists the
+        # popped turns (`popped`) without reading the history.
+        meta = {POPPED: control["turn_id"]} if control[_CONTROL] == "pop" else None
+        self.memory.ingest(self.session_id, "system", json.dumps(control), metadata=meta)
         wrote(self.memory, [self.session_id])
+
+    def popped(self) -> set[str] | None:
+        """The ids of the turns `pop_item` took back, through the key index; None when
+        the handle has none (a remote handle): `history` says."""
+        found = session_latest(self.memory, self.session_id, POPPED, wait=self.read_wait,
+                               with_turns=False)
+        return None if found is None else set(found)
 
     # -- the Session protocol ------------------------------------------------------------------
 
@@ -170,7 +190,9 @@ class HivememSession:
                 preset: str | None = None) -> str:
         """hivemem's recall for `query` (default: the newest user message) as prompt text,
         without control turns or popped items; ``""`` when there is nothing yet."""
-        kept, popped = self.history()
+        popped = self.popped() if query is not None else None
+        if popped is None:
+            kept, popped = self.history()
         if query is None:
             said = [e.summary for e in kept if e.detail.get("role") == "user"]
             if not said:

@@ -176,6 +176,11 @@ class Keys:
         """Hash: first/last activity timestamps."""
         return f"{self._s(session_id)}:meta"
 
+    def session_latest(self, session_id: str) -> str:
+        """Hash: the key index, each metadata key's latest turn per owner
+        (`hivemem.store.key_index`)."""
+        return f"{self._s(session_id)}:latest"
+
     # Memory lifecycle.
     def session_info(self, session_id: str) -> str:
         """Hash: what the caller says about the session (title, agent_id, created_at)."""
@@ -265,7 +270,7 @@ class Keys:
             self.boundary_buffer(session_id), self.boundary_lease(session_id),
             self.slot_state(session_id), self.slot_table(session_id),
             self.session_episodes(session_id), self.reflected(session_id),
-            self.reflections_failed(session_id),
+            self.reflections_failed(session_id), self.session_latest(session_id),
             *(self.episode(session_id, e) for e in episode_ids),
         ]
 

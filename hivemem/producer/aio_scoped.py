@@ -43,6 +43,7 @@ class AsyncScopedMemory(AsyncHandle[ScopedMemory]):
     traces = twin(ScopedMemory.traces)
     timeline = twin(ScopedMemory.timeline)
     timeline_page = twin(ScopedMemory.timeline_page)
+    latest = twin(ScopedMemory.latest)
     audit = twin(ScopedMemory.audit)
     session_info = twin(ScopedMemory.session_info)
     related_sessions = twin(ScopedMemory.related_sessions)

@@ -19,6 +19,7 @@ from hivemem.domain.audit import AuditEvent
 from hivemem.domain.episode import Episode
 from hivemem.domain.fact import Fact
 from hivemem.domain.forget import ForgetReceipt
+from hivemem.domain.keyed import KeyedTurn
 from hivemem.domain.models import RecallResult, Role, SessionStats, Turn
 from hivemem.domain.recall.policy import RecallPolicy
 from hivemem.domain.scope import Scope, scope_for
@@ -226,6 +227,18 @@ class ScopedMemory:
         sequence (`limit`: only the newest that many)."""
         return self._service.sessions.timeline(self._scope, [session_id], kinds=kinds,
                                                limit=limit)
+
+    def latest(
+        self, session_id: str, by: str, keys: Sequence[str] | None = None, *,
+        with_turns: bool = True,
+    ) -> dict[str, KeyedTurn]:
+        """Each key's current value this scope may see: the newest turn whose
+        ``metadata[by]`` is that key (one with ``"deleted": true`` in its metadata ends
+        the key), only `keys` when given. Read through the session's key index, not its
+        every turn. Reads stored turns, as `timeline` does (`wait_until_processed` first
+        to read your own writes)."""
+        return self._service.keyed.latest(self._scope, session_id, by, keys,
+                                          with_turns=with_turns)
 
     def timeline_page(
         self, session_id: str, *, kinds: Sequence[str] | None = None, limit: int = 100,

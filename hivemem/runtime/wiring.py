@@ -31,6 +31,7 @@ from hivemem.store.audit import AuditLog
 from hivemem.store.currency import SlotTableStore
 from hivemem.store.episodes import EpisodeStore
 from hivemem.store.erasure import ErasureStore
+from hivemem.store.key_index import KeyIndexStore
 from hivemem.store.redis import Redis
 from hivemem.store.redis_connect import check_partitions, connect, connect_rq
 from hivemem.store.reflection import ReflectionState
@@ -197,6 +198,11 @@ class Wiring:
     def erasure(self) -> ErasureStore:
         """What a forget removes from Redis, and the forgets begun and done."""
         return ErasureStore(self.redis, self.keys)
+
+    @cached_property
+    def key_index(self) -> KeyIndexStore:
+        """Each key's latest turn per session (`hivemem.service.keyed`)."""
+        return KeyIndexStore(self.redis, self.keys)
 
     @cached_property
     def api_keys(self) -> ApiKeyStore:

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 from hivemem.service.access import SessionAccess
 from hivemem.service.forget import Forgetting
+from hivemem.service.keyed import Keyed
 from hivemem.service.operator import Operator
 from hivemem.service.parts import Parts
 from hivemem.service.reads import Reads
@@ -32,6 +33,7 @@ class Service:
         self.operator = Operator(parts, self.access, self.reads, self.sessions)
         self.transfer = Transfer(parts, self.access, self.reads)
         self.forget = Forgetting(parts, self.access, self.reads)
+        self.keyed = Keyed(parts, self.access, self.reads)
 
     def close(self) -> None:
         """Stop the read path's helper threads (the stores close with the wiring)."""

@@ -395,6 +395,9 @@ class Forgetting:
         window = parts.erasure.erase_window_turns(session_id, gone.values())
         # The keeper's state quotes the session's recent statements: reset, not edited.
         slot_table = parts.slot_tables.reset(session_id)
+        # The key index may name a forgotten turn: dropped (after the points are gone, so
+        # that a reader that folded them before cannot write them back: a new epoch).
+        parts.key_index.reset(session_id)
         add_counts(removed, "vectors", {"turns": len(point_ids), "facts": len(dropped)})
         add_counts(removed, "redis", {**streams, "traces": traces, "window_turns": window,
                                       "audit_events": audit, "slot_table": slot_table})

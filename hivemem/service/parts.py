@@ -17,6 +17,7 @@ from hivemem.store.audit import AuditLog
 from hivemem.store.currency import SlotTableStore
 from hivemem.store.episodes import EpisodeStore
 from hivemem.store.erasure import ErasureStore
+from hivemem.store.key_index import KeyIndexStore
 from hivemem.store.redis import Redis
 from hivemem.store.reflection import ReflectionState
 from hivemem.store.sessions import SessionStore
@@ -63,6 +64,9 @@ class Parts(Protocol):
 
     @property
     def erasure(self) -> ErasureStore: ...
+
+    @property
+    def key_index(self) -> KeyIndexStore: ...
 
     @property
     def api_keys(self) -> ApiKeyStore: ...

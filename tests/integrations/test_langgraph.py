@@ -88,6 +88,24 @@ def test_search_filters_pages_and_recalls(memory: ScopedMemory) -> None:
     assert "a" not in {i.key for i in after}
 
 
+def test_a_search_passes_over_stale_versions(memory: ScopedMemory) -> None:
+    """The recall finds every version of an updated item; only current ones are hits,
+    however many stale ones rank above them (the index is asked a few at a time)."""
+    store = HivememStore(memory)
+    ns = ("facts", "team")
+    store.put(ns, "other", {"text": "lunch is at noon"})
+    for version in range(12):
+        store.put(ns, "db", {"text": f"the orders database choice, version {version}"})
+    store.put(ns, "db", {"text": "undecided"})  # the current value ranks below the stale
+    for limit in (1, 3):
+        found = store.search(ns, query="the orders database choice", limit=limit)
+        assert found and len(found) <= limit
+        assert {(i.key, i.value["text"]) for i in found} <= {
+            ("db", "undecided"), ("other", "lunch is at noon")}
+    store.delete(ns, "db")
+    assert "db" not in {i.key for i in store.search(ns, query="the orders database choice")}
+
+
 def test_list_namespaces(memory: ScopedMemory) -> None:
     store = HivememStore(memory)
     for ns in [("a", "b", "c"), ("a", "b", "d", "e"), ("a", "b", "d", "i"), ("a", "b", "f"),

@@ -96,6 +96,18 @@ def test_add_get_pop_clear(memory: ScopedMemory) -> None:
     assert roles[:4] == ["user", "tool", "tool", "assistant"]
 
 
+def test_the_recall_leaves_popped_items_out(memory: ScopedMemory) -> None:
+    session = HivememSession("conv-pop", memory)
+    asyncio.run(session.add_items([
+        {"role": "user", "content": "We deploy the billing service on Fridays"},
+        {"role": "assistant", "content": "Noted: the billing team likes teal dashboards"}]))
+    asyncio.run(session.pop_item())
+    assert session.popped() is not None and len(session.popped() or ()) == 1
+    for query in ("billing service deploy dashboards", None):
+        text = session.context(query)
+        assert "Fridays" in text and "teal" not in text and "hivemem_session" not in text
+
+
 def test_a_runner_keeps_the_conversation_and_recalls_it_as_instructions(
     memory: ScopedMemory,
 ) -> None:

@@ -40,6 +40,7 @@ def test_all_is_pinned() -> None:
         "ImportRefused",
         "ImportScope",
         "ImportSummary",
+        "KeyedTurn",
         "MalformedEntry",
         "MemoryClient",
         "ModelUnavailable",

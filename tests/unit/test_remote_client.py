@@ -52,6 +52,9 @@ def _public(cls: type) -> dict[str, Any]:
 def test_the_remote_handle_has_the_scoped_handles_methods_and_signatures() -> None:
     mine = _public(RemoteMemory)
     theirs = _public(ScopedMemory)
+    # `latest` (the key index) is not on the HTTP API yet: the adapters fall back to the
+    # turns with a remote handle (docs/python.md says so). Remove this line with the route.
+    theirs.pop("latest")
     assert sorted(mine) == sorted([*theirs, "close", "import_file"])
     for name, member in theirs.items():
         if isinstance(member, property):

@@ -103,11 +103,13 @@ def world(tmp_path: Path) -> Iterator[World]:
     other = client.scoped(namespace="b", agent_id="carol")
     at = [T0 + timedelta(minutes=i) for i in range(5)]
     alice.ingest(SA, "user", "We pick the database PostgreSQL", turn_id="t-a1",
-                 timestamp=at[0], markers=["decision"])
+                 timestamp=at[0], markers=["decision"], metadata={"topic": "db"})
     alice.ingest(SA, "user", "alice notes the database plan privately", turn_id="t-a2",
                  visibility="private", timestamp=at[1])
+    # Keyed like alice's shared turn, and newer: `latest` must not show it to others.
     bob.ingest(SA, "user", "walrus: the database password is hunter2", turn_id="t-bob",
-               visibility="private", timestamp=at[2], markers=["custom:walrus-vault"])
+               visibility="private", timestamp=at[2], markers=["custom:walrus-vault"],
+               metadata={"topic": "db"})
     other.ingest(SB, "user", "zebra database plan for the other tenant", turn_id="t-b1",
                  timestamp=at[3])
     state = TurnLog(redis, keys, settings.ingest.recent_window)
@@ -199,6 +201,7 @@ CASES: dict[str, tuple[Call, str | None, bool | str]] = {
     "traces": (lambda m, _t, s: m.traces(20, s), "ep-a", True),
     "timeline": (lambda m, _t, s: m.timeline(s), "PostgreSQL", True),
     "timeline_page": (lambda m, _t, s: m.timeline_page(s), "PostgreSQL", True),
+    "latest": (lambda m, _t, s: m.latest(s, "topic"), "PostgreSQL", True),
     "audit": (lambda m, _t, s: m.audit(F_SHARED if s == SA else F_ZEBRA), F_SHARED, True),
     "session_info": (lambda m, _t, s: m.session_info(s), SA, True),
     "related_sessions": (lambda m, _t, s: m.related_sessions(s, min_score=-1.0), None, True),
