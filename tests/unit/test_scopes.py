@@ -11,10 +11,10 @@ import pytest
 import redis
 
 from hivemem import MemoryClient, ValidationError
-from hivemem.domain.names import SessionName, session_name
 from hivemem.domain.consolidation import PlanContext, plan_actions
 from hivemem.domain.fact import Fact, FactAction
 from hivemem.domain.models import Role, Turn
+from hivemem.domain.names import SessionName, session_name
 from hivemem.domain.scope import Owner, Scope, owner_of
 from hivemem.errors import OutOfScope
 from hivemem.providers.embedders import HashingEmbedder
