@@ -201,7 +201,7 @@ def _as_before_names(client: MemoryClient, namespace: str, session_id: str) -> N
     turns' points under ids derived from the bare id; no marker that names were moved."""
     from hivemem.store.session_names import _move_keys
 
-    r, keys, vectors = client._wiring.redis, client.keys, client.vector_store()
+    r, keys, vectors = client.admin.redis, client.keys, client.vector_store()
     name, bare = session_name(namespace, session_id), SessionName(session_id)
     _move_keys(r, keys, name, bare, namespace)
     # `_move_keys` indexed the bare name as default's: it was `namespace`'s.
@@ -236,7 +236,7 @@ def test_a_store_written_before_names_reads_everything_after_a_reopen(
         }
         assert before["episodes"] and before["facts"], before
         _as_before_names(client, "team-a", "legacy")
-        assert client._wiring.redis.exists(
+        assert client.admin.redis.exists(
             client.keys.session_turn_ids(SessionName("legacy")))
     finally:
         client.close()
@@ -261,6 +261,6 @@ def test_a_store_written_before_names_reads_everything_after_a_reopen(
         # Default's sessions never moved; nothing of team-a's is default's.
         assert reopened.get_session_stats("plain").turns_enqueued == 1
         assert "legacy" not in reopened.scoped(namespace="default").sessions()
-        assert move_to_names(reopened._wiring.redis, reopened.keys, vectors) == 0  # once only
+        assert move_to_names(reopened.admin.redis, reopened.keys, vectors) == 0  # once only
     finally:
         reopened.close()
