@@ -67,6 +67,16 @@ def _drain(wiring: Wiring) -> None:
     time.sleep(0.25)  # > claim_idle_ms: burst workers count as gone
 
 
+def _write_sessions(client: MemoryClient) -> None:
+    for ns in NAMESPACES:
+        for sid in SESSIONS:
+            for i, text in enumerate(TURNS):
+                client.ingest(sid, "user" if i % 2 == 0 else "assistant",
+                              f"{text} ({ns or 'default'})", turn_id=f"{sid}-t{i}",
+                              namespace=ns)
+            client.close_session(sid, namespace=ns)
+
+
 def _snapshot(client: MemoryClient) -> dict[str, Any]:
     out: dict[str, Any] = {"sessions": sorted(client.admin.sessions())}
     for ns in NAMESPACES:
@@ -119,13 +129,7 @@ def test_repartition_moves_every_session_and_the_pipeline_goes_on(server: Any) -
         # Connected by URL (not handed a client), as a deployment is: the count is recorded.
         with Wiring(before_settings, vectors=vectors, embedder=embedder) as w4:
             client = MemoryClient(before_settings, vector_store=vectors, embedder=embedder)
-            for ns in NAMESPACES:
-                for sid in SESSIONS:
-                    for i, text in enumerate(TURNS):
-                        client.ingest(sid, "user" if i % 2 == 0 else "assistant",
-                                      f"{text} ({ns or 'default'})", turn_id=f"{sid}-t{i}",
-                                      namespace=ns)
-                    client.close_session(sid, namespace=ns)
+            _write_sessions(client)
             _drain(w4)
             before = _snapshot(client)
             assert all(before[f"{ns}/{sid}"]["facts"] for ns in NAMESPACES for sid in SESSIONS)
