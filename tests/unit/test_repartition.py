@@ -77,6 +77,12 @@ def _write_sessions(client: MemoryClient) -> None:
             client.close_session(sid, namespace=ns)
 
 
+def _check_written(before: dict[str, Any]) -> None:
+    assert all(before[f"{ns}/{sid}"]["facts"] for ns in NAMESPACES for sid in SESSIONS)
+    assert len(before["sessions"]) == 2 * len(SESSIONS)
+    assert {f[3] for sid in SESSIONS for f in before[f"team-x/{sid}"]["facts"]} == {"team-x"}
+
+
 def _snapshot(client: MemoryClient) -> dict[str, Any]:
     out: dict[str, Any] = {"sessions": sorted(client.admin.sessions())}
     for ns in NAMESPACES:
@@ -131,11 +137,7 @@ def test_repartition_moves_every_session_and_the_pipeline_goes_on(server: Any) -
             client = MemoryClient(before_settings, vector_store=vectors, embedder=embedder)
             _write_sessions(client)
             _drain(w4)
-            before = _snapshot(client)
-            assert all(before[f"{ns}/{sid}"]["facts"] for ns in NAMESPACES for sid in SESSIONS)
-            assert len(before["sessions"]) == 2 * len(SESSIONS)
-            assert {f[3] for sid in SESSIONS for f in before[f"team-x/{sid}"]["facts"]} == {
-                "team-x"}
+            _check_written(_snapshot(client))
 
             # Refused while a worker is registered (a heartbeat within claim_idle_ms).
             conn.zadd(w4.keys.stage_members("embed"), {"embed-x": int(time.time() * 1000)})
