@@ -12,6 +12,7 @@ from __future__ import annotations
 
 from typing import NewType
 
+from hivemem.domain.ids import check_id
 from hivemem.domain.scope import DEFAULT_NAMESPACE
 
 # A session's internal name (`Keys.session_name`): what its keys, partition and point ids are
@@ -33,3 +34,15 @@ def split_session_name(name: str) -> tuple[str, str]:
     if not sep:
         return DEFAULT_NAMESPACE, name
     return namespace, session_id
+
+
+def check_session_name(field: str, value: object) -> SessionName:
+    """An internal name as the operator gives one (``<namespace>/<id>``, or a bare id:
+    ``default``'s), each part checked as an id (`ValidationError` naming `field`)."""
+    if not isinstance(value, str):
+        check_id(field, value)  # raises: not a string
+        raise AssertionError  # unreachable
+    namespace, sep, session_id = value.partition(NAME_SEPARATOR)
+    if not sep:
+        return session_name(DEFAULT_NAMESPACE, check_id(field, value))
+    return session_name(check_id(field, namespace), check_id(field, session_id))

@@ -11,8 +11,8 @@ every store addresses it by.
 from __future__ import annotations
 
 from hivemem.domain.ids import check_id
-from hivemem.domain.names import SessionName, session_name, split_session_name
-from hivemem.domain.scope import Access, Scope, check_namespace
+from hivemem.domain.names import SessionName, check_session_name, session_name
+from hivemem.domain.scope import Access, Scope
 from hivemem.errors import NotFound
 from hivemem.store.sessions import SessionStore
 from hivemem.store.state import TurnLog
@@ -23,11 +23,7 @@ def name_for(access: Access, session_id: str) -> SessionName:
     a malformed id or, from the operator, a malformed name)."""
     if isinstance(access, Scope):
         return session_name(access.namespace, check_id("session_id", session_id))
-    if not isinstance(session_id, str):
-        check_id("session_id", session_id)
-    namespace, bare = split_session_name(session_id)
-    check_namespace(namespace)
-    return session_name(namespace, check_id("session_id", bare))
+    return check_session_name("session_id", session_id)
 
 
 class SessionAccess:

@@ -17,7 +17,12 @@ from pydantic import BaseModel, ConfigDict
 from hivemem.domain.fact import Fact
 from hivemem.domain.ids import check_id
 from hivemem.domain.models import Turn
-from hivemem.domain.names import SessionName, session_name, split_session_name
+from hivemem.domain.names import (
+    SessionName,
+    check_session_name,
+    session_name,
+    split_session_name,
+)
 from hivemem.domain.scope import Scope
 from hivemem.errors import NotFound
 from hivemem.store.vectors.base import (
@@ -151,9 +156,7 @@ def _name(scope: Scope | None, given: str) -> SessionName:
     (no scope: the operator's) an internal name."""
     if scope is not None:
         return session_name(scope.namespace, given)
-    namespace, session_id = split_session_name(given)
-    check_id("session_ids", namespace)
-    return session_name(namespace, check_id("session_ids", session_id))
+    return check_session_name("session_ids", given)
 
 
 def export_to(
