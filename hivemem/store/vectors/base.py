@@ -391,7 +391,7 @@ class VectorStore(ABC):
         scope: Scope | None = None,
     ) -> list[TurnHit]:
         return self._search_turns(
-            "dense", vector, limit, {**session_where(sessions), **scoped(scope)}
+            "dense", vector, limit, {**session_where(sessions, scope), **scoped(scope)}
         )
 
     def search_turns_and_windows(
@@ -401,7 +401,8 @@ class VectorStore(ABC):
         """The `limit` turns nearest on the fused similarity (`FUSED`), best first: each in
         the first list with its dense similarity as `score` and, when it has a window
         vector, in the second with its window's."""
-        hits = self.search_fused(TURNS, vector, limit, {**session_where(sessions), **scoped(scope)})
+        hits = self.search_fused(TURNS, vector, limit,
+                                 {**session_where(sessions, scope), **scoped(scope)})
         dense: list[TurnHit] = []
         window: list[TurnHit] = []
         for h in hits:
@@ -434,7 +435,7 @@ class VectorStore(ABC):
         if not sparse:
             return []
         return self._search_turns(
-            "lexical", sparse, limit, {**session_where(sessions), **scoped(scope)}
+            "lexical", sparse, limit, {**session_where(sessions, scope), **scoped(scope)}
         )
 
     def _search_turns(
@@ -457,7 +458,7 @@ class VectorStore(ABC):
         vector (a backend may give it either way)."""
         if not seqs:
             return []
-        where: Where = {**session_where(name), "seq": sorted(set(seqs)), **scoped(scope)}
+        where: Where = {**session_where(name, scope), "seq": sorted(set(seqs)), **scoped(scope)}
         return [
             TurnHit(h.payload, 0.0, h.vector, h.window)
             for h in self.scroll(TURNS, where, with_vectors=with_vectors)
@@ -480,7 +481,7 @@ class VectorStore(ABC):
     ) -> Iterator[Turn]:
         where: dict[str, Any] = {**scoped(scope)}
         if name is not None:
-            where.update(session_where(name))
+            where.update(session_where(name, scope))
         for hit in self.scroll(TURNS, where or None):
             yield turn_from_payload(hit.payload)
 
@@ -491,7 +492,7 @@ class VectorStore(ABC):
         order): a range on the seq payload index, so only those points are read."""
         if last < first:
             return []
-        where: Where = {**session_where(name), "seq": Between(first, last),
+        where: Where = {**session_where(name, scope), "seq": Between(first, last),
                         **scoped(scope)}
         return [turn_from_payload(hit.payload) for hit in self.scroll(TURNS, where)]
 
@@ -505,7 +506,7 @@ class VectorStore(ABC):
         without turns instead of walking it, so what it costs follows the turns there are,
         not the session's counter."""
         def any_in(low: int, high: int) -> bool:
-            where: Where = {**session_where(name), "seq": Between(low, high),
+            where: Where = {**session_where(name, scope), "seq": Between(low, high),
                             **scoped(scope)}
             return self.count(TURNS, where) > 0
 
@@ -560,7 +561,7 @@ class VectorStore(ABC):
         scope: Scope | None = None,
     ) -> list[FactHit]:
         where: dict[str, Any] = {
-            **session_where(sessions), "status": list(statuses), **scoped(scope)
+            **session_where(sessions, scope), "status": list(statuses), **scoped(scope)
         }
         hits = self.search(FACTS, vector, limit, where)
         return [FactHit(Fact.model_validate(h.payload), h.score, h.vector) for h in hits]
@@ -576,7 +577,7 @@ class VectorStore(ABC):
         if not sparse:
             return []
         where: dict[str, Any] = {
-            **session_where(sessions), "status": list(statuses), **scoped(scope)
+            **session_where(sessions, scope), "status": list(statuses), **scoped(scope)
         }
         hits = self.search_sparse(FACTS, sparse, limit, where)
         return [FactHit(Fact.model_validate(h.payload), h.score, h.vector) for h in hits]
@@ -608,7 +609,7 @@ class VectorStore(ABC):
         self, name: SessionName, statuses: Sequence[str] | None = None,
         scope: Scope | None = None,
     ) -> list[Fact]:
-        where: dict[str, Any] = {**session_where(name), **scoped(scope)}
+        where: dict[str, Any] = {**session_where(name, scope), **scoped(scope)}
         if statuses is not None:
             where["status"] = list(statuses)
         facts = [Fact.model_validate(h.payload) for h in self.scroll(FACTS, where)]
@@ -668,17 +669,22 @@ def rank_fused(dense: Sequence[Hit], window: Sequence[Hit], vector: Vector,
     return ranked[:limit]
 
 
-def session_where(sessions: SessionName | Sequence[SessionName]) -> dict[str, Any]:
+def session_where(sessions: SessionName | Sequence[SessionName],
+                  scope: Scope | None = None) -> dict[str, Any]:
     """The payload conditions of these sessions (internal names: `hivemem.domain.names`):
     their ids and namespaces (a ``namespace`` condition matches a point that has none for
     ``default``: points written before namespaces). Names of several namespaces give the
-    ids in any of them: callers pass one namespace's sessions (a scope's), or post-filter."""
-    if isinstance(sessions, str):
-        namespace, session_id = split_session_name(sessions)
-        return {"session_id": session_id, "namespace": namespace}
-    parts = [split_session_name(n) for n in sessions]
+    ids in any of them: callers pass one namespace's sessions (a scope's), or post-filter.
+    With `scope` (whose own filter holds the namespace, `scoped`) and the sessions all of
+    its namespace, no second namespace condition: recall's searches filter as before."""
+    names = [sessions] if isinstance(sessions, str) else list(sessions)
+    parts = [split_session_name(n) for n in names]
     namespaces = sorted({ns for ns, _ in parts})
-    return {"session_id": [sid for _, sid in parts],
+    ids: str | list[str] = (parts[0][1] if isinstance(sessions, str)
+                            else [sid for _, sid in parts])
+    if scope is not None and namespaces == [scope.namespace]:
+        return {"session_id": ids}
+    return {"session_id": ids,
             "namespace": namespaces[0] if len(namespaces) == 1 else namespaces}
 
 
