@@ -192,6 +192,30 @@ def test_forget_in_one_namespace_leaves_the_same_id_in_the_other(site: Site) -> 
     assert site.call("b", "GET", f"/v1/sessions/{SID}/stats").json()["turns_enqueued"] == 1
 
 
+def test_an_operator_export_holding_one_id_twice_imports_back(site: Site, tmp_path: Path,
+                                                             ) -> None:
+    """The operator's export of both namespaces holds the id twice (each session record
+    names its namespace): it validates and imports back, each into its own namespace."""
+    _write_both(site)
+    assert site.client is not None
+    admin = site.client.admin
+    path = tmp_path / "all.jsonl"
+    summary = admin.export(path, vectors=True)
+    assert sorted(summary.sessions) == [f"team-a/{SID}", f"team-b/{SID}"]
+    replaced = admin.import_file(path, mode="replace")
+    assert replaced.sessions == {f"team-a/{SID}": f"team-a/{SID}",
+                                 f"team-b/{SID}": f"team-b/{SID}"}
+    appended = admin.import_file(path)  # both taken now: renamed, each in its namespace
+    assert appended.sessions == {f"team-a/{SID}": f"team-a/{SID}.2",
+                                 f"team-b/{SID}": f"team-b/{SID}.2"}
+    listed = {who: site.call(who, "GET", "/v1/sessions").json()["sessions"]
+                          for who in ("a", "b")}
+    assert listed == {"a": [SID, f"{SID}.2"], "b": [SID, f"{SID}.2"]}
+    for who, other in (("a", "b"), ("b", "a")):
+        text = site.call(who, "GET", f"/v1/sessions/{SID}.2/timeline").text
+        assert SAYS[who] in text and SAYS[other] not in text
+
+
 # -- a store written before sessions had names ------------------------------------------------
 
 
