@@ -71,7 +71,8 @@ class TurnLog:
         return keys, args, order
 
     def append_turn(self, draft: TurnFields) -> tuple[int, bool]:
-        """Returns (seq, duplicate). `OutOfScope` if the session is another namespace's."""
+        """Returns (seq, duplicate). `OutOfScope` if its name has another owner (only a
+        ``default`` name a turn from before namespaces gave another one can)."""
         keys, args, _ = self._append_call(
             self.keys.partition(session_name(draft.namespace, draft.session_id)), [draft])
         with redis_errors("append turn"):
@@ -122,7 +123,7 @@ class TurnLog:
         k = self.keys
         by_partition: dict[int, dict[SessionName, list[EmbeddedTurn]]] = {}
         for entry in entries:
-            name = session_name(entry.turn.namespace, entry.session_id)
+            name = entry.name
             by_partition.setdefault(k.partition(name), {}).setdefault(name, []).append(entry)
         names = EmbeddedTurns.script_fields()
         calls: list[tuple[list[str], list[str | int]]] = []
@@ -133,8 +134,7 @@ class TurnLog:
             chunks = [turns[i:i + _ENTRY_TURNS] for turns in sessions.values()
                       for i in range(0, len(turns), _ENTRY_TURNS)]
             for chunk in chunks:
-                keys.append(k.session_processed(
-                    session_name(chunk[0].turn.namespace, chunk[0].session_id)))
+                keys.append(k.session_processed(chunk[0].name))
                 batch = EmbeddedTurns(session_id=chunk[0].session_id, turns=tuple(chunk))
                 args += (*batch.script_values(), len(chunk), *(t.seq for t in chunk))
             calls.append((keys, args))
