@@ -191,6 +191,13 @@ class ApiSettings(BaseModel):
     # A long poll (`/wait`, `/wait-reflected`) holds its request for at most this long and
     # then answers "not done yet"; the remote client asks again until its own timeout.
     max_wait_s: float = Field(default=300.0, gt=0, le=300.0)
+    # Requests of one namespace in flight at once (each holds one of the server's worker
+    # threads, 40, while it runs): one more answers 429, so that no tenant's long requests
+    # hold every thread (`hivemem.api.shares`).
+    max_inflight_per_namespace: int = Field(default=8, ge=1, le=1000)
+    # On shutdown, how long requests in flight may still run before their connections are
+    # closed (a long request never holds a shutdown up).
+    shutdown_grace_s: float = Field(default=10.0, gt=0, le=600)
 
 
 class EmbeddingSettings(BaseModel):

@@ -27,6 +27,7 @@ from hivemem.api.operate_routes import build_operate_router
 from hivemem.api.problems import install as install_problems
 from hivemem.api.routes import build_router
 from hivemem.api.schemas import Health
+from hivemem.api.shares import NamespaceShare
 from hivemem.config import Settings
 from hivemem.logs import configure_logging
 from hivemem.producer.admin import READY, Admin
@@ -95,6 +96,8 @@ def create_app(
     app.mount(UI_PREFIX, ui_app(), name="ui")
     app.add_middleware(Observe, registry=registry)
     app.add_middleware(BodyLimit, max_bytes=settings.api.max_body_bytes, keys=keys)
+    app.add_middleware(NamespaceShare, keys=keys,
+                       limit=settings.api.max_inflight_per_namespace)
     return app
 
 
@@ -103,7 +106,8 @@ def _operations(app: FastAPI, admin: Admin, registry: Metrics) -> None:
 
     @app.get("/healthz", response_model=Health, tags=["operations"],
              summary="Liveness: the process answers")
-    def healthz() -> Health:
+    async def healthz() -> Health:
+        # On the event loop, never in a worker thread: it answers while every thread works.
         return Health(status="ok")
 
     @app.get("/readyz", response_model=Health, tags=["operations"],

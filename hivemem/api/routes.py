@@ -44,7 +44,9 @@ ERRORS: dict[int | str, dict[str, Any]] = {
     404: {"description": "No such session in the key's namespace", **PROBLEM},
     413: {"description": "Body too large", **PROBLEM},
     422: {"description": "Invalid input (the problem names the field)", **PROBLEM},
-    429: {"description": "The pipeline is backlogged: retry after Retry-After", **PROBLEM},
+    429: {"description": "The pipeline is backlogged, or the namespace has"
+               " `api.max_inflight_per_namespace` requests in flight: retry after"
+               " Retry-After", **PROBLEM},
     503: {"description": "A store is unavailable", **PROBLEM},
 }
 

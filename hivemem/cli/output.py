@@ -26,6 +26,7 @@ from hivemem.cli.fact_ids import short
 from hivemem.domain.fact import Fact, FactStatus
 from hivemem.domain.ids import check_id
 from hivemem.domain.models import ContextItem
+from hivemem.domain.names import check_session_name
 from hivemem.errors import ValidationError
 
 
@@ -84,18 +85,23 @@ def checked(field: str, check: Callable[[Any], Any], value: Any) -> Any:
         raise click.BadParameter(exc.message, param_hint=field) from None
 
 
-def id_param(kind: str, hint: str) -> Callable[[click.Context, click.Parameter, Any], Any]:
-    """A click callback checking an id argument (or each of several) as `check_id(kind)`.
+def id_param(kind: str, hint: str, *, names: bool = False,
+             ) -> Callable[[click.Context, click.Parameter, Any], Any]:
+    """A click callback checking an id argument (or each of several) as `check_id(kind)`;
+    `names`: a session's internal name is accepted too (``team-a/s1``: what the operator's
+    listings print, `check_session_name`).
 
     Callbacks run while click parses, so bad input exits with 2 before the target is
     resolved or any store opened."""
+    check = ((lambda v: str(check_session_name(kind, v))) if names
+             else (lambda v: check_id(kind, v)))
 
     def callback(_ctx: click.Context, _param: click.Parameter, value: Any) -> Any:
         if value is None:
             return None
         if isinstance(value, tuple):
-            return tuple(checked(hint, lambda v: check_id(kind, v), v) for v in value)
-        return checked(hint, lambda v: check_id(kind, v), value)
+            return tuple(checked(hint, check, v) for v in value)
+        return checked(hint, check, value)
 
     return callback
 

@@ -51,14 +51,14 @@ def serve(target: Target, host: str | None, port: int | None, workers: int) -> N
         import uvicorn
 
         from hivemem.api import create_app
+        from hivemem.api.serving import server_config, server_options
     except ImportError as exc:
         raise _missing("api", exc.name or "fastapi") from None
     settings = target.settings
     if click.get_current_context().obj.get("log_level") is None:
         # A server's events are its output (the target resolution set "warning").
         configure_logging(settings.log_level, settings.log_json)
-    bind: dict[str, Any] = {"host": host or settings.api.host, "port": port or settings.api.port,
-            "log_level": "warning", "access_log": False}
+    bind: dict[str, Any] = {"host": host or settings.api.host, "port": port or settings.api.port}
     _say_where(target, "serve")
     if bind["host"] not in LOOPBACK:
         stderr().print(f"[yellow]warning[/]: listening on {escape(bind['host'])} (beyond loopback):"
@@ -72,11 +72,12 @@ def serve(target: Target, host: str | None, port: int | None, workers: int) -> N
         if settings.qdrant.url:
             os.environ["HIVEMEM_QDRANT__URL"] = settings.qdrant.url
         _say_listening(bind["host"], bind["port"])
-        uvicorn.run("hivemem.api.app:from_env", factory=True, workers=workers, **bind)
+        uvicorn.run("hivemem.api.app:from_env", factory=True, workers=workers, **bind,
+                    **server_options(settings))
         return
     with opened(target, owner=True) as client:  # a server owns its folder, never a guest
         _close_on_sigterm("http")
-        config = uvicorn.Config(create_app(settings, client=client), **bind)
+        config = server_config(create_app(settings, client=client), settings, **bind)
         # Bound here, so that the address printed is the real one (--port 0 too).
         sock = config.bind_socket()
         _say_listening(*sock.getsockname()[:2])

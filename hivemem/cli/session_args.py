@@ -31,13 +31,13 @@ class HiddenArgument(click.Argument):
 def session_option(help: str = DEFAULT_HELP) -> Callable[[F], F]:
     """``--session/-s SESSION``, checked while click parses (exit 2 before any store opens)."""
     return click.option("--session", "-s", "session", default=None, metavar="SESSION",
-                        callback=id_param("session", "--session"), help=help)
+                        callback=id_param("session", "--session", names=True), help=help)
 
 
 def sessions_option(help: str) -> Callable[[F], F]:
     """``--session/-s SESSION``, repeatable."""
     return click.option("--session", "-s", "sessions", multiple=True, metavar="SESSION",
-                        callback=id_param("session", "--session"), help=help)
+                        callback=id_param("session", "--session", names=True), help=help)
 
 
 def legacy_sessions(nargs: int = 1) -> Callable[[F], F]:

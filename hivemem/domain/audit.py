@@ -46,6 +46,9 @@ class AuditEvent(BaseModel):
     seq: int = 0  # assigned when appended (1, 2, ... per session)
     at: datetime
     session_id: str
+    # The session's namespace (with `session_id`, which session's log holds the event;
+    # events written before it existed are ``default``'s, as their sessions were).
+    namespace: str = "default"
     fact_id: str
     action: AuditAction
     actor: Actor
@@ -82,7 +85,8 @@ def reflection_events(
             return
         events.append(AuditEvent(
             event_id=event_id_for(cause, fact_id, action),
-            at=at, session_id=after.session_id, fact_id=fact_id, action=action,
+            at=at, session_id=after.session_id, namespace=after.namespace,
+            fact_id=fact_id, action=action,
             actor="reflection", cause=cause, reason=reason or "",
             from_status=old.status.value if old else None, to_status=after.status.value,
             from_layer=old.layer if old else None, to_layer=after.layer, related=related,
@@ -126,7 +130,8 @@ def compaction_events(
         prior = old.get(fact_id)
         events.append(AuditEvent(
             event_id=event_id_for(cause, fact_id, action),
-            at=at, session_id=after.session_id, fact_id=fact_id, action=action,
+            at=at, session_id=after.session_id, namespace=after.namespace,
+            fact_id=fact_id, action=action,
             actor="compaction", cause=cause, reason=reason,
             from_status=prior.status.value if prior else None, to_status=after.status.value,
             from_layer=prior.layer if prior else None, to_layer=after.layer, related=related,

@@ -22,6 +22,7 @@ import numpy.typing as npt
 from pydantic import BaseModel, ConfigDict, Field
 
 from hivemem.domain.models import Role, Turn
+from hivemem.domain.names import split_session_name
 from hivemem.domain.scope import owner_of
 
 # The one vector codec (centroids are stored as its text form).
@@ -127,7 +128,9 @@ class Episode(BaseModel):
 
 @dataclass(slots=True)
 class SessionEpisodes:
-    """One session's boundary state: the open episode and how many episodes closed."""
+    """One session's boundary state: the open episode and how many episodes closed.
+    `session_id`: the session's internal name (`hivemem.domain.names`: episode ids derive
+    from it, so the same id in two namespaces names different episodes)."""
 
     session_id: str
     closed_count: int = 0
@@ -145,7 +148,7 @@ def _close(state: SessionEpisodes, reason: CloseReason, ep_id: str) -> Episode |
     )
     closed = Episode(
         episode_id=ep_id,
-        session_id=state.session_id,
+        session_id=split_session_name(state.session_id)[1],
         index=ep.index,
         turn_ids=tuple(ep.turn_ids),
         seq_start=ep.seq_start,
@@ -195,7 +198,8 @@ _EPISODE_NAMESPACE = uuid.UUID("0b7e2a52-5d0e-4c3c-8d57-3c1f3e1a9b64")
 
 
 def episode_id(session_id: str, index: int) -> str:
-    """Deterministic: a replayed boundary decision names the same episode."""
+    """Deterministic: a replayed boundary decision names the same episode. `session_id`:
+    the session's internal name (`hivemem.domain.names`)."""
     return uuid.uuid5(_EPISODE_NAMESPACE, f"episode/{session_id}/{index}").hex
 
 

@@ -14,6 +14,9 @@ Entries and their fields:
   buffer keeps these, and entries written before ``turns`` existed are of this kind),
   ``control`` (`EpisodeControl`: close_episode / close_session), ``skip``
   (`SkipEntry`: a turn the embed stage dead-lettered).
+- An entry that carries turns names their session by the turns' (namespace, session id);
+  one that carries none (control, skip, outbox) by the session's internal name
+  (`hivemem.domain.names`) in ``session_id``. Each has `name`, the internal name.
 - dead-letter streams: `encode_dead_letter` / `decode_dead_letter` (the original entry's
   fields ride along prefixed with ``f:``).
 - outbox stream, `OutboxEntry`: ``episode_id``, ``session_id``, ``index`` (a closed episode
@@ -38,6 +41,7 @@ from pydantic import ValidationError as PydanticValidationError
 from hivemem.domain.audit import AuditEvent
 from hivemem.domain.episode import ControlAction
 from hivemem.domain.models import DeadLetter, Turn
+from hivemem.domain.names import SessionName, session_name
 from hivemem.errors import MalformedEntry
 from hivemem.pipeline.vectors import VectorDecodeError, decode_vector, encode_vector_half
 from hivemem.pipeline.wire import head_json, turn_from_data, turn_from_wire, wire_json
@@ -93,6 +97,10 @@ class TurnEntry(Entry):
 
     turn: Turn
 
+    @property
+    def name(self) -> SessionName:
+        return session_name(self.turn.namespace, self.turn.session_id)
+
     def to_fields(self) -> dict[str, str]:
         return {SEQ: str(self.turn.seq), TURN: wire_json(self.turn)}
 
@@ -134,6 +142,10 @@ class EmbeddedTurn(Entry):
         return self.turn.session_id
 
     @property
+    def name(self) -> SessionName:
+        return session_name(self.turn.namespace, self.turn.session_id)
+
+    @property
     def seq(self) -> int:
         return self.turn.seq
 
@@ -163,7 +175,8 @@ def _checked_vector(vec: str | None) -> str | None:
 
 
 class EpisodeControl(Entry):
-    """An explicit episode close, ordered with the session's turns by its own seq."""
+    """An explicit episode close, ordered with the session's turns by its own seq
+    (``session_id``: the session's internal name)."""
 
     kind: Literal["control"] = "control"
     session_id: str = Field(min_length=1)
@@ -182,8 +195,12 @@ class EpisodeControl(Entry):
         except PydanticValidationError as exc:
             raise MalformedEntry(f"bad control: {exc}", cause=exc) from None
 
+    @property
+    def name(self) -> SessionName:
+        return SessionName(self.session_id)
+
     @staticmethod
-    def script_fields(session_id: str, action: str) -> list[str]:
+    def script_fields(session_id: SessionName, action: str) -> list[str]:
         """The three field/value pairs besides the seq, for a script that assigns the seq
         itself (`hivemem.store.state`): it writes ``SEQ_FIELD, seq, *these``."""
         if action not in ("close_episode", "close_session"):
@@ -194,11 +211,16 @@ class EpisodeControl(Entry):
 
 
 class SkipEntry(Entry):
-    """A turn the embed stage dead-lettered: the boundary stage's order moves past its seq."""
+    """A turn the embed stage dead-lettered: the boundary stage's order moves past its seq
+    (``session_id``: the session's internal name)."""
 
     kind: Literal["skip"] = "skip"
     session_id: str = Field(min_length=1)
     seq: int = Field(ge=1)
+
+    @property
+    def name(self) -> SessionName:
+        return SessionName(self.session_id)
 
     def to_fields(self) -> dict[str, str]:
         return {KIND: self.kind, SEQ: str(self.seq), SESSION_ID: self.session_id}
@@ -230,6 +252,10 @@ class EmbeddedTurns(Entry):
     @property
     def seq(self) -> int:
         return self.turns[0].seq
+
+    @property
+    def name(self) -> SessionName:
+        return self.turns[0].name
 
     def to_fields(self) -> dict[str, str]:
         return {KIND: self.kind, SESSION_ID: self.session_id,
@@ -316,7 +342,8 @@ def embedded_from_json(raw: str | bytes) -> EmbeddedItem:
 
 class OutboxEntry(Entry):
     """A closed episode waiting for its reflect job (written by the boundary commit, in the
-    same atomic step as the episode; the dispatcher turns it into one rq job)."""
+    same atomic step as the episode; the dispatcher turns it into one rq job).
+    ``session_id``: the session's internal name."""
 
     EPISODE_FIELD: ClassVar[str] = "episode_id"
     SESSION_FIELD: ClassVar[str] = SESSION_ID
@@ -325,6 +352,10 @@ class OutboxEntry(Entry):
     episode_id: str
     session_id: str
     index: int
+
+    @property
+    def name(self) -> SessionName:
+        return SessionName(self.session_id)
 
     def to_fields(self) -> dict[str, str]:
         return {self.EPISODE_FIELD: self.episode_id, self.SESSION_FIELD: self.session_id,

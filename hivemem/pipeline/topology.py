@@ -9,9 +9,12 @@ hash tag ``{p<N>.<k>}`` (`partition_tags`), so each Lua script and MULTI touches
 only, and per-session order holds with any number of workers. Keys that belong to no
 session (API keys, traces, the worker leases) have tags of their own or are single-key.
 
-Session ids are global (a session belongs to the namespace of its first turn, checked in
-the ingest script), so the partition is a function of the session id alone: the owner check
-and the session's keys must live in the same slot before the namespace is known.
+A session is named by (namespace, session id): the same id in two namespaces is two
+sessions. `Keys.session_name` is the one place that joins the two into the session's
+internal name (`SessionName`), which every per-session key, the partition and the vector
+store's point ids are derived from: ``default``'s sessions keep their bare id (``s1``), so
+stores written before namespaces keep their keys; another namespace's session is
+``<namespace>/<session id>`` (``/`` occurs in neither part, so names never collide).
 
 A deployment may run several hivemem installations on one Redis by giving each its own
 prefix. No module outside `hivemem.pipeline` spells a stream, a consumer group or a
@@ -27,6 +30,7 @@ from dataclasses import dataclass, field
 
 from redis.crc import key_slot
 
+from hivemem.domain.names import SessionName, session_name, split_session_name
 from hivemem.errors import ValidationError
 from hivemem.pipeline.messages import (
     EmbeddedEntry,
@@ -37,6 +41,8 @@ from hivemem.pipeline.messages import (
     decode_outbox,
 )
 from hivemem.pipeline.messages import decode_turn_entry as _decode_turn_entry
+
+__all__ = ["Keys", "SessionName", "Stage", "Topology", "session_name", "split_session_name"]
 
 # Stage names: what `hivemem worker KIND`, metrics labels and `wait_until_processed(stage=)`
 # call them. Each stage's consumer group has the stage's name.
@@ -51,6 +57,7 @@ DEFAULT_PARTITIONS = 16
 
 
 _SLOTS = 16384  # Redis Cluster's hash slots
+
 
 
 @functools.cache
@@ -89,19 +96,30 @@ class Keys:
 
     # -- partitions ------------------------------------------------------------------------
 
-    def partition(self, session_id: str) -> int:
-        return partition_of(session_id, self.partitions)
+    def partition(self, name: SessionName) -> int:
+        """The partition of the session named `name` (`session_name`)."""
+        return partition_of(name, self.partitions)
+
+    @staticmethod
+    def session_name(namespace: str, session_id: str) -> SessionName:
+        """The one place a session's namespace and id become its internal name."""
+        return session_name(namespace, session_id)
+
+    @staticmethod
+    def split_name(name: str) -> tuple[str, str]:
+        """(namespace, session id) of an internal name."""
+        return split_session_name(name)
 
     def tag(self, partition: int) -> str:
         """The key prefix of partition p, hash tag included: ``hm:{p3.12}``."""
         return f"{self.prefix}:{{{partition_tags(self.partitions)[partition]}}}"
 
-    def _s(self, session_id: str) -> str:
-        return f"{self.tag(self.partition(session_id))}:s:{session_id}"
+    def _s(self, name: SessionName) -> str:
+        return f"{self.tag(self.partition(name))}:s:{name}"
 
-    def session_root(self, session_id: str) -> str:
+    def session_root(self, name: SessionName) -> str:
         """What every one of the session's own keys starts with (``<root>:<name>``)."""
-        return self._s(session_id)
+        return self._s(name)
 
     @property
     def partition_count(self) -> str:
@@ -155,53 +173,53 @@ class Keys:
 
     # -- per-session state (rebuildable from Qdrant) --------------------------------------
 
-    def session_turn_ids(self, session_id: str) -> str:
+    def session_turn_ids(self, name: SessionName) -> str:
         """Hash turn id -> seq: makes a repeated turn id a no-op."""
-        return f"{self._s(session_id)}:ids"
+        return f"{self._s(name)}:ids"
 
-    def session_recent(self, session_id: str) -> str:
+    def session_recent(self, name: SessionName) -> str:
         """List of the latest turns, oldest first, as (seq, wire JSON) pairs: two elements
         per turn (`hivemem.store.recent`)."""
-        return f"{self._s(session_id)}:win"
+        return f"{self._s(name)}:win"
 
-    def session_processed(self, session_id: str) -> str:
+    def session_processed(self, name: SessionName) -> str:
         """Bitmap: bit seq is set once that turn is durable in Qdrant."""
-        return f"{self._s(session_id)}:done"
+        return f"{self._s(name)}:done"
 
-    def session_dead(self, session_id: str) -> str:
+    def session_dead(self, name: SessionName) -> str:
         """Bitmap: bit seq is set once that turn was dead-lettered."""
-        return f"{self._s(session_id)}:dead"
+        return f"{self._s(name)}:dead"
 
-    def session_meta(self, session_id: str) -> str:
+    def session_meta(self, name: SessionName) -> str:
         """Hash: first/last activity timestamps."""
-        return f"{self._s(session_id)}:meta"
+        return f"{self._s(name)}:meta"
 
-    def session_latest(self, session_id: str) -> str:
+    def session_latest(self, name: SessionName) -> str:
         """Hash: the key index, each metadata key's latest turn per owner
         (`hivemem.store.key_index`)."""
-        return f"{self._s(session_id)}:latest"
+        return f"{self._s(name)}:latest"
 
     # Memory lifecycle.
-    def session_info(self, session_id: str) -> str:
+    def session_info(self, name: SessionName) -> str:
         """Hash: what the caller says about the session (title, agent_id, created_at)."""
-        return f"{self._s(session_id)}:info"
+        return f"{self._s(name)}:info"
 
-    def session_audit(self, session_id: str) -> str:
+    def session_audit(self, name: SessionName) -> str:
         """Append-only stream: every status or layer change of the session's facts."""
-        return f"{self._s(session_id)}:audit"
+        return f"{self._s(name)}:audit"
 
     # Episode boundaries (owned by the boundary stage).
-    def boundary_state(self, session_id: str) -> str:
+    def boundary_state(self, name: SessionName) -> str:
         """Hash: next seq to assign, closed count, the open episode (JSON), marker counts."""
-        return f"{self._s(session_id)}:ep:state"
+        return f"{self._s(name)}:ep:state"
 
-    def boundary_buffer(self, session_id: str) -> str:
+    def boundary_buffer(self, name: SessionName) -> str:
         """Hash seq -> embedded turn waiting for its predecessors; `c:<seq>` -> control."""
-        return f"{self._s(session_id)}:ep:buf"
+        return f"{self._s(name)}:ep:buf"
 
-    def boundary_lease(self, session_id: str) -> str:
+    def boundary_lease(self, name: SessionName) -> str:
         """The one boundary worker allowed to advance this session (token, PX)."""
-        return f"{self._s(session_id)}:ep:lease"
+        return f"{self._s(name)}:ep:lease"
 
     def boundary_waiting(self, partition: int) -> str:
         """Sorted set: the partition's sessions with entries in their boundary buffer,
@@ -209,38 +227,38 @@ class Keys:
         boundary workers' sweep drains once no lease is held."""
         return f"{self.tag(partition)}:ep:waiting"
 
-    def session_episodes(self, session_id: str) -> str:
+    def session_episodes(self, name: SessionName) -> str:
         """List of the session's closed episode ids, in order."""
-        return f"{self._s(session_id)}:episodes"
+        return f"{self._s(name)}:episodes"
 
-    def episode(self, session_id: str, episode_id: str) -> str:
+    def episode(self, name: SessionName, episode_id: str) -> str:
         """String: the closed episode as JSON (in its session's slot: the commit writes it)."""
-        return f"{self.tag(self.partition(session_id))}:ep:{episode_id}"
+        return f"{self.tag(self.partition(name))}:ep:{episode_id}"
 
     # Currency (owned by the boundary stage's currency keeper, `hivemem.workers.currency`).
-    def slot_state(self, session_id: str) -> str:
+    def slot_state(self, name: SessionName) -> str:
         """String: the keeper's working state (JSON `SlotState`: last seq applied, the
         previous turn, the current statements)."""
-        return f"{self._s(session_id)}:slots:state"
+        return f"{self._s(name)}:slots:state"
 
-    def slot_table(self, session_id: str) -> str:
+    def slot_table(self, name: SessionName) -> str:
         """Hash turn id -> what replaced that statement (JSON `Replacement`);
         `p:<turn id>` -> whose own slot the turn states."""
-        return f"{self._s(session_id)}:slots"
+        return f"{self._s(name)}:slots"
 
     # Reflection (owned by the reflect jobs).
-    def reflect_lock(self, session_id: str) -> str:
+    def reflect_lock(self, name: SessionName) -> str:
         """One reflection per session at a time (token, renewed while it runs)."""
-        return f"{self._s(session_id)}:reflect:lock"
+        return f"{self._s(name)}:reflect:lock"
 
-    def reflected(self, session_id: str) -> str:
+    def reflected(self, name: SessionName) -> str:
         """Index of the last episode reflected: episodes are reflected in order."""
-        return f"{self._s(session_id)}:reflected"
+        return f"{self._s(name)}:reflected"
 
-    def reflections_failed(self, session_id: str) -> str:
+    def reflections_failed(self, name: SessionName) -> str:
         """Hash: the indexes of episodes whose latest reflection failed (`tracked` marks a
         session whose reflections are counted here; before it, the traces were scanned)."""
-        return f"{self._s(session_id)}:reflect:failed"
+        return f"{self._s(name)}:reflect:failed"
 
     @property
     def traces_stream(self) -> str:
@@ -248,30 +266,31 @@ class Keys:
         return f"{self.prefix}:stream:traces"
 
     def sessions(self, partition: int) -> str:
-        """Set of every session id seen in partition p (`all_sessions` lists them all)."""
+        """Set of the internal name (`session_name`) of every session seen in partition p
+        (`all_sessions` lists them all)."""
         return f"{self.tag(partition)}:sessions"
 
-    def session_set(self, session_id: str) -> str:
+    def session_set(self, name: SessionName) -> str:
         """The session set the session is listed in."""
-        return self.sessions(self.partition(session_id))
+        return self.sessions(self.partition(name))
 
     def all_sessions(self) -> list[str]:
         """Every partition's session set: cross-session reads fan out over these."""
         return [self.sessions(p) for p in range(self.partitions)]
 
-    def session_keys(self, session_id: str, episode_ids: Iterable[str] = ()) -> list[str]:
+    def session_keys(self, name: SessionName, episode_ids: Iterable[str] = ()) -> list[str]:
         """Every key that is the session's own (and its closed episodes' bodies): what a
         forget deletes, in one place. A key added for a session is listed here."""
         return [
-            self.session_turn_ids(session_id), self.session_recent(session_id),
-            self.session_processed(session_id), self.session_dead(session_id),
-            self.session_meta(session_id), self.session_info(session_id),
-            self.session_audit(session_id), self.boundary_state(session_id),
-            self.boundary_buffer(session_id), self.boundary_lease(session_id),
-            self.slot_state(session_id), self.slot_table(session_id),
-            self.session_episodes(session_id), self.reflected(session_id),
-            self.reflections_failed(session_id), self.session_latest(session_id),
-            *(self.episode(session_id, e) for e in episode_ids),
+            self.session_turn_ids(name), self.session_recent(name),
+            self.session_processed(name), self.session_dead(name),
+            self.session_meta(name), self.session_info(name),
+            self.session_audit(name), self.boundary_state(name),
+            self.boundary_buffer(name), self.boundary_lease(name),
+            self.slot_state(name), self.slot_table(name),
+            self.session_episodes(name), self.reflected(name),
+            self.reflections_failed(name), self.session_latest(name),
+            *(self.episode(name, e) for e in episode_ids),
         ]
 
     # Forgetting (single-key commands only: these keys have a tag of their own).
@@ -292,18 +311,26 @@ class Keys:
         return f"{self.prefix}:{{forget}}:erasures"
 
     def namespace_sessions(self, partition: int, namespace: str) -> str:
-        """Set: the sessions of partition p that `namespace` owns (a namespace's listing
-        reads these, never the other namespaces' sessions). Added to when a session gets its
-        owner (the append script's first turn, restore, import)."""
+        """Set: the session ids (bare, as the namespace names them) of `namespace`'s
+        sessions in partition p (a namespace's listing reads these, never the other
+        namespaces' sessions). Added to by a session's first turn (the append script),
+        restore and import."""
         return f"{self.tag(partition)}:nsidx:{namespace}"
 
-    def namespace_session_set(self, session_id: str, namespace: str) -> str:
-        """The namespace index the session is listed in when `namespace` owns it."""
-        return self.namespace_sessions(self.partition(session_id), namespace)
+    def namespace_session_set(self, name: SessionName) -> str:
+        """The namespace index the session named `name` is listed in."""
+        return self.namespace_sessions(self.partition(name), split_session_name(name)[0])
 
     def all_namespace_sessions(self, namespace: str) -> list[str]:
         """Every partition's index of `namespace`'s sessions."""
         return [self.namespace_sessions(p, namespace) for p in range(self.partitions)]
+
+    @property
+    def session_names_moved(self) -> str:
+        """String: set once every session another namespace owned under its bare id (a
+        store written before sessions were keyed by namespace) has moved to its internal
+        name (`hivemem.store.session_names`)."""
+        return f"{self.prefix}:names:moved"
 
     @property
     def namespace_index_built(self) -> str:

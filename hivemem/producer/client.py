@@ -151,10 +151,9 @@ class MemoryClient:
         """Validate and enqueue one turn; returns at once with its sequence number.
 
         A `turn_id` seen before in the session is a no-op: the returned turn carries the
-        original seq and ``duplicate=True``. `namespace` (default ``"default"``): the
-        session belongs to the namespace of its first turn, a turn of another one is
-        refused (`OutOfScope`, a `ValidationError`). `visibility`: ``"shared"`` with the
-        namespace, or ``"private"`` to `agent_id`.
+        original seq and ``duplicate=True``. `namespace` (default ``"default"``): whose
+        session it is (the same id in another namespace is another session).
+        `visibility`: ``"shared"`` with the namespace, or ``"private"`` to `agent_id`.
 
         With `ingest.max_backlog` set, raises `Backpressure` (or blocks, per
         `ingest.backpressure`) before writing while the embed backlog is over it.

@@ -18,9 +18,10 @@ from typing import Any
 from hivemem.config import ReflectionSettings
 from hivemem.domain.fact import VISIBLE, Fact
 from hivemem.domain.models import Turn
+from hivemem.domain.names import session_name
 from hivemem.domain.recall.currency import fact_key, turn_key
 from hivemem.domain.recall.fact_index import CurrencyLens, LensMapping, OwnerMapping
-from hivemem.domain.scope import Scope
+from hivemem.domain.scope import DEFAULT_NAMESPACE, Scope
 from hivemem.domain.slot_table import SlotView
 from hivemem.recall.foreground import Foreground
 from hivemem.recall.known_facts import KnownFacts, SessionFacts
@@ -47,9 +48,10 @@ class CurrencyView:
     def close(self) -> None:
         self.unreflected.close()
 
-    def facts(self, sessions: Sequence[str]) -> list[tuple[str, SessionFacts]]:
-        """Each session's facts now (every status and scope)."""
-        return [(s, self.known.get(s)) for s in sessions]
+    def facts(self, sessions: Sequence[str], namespace: str = DEFAULT_NAMESPACE
+              ) -> list[tuple[str, SessionFacts]]:
+        """Each of `namespace`'s sessions' facts now (every status and scope), by id."""
+        return [(s, self.known.get(session_name(namespace, s))) for s in sessions]
 
     def __call__(
         self,
@@ -67,7 +69,8 @@ class CurrencyView:
         unreflected turns change, so they are not derived here). The answer is read per
         candidate key as recall asks (it holds no copy of the facts)."""
         if snapshots is None:
-            snapshots = self.facts(sessions)
+            snapshots = self.facts(
+                sessions, DEFAULT_NAMESPACE if access is None else access.namespace)
 
         def admits(fact: Fact) -> bool:
             return _admits(access, fact)

@@ -28,6 +28,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 
 from hivemem.domain.fact import Fact
+from hivemem.domain.names import SessionName
 from hivemem.domain.recall.fact_index import FactIndex
 from hivemem.store.vectors.base import VectorStore
 
@@ -77,28 +78,28 @@ class KnownFacts:
         self.margin_s = margin_s
         self.size = size
         self._clock = clock
-        self._sessions: OrderedDict[str, _Session] = OrderedDict()
+        self._sessions: OrderedDict[SessionName, _Session] = OrderedDict()
         self._lock = threading.Lock()
 
-    def get(self, session_id: str) -> SessionFacts:
+    def get(self, name: SessionName) -> SessionFacts:
         """The session's facts now: every status and scope (callers filter by scope)."""
         with self._lock:
-            known = self._sessions.get(session_id)
+            known = self._sessions.get(name)
             if known is None:
-                known = self._sessions[session_id] = _Session()
-            self._sessions.move_to_end(session_id)
+                known = self._sessions[name] = _Session()
+            self._sessions.move_to_end(name)
             while len(self._sessions) > self.size:
                 self._sessions.popitem(last=False)
         # One refresh of a session at a time (the next one then finds nothing new).
         with known.lock:
-            self._refresh(session_id, known)
+            self._refresh(name, known)
             return SessionFacts(known.revision, known.index, known.lock)
 
-    def _refresh(self, session_id: str, known: _Session) -> None:
+    def _refresh(self, name: SessionName, known: _Session) -> None:
         started = self._clock()
         if known.revision:
-            count = self.vectors.count_facts(session_id)
-            changed = self.vectors.facts_written_after(session_id, known.cursor)
+            count = self.vectors.count_facts(name)
+            changed = self.vectors.facts_written_after(name, known.cursor)
             new = [(f, w) for f, w in changed if known.written.get(f.fact_id) != w]
             if len(known.index) + sum(f.fact_id not in known.written for f, _w in new) == count:
                 known.cursor = self._cursor(started)
@@ -109,7 +110,7 @@ class KnownFacts:
                     known.revision = next(_REVISIONS)
                 return
         # First read, or facts were deleted: read the session whole.
-        everything = self.vectors.facts_written_after(session_id, None)
+        everything = self.vectors.facts_written_after(name, None)
         known.index.clear()
         known.written.clear()
         # By creation, so the index's order is the facts' (later ones join at its end).

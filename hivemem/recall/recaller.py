@@ -17,13 +17,14 @@ from typing import Generic, TypeVar, cast
 from hivemem.config import ReflectionSettings
 from hivemem.domain.fact import VISIBLE, FactStatus
 from hivemem.domain.models import RecallResult, Turn
+from hivemem.domain.names import SessionName, session_name
 from hivemem.domain.recall.budget import Candidate, Excluded, select
 from hivemem.domain.recall.currency import without_people
 from hivemem.domain.recall.intent import QueryIntent, read_query
 from hivemem.domain.recall.policy import RecallPolicy
 from hivemem.domain.recall.score_table import ScoreTable, score_table
 from hivemem.domain.recall.scoring import Signals, relevance
-from hivemem.domain.scope import Scope
+from hivemem.domain.scope import DEFAULT_NAMESPACE, Scope
 from hivemem.providers.embedders import Embedder
 from hivemem.providers.lexical import LexicalEncoder
 from hivemem.recall.currency import Currency, CurrencyView
@@ -176,7 +177,11 @@ class Recaller:
     ) -> RecallResult:
         intent = read_query(query)  # the one reading of the question
         sessions = [session_id, *(s for s in related_sessions if s != session_id)]
-        scope: str | list[str] = session_id if len(sessions) == 1 else sessions
+        # What the stores are asked for: the sessions' internal names in the asker's
+        # namespace (candidates keep the ids, as turns and facts carry them).
+        scope: SessionName | list[SessionName] = (
+            _named(access, session_id) if len(sessions) == 1
+            else [_named(access, s) for s in sessions])
         query_vector, got, dense_hits, window_hits = self._searches(
             session_id, sessions, scope, intent, policy, access)
         recent = got.recent
@@ -259,7 +264,7 @@ class Recaller:
         )
 
     def _searches(
-        self, session_id: str, sessions: list[str], scope: str | list[str],
+        self, session_id: str, sessions: list[str], scope: SessionName | list[SessionName],
         intent: QueryIntent, policy: RecallPolicy, access: Scope | None,
     ) -> tuple[Vector, _Lexical, list[TurnHit], list[TurnHit]]:
         """The query's vector, the lexical work, the dense hits and the window hits.
@@ -331,7 +336,8 @@ class Recaller:
         return _Ahead(helper, counted)
 
     def _lexical(
-        self, session_id: str, sessions: list[str], scope: str | list[str], query: str,
+        self, session_id: str, sessions: list[str], scope: SessionName | list[SessionName],
+        query: str,
         policy: RecallPolicy, access: Scope | None, embedded: threading.Event, *,
         ahead: bool = False, slot_table: bool = True,
     ) -> _Lexical:
@@ -346,9 +352,10 @@ class Recaller:
         history marks cost LoCoMo evidence, measured)."""
         # Sent first and read after the engine's searches: the replies wait in the socket
         # (`send_pipeline`: waiting for them cost more than the round trip).
+        own = _named(access, session_id)
         read_recent = self.state.send_recent_turns_and_progress(
-            self.episodes, session_id, policy.recent_turns, access)
-        read_table = (self.slots.send_view(session_id)
+            self.episodes, own, policy.recent_turns, access)
+        read_table = (self.slots.send_view(own)
                       if self.slots is not None and policy.fact_limit and slot_table
                       else None)
         try:
@@ -357,7 +364,7 @@ class Recaller:
                 self.vectors.search_turns_lexical(scope, sparse, policy.search_limit, access)
                 if sparse else []
             )
-            known, search_facts = self._known_facts(sessions, policy)
+            known, search_facts = self._known_facts(sessions, policy, access)
             lexical_facts = (
                 self.vectors.search_facts_lexical(
                     scope, sparse, policy.fact_limit, _statuses(policy), access
@@ -381,7 +388,7 @@ class Recaller:
         stored = None
         if ahead and recent:
             stored = {h.turn_id: h for h in self.vectors.get_turns(
-                recent[0].session_id, [t.turn_id for t in recent], access)}
+                _named(access, recent[0].session_id), [t.turn_id for t in recent], access)}
         _read_vectors_while([*lexical_turns, *(stored or {}).values()], embedded)
         return _Lexical(recent, lexical_turns, lexical_facts, search_facts, current_from,
                         currency, stored)
@@ -412,17 +419,18 @@ class Recaller:
         return intent.people_named(said) if policy.weights.speaker else set()
 
     def _known_facts(
-        self, sessions: Sequence[str], policy: RecallPolicy
+        self, sessions: Sequence[str], policy: RecallPolicy, access: Scope | None,
     ) -> tuple[list[tuple[str, SessionFacts]], bool]:
         """The sessions' facts (read for currency anyway), and whether to search facts:
         where no session has any (before the first reflection), the searches find none."""
-        known = self.currency.facts(sessions) if policy.fact_limit else []
+        namespace = DEFAULT_NAMESPACE if access is None else access.namespace
+        known = self.currency.facts(sessions, namespace) if policy.fact_limit else []
         return known, any(len(snap) for _s, snap in known)
 
     # -- candidate sources -------------------------------------------------------------------
 
     def _dense_hits(
-        self, scope: str | list[str], query: Vector, policy: RecallPolicy,
+        self, scope: SessionName | list[SessionName], query: Vector, policy: RecallPolicy,
         access: Scope | None,
     ) -> tuple[list[TurnHit], list[TurnHit]]:
         """The nearest turns, and the nearest context windows when the policy weighs them
@@ -493,7 +501,7 @@ class Recaller:
     def _add_facts(
         self,
         pool: dict[str, PoolEntry],
-        scope: str | list[str],
+        scope: SessionName | list[SessionName],
         query_vector: Vector,
         lexical: list[FactHit],
         policy: RecallPolicy,
@@ -553,7 +561,8 @@ class Recaller:
         else:
             found = {
                 h.turn_id: h for h in self.vectors.get_turns(
-                    missing[0].session_id, [t.turn_id for t in missing], access
+                    _named(access, missing[0].session_id), [t.turn_id for t in missing],
+                    access,
                 )
             }
         queued = [t for t in missing if t.turn_id not in found]
@@ -585,7 +594,8 @@ class Recaller:
                 if successor not in pool and successor.startswith(prefix):
                     wanted.setdefault(session, set()).add(successor[len(prefix):])
         for session, turn_ids in wanted.items():
-            for hit in self.vectors.get_turns(session, sorted(turn_ids)[-_SUCCESSORS:], access):
+            for hit in self.vectors.get_turns(_named(access, session),
+                                              sorted(turn_ids)[-_SUCCESSORS:], access):
                 key = f"turn:{session}:{hit.turn_id}"
                 if key in pool:
                     continue
@@ -616,7 +626,7 @@ class Recaller:
         # turn) rather than a second exact query to the engine (~0.6 ms at 10k points).
         windows = self._weighs_windows(policy)
         for session, seqs in wanted.items():
-            for hit in self.vectors.turns_by_seq(session, sorted(seqs), access,
+            for hit in self.vectors.turns_by_seq(_named(access, session), sorted(seqs), access,
                                                  with_windows=windows):
                 key = f"turn:{session}:{hit.turn_id}"
                 if key in pool:
@@ -726,3 +736,9 @@ def _statuses(policy: RecallPolicy) -> list[str]:
     """Fact statuses recall searches: archived ones only when asked for."""
     return [st.value for st in FactStatus
             if st != FactStatus.ARCHIVED or policy.include_archived]
+
+
+def _named(access: Scope | None, session_id: str) -> SessionName:
+    """The internal name of the asker's session `session_id` (no asker: as ``default``
+    names it, which is also how a caller without a scope passes an internal name)."""
+    return session_name(DEFAULT_NAMESPACE if access is None else access.namespace, session_id)

@@ -36,6 +36,7 @@ from hivemem.runtime.owner_api import OwnerApi
 from hivemem.runtime.wiring import Wiring
 from hivemem.store.rebuild import rebuild_state, refeed_boundary
 from hivemem.store.redis import Redis, redis_errors
+from hivemem.store.session_names import move_to_names
 from hivemem.store.streams import StreamStore
 from hivemem.workers.stream import StreamWorker
 
@@ -127,6 +128,8 @@ class EmbeddedRuntime:
         self.vectors = wiring.vectors
         started = time.perf_counter()
         sessions, refed = self._recover(wiring.redis)
+        # A store written before sessions were keyed by namespace: moved to names, once.
+        move_to_names(wiring.redis, self.keys, self.vectors)
         # A forget this folder's last owner began and did not finish: finished first.
         resumed = wiring.service.forget.resume(OPERATOR)
         log.info(

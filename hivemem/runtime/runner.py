@@ -11,6 +11,7 @@ from hivemem.domain.scope import OPERATOR
 from hivemem.pipeline.topology import DISPATCH, EMBED, STAGE_NAMES
 from hivemem.runtime.metrics import Metrics
 from hivemem.runtime.wiring import Wiring
+from hivemem.store.session_names import move_to_names
 from hivemem.workers.stream import StreamWorker, WorkerReport
 
 KINDS = (*STAGE_NAMES, DISPATCH, "reflect")
@@ -42,6 +43,8 @@ def run_reflect_worker(
     with Wiring(settings) as wiring:
         # Forgets a process began and did not finish (it died): the reflect worker, the one
         # process kind every server deployment runs, finishes them as it starts.
+        # So are sessions of a store written before they were keyed by namespace (once).
+        move_to_names(wiring.redis, wiring.keys, wiring.vectors)
         wiring.service.forget.resume(OPERATOR)
         sweep = None if burst else wiring.retention_sweep()
         if sweep is not None:

@@ -34,6 +34,7 @@ from hivemem.domain.forget import (
 )
 from hivemem.domain.ids import check_id
 from hivemem.domain.models import Turn
+from hivemem.domain.names import SessionName, session_name, split_session_name
 from hivemem.domain.scope import (
     DEFAULT_NAMESPACE,
     Access,
@@ -48,7 +49,7 @@ from hivemem.service.access import SessionAccess
 from hivemem.service.parts import Parts
 from hivemem.service.reads import Reads
 from hivemem.store.erasure import EntryMatch
-from hivemem.store.vectors.base import FACTS, TURNS, VectorStore
+from hivemem.store.vectors.base import FACTS, TURNS, VectorStore, session_where
 
 log = structlog.get_logger(__name__)
 
@@ -97,21 +98,23 @@ class Forgetting:
         facts = _ids("fact_ids", fact_ids)
         if agent_id is not None:
             check_id("agent_id", agent_id)
-        self.access.require(access, session_id)
+        name = self.access.require(access, session_id)
         scope = store_scope(access)
         vectors = self.reads.vectors()
         if turns:
-            self._check_turns(session_id, turns, scope, agent_id)
+            self._check_turns(name, turns, scope, agent_id)
         if facts:
-            self._check_facts(vectors, session_id, facts, scope, agent_id)
+            self._check_facts(vectors, name, facts, scope, agent_id)
         now = datetime.now(UTC)
+        # The request names the session by (namespace, id): see `_sessions_of`.
+        namespace, bare = split_session_name(name)
         if turns or facts:
             request = ForgetRequest(
                 target="turns" if turns and not facts else "facts" if not turns else "turns",
-                session_id=session_id, turn_ids=turns, fact_ids=facts, agent_id=agent_id,
-                requested_by=_who(access), requested_at=now)
+                session_id=bare, namespace=namespace, turn_ids=turns, fact_ids=facts,
+                agent_id=agent_id, requested_by=_who(access), requested_at=now)
         else:
-            request = ForgetRequest(target="session", session_id=session_id,
+            request = ForgetRequest(target="session", session_id=bare, namespace=namespace,
                                     agent_id=agent_id, requested_by=_who(access),
                                     requested_at=now)
         return self.run(request)
@@ -122,7 +125,10 @@ class Forgetting:
         hits = self.reads.vectors().get_facts([fact_id], store_scope(access))
         if not hits:
             raise NotFound("fact_id", f"no fact {fact_id!r}")
-        return hits[0].fact.session_id
+        fact = hits[0].fact
+        # A scope names its sessions by id; the operator by internal name.
+        return (fact.session_id if isinstance(access, Scope)
+                else session_name(fact.namespace, fact.session_id))
 
     def forget_agent(self, access: Access, namespace: str, agent_id: str) -> ForgetReceipt:
         """Forget what `agent_id` wrote in every session of `namespace` (its turns, the
@@ -160,9 +166,8 @@ class Forgetting:
         if not settings.retains:
             return []
         now = now or datetime.now(UTC)
-        state = self.parts.state
-        namespaces = sorted({state.namespace_of(sid) or DEFAULT_NAMESPACE
-                             for sid in self.parts.sessions.session_ids()})
+        namespaces = sorted({split_session_name(name)[0]
+                             for name in self.parts.sessions.session_ids()})
         done = []
         for namespace in namespaces:
             days = settings.retention_for(namespace)
@@ -189,35 +194,35 @@ class Forgetting:
 
     # -- checks before anything is written -------------------------------------------------
 
-    def _known_turns(self, session_id: str) -> dict[str, Turn]:
+    def _known_turns(self, name: SessionName) -> dict[str, Turn]:
         """The session's turns the vectors do not hold yet (window, stream, dead letters)."""
         erasure = self.parts.erasure
-        found = {t.turn_id: t for t in erasure.stream_turns(session_id)}
-        found.update({t.turn_id: t for t in erasure.window_turns(session_id)})
+        found = {t.turn_id: t for t in erasure.stream_turns(name)}
+        found.update({t.turn_id: t for t in erasure.window_turns(name)})
         return found
 
-    def _check_turns(self, session_id: str, turn_ids: tuple[str, ...], scope: Scope | None,
+    def _check_turns(self, name: SessionName, turn_ids: tuple[str, ...], scope: Scope | None,
                      agent_id: str | None) -> None:
         vectors = self.reads.vectors()
         found: dict[str, Turn] = {h.turn.turn_id: h.turn
-                                  for h in vectors.get_turns(session_id, list(turn_ids))}
+                                  for h in vectors.get_turns(name, list(turn_ids))}
         if len(found) < len(turn_ids):
-            found.update(self._known_turns(session_id))
+            found.update(self._known_turns(name))
         for tid in turn_ids:
             turn = found.get(tid)
             if turn is None or (scope is not None and not scope.admits(
                     turn.namespace, turn.visibility, turn.agent_id)):
-                raise NotFound("turn_ids", f"no turn {tid!r} in session {session_id!r}")
+                raise NotFound("turn_ids", f"no turn {tid!r} in session {name!r}")
             if agent_id is not None and turn.agent_id != agent_id:
                 raise NotPermitted("turn_ids", f"turn {tid!r} is not agent {agent_id!r}'s")
 
-    def _check_facts(self, vectors: VectorStore, session_id: str, fact_ids: tuple[str, ...],
+    def _check_facts(self, vectors: VectorStore, name: SessionName, fact_ids: tuple[str, ...],
                      scope: Scope | None, agent_id: str | None) -> None:
         hits = {h.fact.fact_id: h.fact for h in vectors.get_facts(list(fact_ids), scope)}
         for fid in fact_ids:
             fact = hits.get(fid)
-            if fact is None or fact.session_id != session_id:
-                raise NotFound("fact_ids", f"no fact {fid!r} in session {session_id!r}")
+            if fact is None or session_name(fact.namespace, fact.session_id) != name:
+                raise NotFound("fact_ids", f"no fact {fid!r} in session {name!r}")
             if agent_id is not None and fact.agent_id != agent_id:
                 raise NotPermitted("fact_ids", f"fact {fid!r} is not agent {agent_id!r}'s")
 
@@ -244,7 +249,8 @@ class Forgetting:
         self.reads.drop_caches()
         disk = self._off_disk(started)
         receipt = ForgetReceipt(
-            forget_id=request.forget_id, target=request.target, session_ids=sessions,
+            forget_id=request.forget_id, target=request.target,
+            session_ids=[split_session_name(n)[1] for n in sessions],
             removed=removed, redacted_facts=redacted[0], started_at=started_at,
             finished_at=datetime.now(UTC), disk=disk)
         erasure.finish(request, receipt)
@@ -253,12 +259,16 @@ class Forgetting:
                  ms=round((time.monotonic() - started) * 1000, 1))
         return receipt
 
-    def _sessions_of(self, request: ForgetRequest) -> list[str]:
+    def _sessions_of(self, request: ForgetRequest) -> list[SessionName]:
+        """The internal names of the sessions the request names (a request written before
+        names existed names a session by its id alone: as ``default`` names it)."""
+        namespace = request.namespace or DEFAULT_NAMESPACE
         if request.session_id is not None:
-            return [request.session_id]
-        return self.parts.sessions.session_ids(request.namespace)
+            return [session_name(namespace, request.session_id)]
+        return [session_name(namespace, sid)
+                for sid in self.parts.sessions.session_ids(request.namespace)]
 
-    def settle_between_passes(self, marks: dict[str, str], least_s: float,
+    def settle_between_passes(self, marks: dict[SessionName, str], least_s: float,
                               most_s: float) -> None:
         """Wait until the entries that were on the sessions' streams when the forget began
         are acked by the stages working on them (a worker killed holding one never acks
@@ -282,20 +292,20 @@ class Forgetting:
             vectors_vacuum="done" if vacuum == "done" else "server" if vacuum == "server"
             else "none", completed_at=done, seconds=round(time.monotonic() - started, 3))
 
-    def _erase(self, request: ForgetRequest, session_id: str,
+    def _erase(self, request: ForgetRequest, name: SessionName,
                removed: dict[str, dict[str, int]], redacted: list[int]) -> None:
         # The forget's own token: a resumed forget takes over the lease its dead first run
         # left on the session instead of waiting it out.
         lock = self.parts.reflection.lock(
-            session_id, self.parts.settings.reflection.lock_lease_ms,
+            name, self.parts.settings.reflection.lock_lease_ms,
             token=f"forget-{request.forget_id}")
         lock.acquire(max(self.parts.settings.reflection.lock_wait_s, 60.0))
         try:
             if request.target in ("session", "namespace") and request.agent_id is None:
-                self._erase_session(session_id, removed)
+                self._erase_session(name, removed)
                 return
             if request.target == "retention" and request.before is not None:
-                self._expire(session_id, request.before, removed, redacted)
+                self._expire(name, request.before, removed, redacted)
                 return
             if request.target in ("session", "agent"):
                 agent = request.agent_id
@@ -303,22 +313,22 @@ class Forgetting:
                 def by_agent(turn: Turn) -> bool:
                     return turn.agent_id == agent
 
-                stated = [f.fact_id for f in self.reads.vectors().list_facts(session_id)
+                stated = [f.fact_id for f in self.reads.vectors().list_facts(name)
                           if f.agent_id == agent]
-                self._erase_turns(session_id, by_agent, None, removed, redacted)
+                self._erase_turns(name, by_agent, None, removed, redacted)
                 if stated:
-                    self._erase_facts(session_id, stated, removed, redacted)
+                    self._erase_facts(name, stated, removed, redacted)
                 return
             if request.turn_ids:
                 wanted = set(request.turn_ids)
-                self._erase_turns(session_id, lambda t: t.turn_id in wanted, wanted,
+                self._erase_turns(name, lambda t: t.turn_id in wanted, wanted,
                                   removed, redacted)
             if request.fact_ids:
-                self._erase_facts(session_id, list(request.fact_ids), removed, redacted)
+                self._erase_facts(name, list(request.fact_ids), removed, redacted)
         finally:
             lock.release()
 
-    def _expire(self, session_id: str, before: datetime,
+    def _expire(self, name: SessionName, before: datetime,
                 removed: dict[str, dict[str, int]], redacted: list[int]) -> None:
         """Retention: the session's turns stamped before `before`, and its facts created
         before it (each on its own: a newer version stays); a session left without turns
@@ -328,21 +338,21 @@ class Forgetting:
         def old(turn: Turn) -> bool:
             return turn.timestamp < before
 
-        self._erase_turns(session_id, old, None, removed, redacted)
-        stale = [f.fact_id for f in vectors.list_facts(session_id) if f.created_at < before]
+        self._erase_turns(name, old, None, removed, redacted)
+        stale = [f.fact_id for f in vectors.list_facts(name) if f.created_at < before]
         if stale:
-            self._erase_facts(session_id, stale, removed, redacted, versions=False)
-        if not vectors.count(TURNS, {"session_id": session_id}) and not self._known_turns(
-                session_id):
-            self._erase_session(session_id, removed)
+            self._erase_facts(name, stale, removed, redacted, versions=False)
+        if not vectors.count(TURNS, session_where(name)) and not self._known_turns(
+                name):
+            self._erase_session(name, removed)
 
     # -- a whole session -------------------------------------------------------------------
 
-    def _erase_session(self, session_id: str, removed: dict[str, dict[str, int]]) -> None:
+    def _erase_session(self, name: SessionName, removed: dict[str, dict[str, int]]) -> None:
         parts = self.parts
         vectors = self.reads.vectors()
-        where = {"session_id": session_id}
-        episodes = parts.sessions.episode_ids(session_id)
+        where = session_where(name)
+        episodes = parts.sessions.episode_ids(name)
         turns = vectors.count(TURNS, where)
         facts = vectors.count(FACTS, where)
         if turns:
@@ -350,12 +360,12 @@ class Forgetting:
         if facts:
             vectors.delete(FACTS, where)
         add_counts(removed, "vectors", {"turns": turns, "facts": facts})
-        streams = parts.erasure.erase_stream_entries(EntryMatch(session_id))
-        traces = parts.erasure.erase_traces(session_id)
-        audit = parts.audit.count(session_id)
-        jobs = parts.jobs.forget_jobs(session_id,
+        streams = parts.erasure.erase_stream_entries(EntryMatch(name))
+        traces = parts.erasure.erase_traces(name)
+        audit = parts.audit.count(name)
+        jobs = parts.jobs.forget_jobs(name,
                                       [parts.keys.dispatched(e) for e in episodes])
-        keys = parts.sessions.purge(session_id)
+        keys = parts.sessions.purge(name)
         add_counts(removed, "redis", {**streams, "traces": traces, "audit_events": audit,
                                       "episodes": len(episodes), "keys": keys})
         add_counts(removed, "jobs", {"jobs": jobs})
@@ -363,48 +373,48 @@ class Forgetting:
     # -- some turns ------------------------------------------------------------------------
 
     def _erase_turns(
-        self, session_id: str, match: Callable[[Turn], bool], ids: set[str] | None,
+        self, name: SessionName, match: Callable[[Turn], bool], ids: set[str] | None,
         removed: dict[str, dict[str, int]], redacted: list[int],
     ) -> None:
         parts = self.parts
         vectors = self.reads.vectors()
         if ids is not None:
-            stored = [h.turn for h in vectors.get_turns(session_id, sorted(ids))]
+            stored = [h.turn for h in vectors.get_turns(name, sorted(ids))]
         else:
-            stored = [t for t in vectors.iter_turns(session_id) if match(t)]
+            stored = [t for t in vectors.iter_turns(name) if match(t)]
         gone: dict[str, Turn] = {t.turn_id: t for t in stored}
-        pending = {tid: t for tid, t in self._known_turns(session_id).items() if match(t)}
+        pending = {tid: t for tid, t in self._known_turns(name).items() if match(t)}
         for tid, turn in pending.items():
             gone.setdefault(tid, turn)
         if not gone:
             return
-        kept_texts = [t.content for t in parts.erasure.window_turns(session_id)
+        kept_texts = [t.content for t in parts.erasure.window_turns(name)
                       if t.turn_id not in gone]
-        facts = vectors.list_facts(session_id)
-        dropped, changed = self._facts_after_turns(vectors, session_id, facts, gone,
+        facts = vectors.list_facts(name)
+        dropped, changed = self._facts_after_turns(vectors, name, facts, gone,
                                                    kept_texts)
         words = erased_words([t.content for t in gone.values()],
                              kept_texts + [f.content for f in changed])
-        self._write_facts(vectors, session_id, dropped, changed)
-        audit = self._rewrite_audit(session_id, set(dropped), words)
+        self._write_facts(vectors, name, dropped, changed)
+        audit = self._rewrite_audit(name, set(dropped), words)
         point_ids = [t.turn_id for t in stored]
         if point_ids:
-            vectors.delete(TURNS, {"session_id": session_id, "turn_id": point_ids})
-        streams = parts.erasure.erase_stream_entries(EntryMatch(session_id, match))
-        traces = parts.erasure.erase_traces(session_id, [*gone, *dropped])
-        window = parts.erasure.erase_window_turns(session_id, gone.values())
+            vectors.delete(TURNS, {**session_where(name), "turn_id": point_ids})
+        streams = parts.erasure.erase_stream_entries(EntryMatch(name, match))
+        traces = parts.erasure.erase_traces(name, [*gone, *dropped])
+        window = parts.erasure.erase_window_turns(name, gone.values())
         # The keeper's state quotes the session's recent statements: reset, not edited.
-        slot_table = parts.slot_tables.reset(session_id)
+        slot_table = parts.slot_tables.reset(name)
         # The key index may name a forgotten turn: dropped (after the points are gone, so
         # that a reader that folded them before cannot write them back: a new epoch).
-        parts.key_index.reset(session_id)
+        parts.key_index.reset(name)
         add_counts(removed, "vectors", {"turns": len(point_ids), "facts": len(dropped)})
         add_counts(removed, "redis", {**streams, "traces": traces, "window_turns": window,
                                       "audit_events": audit, "slot_table": slot_table})
         redacted[0] += len(changed)
 
     def _facts_after_turns(
-        self, vectors: VectorStore, session_id: str, facts: list[Fact],
+        self, vectors: VectorStore, name: SessionName, facts: list[Fact],
         gone: dict[str, Turn], kept_texts: list[str],
     ) -> tuple[list[str], list[Fact]]:
         """(the facts to delete: every source of theirs forgotten; the facts to rewrite:
@@ -424,7 +434,7 @@ class Forgetting:
                 touched.append(fact)
         # What the kept facts may still say: the words of their remaining sources.
         other = sorted({s for f in touched for s in f.source_turn_ids if s not in gone})
-        sources_text = [h.turn.content for h in vectors.get_turns(session_id, other)]
+        sources_text = [h.turn.content for h in vectors.get_turns(name, other)]
         words = erased_words([t.content for t in gone.values()], kept_texts + sources_text)
         changed: list[Fact] = []
         dead = set(dropped)
@@ -433,10 +443,10 @@ class Forgetting:
             changed.append(redacted_fact(fact, gone.keys(), dead, words))
         return dropped, changed
 
-    def _write_facts(self, vectors: VectorStore, session_id: str, dropped: list[str],
+    def _write_facts(self, vectors: VectorStore, name: SessionName, dropped: list[str],
                      changed: list[Fact]) -> None:
         if dropped:
-            vectors.delete(FACTS, {"session_id": session_id, "fact_id": dropped})
+            vectors.delete(FACTS, {**session_where(name), "fact_id": dropped})
         if changed:
             contents = [f.content for f in changed]
             embedded = self.parts.query_embedder.embed_documents(contents)
@@ -444,7 +454,7 @@ class Forgetting:
                 self._lexical = LexicalEncoder()
             vectors.upsert_facts(changed, embedded, self._lexical.documents(contents))
 
-    def _rewrite_audit(self, session_id: str, dropped: set[str], words: set[str]) -> int:
+    def _rewrite_audit(self, name: SessionName, dropped: set[str], words: set[str]) -> int:
         def change(event: Any) -> Any:
             if event.fact_id in dropped:
                 return None
@@ -455,16 +465,16 @@ class Forgetting:
                 update["related"] = [r for r in event.related if r not in dropped]
             return event.model_copy(update=update) if update else event
 
-        gone, changed = self.parts.erasure.rewrite_audit(session_id, change)
+        gone, changed = self.parts.erasure.rewrite_audit(name, change)
         return gone + changed
 
     # -- some facts ------------------------------------------------------------------------
 
-    def _erase_facts(self, session_id: str, fact_ids: list[str],
+    def _erase_facts(self, name: SessionName, fact_ids: list[str],
                      removed: dict[str, dict[str, int]], redacted: list[int], *,
                      versions: bool = True) -> None:
         vectors = self.reads.vectors()
-        facts = {f.fact_id: f for f in vectors.list_facts(session_id)}
+        facts = {f.fact_id: f for f in vectors.list_facts(name)}
         named = [f for f in fact_ids if f in facts]
         doomed = versions_of(facts, named) if versions else set(named)
         if not doomed:
@@ -472,12 +482,12 @@ class Forgetting:
         kept = [f for fid, f in facts.items() if fid not in doomed]
         words = erased_words([facts[f].content for f in doomed],
                              [f.content for f in kept]
-                             + [t.content for t in self.parts.erasure.window_turns(session_id)])
+                             + [t.content for t in self.parts.erasure.window_turns(name)])
         changed = [redacted_fact(f, set(), doomed, words) for f in kept if linked(f, doomed)]
-        self._write_facts(vectors, session_id, sorted(doomed), changed)
-        audit = self._rewrite_audit(session_id, doomed, words)
+        self._write_facts(vectors, name, sorted(doomed), changed)
+        audit = self._rewrite_audit(name, doomed, words)
         traces = self.parts.erasure.erase_traces(
-            session_id, [*doomed, *(facts[f].content for f in doomed)])
+            name, [*doomed, *(facts[f].content for f in doomed)])
         add_counts(removed, "vectors", {"facts": len(doomed)})
         add_counts(removed, "redis", {"traces": traces, "audit_events": audit})
         redacted[0] += len(changed)

@@ -16,6 +16,7 @@ from collections.abc import Sequence
 
 from hivemem.domain.keyed import KeyedTurn, Latest, fold, slots_of, visible
 from hivemem.domain.models import Turn
+from hivemem.domain.names import SessionName
 from hivemem.domain.scope import Access, store_scope
 from hivemem.errors import ValidationError
 from hivemem.service.access import SessionAccess
@@ -61,51 +62,51 @@ class Keyed:
         those turns); without, only where and when."""
         by = check_by(by)
         wanted = check_keys(keys)
-        self.access.require(access, session_id)
+        name = self.access.require(access, session_id)
         for _ in range(2):
-            found = self._entries(access, session_id, by, wanted)
+            found = self._entries(access, name, by, wanted)
             if not with_turns:
                 return {k: _answer(e) for k, e in found.items()}
             scope = store_scope(access)
             turns = {hit.turn_id: hit.turn for hit in self.reads.vectors().get_turns(
-                session_id, [e.turn_id for e in found.values()], scope)}
+                name, [e.turn_id for e in found.values()], scope)}
             if all(e.turn_id in turns for e in found.values()):
                 return {k: _answer(e, turns[e.turn_id]) for k, e in found.items()}
             # An entry names a turn that is gone: a forget raced the reader that wrote it.
             # The index is a cache of the turns: start it again from them.
-            self.parts.key_index.reset(session_id)
+            self.parts.key_index.reset(name)
         return {k: _answer(e, turns[e.turn_id]) for k, e in found.items()
                 if e.turn_id in turns}
 
-    def _entries(self, access: Access, session_id: str, by: str,
+    def _entries(self, access: Access, name: SessionName, by: str,
                  wanted: list[str] | None) -> dict[str, Latest]:
         index = self.parts.key_index
         scope = store_scope(access)
         owners = None if scope is None else ["", *([scope.agent_id] if scope.agent_id else [])]
         if wanted is None or owners is None:
-            seen = index.read_all(session_id, by)
+            seen = index.read_all(name, by)
         else:
-            seen = index.read(session_id, by, [(o, k) for k in wanted for o in owners])
+            seen = index.read(name, by, [(o, k) for k in wanted for o in owners])
         entries = dict(seen.entries)
         last, done, dead = seen.last, seen.done, seen.dead
         if seen.upto < last:
-            fresh = self.reads.vectors().turns_between(session_id, seen.upto + 1, last)
+            fresh = self.reads.vectors().turns_between(name, seen.upto + 1, last)
             missing = [s for s in slots_of(by, fresh) if s not in entries]
-            known = self._known(session_id, by, seen, missing)
+            known = self._known(name, by, seen, missing)
             changed = fold(by, {**known, **entries}, fresh)
             if done + dead >= last:
-                index.write(session_id, by, seen, last, changed.values())
+                index.write(name, by, seen, last, changed.values())
             entries.update(changed)
         chosen = visible(entries.values(), scope)
         return chosen if wanted is None else {k: chosen[k] for k in wanted if k in chosen}
 
-    def _known(self, session_id: str, by: str, seen: IndexRead,
+    def _known(self, name: SessionName, by: str, seen: IndexRead,
                missing: list[tuple[str, str]]) -> dict[tuple[str, str], Latest]:
         """The entries of slots the fresh turns touch that the first read did not ask
         for (their run's start carries over)."""
         if not missing:
             return {}
-        again = self.parts.key_index.read(session_id, by, missing)
+        again = self.parts.key_index.read(name, by, missing)
         return again.entries if again.epoch == seen.epoch else {}
 
 

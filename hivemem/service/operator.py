@@ -16,12 +16,13 @@ from hivemem.domain.compaction import CompactionDiff
 from hivemem.domain.fact import Fact
 from hivemem.domain.ids import check_id
 from hivemem.domain.models import DeadLetter
+from hivemem.domain.names import split_session_name
 from hivemem.domain.recall.policy import RecallPolicy
 from hivemem.domain.scope import OperatorScope, Scope
 from hivemem.domain.session import RelatedSession, SessionContext
 from hivemem.errors import HivememError, NotFound, ValidationError
 from hivemem.pipeline.topology import Topology
-from hivemem.service.access import SessionAccess
+from hivemem.service.access import SessionAccess, name_for
 from hivemem.service.parts import Parts
 from hivemem.service.reads import Reads
 from hivemem.service.sessions import Sessions
@@ -83,10 +84,10 @@ class Operator:
         return self.parts.api_keys
 
     def rebuild_state(self, _operator: OperatorScope, session_id: str | None = None) -> int:
-        """Rebuild Redis session state from the vector store (one session or all)."""
-        if session_id is not None:
-            check_id("session_id", session_id)
-        return rebuild_state(self.parts.state, self.reads.vectors(), session_id)
+        """Rebuild Redis session state from the vector store (one session, by its internal
+        name, or all)."""
+        name = None if session_id is None else name_for(_operator, session_id)
+        return rebuild_state(self.parts.state, self.reads.vectors(), name)
 
     # -- dead letters and replays ----------------------------------------------------------
 
@@ -111,8 +112,8 @@ class Operator:
     ) -> list[str]:
         """Enqueue the reflection of one episode again, or of every episode of the session;
         returns the rq job ids."""
-        self.access.require(operator, session_id)
-        episodes = self.parts.episodes.episodes(session_id)
+        name = self.access.require(operator, session_id)
+        episodes = self.parts.episodes.episodes(name)
         if episode_id is not None:
             episodes = [e for e in episodes if e.episode_id == episode_id]
             if not episodes:
@@ -126,30 +127,30 @@ class Operator:
         self, operator: OperatorScope, session_id: str, *,
         policy: CompactionPolicy | None = None, now: datetime | None = None,
     ) -> CompactionDiff:
-        self.access.require(operator, session_id)
+        name = self.access.require(operator, session_id)
         self.reads.vectors()
-        return self.parts.compactor().preview(session_id, policy, now)
+        return self.parts.compactor().preview(name, policy, now)
 
     def compact(
         self, operator: OperatorScope, session_id: str, *,
         policy: CompactionPolicy | None = None, now: datetime | None = None,
         expect: CompactionDiff | str | None = None,
     ) -> CompactionDiff:
-        self.access.require(operator, session_id)
+        name = self.access.require(operator, session_id)
         self.reads.vectors()
         fingerprint = expect if isinstance(expect, str) or expect is None else expect.fingerprint
-        return self.parts.compactor().compact(session_id, policy, now, expect=fingerprint)
+        return self.parts.compactor().compact(name, policy, now, expect=fingerprint)
 
     def schedule_compaction(
         self, operator: OperatorScope, session_id: str, *, delay_s: float = 0.0,
     ) -> str:
         """Enqueue a compaction job (a reflect worker runs it); returns the rq job id."""
-        self.access.require(operator, session_id)
+        name = self.access.require(operator, session_id)
         if delay_s < 0:
             raise ValidationError("delay_s", "must be >= 0")
         tag = f"demand-{datetime.now(UTC):%Y%m%dT%H%M%S%f}"
         return self.parts.jobs.enqueue_compaction(
-            session_id, tag=tag, trigger="on demand", delay_s=delay_s)
+            name, tag=tag, trigger="on demand", delay_s=delay_s)
 
     # -- facts, audit, sessions ------------------------------------------------------------
 
@@ -160,24 +161,23 @@ class Operator:
         return hits[0].fact if hits else None
 
     def audit_log(self, _operator: OperatorScope, session_id: str) -> list[AuditEvent]:
-        check_id("session_id", session_id)
-        return self.parts.audit.events(session_id)
+        return self.parts.audit.events(name_for(_operator, session_id))
 
-    def _home(self, operator: OperatorScope, session_id: str) -> Scope:
+    def _home(self, operator: OperatorScope, session_id: str) -> tuple[Scope, str]:
         """The session's own namespace, as its shared memory (what the operator reads a
         session's neighbourhood as: related sessions are never another namespace's, so
-        whatever is found can be recalled together)."""
-        self.access.require(operator, session_id)
-        namespace = self.parts.state.namespace_of(session_id)
-        return Scope(namespace) if namespace is not None else Scope()
+        whatever is found can be recalled together), and its id there."""
+        name = self.access.require(operator, session_id)
+        namespace, bare = split_session_name(name)
+        return Scope(namespace), bare
 
     def related_sessions(
         self, operator: OperatorScope, session_id: str, *, limit: int = 5,
         min_score: float = 0.05,
     ) -> list[RelatedSession]:
         """`Sessions.related` in the session's own namespace."""
-        return self.sessions.related(self._home(operator, session_id), session_id,
-                                     limit=limit, min_score=min_score)
+        scope, bare = self._home(operator, session_id)
+        return self.sessions.related(scope, bare, limit=limit, min_score=min_score)
 
     def session_context(
         self, operator: OperatorScope, session_id: str, query: str,
@@ -185,8 +185,9 @@ class Operator:
         preset: str | RecallPolicy | None = None,
     ) -> SessionContext:
         """`Sessions.context` in the session's own namespace."""
-        return self.sessions.context(self._home(operator, session_id), session_id, query,
-                                     token_budget, related=related, preset=preset)
+        scope, bare = self._home(operator, session_id)
+        return self.sessions.context(scope, bare, query, token_budget, related=related,
+                                     preset=preset)
 
 
 def _unready(exc: Exception) -> str:

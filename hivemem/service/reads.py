@@ -111,10 +111,10 @@ class Reads:
         """The session's facts `access` may see, oldest first: current ones (active,
         conflicted), plus superseded (`include_inactive`) and archived (`include_archived`)
         ones; `include_history`: every version and status."""
-        self.access.require(access, session_id)
+        name = self.access.require(access, session_id)
         statuses = None if include_history else lifecycle_statuses(
             include_inactive=include_inactive, include_archived=include_archived)
-        return self.vectors().list_facts(session_id, statuses, store_scope(access))
+        return self.vectors().list_facts(name, statuses, store_scope(access))
 
     def close(self) -> None:
         if self._recaller is not None:

@@ -16,6 +16,7 @@ from typing import Any
 from hivemem.domain.audit import AuditEvent
 from hivemem.domain.fact import VISIBLE
 from hivemem.domain.ids import check_id
+from hivemem.domain.names import SessionName, session_name, split_session_name
 from hivemem.domain.recall.policy import RecallPolicy
 from hivemem.domain.scope import Access, Scope, store_scope
 from hivemem.domain.session import (
@@ -42,7 +43,7 @@ from hivemem.service.parts import Parts
 from hivemem.service.reads import Reads
 from hivemem.service.timeline_reader import TimelineReader
 from hivemem.store.trace_view import visible_traces
-from hivemem.store.vectors.base import FACTS, TURNS, scoped
+from hivemem.store.vectors.base import FACTS, TURNS, scoped, session_where
 
 
 class Sessions:
@@ -66,30 +67,30 @@ class Sessions:
         with a bound agent records that agent; the operator may name a session that does
         not exist yet (it is created). `created_at` is set once, to when the session began."""
         if isinstance(access, Scope):
-            self.access.require(access, session_id)
+            name = self.access.require(access, session_id)
             agent_id = access.agent_id
         else:
-            check_id("session_id", session_id)
-        activity = self.parts.sessions.info(session_id)[1]
+            name = self.access.name(access, session_id)
+        activity = self.parts.sessions.info(name)[1]
         fields: dict[str, str] = {}
         if title is not None:
             fields["title"] = check_title(title)
         if agent_id is not None:
             fields["agent_id"] = check_id("agent_id", agent_id)
         began = parse_time(activity.get("first_ts")) or datetime.now(UTC)
-        self.parts.sessions.set_info(session_id, fields, began)
+        self.parts.sessions.set_info(name, fields, began)
         return self.info(access, session_id)
 
     def info(self, access: Access, session_id: str) -> SessionInfo:
         """Title, agent, created, last active, and how much the session holds (facts: those
         `access` may see)."""
-        self.access.require(access, session_id)
+        name = self.access.require(access, session_id)
         parts = self.parts
-        info, meta = parts.sessions.info(session_id)
-        stats = parts.state.stats(session_id)
-        closed = parts.episodes.progress(session_id)[1]
+        info, meta = parts.sessions.info(name)
+        stats = parts.state.stats(name)
+        closed = parts.episodes.progress(name)[1]
         active = self.reads.vectors().count(FACTS, {
-            "session_id": session_id, "status": [s.value for s in VISIBLE],
+            **session_where(name), "status": [s.value for s in VISIBLE],
             **scoped(store_scope(access))})
         return SessionInfo(
             session_id=session_id, title=info.get("title"), agent_id=info.get("agent_id"),
@@ -113,13 +114,14 @@ class Sessions:
         centroids: dict[str, Vector | None] = {}
         subjects: dict[str, set[str]] = {}
         for sid in dict.fromkeys([session_id, *candidates]):
-            found = episode_centroid(self.parts.episodes.episodes(sid, scope=scope))
+            name = session_name(scope.namespace, sid)
+            found = episode_centroid(self.parts.episodes.episodes(name, scope=scope))
             if found is None:
                 hits = itertools.islice(vectors.scroll(
-                    TURNS, {"session_id": sid, **scoped(scope)}, with_vectors=True), 256)
+                    TURNS, {**session_where(name), **scoped(scope)}, with_vectors=True), 256)
                 found = centroid(h.vector for h in hits if h.vector is not None)
             centroids[sid] = found
-            subjects[sid] = {f.subject for f in vectors.list_facts(sid, visible, scope)
+            subjects[sid] = {f.subject for f in vectors.list_facts(name, visible, scope)
                              if f.subject}
         return rank_related(session_id, centroids, subjects, limit=limit, min_score=min_score)
 
@@ -145,14 +147,14 @@ class Sessions:
         may see."""
         if limit:
             return self.timeline_page(access, session_ids, kinds=kinds, limit=limit).events
-        ids, chosen, scope = self._timeline_ask(access, session_ids, kinds)
+        names, chosen, scope = self._timeline_ask(access, session_ids, kinds)
         vectors = self.reads.vectors()
         events: list[TimelineEvent] = []
-        for sid in ids:
+        for name in names:
             events.extend(merge_timeline(
-                vectors.iter_turns(sid, scope) if "turn" in chosen else (),
-                self.parts.episodes.episodes(sid, scope=scope) if "episode" in chosen else (),
-                self._fact_events(sid, scope) if "fact" in chosen else (), kinds=chosen))
+                vectors.iter_turns(name, scope) if "turn" in chosen else (),
+                self.parts.episodes.episodes(name, scope=scope) if "episode" in chosen else (),
+                self._fact_events(name, scope) if "fact" in chosen else (), kinds=chosen))
         return order(events)
 
     def timeline_page(
@@ -164,16 +166,17 @@ class Sessions:
         window of seqs at a time backwards from its last seq, its episodes and fact
         changes a page at a time from the newest (`TimelineReader`). A scope sees what
         `timeline` shows it."""
-        ids, chosen, scope = self._timeline_ask(access, session_ids, kinds)
+        names, chosen, scope = self._timeline_ask(access, session_ids, kinds)
         limit = check_limit(limit)
         after = None if cursor is None else TimelineCursor.decode(cursor)
         vectors = self.reads.vectors()
         reader = TimelineReader(vectors, self.parts.state, self.parts.episodes,
                                 self.parts.audit, scope, limit)
+        # The cursor keys each session's turn seq by its id as events carry it.
         streams = [reader.newest_first(
-            sid, chosen, None if after is None else after.key,
-            None if after is None else after.turn_seqs.get(sid))
-            for sid in ids]
+            name, chosen, None if after is None else after.key,
+            None if after is None else after.turn_seqs.get(split_session_name(name)[1]))
+            for name in names]
         merged = heapq.merge(*streams, key=TimelineEvent.sort_key, reverse=True)
         page = list(itertools.islice(merged, limit + 1))
         more = len(page) > limit
@@ -191,19 +194,20 @@ class Sessions:
 
     def _timeline_ask(
         self, access: Access, session_ids: Sequence[str] | str, kinds: Sequence[str] | None,
-    ) -> tuple[list[str], list[str], Scope | None]:
-        ids = check_session_ids(session_ids)
+    ) -> tuple[list[SessionName], list[str], Scope | None]:
+        ids = ([session_ids] if isinstance(session_ids, str) else list(session_ids))
+        if isinstance(access, Scope) or not ids:
+            check_session_ids(ids)  # the operator's names are checked by `require`
         chosen = check_kinds(kinds)
-        for sid in ids:
-            self.access.require(access, sid)
-        return list(dict.fromkeys(ids)), list(chosen), store_scope(access)
+        names = [self.access.require(access, sid) for sid in ids]
+        return list(dict.fromkeys(names)), list(chosen), store_scope(access)
 
-    def _fact_events(self, session_id: str, scope: Scope | None) -> Iterable[AuditEvent]:
+    def _fact_events(self, name: SessionName, scope: Scope | None) -> Iterable[AuditEvent]:
         """The session's audit log (a scope: only events about facts it may see)."""
         if scope is None:
-            return self.parts.audit.iter_events(session_id)
-        seen = {f.fact_id for f in self.reads.vectors().list_facts(session_id, None, scope)}
-        return self.parts.audit.visible_events(session_id, seen)
+            return self.parts.audit.iter_events(name)
+        seen = {f.fact_id for f in self.reads.vectors().list_facts(name, None, scope)}
+        return self.parts.audit.visible_events(name, seen)
 
     def fact_audit(self, access: Access, fact_id: str) -> list[AuditEvent]:
         """Why a fact has its status: every event about it (and naming it), oldest first.
@@ -215,11 +219,12 @@ class Sessions:
         if not hits:
             raise NotFound("fact_id", f"no fact {fact_id!r}")
         fact = hits[0].fact
+        name = session_name(fact.namespace, fact.session_id)
         log = self.parts.audit
         if scope is None:
-            return log.for_fact(fact.session_id, fact_id)
-        seen = {f.fact_id for f in vectors.list_facts(fact.session_id, None, scope)}
-        return [e for e in log.visible_events(fact.session_id, seen)
+            return log.for_fact(name, fact_id)
+        seen = {f.fact_id for f in vectors.list_facts(name, None, scope)}
+        return [e for e in log.visible_events(name, seen)
                 if e.fact_id == fact_id or fact_id in e.related]
 
     def traces(
@@ -227,10 +232,9 @@ class Sessions:
     ) -> list[dict[str, Any]]:
         """The newest reflection traces (secrets redacted), of one session or of every
         session `access` may see; a scope sees only traces of episodes it may see."""
-        if session_id is not None:
-            self.access.require(access, session_id)
+        name = None if session_id is None else self.access.require(access, session_id)
         scope = store_scope(access)
-        found = self.parts.reflection.traces(count, session_id, scope=scope)
+        found = self.parts.reflection.traces(count, name, scope=scope)
         if scope is None:
             return found
         return visible_traces(found, scope, self.reads.vectors())

@@ -23,6 +23,7 @@ import heapq
 import itertools
 from collections.abc import Iterable, Iterator, Sequence
 
+from hivemem.domain.names import SessionName
 from hivemem.domain.scope import Scope
 from hivemem.domain.timeline import (
     SortKey,
@@ -58,47 +59,47 @@ class TimelineReader:
         self.limit = limit
 
     def newest_first(
-        self, session_id: str, kinds: Sequence[str], before: SortKey | None,
+        self, name: SessionName, kinds: Sequence[str], before: SortKey | None,
         top_seq: int | None,
     ) -> Iterator[TimelineEvent]:
         """The session's events older than `before` (None: all), newest first; its turns
         from `top_seq` down (None: from its last seq)."""
         streams: list[Iterator[TimelineEvent]] = []
         if "turn" in kinds:
-            streams.append(self._turns(session_id, before, top_seq))
+            streams.append(self._turns(name, before, top_seq))
         if "episode" in kinds:
-            streams.append(self._episodes(session_id, before))
+            streams.append(self._episodes(name, before))
         if "fact" in kinds:
-            streams.append(self._facts(session_id, before))
+            streams.append(self._facts(name, before))
         return heapq.merge(*streams, key=TimelineEvent.sort_key, reverse=True)
 
     def _turns(
-        self, session_id: str, before: SortKey | None, top_seq: int | None,
+        self, name: SessionName, before: SortKey | None, top_seq: int | None,
     ) -> Iterator[TimelineEvent]:
-        high = self.state.last_seq(session_id)
+        high = self.state.last_seq(name)
         if top_seq is not None:
             high = min(high, top_seq)
         size = self.limit + 1
         while high >= 0:
             low = max(0, high - size + 1)
-            turns = self.vectors.turns_between(session_id, low, high, self.scope)
+            turns = self.vectors.turns_between(name, low, high, self.scope)
             yield from _older(newest_first(turn_event(t) for t in turns), before)
             high = low - 1
             size = min(size * 2, MAX_WINDOW)
             if not turns and high >= 0:
                 # A run of seqs without turns (or a counter past the last turn): jump to
                 # the next stored one below instead of walking the run a window at a time.
-                found = self.vectors.nearest_seq(session_id, 0, high, self.scope,
+                found = self.vectors.nearest_seq(name, 0, high, self.scope,
                                                  highest=True)
                 high = -1 if found is None else found
 
-    def _episodes(self, session_id: str, before: SortKey | None) -> Iterator[TimelineEvent]:
+    def _episodes(self, name: SessionName, before: SortKey | None) -> Iterator[TimelineEvent]:
         most = max(EPISODE_PAGE, self.limit + 1)
         size = min(FIRST_EPISODES, most)
         end = -1
         while True:
             # From the list's end (negative indexes): a page past its start is empty.
-            found = self.episodes.episodes(session_id, end - size + 1, end)
+            found = self.episodes.episodes(name, end - size + 1, end)
             if not found:
                 return
             seen = [e for e in found if self.scope is None
@@ -108,17 +109,17 @@ class TimelineReader:
             size = min(size * 2, most)
 
 
-    def _facts(self, session_id: str, before: SortKey | None) -> Iterator[TimelineEvent]:
+    def _facts(self, name: SessionName, before: SortKey | None) -> Iterator[TimelineEvent]:
         # Always from the log's end, not from the cursor: an event appended twice is then
         # shown once, at the same position on every page.
         size = max(EPISODE_PAGE, self.limit + 1)
-        events = self.audit.newest_first(session_id, size)
+        events = self.audit.newest_first(name, size)
         while chunk := list(itertools.islice(events, size)):
             if self.scope is None:
                 shown = chunk
             else:  # only the facts these events name are looked up
                 named = {e.fact_id for e in chunk} | {r for e in chunk for r in e.related}
-                seen = self.vectors.visible_fact_ids(session_id, named, self.scope)
+                seen = self.vectors.visible_fact_ids(name, named, self.scope)
                 shown = [v for e in chunk if (v := visible(e, seen)) is not None]
             yield from _older(newest_first(fact_event(e) for e in shown), before)
 

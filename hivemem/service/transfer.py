@@ -7,7 +7,7 @@ from collections.abc import Sequence
 from pathlib import Path
 
 from hivemem.domain.scope import Access, OperatorScope, store_scope
-from hivemem.service.access import SessionAccess
+from hivemem.service.access import SessionAccess, name_for
 from hivemem.service.parts import Parts
 from hivemem.service.reads import Reads
 from hivemem.transfer.checks import ImportScope
@@ -58,5 +58,5 @@ class Transfer:
     ) -> int:
         """About how many records an export would write (for a progress bar)."""
         stores = self._stores()
-        return count_records(stores, session_ids if session_ids is not None
-                             else stores.state.session_ids())
+        return count_records(stores, [name_for(_operator, s) for s in session_ids]
+                             if session_ids is not None else stores.state.session_names())

@@ -10,6 +10,7 @@ from typing import Any
 
 from hivemem.domain.episode import Episode
 from hivemem.domain.models import Role, SessionStats, Turn, trusted_turn
+from hivemem.domain.names import SessionName
 from hivemem.domain.scope import Access, Scope, store_scope
 from hivemem.domain.turn import TurnDraft
 from hivemem.errors import (
@@ -24,7 +25,7 @@ from hivemem.service.access import SessionAccess
 from hivemem.service.parts import Parts
 from hivemem.service.reads import Reads
 from hivemem.store.reflection import ReflectionState
-from hivemem.store.vectors.base import TURNS, scoped
+from hivemem.store.vectors.base import TURNS, scoped, session_where
 
 
 class Turns:
@@ -105,8 +106,8 @@ class Turns:
         return self._control(access, session_id, "close_session")
 
     def _control(self, access: Access, session_id: str, action: str) -> int:
-        self.access.require(access, session_id)
-        seq = self.parts.state.append_control(session_id, action)
+        name = self.access.require(access, session_id)
+        seq = self.parts.state.append_control(name, action)
         if seq is None:
             raise NotFound("session_id", f"unknown session {session_id!r} (no turns)")
         return seq
@@ -122,44 +123,45 @@ class Turns:
         scope may see (another agent's private custom marker would name what it is about),
         counted in the vector store; without, the session's own counts from Redis (what a
         producer that opens no vector store reads). The pipeline counts are the session's."""
-        self.access.require(access, session_id)
-        return self._stats(access, session_id, visible_markers=visible_markers)
+        name = self.access.require(access, session_id)
+        return self._stats(access, name, visible_markers=visible_markers)
 
-    def _stats(self, access: Access, session_id: str, *, visible_markers: bool) -> SessionStats:
+    def _stats(self, access: Access, name: SessionName, *,
+               visible_markers: bool) -> SessionStats:
         parts = self.parts
-        stats = parts.state.stats(session_id)
-        assigned, closed, open_ep, markers = parts.episodes.progress(session_id)
+        stats = parts.state.stats(name)
+        assigned, closed, open_ep, markers = parts.episodes.progress(name)
         stages = [parts.streams.stage_lag(stage) for stage in Topology(parts.keys).stages]
         scope = store_scope(access)
         if visible_markers and scope is not None and markers:
             vectors = self.reads.vectors()
             # The session's counts are what the scope sees when no turn of it is private
             # (its turns are its namespace's): one count of those, not one per marker.
-            if vectors.count(TURNS, {"session_id": session_id, "visibility": "private"}):
-                markers = {name: seen for name in markers if (seen := vectors.count(
-                    TURNS, {"session_id": session_id, "markers": name, **scoped(scope)}))}
+            if vectors.count(TURNS, {**session_where(name), "visibility": "private"}):
+                markers = {marker: seen for marker in markers if (seen := vectors.count(
+                    TURNS, {**session_where(name), "markers": marker, **scoped(scope)}))}
         return stats.model_copy(update={
             "turns_assigned": assigned,
             "episodes": closed,
             "open_episode_turns": open_ep.size if open_ep else 0,
             "markers": markers,
             "stages": stages,
-            "reflections_failed": _failed_reflections(parts.reflection, session_id),
+            "reflections_failed": _failed_reflections(parts.reflection, name),
         })
 
     def episodes(self, access: Access, session_id: str) -> list[Episode]:
         """The session's closed episodes `access` may see, oldest first."""
-        self.access.require(access, session_id)
-        return self.parts.episodes.episodes(session_id, scope=store_scope(access))
+        name = self.access.require(access, session_id)
+        return self.parts.episodes.episodes(name, scope=store_scope(access))
 
     def recent_turns(self, access: Access, session_id: str, limit: int = 10) -> list[Turn]:
         """The session's newest `limit` turns `access` may see, newest first, one per seq.
 
         After an embedded store is reopened the window can hold a turn twice (as ingested,
         and as restored from Qdrant with its detected markers): the restored one wins."""
-        self.access.require(access, session_id)
+        name = self.access.require(access, session_id)
         by_seq: dict[int, Turn] = {}
-        for turn in self.parts.state.recent_turns(session_id, limit * 2, store_scope(access)):
+        for turn in self.parts.state.recent_turns(name, limit * 2, store_scope(access)):
             known = by_seq.get(turn.seq)
             if known is None or len(turn.markers) > len(known.markers):
                 by_seq[turn.seq] = turn
@@ -173,23 +175,23 @@ class Turns:
         (the boundary stage's slot table has it; with ``stage="boundary"``: also assigned
         to episodes). Dead-lettered turns count as
         settled; `ProcessingTimeout` when the workers have not caught up in time."""
-        self.access.require(access, session_id)
+        name = self.access.require(access, session_id)
         if stage not in ("embed", "boundary"):
             raise ValidationError("stage", "must be 'embed' or 'boundary'")
         state, episodes = self.parts.state, self.parts.episodes
-        target = state.last_seq(session_id)
+        target = state.last_seq(name)
         deadline = time.monotonic() + timeout
         delay = 0.002
         while True:
             if stage == "embed":
-                _, done, dead = state.progress(session_id)
+                _, done, dead = state.progress(name)
                 # Recallable means current too: the boundary stage keeps the slot table
                 # (what each turn changes), so its pointer counts as well.
-                settled = min(done + dead, episodes.progress(session_id)[0])
+                settled = min(done + dead, episodes.progress(name)[0])
             else:
-                settled = episodes.progress(session_id)[0]
+                settled = episodes.progress(name)[0]
             if settled >= target:
-                return self._stats(access, session_id, visible_markers=visible_markers)
+                return self._stats(access, name, visible_markers=visible_markers)
             if time.monotonic() >= deadline:
                 raise ProcessingTimeout(session_id, settled, target, timeout)
             time.sleep(delay)
@@ -198,25 +200,25 @@ class Turns:
     def wait_until_reflected(self, access: Access, session_id: str, timeout: float = 30.0
                              ) -> int:
         """Block until every episode closed so far is reflected; returns the last index."""
-        self.access.require(access, session_id)
+        name = self.access.require(access, session_id)
         state, episodes = self.parts.state, self.parts.episodes
         deadline = time.monotonic() + timeout
         # Every close issued before this call: first the boundary stage must have passed
         # the session's last seq (a close is a control entry with a seq), then reflection.
-        last = state.last_seq(session_id)
-        while (assigned := episodes.progress(session_id)[0]) < last:
+        last = state.last_seq(name)
+        while (assigned := episodes.progress(name)[0]) < last:
             if time.monotonic() >= deadline:
                 raise ProcessingTimeout(session_id, assigned, last, timeout)
             time.sleep(0.01)
-        target = episodes.progress(session_id)[1]
+        target = episodes.progress(name)[1]
         reflection = self.parts.reflection
-        before = reflection.reflected(session_id)
-        while (done := reflection.reflected(session_id)) < target:
+        before = reflection.reflected(name)
+        while (done := reflection.reflected(name)) < target:
             if time.monotonic() >= deadline:
                 raise ReflectionTimeout(session_id, done, target, timeout)
             time.sleep(0.01)
         if done > before:
-            failed = [t for t in reflection.traces(50, session_id)
+            failed = [t for t in reflection.traces(50, name)
                       if t.get("failed") and before < int(t.get("index", 0)) <= done]
             if failed:
                 raise ReflectionFailed(session_id, int(failed[0]["index"]),
@@ -224,14 +226,14 @@ class Turns:
         return done
 
 
-def _failed_reflections(state: ReflectionState, session_id: str) -> list[int]:
+def _failed_reflections(state: ReflectionState, name: SessionName) -> list[int]:
     """Indexes of the session's episodes whose newest trace says the reflection failed."""
-    kept = state.failed_indexes(session_id)
+    kept = state.failed_indexes(name)
     if kept is not None:
         return kept
     # A session reflected only before the failures were kept: its newest traces say.
     newest: dict[int, bool] = {}
-    for trace in state.traces(50, session_id):  # newest first
+    for trace in state.traces(50, name):  # newest first
         newest.setdefault(int(trace.get("index", 0)), bool(trace.get("failed")))
     return sorted(i for i, failed in newest.items() if failed)
 

@@ -11,7 +11,7 @@ from typing import Any
 
 from hivemem.domain.audit import AuditEvent
 from hivemem.pipeline.messages import AuditEntry
-from hivemem.pipeline.topology import Keys
+from hivemem.pipeline.topology import Keys, SessionName, session_name
 from hivemem.store.redis import Redis, as_text, is_cluster, queue_script, redis_errors
 from hivemem.store.scripts import lua
 
@@ -37,17 +37,18 @@ class AuditLog:
         """Append atomically (one MULTI for the batch, whatever its size). Returns how many."""
         if not events:
             return 0
-        by_session: dict[str, list[str]] = {}
+        by_session: dict[SessionName, list[str]] = {}
         for event in events:
-            by_session.setdefault(event.session_id, []).append(AuditEntry.body(event))
+            name = session_name(event.namespace, event.session_id)
+            by_session.setdefault(name, []).append(AuditEntry.body(event))
         with redis_errors("append audit events"):
             # On a cluster a MULTI stays in one slot: one per session there.
             groups = ([by_session] if not is_cluster(self._r)
                       else [{sid: bodies} for sid, bodies in by_session.items()])
             for group in groups:
                 pipe = self._r.pipeline(transaction=True)
-                for session_id, bodies in group.items():
-                    key = self.keys.session_audit(session_id)
+                for name, bodies in group.items():
+                    key = self.keys.session_audit(name)
                     for start in range(0, len(bodies), _CHUNK):
                         args = [AuditEntry.SEQ_FIELD, AuditEntry.EVENT_FIELD,
                                 *bodies[start:start + _CHUNK]]
@@ -55,26 +56,26 @@ class AuditLog:
                 pipe.execute()
         return len(events)
 
-    def count(self, session_id: str) -> int:
+    def count(self, name: SessionName) -> int:
         with redis_errors("count audit events"):
-            return int(self._r.xlen(self.keys.session_audit(session_id)))
+            return int(self._r.xlen(self.keys.session_audit(name)))
 
-    def iter_events(self, session_id: str) -> Iterator[AuditEvent]:
+    def iter_events(self, name: SessionName) -> Iterator[AuditEvent]:
         """The session's events, oldest first, read page by page. An event appended twice (a
         retried job names its events the same) is read once, at its first position."""
-        return self._paged(session_id, newest_first=False, page=_PAGE)
+        return self._paged(name, newest_first=False, page=_PAGE)
 
-    def events(self, session_id: str) -> list[AuditEvent]:
-        return list(self.iter_events(session_id))
+    def events(self, name: SessionName) -> list[AuditEvent]:
+        return list(self.iter_events(name))
 
-    def newest_first(self, session_id: str, page: int = _PAGE) -> Iterator[AuditEvent]:
+    def newest_first(self, name: SessionName, page: int = _PAGE) -> Iterator[AuditEvent]:
         """The session's events, newest first, read `page` at a time from the log's end
         (a timeline page reads only the newest few). An event appended twice is read once,
         at its last position."""
-        return self._paged(session_id, newest_first=True, page=page)
+        return self._paged(name, newest_first=True, page=page)
 
-    def _paged(self, session_id: str, *, newest_first: bool, page: int) -> Iterator[AuditEvent]:
-        key = self.keys.session_audit(session_id)
+    def _paged(self, name: SessionName, *, newest_first: bool, page: int) -> Iterator[AuditEvent]:
+        key = self.keys.session_audit(name)
         bound = "+" if newest_first else "-"
         seen: set[str] = set()
         while True:
@@ -95,22 +96,22 @@ class AuditLog:
             bound = "(" + as_text(rows[-1][0])
 
     def visible_events(
-        self, session_id: str, fact_ids: Collection[str]
+        self, name: SessionName, fact_ids: Collection[str]
     ) -> Iterator[AuditEvent]:
         """The session's events about these facts only (the ones a scope may see), each
         naming no other fact than these (`visible`)."""
-        for event in self.iter_events(session_id):
+        for event in self.iter_events(name):
             shown = visible(event, fact_ids)
             if shown is not None:
                 yield shown
 
-    def for_fact(self, session_id: str, fact_id: str) -> list[AuditEvent]:
+    def for_fact(self, name: SessionName, fact_id: str) -> list[AuditEvent]:
         """Every event about one fact (it or another fact naming it: merged into, rivals)."""
-        return [e for e in self.iter_events(session_id)
+        return [e for e in self.iter_events(name)
                 if e.fact_id == fact_id or fact_id in e.related]
 
-    def event_ids(self, session_id: str) -> set[str]:
-        return {e.event_id for e in self.iter_events(session_id)}
+    def event_ids(self, name: SessionName) -> set[str]:
+        return {e.event_id for e in self.iter_events(name)}
 
 
 def visible(event: AuditEvent, fact_ids: Collection[str]) -> AuditEvent | None:

@@ -16,7 +16,7 @@ from collections.abc import Callable, Iterable, Mapping
 from typing import Any
 
 from hivemem.domain.slot_table import Replacement, SlotState, SlotView
-from hivemem.pipeline.topology import Keys
+from hivemem.pipeline.topology import Keys, SessionName
 from hivemem.store.redis import Redis, as_text, redis_errors, send_pipeline
 from hivemem.store.scripts import lua
 
@@ -37,13 +37,13 @@ class SlotTableStore:
         self._parsed: OrderedDict[str, Replacement] = OrderedDict()
         self._lock = threading.Lock()
 
-    def reset(self, session_id: str) -> int:
+    def reset(self, name: SessionName) -> int:
         """Delete the session's slot table (its keeper state holds turn texts): after a
         forget of some of its turns. The keeper starts again from the next turn; what was
         current before stays known through the reflected facts. Returns the keys removed."""
         with redis_errors("reset the slot table"):
-            deleted = int(self._r.delete(self.keys.slot_state(session_id),
-                                         self.keys.slot_table(session_id)))
+            deleted = int(self._r.delete(self.keys.slot_state(name),
+                                         self.keys.slot_table(name)))
         self.drop_cache()
         return deleted
 
@@ -53,12 +53,12 @@ class SlotTableStore:
         with self._lock:
             self._parsed.clear()
 
-    def state(self, session_id: str) -> SlotState:
+    def state(self, name: SessionName) -> SlotState:
         with redis_errors("read slot state"):
-            raw = self._r.hget(self.keys.slot_state(session_id), _STATE)
+            raw = self._r.hget(self.keys.slot_state(name), _STATE)
         return SlotState.model_validate_json(raw) if raw else SlotState()
 
-    def write(self, session_id: str, base: int, state: SlotState,
+    def write(self, name: SessionName, base: int, state: SlotState,
               replaced: Mapping[str, Replacement], personal: Mapping[str, str],
               restored: Iterable[str] = ()) -> bool:
         """Store `state` and the new entries if the stored `applied` is still `base`;
@@ -71,20 +71,20 @@ class SlotTableStore:
             args += [turn_id, entry.model_dump_json()]
         for turn_id, owner in personal.items():
             args += [_PERSONAL + turn_id, owner]
-        keys = [self.keys.slot_state(session_id), self.keys.slot_table(session_id)]
+        keys = [self.keys.slot_state(name), self.keys.slot_table(name)]
         with redis_errors("write slot table"):
             return bool(self._write(keys=keys, args=args))
 
-    def view(self, session_id: str) -> SlotView:
-        return self.send_view(session_id)()
+    def view(self, name: SessionName) -> SlotView:
+        return self.send_view(name)()
 
-    def send_view(self, session_id: str) -> Callable[[], SlotView]:
+    def send_view(self, name: SessionName) -> Callable[[], SlotView]:
         """The session's `SlotView`, read now and decoded by the call returned (which must
         be made: see `send_pipeline`)."""
         with redis_errors("read slot table"):
             pipe = self._r.pipeline(transaction=False)
-            pipe.hget(self.keys.slot_state(session_id), _APPLIED)
-            pipe.hgetall(self.keys.slot_table(session_id))
+            pipe.hget(self.keys.slot_state(name), _APPLIED)
+            pipe.hgetall(self.keys.slot_table(name))
             replies = send_pipeline(pipe)
 
         def read() -> SlotView:

@@ -15,7 +15,7 @@ from pydantic import BaseModel, ConfigDict
 
 from hivemem.errors import MalformedEntry
 from hivemem.pipeline.messages import TurnEntry, decode_dead_letter
-from hivemem.pipeline.topology import Keys, Stage, Topology
+from hivemem.pipeline.topology import Keys, SessionName, Stage, Topology, session_name
 from hivemem.store.redis import Redis, redis_errors
 from hivemem.store.stream_entries import decode_entries
 
@@ -29,13 +29,13 @@ class Replayed(BaseModel):
     new_entry_id: str
 
 
-def _turn_position(fields: dict[str, str]) -> tuple[str, int] | None:
-    """(session id, seq) of a dead-lettered turn, if it decodes as one."""
+def _turn_position(fields: dict[str, str]) -> tuple[SessionName, int] | None:
+    """(session's internal name, seq) of a dead-lettered turn, if it decodes as one."""
     try:
         turn = TurnEntry.from_fields(fields).turn
     except MalformedEntry:
         return None
-    return turn.session_id, turn.seq
+    return session_name(turn.namespace, turn.session_id), turn.seq
 
 
 def replay_dead_letters(

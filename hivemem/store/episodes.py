@@ -42,7 +42,7 @@ from typing import Any
 from hivemem.domain.episode import Episode, OpenEpisode, SessionEpisodes
 from hivemem.domain.scope import Scope
 from hivemem.pipeline.messages import OutboxEntry
-from hivemem.pipeline.topology import Keys
+from hivemem.pipeline.topology import Keys, SessionName
 from hivemem.store.redis import Redis, as_text, redis_errors
 from hivemem.store.scripts import lua
 
@@ -81,17 +81,17 @@ class EpisodeStore:
         pipeline)."""
         return self._r
 
-    def _session_keys(self, session_id: str) -> list[str]:
+    def _session_keys(self, name: SessionName) -> list[str]:
         k = self.keys
-        return [k.boundary_state(session_id), k.boundary_buffer(session_id),
-                k.boundary_lease(session_id)]
+        return [k.boundary_state(name), k.boundary_buffer(name),
+                k.boundary_lease(name)]
 
-    def _waiting(self, session_id: str) -> str:
-        return self.keys.boundary_waiting(self.keys.partition(session_id))
+    def _waiting(self, name: SessionName) -> str:
+        return self.keys.boundary_waiting(self.keys.partition(name))
 
     def begin(
         self,
-        session_id: str,
+        name: SessionName,
         items: Sequence[tuple[str, int]],
         payload: Callable[[str], str],
         token: str | None = None,
@@ -105,8 +105,8 @@ class EpisodeStore:
         buffer. Only when some must wait in the buffer (a gap before them, another holder,
         a run longer than `_MAX_RUN`) does a second call send their JSON (`payload(field)`)."""
         token = token or secrets.token_hex(8)
-        head: list[str | int] = [token, self.lease_ms, _MAX_RUN, session_id]
-        keys = [*self._session_keys(session_id), self._waiting(session_id)]
+        head: list[str | int] = [token, self.lease_ms, _MAX_RUN, name]
+        keys = [*self._session_keys(name), self._waiting(name)]
         light = list(head)
         for field, seq in items:
             light += (field, seq, "")
@@ -121,7 +121,7 @@ class EpisodeStore:
             return None
         open_raw = as_text(reply[3])
         state = SessionEpisodes(
-            session_id=session_id,
+            session_id=name,
             closed_count=int(reply[2]),
             open=OpenEpisode.model_validate_json(open_raw) if open_raw else None,
         )
@@ -133,7 +133,7 @@ class EpisodeStore:
 
     def commit(
         self,
-        session_id: str,
+        name: SessionName,
         token: str,
         *,
         next_seq: int,
@@ -148,13 +148,13 @@ class EpisodeStore:
         entries handed in were not buffered, so the caller offers them again), 1 (more is
         ready: the lease is kept), 0 (lease released)."""
         k = self.keys
-        p = k.partition(session_id)
-        keys = [*self._session_keys(session_id), k.session_episodes(session_id),
+        p = k.partition(name)
+        keys = [*self._session_keys(name), k.session_episodes(name),
                 k.outbox_stream(p), k.boundary_waiting(p),
-                *(k.episode(session_id, e.episode_id) for e in closed)]
+                *(k.episode(name, e.episode_id) for e in closed)]
         args: list[str | int] = [
             token, self.lease_ms, next_seq, state.closed_count,
-            state.open.model_dump_json() if state.open else "", session_id,
+            state.open.model_dump_json() if state.open else "", name,
             OutboxEntry.EPISODE_FIELD, OutboxEntry.SESSION_FIELD, OutboxEntry.INDEX_FIELD,
             len(marker_counts),
         ]
@@ -166,26 +166,27 @@ class EpisodeStore:
         with redis_errors("commit boundary state"):
             return int(self._commit(keys=keys, args=args))
 
-    def release(self, session_id: str, token: str) -> None:
+    def release(self, name: SessionName, token: str) -> None:
         """Give the lease up without a commit (an advance that failed half-way)."""
         with redis_errors("release session lease"):
-            self._r.eval(lua("release_lease"), 1, self.keys.boundary_lease(session_id), token)
+            self._r.eval(lua("release_lease"), 1, self.keys.boundary_lease(name), token)
 
     # -- the sweep: buffers no lease will drain ---------------------------------------------
 
-    def waiting(self, partition: int, count: int = _SWEEP_BATCH) -> list[str]:
-        """Sessions of `partition` with buffered entries, longest waiting first."""
+    def waiting(self, partition: int, count: int = _SWEEP_BATCH) -> list[SessionName]:
+        """Sessions (internal names) of `partition` with buffered entries, longest waiting
+        first."""
         with redis_errors("read waiting boundary sessions"):
             ids = self._r.zrange(self.keys.boundary_waiting(partition), 0, count - 1)
-        return [as_text(i) for i in ids]
+        return [SessionName(as_text(i)) for i in ids]
 
-    def sweep_check(self, session_id: str) -> bool:
+    def sweep_check(self, name: SessionName) -> bool:
         """Whether the session's buffer waits with no lease held and its next entry in
         (the caller then advances it); a session whose buffer is empty leaves the waiting
         set, entries the pointer has passed are dropped."""
-        keys = [*self._session_keys(session_id), self._waiting(session_id)]
+        keys = [*self._session_keys(name), self._waiting(name)]
         with redis_errors("sweep boundary session"):
-            return int(self._sweep(keys=keys, args=[session_id])) == 2
+            return int(self._sweep(keys=keys, args=[name])) == 2
 
     def waiting_since(self, partition: int) -> tuple[int, int | None]:
         """(sessions with buffered entries, the oldest one's wait in ms) of `partition`."""
@@ -203,15 +204,15 @@ class EpisodeStore:
 
     # -- reads -----------------------------------------------------------------------------
 
-    def progress(self, session_id: str) -> Progress:
+    def progress(self, name: SessionName) -> Progress:
         """(turns assigned, episodes closed, the open episode, marker counts)."""
         with redis_errors("read boundary state"):
-            raw = self._r.hgetall(self.keys.boundary_state(session_id))
+            raw = self._r.hgetall(self.keys.boundary_state(name))
         return self.decode_progress(raw)
 
-    def queue_progress(self, pipe: Any, session_id: str) -> None:
+    def queue_progress(self, pipe: Any, name: SessionName) -> None:
         """Queue, on `pipe`, the read of `progress` (one reply, for `decode_progress`)."""
-        pipe.hgetall(self.keys.boundary_state(session_id))
+        pipe.hgetall(self.keys.boundary_state(name))
 
     @staticmethod
     def decode_progress(raw: dict[Any, Any]) -> Progress:
@@ -230,20 +231,20 @@ class EpisodeStore:
         )
 
     def episodes(
-        self, session_id: str, start: int = 0, end: int = -1, *, scope: Scope | None = None
+        self, name: SessionName, start: int = 0, end: int = -1, *, scope: Scope | None = None
     ) -> list[Episode]:
         """The session's closed episodes; with a scope, only those it may see."""
         with redis_errors("list episodes"):
-            ids = self._r.lrange(self.keys.session_episodes(session_id), start, end)
+            ids = self._r.lrange(self.keys.session_episodes(name), start, end)
             if not ids:
                 return []
-            bodies = self._r.mget([self.keys.episode(session_id, as_text(i)) for i in ids])
+            bodies = self._r.mget([self.keys.episode(name, as_text(i)) for i in ids])
         found = [Episode.model_validate_json(b) for b in bodies if b is not None]
         if scope is None:
             return found
         return [e for e in found if scope.admits(e.namespace, e.visibility, e.agent_id)]
 
-    def episode(self, episode_id: str, session_id: str) -> Episode | None:
+    def episode(self, episode_id: str, name: SessionName) -> Episode | None:
         with redis_errors("read episode"):
-            body = self._r.get(self.keys.episode(session_id, episode_id))
+            body = self._r.get(self.keys.episode(name, episode_id))
         return None if body is None else Episode.model_validate_json(body)

@@ -33,9 +33,10 @@ from hivemem.pipeline.messages import (
     TurnEntry,
     decode_dead_letter,
 )
-from hivemem.pipeline.topology import Keys, Stage, Topology
+from hivemem.pipeline.topology import Keys, SessionName, Stage, Topology, session_name
 from hivemem.pipeline.wire import turn_from_wire
 from hivemem.store.redis import Redis, as_text, redis_errors
+from hivemem.store.reflection import trace_session
 from hivemem.store.stream_entries import StreamEntry, decode_entries
 
 log = structlog.get_logger(__name__)
@@ -46,15 +47,17 @@ TurnMatch = Callable[[Turn], bool]
 
 
 class EntryMatch:
-    """What to remove from the streams: the session's entries (every one when `turns` is
-    None; else only the turns `turns` matches, and no control or outbox entry)."""
+    """What to remove from the streams: the entries of the session named `name` (every one
+    when `turns` is None; else only the turns `turns` matches, and no control or outbox
+    entry). Turns name their session by (namespace, session id); controls, skips and the
+    outbox by its internal name."""
 
-    def __init__(self, session_id: str, turns: TurnMatch | None = None) -> None:
-        self.session_id = session_id
+    def __init__(self, name: SessionName, turns: TurnMatch | None = None) -> None:
+        self.name = name
         self.turns = turns
 
     def turn(self, turn: Turn) -> bool:
-        if turn.session_id != self.session_id:
+        if session_name(turn.namespace, turn.session_id) != self.name:
             return False
         return self.turns is None or self.turns(turn)
 
@@ -73,13 +76,13 @@ class EntryMatch:
         if isinstance(message, EmbeddedTurn):
             return self.turn(message.turn)
         if isinstance(message, EpisodeControl | SkipEntry | OutboxEntry):
-            return self.turns is None and message.session_id == self.session_id
+            return self.turns is None and message.session_id == self.name
         return False
 
     def raw(self, fields: dict[str, str]) -> bool:
         """An undecodable entry: it goes when any value names the session (whole-session
         forgets only: a turn forget cannot tell whose an undecodable entry is)."""
-        return self.turns is None and any(self.session_id in v for v in fields.values())
+        return self.turns is None and any(self.name in v for v in fields.values())
 
     def letter(self, topology: Topology, stream: str, fields: dict[str, str]) -> bool:
         try:
@@ -104,7 +107,7 @@ class ErasureStore:
         dead letters (and their delivery errors). Returns counts: ``stream_entries``,
         ``dead_letters``."""
         topology = Topology(self.keys)
-        p = self.keys.partition(match.session_id)
+        p = self.keys.partition(match.name)
         entries = letters = 0
         # The embedded stream is read by two groups (boundary, window): one scan.
         seen: set[str] = set()
@@ -143,12 +146,12 @@ class ErasureStore:
                 return removed
             start = "(" + rows[-1].entry_id
 
-    def pending_before(self, session_id: str, entry_id: str) -> int:
+    def pending_before(self, name: SessionName, entry_id: str) -> int:
         """How many entries up to `entry_id` of the session's partition's turns and
         embedded streams are still being worked on (delivered, not acked): what a forget
         waits for before its second pass."""
         topology = Topology(self.keys)
-        p = self.keys.partition(session_id)
+        p = self.keys.partition(name)
         total = 0
         for stage in (topology.embed, topology.boundary):
             with redis_errors("read pending entries"):
@@ -160,16 +163,16 @@ class ErasureStore:
             total += len(rows or [])
         return total
 
-    def last_entry_id(self, session_id: str) -> str:
+    def last_entry_id(self, name: SessionName) -> str:
         """The newest entry id of the session's partition's turns stream ("0-0": none)."""
-        stream = Topology(self.keys).embed.stream_for(self.keys.partition(session_id))
+        stream = Topology(self.keys).embed.stream_for(self.keys.partition(name))
         with redis_errors("read stream tail"):
             rows = self._r.xrevrange(stream, count=1)
         return as_text(rows[0][0]) if rows else "0-0"
 
     # -- traces ----------------------------------------------------------------------------
 
-    def erase_traces(self, session_id: str, mentions: Collection[str] = ()) -> int:
+    def erase_traces(self, name: SessionName, mentions: Collection[str] = ()) -> int:
         """XDEL the session's reflection traces (with `mentions`: only those whose JSON
         names one of these strings: turn or fact ids, or a forgotten fact's text)."""
         stream = self.keys.traces_stream
@@ -178,8 +181,8 @@ class ErasureStore:
             try:
                 trace = TraceEntry.from_fields(fields).trace
             except MalformedEntry:
-                return any(session_id in v for v in fields.values())
-            if trace.get("session_id") != session_id:
+                return any(name in v for v in fields.values())
+            if trace_session(trace) != name:
                 return False
             if not mentions:
                 return True
@@ -190,11 +193,11 @@ class ErasureStore:
 
     # -- a session's turns -----------------------------------------------------------------
 
-    def erase_window_turns(self, session_id: str, turns: Iterable[Turn]) -> int:
+    def erase_window_turns(self, name: SessionName, turns: Iterable[Turn]) -> int:
         """Remove these turns (their (seq, wire JSON) pairs) from the recent window, and
         their ids from the session's turn-id index. Returns how many window entries went."""
         k = self.keys
-        window = k.session_recent(session_id)
+        window = k.session_recent(name)
         with redis_errors("read the recent window"):
             flat = [as_text(v) for v in self._r.lrange(window, 0, -1)]
         wanted = {t.turn_id for t in turns}
@@ -206,14 +209,14 @@ class ErasureStore:
                 pipe.lrem(window, 1, body)
                 pipe.lrem(window, 1, seq)
             if wanted:
-                pipe.hdel(k.session_turn_ids(session_id), *wanted)
+                pipe.hdel(k.session_turn_ids(name), *wanted)
             pipe.execute()
         return len(doomed)
 
-    def window_turns(self, session_id: str) -> list[Turn]:
+    def window_turns(self, name: SessionName) -> list[Turn]:
         """Every turn the recent window holds (whoever wrote it)."""
         with redis_errors("read the recent window"):
-            flat = [as_text(v) for v in self._r.lrange(self.keys.session_recent(session_id),
+            flat = [as_text(v) for v in self._r.lrange(self.keys.session_recent(name),
                                                        0, -1)]
         out: list[Turn] = []
         for i in range(0, len(flat) - 1, 2):
@@ -223,11 +226,11 @@ class ErasureStore:
                 continue
         return out
 
-    def stream_turns(self, session_id: str) -> list[Turn]:
+    def stream_turns(self, name: SessionName) -> list[Turn]:
         """The session's turns still on its partition's turns stream or its dead letters
         (not embedded yet, or never): what the vectors do not know of."""
         topology = Topology(self.keys)
-        p = self.keys.partition(session_id)
+        p = self.keys.partition(name)
         found: list[Turn] = []
         for stream in (topology.embed.stream_for(p), topology.embed.dead_letters_for(p)):
             start = "-"
@@ -236,7 +239,8 @@ class ErasureStore:
                     rows = decode_entries(self._r.xrange(stream, min=start, count=_PAGE))
                 for row in rows:
                     turn = _turn_of(topology, stream, row)
-                    if turn is not None and turn.session_id == session_id:
+                    if turn is not None and session_name(turn.namespace,
+                                                         turn.session_id) == name:
                         found.append(turn)
                 if len(rows) < _PAGE:
                     break
@@ -246,12 +250,12 @@ class ErasureStore:
     # -- the audit log ---------------------------------------------------------------------
 
     def rewrite_audit(
-        self, session_id: str, change: Callable[[AuditEvent], AuditEvent | None],
+        self, name: SessionName, change: Callable[[AuditEvent], AuditEvent | None],
     ) -> tuple[int, int]:
         """Rewrite the session's audit stream through `change` (None: drop the event; an
         event changed: its new body, at the same entry id and seq). Returns (dropped,
         changed). Retried when an append lands meanwhile (WATCH)."""
-        key = self.keys.session_audit(session_id)
+        key = self.keys.session_audit(name)
         while True:
             with redis_errors("rewrite the audit log"), self._r.pipeline() as pipe:
                 try:

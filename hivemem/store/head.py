@@ -16,7 +16,7 @@ from typing import Any
 from hivemem.domain.ids import ID_PATTERN
 from hivemem.domain.models import Turn
 from hivemem.domain.scope import DEFAULT_NAMESPACE
-from hivemem.pipeline.topology import Keys
+from hivemem.pipeline.topology import Keys, SessionName
 from hivemem.store.redis import as_text
 
 SEQ_FIELD = "#seq"
@@ -27,9 +27,9 @@ NS_FIELD = "#ns"
 READS = 1  # replies `queue_read` queues
 
 
-def queue_read(pipe: Any, keys: Keys, session_id: str) -> None:
+def queue_read(pipe: Any, keys: Keys, name: SessionName) -> None:
     """Queue the `READS` reads `decode` takes."""
-    pipe.hmget(keys.session_turn_ids(session_id), SEQ_FIELD, NS_FIELD)
+    pipe.hmget(keys.session_turn_ids(name), SEQ_FIELD, NS_FIELD)
 
 
 def decode(fields: list[Any]) -> tuple[int, str | None]:

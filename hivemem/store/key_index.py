@@ -18,7 +18,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from hivemem.domain.keyed import Latest
-from hivemem.pipeline.topology import Keys
+from hivemem.pipeline.topology import Keys, SessionName
 from hivemem.store import head
 from hivemem.store.redis import Redis, as_text, redis_errors
 from hivemem.store.scripts import lua
@@ -56,23 +56,23 @@ class KeyIndexStore:
         self._write = client.register_script(lua("key_index_write"))
         self._reset = client.register_script(lua("key_index_reset"))
 
-    def _with_progress(self, session_id: str, queue: Callable[[Any], None]
+    def _with_progress(self, name: SessionName, queue: Callable[[Any], None]
                        ) -> tuple[Any, int, int, int]:
         """One round trip: the index read `queue` adds, after the session's progress."""
         k = self.keys
         with redis_errors("read the key index"):
             pipe = self._r.pipeline(transaction=False)
-            head.queue_read(pipe, k, session_id)
-            pipe.bitcount(k.session_processed(session_id))
-            pipe.bitcount(k.session_dead(session_id))
+            head.queue_read(pipe, k, name)
+            pipe.bitcount(k.session_processed(name))
+            pipe.bitcount(k.session_dead(name))
             queue(pipe)
             fields, done, dead, reply = pipe.execute()
         return reply, head.decode(fields)[0], int(done), int(dead)
 
-    def read_all(self, session_id: str, by: str) -> IndexRead:
+    def read_all(self, name: SessionName, by: str) -> IndexRead:
         """Every entry of field `by` (all owners), with the session's progress."""
         raw, last, done, dead = self._with_progress(
-            session_id, lambda pipe: pipe.hgetall(self.keys.session_latest(session_id)))
+            name, lambda pipe: pipe.hgetall(self.keys.session_latest(name)))
         found = {as_text(k): as_text(v) for k, v in raw.items()}
         prefix = f"e:{by}{_SEP}"
         entries = {}
@@ -83,11 +83,11 @@ class KeyIndexStore:
         return IndexRead(found.get(_EPOCH, "0"), int(found.get(_upto(by), "0")), entries,
                          last, done, dead)
 
-    def read(self, session_id: str, by: str, slots: Sequence[tuple[str, str]]) -> IndexRead:
+    def read(self, name: SessionName, by: str, slots: Sequence[tuple[str, str]]) -> IndexRead:
         """The entries of these (owner, key) slots, with the session's progress."""
         fields = [_EPOCH, _upto(by), *(_field(by, o, k) for o, k in slots)]
         got, last, done, dead = self._with_progress(
-            session_id, lambda pipe: pipe.hmget(self.keys.session_latest(session_id), fields))
+            name, lambda pipe: pipe.hmget(self.keys.session_latest(name), fields))
         epoch, upto, *values = got
         entries = {slot: Latest.decode(slot[1], slot[0], as_text(v))
                    for slot, v in zip(slots, values, strict=True) if v is not None}
@@ -95,7 +95,7 @@ class KeyIndexStore:
                          int(as_text(upto)) if upto is not None else 0, entries,
                          last, done, dead)
 
-    def write(self, session_id: str, by: str, seen: IndexRead, upto: int,
+    def write(self, name: SessionName, by: str, seen: IndexRead, upto: int,
               changed: Iterable[Latest]) -> bool:
         """Write folded entries and move the watermark to `upto`, only if the index is
         still as `seen` (False: it moved; nothing written)."""
@@ -103,10 +103,10 @@ class KeyIndexStore:
         for entry in changed:
             args += [_field(by, entry.owner, entry.key), entry.encode()]
         with redis_errors("write the key index"):
-            done = self._write(keys=[self.keys.session_latest(session_id)], args=args)
+            done = self._write(keys=[self.keys.session_latest(name)], args=args)
         return bool(int(done))
 
-    def reset(self, session_id: str) -> None:
+    def reset(self, name: SessionName) -> None:
         """Drop every entry and move the epoch on (after a forget of some turns)."""
         with redis_errors("reset the key index"):
-            self._reset(keys=[self.keys.session_latest(session_id)])
+            self._reset(keys=[self.keys.session_latest(name)])

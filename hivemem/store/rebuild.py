@@ -6,7 +6,7 @@ from collections import defaultdict
 
 from hivemem.domain.models import Turn
 from hivemem.pipeline.messages import EmbeddedTurn
-from hivemem.pipeline.topology import Keys
+from hivemem.pipeline.topology import Keys, SessionName, session_name
 from hivemem.store.episodes import EpisodeStore
 from hivemem.store.redis import Redis, redis_errors
 from hivemem.store.state import TurnLog
@@ -14,11 +14,12 @@ from hivemem.store.streams import StreamStore
 from hivemem.store.vectors.base import VectorStore
 
 
-def rebuild_state(state: TurnLog, vectors: VectorStore, session_id: str | None = None) -> int:
-    """Restore seq counters, idempotency ids, recent windows and progress. Returns sessions."""
-    by_session: dict[str, list[Turn]] = defaultdict(list)
-    for turn in vectors.iter_turns(session_id):
-        by_session[turn.session_id].append(turn)
+def rebuild_state(state: TurnLog, vectors: VectorStore, name: SessionName | None = None) -> int:
+    """Restore seq counters, idempotency ids, recent windows and progress. Returns sessions.
+    `name`: only that session (`hivemem.domain.names`)."""
+    by_session: dict[SessionName, list[Turn]] = defaultdict(list)
+    for turn in vectors.iter_turns(name):
+        by_session[session_name(turn.namespace, turn.session_id)].append(turn)
     for sid, turns in by_session.items():
         state.restore_session(sid, turns)
     return len(by_session)
@@ -33,9 +34,9 @@ def refeed_boundary(client: Redis, keys: Keys, vectors: VectorStore) -> int:
     """
     episodes = EpisodeStore(client, keys, 1000)
     streams = StreamStore(client, keys)
-    by_session: dict[str, list[Turn]] = defaultdict(list)
+    by_session: dict[SessionName, list[Turn]] = defaultdict(list)
     for turn in vectors.iter_turns(None):
-        by_session[turn.session_id].append(turn)
+        by_session[session_name(turn.namespace, turn.session_id)].append(turn)
     refed = 0
     for sid, turns in by_session.items():
         assigned = episodes.progress(sid)[0]

@@ -18,7 +18,7 @@ from datetime import datetime
 from typing import Any, cast
 
 from hivemem.domain.models import Turn
-from hivemem.pipeline.topology import Keys
+from hivemem.pipeline.topology import Keys, SessionName
 from hivemem.pipeline.wire import turn_timestamp, wire_json
 from hivemem.store.redis import Redis, as_text, redis_errors
 from hivemem.store.scripts import lua
@@ -29,13 +29,13 @@ def slack(window: int) -> int:
     return max(1, window // 4)
 
 
-def read(client: Redis, keys: Keys, session_id: str, limit: int) -> list[tuple[bytes, int]]:
+def read(client: Redis, keys: Keys, name: SessionName, limit: int) -> list[tuple[bytes, int]]:
     """The newest `limit` (wire JSON, seq) of the window, newest first."""
     if limit <= 0:
         return []
     with redis_errors("read recent turns"):
         pipe = client.pipeline(transaction=False)
-        queue_read(pipe, keys, session_id, limit)
+        queue_read(pipe, keys, name, limit)
         return decode_read(pipe.execute())
 
 
@@ -43,9 +43,9 @@ def read(client: Redis, keys: Keys, session_id: str, limit: int) -> list[tuple[b
 READ_REPLIES = 1
 
 
-def queue_read(pipe: Any, keys: Keys, session_id: str, limit: int) -> None:
+def queue_read(pipe: Any, keys: Keys, name: SessionName, limit: int) -> None:
     """Queue, on `pipe`, the reads of `read` (`limit` > 0): `READ_REPLIES` replies."""
-    pipe.lrange(keys.session_recent(session_id), -2 * limit, -1)
+    pipe.lrange(keys.session_recent(name), -2 * limit, -1)
 
 
 def decode_read(replies: Sequence[Any]) -> list[tuple[bytes, int]]:
@@ -54,7 +54,7 @@ def decode_read(replies: Sequence[Any]) -> list[tuple[bytes, int]]:
     return [(flat[i + 1], int(flat[i])) for i in range(len(flat) - 2, -1, -2)]
 
 
-def queue_write(pipe: Any, keys: Keys, session_id: str, turns: Sequence[Turn],
+def queue_write(pipe: Any, keys: Keys, name: SessionName, turns: Sequence[Turn],
                 window: int) -> None:
     """Queue, on `pipe`, the merge of the newest `window` of `turns` into the session's
     window (each replacing what it holds for that seq): part of the caller's MULTI."""
@@ -64,13 +64,13 @@ def queue_write(pipe: Any, keys: Keys, session_id: str, turns: Sequence[Turn],
     args: list[str | int] = [window]
     for turn in newest:
         args += (turn.seq, wire_json(turn))
-    pipe.eval(lua("window_write"), 1, keys.session_recent(session_id), *args)
+    pipe.eval(lua("window_write"), 1, keys.session_recent(name), *args)
 
 
-def queue_activity(pipe: Any, keys: Keys, session_id: str) -> None:
+def queue_activity(pipe: Any, keys: Keys, name: SessionName) -> None:
     """Queue the two reads `activity` combines: the meta hash and the window's last entry."""
-    pipe.hgetall(keys.session_meta(session_id))
-    pipe.lrange(keys.session_recent(session_id), -1, -1)
+    pipe.hgetall(keys.session_meta(name))
+    pipe.lrange(keys.session_recent(name), -1, -1)
 
 
 def activity(meta: dict[Any, Any], tail: list[bytes]) -> dict[str, str]:

@@ -9,12 +9,19 @@ import threading
 import time
 from typing import Any
 
-from hivemem.domain.scope import Scope
+from hivemem.domain.scope import DEFAULT_NAMESPACE, Scope
 from hivemem.errors import MalformedEntry, RetryLater
 from hivemem.pipeline.messages import TraceEntry
-from hivemem.pipeline.topology import Keys
+from hivemem.pipeline.topology import Keys, SessionName, session_name
 from hivemem.store.redis import Redis, as_text, redis_errors
 from hivemem.store.scripts import lua
+
+
+def trace_session(trace: dict[str, Any]) -> SessionName:
+    """The internal name of a reflection trace's session (traces from before namespaces
+    name none: ``default``'s)."""
+    return session_name(str(trace.get("namespace") or DEFAULT_NAMESPACE),
+                        str(trace.get("session_id") or ""))
 
 
 class SessionLock:
@@ -81,18 +88,18 @@ class ReflectionState:
         self.traces_maxlen = traces_maxlen
         self._advance = client.register_script(lua("reflection_advance"))
 
-    def lock(self, session_id: str, lease_ms: int, token: str | None = None) -> SessionLock:
-        return SessionLock(self._r, self.keys.reflect_lock(session_id), lease_ms, token)
+    def lock(self, name: SessionName, lease_ms: int, token: str | None = None) -> SessionLock:
+        return SessionLock(self._r, self.keys.reflect_lock(name), lease_ms, token)
 
-    def reflected(self, session_id: str) -> int:
+    def reflected(self, name: SessionName) -> int:
         with redis_errors("read reflected pointer"):
-            raw = self._r.get(self.keys.reflected(session_id))
+            raw = self._r.get(self.keys.reflected(name))
         return 0 if raw is None else int(raw)
 
-    def advance(self, session_id: str, lock: SessionLock, index: int) -> None:
+    def advance(self, name: SessionName, lock: SessionLock, index: int) -> None:
         with redis_errors("advance reflected pointer"):
             result = self._advance(
-                keys=[lock.key, self.keys.reflected(session_id)], args=[lock.token, index]
+                keys=[lock.key, self.keys.reflected(name)], args=[lock.token, index]
             )
         if int(result) < 0:
             raise RetryLater(f"lost {lock.key} before recording episode {index}")
@@ -109,7 +116,7 @@ class ReflectionState:
             if isinstance(session_id, str) and isinstance(index, int):
                 # Kept beside the bounded traces stream so that a session's failed
                 # reflections are one read, not a decode of the newest (large) traces.
-                failed = self.keys.reflections_failed(session_id)
+                failed = self.keys.reflections_failed(trace_session(trace))
                 pipe = self._r.pipeline(transaction=False)
                 pipe.hset(failed, _TRACKED, "1")
                 if trace.get("failed"):
@@ -118,23 +125,23 @@ class ReflectionState:
                     pipe.hdel(failed, str(index))
                 pipe.execute()
 
-    def failed_indexes(self, session_id: str) -> list[int] | None:
+    def failed_indexes(self, name: SessionName) -> list[int] | None:
         """Indexes of the session's episodes whose latest reflection failed; None for a
         session with no reflection recorded since these were kept (read its traces)."""
         with redis_errors("read failed reflections"):
-            fields = self._r.hkeys(self.keys.reflections_failed(session_id))
+            fields = self._r.hkeys(self.keys.reflections_failed(name))
         names = [as_text(f) for f in fields]
         if _TRACKED not in names:
             return None
         return sorted(int(n) for n in names if n != _TRACKED)
 
     def traces(
-        self, count: int = 20, session_id: str | None = None, *, scope: Scope | None = None
+        self, count: int = 20, name: SessionName | None = None, *, scope: Scope | None = None
     ) -> list[dict[str, Any]]:
         """Newest first. With a scope, only traces of episodes it may see (a trace shows
         its episode's turns): their episode bodies are read in one round trip per page."""
         with redis_errors("read traces"):
-            scan = count * (5 if session_id or scope else 1)
+            scan = count * (5 if name or scope else 1)
             rows = self._r.xrevrange(self.keys.traces_stream, count=scan)
         out: list[dict[str, Any]] = []
         for _entry_id, fields in rows or []:
@@ -143,7 +150,7 @@ class ReflectionState:
                 trace = TraceEntry.from_fields(decoded).trace
             except MalformedEntry:
                 continue
-            if session_id is None or trace.get("session_id") == session_id:
+            if name is None or trace_session(trace) == name:
                 out.append(trace)
         if scope is not None:
             out = self._visible(out, scope)
@@ -156,8 +163,7 @@ class ReflectionState:
             # One GET each, pipelined: the episodes live in their sessions' slots.
             pipe = self._r.pipeline(transaction=False)
             for t in traces:
-                pipe.get(self.keys.episode(str(t.get("session_id") or ""),
-                                           str(t.get("episode_id") or "")))
+                pipe.get(self.keys.episode(trace_session(t), str(t.get("episode_id") or "")))
             bodies = pipe.execute()
         kept: list[dict[str, Any]] = []
         for trace, body in zip(traces, bodies, strict=True):

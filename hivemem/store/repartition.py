@@ -28,14 +28,14 @@ from dataclasses import dataclass, field
 import redis
 
 from hivemem.errors import ConfigurationError, StoreUnavailable
-from hivemem.pipeline.topology import DISPATCH, STAGE_NAMES, WINDOW, Keys, Topology
+from hivemem.pipeline.topology import DISPATCH, STAGE_NAMES, WINDOW, Keys, SessionName, Topology
 from hivemem.store import head
 from hivemem.store.partitions import live_members
 from hivemem.store.redis import Redis, as_text, set_union
 
 Progress = Callable[[int, int], None]  # sessions just done, sessions in all
 
-_PROBE = "probe-session"
+_PROBE = SessionName("probe-session")
 
 
 @dataclass
@@ -50,16 +50,16 @@ class RepartitionSummary:
     per_partition: dict[int, int] = field(default_factory=dict)
 
 
-def session_key_names(keys: Keys) -> list[Callable[[str], str]]:
+def session_key_names(keys: Keys) -> list[Callable[[SessionName], str]]:
     """Every `Keys` method that names one of a session's own keys (found by what it
     returns, so a key added to `Keys` later moves too)."""
     base = keys.session_root(_PROBE) + ":"
-    found: list[Callable[[str], str]] = []
+    found: list[Callable[[SessionName], str]] = []
     for name, member in inspect.getmembers(type(keys), inspect.isfunction):
         if name.startswith("_"):
             continue
         params = list(inspect.signature(member).parameters)
-        if params != ["self", "session_id"]:
+        if params != ["self", "name"]:
             continue
         value = member(keys, _PROBE)
         if isinstance(value, str) and value.startswith(base):
@@ -117,8 +117,10 @@ class Repartition:
     def marker(self) -> dict[str, int] | None:
         return _marker(self.r, self.old)
 
-    def sessions(self, keys: Keys) -> set[str]:
-        return set_union(self.r, keys.all_sessions())
+    def sessions(self, keys: Keys) -> set[SessionName]:
+        """Every session's internal name (bare ``default`` ones and qualified ones alike:
+        a name is what its keys are derived from)."""
+        return {SessionName(n) for n in set_union(self.r, keys.all_sessions())}
 
     # -- preconditions ---------------------------------------------------------------------
 
@@ -222,8 +224,9 @@ class Repartition:
         self.r.delete(source)
         return True
 
-    def _move_session(self, sid: str, names_old: Iterable[Callable[[str], str]],
-                      names_new: Iterable[Callable[[str], str]]) -> int:
+    def _move_session(self, sid: SessionName,
+                      names_old: Iterable[Callable[[SessionName], str]],
+                      names_new: Iterable[Callable[[SessionName], str]]) -> int:
         old, new = self.old, self.new
         moved = 0
         # Episodes first: their ids are read from the session's list, which moves below.
@@ -240,10 +243,11 @@ class Repartition:
         # So does its entry in its namespace's index (its owner: in the ids hash, moved).
         owner = head.decode(self.r.hmget(new.session_turn_ids(sid), head.SEQ_FIELD,
                                          head.NS_FIELD))[1]
-        if owner is not None and (old.namespace_session_set(sid, owner)
-                                  != new.namespace_session_set(sid, owner)):
-            self.r.sadd(new.namespace_session_set(sid, owner), sid)
-            self.r.srem(old.namespace_session_set(sid, owner), sid)
+        if owner is not None and (old.namespace_session_set(sid)
+                                  != new.namespace_session_set(sid)):
+            bare = Keys.split_name(sid)[1]
+            self.r.sadd(new.namespace_session_set(sid), bare)
+            self.r.srem(old.namespace_session_set(sid), bare)
         # A buffer left waiting (the boundary sweep's index) moves with its session.
         waiting_old = old.boundary_waiting(old.partition(sid))
         waiting_new = new.boundary_waiting(new.partition(sid))

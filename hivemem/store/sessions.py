@@ -11,7 +11,7 @@ from typing import Any
 from hivemem.domain.episode import Episode
 from hivemem.domain.models import Turn
 from hivemem.domain.scope import DEFAULT_NAMESPACE
-from hivemem.pipeline.topology import Keys
+from hivemem.pipeline.topology import Keys, SessionName, session_name
 from hivemem.store import head, recent
 from hivemem.store.redis import Redis, as_text, redis_errors, set_union
 
@@ -31,38 +31,39 @@ class SessionStore:
 
     # -- metadata --------------------------------------------------------------------------
 
-    def set_info(self, session_id: str, fields: dict[str, str], created_at: datetime) -> None:
+    def set_info(self, name: SessionName, fields: dict[str, str], created_at: datetime) -> None:
         k = self.keys
         with redis_errors("set session metadata"):
             pipe = self._r.pipeline(transaction=True)
             if fields:
-                pipe.hset(k.session_info(session_id), mapping=fields)  # type: ignore[arg-type]
-            pipe.hsetnx(k.session_info(session_id), "created_at", created_at.isoformat())
-            pipe.sadd(k.session_set(session_id), session_id)
+                pipe.hset(k.session_info(name), mapping=fields)  # type: ignore[arg-type]
+            pipe.hsetnx(k.session_info(name), "created_at", created_at.isoformat())
+            pipe.sadd(k.session_set(name), name)
             pipe.execute()
 
-    def write_info(self, session_id: str, fields: dict[str, str]) -> None:
+    def write_info(self, name: SessionName, fields: dict[str, str]) -> None:
         """Set these metadata fields as they are (an import overwriting a session's)."""
         with redis_errors("write session metadata"):
-            self._r.hset(self.keys.session_info(session_id), mapping=fields)  # type: ignore[arg-type]
+            self._r.hset(self.keys.session_info(name), mapping=fields)  # type: ignore[arg-type]
 
-    def info(self, session_id: str) -> tuple[dict[str, str], dict[str, str]]:
+    def info(self, name: SessionName) -> tuple[dict[str, str], dict[str, str]]:
         """(the caller's metadata, the activity hash: first_ts, last_ts, controls)."""
         k = self.keys
         with redis_errors("read session metadata"):
             pipe = self._r.pipeline(transaction=False)
-            pipe.hgetall(k.session_info(session_id))
-            recent.queue_activity(pipe, k, session_id)
+            pipe.hgetall(k.session_info(name))
+            recent.queue_activity(pipe, k, name)
             info, meta, tail = pipe.execute()
         return _hash(info), _hash(recent.activity(meta, tail))
 
-    def exists(self, session_id: str) -> bool:
+    def exists(self, name: SessionName) -> bool:
         with redis_errors("check session"):
-            return bool(self._r.sismember(self.keys.session_set(session_id), session_id))
+            return bool(self._r.sismember(self.keys.session_set(name), name))
 
     def session_ids(self, namespace: str | None = None) -> list[str]:
-        """Every session id, sorted; with a namespace, only the sessions it owns (a session
-        with turns but no owner record predates namespaces: it is the default one's).
+        """Every session's internal name (`Keys.session_name`), sorted; with a namespace,
+        the ids of the sessions it owns (a session with turns but no owner record predates
+        namespaces: it is the default one's).
 
         A namespace's list reads its own index (`Keys.namespace_sessions`), so what it costs
         follows that namespace's sessions, not every tenant's; each entry's owner is read
@@ -76,16 +77,16 @@ class SessionStore:
             ids = sorted(set_union(self._r, k.all_namespace_sessions(namespace)))
             if not ids:
                 return ids
-            owners = self._owners(ids)
+            owners = self._owners([session_name(namespace, sid) for sid in ids])
         return [sid for sid, owner in zip(ids, owners, strict=True) if owner == namespace]
 
-    def _owners(self, ids: Sequence[str]) -> list[str | None]:
+    def _owners(self, names: Sequence[SessionName]) -> list[str | None]:
         pipe = self._r.pipeline(transaction=False)
-        for sid in ids:
-            head.queue_read(pipe, self.keys, sid)
+        for name in names:
+            head.queue_read(pipe, self.keys, name)
         replies = pipe.execute()
         n = head.READS
-        return [head.decode(*replies[n * i:n * i + n])[1] for i in range(len(ids))]
+        return [head.decode(*replies[n * i:n * i + n])[1] for i in range(len(names))]
 
     def _ensure_namespace_index(self) -> None:
         """List every session owned before the namespace indexes existed in its owner's
@@ -99,32 +100,35 @@ class SessionStore:
             if self._r.exists(k.namespace_index_built):
                 self._index_built = True
                 return
-            ids = sorted(set_union(self._r, k.all_sessions()))
-            for start in range(0, len(ids), _INDEX_BATCH):
-                chunk = ids[start:start + _INDEX_BATCH]
+            names = sorted(SessionName(n) for n in set_union(self._r, k.all_sessions()))
+            for start in range(0, len(names), _INDEX_BATCH):
+                chunk = names[start:start + _INDEX_BATCH]
                 pipe = self._r.pipeline(transaction=False)
-                for sid, owner in zip(chunk, self._owners(chunk), strict=True):
-                    if owner is not None:
-                        pipe.sadd(k.namespace_session_set(sid, owner), sid)
+                for name, owner in zip(chunk, self._owners(chunk), strict=True):
+                    namespace, sid = Keys.split_name(name)
+                    # A session under another namespace's name is a legacy one that
+                    # `session_names.migrate` renames (and indexes) first.
+                    if owner == namespace:
+                        pipe.sadd(k.namespace_session_set(name), sid)
                 pipe.execute()
             self._r.set(k.namespace_index_built, 1)
         self._index_built = True
 
     # -- state as data (export / import) ---------------------------------------------------
 
-    def dump_state(self, session_id: str) -> dict[str, Any]:
+    def dump_state(self, name: SessionName) -> dict[str, Any]:
         """Everything about the session in Redis that its turns, episodes, facts and audit
         events do not already say. Transient keys (leases, locks, buffers) are left out."""
         k = self.keys
         with redis_errors("dump session state"):
             pipe = self._r.pipeline(transaction=False)
-            recent.queue_activity(pipe, k, session_id)
-            pipe.hgetall(k.session_info(session_id))
-            head.queue_read(pipe, k, session_id)
-            pipe.get(k.session_processed(session_id))
-            pipe.get(k.session_dead(session_id))
-            pipe.hgetall(k.boundary_state(session_id))
-            pipe.get(k.reflected(session_id))
+            recent.queue_activity(pipe, k, name)
+            pipe.hgetall(k.session_info(name))
+            head.queue_read(pipe, k, name)
+            pipe.get(k.session_processed(name))
+            pipe.get(k.session_dead(name))
+            pipe.hgetall(k.boundary_state(name))
+            pipe.get(k.reflected(name))
             (meta, tail, info, fields, done, dead, boundary, reflected) = pipe.execute()
         seq, owner = head.decode(fields)
         # An owner the session never recorded (it predates namespaces) is not written out.
@@ -140,37 +144,37 @@ class SessionStore:
             "namespace": namespace,
         }
 
-    def restore_state(self, session_id: str, state: dict[str, Any]) -> None:
+    def restore_state(self, name: SessionName, state: dict[str, Any]) -> None:
         """Write a dumped state back (over whatever the session has in those keys)."""
         k = self.keys
         with redis_errors("restore session state"):
             pipe = self._r.pipeline(transaction=True)
-            for key, mapping in ((k.session_meta(session_id), state.get("meta")),
-                                 (k.session_info(session_id), state.get("info")),
-                                 (k.boundary_state(session_id), state.get("boundary"))):
+            for key, mapping in ((k.session_meta(name), state.get("meta")),
+                                 (k.session_info(name), state.get("info")),
+                                 (k.boundary_state(name), state.get("boundary"))):
                 pipe.delete(key)
                 if mapping:
                     pipe.hset(key, mapping=mapping)
             # The counter and owner go to the ids hash.
             if state.get("seq"):
-                pipe.hset(k.session_turn_ids(session_id), head.SEQ_FIELD, int(state["seq"]))
-            for key, blob in ((k.session_processed(session_id), state.get("processed")),
-                              (k.session_dead(session_id), state.get("dead"))):
+                pipe.hset(k.session_turn_ids(name), head.SEQ_FIELD, int(state["seq"]))
+            for key, blob in ((k.session_processed(name), state.get("processed")),
+                              (k.session_dead(name), state.get("dead"))):
                 pipe.delete(key)
                 if blob:
                     pipe.set(key, base64.b64decode(blob))
             if state.get("reflected"):
-                pipe.set(k.reflected(session_id), int(state["reflected"]))
+                pipe.set(k.reflected(name), int(state["reflected"]))
             if state.get("namespace"):
-                pipe.hset(k.session_turn_ids(session_id), head.NS_FIELD,
+                pipe.hset(k.session_turn_ids(name), head.NS_FIELD,
                           str(state["namespace"]))
             owner = state.get("namespace") or (DEFAULT_NAMESPACE if state.get("seq") else None)
             if owner:
-                pipe.sadd(k.namespace_session_set(session_id, str(owner)), session_id)
-            pipe.sadd(k.session_set(session_id), session_id)
+                pipe.sadd(k.namespace_session_set(name), Keys.split_name(name)[1])
+            pipe.sadd(k.session_set(name), name)
             pipe.execute()
 
-    def add_turn_ids(self, session_id: str, turns: Sequence[Turn]) -> None:
+    def add_turn_ids(self, name: SessionName, turns: Sequence[Turn]) -> None:
         """Idempotency ids for imported turns (a re-ingest of the same turn id is a no-op)."""
         if not turns:
             return
@@ -178,70 +182,71 @@ class SessionStore:
         if not ids:
             return
         with redis_errors("restore turn ids"):
-            self._r.hset(self.keys.session_turn_ids(session_id),
+            self._r.hset(self.keys.session_turn_ids(name),
                          mapping=ids)  # type: ignore[arg-type]
 
-    def set_recent(self, session_id: str, turns: Sequence[Turn], window: int) -> None:
+    def set_recent(self, name: SessionName, turns: Sequence[Turn], window: int) -> None:
         """The recent window from the session's newest turns."""
         if window <= 0 or not turns:
             return
         with redis_errors("restore recent window"):
             pipe = self._r.pipeline(transaction=True)
-            recent.queue_write(pipe, self.keys, session_id, turns, window)
+            recent.queue_write(pipe, self.keys, name, turns, window)
             pipe.execute()
 
-    def add_episodes(self, session_id: str, episodes: Sequence[Episode]) -> None:
+    def add_episodes(self, name: SessionName, episodes: Sequence[Episode]) -> None:
         if not episodes:
             return
         k = self.keys
         with redis_errors("restore episodes"):
             pipe = self._r.pipeline(transaction=True)
             for episode in episodes:
-                pipe.set(k.episode(session_id, episode.episode_id), episode.model_dump_json())
-                pipe.rpush(k.session_episodes(session_id), episode.episode_id)
+                pipe.set(k.episode(name, episode.episode_id), episode.model_dump_json())
+                pipe.rpush(k.session_episodes(name), episode.episode_id)
             pipe.execute()
 
     def overwrite_episodes(self, episodes: Sequence[Episode]) -> None:
         """Replace the bodies of episodes the session already lists (one MULTI per
         session: a MULTI stays in one slot)."""
-        by_session: dict[str, list[Episode]] = {}
+        by_session: dict[SessionName, list[Episode]] = {}
         for episode in episodes:
-            by_session.setdefault(episode.session_id, []).append(episode)
+            name = session_name(episode.namespace, episode.session_id)
+            by_session.setdefault(name, []).append(episode)
         with redis_errors("overwrite episodes"):
-            for session_id, group in by_session.items():
+            for name, group in by_session.items():
                 pipe = self._r.pipeline(transaction=True)
                 for episode in group:
-                    pipe.set(self.keys.episode(session_id, episode.episode_id),
+                    pipe.set(self.keys.episode(name, episode.episode_id),
                              episode.model_dump_json())
                 pipe.execute()
 
-    def episode_ids(self, session_id: str) -> list[str]:
+    def episode_ids(self, name: SessionName) -> list[str]:
         with redis_errors("list episodes"):
-            return [as_text(i) for i in self._r.lrange(self.keys.session_episodes(session_id),
+            return [as_text(i) for i in self._r.lrange(self.keys.session_episodes(name),
                                                        0, -1)]
 
-    def episodes_exist(self, session_id: str, episode_ids: Sequence[str]) -> bool:
+    def episodes_exist(self, name: SessionName, episode_ids: Sequence[str]) -> bool:
         if not episode_ids:
             return False
         with redis_errors("check episodes"):
-            return bool(self._r.exists(*[self.keys.episode(session_id, e) for e in episode_ids]))
+            return bool(self._r.exists(*[self.keys.episode(name, e) for e in episode_ids]))
 
-    def purge(self, session_id: str) -> int:
+    def purge(self, name: SessionName) -> int:
         """Remove the session's Redis state: every key `Keys.session_keys` lists, and its
         entry in the partition's session set and boundary waiting list (import --mode
         replace, before it writes the file's version; and every forget). Returns how many
         keys existed."""
         k = self.keys
-        episodes = self.episode_ids(session_id)
+        episodes = self.episode_ids(name)
         with redis_errors("purge session"):
-            owner = self._owners([session_id])[0]
+            owner = self._owners([name])[0]
         with redis_errors("purge session"):
             # One MULTI: every key is in the session's slot (the session set too).
             pipe = self._r.pipeline(transaction=True)
-            pipe.delete(*k.session_keys(session_id, episodes))
-            pipe.srem(k.session_set(session_id), session_id)
+            pipe.delete(*k.session_keys(name, episodes))
+            pipe.srem(k.session_set(name), name)
             if owner is not None:
-                pipe.srem(k.namespace_session_set(session_id, owner), session_id)
-            pipe.zrem(k.boundary_waiting(k.partition(session_id)), session_id)
+                pipe.srem(k.namespace_session_set(name), Keys.split_name(name)[1])
+            pipe.zrem(k.boundary_waiting(k.partition(name)), name)
             deleted = pipe.execute()[0]
         return int(deleted)

@@ -12,7 +12,7 @@ from hivemem.domain.models import SessionStats, Turn, TurnFields
 from hivemem.domain.scope import Scope
 from hivemem.errors import OutOfScope
 from hivemem.pipeline.messages import EmbeddedTurn, EmbeddedTurns, EpisodeControl, TurnEntry
-from hivemem.pipeline.topology import Keys, Topology
+from hivemem.pipeline.topology import Keys, SessionName, Topology, session_name
 from hivemem.pipeline.wire import turn_from_wire, wire_parts
 from hivemem.store import head, recent
 from hivemem.store.episodes import EpisodeStore, Progress
@@ -60,9 +60,10 @@ class TurnLog:
             recent.slack(self.recent_window)]
         order: list[int] = []
         for (sid, namespace), members in groups.items():
-            keys += (k.session_turn_ids(sid), k.session_recent(sid), k.session_meta(sid),
-                     k.namespace_session_set(sid, namespace))
-            args += (sid, namespace, len(members))
+            name = session_name(namespace, sid)
+            keys += (k.session_turn_ids(name), k.session_recent(name), k.session_meta(name),
+                     k.namespace_session_set(name))
+            args += (name, sid, namespace, len(members))
             for i in members:
                 draft = drafts[i]
                 args += (draft.turn_id, *wire_parts(draft))
@@ -70,8 +71,10 @@ class TurnLog:
         return keys, args, order
 
     def append_turn(self, draft: TurnFields) -> tuple[int, bool]:
-        """Returns (seq, duplicate). `OutOfScope` if the session is another namespace's."""
-        keys, args, _ = self._append_call(self.keys.partition(draft.session_id), [draft])
+        """Returns (seq, duplicate). `OutOfScope` if its name has another owner (only a
+        ``default`` name a turn from before namespaces gave another one can)."""
+        keys, args, _ = self._append_call(
+            self.keys.partition(session_name(draft.namespace, draft.session_id)), [draft])
         with redis_errors("append turn"):
             seq, dup = self._append(keys=keys, args=args)
         if int(seq) < 0:
@@ -89,7 +92,8 @@ class TurnLog:
             return []
         by_partition: dict[int, list[int]] = {}
         for i, draft in enumerate(drafts):
-            by_partition.setdefault(self.keys.partition(draft.session_id), []).append(i)
+            name = session_name(draft.namespace, draft.session_id)
+            by_partition.setdefault(self.keys.partition(name), []).append(i)
         calls = [
             self._append_call(p, [drafts[i] for i in idx]) for p, idx in by_partition.items()
         ]
@@ -117,10 +121,10 @@ class TurnLog:
         if not entries:
             return 0
         k = self.keys
-        by_partition: dict[int, dict[str, list[EmbeddedTurn]]] = {}
+        by_partition: dict[int, dict[SessionName, list[EmbeddedTurn]]] = {}
         for entry in entries:
-            sid = entry.session_id
-            by_partition.setdefault(k.partition(sid), {}).setdefault(sid, []).append(entry)
+            name = entry.name
+            by_partition.setdefault(k.partition(name), {}).setdefault(name, []).append(entry)
         names = EmbeddedTurns.script_fields()
         calls: list[tuple[list[str], list[str | int]]] = []
         groups: list[list[list[EmbeddedTurn]]] = []
@@ -130,7 +134,7 @@ class TurnLog:
             chunks = [turns[i:i + _ENTRY_TURNS] for turns in sessions.values()
                       for i in range(0, len(turns), _ENTRY_TURNS)]
             for chunk in chunks:
-                keys.append(k.session_processed(chunk[0].session_id))
+                keys.append(k.session_processed(chunk[0].name))
                 batch = EmbeddedTurns(session_id=chunk[0].session_id, turns=tuple(chunk))
                 args += (*batch.script_values(), len(chunk), *(t.seq for t in chunk))
             calls.append((keys, args))
@@ -149,19 +153,19 @@ class TurnLog:
                 i += 1 + len(chunk)
         return published + self.publish_embedded(rest)
 
-    def append_control(self, session_id: str, action: str) -> int | None:
+    def append_control(self, name: SessionName, action: str) -> int | None:
         """Enqueue an episode control after the session's turns so far; None: no session."""
         k = self.keys
         with redis_errors("append control"):
             seq = self._control(
                 keys=[
-                    k.session_turn_ids(session_id),
-                    k.session_processed(session_id),
-                    k.session_meta(session_id),
-                    k.embedded_stream(k.partition(session_id)),
+                    k.session_turn_ids(name),
+                    k.session_processed(name),
+                    k.session_meta(name),
+                    k.embedded_stream(k.partition(name)),
                 ],
                 args=[EpisodeControl.SEQ_FIELD,
-                      *EpisodeControl.script_fields(session_id, action)],
+                      *EpisodeControl.script_fields(name, action)],
             )
         return None if int(seq) < 0 else int(seq)
 
@@ -172,32 +176,33 @@ class TurnLog:
         with redis_errors("mark processed"):
             pipe = self._r.pipeline(transaction=False)
             for turn in turns:
-                pipe.setbit(self.keys.session_processed(turn.session_id), turn.seq, 1)
+                pipe.setbit(self.keys.session_processed(
+                    session_name(turn.namespace, turn.session_id)), turn.seq, 1)
             pipe.execute()
 
-    def mark_dead(self, session_id: str, seq: int) -> None:
+    def mark_dead(self, name: SessionName, seq: int) -> None:
         with redis_errors("mark dead-lettered"):
-            self._r.setbit(self.keys.session_dead(session_id), seq, 1)
+            self._r.setbit(self.keys.session_dead(name), seq, 1)
 
-    def last_seq(self, session_id: str) -> int:
-        return self.progress(session_id)[0]
+    def last_seq(self, name: SessionName) -> int:
+        return self.progress(name)[0]
 
-    def progress(self, session_id: str) -> tuple[int, int, int]:
+    def progress(self, name: SessionName) -> tuple[int, int, int]:
         """(last seq, processed, dead-lettered) in one round trip."""
         k = self.keys
         with redis_errors("read progress"):
             pipe = self._r.pipeline(transaction=False)
-            head.queue_read(pipe, k, session_id)
-            pipe.bitcount(k.session_processed(session_id))
-            pipe.bitcount(k.session_dead(session_id))
+            head.queue_read(pipe, k, name)
+            pipe.bitcount(k.session_processed(name))
+            pipe.bitcount(k.session_dead(name))
             *read, done, dead = pipe.execute()
         return head.decode(*read)[0], int(done), int(dead)
 
-    def namespace_of(self, session_id: str) -> str | None:
+    def namespace_of(self, name: SessionName) -> str | None:
         """The namespace that owns the session; None for a session with no turns yet."""
         with redis_errors("read session namespace"):
             pipe = self._r.pipeline(transaction=False)
-            head.queue_read(pipe, self.keys, session_id)
+            head.queue_read(pipe, self.keys, name)
             read = pipe.execute()
         return head.decode(*read)[1]
 
@@ -211,8 +216,8 @@ class TurnLog:
             return
         with redis_errors("read session namespaces"):
             pipe = self._r.pipeline(transaction=False)
-            for session_id, _ns in pairs:
-                head.queue_read(pipe, self.keys, session_id)
+            for session_id, namespace in pairs:
+                head.queue_read(pipe, self.keys, session_name(namespace, session_id))
             replies = pipe.execute()
         n = head.READS
         for i, (_sid, namespace) in enumerate(pairs):
@@ -223,44 +228,46 @@ class TurnLog:
             self._in_scope.clear()
         self._in_scope.update(dict.fromkeys(pairs))
 
-    def check_scope(self, session_id: str, namespace: str, *, must_exist: bool = False) -> None:
-        """`OutOfScope` when the session is another namespace's (or, with `must_exist`,
-        unknown): the two look the same to the caller."""
-        owner = self.namespace_of(session_id)
+    def check_scope(self, name: SessionName, namespace: str, *,
+                    must_exist: bool = False) -> None:
+        """`OutOfScope` when the session named `name` is not `namespace`'s (a ``default``
+        name a turn from before namespaces took for another one), or, with `must_exist`,
+        unknown: the two look the same to the caller."""
+        owner = self.namespace_of(name)
         if (owner is None and must_exist) or (owner is not None and owner != namespace):
             raise OutOfScope()
 
     def recent_turns(
-        self, session_id: str, limit: int, scope: Scope | None = None
+        self, name: SessionName, limit: int, scope: Scope | None = None
     ) -> list[Turn]:
         """The newest `limit` turns, newest first, including ones not yet embedded; with a
         scope, only those it may see (another agent's private turns are left out)."""
         # The list may hold a few more than the window (`recent.slack`): never more.
-        rows = recent.read(self._r, self.keys, session_id, min(limit, self.recent_window))
+        rows = recent.read(self._r, self.keys, name, min(limit, self.recent_window))
         return _turns_in(rows, scope)
 
     def recent_turns_and_progress(
-        self, episodes: EpisodeStore, session_id: str, limit: int, scope: Scope | None = None
+        self, episodes: EpisodeStore, name: SessionName, limit: int, scope: Scope | None = None
     ) -> tuple[list[Turn], Progress]:
         """`recent_turns` and `episodes.progress` in one round trip (recall reads both every
         call; a round trip is ~0.1 ms here): the keys share the session's slot. Two when
         the stores use different clients."""
-        return self.send_recent_turns_and_progress(episodes, session_id, limit, scope)()
+        return self.send_recent_turns_and_progress(episodes, name, limit, scope)()
 
     def send_recent_turns_and_progress(
-        self, episodes: EpisodeStore, session_id: str, limit: int, scope: Scope | None = None
+        self, episodes: EpisodeStore, name: SessionName, limit: int, scope: Scope | None = None
     ) -> Callable[[], tuple[list[Turn], Progress]]:
         """`recent_turns_and_progress`, sent now and read by the call returned (which must
         be made: see `send_pipeline`)."""
         limit = min(limit, self.recent_window)
         if episodes.client is not self._r:
-            both = self.recent_turns(session_id, limit, scope), episodes.progress(session_id)
+            both = self.recent_turns(name, limit, scope), episodes.progress(name)
             return lambda: both
         with redis_errors("read recent turns and boundary state"):
             pipe = self._r.pipeline(transaction=False)
             if limit > 0:
-                recent.queue_read(pipe, self.keys, session_id, limit)
-            episodes.queue_progress(pipe, session_id)
+                recent.queue_read(pipe, self.keys, name, limit)
+            episodes.queue_progress(pipe, name)
             replies = send_pipeline(pipe)
 
         def read() -> tuple[list[Turn], Progress]:
@@ -271,17 +278,17 @@ class TurnLog:
 
         return read
 
-    def stats(self, session_id: str) -> SessionStats:
-        last, done, dead = self.progress(session_id)
+    def stats(self, name: SessionName) -> SessionStats:
+        last, done, dead = self.progress(name)
         with redis_errors("read session meta"):
             pipe = self._r.pipeline(transaction=False)
-            recent.queue_activity(pipe, self.keys, session_id)
+            recent.queue_activity(pipe, self.keys, name)
             decoded = recent.activity(*pipe.execute())
         first = decoded.get("first_ts")
         latest = decoded.get("last_ts")
         controls = int(decoded.get("controls", 0))
         return SessionStats(
-            session_id=session_id,
+            session_id=Keys.split_name(name)[1],
             turns_enqueued=last - controls,
             turns_processed=done - controls,
             turns_dead_lettered=dead,
@@ -290,11 +297,12 @@ class TurnLog:
             last_activity=datetime.fromisoformat(latest) if latest else None,
         )
 
-    def session_ids(self) -> list[str]:
+    def session_names(self) -> list[SessionName]:
+        """Every session's internal name (the operator's view), sorted."""
         with redis_errors("list sessions"):
-            return sorted(set_union(self._r, self.keys.all_sessions()))
+            return sorted(SessionName(n) for n in set_union(self._r, self.keys.all_sessions()))
 
-    def restore_session(self, session_id: str, turns: Sequence[Turn]) -> None:
+    def restore_session(self, name: SessionName, turns: Sequence[Turn]) -> None:
         """Rebuild this session's state from its turns as stored in Qdrant."""
         if not turns:
             return
@@ -305,20 +313,20 @@ class TurnLog:
             top = ordered[-1].seq
             # Never move a live counter backwards; the owner is the first turn's unless the
             # session has one.
-            pipe.eval(lua("restore_head"), 2, k.session_turn_ids(session_id),
-                      k.namespace_session_set(session_id, ordered[0].namespace), top,
-                      ordered[0].namespace, session_id)
+            pipe.eval(lua("restore_head"), 2, k.session_turn_ids(name),
+                      k.namespace_session_set(name), top,
+                      ordered[0].namespace, ordered[0].session_id)
             ids = head.valid_ids(ordered)
             if ids:
-                pipe.hset(k.session_turn_ids(session_id), mapping=ids)  # type: ignore[arg-type]
+                pipe.hset(k.session_turn_ids(name), mapping=ids)  # type: ignore[arg-type]
             for turn in ordered:
-                pipe.setbit(k.session_processed(session_id), turn.seq, 1)
+                pipe.setbit(k.session_processed(name), turn.seq, 1)
             # One entry per seq: the stored version (with its detected markers) replaces
             # the one written at ingest, instead of sitting beside it.
-            recent.queue_write(pipe, k, session_id, ordered, self.recent_window)
-            pipe.hsetnx(k.session_meta(session_id), "first_ts", ordered[0].timestamp.isoformat())
-            pipe.hset(k.session_meta(session_id), "last_ts", ordered[-1].timestamp.isoformat())
-            pipe.sadd(k.session_set(session_id), session_id)
+            recent.queue_write(pipe, k, name, ordered, self.recent_window)
+            pipe.hsetnx(k.session_meta(name), "first_ts", ordered[0].timestamp.isoformat())
+            pipe.hset(k.session_meta(name), "last_ts", ordered[-1].timestamp.isoformat())
+            pipe.sadd(k.session_set(name), name)
             pipe.execute()
 
 

@@ -14,6 +14,7 @@ from collections.abc import Iterable
 from typing import Any
 
 from hivemem.domain.scope import Scope
+from hivemem.store.reflection import trace_session
 from hivemem.store.vectors.base import VectorStore
 
 _FACT_LISTS = ("saved", "superseded", "conflicted", "archived", "merged", "kept", "retracted")
@@ -59,7 +60,7 @@ def visible_trace(trace: dict[str, Any], scope: Scope, vectors: VectorStore) -> 
     turns = [t for t in trace.get("input_turns") or [] if isinstance(t, dict)]
     priors = [f for f in trace.get("prior_facts") or [] if isinstance(f, dict)]
     seen_turns = {h.turn.turn_id for h in vectors.get_turns(
-        session_id, _ids(turns, "turn_id"), scope)} if session_id else set()
+        trace_session(trace), _ids(turns, "turn_id"), scope)} if session_id else set()
     named = set(_ids(priors, "fact_id"))
     for key in _FACT_LISTS:
         named.update(_fact_ids(trace.get(key) or []))

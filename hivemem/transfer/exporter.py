@@ -17,6 +17,12 @@ from pydantic import BaseModel, ConfigDict
 from hivemem.domain.fact import Fact
 from hivemem.domain.ids import check_id
 from hivemem.domain.models import Turn
+from hivemem.domain.names import (
+    SessionName,
+    check_session_name,
+    session_name,
+    split_session_name,
+)
 from hivemem.domain.scope import Scope
 from hivemem.errors import NotFound
 from hivemem.store.vectors.base import (
@@ -25,6 +31,7 @@ from hivemem.store.vectors.base import (
     Vector,
     Where,
     scoped,
+    session_where,
     turn_from_payload,
 )
 from hivemem.transfer import files
@@ -53,12 +60,12 @@ class ExportSummary(BaseModel):
     bytes: int
 
 
-def _turns(stores: Stores, session_id: str, last_seq: int, scope: Scope | None
+def _turns(stores: Stores, name: SessionName, last_seq: int, scope: Scope | None
            ) -> Iterator[tuple[Turn, Vector | None]]:
     """The session's stored turns in seq order, a seq range at a time."""
     vectors = stores.vectors
     if last_seq <= 0:
-        where: Where = {"session_id": session_id, **scoped(scope)}
+        where: Where = {**session_where(name), **scoped(scope)}
         hits = sorted(vectors.scroll(TURNS, where, with_vectors=True),
                       key=lambda h: int(h.payload["seq"]))
         for hit in hits:
@@ -67,18 +74,18 @@ def _turns(stores: Stores, session_id: str, last_seq: int, scope: Scope | None
     # Bounded by the turns there are, never by the counter alone: it stops once every
     # stored turn is written, and jumps over a run of seqs without turns (dead letters,
     # episode controls) in a few counts instead of walking it.
-    base: Where = {"session_id": session_id, **scoped(scope)}
+    base: Where = {**session_where(name), **scoped(scope)}
     left = vectors.count(TURNS, base)
     start = 1
     while left > 0 and start <= last_seq:
         seqs = list(range(start, min(last_seq, start + _CHUNK - 1) + 1))
-        found_turns = vectors.turns_by_seq(session_id, seqs, scope)
+        found_turns = vectors.turns_by_seq(name, seqs, scope)
         for found in sorted(found_turns, key=lambda h: h.turn.seq):
             yield found.turn, found.vector
         left -= len(found_turns)
         start = seqs[-1] + 1
         if not found_turns:
-            nearest = vectors.nearest_seq(session_id, start, last_seq, scope)
+            nearest = vectors.nearest_seq(name, start, last_seq, scope)
             start = last_seq + 1 if nearest is None else nearest
 
 
@@ -98,30 +105,36 @@ def export_records(
     stores: Stores, session_ids: Sequence[str], *, vectors: bool = False,
     scope: Scope | None = None,
 ) -> Iterator[BaseModel]:
-    """Header, then each session's records, then the end record (`scope`: what it may see)."""
-    yield Header(sessions=list(session_ids), vectors=vectors,
+    """Header, then each session's records, then the end record (`scope`: what it may see).
+    `session_ids`: with a scope, ids in its namespace; without, internal names
+    (`hivemem.domain.names`). A session record carries the session's id and, in its state,
+    its namespace."""
+    # The records' ids (a session's namespace is in its state).
+    yield Header(sessions=[split_session_name(_name(scope, g))[1] for g in session_ids],
+                 vectors=vectors,
                  dim=stores.vectors.dim if vectors else None)
     counts: Counter[str] = Counter()
-    for session_id in session_ids:
-        state = stores.sessions.dump_state(session_id)
+    for given in session_ids:
+        name = _name(scope, given)
+        state = stores.sessions.dump_state(name)
         if scope is not None:  # marker counts cover every agent's turns (a custom name tells)
             state["boundary"] = {k: v for k, v in state["boundary"].items()
                                  if not k.startswith("marker:")}
-        yield SessionRecord(session_id=session_id, state=state)
+        yield SessionRecord(session_id=split_session_name(name)[1], state=state)
         counts["session"] += 1
-        for turn, vector in _turns(stores, session_id, int(state["seq"]), scope):
+        for turn, vector in _turns(stores, name, int(state["seq"]), scope):
             yield TurnRecord(turn=turn, vector=encode(vector) if vectors and vector is not None
                              else None)
             counts["turn"] += 1
-        for episode in stores.episodes.episodes(session_id, scope=scope):
+        for episode in stores.episodes.episodes(name, scope=scope):
             yield EpisodeRecord(episode=episode)
             counts["episode"] += 1
-        facts = stores.vectors.list_facts(session_id, None, scope)  # every status, by creation
+        facts = stores.vectors.list_facts(name, None, scope)  # every status, by creation
         for fact, vector in _facts(facts, stores, vectors):
             yield FactRecord(fact=fact, vector=encode(vector) if vector is not None else None)
             counts["fact"] += 1
-        events = (stores.audit.iter_events(session_id) if scope is None else
-                  stores.audit.visible_events(session_id, {f.fact_id for f in facts}))
+        events = (stores.audit.iter_events(name) if scope is None else
+                  stores.audit.visible_events(name, {f.fact_id for f in facts}))
         for event in events:
             yield AuditRecord(event=event)
             counts["audit"] += 1
@@ -129,13 +142,21 @@ def export_records(
                                                    "audit")})
 
 
-def count_records(stores: Stores, session_ids: Sequence[str]) -> int:
+def count_records(stores: Stores, names: Sequence[SessionName]) -> int:
     """About how many records an export of these sessions holds (for a progress bar)."""
     total = 2
-    for sid in session_ids:
-        total += 1 + stores.vectors.count_turns(sid) + len(stores.sessions.episode_ids(sid))
-        total += stores.vectors.count(FACTS, {"session_id": sid}) + stores.audit.count(sid)
+    for name in names:
+        total += 1 + stores.vectors.count_turns(name) + len(stores.sessions.episode_ids(name))
+        total += stores.vectors.count(FACTS, session_where(name)) + stores.audit.count(name)
     return total
+
+
+def _name(scope: Scope | None, given: str) -> SessionName:
+    """The internal name of a session an export names: an id in the scope's namespace, or
+    (no scope: the operator's) an internal name."""
+    if scope is not None:
+        return session_name(scope.namespace, given)
+    return check_session_name("session_ids", given)
 
 
 def export_to(
@@ -150,7 +171,10 @@ def export_to(
         session_ids = known
     else:
         for sid in session_ids:
-            check_id("session_ids", sid)
+            if scope is None:
+                _name(scope, sid)
+            else:
+                check_id("session_ids", sid)
             if sid not in known:
                 raise NotFound("session_ids", f"unknown session {sid!r}")
         session_ids = list(dict.fromkeys(session_ids))

@@ -35,12 +35,14 @@ from hivemem.domain.audit import AuditEvent
 from hivemem.domain.episode import Episode, episode_id
 from hivemem.domain.fact import Fact
 from hivemem.domain.models import Turn
+from hivemem.domain.names import SessionName, session_name, split_session_name
 from hivemem.errors import ValidationError
 from hivemem.providers.lexical import LexicalEncoder, SparseVector
-from hivemem.store.vectors.base import FACTS, TURNS, Vector, turn_point_id
+from hivemem.store.vectors.base import FACTS, TURNS, Vector, session_where, turn_point_id
 from hivemem.transfer import files
 from hivemem.transfer.checks import (
     ImportScope,
+    check_state,
     check_turn,
 )
 from hivemem.transfer.format import (
@@ -83,7 +85,8 @@ class ImportSummary(BaseModel):
 
     path: str
     mode: str
-    sessions: dict[str, str]  # id in the file -> id in the store
+    # id in the file -> id in the store (the operator's: internal names, `hivemem.domain.names`)
+    sessions: dict[str, str]
     written: dict[str, int]
     skipped: dict[str, int]
     embedded: int  # records embedded again (the file had no vectors)
@@ -92,10 +95,12 @@ class ImportSummary(BaseModel):
 class _Remap:
     """Ids of one renamed session (append mode): old -> new, every reference included."""
 
-    def __init__(self, old: FileSession, new_id: str) -> None:
-        self.session_id = new_id
-        self.facts = {f: uuid.uuid5(_REMAP, f"fact/{new_id}/{f}").hex for f in old.fact_ids}
-        self.episodes = {e: episode_id(new_id, index) for e, index in old.episodes.items()}
+    def __init__(self, old: FileSession, target: SessionName) -> None:
+        self.session_id = split_session_name(target)[1]
+        # New ids derive from the internal name: unique across namespaces.
+        self.name = target
+        self.facts = {f: uuid.uuid5(_REMAP, f"fact/{target}/{f}").hex for f in old.fact_ids}
+        self.episodes = {e: episode_id(target, index) for e, index in old.episodes.items()}
 
     def fact_id(self, value: str | None) -> str | None:
         return None if value is None else self.facts.get(value, value)
@@ -121,7 +126,7 @@ class _Remap:
             "session_id": self.session_id, "fact_id": self.facts.get(event.fact_id,
                                                                       event.fact_id),
             "related": [self.facts.get(r, r) for r in event.related],
-            "event_id": uuid.uuid5(_REMAP, f"event/{self.session_id}/{event.event_id}").hex,
+            "event_id": uuid.uuid5(_REMAP, f"event/{self.name}/{event.event_id}").hex,
         })
 
 
@@ -138,9 +143,10 @@ class _Writer:
         self.written: Counter[str] = Counter()
         self.skipped: Counter[str] = Counter()
         self.embedded = 0
-        self.names: dict[str, str] = {}
+        # Each file session's internal name -> the internal name it is written under.
+        self.names: dict[SessionName, SessionName] = {}
         self.remap: _Remap | None = None
-        self.target = ""
+        self.target = SessionName("")
         self.is_new = True
         self.turns: list[tuple[Turn, str | None]] = []
         self.facts: list[tuple[Fact, str | None]] = []
@@ -152,51 +158,53 @@ class _Writer:
 
     # -- planning (reads only) -------------------------------------------------------------
 
-    def plan_names(self) -> dict[str, str]:
-        """Where each of the file's sessions goes (append renames taken ids)."""
-        names: dict[str, str] = {}
+    def plan_names(self) -> dict[SessionName, SessionName]:
+        """Where each of the file's sessions goes (append renames ids its namespace has
+        taken; another namespace's sessions are other sessions, never looked at)."""
+        names: dict[SessionName, SessionName] = {}
 
-        def taken(sid: str) -> bool:
-            # Asked per id (never the list of every tenant's sessions).
-            return sid in names.values() or self.stores.sessions.exists(sid)
+        def taken(name: SessionName) -> bool:
+            # Asked per session (never the list of every tenant's sessions).
+            return name in names.values() or self.stores.sessions.exists(name)
 
-        for sid, info in self.manifest.sessions.items():
-            target = sid
-            if self.mode == ImportMode.APPEND and self._occupied(sid, info, taken(sid)):
-                n = 2
-                while taken(candidate := f"{sid[:120]}.{n}"):
+        for name, info in self.manifest.sessions.items():
+            target = name
+            if self.mode == ImportMode.APPEND and self._occupied(name, info, taken(name)):
+                sid, n = info.session_id, 2
+                while taken(candidate := session_name(info.namespace, f"{sid[:120]}.{n}")):
                     n += 1
                 target = candidate
-            names[sid] = target
+            names[name] = target
         return names
 
-    def _occupied(self, sid: str, info: FileSession, listed: bool) -> bool:
-        if listed or self.stores.vectors.count_turns(sid):
+    def _occupied(self, name: SessionName, info: FileSession, listed: bool) -> bool:
+        if listed or self.stores.vectors.count_turns(name):
             return True
         ids = sorted(info.fact_ids)
         for start in range(0, len(ids), _BATCH):
             if self.stores.vectors.retrieve(FACTS, ids[start:start + _BATCH]):
                 return True
-        return self.stores.sessions.episodes_exist(sid, sorted(info.episodes))
+        return self.stores.sessions.episodes_exist(name, sorted(info.episodes))
 
     # -- writing ---------------------------------------------------------------------------
 
     def start_session(self, record: SessionRecord) -> None:
         self.flush()
-        stores, sid = self.stores, record.session_id
-        self.target = self.names[sid]
-        self.remap = (_Remap(self.manifest.sessions[sid], self.target)
-                      if self.target != sid else None)
+        stores = self.stores
+        name = session_name(check_state(record), record.session_id)  # validated in pass 1
+        self.target = self.names[name]
+        self.remap = (_Remap(self.manifest.sessions[name], self.target)
+                      if self.target != name else None)
         existed = stores.sessions.exists(self.target)
         if self.mode == ImportMode.REPLACE and existed:
-            stores.vectors.delete(TURNS, {"session_id": self.target})
-            stores.vectors.delete(FACTS, {"session_id": self.target})
+            stores.vectors.delete(TURNS, session_where(self.target))
+            stores.vectors.delete(FACTS, session_where(self.target))
             stores.sessions.purge(self.target)
             existed = False
         self.is_new = not existed
         if self.is_new:
             stores.sessions.restore_state(
-                self.target, self.manifest.sessions[sid].derived_state(record.state))
+                self.target, self.manifest.sessions[name].derived_state(record.state))
         elif self.mode == ImportMode.OVERWRITE and record.state.get("info"):
             stores.sessions.write_info(self.target, record.state["info"])
         self.known_events = set() if self.is_new else stores.audit.event_ids(self.target)
@@ -271,9 +279,9 @@ class _Writer:
 
     def _flush_turns(self) -> None:
         batch, self.turns = self.turns, []
-        sid = self.target
+        target = self.target
         batch = self._unstored("turn", TURNS, batch, lambda t: t.turn_id,
-                               lambda t: turn_point_id(sid, t.turn_id))
+                               lambda t: turn_point_id(target, t.turn_id))
         if not batch:
             return
         turns, dense, sparse = self._encoded(batch, lambda t: t.content)
@@ -353,7 +361,12 @@ def import_from(
     writer.finish()
     log.info("import.done", path=str(path), mode=mode.value, sessions=len(writer.names),
              written=dict(writer.written), skipped=dict(writer.skipped))
+    # A namespace's key names its sessions by their ids; the operator by internal names.
+    shown = ({split_session_name(a)[1]: split_session_name(b)[1]
+              for a, b in writer.names.items()}
+             if scope is not None and scope.namespace is not None
+             else {str(a): str(b) for a, b in writer.names.items()})
     return ImportSummary(
-        path=str(path), mode=mode.value, sessions=writer.names, written=dict(writer.written),
+        path=str(path), mode=mode.value, sessions=shown, written=dict(writer.written),
         skipped=dict(writer.skipped), embedded=writer.embedded,
     )

@@ -17,6 +17,7 @@ from pathlib import Path
 from typing import Any
 
 from hivemem.config import IngestSettings
+from hivemem.domain.names import SessionName, session_name
 from hivemem.domain.scope import DEFAULT_NAMESPACE
 from hivemem.errors import ValidationError
 from hivemem.transfer import files
@@ -98,7 +99,7 @@ def _bitmap(seqs: Iterable[int]) -> str:
 @dataclass
 class Manifest:
     header: Header
-    sessions: dict[str, FileSession]
+    sessions: dict[SessionName, FileSession]  # by internal name (`hivemem.domain.names`)
     counts: dict[str, int]
     records: int
     without_vectors: int  # turn and fact records that must be embedded again
@@ -111,7 +112,7 @@ class _Reader:
         self.header = header
         self.settings = settings
         self.scope = scope
-        self.sessions: dict[str, FileSession] = {}
+        self.sessions: dict[SessionName, FileSession] = {}
         self.current: FileSession | None = None
         self.counts: Counter[str] = Counter()
         self.refused = Refusals()
@@ -162,17 +163,19 @@ class _Reader:
             current.episodes[record.episode.episode_id] = record.episode.index
 
     def _session(self, number: int, record: SessionRecord) -> None:
-        if record.session_id in self.sessions:
-            raise ValidationError(f"line {number}", f"session {record.session_id!r} appears"
-                                                    " twice")
-        current = self.current = self.sessions[record.session_id] = FileSession(
-            record.session_id, number)
+        current = FileSession(record.session_id, number)
         try:
             current.namespace = check_state(record)
             current.dead = dead_count(record.state)
             check_scope(record, current.namespace, self.scope)
         except ValidationError as exc:
             self.refused.add(number, "session", exc)
+        # Keyed by (namespace, id): the same id in two namespaces is two sessions.
+        name = session_name(current.namespace, record.session_id)
+        if name in self.sessions:
+            raise ValidationError(f"line {number}", f"session {record.session_id!r} appears"
+                                                    " twice")
+        self.current = self.sessions[name] = current
 
     def finish(self, path: Path) -> None:
         for info in self.sessions.values():
@@ -190,7 +193,7 @@ class _Reader:
             if got != expected:
                 raise ValidationError("path", f"{path} is truncated or corrupt: {got} {kind}"
                                       f" records, the end record says {expected}")
-        if list(self.sessions) != list(self.header.sessions):
+        if [i.session_id for i in self.sessions.values()] != list(self.header.sessions):
             raise ValidationError("line 1", "the header's sessions do not match the file's")
 
 

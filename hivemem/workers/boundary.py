@@ -19,6 +19,7 @@ from hivemem.domain.episode import (
     step_control,
     step_turn,
 )
+from hivemem.domain.names import SessionName
 from hivemem.pipeline.messages import (
     EmbeddedEntry,
     EmbeddedItem,
@@ -52,29 +53,29 @@ class BoundaryHandler:
 
     def __call__(self, items: list[EmbeddedEntry]) -> None:
         # The buffer keeps each entry's fields as JSON until its predecessors are in.
-        by_session: dict[str, dict[str, EmbeddedItem]] = defaultdict(dict)
+        by_session: dict[SessionName, dict[str, EmbeddedItem]] = defaultdict(dict)
         for entry in items:
             for item in embedded_items(entry):
-                by_session[item.session_id][str(item.seq)] = item
-        for session_id, entries in by_session.items():
-            self.advance(session_id, entries)
+                by_session[item.name][str(item.seq)] = item
+        for name, entries in by_session.items():
+            self.advance(name, entries)
 
-    def advance(self, session_id: str, entries: dict[str, EmbeddedItem]) -> None:
+    def advance(self, name: SessionName, entries: dict[str, EmbeddedItem]) -> None:
         """Offer `entries`, and while this worker holds the session's lease move its
         pointer as far as the entries in hand and the buffer allow: two scripts per step
         (`EpisodeStore`); an entry's JSON is sent only if it has to wait in the buffer."""
         offered = [(f, e.seq) for f, e in entries.items()]
         token: str | None = None
         while True:
-            step = self.store.begin(session_id, offered, lambda f: entries[f].to_json(),
+            step = self.store.begin(name, offered, lambda f: entries[f].to_json(),
                                     token)
             if step is None:
                 return  # the holder's commit sees what was just buffered and goes on
             token = step.token
             try:
-                more = self._advance_locked(session_id, step, entries)
+                more = self._advance_locked(name, step, entries)
             except BaseException:
-                self.store.release(session_id, token)
+                self.store.release(name, token)
                 raise
             if more == 0:
                 return
@@ -89,13 +90,13 @@ class BoundaryHandler:
         (the holder died, or an outage fell between its begin and its commit): the stage's
         periodic housekeeping, so that a session's last entries never wait for traffic."""
         for partition in partitions:
-            for session_id in self.store.waiting(partition):
-                if self.store.sweep_check(session_id):
-                    log.info("boundary.swept", session_id=session_id)
-                    self.advance(session_id, {})
+            for name in self.store.waiting(partition):
+                if self.store.sweep_check(name):
+                    log.info("boundary.swept", session_id=name)
+                    self.advance(name, {})
 
     def _advance_locked(
-        self, session_id: str, step: Advance, entries: dict[str, EmbeddedItem]
+        self, name: SessionName, step: Advance, entries: dict[str, EmbeddedItem]
     ) -> int:
         started = time.perf_counter()
         state = step.state
@@ -114,16 +115,16 @@ class BoundaryHandler:
             if raw is not None:
                 from_buffer.append(field)
         if not consumed:
-            self.store.release(session_id, step.token)
+            self.store.release(name, step.token)
             return 0
         if self.currency is not None:
             # Before the commit: once the pointer moves past a turn, the slot table has it
             # (`wait_until_processed` waits for the pointer). A crash in between replays
             # the run, and the keeper skips what it applied.
-            self.currency.apply(session_id, applied)
+            self.currency.apply(name, applied)
         seq = step.next_seq + len(consumed)
         outcome = self.store.commit(
-            session_id,
+            name,
             step.token,
             next_seq=seq,
             state=state,
@@ -134,19 +135,19 @@ class BoundaryHandler:
         if outcome < 0:
             # The lease expired mid-advance and another worker took over: it replays from
             # the last commit, so dropping this attempt loses nothing.
-            log.warning("boundary.lease_lost", session_id=session_id, seq=seq)
+            log.warning("boundary.lease_lost", session_id=name, seq=seq)
             return outcome
         for episode in closed:
             log.info(
                 "episode.closed",
-                session_id=session_id,
+                session_id=name,
                 episode_id=episode.episode_id,
                 turns=episode.turn_count,
                 reason=episode.close_reason,
             )
         log.debug(
             "boundary.advanced",
-            session_id=session_id,
+            session_id=name,
             turns=len(consumed),
             next_seq=seq,
             ms=round((time.perf_counter() - started) * 1000, 2),

@@ -27,12 +27,13 @@ from hivemem.domain.compaction import (
     plan_compaction,
 )
 from hivemem.domain.fact import Fact
+from hivemem.domain.names import SessionName, split_session_name
 from hivemem.errors import ValidationError
 from hivemem.providers.lexical import LexicalEncoder
 from hivemem.store.audit import AuditLog
 from hivemem.store.reflection import ReflectionState
 from hivemem.store.sessions import SessionStore
-from hivemem.store.vectors.base import FACTS, Vector, VectorStore
+from hivemem.store.vectors.base import FACTS, Vector, VectorStore, session_where
 from hivemem.workers.jobs import JobContext
 from hivemem.workers.queue import JobQueue
 
@@ -55,11 +56,11 @@ class Compactor:
     settings: Settings
     lexical: LexicalEncoder = field(default_factory=LexicalEncoder)
 
-    def load(self, session_id: str) -> Loaded:
+    def load(self, name: SessionName) -> Loaded:
         facts: list[Fact] = []
         rows: list[Vector] = []
         dim = self.vectors.dim
-        for hit in self.vectors.scroll(FACTS, {"session_id": session_id}, with_vectors=True):
+        for hit in self.vectors.scroll(FACTS, session_where(name), with_vectors=True):
             facts.append(Fact.model_validate(hit.payload))
             rows.append(hit.vector if hit.vector is not None
                         else np.zeros(dim, dtype=np.float32))
@@ -67,36 +68,37 @@ class Compactor:
         facts = [facts[i] for i in order]
         matrix = (np.stack([rows[i] for i in order]).astype(np.float32) if rows
                   else np.zeros((0, dim), dtype=np.float32))
-        return Loaded(facts, matrix, self._clock(session_id, facts))
+        return Loaded(facts, matrix, self._clock(name, facts))
 
-    def _clock(self, session_id: str, facts: list[Fact]) -> datetime:
+    def _clock(self, name: SessionName, facts: list[Fact]) -> datetime:
         """The session's now: its newest activity (a turn or a fact becoming valid)."""
-        _info, meta = self.sessions.info(session_id)
+        _info, meta = self.sessions.info(name)
         times = [f.valid_from for f in facts]
         if meta.get("last_ts"):
             times.append(datetime.fromisoformat(meta["last_ts"]))
         return max(times) if times else datetime.now(UTC)
 
     def plan(
-        self, session_id: str, policy: CompactionPolicy | None = None,
+        self, name: SessionName, policy: CompactionPolicy | None = None,
         now: datetime | None = None,
     ) -> tuple[CompactionPlan, Loaded]:
-        loaded = self.load(session_id)
+        loaded = self.load(name)
         plan = plan_compaction(
-            loaded.facts, loaded.vectors, session_id=session_id, clock=now or loaded.clock,
+            loaded.facts, loaded.vectors, session_id=split_session_name(name)[1],
+            clock=now or loaded.clock,
             policy=policy or self.settings.compaction.policy(),
         )
         return plan, loaded
 
     def preview(
-        self, session_id: str, policy: CompactionPolicy | None = None,
+        self, name: SessionName, policy: CompactionPolicy | None = None,
         now: datetime | None = None,
     ) -> CompactionDiff:
-        return self.plan(session_id, policy, now)[0].diff
+        return self.plan(name, policy, now)[0].diff
 
     def compact(
         self,
-        session_id: str,
+        name: SessionName,
         policy: CompactionPolicy | None = None,
         now: datetime | None = None,
         *,
@@ -107,10 +109,10 @@ class Compactor:
         fingerprint), refuse when the facts changed since that preview."""
         started = time.perf_counter()
         lease = self.settings.reflection.lock_lease_ms
-        lock = self.locks.lock(session_id, lease)
+        lock = self.locks.lock(name, lease)
         lock.acquire(self.settings.reflection.lock_wait_s)
         try:
-            plan, loaded = self.plan(session_id, policy, now)
+            plan, loaded = self.plan(name, policy, now)
             diff = plan.diff
             if expect is not None and diff.fingerprint != expect:
                 raise ValidationError(
@@ -128,25 +130,25 @@ class Compactor:
                 self.audit.append(events)
         finally:
             lock.release()
-        log.info("session.compacted", session_id=session_id, run_id=diff.run_id,
+        log.info("session.compacted", session_id=name, run_id=diff.run_id,
                  trigger=trigger, ms=round((time.perf_counter() - started) * 1000, 1),
                  **diff.summary())
         return diff
 
 
 def compact_session(
-    context: JobContext, session_id: str, trigger: str = "schedule"
+    context: JobContext, name: SessionName, trigger: str = "schedule"
 ) -> dict[str, Any]:
     """The rq job (its worker passes `context`): compact one session with the configured
-    policy. Returns the summary."""
+    policy. Returns the summary. `name`: the session's internal name (as enqueued)."""
     compactor = Compactor(context.sessions, context.state, context.audit, context.vectors,
                           context.settings, context.lexical)
-    diff = compactor.compact(session_id, trigger=trigger)
-    return {"session_id": session_id, "run_id": diff.run_id, **diff.summary()}
+    diff = compactor.compact(name, trigger=trigger)
+    return {"session_id": name, "run_id": diff.run_id, **diff.summary()}
 
 
 def schedule_after_reflection(
-    jobs: JobQueue, settings: Settings, session_id: str, before: int, after: int
+    jobs: JobQueue, settings: Settings, name: SessionName, before: int, after: int
 ) -> str | None:
     """Called once a reflection moved the session from episode `before` to `after`: every
     `compaction.every_episodes` reflected episodes, a compaction is enqueued (one per step:
@@ -156,5 +158,5 @@ def schedule_after_reflection(
         return None
     step = after // every
     return jobs.enqueue_compaction(
-        session_id, tag=f"ep{step * every}", trigger="schedule",
+        name, tag=f"ep{step * every}", trigger="schedule",
     )

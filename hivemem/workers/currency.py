@@ -32,6 +32,7 @@ from hivemem.domain.consolidation import PlanContext, plan_actions
 from hivemem.domain.episode import Episode
 from hivemem.domain.fact import VISIBLE, Fact, FactKind
 from hivemem.domain.models import Turn
+from hivemem.domain.names import SessionName
 from hivemem.domain.recall.currency import personal_statements
 from hivemem.domain.slot_table import Replacement, Rule, SlotState
 from hivemem.domain.slots import canonical_slot, slot_of
@@ -290,12 +291,12 @@ class CurrencyKeeper:
         self.store = store
         self.settings = settings
 
-    def apply(self, session_id: str, items: Sequence[EmbeddedItem]) -> None:
+    def apply(self, name: SessionName, items: Sequence[EmbeddedItem]) -> None:
         """`items`: the session's entries in seq order (turns, controls, skips)."""
         if not items:
             return
         started = time.perf_counter()
-        state = self.store.state(session_id)
+        state = self.store.state(name)
         base = state.applied
         replaced: dict[str, Replacement] = {}
         personal: dict[str, str] = {}
@@ -307,7 +308,7 @@ class CurrencyKeeper:
                 try:
                     state, gone, owners = step(state, item.turn, self.settings, item.vec)
                 except Exception as exc:  # a rule's bug must not hold the session's episodes
-                    log.error("currency.turn_failed", session_id=session_id, seq=item.seq,
+                    log.error("currency.turn_failed", session_id=name, seq=item.seq,
                               error=f"{type(exc).__name__}: {exc}"[:300])
                     gone, owners = {}, {}
                 state, moved, back = moved_on(state, item.turn)
@@ -319,8 +320,8 @@ class CurrencyKeeper:
             state = state.model_copy(update={"applied": item.seq})
         if state.applied == base:
             return
-        if not self.store.write(session_id, base, state, replaced, personal, restored):
-            log.warning("currency.lost_race", session_id=session_id, applied=base)
+        if not self.store.write(name, base, state, replaced, personal, restored):
+            log.warning("currency.lost_race", session_id=name, applied=base)
             return
-        log.debug("currency.applied", session_id=session_id, through=state.applied,
+        log.debug("currency.applied", session_id=name, through=state.applied,
                   replaced=len(replaced), ms=round((time.perf_counter() - started) * 1000, 2))

@@ -14,6 +14,7 @@ import structlog
 
 from hivemem.domain.markers import detect_markers, merge_markers
 from hivemem.domain.models import Turn
+from hivemem.domain.names import SessionName, session_name
 from hivemem.domain.windows import framing, window_text
 from hivemem.errors import ConfigurationError
 from hivemem.pipeline.messages import EmbeddedTurn, SkipEntry, TurnEntry
@@ -92,17 +93,20 @@ class EmbedHandler:
         if not self.window_turns or not self.vectors.has_windows:
             return None
         before: dict[str, dict[int, Turn]] = {}
-        for t in turns:
-            before.setdefault(t.session_id, {})[t.seq] = t
-        wanted: dict[str, set[int]] = {}
-        for t in turns:
-            known = before[t.session_id]
+        # Keyed by each turn's session's internal name: the same id in two namespaces is
+        # two sessions.
+        names = [session_name(t.namespace, t.session_id) for t in turns]
+        for name, t in zip(names, turns, strict=True):
+            before.setdefault(name, {})[t.seq] = t
+        wanted: dict[SessionName, set[int]] = {}
+        for name, t in zip(names, turns, strict=True):
+            known = before[name]
             for seq in range(max(1, t.seq - self.window_turns), t.seq):
                 if seq not in known:
-                    wanted.setdefault(t.session_id, set()).add(seq)
+                    wanted.setdefault(name, set()).add(seq)
         mean = self.window_mode != "text"  # refined: the mean now, the text later
         own: dict[tuple[str, int], Vector] = {
-            (t.session_id, t.seq): matrix[i] for i, t in enumerate(turns)} if mean else {}
+            (names[i], t.seq): matrix[i] for i, t in enumerate(turns)} if mean else {}
         for session, seqs in wanted.items():
             for hit in self.vectors.turns_by_seq(session, sorted(seqs), with_vectors=mean):
                 before[session].setdefault(hit.seq, hit.turn)
@@ -112,11 +116,11 @@ class EmbedHandler:
         texts: list[str] = []
         windows = matrix.copy()
         for i, t in enumerate(turns):
-            framed = framing(t, before[t.session_id], self.window_turns)
+            framed = framing(t, before[names[i]], self.window_turns)
             if not framed:
                 continue
             if mean:
-                vectors = [own[key] for p in framed if (key := (p.session_id, p.seq)) in own]
+                vectors = [own[key] for p in framed if (key := (names[i], p.seq)) in own]
                 total = np.sum([*vectors, matrix[i]], axis=0)
                 windows[i] = total / max(float(np.linalg.norm(total)), 1e-12)
             else:
@@ -131,10 +135,11 @@ class EmbedHandler:
             turn = decode_turn(entry)
         except Exception:
             return  # undecodable: no session to account it to
-        self.state.mark_dead(turn.session_id, turn.seq)
+        name = session_name(turn.namespace, turn.session_id)
+        self.state.mark_dead(name, turn.seq)
         self.streams.append(
-            self.keys.embedded_stream(self.keys.partition(turn.session_id)),
-            [SkipEntry(session_id=turn.session_id, seq=turn.seq).to_fields()],
+            self.keys.embedded_stream(self.keys.partition(name)),
+            [SkipEntry(session_id=name, seq=turn.seq).to_fields()],
         )
 
 

@@ -10,7 +10,9 @@ Redis; `hivemem.runtime.wiring` builds the one queue of a process.
 
 from __future__ import annotations
 
+import re
 import threading
+import uuid
 from collections.abc import Callable, Sequence
 from datetime import UTC, datetime, timedelta
 from functools import cached_property
@@ -18,6 +20,7 @@ from typing import Any
 
 from hivemem.config import ReflectionSettings
 from hivemem.domain.episode import Episode
+from hivemem.domain.names import SessionName, session_name
 from hivemem.pipeline.messages import OutboxEntry
 from hivemem.store.redis import Redis, redis_errors
 
@@ -48,8 +51,16 @@ def reflect_job_id(episode_id: str) -> str:
     return f"reflect-{episode_id}"
 
 
-def compact_job_id(session_id: str, tag: str) -> str:
-    return f"compact-{session_id}-{tag}"
+_JOB_ID_PART = re.compile(r"[A-Za-z0-9_-]+")  # what rq accepts in a job id
+_JOB_ID_NAMESPACE = uuid.UUID("5f0f3c1e-2b7a-4d8e-9c61-0e4b8a7d2f13")
+
+
+def compact_job_id(name: SessionName, tag: str) -> str:
+    """`name`: the session's internal name. rq takes only [A-Za-z0-9_-] in a job id: a
+    name with other characters (``/`` of a namespace, ``.`` or ``:`` of an id) is stood
+    for by a hash of it."""
+    part = name if _JOB_ID_PART.fullmatch(name) else uuid.uuid5(_JOB_ID_NAMESPACE, name).hex
+    return f"compact-{part}-{tag}"
 
 
 class JobQueue:
@@ -104,14 +115,14 @@ class JobQueue:
         with redis_errors("enqueue a reflection replay"):
             job = self.rq_queue.enqueue_call(
                 REPLAY_JOB,
-                args=(episode.episode_id, episode.session_id),
+                args=(episode.episode_id, session_name(episode.namespace, episode.session_id)),
                 job_id=f"replay-{episode.episode_id}-{threading.get_ident()}",
                 failure_ttl=_FAILED_TTL_S,
             )
         return str(job.id)
 
     def enqueue_compaction(
-        self, session_id: str, *, tag: str, trigger: str, delay_s: float = 0.0,
+        self, session_id: SessionName, *, tag: str, trigger: str, delay_s: float = 0.0,
     ) -> str:
         """A compaction job (after `delay_s`, via rq's scheduler); the job id names the
         session and `tag`, so the same tag never enqueues twice."""

@@ -22,6 +22,7 @@ from hivemem.domain.consolidation import Plan, PlanContext, plan_actions
 from hivemem.domain.episode import Episode
 from hivemem.domain.fact import VISIBLE, Fact, FactAction, FactStatus
 from hivemem.domain.models import Turn
+from hivemem.domain.names import SessionName, session_name
 from hivemem.domain.redact import redact
 from hivemem.domain.scope import Scope, owner_of
 from hivemem.domain.slots import canonical_slot
@@ -38,13 +39,14 @@ log = structlog.get_logger(__name__)
 
 def reflect_episode(context: JobContext, episode_id: str, session_id: str) -> dict[str, Any]:
     """The rq job (its worker passes `context`). Returns a summary (kept by rq as the job result).
+    `session_id`: the session's internal name (`hivemem.domain.names`, as the outbox has it).
 
     Transient failures (`RetryLater`) use the job's retries; a permanent one (bad output
     after the repair attempt, a 4xx) fails at once into rq's failed registry.
     """
     try:
         return Reflection(context, last_attempt=_last_attempt()).reflect_up_to(
-            session_id, episode_id)
+            SessionName(session_id), episode_id)
     except (ProviderError, NotFound):  # permanent: a retry would fail the same way
         _no_retries()
         raise
@@ -74,29 +76,29 @@ class Reflection:
         # so the session's later episodes are not blocked behind it forever.
         self.last_attempt = last_attempt
 
-    def reflect_up_to(self, session_id: str, episode_id: str) -> dict[str, Any]:
+    def reflect_up_to(self, name: SessionName, episode_id: str) -> dict[str, Any]:
         ctx = self.ctx
-        episode = ctx.episodes.episode(episode_id, session_id)
+        episode = ctx.episodes.episode(episode_id, name)
         if episode is None:
             raise NotFound("episode_id", f"unknown episode {episode_id}")
-        lock = ctx.state.lock(session_id, self.settings.lock_lease_ms)
+        lock = ctx.state.lock(name, self.settings.lock_lease_ms)
         lock.acquire(self.settings.lock_wait_s)
         try:
-            done = ctx.state.reflected(session_id)
+            done = ctx.state.reflected(name)
             if episode.index <= done:
                 return {"episode_id": episode_id, "skipped": "already reflected"}
             summary: dict[str, Any] = {"episode_id": episode_id, "reflected": []}
-            for pending in ctx.episodes.episodes(session_id, done, episode.index - 1):
+            for pending in ctx.episodes.episodes(name, done, episode.index - 1):
                 summary["reflected"].append(self._reflect_one(pending, lock))
             schedule_after_reflection(
-                ctx.jobs, ctx.settings, session_id, done, episode.index)
+                ctx.jobs, ctx.settings, name, done, episode.index)
             return summary
         finally:
             lock.release()
 
-    def replay(self, session_id: str, episode: Episode) -> dict[str, Any]:
+    def replay(self, name: SessionName, episode: Episode) -> dict[str, Any]:
         """Reflect one episode again (after a failure), whatever the pointer says."""
-        lock = self.ctx.state.lock(session_id, self.settings.lock_lease_ms)
+        lock = self.ctx.state.lock(name, self.settings.lock_lease_ms)
         lock.acquire(self.settings.lock_wait_s)
         try:
             return self._reflect_one(episode, lock)
@@ -106,12 +108,12 @@ class Reflection:
     def _prior_facts(self, episode: Episode, scope: Scope) -> list[Fact]:
         """The current facts the episode's scope may see: what the reflector is shown."""
         ctx = self.ctx
-        facts = _seen(ctx.vectors.list_facts(episode.session_id, [s.value for s in VISIBLE]),
-                      scope)
+        name = session_name(episode.namespace, episode.session_id)
+        facts = _seen(ctx.vectors.list_facts(name, [s.value for s in VISIBLE]), scope)
         if len(facts) <= self.settings.max_unscoped_facts or episode.centroid is None:
             return facts
         hits = ctx.vectors.search_facts(
-            episode.session_id, decode_vector(episode.centroid),
+            name, decode_vector(episode.centroid),
             # Over-fetch: the hits of other scopes are filtered out after the search.
             self.settings.max_unscoped_facts * 2, [s.value for s in VISIBLE],
         )
@@ -121,8 +123,9 @@ class Reflection:
         ctx = self.ctx
         started = time.perf_counter()
         session_id = episode.session_id
+        name = session_name(episode.namespace, session_id)
         turns = sorted(
-            (h.turn for h in ctx.vectors.get_turns(session_id, list(episode.turn_ids))),
+            (h.turn for h in ctx.vectors.get_turns(name, list(episode.turn_ids))),
             key=lambda t: t.seq,
         )
         namespace = turns[0].namespace if turns else episode.namespace
@@ -135,6 +138,7 @@ class Reflection:
         trace: dict[str, Any] = {
             "episode_id": episode.episode_id,
             "session_id": session_id,
+            "namespace": episode.namespace,
             "index": episode.index,
             "mode": request.mode,
             "reflector": ctx.reflector.name,
@@ -155,8 +159,7 @@ class Reflection:
             raise
         # Superseded versions let consolidation see a revert ("back to Jenkins" names the
         # value Jenkins held before); only the current facts go to the reflector.
-        history = _seen(ctx.vectors.list_facts(session_id, [FactStatus.SUPERSEDED.value]),
-                        scope)
+        history = _seen(ctx.vectors.list_facts(name, [FactStatus.SUPERSEDED.value]), scope)
         plan = self._plan(episode, prior + history, result, turns, namespace)
         writes = list(plan.writes.values())
         if writes:
@@ -177,7 +180,7 @@ class Reflection:
         )
         # The trace first: whoever sees the pointer move can read the trace.
         ctx.state.add_trace(redact(trace))
-        ctx.state.advance(session_id, lock, episode.index)
+        ctx.state.advance(name, lock, episode.index)
         ctx.outcome("reflected")
         log.info(
             "episode.reflected", session_id=session_id, episode_id=episode.episode_id,
@@ -197,7 +200,8 @@ class Reflection:
                      raw_output=getattr(exc, "raw_output", None),
                      elapsed_ms=round((time.perf_counter() - started) * 1000, 1))
         ctx.state.add_trace(redact(trace))
-        ctx.state.advance(episode.session_id, lock, episode.index)
+        ctx.state.advance(session_name(episode.namespace, episode.session_id), lock,
+                          episode.index)
         ctx.outcome("failed")
         log.error("reflection.failed", session_id=episode.session_id,
                   episode_id=episode.episode_id, index=episode.index,
@@ -272,13 +276,15 @@ def _audit(ctx: JobContext, plan: Plan, prior: list[Fact], episode: Episode) -> 
 
 
 def replay_episode(context: JobContext, episode_id: str, session_id: str) -> dict[str, Any]:
-    """rq job: reflect one episode again, out of order (see `Reflection.replay`)."""
-    episode = context.episodes.episode(episode_id, session_id)
-    if episode is None or episode.session_id != session_id:
+    """rq job: reflect one episode again, out of order (see `Reflection.replay`).
+    `session_id`: the session's internal name (`hivemem.domain.names`)."""
+    name = SessionName(session_id)
+    episode = context.episodes.episode(episode_id, name)
+    if episode is None or session_name(episode.namespace, episode.session_id) != name:
         _no_retries()
         raise NotFound("episode_id", f"unknown episode {episode_id} in session {session_id}")
     try:
-        return Reflection(context).replay(session_id, episode)
+        return Reflection(context).replay(name, episode)
     except ProviderError:
         _no_retries()
         raise

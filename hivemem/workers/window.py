@@ -25,6 +25,7 @@ from typing import Protocol
 
 import structlog
 
+from hivemem.domain.names import SessionName
 from hivemem.domain.windows import framing, window_text
 from hivemem.errors import ProviderError
 from hivemem.pipeline.messages import EmbeddedEntry, EmbeddedTurn, EmbeddedTurns
@@ -99,23 +100,23 @@ class WindowHandler:
             time.sleep(_POLL_S)
 
     def __call__(self, entries: list[EmbeddedEntry]) -> None:
-        wanted: dict[str, set[int]] = {}
+        wanted: dict[SessionName, set[int]] = {}
         for entry in entries:
             if isinstance(entry, EmbeddedTurns):
-                wanted.setdefault(entry.session_id, set()).update(t.seq for t in entry.turns)
+                wanted.setdefault(entry.name, set()).update(t.seq for t in entry.turns)
             elif isinstance(entry, EmbeddedTurn):
-                wanted.setdefault(entry.session_id, set()).add(entry.seq)
+                wanted.setdefault(entry.name, set()).add(entry.seq)
             # skips and episode controls: no turn to refine
         for session_id, seqs in wanted.items():
             self._refine(session_id, sorted(seqs))
 
-    def _refine(self, session_id: str, seqs: list[int]) -> None:
+    def _refine(self, name: SessionName, seqs: list[int]) -> None:
         if not self.window_turns or not self.vectors.has_windows:
             return
         started = time.perf_counter()
         needed = sorted({s for seq in seqs
                          for s in range(max(1, seq - self.window_turns), seq + 1)})
-        hits = {h.seq: h for h in self.vectors.turns_by_seq(session_id, needed,
+        hits = {h.seq: h for h in self.vectors.turns_by_seq(name, needed,
                                                              with_vectors=False)}
         turns = {seq: h.turn for seq, h in hits.items()}
         rows: list[TurnHit] = []
@@ -134,13 +135,13 @@ class WindowHandler:
             try:
                 windows = self.embedder.embed_documents(chunk_texts)
             except ProviderError as exc:
-                log.warning("window.refine_failed", session_id=session_id, turns=len(chunk),
+                log.warning("window.refine_failed", session_id=name, turns=len(chunk),
                             error=str(exc))
                 return
             # In place: the window vector only (a turn deleted meanwhile stays deleted, and
             # nothing else of the point is written back from this read).
-            self.vectors.update_windows(session_id, [h.turn_id for h in chunk], windows)
-        log.debug("window.refined", session_id=session_id, turns=len(rows),
+            self.vectors.update_windows(name, [h.turn_id for h in chunk], windows)
+        log.debug("window.refined", session_id=name, turns=len(rows),
                   ms=round((time.perf_counter() - started) * 1000, 2))
 
 

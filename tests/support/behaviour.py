@@ -116,9 +116,12 @@ def test_unknown_and_foreign_sessions_are_not_found(way: Connection) -> None:
                      memory.close_episode):
             with pytest.raises(NotFound):
                 call(sid)
-    with pytest.raises(NotFound):
-        memory.ingest(theirs, "user", "let me in")
     assert theirs not in memory.sessions()
+    # A write to their id starts this namespace's own session of that id (as any new id).
+    mine = memory.ingest(theirs, "user", "my own session of that id")
+    assert mine.seq == 1
+    assert theirs in memory.sessions()
+    assert "zebra" not in str(memory.timeline(theirs))
     with pytest.raises(NotFound) as fact:
         memory.audit("no-such-fact")
     assert fact.value.field == "fact_id"

@@ -137,15 +137,19 @@ def test_isolation_between_namespaces_and_agents(api: Api) -> None:
                 r = hb.request(method, path, json=body)
                 assert r.status_code == 404, (method, path, r.text)
                 assert r.json()["detail"] == "no such session"
-        r = hb.post(f"/v1/sessions/{a}/turns", json={"role": "user", "content": "intrude"})
-        assert r.status_code == 404
         r = hb.post(f"/v1/sessions/{b}/recall",
                     json={"query": "launch", "related_sessions": [a]})
         assert r.status_code == 404
+        # A write to team A's id is team B's own session of that id (201, like any new id).
+        r = hb.post(f"/v1/sessions/{a}/turns", json={"role": "user", "content": "b's own"})
+        assert (r.status_code, r.json()["seq"]) == (201, 1)
         r = hb.post("/v1/turns/batch", json={"turns": [
-            {"session_id": a, "role": "user", "content": "intrude"}]})
-        assert r.status_code == 404
-    assert api.client.admin.session_stats(a).turns_enqueued == 3  # nothing got in
+            {"session_id": a, "role": "user", "content": "b's own again"}]})
+        assert r.status_code == 201
+        assert "Friday" not in hb.post(f"/v1/sessions/{a}/recall",
+                                       json={"query": "launch"}).text
+    assert api.client.admin.session_stats(f"team-a/{a}").turns_enqueued == 3  # nothing got in
+    assert api.client.admin.session_stats(f"team-b/{a}").turns_enqueued == 2
 
 
 @pytest.mark.parametrize(("body", "status", "field"), [

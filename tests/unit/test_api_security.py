@@ -137,7 +137,7 @@ def test_an_agent_key_acts_as_its_agent_only(api: Api) -> None:
             "role": "user", "content": "bob's secret launch code", "agent_id": "bob",
             "visibility": "private"})
         assert r.status_code == 201  # a namespace key may act as any of its agents
-        before = api.client.admin.session_stats(session).last_seq
+        before = api.client.admin.session_stats(f"team-a/{session}").last_seq
         for method, path, body, params in (
             ("POST", f"/v1/sessions/{session}/turns",
              {"role": "user", "content": "impersonate", "agent_id": "bob"}, None),
@@ -153,7 +153,8 @@ def test_an_agent_key_acts_as_its_agent_only(api: Api) -> None:
             r = alice.request(method, path, json=body, params=params)
             assert r.status_code == 403, (path, r.text)
             assert r.json()["field"].endswith("agent_id")
-        assert api.client.admin.session_stats(session).last_seq == before  # nothing written
+        # nothing written
+        assert api.client.admin.session_stats(f"team-a/{session}").last_seq == before
         api.drain()
         r = alice.post(f"/v1/sessions/{session}/recall", json={"query": "plan launch code"})
         contents = {i["content"] for i in r.json()["items"]}

@@ -9,6 +9,7 @@ import pytest
 import redis
 
 from hivemem.config import IngestSettings
+from hivemem.domain.names import session_name
 from hivemem.domain.turn import TurnDraft
 from hivemem.errors import OutOfScope
 from hivemem.pipeline.topology import Keys
@@ -64,16 +65,32 @@ def test_a_batch_gives_what_one_by_one_gives(redis_client: redis.Redis) -> None:
     assert batched.append_turns([draft("a", 6), draft("a", 1)]) == [(6, False), (1, True)]
 
 
-def test_a_turn_of_another_namespace_is_refused_inside_a_batch(
+def test_one_id_of_two_namespaces_in_a_batch_is_two_sessions(
     redis_client: redis.Redis,
 ) -> None:
     state = TurnLog(redis_client, Keys("ns"), recent_window=5)
+    got = state.append_turns([draft("a", 1, namespace="team-x"),
+                              draft("a", 2, namespace="team-y"),
+                              draft("a", 3, namespace="team-x")])
+    assert got == [(1, False), (1, False), (2, False)]
+    x, y = session_name("team-x", "a"), session_name("team-y", "a")
+    assert (state.last_seq(x), state.last_seq(y)) == (2, 1)
+    assert (state.namespace_of(x), state.namespace_of(y)) == ("team-x", "team-y")
+    assert state.last_seq(session_name("default", "a")) == 0
+
+
+def test_a_turn_into_a_name_another_namespace_owns_is_refused_inside_a_batch(
+    redis_client: redis.Redis,
+) -> None:
+    """Only a store from before namespaces can hold such a name (a ``default`` name whose
+    owner record says otherwise): the append script still refuses it, turn by turn."""
+    state = TurnLog(redis_client, Keys("owned"), recent_window=5)
+    state.append_turns([draft("a", 1)])
+    redis_client.hset(state.keys.session_turn_ids(session_name("default", "a")), "#ns", "x")
     with pytest.raises(OutOfScope):
-        state.append_turns([draft("a", 1, namespace="team-x"),
-                            draft("a", 2, namespace="team-y"), draft("a", 3, namespace="team-x")])
-    # The refused turn took no seq; the others did, in order.
-    assert state.last_seq("a") == 2
-    assert state.namespace_of("a") == "team-x"
+        state.append_turns([draft("b", 1), draft("a", 2), draft("b", 2)])
+    assert state.last_seq(session_name("default", "b")) == 2
+    assert state.last_seq(session_name("default", "a")) == 1
 
 
 def test_a_long_batch_of_one_session(redis_client: redis.Redis) -> None:
@@ -103,13 +120,14 @@ def test_a_scope_that_passed_is_not_read_again_until_a_turn_is_refused(
     state = TurnLog(redis_client, Keys("cache"), recent_window=5)
     state.check_scopes([("a", "team-x")])
     state.append_turns([draft("a", 1, namespace="team-x")])
-    # The session changes hands behind this client's back (an import with --mode replace):
-    redis_client.hset(state.keys.session_turn_ids("a"), "#ns", "team-y")
+    name = session_name("team-x", "a")
+    # The owner record changes behind this client's back (by hand: no write path does):
+    redis_client.hset(state.keys.session_turn_ids(name), "#ns", "team-y")
     state.check_scopes([("a", "team-x")])  # remembered: no read, passes
     # ...but the append script checks every turn itself: nothing of "a" is written.
     with pytest.raises(OutOfScope):
         state.append_turns([draft("a", 2, namespace="team-x")])
-    assert state.last_seq("a") == 1
+    assert state.last_seq(name) == 1
     # And the refusal made the client forget: the pre-check reads again and refuses.
     with pytest.raises(OutOfScope):
         state.check_scopes([("a", "team-x")])
@@ -150,9 +168,11 @@ def test_an_episode_close_takes_the_next_seq_of_a_session_with_turns(
 ) -> None:
     state = TurnLog(redis_client, Keys("control"), recent_window=5)
     state.append_turns([draft("b", 1, namespace="team-x"), draft("b", 2, namespace="team-x")])
-    assert state.append_control("b", "close_episode") == 3
-    assert state.last_seq("b") == 3 and state.namespace_of("b") == "team-x"
-    assert state.append_control("nobody", "close_episode") is None
+    b = session_name("team-x", "b")
+    assert state.append_control(b, "close_episode") == 3
+    assert state.last_seq(b) == 3 and state.namespace_of(b) == "team-x"
+    assert state.append_control(session_name("team-x", "nobody"), "close_episode") is None
+    assert state.append_control(session_name("default", "b"), "close_episode") is None
 
 
 @pytest.mark.parametrize("window", [0, 3])

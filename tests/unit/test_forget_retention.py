@@ -62,11 +62,11 @@ def test_retention_forgets_what_is_older_as_of_the_clock(
     assert [r.target for r in receipts] == ["retention"]  # "archive" keeps everything
     assert receipts[0].removed["vectors"]["turns"] == 1
     assert _turns(client, "default-s") == ["new"]
-    assert _turns(client, "archive-s") == ["new", "old"]
+    assert _turns(client, "archive/archive-s") == ["new", "old"]  # the operator's name
     facts = [f.content for f in client.admin.facts("default-s", include_history=True)]
     assert facts and not any(secret in f for f in facts)
     assert any("Lyon" in f for f in facts)
-    assert any(secret in f.content for f in client.admin.facts("archive-s"))
+    assert any(secret in f.content for f in client.admin.facts("archive/archive-s"))
     # 80 days on, the new turn is old too: the session goes whole.
     client.admin.apply_retention(now=T0 + timedelta(days=80))
     assert "default-s" not in client.admin.sessions()

@@ -57,8 +57,10 @@ def _two_agents(client: MemoryClient, session: str, namespace: str = "team") -> 
     a.wait_until_reflected(session, 30)
 
 
-def _turn_ids(client: MemoryClient, session: str) -> list[str]:
-    return sorted(t.turn_id for t in client.admin.recent_turns(session, 50))
+def _turn_ids(client: MemoryClient, session: str, namespace: str = "team") -> list[str]:
+    # The operator names a session by its internal name (default's: its bare id).
+    name = session if namespace == "default" else f"{namespace}/{session}"
+    return sorted(t.turn_id for t in client.admin.recent_turns(name, 50))
 
 
 def test_agent_key_forgets_only_its_own(store: MemoryClient) -> None:
@@ -71,7 +73,7 @@ def test_agent_key_forgets_only_its_own(store: MemoryClient) -> None:
             assert http.delete("/v1/sessions/s/turns/b1").status_code == 403
             assert http.delete("/v1/sessions/s/turns/b2").status_code == 404  # private: unseen
             assert http.delete("/v1/sessions/nope").status_code == 404
-            bob_fact = next(f.fact_id for f in store.admin.facts("s") if f.agent_id == "bob")
+            bob_fact = next(f.fact_id for f in store.admin.facts("team/s") if f.agent_id == "bob")
             assert http.delete(f"/v1/facts/{bob_fact}").status_code == 403
             answer = http.delete("/v1/sessions/s")
             assert answer.status_code == 200, answer.text
@@ -80,8 +82,8 @@ def test_agent_key_forgets_only_its_own(store: MemoryClient) -> None:
             assert http.delete("/v1/sessions/s").status_code == 404
             assert http.delete("/v1/sessions/s/turns/b1").status_code == 404
     assert _turn_ids(store, "s") == ["b1", "b2"]
-    assert all(f.agent_id != "alice" for f in store.admin.facts("s", include_history=True))
-    assert any(f.agent_id == "bob" for f in store.admin.facts("s"))
+    assert all(f.agent_id != "alice" for f in store.admin.facts("team/s", include_history=True))
+    assert any(f.agent_id == "bob" for f in store.admin.facts("team/s"))
 
 
 def test_sdk_scope_rules(store: MemoryClient) -> None:
@@ -101,7 +103,7 @@ def test_sdk_scope_rules(store: MemoryClient) -> None:
     # A namespace key forgets the whole session.
     receipt = store.scoped(namespace="team").forget("s")
     assert receipt.removed["vectors"]["turns"] == 3
-    assert "s" not in store.admin.sessions()
+    assert "team/s" not in store.admin.sessions()
 
 
 def test_forget_agent_in_namespace(store: MemoryClient) -> None:
@@ -117,7 +119,7 @@ def test_forget_agent_in_namespace(store: MemoryClient) -> None:
     assert receipt.target == "agent" and sorted(receipt.session_ids) == ["s1", "s2"]
     assert _turn_ids(store, "s1") == ["b1", "b2"]
     assert _turn_ids(store, "s2") == ["b1", "b2"]
-    assert _turn_ids(store, "s3") == ["x1"]
+    assert _turn_ids(store, "s3", "other") == ["x1"]
     assert not redis_keys_with(store.admin.redis, secret)
     assert not payloads_with(store.vector_store(), secret)
 
@@ -131,11 +133,11 @@ def test_forget_namespace(store: MemoryClient, tmp_path: Path) -> None:
         team.close_episode(sid)
         team.wait_until_reflected(sid, 30)
     _two_agents(store, "kept")
-    facts = sorted(f.content for f in store.admin.facts("kept"))
+    facts = sorted(f.content for f in store.admin.facts("team/kept"))
     receipt = store.admin.forget_namespace("gone")
     assert sorted(receipt.session_ids) == ["n1", "n2"]
-    assert not {"n1", "n2"} & set(store.admin.sessions())
-    assert sorted(f.content for f in store.admin.facts("kept")) == facts
+    assert not {"gone/n1", "gone/n2"} & set(store.admin.sessions())
+    assert sorted(f.content for f in store.admin.facts("team/kept")) == facts
     assert not redis_keys_with(store.admin.redis, secret)
     assert not payloads_with(store.vector_store(), secret)
     assert not files_with(tmp_path / "store", secret)
@@ -168,7 +170,7 @@ def test_forget_one_fact_and_its_versions(store: MemoryClient, tmp_path: Path) -
     assert all(secret not in str(t.get("actions")) for t in store.admin.traces(
         session_id="f"))
     # The turns it came from stay (a fact forget removes the fact, not what was said).
-    assert "t1" in _turn_ids(store, "f")
+    assert "t1" in _turn_ids(store, "f", "default")
 
 
 def _receipt_shape(data: dict[str, Any]) -> None:

@@ -31,7 +31,7 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from hivemem import MemoryClient, Settings, ValidationError
+from hivemem import MemoryClient, NotFound, Settings, ValidationError
 from hivemem.pipeline.topology import Keys, partition_of
 from hivemem.pipeline.wire import turn_from_wire
 from hivemem.providers.embedders import HashingEmbedder
@@ -178,7 +178,7 @@ def test_sdk_ingest_documented_errors_only_and_nothing_partial(
     stored = turn_from_wire(fields[b"turn"], int(fields[b"seq"]))
     assert stored.content == content and stored.seq == turn.seq == 1
     assert stored.metadata == turn.metadata
-    assert client.get_session_stats(session_id).turns_enqueued == 1
+    assert client.get_session_stats(session_id, namespace=namespace).turns_enqueued == 1
 
 
 @FUZZ
@@ -213,6 +213,42 @@ def test_key_like_session_ids_do_not_touch_each_other(
     assert client.get_session_stats(base).turns_enqueued == 1
     assert client.get_session_stats(other).turns_enqueued == 2
     _outcome("sdk.key_isolation")
+
+
+@FUZZ
+@given(session_id=valid_ids, namespaces=st.lists(valid_ids, min_size=2, max_size=3,
+                                                 unique=True),
+       writes=st.lists(st.tuples(st.integers(0, 2), st.booleans()), min_size=1, max_size=12))
+def test_one_id_in_several_namespaces_is_several_sessions(
+    fresh: Any, session_id: str, namespaces: list[str], writes: list[tuple[int, bool]],
+) -> None:
+    """Whoever writes first, one by one or in a batch, each namespace's session of the id
+    takes only its own turns, counts from 1, and lists, reads and answers as if the id
+    were used nowhere else (an id no namespace of the set wrote is missing there alike)."""
+    client, _r = fresh()
+    own: dict[str, list[str]] = {ns: [] for ns in namespaces}
+    for i, (which, batch) in enumerate(writes):
+        ns = namespaces[which % len(namespaces)]
+        text = f"{ns} turn {i}"
+        if batch:
+            turn = client.ingest_many([{"session_id": session_id, "role": "user",
+                                        "content": text, "namespace": ns}])[0]
+        else:
+            turn = client.ingest(session_id, "user", text, namespace=ns)
+        own[ns].append(text)
+        assert turn.seq == len(own[ns])  # never a seq another namespace took
+    for ns, texts_ in own.items():
+        handle = client.scoped(namespace=ns)
+        if not texts_:
+            assert handle.sessions() == []
+            with pytest.raises(NotFound):  # exactly a missing session
+                client.get_session_stats(session_id, namespace=ns)
+            continue
+        assert handle.sessions() == [session_id]
+        assert client.get_session_stats(session_id, namespace=ns).turns_enqueued == len(texts_)
+        got = [t.content for t in client.recent_turns(session_id, 50, namespace=ns)]
+        assert got == texts_[::-1][:len(got)] and got
+    _outcome("sdk.namespaces_apart")
 
 
 @pytest.fixture(scope="module")

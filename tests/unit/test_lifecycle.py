@@ -305,7 +305,7 @@ def test_related_sessions_stay_in_the_callers_namespace(pipeline: Pipeline) -> N
                               "The database choice is PostgreSQL"]):
         team_b.ingest("b1", "user", text, turn_id=f"b{i}", timestamp=T0)
     drain()
-    assert set(client.admin.sessions()) == {"s1", "s2", "b1"}
+    assert set(client.admin.sessions()) == {"s1", "s2", "team-b/b1"}  # internal names
     context = client.admin.session_context("s1", "which database?", 500, related=2)
     assert [r.session_id for r in context.related] == ["s2"]
     assert {i.session_id for i in context.result} <= {"s1", "s2"}
@@ -313,7 +313,7 @@ def test_related_sessions_stay_in_the_callers_namespace(pipeline: Pipeline) -> N
     # The same from the other side: team-b sees only its own sessions as related.
     assert team_b.related_sessions("b1", limit=5) == []
     assert team_b.session_context("b1", "which database?", 500, related=2).related == []
-    assert [r.session_id for r in client.admin.related_sessions("b1")] == []
+    assert [r.session_id for r in client.admin.related_sessions("team-b/b1")] == []
 
 
 def test_scheduled_compaction_runs_as_a_job(

@@ -28,6 +28,9 @@ from hivemem.store.vectors.server import ServerVectorStore
 
 DIM = 64
 SESSIONS = [f"rp-s{i}" for i in range(10)]
+# The same ids in a second namespace: the store holds both bare names (``default``'s) and
+# qualified ones (``team-x/rp-s0``), in partitions of their own.
+NAMESPACES = (None, "team-x")
 TURNS = [
     "We decided to use PostgreSQL for the orders database.",
     "The API must never return more than 100 orders per page.",
@@ -64,19 +67,38 @@ def _drain(wiring: Wiring) -> None:
     time.sleep(0.25)  # > claim_idle_ms: burst workers count as gone
 
 
+def _write_sessions(client: MemoryClient) -> None:
+    for ns in NAMESPACES:
+        for sid in SESSIONS:
+            for i, text in enumerate(TURNS):
+                client.ingest(sid, "user" if i % 2 == 0 else "assistant",
+                              f"{text} ({ns or 'default'})", turn_id=f"{sid}-t{i}",
+                              namespace=ns)
+            client.close_session(sid, namespace=ns)
+
+
+def _check_written(before: dict[str, Any]) -> None:
+    assert all(before[f"{ns}/{sid}"]["facts"] for ns in NAMESPACES for sid in SESSIONS)
+    assert len(before["sessions"]) == 2 * len(SESSIONS)
+    assert {f[3] for sid in SESSIONS for f in before[f"team-x/{sid}"]["facts"]} == {"team-x"}
+
+
 def _snapshot(client: MemoryClient) -> dict[str, Any]:
-    out: dict[str, Any] = {"sessions": sorted(client.admin.sessions()),
-                           # The namespace's own index (what its listing reads) moves too.
-                           "listed": client.scoped(namespace="default").sessions()}
-    for sid in SESSIONS:
-        stats = client.get_session_stats(sid)
-        out[sid] = {
-            "stats": (stats.turns_enqueued, stats.turns_processed, stats.turns_assigned,
-                      stats.episodes),
-            "episodes": [(e.index, e.turn_ids) for e in client.episodes(sid)],
-            "facts": sorted((f.fact_id, f.content, f.status) for f in client.facts(sid)),
-            "recall": [i.source_id for i in client.recall(sid, "which database", limit=5)],
-        }
+    out: dict[str, Any] = {"sessions": sorted(client.admin.sessions())}
+    for ns in NAMESPACES:
+        # The namespace's own index (what its listing reads) moves too.
+        out[f"listed {ns}"] = client.scoped(namespace=ns).sessions()
+        for sid in SESSIONS:
+            stats = client.get_session_stats(sid, namespace=ns)
+            out[f"{ns}/{sid}"] = {
+                "stats": (stats.turns_enqueued, stats.turns_processed, stats.turns_assigned,
+                          stats.episodes),
+                "episodes": [(e.index, e.turn_ids) for e in client.episodes(sid, namespace=ns)],
+                "facts": sorted((f.fact_id, f.content, f.status, f.namespace)
+                                for f in client.facts(sid, namespace=ns)),
+                "recall": [(i.source_id, i.namespace) for i in client.recall(
+                    sid, "which database", limit=5, namespace=ns)],
+            }
     return out
 
 
@@ -113,14 +135,9 @@ def test_repartition_moves_every_session_and_the_pipeline_goes_on(server: Any) -
         # Connected by URL (not handed a client), as a deployment is: the count is recorded.
         with Wiring(before_settings, vectors=vectors, embedder=embedder) as w4:
             client = MemoryClient(before_settings, vector_store=vectors, embedder=embedder)
-            for sid in SESSIONS:
-                for i, text in enumerate(TURNS):
-                    client.ingest(sid, "user" if i % 2 == 0 else "assistant", text,
-                                  turn_id=f"{sid}-t{i}")
-                client.close_session(sid)
+            _write_sessions(client)
             _drain(w4)
-            before = _snapshot(client)
-            assert all(before[sid]["facts"] for sid in SESSIONS)
+            _check_written(_snapshot(client))
 
             # Refused while a worker is registered (a heartbeat within claim_idle_ms).
             conn.zadd(w4.keys.stage_members("embed"), {"embed-x": int(time.time() * 1000)})
@@ -137,7 +154,8 @@ def test_repartition_moves_every_session_and_the_pipeline_goes_on(server: Any) -
         moved = _cli("repartition", "7", "--redis-url", server.url, "--json")
         assert moved.exit_code == 0, moved.output
         summary = json.loads(moved.output)
-        assert (summary["old"], summary["new"], summary["sessions"]) == (4, 7, len(SESSIONS))
+        assert (summary["old"], summary["new"], summary["sessions"]) == (
+            4, 7, 2 * len(SESSIONS))
         assert summary["keys_moved"] > 0 and not summary["resumed"]
         old, new = Keys("hm", 4), Keys("hm", 7)
         assert _old_tag_keys(conn, old, new) == []
@@ -161,6 +179,9 @@ def test_repartition_moves_every_session_and_the_pipeline_goes_on(server: Any) -
             stats = client.get_session_stats(sid)
             assert stats.turns_processed == stats.turns_enqueued == len(TURNS) + 1
             assert any("MySQL" in f.content for f in client.facts(sid))
+            # The same id in team-x is untouched by default's new turn.
+            assert client.get_session_stats(sid, namespace="team-x").turns_enqueued == len(
+                TURNS)
         again = _cli("repartition", "7", "--redis-url", server.url)
         assert again.exit_code == 0 and "nothing to move" in again.output
     finally:

@@ -31,6 +31,7 @@ from hivemem.domain.audit import AuditEvent
 from hivemem.domain.episode import Episode
 from hivemem.domain.fact import Fact, FactKind
 from hivemem.domain.models import RecallResult
+from hivemem.domain.names import session_name
 from hivemem.domain.session import SessionContext
 from hivemem.providers.embedders import HashingEmbedder
 from hivemem.store.audit import AuditLog
@@ -116,10 +117,12 @@ def world(tmp_path: Path) -> Iterator[World]:
     StreamWorker(embed_kind(EmbedHandler(EMB, vectors, state, StreamStore(redis, keys), keys)),
                  StreamStore(redis, keys), settings.worker).run(burst=True)
 
+    # Written here as the pipeline would: each session by its internal name.
+    name_a, name_b = session_name("a", SA), session_name("b", SB)
     sessions = SessionStore(redis, keys)
-    sessions.add_episodes(SA, [_episode("ep-a", SA, ["t-a1"], "a", "shared", None, 1),
+    sessions.add_episodes(name_a, [_episode("ep-a", SA, ["t-a1"], "a", "shared", None, 1),
                                _episode("ep-bob", SA, ["t-bob"], "a", "private", "bob", 2)])
-    sessions.add_episodes(SB, [_episode("ep-b", SB, ["t-b1"], "b", "shared", None, 1)])
+    sessions.add_episodes(name_b, [_episode("ep-b", SB, ["t-b1"], "b", "shared", None, 1)])
     facts = [
         _fact(F_SHARED, SA, "The database is PostgreSQL", "a", "shared", "alice", ["t-a1"]),
         _fact(F_ALICE, SA, "alice keeps the database plan", "a", "private", "alice",
@@ -131,41 +134,43 @@ def world(tmp_path: Path) -> Iterator[World]:
     AuditLog(redis, keys).append([
         # The reason quotes the private statement that changed the shared fact (what the
         # heuristic reflector wrote): it must not reach a reader who cannot see that fact.
-        AuditEvent(at=at[0], session_id=SA, fact_id=F_SHARED, action="created",
+        AuditEvent(at=at[0], session_id=SA, namespace="a", fact_id=F_SHARED, action="created",
                    actor="reflection", cause="episode ep-a", related=[F_WALRUS],
                    reason="changed: walrus says the password is hunter2"),
-        AuditEvent(at=at[0], session_id=SA, fact_id=F_ALICE, action="created",
+        AuditEvent(at=at[0], session_id=SA, namespace="a", fact_id=F_ALICE, action="created",
                    actor="reflection", cause="episode ep-a"),
-        AuditEvent(at=at[1], session_id=SA, fact_id=F_WALRUS, action="created",
+        AuditEvent(at=at[1], session_id=SA, namespace="a", fact_id=F_WALRUS, action="created",
                    actor="reflection", cause="walrus episode", related=[F_SHARED]),
-        AuditEvent(at=at[2], session_id=SB, fact_id=F_ZEBRA, action="created",
+        AuditEvent(at=at[2], session_id=SB, namespace="b", fact_id=F_ZEBRA, action="created",
                    actor="reflection", cause="zebra episode"),
     ])
     traces = ReflectionState(redis, keys)
     # A shared episode's trace that names bob's private turn and fact (what a reflector
     # shown unscoped prior facts leaves behind): only what the reader may see comes back.
-    traces.add_trace({"episode_id": "ep-a", "session_id": SA,
+    traces.add_trace({"episode_id": "ep-a", "session_id": SA, "namespace": "a",
                       "input_turns": [{"turn_id": "t-a1", "content": "We pick PostgreSQL"},
                                       {"turn_id": "t-bob", "content": "walrus hunter2"}],
                       "prior_facts": [{"fact_id": F_WALRUS, "content": "walrus password"},
                                       {"fact_id": F_SHARED, "content": "PostgreSQL"}],
                       "raw_output": "walrus says hunter2", "saved": [F_SHARED, F_WALRUS]})
-    traces.add_trace({"episode_id": "ep-bob", "session_id": SA,
+    traces.add_trace({"episode_id": "ep-bob", "session_id": SA, "namespace": "a",
                       "input_turns": [{"turn_id": "t-bob", "content": "walrus"}]})
-    traces.add_trace({"episode_id": "ep-b", "session_id": SB,
+    traces.add_trace({"episode_id": "ep-b", "session_id": SB, "namespace": "b",
                       "input_turns": [{"turn_id": "t-b1", "content": "zebra"}]})
-    client.admin.set_session_info(SB, title="zebra project")
+    client.admin.set_session_info(name_b, title="zebra project")
     # What the boundary stage counts for the session's turns (this world runs none).
-    redis.hset(keys.boundary_state(SA), mapping={"marker:decision": 1,
+    redis.hset(keys.boundary_state(name_a), mapping={"marker:decision": 1,
                                                  "marker:custom:walrus-vault": 1})
     yield World(client, tmp_path)
     client.close()
 
 
 # Each case: what alice's handle does with the method (on her own session), and what it
-# does with namespace b's session (None: the method names no session). The first answer
+# does with namespace b's session id (None: the method names no session). The first answer
 # must hold no forbidden text (and `expect`, to show the method reads something); the
-# second must raise `NotFound`, exactly like a missing session.
+# second must raise `NotFound`, exactly like a missing session, or, for a method that
+# makes a missing session (CREATES), make namespace a's own session of that id and leave
+# namespace b's as it was: the same id in two namespaces is two sessions.
 Call = Callable[[ScopedMemory, Path, str], Any]
 CREATES = "creates"  # names a session, and makes it when it is missing (a first turn)
 def _or_timeout(wait: Callable[[], object]) -> object:
@@ -243,14 +248,20 @@ def test_each_method_keeps_to_its_scope(world: World, name: str, agent: str | No
     if expect is not None:
         assert expect in text
     if names_session:
-        before = world.client.admin.session_stats(SB).last_seq
-        for session in (SB,) if names_session == CREATES else (SB, "no-such-session"):
-            with pytest.raises(NotFound) as info:
-                call(handle, world.tmp, session)
-            if name not in ("audit", "forget_fact"):  # these name a fact: "no fact <id>"
-                assert (info.value.field, info.value.message) == ("session_id",
-                                                                  "no such session")
-        assert world.client.admin.session_stats(SB).last_seq == before  # nothing written
+        theirs = session_name("b", SB)
+        before = world.client.admin.session_stats(theirs).last_seq
+        if names_session == CREATES:
+            made = world.text(call(handle, world.tmp, SB))  # a's own session, named sb-x
+            assert not [bad for bad in FORBIDDEN if bad != SB and bad in made], made[:400]
+            assert world.client.admin.session_stats(session_name("a", SB)).last_seq == 1
+        else:
+            for session in (SB, "no-such-session"):
+                with pytest.raises(NotFound) as info:
+                    call(handle, world.tmp, session)
+                if name not in ("audit", "forget_fact"):  # these name a fact: "no fact <id>"
+                    assert (info.value.field, info.value.message) == ("session_id",
+                                                                      "no such session")
+        assert world.client.admin.session_stats(theirs).last_seq == before  # nothing written
 
 
 def test_private_memories_are_seen_by_their_agent_only(world: World) -> None:
@@ -272,13 +283,16 @@ def test_private_memories_are_seen_by_their_agent_only(world: World) -> None:
         alice.audit(F_WALRUS)
     assert alice.sessions() == [SA]
     assert world.client.scoped(namespace="b").sessions() == [SB]
-    assert sorted(world.client.admin.sessions()) == [SA, SB]
+    # The operator sees every session by its internal name.
+    assert sorted(world.client.admin.sessions()) == ["a/sa", "b/sb-x"]
 
 
 def test_a_handle_never_writes_as_someone_else(world: World) -> None:
     alice = world.alice
-    with pytest.raises(NotFound):
-        alice.ingest(SB, "user", "intrude")
+    # Namespace b's session id names a's own session: b's stays as it was.
+    before = world.client.admin.session_stats("b/sb-x").last_seq
+    assert alice.ingest(SB, "user", "not an intrusion").namespace == "a"
+    assert world.client.admin.session_stats("b/sb-x").last_seq == before
     from hivemem import ValidationError
 
     for bad in ({"namespace": "b"}, {"agent_id": "bob"}):

@@ -14,6 +14,7 @@ from hivemem import MemoryClient, ValidationError
 from hivemem.domain.consolidation import PlanContext, plan_actions
 from hivemem.domain.fact import Fact, FactAction
 from hivemem.domain.models import Role, Turn
+from hivemem.domain.names import SessionName, session_name
 from hivemem.domain.scope import Owner, Scope, owner_of
 from hivemem.errors import OutOfScope
 from hivemem.providers.embedders import HashingEmbedder
@@ -71,19 +72,26 @@ def test_store_filters_by_scope(store: VectorStore) -> None:
     store.upsert_turns(turns, EMB.embed_documents([t.content for t in turns]))
     query = EMB.embed_query("plan")
 
+    # The same id in two namespaces is two sessions: asked for both by their names.
+    both = [session_name("a", "s"), session_name("b", "s")]
+
     def seqs(scope: Scope | None) -> set[int]:
-        return {h.turn.seq for h in store.search_turns("s", query, 10, scope)}
+        return {h.turn.seq for h in store.search_turns(both, query, 10, scope)}
 
     assert seqs(None) == {1, 2, 3, 4}
     assert seqs(Scope("a", "alice")) == {1, 2}
     assert seqs(Scope("a", "bob")) == {1, 3}
     assert seqs(Scope("a")) == {1}
     assert seqs(Scope("b", "bob")) == {4}
-    assert {h.turn.seq for h in store.turns_by_seq("s", [1, 2, 3, 4], Scope("a", "bob"))} \
+    a_s = session_name("a", "s")
+    assert {h.turn.seq for h in store.turns_by_seq(a_s, [1, 2, 3, 4], Scope("a", "bob"))} \
         == {1, 3}
-    got = store.get_turns("s", ["t1", "t2", "t3", "t4"], Scope("a", "alice"))
+    assert {h.turn.seq for h in store.turns_by_seq(a_s, [1, 2, 3, 4])} == {1, 2, 3}
+    got = store.get_turns(a_s, ["t1", "t2", "t3", "t4"], Scope("a", "alice"))
     assert {h.turn.seq for h in got} == {1, 2}
-    assert store.get_turns("s", ["t2"])[0].turn.visibility == "private"
+    assert store.get_turns(a_s, ["t2"])[0].turn.visibility == "private"
+    assert [h.turn.seq for h in store.get_turns(session_name("b", "s"), ["t4"])] == [4]
+    assert store.get_turns(SessionName("s"), ["t1", "t4"]) == []  # default's "s": none
 
 
 def test_points_from_before_scopes_are_default_and_shared(store: VectorStore) -> None:
@@ -116,11 +124,13 @@ def test_fact_scope_follows_its_source_turns(store: VectorStore) -> None:
     assert [(f.namespace, f.visibility, f.agent_id) for f in written] == [
         ("a", "shared", "alice"), ("a", "private", "bob")]
     store.upsert_facts(written, EMB.embed_documents([f.content for f in written]))
-    visible = store.list_facts("s", None, Scope("a", "alice"))
+    a_s = session_name("a", "s")
+    visible = store.list_facts(a_s, None, Scope("a", "alice"))
     assert [f.content for f in visible] == ["we use postgres"]
-    assert len(store.list_facts("s", None, Scope("a", "bob"))) == 2
-    assert store.list_facts("s", None, Scope("b", "bob")) == []
-    hits = store.search_facts("s", EMB.embed_query("token"), 5, ["active"], Scope("a", "x"))
+    assert len(store.list_facts(a_s, None, Scope("a", "bob"))) == 2
+    assert store.list_facts(a_s, None, Scope("b", "bob")) == []
+    assert store.list_facts(session_name("b", "s")) == []  # b's "s" is another session
+    hits = store.search_facts(a_s, EMB.embed_query("token"), 5, ["active"], Scope("a", "x"))
     assert [h.fact.content for h in hits] == ["we use postgres"]
 
 
@@ -161,26 +171,28 @@ def test_recall_sees_own_and_shared_never_other_namespaces(pipeline: Pipeline) -
             client.recall("a-1", "deploy")
 
 
-def test_a_session_belongs_to_one_namespace(pipeline: Pipeline, redis_client: redis.Redis) -> None:
+def test_the_same_id_in_two_namespaces_is_two_sessions(
+    pipeline: Pipeline, redis_client: redis.Redis,
+) -> None:
     client, _drain = pipeline
     client.ingest("s", "user", "first", namespace="team-a")
-    with pytest.raises(OutOfScope) as caught:
-        client.ingest("s", "user", "intruder", namespace="team-b")
-    assert isinstance(caught.value, ValidationError) and caught.value.field == "session_id"
-    before = turns_len(redis_client, client.keys)
-    with pytest.raises(OutOfScope):  # a batch is all or nothing
-        client.ingest_many([
-            {"session_id": "new", "role": "user", "content": "ok", "namespace": "team-b"},
-            {"session_id": "s", "role": "user", "content": "no", "namespace": "team-b"},
-        ])
-    assert turns_len(redis_client, client.keys) == before
+    # Team B's session "s" is its own: nothing of team A's is seen, or refused.
     with pytest.raises(OutOfScope):
         client.get_session_stats("s", namespace="team-b")
     with pytest.raises(OutOfScope):
         client.close_episode("s", namespace="team-b")
     with pytest.raises(OutOfScope):
         client.facts("s", namespace="team-b")
+    assert client.ingest("s", "user", "second", namespace="team-b").seq == 1
+    before = turns_len(redis_client, client.keys)
+    client.ingest_many([
+        {"session_id": "new", "role": "user", "content": "ok", "namespace": "team-b"},
+        {"session_id": "s", "role": "user", "content": "yes", "namespace": "team-b"},
+    ])
+    assert turns_len(redis_client, client.keys) == before + 2
+    assert client.get_session_stats("s", namespace="team-b").turns_enqueued == 2
     assert client.get_session_stats("s", namespace="team-a").turns_enqueued == 1
+    assert [t.content for t in client.recent_turns("s", namespace="team-a")] == ["first"]
     with pytest.raises(ValidationError, match="agent_id"):
         client.ingest("s", "user", "x", namespace="team-a", visibility="private")
     with pytest.raises(ValidationError, match="visibility"):
@@ -195,8 +207,9 @@ def test_sessions_from_before_namespaces_are_default(
     # As written before scopes: a counter, no owner.
     redis_client.hdel(client.keys.session_turn_ids("old"), "#ns")
     client.ingest("old", "user", "again")  # the default namespace still owns it
-    with pytest.raises(OutOfScope):
-        client.ingest("old", "user", "claim", namespace="team-a")
+    # Team A's "old" is another session: it neither claims nor sees default's.
+    assert client.ingest("old", "user", "claim", namespace="team-a").seq == 1
+    assert client.get_session_stats("old").turns_enqueued == 2
 
 
 def test_two_agents_writing_one_session_lose_nothing(pipeline: Pipeline) -> None:
@@ -224,7 +237,8 @@ def test_two_agents_writing_one_session_lose_nothing(pipeline: Pipeline) -> None
     drain()
     stats = client.get_session_stats("shared", namespace="team-a")
     assert stats.turns_enqueued == stats.turns_processed == 2 * per_agent
-    stored = sorted(t.seq for t in client.vector_store().iter_turns("shared"))
+    stored = sorted(t.seq for t in client.vector_store().iter_turns(
+        session_name("team-a", "shared")))
     assert stored == list(range(1, 2 * per_agent + 1))
 
 

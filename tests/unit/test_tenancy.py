@@ -21,6 +21,7 @@ import pytest
 from hivemem import MemoryClient
 from hivemem.config import Settings
 from hivemem.domain.models import Role, Turn
+from hivemem.domain.names import session_name
 from hivemem.pipeline.topology import Keys
 from hivemem.providers.embedders import HashingEmbedder
 from hivemem.store import head
@@ -74,13 +75,15 @@ def test_a_listing_reads_the_callers_sessions_only(
     handle.sessions()  # the index exists already (nothing to build): see the next test
     reads = _owner_reads(monkeypatch)
     assert handle.sessions() == b
-    assert sorted(reads) == b  # never one of team-a's 60
+    assert sorted(reads) == [f"team-b/{s}" for s in b]  # never one of team-a's 60
     assert client.scoped(namespace="team-a").sessions() == a
-    assert sorted(client.admin.sessions()) == sorted(a + b)
+    # The operator names every session by its internal name.
+    assert sorted(client.admin.sessions()) == sorted(
+        [f"team-a/{s}" for s in a] + [f"team-b/{s}" for s in b])
     reads.clear()
     related = handle.related_sessions(b[0])
     assert {r.session_id for r in related} <= set(b)
-    assert not set(reads) & set(a)
+    assert not {x for x in reads if x.startswith("team-a/")}
 
 
 def test_a_store_written_before_the_index_is_indexed_once(
@@ -107,7 +110,7 @@ def test_a_store_written_before_the_index_is_indexed_once(
                          embedder=HashingEmbedder(DIM))
     reads = _owner_reads(monkeypatch)
     assert other.scoped(namespace="team-b").sessions() == b
-    assert sorted(reads) == b
+    assert sorted(reads) == [f"team-b/{s}" for s in b]
 
 
 def test_import_restore_and_replace_keep_the_index(
@@ -120,8 +123,9 @@ def test_import_restore_and_replace_keep_the_index(
     handle.export(exported, ["moved"])
     # Imported again (append renames a taken id): both listed.
     result = client.admin.import_file(exported)
-    renamed = result.sessions["moved"]
-    assert renamed != "moved"
+    # The operator's summary names sessions by internal name; renamed within team-a.
+    namespace, _, renamed = result.sessions["team-a/moved"].partition("/")
+    assert namespace == "team-a" and renamed != "moved"
     assert set(handle.sessions()) == {"moved", renamed}
     # Replace: purged and written again, listed once, in its namespace only.
     client.admin.import_file(exported, mode="replace")
@@ -133,7 +137,7 @@ def test_import_restore_and_replace_keep_the_index(
     turn = Turn(turn_id="t1", session_id="rebuilt", role=Role.USER, content="x",
                 timestamp=datetime(2026, 1, 1, tzinfo=UTC), seq=1, token_count=1,
                 namespace="team-a")
-    state.restore_session("rebuilt", [turn])
+    state.restore_session(session_name("team-a", "rebuilt"), [turn])
     assert handle.sessions() == ["rebuilt"]
 
 
@@ -143,8 +147,8 @@ def test_an_entry_left_behind_is_not_listed(site: tuple[MemoryClient, Any]) -> N
     client, r = site
     keys = client.keys
     b = _fill(client, "team-b", 1)
-    r.sadd(keys.namespace_session_set("ghost", "team-b"), "ghost")
-    r.sadd(keys.namespace_session_set("team-a-x", "team-b"), "team-a-x")
+    r.sadd(keys.namespace_session_set(session_name("team-b", "ghost")), "ghost")
+    r.sadd(keys.namespace_session_set(session_name("team-b", "team-a-x")), "team-a-x")
     _fill(client, "team-a", 0)
     client.scoped(namespace="team-a").ingest("team-a-x", "user", "mine")
     assert client.scoped(namespace="team-b").sessions() == b
@@ -179,7 +183,8 @@ def test_a_counter_past_the_turns_costs_what_the_turns_cost(
     for i in range(5):
         handle.ingest("inflated", "user", f"turn {i}")
     _embed_all(client, r)
-    r.hset(client.keys.session_turn_ids("inflated"), head.SEQ_FIELD, counter)
+    r.hset(client.keys.session_turn_ids(session_name("team-a", "inflated")), head.SEQ_FIELD,
+           counter)
     vectors = client.vector_store()
     calls: list[str] = []
     for name in ("count", "scroll"):

@@ -21,8 +21,9 @@
 -- KEYS: the stream, the partition's session set, then 4 keys per group (ids, window, meta,
 -- the group's namespace index).
 -- ARGV: the window, the entry's two field names (from `TurnEntry`), the group count g, the
--- slack, then per group: session id, namespace, turn count c and c (turn id, wire JSON,
--- timestamp) triples.
+-- slack, then per group: the session's internal name (`Keys.session_name`: what the
+-- partition's session set lists), its session id (what its namespace's index lists),
+-- namespace, turn count c and c (turn id, wire JSON, timestamp) triples.
 -- Returns seq, duplicate per turn, group by group, flattened.
 local window = tonumber(ARGV[1])
 local slack = tonumber(ARGV[5])
@@ -35,8 +36,8 @@ end
 local a = 6
 for g = 1, tonumber(ARGV[4]) do
   local k = 2 + (g - 1) * 4
-  local sid, ns, c = ARGV[a], ARGV[a + 1], tonumber(ARGV[a + 2])
-  a = a + 3
+  local name, sid, ns, c = ARGV[a], ARGV[a + 1], ARGV[a + 2], tonumber(ARGV[a + 3])
+  a = a + 4
   local ids_key = KEYS[k + 1]
   local found = {}
   local seq_raw, owner
@@ -89,7 +90,7 @@ for g = 1, tonumber(ARGV[4]) do
         end
         if seq == 1 then
           first = ARGV[b + 2]
-          redis.call('SADD', KEYS[2], sid)
+          redis.call('SADD', KEYS[2], name)
         end
         last = ARGV[b + 2]
         out[#out + 1] = seq

@@ -21,7 +21,8 @@ import numpy.typing as npt
 
 from hivemem.domain.fact import Fact
 from hivemem.domain.models import Role, Turn, trusted_turn
-from hivemem.domain.scope import Scope
+from hivemem.domain.names import SessionName, session_name, split_session_name
+from hivemem.domain.scope import DEFAULT_NAMESPACE, Scope
 from hivemem.errors import ConfigurationError
 from hivemem.pipeline.wire import turn_fields
 from hivemem.providers.lexical import SparseVector
@@ -64,8 +65,10 @@ _POINT_NAMESPACE = uuid.UUID("7d1c6f4e-8f0b-4c52-9a61-3f0c2b9e8a11")
 Vector = npt.NDArray[np.float32]
 
 
-def turn_point_id(session_id: str, turn_id: str) -> str:
-    return str(uuid.uuid5(_POINT_NAMESPACE, f"turn/{session_id}/{turn_id}"))
+def turn_point_id(name: SessionName, turn_id: str) -> str:
+    """A turn's point id, from its session's internal name (`hivemem.domain.names`):
+    ``default``'s turns keep the ids they had before namespaces named sessions."""
+    return str(uuid.uuid5(_POINT_NAMESPACE, f"turn/{name}/{turn_id}"))
 
 
 def turn_payload(turn: Turn) -> dict[str, Any]:
@@ -161,7 +164,7 @@ class TurnHit:
         ~6 us)."""
         if self._reply is not None:
             return str(self._reply.id)
-        return turn_point_id(self.session_id, self.turn_id)
+        return turn_point_id(payload_session(self.payload), self.turn_id)
 
     @property
     def engine_id(self) -> Any:
@@ -271,9 +274,12 @@ class Between:
 
 # Payload conditions, all of which must hold: field -> value, or field -> list (any of), or
 # field -> `Between` (a range); under SCOPE, a `Scope`: what that agent may see (backends
-# turn it into a filter).
+# turn it into a filter). ``namespace`` (a value or a list) also matches a point with no
+# namespace for ``default`` (written before namespaces: `session_where`).
 Where = Mapping[str, str | int | bool | Sequence[str] | Sequence[int] | Between | Scope]
 SCOPE = "$scope"
+# Under POINT_IDS, a list of point ids: only those points (a delete of exactly these).
+POINT_IDS = "$ids"
 
 
 def scoped(scope: Scope | None) -> dict[str, Scope]:
@@ -362,7 +368,7 @@ class VectorStore(ABC):
         """`windows`: each turn's context-window vector (row i for turn i), if embedded."""
         points = [
             Point(
-                turn_point_id(t.session_id, t.turn_id),
+                turn_point_id(session_name(t.namespace, t.session_id), t.turn_id),
                 vectors[i],
                 turn_payload(t),
                 None if sparse is None else sparse[i],
@@ -373,29 +379,30 @@ class VectorStore(ABC):
         if points:
             self.upsert(TURNS, points)
 
-    def update_windows(self, session_id: str, turn_ids: Sequence[str], windows: Vector) -> int:
+    def update_windows(self, name: SessionName, turn_ids: Sequence[str], windows: Vector) -> int:
         """Replace the window vectors of these turns (row i for turn i), in place: the rest
         of each point (payload, dense and BM25 vectors) is left as it is, and a turn deleted
         meanwhile is not brought back. Returns how many were updated."""
         return self.update_vectors(TURNS, WINDOW, [
-            (turn_point_id(session_id, t), windows[i]) for i, t in enumerate(turn_ids)])
+            (turn_point_id(name, t), windows[i]) for i, t in enumerate(turn_ids)])
 
     def search_turns(
-        self, sessions: str | Sequence[str], vector: Vector, limit: int,
+        self, sessions: SessionName | Sequence[SessionName], vector: Vector, limit: int,
         scope: Scope | None = None,
     ) -> list[TurnHit]:
         return self._search_turns(
-            "dense", vector, limit, {**_sessions(sessions), **scoped(scope)}
+            "dense", vector, limit, {**session_where(sessions, scope), **scoped(scope)}
         )
 
     def search_turns_and_windows(
-        self, sessions: str | Sequence[str], vector: Vector, limit: int,
+        self, sessions: SessionName | Sequence[SessionName], vector: Vector, limit: int,
         scope: Scope | None = None,
     ) -> tuple[list[TurnHit], list[TurnHit]]:
         """The `limit` turns nearest on the fused similarity (`FUSED`), best first: each in
         the first list with its dense similarity as `score` and, when it has a window
         vector, in the second with its window's."""
-        hits = self.search_fused(TURNS, vector, limit, {**_sessions(sessions), **scoped(scope)})
+        hits = self.search_fused(TURNS, vector, limit,
+                                 {**session_where(sessions, scope), **scoped(scope)})
         dense: list[TurnHit] = []
         window: list[TurnHit] = []
         for h in hits:
@@ -422,13 +429,13 @@ class VectorStore(ABC):
         return [None if (w := h.window) is None else float(w @ vector) for h in hits]
 
     def search_turns_lexical(
-        self, sessions: str | Sequence[str], sparse: SparseVector, limit: int,
+        self, sessions: SessionName | Sequence[SessionName], sparse: SparseVector, limit: int,
         scope: Scope | None = None,
     ) -> list[TurnHit]:
         if not sparse:
             return []
         return self._search_turns(
-            "lexical", sparse, limit, {**_sessions(sessions), **scoped(scope)}
+            "lexical", sparse, limit, {**session_where(sessions, scope), **scoped(scope)}
         )
 
     def _search_turns(
@@ -443,7 +450,7 @@ class VectorStore(ABC):
         return [TurnHit(h.payload, h.score, h.vector, h.window) for h in hits]
 
     def turns_by_seq(
-        self, session_id: str, seqs: Sequence[int], scope: Scope | None = None, *,
+        self, name: SessionName, seqs: Sequence[int], scope: Scope | None = None, *,
         with_vectors: bool = True, with_windows: bool = False,
     ) -> list[TurnHit]:
         """The session's turns with these sequence numbers (those that are embedded).
@@ -451,45 +458,46 @@ class VectorStore(ABC):
         vector (a backend may give it either way)."""
         if not seqs:
             return []
-        where: Where = {"session_id": session_id, "seq": sorted(set(seqs)), **scoped(scope)}
+        where: Where = {**session_where(name, scope), "seq": sorted(set(seqs)), **scoped(scope)}
         return [
             TurnHit(h.payload, 0.0, h.vector, h.window)
             for h in self.scroll(TURNS, where, with_vectors=with_vectors)
         ]
 
     def get_turns(
-        self, session_id: str, turn_ids: Sequence[str], scope: Scope | None = None
+        self, name: SessionName, turn_ids: Sequence[str], scope: Scope | None = None
     ) -> list[TurnHit]:
+        """These turns of the session named `name` (`hivemem.domain.names`)."""
         if not turn_ids:
             return []
-        hits = self.retrieve(TURNS, [turn_point_id(session_id, t) for t in turn_ids])
+        hits = self.retrieve(TURNS, [turn_point_id(name, t) for t in turn_ids])
         return [
             TurnHit(h.payload, 0.0, h.vector, h.window)
             for h in hits if scope is None or scope.allows(h.payload)
         ]
 
     def iter_turns(
-        self, session_id: str | None = None, scope: Scope | None = None
+        self, name: SessionName | None = None, scope: Scope | None = None
     ) -> Iterator[Turn]:
         where: dict[str, Any] = {**scoped(scope)}
-        if session_id is not None:
-            where["session_id"] = session_id
+        if name is not None:
+            where.update(session_where(name, scope))
         for hit in self.scroll(TURNS, where or None):
             yield turn_from_payload(hit.payload)
 
     def turns_between(
-        self, session_id: str, first: int, last: int, scope: Scope | None = None
+        self, name: SessionName, first: int, last: int, scope: Scope | None = None
     ) -> list[Turn]:
         """The session's stored turns with `first <= seq <= last` that `scope` may see (any
         order): a range on the seq payload index, so only those points are read."""
         if last < first:
             return []
-        where: Where = {"session_id": session_id, "seq": Between(first, last),
+        where: Where = {**session_where(name, scope), "seq": Between(first, last),
                         **scoped(scope)}
         return [turn_from_payload(hit.payload) for hit in self.scroll(TURNS, where)]
 
     def nearest_seq(
-        self, session_id: str, first: int, last: int, scope: Scope | None = None, *,
+        self, name: SessionName, first: int, last: int, scope: Scope | None = None, *,
         highest: bool = False,
     ) -> int | None:
         """The lowest (`highest`: the highest) seq in [`first`, `last`] of a stored turn
@@ -498,7 +506,7 @@ class VectorStore(ABC):
         without turns instead of walking it, so what it costs follows the turns there are,
         not the session's counter."""
         def any_in(low: int, high: int) -> bool:
-            where: Where = {"session_id": session_id, "seq": Between(low, high),
+            where: Where = {**session_where(name, scope), "seq": Between(low, high),
                             **scoped(scope)}
             return self.count(TURNS, where) > 0
 
@@ -520,8 +528,8 @@ class VectorStore(ABC):
                     low = mid + 1
         return low
 
-    def count_turns(self, session_id: str | None = None) -> int:
-        return self.count(TURNS, None if session_id is None else {"session_id": session_id})
+    def count_turns(self, name: SessionName | None = None) -> int:
+        return self.count(TURNS, None if name is None else session_where(name))
 
     # -- facts -----------------------------------------------------------------------------
 
@@ -546,21 +554,21 @@ class VectorStore(ABC):
 
     def search_facts(
         self,
-        sessions: str | Sequence[str],
+        sessions: SessionName | Sequence[SessionName],
         vector: Vector,
         limit: int,
         statuses: Sequence[str],
         scope: Scope | None = None,
     ) -> list[FactHit]:
         where: dict[str, Any] = {
-            **_sessions(sessions), "status": list(statuses), **scoped(scope)
+            **session_where(sessions, scope), "status": list(statuses), **scoped(scope)
         }
         hits = self.search(FACTS, vector, limit, where)
         return [FactHit(Fact.model_validate(h.payload), h.score, h.vector) for h in hits]
 
     def search_facts_lexical(
         self,
-        sessions: str | Sequence[str],
+        sessions: SessionName | Sequence[SessionName],
         sparse: SparseVector,
         limit: int,
         statuses: Sequence[str],
@@ -569,7 +577,7 @@ class VectorStore(ABC):
         if not sparse:
             return []
         where: dict[str, Any] = {
-            **_sessions(sessions), "status": list(statuses), **scoped(scope)
+            **session_where(sessions, scope), "status": list(statuses), **scoped(scope)
         }
         hits = self.search_sparse(FACTS, sparse, limit, where)
         return [FactHit(Fact.model_validate(h.payload), h.score, h.vector) for h in hits]
@@ -587,7 +595,7 @@ class VectorStore(ABC):
                 for h in hits if scope is None or scope.allows(h.payload)]
 
     def visible_fact_ids(
-        self, session_id: str, fact_ids: Collection[str], scope: Scope
+        self, name: SessionName, fact_ids: Collection[str], scope: Scope
     ) -> set[str]:
         """Which of these facts of the session `scope` may see: read by id (a timeline page
         checks the few facts its events name, not every fact of the session)."""
@@ -595,31 +603,31 @@ class VectorStore(ABC):
         if not wanted:
             return set()
         return {str(h.payload.get("fact_id")) for h in self.retrieve(FACTS, wanted)
-                if h.payload.get("session_id") == session_id and scope.allows(h.payload)}
+                if payload_session(h.payload) == name and scope.allows(h.payload)}
 
     def list_facts(
-        self, session_id: str, statuses: Sequence[str] | None = None,
+        self, name: SessionName, statuses: Sequence[str] | None = None,
         scope: Scope | None = None,
     ) -> list[Fact]:
-        where: dict[str, Any] = {"session_id": session_id, **scoped(scope)}
+        where: dict[str, Any] = {**session_where(name, scope), **scoped(scope)}
         if statuses is not None:
             where["status"] = list(statuses)
         facts = [Fact.model_validate(h.payload) for h in self.scroll(FACTS, where)]
         return sorted(facts, key=lambda f: (f.created_at, f.fact_id))
 
-    def count_facts(self, session_id: str) -> int:
+    def count_facts(self, name: SessionName) -> int:
         """How many facts the session holds (every status, every scope)."""
-        return self.count(FACTS, {"session_id": session_id})
+        return self.count(FACTS, session_where(name))
 
     def facts_written_after(
-        self, session_id: str, after: float | None
+        self, name: SessionName, after: float | None
     ) -> list[tuple[Fact, float]]:
         """The session's facts (every status, every scope) whose `WRITTEN_AT` is later than
         `after` (None: all of them), each with that time (0.0: written before the field
         existed). Backends with range filters override this to read only those; this
         default reads the session's facts and validates only the ones asked for."""
         out: list[tuple[Fact, float]] = []
-        for hit in self.scroll(FACTS, {"session_id": session_id}):
+        for hit in self.scroll(FACTS, session_where(name)):
             written = written_at(hit.payload)
             if after is None or written > after:
                 out.append((Fact.model_validate(hit.payload), written))
@@ -661,10 +669,29 @@ def rank_fused(dense: Sequence[Hit], window: Sequence[Hit], vector: Vector,
     return ranked[:limit]
 
 
-def _sessions(sessions: str | Sequence[str]) -> dict[str, Any]:
-    if isinstance(sessions, str):
-        return {"session_id": sessions}
-    return {"session_id": list(sessions)}
+def session_where(sessions: SessionName | Sequence[SessionName],
+                  scope: Scope | None = None) -> dict[str, Any]:
+    """The payload conditions of these sessions (internal names: `hivemem.domain.names`):
+    their ids and namespaces (a ``namespace`` condition matches a point that has none for
+    ``default``: points written before namespaces). Names of several namespaces give the
+    ids in any of them: callers pass one namespace's sessions (a scope's), or post-filter.
+    With `scope` (whose own filter holds the namespace, `scoped`) and the sessions all of
+    its namespace, no second namespace condition: recall's searches filter as before."""
+    names = [sessions] if isinstance(sessions, str) else list(sessions)
+    parts = [split_session_name(n) for n in names]
+    namespaces = sorted({ns for ns, _ in parts})
+    ids: str | list[str] = (parts[0][1] if isinstance(sessions, str)
+                            else [sid for _, sid in parts])
+    if scope is not None and namespaces == [scope.namespace]:
+        return {"session_id": ids}
+    return {"session_id": ids,
+            "namespace": namespaces[0] if len(namespaces) == 1 else namespaces}
+
+
+def payload_session(payload: Mapping[str, Any]) -> SessionName:
+    """The internal name of a stored point's session."""
+    return session_name(str(payload.get("namespace") or DEFAULT_NAMESPACE),
+                        str(payload.get("session_id") or ""))
 
 
 def as_vector(values: Any, name: str = DENSE) -> Vector | None:

@@ -14,6 +14,7 @@ from qdrant_client.http.exceptions import UnexpectedResponse
 
 from hivemem.config import QdrantSettings
 from hivemem.domain.fact import Fact
+from hivemem.domain.names import SessionName
 from hivemem.domain.scope import DEFAULT_NAMESPACE, Scope
 from hivemem.errors import ConfigurationError, StoreRejected, StoreUnavailable
 from hivemem.providers.lexical import SparseVector
@@ -25,6 +26,7 @@ from hivemem.store.vectors.base import (
     INTEGER_FIELDS,
     KEYWORD_FIELDS,
     LEXICAL,
+    POINT_IDS,
     SCOPE,
     TURNS,
     WINDOW,
@@ -37,6 +39,7 @@ from hivemem.store.vectors.base import (
     Where,
     as_vector,
     rank_fused,
+    session_where,
     written_at,
 )
 from hivemem.store.vectors.payload_limits import check_payloads
@@ -221,6 +224,11 @@ class ServerVectorStore(VectorStore):
                     raise ValueError(f"a Scope goes under {SCOPE!r}, not {field!r}")
                 must.append(_in_namespace(value.namespace))
                 must_not.append(_others_private(value.agent_id))
+            elif field == POINT_IDS:
+                must.append(qm.HasIdCondition(has_id=list(value)))  # type: ignore[arg-type]
+            elif field == "namespace":
+                names = [value] if isinstance(value, str) else list(value)  # type: ignore[arg-type]
+                must.append(qm.Filter(should=[_in_namespace(str(n)) for n in names]))
             elif isinstance(value, Between):
                 must.append(qm.FieldCondition(
                     key=field, range=qm.Range(gte=value.gte, lte=value.lte)))
@@ -388,14 +396,16 @@ class ServerVectorStore(VectorStore):
                 return
 
     def facts_written_after(
-        self, session_id: str, after: float | None
+        self, name: SessionName, after: float | None
     ) -> list[tuple[Fact, float]]:
         """Only the facts stamped after `after`, through the float payload index: a recall
         that has seen the session's facts re-reads just the new ones."""
         if after is None:
-            return super().facts_written_after(session_id, after)
+            return super().facts_written_after(name, after)
+        session = self._filter(session_where(name))
+        assert session is not None and session.must is not None
         query = qm.Filter(must=[
-            qm.FieldCondition(key="session_id", match=qm.MatchValue(value=session_id)),
+            *session.must,
             qm.FieldCondition(key=WRITTEN_AT, range=qm.Range(gt=after)),
         ])
         out: list[tuple[Fact, float]] = []
