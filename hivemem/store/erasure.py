@@ -70,14 +70,24 @@ class EntryMatch:
         if isinstance(message, TurnEntry):
             return self.turn(message.turn)
         if isinstance(message, EmbeddedTurns):
-            # No content rides on the embedded stream; a several-turn entry goes with
-            # its session, or when every turn of it goes.
+            # A several-turn entry goes with its session, or when every turn of it goes
+            # (one that holds some: `touches`).
             return all(self.turn(t.turn) for t in message.turns)
         if isinstance(message, EmbeddedTurn):
             return self.turn(message.turn)
         if isinstance(message, EpisodeControl | SkipEntry | OutboxEntry):
             return self.turns is None and message.session_id == self.name
         return False
+
+    def touches(self, stage: Stage, fields: dict[str, str]) -> bool:
+        """Whether an entry of `stage`'s stream carries a turn to go among others (an
+        embedded entry of several turns: it carries their text, for the currency keeper)."""
+        try:
+            message = stage.decode(fields)
+        except MalformedEntry:
+            return False
+        return isinstance(message, EmbeddedTurns) and any(
+            self.turn(t.turn) for t in message.turns)
 
     def raw(self, fields: dict[str, str]) -> bool:
         """An undecodable entry: it goes when any value names the session (whole-session
@@ -119,22 +129,30 @@ class ErasureStore:
                 continue
             seen.add(stream)
             entries += self._erase(stream, groups,
-                                   lambda f, s=stage: match.entry(s, f))  # type: ignore[misc]
+                                   lambda f, s=stage: match.entry(s, f),  # type: ignore[misc]
+                                   lambda f, s=stage: match.touches(s, f))  # type: ignore[misc]
             dead = stage.dead_letters_for(p)
             letters += self._erase(dead, [],
                                    lambda f, st=stream: match.letter(topology, st, f))  # type: ignore[misc]
         return {"stream_entries": entries, "dead_letters": letters}
 
     def _erase(self, stream: str, groups: Collection[str],
-               matches: Callable[[dict[str, str]], bool]) -> int:
+               matches: Callable[[dict[str, str]], bool],
+               touches: Callable[[dict[str, str]], bool] | None = None) -> int:
+        """XDEL the entries `matches` names; and those `touches` names (an entry that
+        carries a forgotten turn beside others) once every group is done with them: the
+        others' work is done, and the forgotten text must not stay behind."""
         removed = 0
         start = "-"
+        settled = self._settled(stream, groups) if touches is not None else None
         while True:
             with redis_errors("read stream for a forget"):
                 rows = decode_entries(self._r.xrange(stream, min=start, count=_PAGE))
             if not rows:
                 return removed
-            doomed = [row.entry_id for row in rows if matches(row.fields)]
+            doomed = [row.entry_id for row in rows if matches(row.fields) or (
+                touches is not None and settled is not None and settled(row.entry_id)
+                and touches(row.fields))]
             if doomed:
                 with redis_errors("forget stream entries"):
                     pipe = self._r.pipeline(transaction=True)
@@ -145,6 +163,28 @@ class ErasureStore:
             if len(rows) < _PAGE:
                 return removed
             start = "(" + rows[-1].entry_id
+
+    def _settled(self, stream: str, groups: Collection[str]) -> Callable[[str], bool]:
+        """Whether every group of `stream` has read and acknowledged an entry (as of now)."""
+        delivered: list[tuple[int, int]] = []
+        pending: set[str] = set()
+        with redis_errors("read stream groups"):
+            try:
+                infos = self._r.xinfo_groups(stream)
+            except redis.ResponseError:  # no stream (yet)
+                infos = []
+            for info in infos:
+                if as_text(info.get("name")) not in groups:
+                    continue
+                delivered.append(_entry_id(as_text(info.get("last-delivered-id"))))
+                if int(info.get("pending") or 0):
+                    rows = self._r.xpending_range(stream, as_text(info.get("name")),
+                                                  min="-", max="+", count=10_000)
+                    pending |= {as_text(r["message_id"]) for r in rows or []}
+        if len(delivered) < len(groups):
+            return lambda entry_id: False  # a group not created yet reads it all later
+        return lambda entry_id: entry_id not in pending and all(
+            _entry_id(entry_id) <= last for last in delivered)
 
     def pending_before(self, name: SessionName, entry_id: str) -> int:
         """How many entries up to `entry_id` of the session's partition's turns and
@@ -405,3 +445,8 @@ def _turn_of(topology: Topology, stream: str, row: StreamEntry) -> Turn | None:
 
 
 __all__ = ["EntryMatch", "ErasureStore", "TurnMatch"]
+
+
+def _entry_id(entry_id: str) -> tuple[int, int]:
+    ms, _, seq = entry_id.partition("-")
+    return int(ms or 0), int(seq or 0)
