@@ -21,34 +21,28 @@ from __future__ import annotations
 import os
 import tempfile
 import time
-import uuid
 from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
-import redis
 
-from hivemem.config import Settings
 from hivemem.errors import AckTimeout, StoreUnavailable, ValidationError
 from hivemem.pipeline.topology import Keys
 from hivemem.producer.client import MemoryClient
 from hivemem.testing import RedisServer
 from tests.support.redis_cluster import RedisCluster
-from tests.support.replicated import ReplicatedRedis, binary
+from tests.support.replicated import (
+    ReplicatedRedis,
+    ack_settings,
+    binary,
+    failover_rounds,
+    present,
+)
 
 pytestmark = pytest.mark.integration
 
 KEYS = Keys("hm", 1)
 SOAK = os.environ.get("HIVEMEM_SOAK") == "1"
-
-
-def _settings(url: str, ack: str, timeout_ms: int = 5000, partitions: int = 1) -> Settings:
-    return Settings.model_validate({
-        "redis": {"url": url, "partitions": partitions, "socket_timeout": 5,
-                  "connect_timeout": 1},
-        "embedding": {"provider": "hashing", "dim": 64},
-        "ingest": {"ack": ack, "durable_timeout_ms": timeout_ms},
-    })
 
 
 def _pair(tmp_path: Path, waitaof: bool = False) -> Iterator[ReplicatedRedis]:
@@ -69,39 +63,6 @@ def pair(tmp_path: Path) -> Iterator[ReplicatedRedis]:
 @pytest.fixture
 def aof_pair(tmp_path: Path) -> Iterator[ReplicatedRedis]:
     yield from _pair(tmp_path, waitaof=True)
-
-
-def _present(url: str, session_id: str, turn_ids: list[str]) -> int:
-    client = redis.Redis.from_url(url)
-    try:
-        return sum(bool(client.hexists(KEYS.session_turn_ids(session_id), t))
-                   for t in turn_ids)
-    finally:
-        client.close()
-
-
-def failover_rounds(pair: ReplicatedRedis, ack: str, rounds: int, *, lag_s: float = 0.0,
-                    turns: int = 3) -> tuple[int, int]:
-    """`rounds` times: `turns` turns acknowledged at `ack` (the replica lagging `lag_s`
-    around them when set), the master SIGKILLed at once, its replica promoted, the turns
-    looked up there, the old master started again as the new one's replica. Returns
-    (acknowledged, lost)."""
-    acked = lost = 0
-    run = uuid.uuid4().hex[:8]  # turn ids of their own: an id seen before is a no-op
-    for r in range(rounds):
-        with MemoryClient(_settings(pair.url, ack)) as client:
-            client.ingest("s1", "user", "warm-up", turn_id=f"{run}-warm-{r}")
-            timer = pair.lag_replica(lag_s) if lag_s else None
-            ids = [client.ingest("s1", "user", f"round {r} turn {i}",
-                                 turn_id=f"{run}-r{r}-t{i}").turn_id for i in range(turns)]
-            pair.kill_master()
-        if timer is not None:
-            timer.join()
-        pair.promote()
-        acked += len(ids)
-        lost += len(ids) - _present(pair.url, "s1", ids)
-        pair.rejoin()
-    return acked, lost
 
 
 def test_replica_acknowledged_turns_survive_the_masters_sigkill_100_times(
@@ -130,7 +91,7 @@ def test_replica_aof_acknowledged_turns_survive_a_lagging_replica(
 
 
 def test_aof_level_waits_for_the_masters_fsync(aof_pair: ReplicatedRedis) -> None:
-    with MemoryClient(_settings(aof_pair.url, "aof")) as client:
+    with MemoryClient(ack_settings(aof_pair.url, "aof")) as client:
         turn = client.ingest("s1", "user", "on disk", turn_id="d1")
         many = client.ingest_many([{"session_id": "s2", "role": "user", "content": "x",
                                     "turn_id": f"m{i}"} for i in range(5)])
@@ -145,7 +106,7 @@ def test_no_replica_to_answer_is_an_ack_timeout_and_the_turn_is_on_the_master(
     server = RedisServer(tmp_path, appendfsync="everysec")
     server.start()
     try:
-        with MemoryClient(_settings(server.url, "memory", timeout_ms=150)) as client:
+        with MemoryClient(ack_settings(server.url, "memory", timeout_ms=150)) as client:
             started = time.monotonic()
             with pytest.raises(AckTimeout) as caught:
                 client.ingest("s1", "user", "nobody copies this", turn_id="lonely",
@@ -156,7 +117,7 @@ def test_no_replica_to_answer_is_an_ack_timeout_and_the_turn_is_on_the_master(
                 caught.value)
             assert isinstance(caught.value, StoreUnavailable)
             assert waited >= 0.15
-            assert _present(server.url, "s1", ["lonely"]) == 1
+            assert present(server.url, "s1", ["lonely"]) == 1
             # A retry with the same turn id is a no-op that waits again.
             with pytest.raises(AckTimeout):
                 client.ingest("s1", "user", "nobody copies this", turn_id="lonely",
@@ -167,7 +128,7 @@ def test_no_replica_to_answer_is_an_ack_timeout_and_the_turn_is_on_the_master(
                 with pytest.raises(StoreUnavailable, match="WAITAOF"):
                     client.ingest("s1", "user", "never written", turn_id="refused",
                                   ack="replica_aof")
-                assert _present(server.url, "s1", ["refused"]) == 0
+                assert present(server.url, "s1", ["refused"]) == 0
             with pytest.raises(ValidationError) as bad:
                 client.ingest("s1", "user", "x", ack="replicas")  # type: ignore[arg-type]
             assert bad.value.field == "ack"
@@ -184,7 +145,7 @@ def test_on_a_cluster_the_wait_goes_to_the_sessions_master_and_survives_its_take
     cluster = RedisCluster(Path(tempfile.mkdtemp(prefix="hivemem-ackcl-")))
     cluster.start()
     try:
-        settings = _settings(cluster.url, "replica", partitions=4)
+        settings = ack_settings(cluster.url, "replica", partitions=4)
         keys = Keys("hm", 4)
         lost = acked = 0
         for r in range(3):

@@ -11,12 +11,18 @@ import socket
 import subprocess
 import threading
 import time
+import uuid
 from dataclasses import dataclass, field
 from pathlib import Path
 
 import redis
 
+from hivemem.config import Settings
+from hivemem.pipeline.topology import Keys
+from hivemem.producer.client import MemoryClient
 from hivemem.runtime.child_server import server_binary
+
+KEYS = Keys("hm", 1)
 
 
 def _free_port() -> int:
@@ -162,3 +168,45 @@ class ReplicatedRedis:
             if node.process is not None and node.process.poll() is None:
                 node.process.kill()
                 node.process.wait(timeout=10)
+
+
+def ack_settings(url: str, ack: str, timeout_ms: int = 5000, partitions: int = 1) -> Settings:
+    return Settings.model_validate({
+        "redis": {"url": url, "partitions": partitions, "socket_timeout": 5,
+                  "connect_timeout": 1},
+        "embedding": {"provider": "hashing", "dim": 64},
+        "ingest": {"ack": ack, "durable_timeout_ms": timeout_ms},
+    })
+
+
+def present(url: str, session_id: str, turn_ids: list[str]) -> int:
+    client = redis.Redis.from_url(url)
+    try:
+        return sum(bool(client.hexists(KEYS.session_turn_ids(session_id), t))
+                   for t in turn_ids)
+    finally:
+        client.close()
+
+
+def failover_rounds(pair: ReplicatedRedis, ack: str, rounds: int, *, lag_s: float = 0.0,
+                    turns: int = 3) -> tuple[int, int]:
+    """`rounds` times: `turns` turns acknowledged at `ack` (the replica lagging `lag_s`
+    around them when set), the master SIGKILLed at once, its replica promoted, the turns
+    looked up there, the old master started again as the new one's replica. Returns
+    (acknowledged, lost)."""
+    acked = lost = 0
+    run = uuid.uuid4().hex[:8]  # turn ids of their own: an id seen before is a no-op
+    for r in range(rounds):
+        with MemoryClient(ack_settings(pair.url, ack)) as client:
+            client.ingest("s1", "user", "warm-up", turn_id=f"{run}-warm-{r}")
+            timer = pair.lag_replica(lag_s) if lag_s else None
+            ids = [client.ingest("s1", "user", f"round {r} turn {i}",
+                                 turn_id=f"{run}-r{r}-t{i}").turn_id for i in range(turns)]
+            pair.kill_master()
+        if timer is not None:
+            timer.join()
+        pair.promote()
+        acked += len(ids)
+        lost += len(ids) - present(pair.url, "s1", ids)
+        pair.rejoin()
+    return acked, lost
