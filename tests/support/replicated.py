@@ -210,3 +210,74 @@ def failover_rounds(pair: ReplicatedRedis, ack: str, rounds: int, *, lag_s: floa
         lost += len(ids) - present(pair.url, "s1", ids)
         pair.rejoin()
     return acked, lost
+
+
+@dataclass
+class Sentinel:
+    """One Sentinel (redis-server --sentinel) watching `pair`'s master as `name`: it
+    notices the master down after 1 s and promotes the replica (quorum 1)."""
+
+    pair: ReplicatedRedis
+    name: str = "mymaster"
+    port: int = 0
+    process: subprocess.Popen[bytes] | None = None
+
+    @property
+    def url(self) -> str:
+        """hivemem's Sentinel URL for the watched master."""
+        return f"redis+sentinel://127.0.0.1:{self.port}/{self.name}"
+
+    def start(self) -> None:
+        self.port = _free_port()
+        folder = self.pair.folder / "sentinel"
+        folder.mkdir(parents=True, exist_ok=True)
+        master = self.pair.nodes[self.pair.master].port
+        config = folder / "sentinel.conf"
+        config.write_text("\n".join([
+            f"port {self.port}", "bind 127.0.0.1", f"dir {folder}",
+            f"logfile {folder / 'sentinel.log'}",
+            f"sentinel monitor {self.name} 127.0.0.1 {master} 1",
+            f"sentinel down-after-milliseconds {self.name} 1000",
+            f"sentinel failover-timeout {self.name} 5000",
+            f"sentinel parallel-syncs {self.name} 1", ""]))
+        self.process = subprocess.Popen([self.pair.server, str(config), "--sentinel"],
+                                        stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+        deadline = time.monotonic() + 10
+        while True:
+            try:
+                got = redis.Redis(port=self.port, socket_timeout=1).execute_command(
+                    "SENTINEL", "GET-MASTER-ADDR-BY-NAME", self.name)
+                if got:
+                    return
+            except redis.RedisError:
+                pass
+            if time.monotonic() > deadline:
+                raise RuntimeError("sentinel did not start")
+            time.sleep(0.05)
+
+    def master_port(self) -> int:
+        got = redis.Redis(port=self.port, socket_timeout=1).execute_command(
+            "SENTINEL", "GET-MASTER-ADDR-BY-NAME", self.name)
+        return int(got[1])
+
+    def wait_failover(self, old_port: int, timeout: float = 30.0) -> int:
+        """Until Sentinel names another master than `old_port` and it answers as one."""
+        deadline = time.monotonic() + timeout
+        while True:
+            try:
+                port = self.master_port()
+                if port != old_port and redis.Redis(port=port, socket_timeout=1).info(
+                        "replication")["role"] == "master":
+                    self.pair.master = next(i for i, n in enumerate(self.pair.nodes)
+                                            if n.port == port)
+                    return port
+            except redis.RedisError:
+                pass
+            if time.monotonic() > deadline:
+                raise RuntimeError("sentinel did not fail over")
+            time.sleep(0.1)
+
+    def stop(self) -> None:
+        if self.process is not None and self.process.poll() is None:
+            self.process.kill()
+            self.process.wait(timeout=10)
