@@ -142,3 +142,35 @@ def test_the_replicated_file_watches_the_primary_under_the_name_the_urls_ask_for
     for name in ("redis-primary", "redis-replica"):
         command = services[name]["command"]
         assert command[command.index("--appendonly") + 1] == "yes", name
+
+
+def test_the_kubernetes_manifest_runs_real_commands_on_real_settings() -> None:
+    docs = [d for d in yaml.safe_load_all(
+        (ROOT / "deploy" / "kubernetes" / "hivemem.yaml").read_text()) if d]
+    config = next(d for d in docs if d["kind"] == "ConfigMap")
+    env = {str(k): str(v) for k, v in config["data"].items()}
+    known = {s.env for section in config_doc.sections() for s in section.settings}
+    assert {k for k in env if k.startswith("HIVEMEM_")} <= known
+    settings = _settings_from(env)
+    assert settings.ingest.ack == "replica" and settings.redis.rq_url is not None
+    app_source = (ROOT / "hivemem" / "api" / "app.py").read_text()
+    deployments = [d for d in docs if d["kind"] == "Deployment"]
+    kinds = set()
+    for deployment in deployments:
+        for container in deployment["spec"]["template"]["spec"]["containers"]:
+            args = container["args"]
+            assert args[0] in {"serve", "worker"}, args
+            if args[0] == "worker":
+                assert args[1] in KINDS, args
+                kinds.add(args[1])
+                assert container["ports"][0]["containerPort"] == int(
+                    args[args.index("--metrics-port") + 1])
+            assert container["envFrom"] == [{"configMapRef": {"name": "hivemem-env"}}]
+            ports = {p["name"] for p in container["ports"]}
+            for probe in ("readinessProbe", "livenessProbe"):
+                if probe in container:
+                    get = container[probe]["httpGet"]
+                    assert get["port"] in ports
+                    assert get["path"] == "/metrics" or f'@app.get("{get["path"]}"' in (
+                        app_source), get
+    assert kinds == {"embed", "boundary", "reflect"}
