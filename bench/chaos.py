@@ -88,6 +88,8 @@ TUNING = {
     "HIVEMEM_EPISODES__MAX_TURNS": "6",
     "HIVEMEM_EPISODES__LEASE_MS": "3000",
     "HIVEMEM_REFLECTION__LOCK_LEASE_MS": "10000",
+    # A replacement started while Redis is away waits for it instead of exiting.
+    "HIVEMEM_WORKER__STARTUP_WAIT_S": "60",
 }
 
 

@@ -300,6 +300,10 @@ class WorkerSettings(BaseModel):
     # Back-off while a store is down: the batch is retried in place, never dead-lettered.
     backoff_initial_s: float = Field(default=0.2, gt=0)
     backoff_max_s: float = Field(default=10.0, gt=0)
+    # A worker started while Redis is away (refused, timing out, loading its AOF) waits this
+    # long for it, backing off, before it exits with the error; 0: exits at once (a wrong
+    # URL says so at once; a supervisor restarts the process).
+    startup_wait_s: float = Field(default=0.0, ge=0)
 
 
 class EpisodeSettings(BaseModel):
