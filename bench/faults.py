@@ -9,7 +9,8 @@ Sections (bench/suites/faults.py; saved to bench/results/latest/faults.json):
 - fuzz: tests/unit/test_fuzz.py's properties with many examples, outcomes counted (failures
   and HTTP 5xx must be 0).
 - backpressure: `ingest` p50/p99 with the backpressure check off and on.
-A chaos section (killing workers and stores mid-run) is still to come.
+Killing workers and stores mid-run: bench/chaos.py; acknowledgement levels at a failover:
+bench/replica_ack.py.
 """
 
 from __future__ import annotations

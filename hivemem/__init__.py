@@ -31,6 +31,7 @@ from hivemem.domain.scope import Scope
 from hivemem.domain.session import RelatedSession, SessionContext, SessionInfo
 from hivemem.domain.timeline import TimelineEvent, TimelinePage
 from hivemem.errors import (
+    AckTimeout,
     ApiError,
     Backpressure,
     ConfigurationError,
@@ -72,6 +73,7 @@ __version__ = "0.1.0"
 
 __all__ = [
     "PRESETS",
+    "AckTimeout",
     "Admin",
     "ApiError",
     "ApiKeyInfo",

@@ -13,6 +13,9 @@ from typing import Literal
 from pydantic import BaseModel, ConfigDict, Field, SecretStr, model_validator
 from pydantic_settings import BaseSettings, SettingsConfigDict
 
+# What an ingest waits for before it returns: see `IngestSettings.ack`.
+AckLevel = Literal["memory", "aof", "replica", "replica_aof"]
+
 
 class RedisSettings(BaseModel):
     # redis://, rediss:// (TLS) or unix://: one server. redis+cluster://h1:p1,h2:p2 (or
@@ -270,8 +273,20 @@ class IngestSettings(BaseModel):
     backlog_check_interval_s: float = Field(default=0.05, ge=0)
     # `ingest(..., durable=True)` (or this on by default) returns only once the turn is in
     # the server's AOF on disk: WAITAOF on Redis >= 7.2, a no-op with appendfsync always.
+    # The same as `ack: aof` (with `ack: replica`, the same as `replica_aof`).
     durable: bool = False
+    # How long an acknowledged ingest (`durable`, `ack` other than memory) waits for its
+    # confirmation (WAIT / WAITAOF) before it raises `AckTimeout`.
     durable_timeout_ms: int = Field(default=1000, ge=1)
+    # What `ingest` waits for before it returns (docs/durability.md): `memory` (the master
+    # has the turn in memory: survives a crash of this process), `aof` (also fsynced to the
+    # master's AOF: survives the master's crash and restart), `replica` (also in memory on
+    # `ack_replicas` replicas, WAIT: survives the master's loss and a failover), `replica_aof`
+    # (fsynced to the master's AOF and to `ack_replicas` replicas' AOFs, WAITAOF: Redis >=
+    # 7.2). On a Redis Cluster the wait goes to the master of the session's slot.
+    ack: AckLevel = "memory"
+    # Replicas that must confirm an ingest at `ack: replica` or `replica_aof`.
+    ack_replicas: int = Field(default=1, ge=1, le=64)
 
 
 class WorkerSettings(BaseModel):
@@ -292,6 +307,10 @@ class WorkerSettings(BaseModel):
     # Back-off while a store is down: the batch is retried in place, never dead-lettered.
     backoff_initial_s: float = Field(default=0.2, gt=0)
     backoff_max_s: float = Field(default=10.0, gt=0)
+    # A worker started while Redis is away (refused, timing out, loading its AOF) waits this
+    # long for it, backing off, before it exits with the error; 0: exits at once (a wrong
+    # URL says so at once; a supervisor restarts the process).
+    startup_wait_s: float = Field(default=0.0, ge=0)
 
 
 class EpisodeSettings(BaseModel):

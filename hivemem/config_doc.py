@@ -53,7 +53,6 @@ DESCRIBED_HERE: dict[str, str] = {
     "HIVEMEM_INGEST__BLOCK_TIMEOUT_S": "Longest an ingest waits under `backpressure: block`.",
     "HIVEMEM_INGEST__BACKLOG_CHECK_EVERY": "Measure the backlog every this many turns (one XINFO GROUPS round trip).",
     "HIVEMEM_INGEST__BACKLOG_CHECK_INTERVAL_S": "... or after this many seconds, whichever comes first.",
-    "HIVEMEM_INGEST__DURABLE_TIMEOUT_MS": "How long a durable ingest waits for the AOF fsync (WAITAOF).",
     "HIVEMEM_WORKER__BLOCK_MS": "Blocking read; keep it well under the Redis socket timeout.",
     "HIVEMEM_WORKER__CLAIM_INTERVAL_S": "How often a worker looks for orphaned entries and refreshes its partitions.",
     "HIVEMEM_WORKER__MAX_DELIVERIES": "After this many deliveries an entry goes to the dead-letter stream.",

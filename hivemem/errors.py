@@ -24,6 +24,29 @@ class StoreUnavailable(HivememError):
         self.store = store
 
 
+class AckTimeout(StoreUnavailable):
+    """An acknowledged ingest (`ack` other than memory, or `durable`) wrote its turns, but
+    the confirmation it waits for (WAIT: replicas; WAITAOF: AOF fsyncs) did not come within
+    `ingest.durable_timeout_ms`. The turns exist on the master and may well survive; they may
+    also be lost at a failover or crash, so the ingest does not count as acknowledged.
+    Retrying with the same `turn_id` is safe (a duplicate is a no-op) and waits again."""
+
+    def __init__(self, level: str, wanted: str, got: str, timeout_ms: int,
+                 turn_ids: list[str]) -> None:
+        shown = ", ".join(turn_ids[:3]) + (f" (+{len(turn_ids) - 3})" if len(turn_ids) > 3
+                                           else "")
+        StoreUnavailable.__init__(
+            self, "redis",
+            f"ack={level}: waited {timeout_ms} ms for {wanted}, got {got}; the turn(s)"
+            f" {shown} were written to the master and may exist, but are not acknowledged"
+            " (they can be lost at a failover): retry with the same turn_id")
+        self.level = level
+        self.wanted = wanted
+        self.got = got
+        self.timeout_ms = timeout_ms
+        self.turn_ids = turn_ids
+
+
 class StoreRejected(HivememError):
     """The store refused a request that can never succeed as sent (a Qdrant 400/413/422: a
     payload it cannot hold, a vector of the wrong size). Unlike `StoreUnavailable` it is not

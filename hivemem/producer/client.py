@@ -14,7 +14,7 @@ from datetime import datetime
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, NotRequired, Self, TypedDict
 
-from hivemem.config import Settings
+from hivemem.config import AckLevel, Settings
 from hivemem.domain.episode import Episode
 from hivemem.domain.fact import Fact
 from hivemem.domain.models import RecallResult, Role, SessionStats, Turn
@@ -147,6 +147,7 @@ class MemoryClient:
         namespace: str | None = None,
         visibility: str = "shared",
         durable: bool | None = None,
+        ack: AckLevel | None = None,
     ) -> Turn:
         """Validate and enqueue one turn; returns at once with its sequence number.
 
@@ -157,21 +158,27 @@ class MemoryClient:
 
         With `ingest.max_backlog` set, raises `Backpressure` (or blocks, per
         `ingest.backpressure`) before writing while the embed backlog is over it.
-        `durable=True` (default `ingest.durable`) returns only once the turn is fsynced to
-        the server's AOF (`hivemem.service.guard`).
+        `ack` (default `ingest.ack`): what the turn must reach before this returns:
+        ``"memory"`` (the master), ``"aof"`` (its AOF on disk), ``"replica"``
+        (`ingest.ack_replicas` replicas), ``"replica_aof"`` (their AOFs); `AckTimeout` when
+        it does not within `ingest.durable_timeout_ms` (the turn may exist: retry with the
+        same `turn_id`). `durable=True` (default `ingest.durable`) adds the AOF to the level
+        (docs/durability.md).
         """
         return self._service.turns.ingest(
             scope_for(namespace, agent_id), session_id, role, content, markers=markers,
             metadata=metadata, timestamp=timestamp, turn_id=turn_id, visibility=visibility,
-            durable=durable,
+            durable=durable, ack=ack,
         )
 
     def ingest_many(
-        self, turns: Iterable[TurnInput | Mapping[str, Any]], *, durable: bool | None = None
+        self, turns: Iterable[TurnInput | Mapping[str, Any]], *, durable: bool | None = None,
+        ack: AckLevel | None = None,
     ) -> list[Turn]:
         """Validate every turn first (nothing is written if one is bad), then pipeline them.
         Each row is written in its own `namespace` (default ``"default"``) as its
-        `agent_id`. Backpressure and `durable` as for `ingest`, for the batch as a whole."""
+        `agent_id`. Backpressure, `durable` and `ack` as for `ingest`, for the batch as a
+        whole."""
         rows: list[tuple[Scope, Mapping[str, Any]]] = []
         scopes: dict[tuple[str | None, str | None], Scope] = {}  # a batch names few
         for index, raw in enumerate(turns):
@@ -188,7 +195,7 @@ class MemoryClient:
             if scope is None:
                 scope = scopes[(namespace, agent)] = _row_scope(index, raw)
             rows.append((scope, raw))
-        return self._service.turns.ingest_many(rows, durable=durable)
+        return self._service.turns.ingest_many(rows, durable=durable, ack=ack)
 
     # -- progress --------------------------------------------------------------------------
 

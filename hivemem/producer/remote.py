@@ -12,7 +12,8 @@ these very methods to describe the requests it then sends with asyncio
 (`hivemem.producer.aio_remote`).
 
 What the HTTP API cannot carry is refused before anything is sent, naming the argument:
-`durable` (the server's `ingest.durable` decides), `ingest_many(validate_only=True)`,
+`durable` and `ack` (the server's `ingest.durable` and `ingest.ack` decide),
+`ingest_many(validate_only=True)`,
 `recall(include_archived=True)`, and a `RecallPolicy` object as `preset` (send a preset name).
 Beyond `ScopedMemory`, `import_file` appends an export of this namespace's (the one write a
 file drives; the server checks every record is the key's namespace's).
@@ -28,6 +29,7 @@ from typing import Any, Self, TypeVar
 
 import httpx
 
+from hivemem.config import AckLevel
 from hivemem.domain.audit import AuditEvent
 from hivemem.domain.episode import Episode
 from hivemem.domain.fact import Fact
@@ -129,10 +131,13 @@ class RemoteMemory:
         turn_id: str | None = None,
         visibility: str = "shared",
         durable: bool | None = None,
+        ack: AckLevel | None = None,
     ) -> Turn:
         """Remember one turn, written by the bound agent (see `ScopedMemory.ingest`)."""
         if durable is not None:
             raise unsupported("durable", "the server's ingest.durable decides")
+        if ack is not None:
+            raise unsupported("ack", "the server's ingest.ack decides")
         draft = Draft({"session_id": session_id, "role": role, "content": content,
                         "markers": markers, "metadata": metadata, "timestamp": timestamp,
                         "turn_id": turn_id, "visibility": visibility}, self._agent)
@@ -141,12 +146,14 @@ class RemoteMemory:
 
     def ingest_many(
         self, turns: Iterable[Mapping[str, Any]], *, durable: bool | None = None,
-        validate_only: bool = False,
+        validate_only: bool = False, ack: AckLevel | None = None,
     ) -> list[Turn]:
         """Validate every turn, then write them all as the bound agent in one request (the
         server writes nothing if one is bad)."""
         if durable is not None:
             raise unsupported("durable", "the server's ingest.durable decides")
+        if ack is not None:
+            raise unsupported("ack", "the server's ingest.ack decides")
         if validate_only:
             raise unsupported("validate_only", "the batch route always writes")
         drafts: list[Draft] = []

@@ -15,6 +15,7 @@ from datetime import datetime
 from pathlib import Path
 from typing import Any
 
+from hivemem.config import AckLevel
 from hivemem.domain.audit import AuditEvent
 from hivemem.domain.episode import Episode
 from hivemem.domain.fact import Fact
@@ -81,6 +82,7 @@ class ScopedMemory:
         turn_id: str | None = None,
         visibility: str = "shared",
         durable: bool | None = None,
+        ack: AckLevel | None = None,
     ) -> Turn:
         """Remember one turn, written by the bound agent. `visibility`: ``"shared"`` with
         the namespace or ``"private"`` to the bound agent. A session of another namespace is
@@ -88,11 +90,12 @@ class ScopedMemory:
         return self._service.turns.ingest(
             self._scope, session_id, role, content, markers=markers, metadata=metadata,
             timestamp=timestamp, turn_id=turn_id, visibility=visibility, durable=durable,
+            ack=ack,
         )
 
     def ingest_many(
         self, turns: Iterable[Mapping[str, Any]], *, durable: bool | None = None,
-        validate_only: bool = False,
+        validate_only: bool = False, ack: AckLevel | None = None,
     ) -> list[Turn]:
         """Validate every turn first (nothing is written if one is bad, or names a session
         of another namespace), then write them as the bound agent. A turn may not name a
@@ -114,7 +117,7 @@ class ScopedMemory:
                     raise ValidationError(f"turns[{index}].{required}", "is required")
             rows.append((self._scope, raw))
         return self._service.turns.ingest_many(rows, durable=durable,
-                                               validate_only=validate_only)
+                                               validate_only=validate_only, ack=ack)
 
     def close_episode(self, session_id: str) -> int:
         """Close the session's open episode after the turns ingested so far."""

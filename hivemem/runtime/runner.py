@@ -3,18 +3,51 @@
 from __future__ import annotations
 
 import threading
+import time
 from functools import partial
 from typing import Any
 
+import structlog
+
 from hivemem.config import Settings
 from hivemem.domain.scope import OPERATOR
+from hivemem.errors import StoreUnavailable
 from hivemem.pipeline.topology import DISPATCH, EMBED, STAGE_NAMES
 from hivemem.runtime.metrics import Metrics
 from hivemem.runtime.wiring import Wiring
+from hivemem.store.redis_connect import connect, connect_rq
 from hivemem.store.session_names import move_to_names
 from hivemem.workers.stream import StreamWorker, WorkerReport
 
 KINDS = (*STAGE_NAMES, DISPATCH, "reflect")
+
+log = structlog.get_logger(__name__)
+
+
+def wait_for_redis(settings: Settings, kind: str) -> None:
+    """Before a worker builds anything: until its Redis (and rq's, for a reflect worker)
+    answers, backing off, for at most `worker.startup_wait_s`; then the error is raised
+    as it would have been at once. A worker started during an outage (a supervisor's
+    restart while Redis is down or loading its AOF) waits for it instead of exiting."""
+    budget = settings.worker.startup_wait_s
+    if budget <= 0:
+        return
+    deadline = time.monotonic() + budget
+    delay = settings.worker.backoff_initial_s
+    while True:
+        try:
+            client = connect(settings.redis)
+            if kind == "reflect":
+                connect_rq(settings.redis, client)
+            client.close()
+            return
+        except StoreUnavailable as exc:
+            if time.monotonic() + delay > deadline:
+                raise
+            log.warning("worker.waiting_for_redis", kind=kind, error=str(exc),
+                        retry_in_s=round(delay, 2))
+            time.sleep(delay)
+            delay = min(delay * 2, settings.worker.backoff_max_s)
 
 
 def _metrics(wiring: Wiring, port: int | None) -> Metrics | None:
@@ -87,6 +120,7 @@ def run_worker(
     metrics_port: int | None = None,
 ) -> WorkerReport:
     """`metrics_port`: serve Prometheus metrics there while the worker runs."""
+    wait_for_redis(settings, kind)
     if kind == "reflect":
         return WorkerReport(handled=run_reflect_worker(
             settings, burst=burst, name=name, metrics_port=metrics_port))

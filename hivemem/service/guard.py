@@ -1,5 +1,5 @@
 """What `ingest` checks around its write: the embed backlog (backpressure) and, when asked,
-that the write reached the server's disk (durability).
+what the write must reach before ingest returns (its acknowledgement level).
 
 Backpressure costs one XINFO GROUPS round trip every `backlog_check_every` turns or
 `backlog_check_interval_s` (whichever first), not one per turn, so the bound can be passed by
@@ -7,22 +7,29 @@ at most that much; once over it, every ingest measures again until the backlog d
 
 Durability: Redis acknowledges a write once it is in memory; with ``appendfsync everysec``
 the AOF reaches the disk about once a second, so a server killed (power loss, kill -9) can
-lose the last second of acknowledged turns. `durable=True` closes that window: WAITAOF
-(Redis >= 7.2) waits until the local AOF has it; a server with ``appendfsync always`` is
-durable on every write already. Anything else is refused before the turn is written.
+lose the last second of acknowledged turns. `ack="aof"` (`durable=True`) closes that
+window: WAITAOF (Redis >= 7.2) waits until the local AOF has it; a server with ``appendfsync
+always`` is durable on every write already. Replication is asynchronous too: a master killed
+right after its reply can take the turn with it at a failover; `ack="replica"` waits (WAIT)
+until `ack_replicas` replicas have it, `ack="replica_aof"` (WAITAOF) until their AOFs do.
+A server that cannot confirm the level asked for is refused before the turn is written; the
+wait itself runs with the write (`hivemem.store.acked`).
 """
 
 from __future__ import annotations
 
 import threading
 import time
+from typing import get_args
 
+import pydantic
 import structlog
 
-from hivemem.config import IngestSettings
-from hivemem.errors import Backpressure, StoreUnavailable
+from hivemem.config import AckLevel, IngestSettings
+from hivemem.errors import Backpressure, StoreUnavailable, ValidationError
 from hivemem.pipeline.topology import Stage
-from hivemem.store.durability import persistence, wait_aof
+from hivemem.store.acked import AckWait
+from hivemem.store.durability import Persistence, persistence
 from hivemem.store.redis import Redis
 from hivemem.store.status import stage_backlog
 
@@ -43,7 +50,7 @@ class IngestGuard:
         self._since_check = 0
         self._checked_at = 0.0
         self._over = False
-        self._durable_mode: str | None = None  # "waitaof" | "always", once probed
+        self._server: Persistence | None = None  # probed at the first acknowledged ingest
 
     # -- backpressure ----------------------------------------------------------------------
 
@@ -91,34 +98,63 @@ class IngestGuard:
                 self._over = False
                 return
 
-    # -- durability ------------------------------------------------------------------------
+    # -- acknowledgement -------------------------------------------------------------------
 
-    def require_durable(self) -> None:
-        """Before a durable write: make sure the server can confirm it (probed once)."""
-        if self._durable_mode is not None:
-            return
-        server = persistence(self._r)
+    def ack_wait(self, level: AckLevel) -> AckWait | None:
+        """What a write at `level` waits for (None: nothing, the reply is enough). A server
+        that cannot confirm it is refused here, before anything is written (probed once)."""
+        if level == "memory":
+            return None
+        timeout = self.settings.durable_timeout_ms
+        replicas = self.settings.ack_replicas
+        if level == "replica":
+            return AckWait(level, replicas, local_aof=False, replica_aof=False,
+                           timeout_ms=timeout)
+        server = self._persistence()
         if not server.appendonly:
             raise StoreUnavailable(
-                "redis", "durable ingest needs appendonly yes on the Redis server")
-        if server.appendfsync == "always":
-            self._durable_mode = "always"
-            return
-        if server.version >= (7, 2):
-            self._durable_mode = "waitaof"
-            return
+                "redis", f"ingest with ack={level} (or durable) needs appendonly yes on the"
+                " Redis master")
+        waitaof = server.version >= (7, 2)
         version = ".".join(map(str, server.version))
-        raise StoreUnavailable(
-            "redis",
-            f"durable ingest needs Redis >= 7.2 (WAITAOF) or appendfsync always; this server"
-            f" is {version} with appendfsync {server.appendfsync}",
-        )
-
-    def wait_durable(self) -> None:
-        """After the write: block until the local AOF has it (or raise `StoreUnavailable`)."""
-        if self._durable_mode != "waitaof":
-            return
-        if wait_aof(self._r, self.settings.durable_timeout_ms) < 1:
+        if level == "aof":
+            if server.appendfsync == "always":
+                return None  # every write is fsynced before its reply
+            if waitaof:
+                return AckWait(level, 0, local_aof=True, replica_aof=False, timeout_ms=timeout)
             raise StoreUnavailable(
-                "redis", f"the turn was written but not fsynced to the AOF within"
-                f" {self.settings.durable_timeout_ms} ms")
+                "redis",
+                f"durable ingest needs Redis >= 7.2 (WAITAOF) or appendfsync always; this"
+                f" server is {version} with appendfsync {server.appendfsync}",
+            )
+        if not waitaof:
+            raise StoreUnavailable(
+                "redis", f"ingest with ack={level} needs Redis >= 7.2 (WAITAOF); this server"
+                f" is {version} (ack=replica waits for the replicas' memory with WAIT)")
+        return AckWait(level, replicas, local_aof=server.appendfsync != "always",
+                       replica_aof=True, timeout_ms=timeout)
+
+    def _persistence(self) -> Persistence:
+        if self._server is None:
+            self._server = persistence(self._r)
+        return self._server
+
+
+def ack_level(settings: IngestSettings, ack: str | None, durable: bool | None) -> AckLevel:
+    """The level one ingest waits for: `ack` (validated) else `ingest.ack`; `durable`
+    (else `ingest.durable`) adds the master's AOF: memory becomes aof, replica replica_aof."""
+    if ack is None:
+        level = settings.ack
+    else:
+        try:
+            level = _LEVEL.validate_python(ack)
+        except pydantic.ValidationError:
+            raise ValidationError(
+                "ack", f"must be one of {', '.join(get_args(AckLevel))}, got {ack!r}") from None
+    if settings.durable if durable is None else durable:
+        level = _WITH_AOF.get(level, level)
+    return level
+
+
+_LEVEL: pydantic.TypeAdapter[AckLevel] = pydantic.TypeAdapter(AckLevel)
+_WITH_AOF: dict[str, AckLevel] = {"memory": "aof", "replica": "replica_aof"}

@@ -22,6 +22,7 @@ from hivemem.errors import (
 )
 from hivemem.pipeline.topology import Topology
 from hivemem.service.access import SessionAccess
+from hivemem.service.guard import ack_level
 from hivemem.service.parts import Parts
 from hivemem.service.reads import Reads
 from hivemem.store.reflection import ReflectionState
@@ -42,7 +43,7 @@ class Turns:
         self, scope: Scope, session_id: str, role: str | Role, content: str, *,
         markers: Iterable[str] | None = None, metadata: Mapping[str, Any] | None = None,
         timestamp: datetime | None = None, turn_id: str | None = None,
-        visibility: str = "shared", durable: bool | None = None,
+        visibility: str = "shared", durable: bool | None = None, ack: str | None = None,
     ) -> Turn:
         """One turn, written by `scope`'s agent into its namespace (see
         `MemoryClient.ingest`)."""
@@ -52,24 +53,21 @@ class Turns:
             markers=markers, metadata=metadata, timestamp=timestamp, turn_id=turn_id,
             namespace=scope.namespace, visibility=visibility,
         )
-        durable = settings.durable if durable is None else durable
         guard = self.parts.guard
-        if durable:
-            guard.require_durable()
+        wait = guard.ack_wait(ack_level(settings, ack, durable))
         guard.admit(1)
-        seq, duplicate = self.parts.state.append_turn(draft)
-        if durable:
-            guard.wait_durable()
+        seq, duplicate = self.parts.state.append_turn(draft, wait)
         return _turn(draft, seq, duplicate)
 
     def ingest_many(
         self, rows: Sequence[tuple[Scope, Mapping[str, Any]]], *, durable: bool | None = None,
-        validate_only: bool = False,
+        validate_only: bool = False, ack: str | None = None,
     ) -> list[Turn]:
         """Turns, each with the scope that writes it: every one is validated first (nothing
         is written if one is bad, or names another namespace's session), then they are
         pipelined. `validate_only`: check and write nothing (returns ``[]``)."""
         settings = self.parts.settings.ingest
+        level = ack_level(settings, ack, durable)
         drafts: list[TurnDraft] = []
         for index, (scope, raw) in enumerate(rows):
             try:
@@ -86,14 +84,10 @@ class Turns:
         state.check_scopes(list(dict.fromkeys((d.session_id, d.namespace) for d in drafts)))
         if validate_only:
             return []
-        durable = settings.durable if durable is None else durable
         guard = self.parts.guard
-        if durable:
-            guard.require_durable()
+        wait = guard.ack_wait(level)
         guard.admit(len(drafts))
-        results = state.append_turns(drafts)
-        if durable and drafts:
-            guard.wait_durable()
+        results = state.append_turns(drafts, wait)
         return [_turn(d, seq, dup) for d, (seq, dup) in zip(drafts, results, strict=True)]
 
     def close_episode(self, access: Access, session_id: str) -> int:

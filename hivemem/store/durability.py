@@ -1,6 +1,7 @@
-"""What the Redis server can promise about a write reaching its disk, and the wait for it.
+"""What the Redis server can promise about a write reaching its disk.
 
-Read by ingest's durability guard (`service/guard.py`), which decides what to do with it.
+Read by ingest's guard (`service/guard.py`), which decides what an acknowledged write
+waits for (`store/acked.py` runs the wait).
 """
 
 from __future__ import annotations
@@ -12,7 +13,7 @@ import redis
 from hivemem.errors import StoreUnavailable
 from hivemem.store.redis import Redis, as_text, redis_errors
 
-__all__ = ["Persistence", "persistence", "wait_aof"]
+__all__ = ["Persistence", "persistence"]
 
 
 @dataclass(frozen=True, slots=True)
@@ -40,16 +41,6 @@ def persistence(client: Redis) -> Persistence:
         appendfsync=as_text(fsync),
         version=(_number(major), _number(minor)),
     )
-
-
-def wait_aof(client: Redis, timeout_ms: int) -> int:
-    """WAITAOF 1 0: block until the local AOF holds what this connection wrote; returns how
-    many local AOFs confirmed it (0 on a timeout)."""
-    with redis_errors("wait for AOF fsync"):
-        local, _replicas = client.execute_command(  # type: ignore[no-untyped-call]
-            "WAITAOF", 1, 0, timeout_ms
-        )
-    return int(local)
 
 
 def _number(part: str) -> int:

@@ -10,11 +10,12 @@ from datetime import datetime
 
 from hivemem.domain.models import SessionStats, Turn, TurnFields
 from hivemem.domain.scope import Scope
-from hivemem.errors import OutOfScope
+from hivemem.errors import AckTimeout, OutOfScope
 from hivemem.pipeline.messages import EmbeddedTurn, EmbeddedTurns, EpisodeControl, TurnEntry
 from hivemem.pipeline.topology import Keys, SessionName, Topology, session_name
 from hivemem.pipeline.wire import turn_from_wire, wire_parts
 from hivemem.store import head, recent
+from hivemem.store.acked import AckWait, run_acked
 from hivemem.store.episodes import EpisodeStore, Progress
 from hivemem.store.redis import Redis, redis_errors, run_scripts, send_pipeline, set_union
 from hivemem.store.scripts import lua
@@ -70,9 +71,13 @@ class TurnLog:
             order += members
         return keys, args, order
 
-    def append_turn(self, draft: TurnFields) -> tuple[int, bool]:
+    def append_turn(self, draft: TurnFields, wait: AckWait | None = None) -> tuple[int, bool]:
         """Returns (seq, duplicate). `OutOfScope` if its name has another owner (only a
-        ``default`` name a turn from before namespaces gave another one can)."""
+        ``default`` name a turn from before namespaces gave another one can). With `wait`:
+        the write and the wait for its acknowledgement on one connection to the session's
+        master; `AckTimeout` when the wait falls short (the turn is written)."""
+        if wait is not None:
+            return self.append_turns([draft], wait)[0]
         keys, args, _ = self._append_call(
             self.keys.partition(session_name(draft.namespace, draft.session_id)), [draft])
         with redis_errors("append turn"):
@@ -81,7 +86,9 @@ class TurnLog:
             raise OutOfScope()
         return int(seq), bool(dup)
 
-    def append_turns(self, drafts: Sequence[TurnFields]) -> list[tuple[int, bool]]:
+    def append_turns(
+        self, drafts: Sequence[TurnFields], wait: AckWait | None = None,
+    ) -> list[tuple[int, bool]]:
         """One script call per partition (each turn atomic on its own, in order within its
         session), all in one pipeline: one round trip for the batch.
 
@@ -97,8 +104,14 @@ class TurnLog:
         calls = [
             self._append_call(p, [drafts[i] for i in idx]) for p, idx in by_partition.items()
         ]
+        short = None
         with redis_errors("append turns"):
-            replies = run_scripts(self._r, self._append, [(ks, args) for ks, args, _ in calls])
+            if wait is None:
+                replies = run_scripts(self._r, self._append,
+                                      [(ks, args) for ks, args, _ in calls])
+            else:
+                replies, short = run_acked(self._r, self._append,
+                                           [(ks, args) for ks, args, _ in calls], wait)
         out: list[tuple[int, bool]] = [(0, False)] * len(drafts)
         refused = False
         for idx, (_, _, order), flat in zip(by_partition.values(), calls, replies, strict=True):
@@ -110,6 +123,9 @@ class TurnLog:
             # A session claimed by another namespace meanwhile: forget what passed before.
             self._in_scope.clear()
             raise OutOfScope()
+        if short is not None and wait is not None:
+            raise AckTimeout(wait.level, short.wanted, short.got, wait.timeout_ms,
+                             [d.turn_id for d in drafts])
         return out
 
     def publish_embedded(self, entries: Sequence[EmbeddedTurn]) -> int:

@@ -345,3 +345,23 @@ def test_an_outage_between_begin_and_commit_leaves_no_session_waiting_for_traffi
     for w in (embed, reflect):
         assert w.process.poll() is None, w.output()[-3000:]
     print(f"\nevery episode closed and reflected {took:.1f}s after the restart")
+
+
+def test_a_worker_started_while_redis_is_down_waits_for_it(
+    redis_aof: RedisServer, qdrant: StandinProcess, start_worker: Any,
+) -> None:
+    """What a supervisor's restart during an outage meets (bench/chaos.py saw 8 workers
+    exit so): with `worker.startup_wait_s`, the worker backs off until Redis answers."""
+    redis_aof.kill()
+    env = _env(redis_aof.url, qdrant.url, HIVEMEM_WORKER__STARTUP_WAIT_S="60")
+    workers = [start_worker(env, "embed", "--name", "embed-w", command=WORKERS),
+               start_worker(env, "reflect", "--name", "reflect-w", command=WORKERS)]
+    _wait("both waiting for Redis",
+          lambda: all(w.events("worker.waiting_for_redis") for w in workers), 60, workers)
+    time.sleep(1.0)
+    redis_aof.start()
+    _started(workers)
+    with MemoryClient(_settings(redis_aof.url, qdrant.url)) as producer:
+        producer.ingest("late-s1", "user", "the workers came up after Redis", turn_id="l1")
+        _wait("the turn embedded", lambda: producer.get_session_stats(
+            "late-s1").turns_processed == 1, 60, workers)

@@ -70,14 +70,7 @@ class RedisCluster:
         self.folder.mkdir(parents=True, exist_ok=True)
         self.ports = _ports(self.masters * (1 + self.replicas))
         for port in self.ports:
-            node = self.folder / str(port)
-            node.mkdir(exist_ok=True)
-            self._procs.append(subprocess.Popen(
-                ["redis-server", "--port", str(port), "--bind", "127.0.0.1",
-                 "--cluster-enabled", "yes", "--cluster-config-file", "nodes.conf",
-                 "--cluster-node-timeout", "1500", "--save", "", "--appendonly", "no",
-                 "--dir", str(node), "--logfile", str(node / "redis.log")],
-                stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL))
+            self._procs.append(self._spawn(port))
         deadline = time.monotonic() + timeout
         for port in self.ports:
             while True:
@@ -94,6 +87,50 @@ class RedisCluster:
              "--cluster-replicas", str(self.replicas), "--cluster-yes"],
             check=True, capture_output=True, timeout=timeout)
         self.wait_ok(deadline - time.monotonic())
+
+    def _spawn(self, port: int) -> subprocess.Popen[bytes]:
+        node = self.folder / str(port)
+        node.mkdir(exist_ok=True)
+        return subprocess.Popen(
+            ["redis-server", "--port", str(port), "--bind", "127.0.0.1",
+             "--cluster-enabled", "yes", "--cluster-config-file", "nodes.conf",
+             "--cluster-node-timeout", "1500", "--save", "", "--appendonly", "no",
+             "--dir", str(node), "--logfile", str(node / "redis.log")],
+            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+
+    def kill(self, port: int) -> None:
+        """SIGKILL the node on `port`."""
+        proc = self._procs[self.ports.index(port)]
+        proc.kill()
+        proc.wait(timeout=10)
+
+    def restart(self, port: int, timeout: float = 30.0) -> None:
+        """Start the (killed) node on `port` again on its folder: it rejoins with its
+        nodes.conf, as a replica when it was failed over meanwhile."""
+        self._procs[self.ports.index(port)] = self._spawn(port)
+        deadline = time.monotonic() + timeout
+        while True:
+            try:
+                self.node(port).ping()
+                break
+            except redis.RedisError:
+                if time.monotonic() > deadline:
+                    raise RuntimeError(f"cluster node {port} did not restart") from None
+                time.sleep(0.05)
+        self.wait_ok(deadline - time.monotonic())
+
+    def wait_master(self, port: int, timeout: float = 20.0) -> None:
+        """Until the node on `port` says it is a master."""
+        deadline = time.monotonic() + timeout
+        while True:
+            try:
+                if self.node(port).info("replication")["role"] == "master":
+                    return
+            except redis.RedisError:
+                pass
+            if time.monotonic() > deadline:
+                raise RuntimeError(f"node {port} was not promoted")
+            time.sleep(0.02)
 
     def wait_ok(self, timeout: float = 30.0) -> None:
         """Until every node says cluster_state:ok and every slot is served."""

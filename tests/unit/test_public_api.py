@@ -13,6 +13,7 @@ import hivemem
 
 def test_all_is_pinned() -> None:
     assert sorted(hivemem.__all__) == [
+        "AckTimeout",
         "Admin",
         "ApiError",
         "ApiKeyInfo",
