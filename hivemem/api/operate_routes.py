@@ -23,6 +23,7 @@ from pydantic import BaseModel, ConfigDict, Field
 
 from hivemem.api.routes import ERRORS, SessionId
 from hivemem.domain.compaction import CompactionDiff
+from hivemem.domain.names import session_name
 from hivemem.domain.models import DeadLetter, Turn
 from hivemem.domain.scope import Scope
 from hivemem.errors import MalformedEntry, NotFound, NotPermitted, ValidationError
@@ -168,13 +169,13 @@ def build_operate_router(
                         " key; changes nothing)")
     def preview_compaction(session_id: SessionId, key: Key) -> CompactionDiff:
         own_session(key, session_id, "compaction")
-        return admin.preview_compaction(session_id)
+        return admin.preview_compaction(session_name(key.namespace, session_id))
 
     @router.post("/sessions/{session_id}/compact", response_model=CompactionDiff,
                  summary="Compact the session's facts: exactly the preview named by `expect`")
     def compact(session_id: SessionId, body: CompactIn, key: Key) -> CompactionDiff:
         own_session(key, session_id, "compaction")
-        return admin.compact(session_id, expect=body.expect)
+        return admin.compact(session_name(key.namespace, session_id), expect=body.expect)
 
     def letters(key: ApiKeyInfo, stage: Stage) -> tuple[list[DeadLetterOut], set[str]]:
         """The stage's letters `key` may see, and the entry ids of the others."""

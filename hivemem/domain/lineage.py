@@ -305,9 +305,11 @@ def step(lineage: Lineage, turn_id: str, text: str, *, asks: bool = False) -> St
                 if (turn.about(s, o) or (loose and o.key in s.values)) and not (
                         set(s.values) & pairs_new):
                     history[s.turn_id] = turn_id
-    if not history and any(k in gone for k in turn.keys) and not (turn.cue and turn.back) \
-            and all(k in gone for k in turn.keys if not k.startswith("name=")):
-        # Only names values moved on from (a question about the old one, a complaint).
+    unnamed = [k for k in turn.keys if not k.startswith("name=")]
+    if not history and unnamed and all(k in gone for k in unnamed) \
+            and not (turn.cue and turn.back):
+        # Only names values moved on from (a question about the old one, a complaint); a
+        # name alone is too weak to say so (a person greeted, a title met again).
         history[turn_id] = gone[next(k for k in sorted(turn.keys) if k in gone)]
     said = Said(turn_id=turn_id, values=sorted(turn.keys), words=sorted(turn.words))
     lineage = Lineage(said=[*earlier, said][-MAX_SAID:], gone=gone)
@@ -351,7 +353,8 @@ def _pairs(turn: _Reading, old: set[Value], new: set[Value],
         # $45k") or a change to an exact value replaces the latest value of its kind.
         loose = True
         for n in new:
-            if _exact(n) or turn.corrects:
+            # Never a name: a person or a title met in passing is not a value corrected.
+            if n.kind != "name" and (_exact(n) or turn.corrects):
                 latest = next((o for s in reversed(earlier) for o in _keyed(s.values)
                                if _same_kind(o, n) and o.key not in turn.keys), None)
                 if latest is not None:

@@ -17,12 +17,15 @@ from hivemem import MemoryClient, ScopedMemory, ValidationError
 from hivemem.config import Settings
 from hivemem.domain.keyed import Latest, fold, visible
 from hivemem.domain.models import Role, Turn
+from hivemem.domain.names import session_name
 from hivemem.domain.scope import Scope
 from hivemem.providers.embedders import HashingEmbedder
 from hivemem.store.key_index import KeyIndexStore
 from tests.support.forget_data import T0, redis_keys_with
 
 S = "kv-session"
+# The session's internal name: sessions are keyed by namespace (the store reads by name).
+N = session_name("kv", S)
 
 
 def _open(folder: Path, settings: Settings) -> MemoryClient:
@@ -80,12 +83,12 @@ def test_the_index_is_kept_and_read_forward(client: MemoryClient) -> None:
     index = KeyIndexStore(client.admin.redis, client.keys)
     _put(m, "a", "one", 1)
     assert _contents(m) == {"a": "one"}
-    first = index.read_all(S, "k")
+    first = index.read_all(N, "k")
     assert first.upto == 1 and set(first.entries) == {("", "a")}
     _put(m, "b", "two", 2)
     _put(m, "a", "three", 3)
     assert _contents(m, ["a"]) == {"a": "three"}  # a read of one key folds every new turn
-    later = index.read_all(S, "k")
+    later = index.read_all(N, "k")
     assert later.upto == 3 and later.entries[("", "b")].turn_id == "t2"
     assert later.entries[("", "a")].since == T0 + timedelta(minutes=1)
 
@@ -121,12 +124,12 @@ def test_a_forgotten_latest_turn_leaves_the_index(client: MemoryClient) -> None:
     _put(m, "pw", "the password is hunter2-zz", 2)
     assert _contents(m) == {"pw": "the password is hunter2-zz"}
     index = KeyIndexStore(client.admin.redis, client.keys)
-    before = index.read_all(S, "k")
+    before = index.read_all(N, "k")
     m.forget(S, turn_ids=["t2"])
-    after = index.read_all(S, "k")  # the forget itself dropped it, and moved the epoch
+    after = index.read_all(N, "k")  # the forget itself dropped it, and moved the epoch
     assert after.entries == {} and after.upto == 0 and after.epoch != before.epoch
     assert _contents(m) == {"pw": "the password is old-secret"}
-    assert index.read_all(S, "k").entries[("", "pw")].turn_id == "t1"
+    assert index.read_all(N, "k").entries[("", "pw")].turn_id == "t1"
     m.forget(S)  # the whole session: its index goes with it
     assert not redis_keys_with(client.admin.redis, "t1")
     assert client.admin.redis.exists(client.keys.session_latest(S)) == 0
@@ -142,7 +145,7 @@ def test_it_survives_a_restart_and_a_lost_hash(tmp_path: Path, settings: Setting
     client = _open(tmp_path / "store", settings)
     try:
         m = client.scoped(namespace="kv", agent_id="alice")
-        assert KeyIndexStore(client.admin.redis, client.keys).read_all(S, "k").upto == 2
+        assert KeyIndexStore(client.admin.redis, client.keys).read_all(N, "k").upto == 2
         assert _contents(m) == {"a": "two"}
         client.admin.redis.delete(client.keys.session_latest(S))  # a store restored without it
         assert _contents(m) == {"a": "two"}
@@ -156,25 +159,25 @@ def test_a_reader_that_lost_a_race_writes_nothing(client: MemoryClient) -> None:
     _put(m, "a", "one", 1)
     m.wait_until_processed(S, 30)
     index = KeyIndexStore(client.admin.redis, client.keys)
-    seen = index.read_all(S, "k")
+    seen = index.read_all(N, "k")
     entry = Latest("a", "", 1, "t1", T0, T0, False)
     other = Latest("a", "", 1, "t-stale", T0, T0, False)
-    assert index.write(S, "k", seen, 1, [entry])
-    assert not index.write(S, "k", seen, 1, [other])  # another reader moved the watermark
-    assert index.read_all(S, "k").entries[("", "a")].turn_id == "t1"
-    before_forget = index.read_all(S, "k")
-    index.reset(S)  # what a forget does once the turns are erased
-    assert not index.write(S, "k", before_forget, 1, [other])  # folded before the forget
-    assert index.read_all(S, "k").entries == {}
-    fresh = index.read_all(S, "k")
+    assert index.write(N, "k", seen, 1, [entry])
+    assert not index.write(N, "k", seen, 1, [other])  # another reader moved the watermark
+    assert index.read_all(N, "k").entries[("", "a")].turn_id == "t1"
+    before_forget = index.read_all(N, "k")
+    index.reset(N)  # what a forget does once the turns are erased
+    assert not index.write(N, "k", before_forget, 1, [other])  # folded before the forget
+    assert index.read_all(N, "k").entries == {}
+    fresh = index.read_all(N, "k")
     assert fresh.epoch != before_forget.epoch and fresh.upto == 0
     assert _contents(m) == {"a": "one"}  # and the next read folds the turns again
     # An entry naming a turn that is gone (a forget raced the reader that wrote it): the
     # reader that meets it starts the index again from the turns.
-    now = index.read_all(S, "k")
-    assert index.write(S, "k", now, now.upto, [Latest("a", "", 1, "t-gone", T0, T0, False)])
+    now = index.read_all(N, "k")
+    assert index.write(N, "k", now, now.upto, [Latest("a", "", 1, "t-gone", T0, T0, False)])
     assert _contents(m) == {"a": "one"}
-    assert index.read_all(S, "k").entries[("", "a")].turn_id == "t1"
+    assert index.read_all(N, "k").entries[("", "a")].turn_id == "t1"
 
 
 def _turn(seq: int, key: str | None, *, deleted: bool = False, agent: str = "alice",

@@ -4,6 +4,7 @@
 from __future__ import annotations
 
 from hivemem import MemoryClient, Settings
+from hivemem.domain.names import session_name
 from hivemem.providers.embedders import HashingEmbedder
 from hivemem.store.state import TurnLog
 from hivemem.store.streams import StreamStore
@@ -37,12 +38,12 @@ def test_marker_counts_read_the_counters_unless_a_turn_is_private() -> None:
         embed()
         # What the boundary stage would have counted (this world runs none): a number the
         # vector store cannot give, to see where the answer comes from.
-        redis.hset(keys.boundary_state("s"), mapping={"marker:decision": 30})
+        redis.hset(keys.boundary_state(session_name("a", "s")), mapping={"marker:decision": 30})
         assert reader.get_session_stats("s").markers == {"decision": 30}
         alice.ingest("s", "user", "my own decision", markers=["decision"],
                      visibility="private")
         embed()
-        redis.hset(keys.boundary_state("s"), mapping={"marker:decision": 4})
+        redis.hset(keys.boundary_state(session_name("a", "s")), mapping={"marker:decision": 4})
         # A private turn: each marker is counted over what the scope may read.
         assert reader.get_session_stats("s").markers == {"decision": 3}
         assert alice.get_session_stats("s").markers == {"decision": 4}
