@@ -23,8 +23,8 @@ from pydantic import BaseModel, ConfigDict, Field
 
 from hivemem.api.routes import ERRORS, SessionId
 from hivemem.domain.compaction import CompactionDiff
-from hivemem.domain.names import session_name
 from hivemem.domain.models import DeadLetter, Turn
+from hivemem.domain.names import session_name
 from hivemem.domain.scope import Scope
 from hivemem.errors import MalformedEntry, NotFound, NotPermitted, ValidationError
 from hivemem.pipeline.messages import (
