@@ -16,7 +16,8 @@ How a LangGraph store maps onto hivemem (the handle fixes hivemem's namespace an
   is an ordinary turn, so hivemem's reflection and currency see it too.
 - ``get`` answers the newest put of the key through hivemem's key index
   (`latest`: the put's turn carries its key in ``metadata["langgraph_key"]``), on the
-  embedded, server and remote handles alike, not by reading the namespace's every turn. ``delete`` (or ``put(..., None)``) remembers a tombstone
+  embedded, server and remote handles alike, not by reading the namespace's every turn.
+  ``delete`` (or ``put(..., None)``) remembers a tombstone
   ``{"key": key, "deleted": true}`` (``"deleted": true`` in its metadata too): hivemem's
   memory is append-only (nothing a scoped handle does erases a turn; an operator's forget
   does), so the history stays and reads skip what a tombstone ended.
