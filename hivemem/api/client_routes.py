@@ -13,7 +13,7 @@ from collections.abc import Awaitable, Callable
 from typing import Annotated, Any, Literal
 
 from fastapi import APIRouter, Depends, Path, Query
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import BaseModel, ConfigDict, Field, StringConstraints
 from starlette.concurrency import run_in_threadpool
 
 from hivemem.api.routes import ERRORS, SessionId
@@ -206,18 +206,15 @@ def build_client_router(
                 summary="Each key's current value: the newest turn keyed by metadata[by]")
     def latest(
         session_id: SessionId, memory: Tenant,
-        by: Annotated[str, Query(description="the turn metadata field that holds the key"
-                                             " (1-64 of [A-Za-z0-9_.-])")],
-        keys: Annotated[list[str] | None, Query(
-            description="only these keys (repeat the parameter; none: every key; one empty"
-                        " `keys=`: no key, which still checks the session)")] = None,
+        by: Annotated[str, Query(pattern=r"^[A-Za-z0-9_.-]{1,64}$",
+                                 description="the turn metadata field that holds the key")],
+        keys: Annotated[list[Annotated[str, StringConstraints(min_length=1)]] | None, Query(
+            max_length=1000, description="only these keys (repeat the parameter; none: every"
+                                         " key)")] = None,
         agent_id: AgentId = None, with_turns: bool = True,
     ) -> LatestOut:
-        # An empty key is never valid, so a lone `keys=` can stand for the empty list
-        # (a query string cannot carry one otherwise).
-        wanted = [] if keys == [""] else keys
         return LatestOut(latest=memory.for_agent(agent_id).latest(
-            session_id, by, wanted, with_turns=with_turns))
+            session_id, by, keys, with_turns=with_turns))
 
     @router.post("/sessions/{session_id}/context", response_model=ContextOut,
                  summary="The session's header plus recall over it and related sessions")

@@ -347,16 +347,21 @@ class RemoteMemory:
         (see `ScopedMemory.latest`); the server checks `by` and `keys`."""
         if isinstance(keys, str):
             raise ValidationError("keys", "must be a list of keys, not one string")
-        wanted = None if keys is None else (list(keys) or [""])  # `keys=`: the empty list
+        # A query string cannot carry an empty list: `[]` asks for every key without turns
+        # (which still checks the session and `by`) and keeps nothing of the answer.
+        none = keys is not None and not list(keys)
 
         def read(response: httpx.Response) -> dict[str, KeyedTurn]:
+            if none:
+                return {}
             return {str(k): KeyedTurn.model_validate(v)
                     for k, v in response.json()["latest"].items()}
 
         return self._send(Call(
             "GET", session_path(session_id, "/latest"), read,
-            params={"agent_id": self._agent, "by": by, "keys": wanted,
-                    "with_turns": with_turns}))
+            params={"agent_id": self._agent, "by": by,
+                    "keys": None if keys is None or none else list(keys),
+                    "with_turns": with_turns and not none}))
 
     def timeline_page(
         self, session_id: str, *, kinds: Sequence[str] | None = None, limit: int = 100,

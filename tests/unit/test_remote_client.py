@@ -449,7 +449,7 @@ def test_latest_over_http_equals_the_servers_own(redis_server: RedisServer) -> N
             for bad, field in (({"by": "no spaces"}, "by"), ({"keys": ["a", ""]}, "keys")):
                 with pytest.raises(ValidationError) as raised:
                     remote.latest("s-key", **{"by": "topic", **bad})
-                assert raised.value.field == field
+                assert raised.value.field.startswith(field)
             with pytest.raises(ValidationError) as one:
                 remote.latest("s-key", "topic", "db")
             assert one.value.field == "keys"

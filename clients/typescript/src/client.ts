@@ -280,13 +280,15 @@ export class HivememMemory {
     if (keys !== undefined && !Array.isArray(keys)) {
       throw new ValidationError("keys", "must be a list of keys, not one string");
     }
+    // A query string cannot carry an empty list: `[]` asks for every key without turns
+    // (which still checks the session and `by`) and keeps nothing of the answer.
+    const none = keys !== undefined && keys.length === 0;
     const out = await this.transport.send<{ latest: Record<string, KeyedTurn> }>({
       method: "GET", path: sessionPath(sessionId, "/latest"),
-      // A lone `keys=` is the empty list (a query string cannot carry one otherwise).
-      query: { agent_id: this.agentId, by, keys: keys && (keys.length ? keys : [""]),
-        with_turns: options.withTurns ?? true },
+      query: { agent_id: this.agentId, by, keys: none ? undefined : keys,
+        with_turns: !none && (options.withTurns ?? true) },
     });
-    return out.latest;
+    return none ? {} : out.latest;
   }
 
   /** Erase a session (or only these turns / facts of it) everywhere it was copied, on disk

@@ -124,7 +124,7 @@ describe("against hivemem serve", () => {
     await assert.rejects(team.latest("keyed", "no spaces"),
                          (e: unknown) => e instanceof ValidationError && e.field === "by");
     await assert.rejects(team.latest("keyed", "topic", { keys: ["a", ""] }),
-                         (e: unknown) => e instanceof ValidationError && e.field === "keys");
+                         (e: unknown) => e instanceof ValidationError && e.field === "keys[1]");
     await assert.rejects(team.latest("missing", "topic"), NotFound);
     const other = await connect(served.url, { apiKey: served.keys.other! });
     await assert.rejects(other.latest("keyed", "topic"), NotFound);
