@@ -1,6 +1,7 @@
 """The routes the remote client (`hivemem.connect`) needs beyond the original ones: who the key
-is, the namespace's sessions, a session's header, episodes, full facts, related sessions and
-context, one fact's audit trail, long-poll waits, and export.
+is, the namespace's sessions, a session's header, episodes, full facts, each key's latest
+turn (the key index), related sessions and context, one fact's audit trail, long-poll waits,
+and export.
 
 Like every route they act through a `ScopedMemory` of the key's namespace, narrowed to the
 agent the request names, and answer with the SDK's own models, so the remote client returns
@@ -12,7 +13,7 @@ from collections.abc import Awaitable, Callable
 from typing import Annotated, Any, Literal
 
 from fastapi import APIRouter, Depends, Path, Query
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import BaseModel, ConfigDict, Field, StringConstraints
 from starlette.concurrency import run_in_threadpool
 
 from hivemem.api.routes import ERRORS, SessionId
@@ -21,6 +22,7 @@ from hivemem.api.transfer_routes import build_transfer_router
 from hivemem.domain.audit import AuditEvent
 from hivemem.domain.episode import Episode
 from hivemem.domain.fact import Fact
+from hivemem.domain.keyed import KeyedTurn
 from hivemem.domain.models import SessionStats
 from hivemem.domain.session import RelatedSession, SessionInfo
 from hivemem.errors import (
@@ -73,6 +75,12 @@ class RelatedOut(BaseModel):
 
 class AuditOut(BaseModel):
     events: list[AuditEvent]
+
+
+class LatestOut(BaseModel):
+    latest: dict[str, KeyedTurn] = Field(
+        description="key -> its current value (the newest turn keyed by it this scope may"
+                    " see), in the order asked (all keys: no particular order)")
 
 
 class ContextIn(_Body):
@@ -193,6 +201,20 @@ def build_client_router(
         found = memory.for_agent(agent_id).related_sessions(session_id, limit=limit,
                                                             min_score=min_score)
         return RelatedOut(related=found)
+
+    @router.get("/sessions/{session_id}/latest", response_model=LatestOut,
+                summary="Each key's current value: the newest turn keyed by metadata[by]")
+    def latest(
+        session_id: SessionId, memory: Tenant,
+        by: Annotated[str, Query(pattern=r"^[A-Za-z0-9_.-]{1,64}$",
+                                 description="the turn metadata field that holds the key")],
+        keys: Annotated[list[Annotated[str, StringConstraints(min_length=1)]] | None, Query(
+            max_length=1000, description="only these keys (repeat the parameter; none: every"
+                                         " key)")] = None,
+        agent_id: AgentId = None, with_turns: bool = True,
+    ) -> LatestOut:
+        return LatestOut(latest=memory.for_agent(agent_id).latest(
+            session_id, by, keys, with_turns=with_turns))
 
     @router.post("/sessions/{session_id}/context", response_model=ContextOut,
                  summary="The session's header plus recall over it and related sessions")

@@ -128,9 +128,10 @@ def session_latest(
     memory: MemoryHandle, session_id: str, by: str, keys: Sequence[str] | None = None, *,
     wait: float | None = 10.0, with_turns: bool = True,
 ) -> dict[str, KeyedTurn] | None:
-    """Each key's latest turn through the handle's key index (`ScopedMemory.latest`),
-    after `settle`; ``{}`` for a session with no turns; None when the handle has no key
-    index (a remote handle): the caller reads the turns instead."""
+    """Each key's latest turn through the handle's key index (`latest`: the embedded,
+    server and remote handles have it), after `settle`; ``{}`` for a session with no
+    turns; None when the handle has no key index (a handle of an older hivemem): the
+    caller reads the turns instead."""
     latest = getattr(memory, "latest", None)
     if latest is None:
         return None

@@ -15,16 +15,18 @@ How a LangGraph store maps onto hivemem (the handle fixes hivemem's namespace an
   ``{"key": key, "value": value}``: the value is what recall embeds and ranks, and a put
   is an ordinary turn, so hivemem's reflection and currency see it too.
 - ``get`` answers the newest put of the key through hivemem's key index
-  (`ScopedMemory.latest`: the put's turn carries its key in ``metadata["langgraph_key"]``),
-  not by reading the namespace's every turn; a handle without one (a remote handle)
-  reads the turns. ``delete`` (or ``put(..., None)``) remembers a tombstone
+  (`latest`: the put's turn carries its key in ``metadata["langgraph_key"]``), on the
+  embedded, server and remote handles alike, not by reading the namespace's every turn.
+  ``delete`` (or ``put(..., None)``) remembers a tombstone
   ``{"key": key, "deleted": true}`` (``"deleted": true`` in its metadata too): hivemem's
   memory is append-only (nothing a scoped handle does erases a turn; an operator's forget
   does), so the history stays and reads skip what a tombstone ended.
 - ``search(prefix, query=...)`` is hivemem's recall over each matching session, keeping
   the items that are still the current value of their key (the key index says which);
   ``score`` is recall's score.
-  Without a query it lists the current items, newest first. ``filter`` matches the value
+  Without a query it lists the current items, newest first. Which namespaces exist is
+  the hivemem namespace's session listing, reused for `list_cache` seconds (1 by
+  default; this store's own puts show at once). ``filter`` matches the value
   as LangGraph's own stores do (exact values, ``$eq $ne $gt $gte $lt $lte``).
 - A read of a namespace this process wrote to waits (up to `read_wait` seconds) until
   those turns are stored, so a read follows the writes before it; another process's
@@ -37,6 +39,8 @@ from __future__ import annotations
 
 import json
 import re
+import threading
+import time
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
 from datetime import datetime
@@ -187,19 +191,27 @@ class HivememStore(BaseStore):
     then ``graph.compile(store=store)``. `visibility`: what puts write (``"shared"`` with
     the namespace, or ``"private"`` to the handle's agent). `recall_budget`: the token
     budget of the recall behind a search with a query. `read_wait`: seconds a read waits
-    for the writes before it to be stored (0: no wait).
+    for the writes before it to be stored (0: no wait). `list_cache`: seconds a search
+    reuses the listing of the hivemem namespace's sessions (which LangGraph namespaces
+    exist) before listing again: a namespace another handle creates shows in searches
+    within that time (this store's own puts show at once; 0: list on every search).
     """
 
     supports_ttl = False
 
     def __init__(
         self, memory: MemoryHandle, *, visibility: str = "shared",
-        recall_budget: int = 4000, read_wait: float = 10.0,
+        recall_budget: int = 4000, read_wait: float = 10.0, list_cache: float = 1.0,
     ) -> None:
         self.memory = memory
         self.visibility = visibility
         self.recall_budget = recall_budget
         self.read_wait = read_wait
+        self.list_cache = list_cache
+        # (when listed, the sessions): a search pays the listing (two round trips) once per
+        # `list_cache` seconds, not once per call.
+        self._listed: tuple[float, frozenset[str]] | None = None
+        self._listed_lock = threading.Lock()
 
     # -- BaseStore ---------------------------------------------------------------------------
 
@@ -247,7 +259,11 @@ class HivememStore(BaseStore):
                          "content": json.dumps(record, ensure_ascii=False, default=str),
                          "visibility": self.visibility, "metadata": meta})
         self.memory.ingest_many(rows)
-        wrote(self.memory, [str(row["session_id"]) for row in rows])
+        written = [str(row["session_id"]) for row in rows]
+        wrote(self.memory, written)
+        with self._listed_lock:
+            if self._listed is not None:  # a namespace this store made is searched at once
+                self._listed = (self._listed[0], self._listed[1].union(written))
 
     def _items(self, namespace: tuple[str, ...], keys: list[str] | None = None
                ) -> dict[str, _Version]:
@@ -281,9 +297,22 @@ class HivememStore(BaseStore):
         return Item(value=found.value, key=op.key, namespace=namespace,
                     created_at=found.created_at, updated_at=found.updated_at)
 
-    def _namespaces(self, conditions: Iterable[MatchCondition]) -> list[tuple[str, ...]]:
+    def _sessions(self, cached: bool) -> Iterable[str]:
+        if not cached or self.list_cache <= 0:
+            return self.memory.sessions()
+        now = time.monotonic()
+        with self._listed_lock:
+            listed = self._listed
+        if listed is None or now - listed[0] >= self.list_cache:
+            listed = (now, frozenset(self.memory.sessions()))
+            with self._listed_lock:
+                self._listed = listed
+        return listed[1]
+
+    def _namespaces(self, conditions: Iterable[MatchCondition], *, cached: bool = False
+                    ) -> list[tuple[str, ...]]:
         found = []
-        for session in self.memory.sessions():
+        for session in self._sessions(cached):
             namespace = session_to_namespace(session)
             if namespace is not None and all(_path_matches(c, namespace) for c in conditions):
                 found.append(namespace)
@@ -292,7 +321,7 @@ class HivememStore(BaseStore):
     def _search(self, op: SearchOp) -> list[SearchItem]:
         prefix = MatchCondition("prefix", tuple(op.namespace_prefix))
         hits: list[SearchItem] = []
-        for namespace in self._namespaces([prefix]):
+        for namespace in self._namespaces([prefix], cached=True):
             if op.query and not op.filter:
                 found = self._recalled_current(namespace, op.query, op.offset + op.limit)
                 if found is not None:  # values from recall's items: no turn read
@@ -346,16 +375,19 @@ class HivememStore(BaseStore):
                                         self.recall_budget)
         except NotFound:
             return []
-        recalled = []
-        for item in result:
-            record = _decode(item.content) if item.source_type == "turn" else None
-            if record is not None and record[1] is not None:
-                recalled.append((item, record[0], record[1]))
-        recalled.sort(key=lambda r: -r[0].score)
+        # Best first, each decoded only when its chunk is reached (most searches stop at
+        # the first chunk).
+        turns = sorted((i for i in result if i.source_type == "turn"), key=lambda i: -i.score)
         hits: list[SearchItem] = []
         chunk = max(2 * wanted, 8)
-        for start in range(0, len(recalled), chunk):
-            part = recalled[start:start + chunk]
+        for start in range(0, len(turns), chunk):
+            part = []
+            for item in turns[start:start + chunk]:
+                record = _decode(item.content)
+                if record is not None and record[1] is not None:
+                    part.append((item, record[0], record[1]))
+            if not part:
+                continue
             current = self._current_keys(namespace, list({key for _, key, _ in part})) or {}
             for item, key, value in part:
                 keyed = current.get(key)

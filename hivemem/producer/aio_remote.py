@@ -95,6 +95,7 @@ class AsyncRemoteMemory:
     traces = remote_twin(RemoteMemory.traces)
     timeline = remote_twin(RemoteMemory.timeline)
     timeline_page = remote_twin(RemoteMemory.timeline_page)
+    latest = remote_twin(RemoteMemory.latest)
     audit = remote_twin(RemoteMemory.audit)
     session_info = remote_twin(RemoteMemory.session_info)
     related_sessions = remote_twin(RemoteMemory.related_sessions)

@@ -35,6 +35,7 @@ from hivemem.domain.episode import Episode
 from hivemem.domain.fact import Fact
 from hivemem.domain.forget import ForgetReceipt
 from hivemem.domain.ids import check_id
+from hivemem.domain.keyed import KeyedTurn
 from hivemem.domain.models import (
     RecallResult,
     Role,
@@ -337,6 +338,30 @@ class RemoteMemory:
             "GET", session_path(session_id, "/timeline"),
             lambda r: [TimelineEvent.model_validate(e) for e in r.json()["events"]],
             params=params))
+
+    def latest(
+        self, session_id: str, by: str, keys: Sequence[str] | None = None, *,
+        with_turns: bool = True,
+    ) -> dict[str, KeyedTurn]:
+        """Each key's current value this scope may see, through the server's key index
+        (see `ScopedMemory.latest`); the server checks `by` and `keys`."""
+        if isinstance(keys, str):
+            raise ValidationError("keys", "must be a list of keys, not one string")
+        # A query string cannot carry an empty list: `[]` asks for every key without turns
+        # (which still checks the session and `by`) and keeps nothing of the answer.
+        none = keys is not None and not list(keys)
+
+        def read(response: httpx.Response) -> dict[str, KeyedTurn]:
+            if none:
+                return {}
+            return {str(k): KeyedTurn.model_validate(v)
+                    for k, v in response.json()["latest"].items()}
+
+        return self._send(Call(
+            "GET", session_path(session_id, "/latest"), read,
+            params={"agent_id": self._agent, "by": by,
+                    "keys": None if keys is None or none else list(keys),
+                    "with_turns": with_turns and not none}))
 
     def timeline_page(
         self, session_id: str, *, kinds: Sequence[str] | None = None, limit: int = 100,

@@ -290,3 +290,24 @@ def test_without_a_query_it_answers_what_langgraphs_in_memory_store_answers(
     # (an empty dict stays behind); this store, like the Postgres one, does not.
     assert ("users", "b") in reference.list_namespaces()
     assert store.list_namespaces() == [("docs",), ("users", "a")]
+
+
+def test_a_search_reuses_the_namespace_listing_for_list_cache_seconds(
+        memory: ScopedMemory, monkeypatch: pytest.MonkeyPatch) -> None:
+    import hivemem.integrations.langgraph as lg
+
+    clock = [100.0]
+    monkeypatch.setattr(lg.time, "monotonic", lambda: clock[0])
+    mine, theirs = HivememStore(memory, list_cache=1.0), HivememStore(memory)
+    mine.put(("notes", "a"), "k", {"text": "the cache is Redis"})
+    assert [i.namespace for i in mine.search(("notes",))] == [("notes", "a")]
+    theirs.put(("notes", "b"), "k", {"text": "the queue is Kafka"})  # another handle
+    mine.put(("notes", "c"), "k", {"text": "the db is Postgres"})  # this store: at once
+    assert sorted(i.namespace for i in mine.search(("notes",))) == [("notes", "a"),
+                                                                     ("notes", "c")]
+    assert len(mine.list_namespaces(prefix=("notes",))) == 3  # listing is never cached
+    clock[0] += 1.0
+    assert len(mine.search(("notes",))) == 3
+    fresh = HivememStore(memory, list_cache=0)
+    theirs.put(("notes", "d"), "k", {"text": "the cdn is none"})
+    assert len(fresh.search(("notes",))) == 4

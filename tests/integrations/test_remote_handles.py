@@ -27,11 +27,20 @@ def remote(redis_server: RedisServer) -> Iterator[RemoteMemory]:
     conn.close()
 
 
-def test_the_langgraph_store_over_http(remote: RemoteMemory) -> None:
+def test_the_langgraph_store_over_http(remote: RemoteMemory,
+                                      monkeypatch: pytest.MonkeyPatch) -> None:
     pytest.importorskip("langgraph")
     from hivemem.integrations.langgraph import HivememStore
 
+    def no_turn_reads(*_args: object, **_kwargs: object) -> None:
+        raise AssertionError("a remote handle reads through the key index (latest)")
+
+    # Every read goes through the server's key index (`GET .../latest`), not the turns.
+    monkeypatch.setattr(remote, "timeline", no_turn_reads)
     store = HivememStore(remote)
+    store.put(("decisions", "u1"), "db", {"text": "Orders live in MySQL"})
+    store.put(("decisions", "u1"), "gone", {"text": "to be deleted"})
+    store.delete(("decisions", "u1"), "gone")
     store.put(("decisions", "u1"), "db", {"text": "Orders live in Postgres"})
     store.put(("decisions", "u1"), "cache", {"text": "Sessions live in Redis"})
     got = store.get(("decisions", "u1"), "db")

@@ -52,9 +52,6 @@ def _public(cls: type) -> dict[str, Any]:
 def test_the_remote_handle_has_the_scoped_handles_methods_and_signatures() -> None:
     mine = _public(RemoteMemory)
     theirs = _public(ScopedMemory)
-    # `latest` (the key index) is not on the HTTP API yet: the adapters fall back to the
-    # turns with a remote handle (docs/python.md says so). Remove this line with the route.
-    theirs.pop("latest")
     assert sorted(mine) == sorted([*theirs, "close", "import_file"])
     for name, member in theirs.items():
         if isinstance(member, property):
@@ -409,3 +406,67 @@ def test_a_pinned_remote_handle_refuses_another_agent_before_any_request() -> No
     with pytest.raises(NotPermitted) as refused:
         handle.for_agent("coder")
     assert refused.value.field == "agent_id"
+
+
+def test_latest_over_http_equals_the_servers_own(redis_server: RedisServer) -> None:
+    """`GET /v1/sessions/{id}/latest`: each key's current value, scoped like the other
+    session routes, bad input a problem naming the field."""
+    conn = redis_server.client()
+    conn.flushall()
+    try:
+        with remote_api(conn) as (url, key_a, key_b, server), \
+                connect(url, api_key=key_a, agent_id="alice") as remote:
+            local = server.scoped(namespace="team-a", agent_id="alice")
+            remote.ingest("s-key", "user", "db: MySQL", metadata={"topic": "db"})
+            remote.ingest("s-key", "user", "db: Postgres", metadata={"topic": "db"})
+            remote.ingest("s-key", "user", "cache: Redis", metadata={"topic": "cache"})
+            remote.ingest("s-key", "user", "queue: none", metadata={"topic": "queue"})
+            remote.ingest("s-key", "user", "gone", metadata={"topic": "queue", "deleted": True})
+            remote.for_agent("bob").ingest("s-key", "user", "bob's db: SQLite",
+                                           metadata={"topic": "db"}, visibility="private")
+            remote.wait_until_processed("s-key", 20)
+            found = remote.latest("s-key", "topic")
+            assert found == local.latest("s-key", "topic")
+            assert sorted(found) == ["cache", "db"]
+            assert found["db"].turn is not None and found["db"].turn.content == "db: Postgres"
+            assert remote.for_agent("bob").latest("s-key", "topic", ["db"])[
+                "db"].turn.content == "bob's db: SQLite"  # type: ignore[union-attr]
+            bare = remote.latest("s-key", "topic", ["db", "nope"], with_turns=False)
+            assert list(bare) == ["db"] and bare["db"].turn is None
+            assert bare["db"].turn_id == found["db"].turn_id
+            assert remote.latest("s-key", "topic", []) == {}
+
+            async def twin() -> dict[str, Any]:
+                async with await connect_async(url, api_key=key_a,
+                                               agent_id="alice") as amemory:
+                    return await amemory.latest("s-key", "topic", ["cache"])
+
+            assert asyncio.run(twin()) == {"cache": found["cache"]}
+            with pytest.raises(NotFound):
+                remote.latest("never-written", "topic")
+            with pytest.raises(NotFound), connect(url, api_key=key_b) as other:
+                other.latest("s-key", "topic")
+            for bad, field in (({"by": "no spaces"}, "by"), ({"keys": ["a", ""]}, "keys")):
+                with pytest.raises(ValidationError) as raised:
+                    remote.latest("s-key", **{"by": "topic", **bad})
+                assert raised.value.field.startswith(field)
+            with pytest.raises(ValidationError) as one:
+                remote.latest("s-key", "topic", "db")
+            assert one.value.field == "keys"
+            # The route itself: `by` missing, an agent key naming another agent.
+            raw = httpx.get(f"{url}/v1/sessions/s-key/latest",
+                            headers={"Authorization": f"Bearer {key_a}"})
+            assert raw.status_code == 422 and raw.json()["field"] == "by"
+            assert raw.headers["content-type"] == "application/problem+json"
+            agent_key, _ = server.admin.api_keys().create("team-a", "tests", agent_id="alice")
+            raw = httpx.get(f"{url}/v1/sessions/s-key/latest",
+                            params={"by": "topic", "agent_id": "bob"},
+                            headers={"Authorization": f"Bearer {agent_key}"})
+            assert raw.status_code == 403 and raw.json()["field"] == "agent_id"
+            raw = httpx.get(f"{url}/v1/sessions/s-key/latest", params={"by": "topic"},
+                            headers={"Authorization": f"Bearer {agent_key}"})
+            assert raw.status_code == 200
+            assert raw.json()["latest"]["db"]["turn"]["content"] == "db: Postgres"
+    finally:
+        conn.flushall()
+        conn.close()

@@ -7,7 +7,7 @@ import { DEFAULT_RETRY, Transport, segment } from "./http.js";
 import type { RetryPolicy } from "./http.js";
 import type {
   AuditEvent, BatchTurnIn, ContextOut, Episode, Fact, ForgetReceipt, ImportSummary,
-  RelatedSession, SessionInfo, SessionStats, TurnOut,
+  KeyedTurn, RelatedSession, SessionInfo, SessionStats, TurnOut,
 } from "./schema.js";
 import type { Preset, RecallResult, Role, TimelineEvent } from "./types.js";
 
@@ -267,6 +267,28 @@ export class HivememMemory {
         cursor: options.cursor },
     });
     return { events: out.events, nextCursor: out.next_cursor ?? null };
+  }
+
+  /** Each key's current value this handle may see: the newest turn whose `metadata[by]` is
+   * that key (one with `"deleted": true` in its metadata ends the key), through the
+   * server's key index, not the session's every turn; only `keys` when given. `withTurns`
+   * false: where and when only (`turn` null). Reads stored turns (`waitUntilProcessed`
+   * first to read your own writes). */
+  async latest(sessionId: string, by: string, options: { keys?: string[];
+    withTurns?: boolean } = {}): Promise<Record<string, KeyedTurn>> {
+    const { keys } = options;
+    if (keys !== undefined && !Array.isArray(keys)) {
+      throw new ValidationError("keys", "must be a list of keys, not one string");
+    }
+    // A query string cannot carry an empty list: `[]` asks for every key without turns
+    // (which still checks the session and `by`) and keeps nothing of the answer.
+    const none = keys !== undefined && keys.length === 0;
+    const out = await this.transport.send<{ latest: Record<string, KeyedTurn> }>({
+      method: "GET", path: sessionPath(sessionId, "/latest"),
+      query: { agent_id: this.agentId, by, keys: none ? undefined : keys,
+        with_turns: !none && (options.withTurns ?? true) },
+    });
+    return none ? {} : out.latest;
   }
 
   /** Erase a session (or only these turns / facts of it) everywhere it was copied, on disk

@@ -11,6 +11,7 @@ export interface AuditEvent {
   fact_id: string;
   from_layer?: string | null;
   from_status?: string | null;
+  namespace?: string;
   reason?: string;
   related?: Array<string>;
   seq?: number;
@@ -60,6 +61,46 @@ export interface CloseOut {
   session_id: string;
 }
 
+export interface CompactIn {
+  /** the preview's `fingerprint`: refused (422) if the session's facts changed since */
+  expect: string;
+}
+
+/** Everything one run changes (or, as a preview, would change), each with its reason. */
+export interface CompactionDiff {
+  active_after: number;
+  active_before: number;
+  archived?: Array<DiffEntry>;
+  clock: string;
+  demoted?: Array<DiffEntry>;
+  facts_seen: number;
+  fingerprint: string;
+  kept?: Array<DiffEntry>;
+  merged?: Array<DiffEntry>;
+  policy: CompactionPolicy;
+  promoted?: Array<DiffEntry>;
+  run_id: string;
+  session_id: string;
+}
+
+/** What a compaction run does. Ages are measured in days on the session's clock. */
+export interface CompactionPolicy {
+  archive_below?: number;
+  archive_stale?: boolean;
+  assign_layers?: boolean;
+  durable_confidence?: number;
+  durable_support?: number;
+  episodic_kinds?: Array<"decision" | "constraint" | "failure" | "goal" | "preference" | "fact">;
+  half_life_days?: number;
+  max_active_facts?: number;
+  merge?: boolean;
+  merge_threshold?: number;
+  operational_kinds?: Array<"decision" | "constraint" | "failure" | "goal" | "preference" | "fact">;
+  stale_above?: number;
+  stale_after_days?: number;
+  working_days?: number;
+}
+
 export interface ContextIn {
   agent_id?: string | null;
   preset?: "cheap" | "balanced" | "high_recall" | "agent_state" | null;
@@ -72,6 +113,40 @@ export interface ContextOut {
   info: SessionInfo;
   related: Array<RelatedSession>;
   result: RecallOut;
+}
+
+/** A stage entry its worker gave up on, with why. */
+export interface DeadLetterOut {
+  /** a control's: close_episode, ... */
+  action?: string | null;
+  deliveries: number;
+  /** the entry's id on its stream: what replay takes */
+  entry_id: string;
+  error: string;
+  failed_at: string;
+  kind: "turn" | "turns" | "control" | "skip";
+  seqs: Array<number>;
+  session_id: string;
+  stage: "embed" | "boundary";
+  stream: string;
+  turns?: Array<LetterTurn>;
+}
+
+export interface DeadLettersOut {
+  letters: Array<DeadLetterOut>;
+}
+
+/** One fact's fate in a compaction run. */
+export interface DiffEntry {
+  content?: string;
+  fact_id: string;
+  from_layer?: string | null;
+  into?: string | null;
+  merged_from?: Array<string>;
+  reason: string;
+  similarity?: number | null;
+  to_layer?: string | null;
+  value?: number | null;
 }
 
 /** What was done so that the forgotten bytes leave the store's files. */
@@ -212,6 +287,30 @@ export interface ImportSummary {
   written: Record<string, number>;
 }
 
+/** A key's current value as `latest` answers it: the key's newest turn the reader may */
+export interface KeyedTurn {
+  at: string;
+  key: string;
+  seq: number;
+  since: string;
+  turn?: Turn | null;
+  turn_id: string;
+}
+
+export interface LatestOut {
+  /** key -> its current value (the newest turn keyed by it this scope may see), in the order asked (all keys: no particular order) */
+  latest: Record<string, KeyedTurn>;
+}
+
+export interface LetterTurn {
+  agent_id: string | null;
+  content: string;
+  role: string;
+  seq: number;
+  turn_id: string;
+  visibility: string;
+}
+
 /** RFC 9457 problem details. */
 export interface Problem {
   detail?: string | null;
@@ -273,6 +372,20 @@ export interface RelatedSession {
   shared_subjects?: Array<string>;
   similarity: number;
 }
+
+export interface ReplayIn {
+  /** the letters to replay (their `entry_id`); none: all of the namespace's */
+  entry_ids?: Array<string> | null;
+  stage?: "embed" | "boundary";
+}
+
+export interface ReplayOut {
+  /** the entry ids put back on their stream */
+  replayed: Array<string>;
+  stage: "embed" | "boundary";
+}
+
+export type Role = "user" | "assistant" | "system" | "tool";
 
 export interface SessionInfo {
   agent_id?: string | null;
@@ -345,6 +458,23 @@ export interface TimelineOut {
 
 export interface TracesOut {
   traces: Array<Record<string, unknown>>;
+}
+
+/** One conversation turn: what `ingest` returns and what the turns stream carries. */
+export interface Turn {
+  agent_id?: string | null;
+  content: string;
+  duplicate?: boolean;
+  markers?: Array<string>;
+  metadata?: Record<string, unknown>;
+  namespace?: string;
+  role: Role;
+  seq: number;
+  session_id: string;
+  timestamp: string;
+  token_count: number;
+  turn_id: string;
+  visibility?: "private" | "shared";
 }
 
 export interface TurnIn {

@@ -1,9 +1,9 @@
 // Result types the OpenAPI document leaves open (recall items, timeline events): written
 // from the Python SDK's models (hivemem.ContextItem, hivemem.TimelineEvent).
 
-import type { RecallOut } from "./schema.js";
+import type { RecallOut, Role } from "./schema.js";
 
-export type Role = "user" | "assistant" | "system" | "tool";
+export type { Role } from "./schema.js"; // the OpenAPI document's since it names `Turn`
 export type Preset = "cheap" | "balanced" | "high_recall" | "agent_state";
 
 /** How an item's score was made (hivemem.ScoreComponents). */

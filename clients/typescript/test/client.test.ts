@@ -100,6 +100,36 @@ describe("against hivemem serve", () => {
     assert.ok(!(await team.sessions()).includes("gone"));
   });
 
+  test("latest: each key's current value through the key index", async () => {
+    await team.ingest("keyed", "user", "db: MySQL", { metadata: { topic: "db" } });
+    await team.ingest("keyed", "user", "db: Postgres", { metadata: { topic: "db" } });
+    await team.ingest("keyed", "user", "cache: Redis", { metadata: { topic: "cache" } });
+    await team.ingest("keyed", "user", "gone", { metadata: { topic: "cache", deleted: true } });
+    const alice = await connect(served.url, { apiKey: served.keys.alice!, agentId: "alice" });
+    await alice.ingest("keyed", "user", "db: SQLite (mine)",
+                       { metadata: { topic: "db" }, visibility: "private" });
+    await team.waitUntilProcessed("keyed", 30);
+    const now = await team.latest("keyed", "topic");
+    assert.deepEqual(Object.keys(now), ["db"], "a tombstone ends its key");
+    assert.equal(now.db!.turn?.content, "db: Postgres");
+    assert.equal(now.db!.key, "db");
+    assert.ok(now.db!.since <= now.db!.at);
+    const hers = await alice.latest("keyed", "topic", { keys: ["db", "nope"] });
+    assert.equal(hers.db!.turn?.content, "db: SQLite (mine)", "her private turn, hers only");
+    assert.deepEqual(Object.keys(hers), ["db"]);
+    const bare = await team.latest("keyed", "topic", { keys: ["db"], withTurns: false });
+    assert.equal(bare.db!.turn ?? null, null);
+    assert.equal(bare.db!.turn_id, now.db!.turn_id);
+    assert.deepEqual(await team.latest("keyed", "topic", { keys: [] }), {});
+    await assert.rejects(team.latest("keyed", "no spaces"),
+                         (e: unknown) => e instanceof ValidationError && e.field === "by");
+    await assert.rejects(team.latest("keyed", "topic", { keys: ["a", ""] }),
+                         (e: unknown) => e instanceof ValidationError && e.field === "keys[1]");
+    await assert.rejects(team.latest("missing", "topic"), NotFound);
+    const other = await connect(served.url, { apiKey: served.keys.other! });
+    await assert.rejects(other.latest("keyed", "topic"), NotFound);
+  });
+
   test("errors are typed", async () => {
     await assert.rejects(connect(served.url, { apiKey: "hm_nope_nope" }), Unauthorized);
     await assert.rejects(team.recall("missing", "anything"), NotFound);
