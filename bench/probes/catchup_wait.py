@@ -40,8 +40,8 @@ from hivemem.store.vectors.edge import EdgeVectorStore
 
 _local = threading.local()
 _lock = threading.Lock()
-# Per recall: component -> [wall_s, cpu_s]
-_current: dict[str, list[float]] | None = None
+# The recall being timed: component -> [wall_s, cpu_s, calls, run queue s]
+_state: dict[str, dict[str, list[float]] | None] = {"current": None}
 _recall_threads: set[int] = set()
 
 
@@ -52,7 +52,7 @@ def _schedstat() -> tuple[float, float]:
 
 
 def _counts() -> bool:
-    return _current is not None and (threading.get_ident() in _recall_threads
+    return _state["current"] is not None and (threading.get_ident() in _recall_threads
                                      or threading.current_thread().name.startswith(
                                          "hivemem-recall"))
 
@@ -70,7 +70,7 @@ def _wrap(name: str, fn: Callable[..., Any]) -> Callable[..., Any]:
             _local.depth = 0
             w, c = time.perf_counter() - w0, time.thread_time() - c0
             q = _schedstat()[1] - q0
-            cur = _current
+            cur = _state["current"]
             if cur is not None:
                 with _lock:
                     slot = cur.setdefault(name, [0.0, 0.0, 0.0, 0.0])
@@ -98,16 +98,15 @@ _phase = ["catchup"]
 
 
 def timed_recall(client: Any, session: str, query: str) -> float:
-    global _current
     cur: dict[str, list[float]] = {}
     _recall_threads.add(threading.get_ident())
-    _current = cur
-    s_cpu0, s_wait0 = _schedstat()
+    _state["current"] = cur
+    s_wait0 = _schedstat()[1]
     w0, c0 = time.perf_counter(), time.thread_time()
     client.recall(session, query, limit=20)
     wall, cpu = time.perf_counter() - w0, time.thread_time() - c0
-    s_cpu1, s_wait1 = _schedstat()
-    _current = None
+    s_wait1 = _schedstat()[1]
+    _state["current"] = None
     runq = s_wait1 - s_wait0
     row = {"wall": wall, "cpu": cpu, "runqueue": runq}
     ext_off = 0.0
