@@ -17,6 +17,7 @@ process is logged and it is started again (with back-off), the owner's kill -9 e
 from __future__ import annotations
 
 import contextlib
+import logging
 import pickle
 import secrets
 import subprocess
@@ -54,6 +55,18 @@ class ChildOrder:
     log_level: str
 
 
+def _owner_log_level() -> str:
+    """The level this process logs at (the child logs the same), "warning" when unknown."""
+    wrapper = structlog.get_config().get("wrapper_class")
+    get_level = getattr(wrapper, "get_effective_level", None)
+    if get_level is None:
+        return "warning"
+    try:
+        return logging.getLevelName(int(get_level(wrapper))).lower()
+    except (TypeError, ValueError):
+        return "warning"
+
+
 class ReflectProcess:
     """`start()` serves the worker API and starts the process; `idle()` for the owner's
     drain; `stop()` ends both. `restarts`: how often the process was started again."""
@@ -84,7 +97,7 @@ class ReflectProcess:
         self._watch.start()
 
     def _spawn(self) -> None:
-        level = self.settings.log_level if structlog.is_configured() else "warning"
+        level = _owner_log_level()
         order = ChildOrder(settings=self.settings, vectors_url=self.api.url, key=self.key,
                            nice=self.nice, log_level=level)
         proc = subprocess.Popen(  # our own interpreter and module
