@@ -227,6 +227,11 @@ class EmbeddedRuntime:
         return sessions, refeed_boundary(conn, self.keys, self.vectors)
 
     @property
+    def reflect_process(self) -> ReflectProcess | None:
+        """The reflection process, None when reflection runs in a thread of this one."""
+        return self._reflect_process
+
+    @property
     def redis_url(self) -> str:
         """Where other processes on this machine reach this folder's Redis."""
         return self.wiring.settings.redis.url
