@@ -181,6 +181,10 @@ class EmbeddedSettings(BaseModel):
     durable: bool = False
     # How long a starting owner waits for the folder's lock (another owner closing).
     lock_wait_s: float = Field(default=5.0, ge=0)
+    # Reflection in a process of its own at a lower CPU priority (its vector calls served
+    # by the owner), not a thread of the caller's: recall does not wait behind it. False,
+    # or an embedder/reflector handed in, or no API extra: a thread, as before.
+    reflect_process: bool = True
 
 
 class ApiSettings(BaseModel):

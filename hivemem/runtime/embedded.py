@@ -20,7 +20,7 @@ import threading
 import time
 from collections.abc import Callable
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import structlog
 
@@ -33,12 +33,16 @@ from hivemem.providers.reflector import Reflector
 from hivemem.runtime.child_server import ChildServer
 from hivemem.runtime.owner import OwnerLock, OwnerRecord, read_record
 from hivemem.runtime.owner_api import OwnerApi
+from hivemem.runtime.reflect_process import ReflectProcess
 from hivemem.runtime.wiring import Wiring
 from hivemem.store.rebuild import rebuild_state, refeed_boundary
 from hivemem.store.redis import Redis, redis_errors
 from hivemem.store.session_names import move_to_names
 from hivemem.store.streams import StreamStore
 from hivemem.workers.stream import StreamWorker
+
+if TYPE_CHECKING:
+    from hivemem.workers.rqworker import ThreadWorker
 
 log = structlog.get_logger(__name__)
 
@@ -87,6 +91,7 @@ class EmbeddedRuntime:
                              " folder through it (the CLI does that by itself)")
         self.server: ChildServer | None = None
         self.owner_api: OwnerApi | None = None
+        self._reflect_process: ReflectProcess | None = None
         try:
             self._open(embedder, reflector, workers, durable, serve_guests, redis_connector)
         except BaseException:
@@ -166,14 +171,37 @@ class EmbeddedRuntime:
         self._sweep = wiring.retention_sweep()
         if self._sweep is not None:
             self._threads.append(self._sweep.start())
-        self._reflect = wiring.thread_worker()
-        # Recalls in this process come first: the reflect loop holds back between jobs.
-        self._reflect.pause_before_jobs(wiring.foreground.pause)
-        thread = threading.Thread(target=self._reflect.run, name="hivemem-reflect", daemon=True)
-        self._threads.append(thread)
-        thread.start()
+        in_process = (settings.embedded.reflect_process and embedder is None
+                      and reflector is None and redis_connector is None)
+        if in_process:
+            self._reflect_process = self._start_reflect_process()
+        self._reflect: ThreadWorker | ReflectProcess
+        if self._reflect_process is not None:
+            self._reflect = self._reflect_process
+        else:
+            thread_worker = wiring.thread_worker()
+            # Recalls in this process come first: the reflect loop holds back between jobs.
+            thread_worker.pause_before_jobs(wiring.foreground.pause)
+            self._reflect = thread_worker
+            thread = threading.Thread(target=thread_worker.run, name="hivemem-reflect",
+                                      daemon=True)
+            self._threads.append(thread)
+            thread.start()
         api_url = self._serve_guests() if serve_guests else None
         self.record: OwnerRecord = self.lock.publish(wiring.settings.redis.url, api_url)
+
+    def _start_reflect_process(self) -> ReflectProcess | None:
+        """Reflection in a process of its own (`hivemem.runtime.reflect_process`); None
+        when it cannot start (no API extra to serve it vectors): then a thread."""
+        wiring = self.wiring
+        process = ReflectProcess(self.path, wiring.settings, self.vectors, wiring.foreground,
+                                 wiring.connect())
+        try:
+            process.start()
+        except ConfigurationError as exc:
+            log.warning("embedded.reflect_process_unavailable", reason=str(exc))
+            return None
+        return process
 
     def _serve_guests(self) -> str | None:
         api = OwnerApi(self.path, self.vectors, self.lock.make_key())
@@ -197,6 +225,11 @@ class EmbeddedRuntime:
             log.warning("embedded.legacy_snapshot_ignored", path=str(self.path / LEGACY_SNAPSHOT))
         sessions = rebuild_state(self.wiring.state, self.vectors)
         return sessions, refeed_boundary(conn, self.keys, self.vectors)
+
+    @property
+    def reflect_process(self) -> ReflectProcess | None:
+        """The reflection process, None when reflection runs in a thread of this one."""
+        return self._reflect_process
 
     @property
     def redis_url(self) -> str:
@@ -247,7 +280,11 @@ class EmbeddedRuntime:
             worker.stop()
         if self._sweep is not None:
             self._sweep.stop()
-        self._reflect.stop()
+        if self._reflect_process is not None:
+            self._reflect_process.stop()  # after the job it runs, and before the server
+            self._reflect_process = None
+        else:
+            self._reflect.stop()
         for thread in self._threads:
             # The reflect thread finishes the job it runs (an LLM call can take a while).
             thread.join(timeout=30 if thread.name == "hivemem-reflect" else 5)
@@ -258,6 +295,9 @@ class EmbeddedRuntime:
         self._release()
 
     def _release(self) -> None:
+        if self._reflect_process is not None:
+            self._reflect_process.stop()  # idempotent: a second stop finds it ended
+            self._reflect_process = None
         if self.owner_api is not None:
             self.owner_api.stop()
             self.owner_api = None

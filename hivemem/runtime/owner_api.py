@@ -29,10 +29,12 @@ def owner_socket(store: Path) -> Path:
 
 
 class OwnerApi:
-    """`start()` serves the owner API on `<store>/owner.sock`; `stop()` ends it."""
+    """`start()` serves the owner API on `<store>/owner.sock` (or `socket_name`: embedded
+    mode's own worker processes get a socket of their own); `stop()` ends it."""
 
-    def __init__(self, store: Path, vectors: VectorStore, key: str) -> None:
-        self.socket = owner_socket(store)
+    def __init__(self, store: Path, vectors: VectorStore, key: str, *,
+                 socket_name: str = SOCKET_NAME) -> None:
+        self.socket = socket_path(store, socket_name)
         self._vectors = vectors
         self._key = key
         self._server: Any = None

@@ -40,6 +40,8 @@ ALLOWED = {
     # and a worker process's (`hivemem worker KIND`, one command per process).
     "runtime/embedded.py": {"Wiring"},
     "runtime/runner.py": {"Wiring"},
+    # Embedded mode's reflection process: a worker process of its own (one wiring).
+    "runtime/reflect_child.py": {"Wiring"},
 }
 
 

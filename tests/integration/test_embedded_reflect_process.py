@@ -1,0 +1,70 @@
+"""Embedded mode's reflection in a process of its own (`hivemem.runtime.reflect_process`):
+it reflects, a crash of it is restarted, closing the owner ends it, and the setting (or a
+handed-in reflector) keeps the thread."""
+
+from __future__ import annotations
+
+import os
+import signal
+import time
+from pathlib import Path
+
+import pytest
+
+from hivemem import MemoryClient
+from hivemem.config import Settings
+from hivemem.providers.heuristic import HeuristicReflector
+from hivemem.runtime.embedded import EmbeddedRuntime
+from hivemem.runtime.reflect_process import SOCKET_NAME
+
+pytestmark = pytest.mark.integration
+
+
+def _settings(**embedded: object) -> Settings:
+    return Settings.model_validate({"embedding": {"provider": "hashing", "dim": 64},
+                                    "embedded": embedded})
+
+
+def _reflect(client: MemoryClient, session: str) -> int:
+    client.ingest_many([
+        {"session_id": session, "role": "user", "content": f"Decision: the cache {i} is Redis."}
+        for i in range(12)])
+    client.wait_until_processed(session, timeout=60)
+    client.wait_until_reflected(session, timeout=60)
+    return client.admin.session_info(session).facts_active
+
+
+def test_reflection_runs_in_a_process_that_comes_back_after_a_crash(tmp_path: Path) -> None:
+    runtime = EmbeddedRuntime(tmp_path / "store", _settings())
+    client = MemoryClient(runtime.settings, runtime=runtime)
+    process = runtime.reflect_process
+    try:
+        assert process is not None
+        first = process.pid
+        assert first is not None and first != os.getpid() and process.alive()
+        assert _reflect(client, "s1") > 0
+        os.kill(first, signal.SIGKILL)
+        deadline = time.monotonic() + 30
+        while not (process.restarts == 1 and process.alive()):
+            assert time.monotonic() < deadline, "the reflection process was not restarted"
+            time.sleep(0.1)
+        assert process.pid != first
+        assert _reflect(client, "s2") > 0  # the new process reflects
+    finally:
+        client.close()
+    assert process is not None and not process.alive()
+    assert not (tmp_path / "store" / SOCKET_NAME).exists()
+
+
+def test_the_setting_or_a_handed_in_reflector_keeps_the_thread(tmp_path: Path) -> None:
+    for folder, runtime in (
+        ("off", EmbeddedRuntime(tmp_path / "off", _settings(reflect_process=False))),
+        ("handed", EmbeddedRuntime(tmp_path / "handed", _settings(),
+                                   reflector=HeuristicReflector())),
+    ):
+        client = MemoryClient(runtime.settings, runtime=runtime)
+        try:
+            assert runtime.reflect_process is None, folder
+            assert _reflect(client, "s1") > 0
+        finally:
+            client.close()
