@@ -183,8 +183,9 @@ class EmbeddedSettings(BaseModel):
     lock_wait_s: float = Field(default=5.0, ge=0)
     # Reflection in a process of its own at a lower CPU priority (its vector calls served
     # by the owner), not a thread of the caller's: recall does not wait behind it. False,
-    # or an embedder/reflector handed in, or no API extra: a thread, as before.
-    reflect_process: bool = True
+    # or an embedder/reflector handed in, or no API extra: a thread, as before. Opt-in for
+    # now: under load the lower-priority process reflects slower (issue 40's notes).
+    reflect_process: bool = False
 
 
 class ApiSettings(BaseModel):

@@ -21,8 +21,9 @@ pytestmark = pytest.mark.integration
 
 
 def _settings(**embedded: object) -> Settings:
+    # The process is opt-in (`embedded.reflect_process`): on unless a test says otherwise.
     return Settings.model_validate({"embedding": {"provider": "hashing", "dim": 64},
-                                    "embedded": embedded})
+                                    "embedded": {"reflect_process": True, **embedded}})
 
 
 def _reflect(client: MemoryClient, session: str) -> int:
