@@ -70,6 +70,8 @@ def test_an_agent_remembers_a_decision_across_sessions(memory: ScopedMemory) -> 
         async for _ in runner.run_async(user_id="maria", session_id=second.id,
                                         new_message=_text("When do we ship the release?")):
             pass
+        # The timeline shows stored turns: the first session's must be through the pipeline.
+        memory.wait_until_processed(adk_session("releases", "maria", first.id), timeout=30)
         turns = memory.timeline(adk_session("releases", "maria", first.id), kinds=["turn"])
         assert [(t.detail["role"], t.summary) for t in turns] == [
             ("user", "Decision: we ship the release train every second Thursday."),
