@@ -14,7 +14,9 @@ How ADK's memory maps onto hivemem (the handle fixes hivemem's namespace and age
 - ``search_memory``: hivemem's recall over each of the user's sessions, merged by score,
   the best `max_results`: turns *and* the facts hivemem reflected from them (a fact comes
   back with ``author="hivemem"`` and ``custom_metadata["source_type"] == "fact"``).
-  ``MemoryEntry.id`` is the turn or fact id.
+  ``MemoryEntry.id`` is the turn or fact id. Which sessions the user has is the hivemem
+  namespace's session listing, reused for `list_cache` seconds (1 by default; this
+  service's own additions show at once, another process's within that time).
 - ``delete_memory``: hivemem's memory is append-only for a tenant (a scoped handle erases
   nothing; an operator's forget does), so the id is remembered as deleted (a turn of the
   user's ``adk.<app>.<user>.:deleted`` session) and searches leave it out; adding its
@@ -37,6 +39,7 @@ from google.genai import types
 from hivemem import ContextItem, NotFound, ValidationError
 from hivemem.integrations.handle import (
     MemoryHandle,
+    SessionListing,
     encode_label,
     in_thread,
     session_turns,
@@ -73,14 +76,28 @@ class HivememMemoryService(BaseMemoryService):
     """An ADK memory service kept in hivemem: ``Runner(..., memory_service=
     HivememMemoryService(memory))``. `memory` is a scoped handle (embedded
     ``MemoryClient.local(...).scoped(...)`` or remote ``hivemem.connect(...)``);
-    `max_results`: memories a search returns; `token_budget`: each recall's budget."""
+    `max_results`: memories a search returns; `token_budget`: each recall's budget.
+    `list_cache`: seconds a search reuses the listing of the hivemem namespace's sessions
+    (which sessions a user has) before listing again: a session another process adds
+    shows in searches within that time (this service's own additions at once; 0: list
+    on every search)."""
 
     def __init__(self, memory: MemoryHandle, *, max_results: int = 10,
-                 token_budget: int | None = None, read_wait: float = 10.0) -> None:
+                 token_budget: int | None = None, read_wait: float = 10.0,
+                 list_cache: float = 1.0) -> None:
         self.memory = memory
         self.max_results = max_results
         self.token_budget = token_budget
         self.read_wait = read_wait
+        self._listing = SessionListing(memory, list_cache)
+
+    @property
+    def list_cache(self) -> float:
+        return self._listing.ttl
+
+    @list_cache.setter
+    def list_cache(self, seconds: float) -> None:
+        self._listing.ttl = seconds
 
     # -- writes ------------------------------------------------------------------------------
 
@@ -103,6 +120,7 @@ class HivememMemoryService(BaseMemoryService):
     def _ingest(self, rows: list[dict[str, Any]]) -> None:
         if rows:
             self.memory.ingest_many(rows)
+            self._listing.add(str(row["session_id"]) for row in rows)
 
     async def add_session_to_memory(self, session: Session) -> None:
         sid = adk_session(session.app_name, session.user_id, session.id)
@@ -137,6 +155,7 @@ class HivememMemoryService(BaseMemoryService):
             await in_thread(self.memory.ingest, sid, "system",
                             json.dumps({"deleted": memory_id}))
             wrote(self.memory, [sid])
+            self._listing.add([sid])
 
     # -- search ------------------------------------------------------------------------------
 
@@ -157,12 +176,12 @@ class HivememMemoryService(BaseMemoryService):
 
     def search(self, app_name: str, user_id: str, query: str) -> SearchMemoryResponse:
         prefix = user_prefix(app_name, user_id)
-        sessions = self.memory.sessions()
+        sessions = self._listing.get()
         # The deletions session exists once something was deleted: read it only then.
         gone = self.deleted(app_name, user_id) if prefix + _DELETED in sessions else set()
         best: dict[str, ContextItem] = {}
-        for sid in sessions:
-            if not sid.startswith(prefix) or sid == prefix + _DELETED:
+        for sid in sorted(s for s in sessions if s.startswith(prefix)):
+            if sid == prefix + _DELETED:
                 continue
             try:
                 result = self.memory.recall(sid, query, self.token_budget)

@@ -11,6 +11,7 @@ import asyncio
 import functools
 import re
 import threading
+import time
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from datetime import datetime
 from typing import Any, ParamSpec, Protocol, TypeVar
@@ -141,6 +142,38 @@ def session_latest(
     except NotFound:
         return {}
     return found
+
+
+class SessionListing:
+    """The hivemem namespace's session ids (`sessions()`), listed again once `ttl`
+    seconds old (0: on every read): an adapter that must learn which sessions exist on
+    each call (a search over a user's sessions) pays the listing (two round trips, and a
+    read per session of the namespace) once per `ttl`, not once per call. This process's
+    own new sessions show at once (`add`); another process's within `ttl` seconds."""
+
+    def __init__(self, memory: MemoryHandle, ttl: float) -> None:
+        self.memory = memory
+        self.ttl = ttl
+        self._listed: tuple[float, frozenset[str]] | None = None
+        self._lock = threading.Lock()
+
+    def get(self) -> frozenset[str]:
+        if self.ttl <= 0:
+            return frozenset(self.memory.sessions())
+        now = time.monotonic()
+        with self._lock:
+            listed = self._listed
+        if listed is None or now - listed[0] >= self.ttl:
+            listed = (now, frozenset(self.memory.sessions()))
+            with self._lock:
+                self._listed = listed
+        return listed[1]
+
+    def add(self, session_ids: Iterable[str]) -> None:
+        """Sessions this process wrote to: listed from now on, without listing again."""
+        with self._lock:
+            if self._listed is not None:
+                self._listed = (self._listed[0], self._listed[1].union(session_ids))
 
 
 def encode_label(label: str) -> str:

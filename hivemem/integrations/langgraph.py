@@ -39,8 +39,6 @@ from __future__ import annotations
 
 import json
 import re
-import threading
-import time
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
 from datetime import datetime
@@ -61,14 +59,16 @@ from langgraph.store.base import (
     SearchOp,
 )
 
-from hivemem import KeyedTurn, NotFound, TimelineEvent, ValidationError
+from hivemem import ContextItem, KeyedTurn, NotFound, TimelineEvent, ValidationError
 from hivemem.integrations.handle import (
     MemoryHandle,
+    SessionListing,
     decode_label,
     encode_label,
     in_thread,
     session_latest,
     session_turns,
+    settle,
     wrote,
 )
 
@@ -141,6 +141,17 @@ def _decode(content: str) -> tuple[str, dict[str, Any] | None] | None:
     return (record["key"], value) if isinstance(value, dict) else None
 
 
+def _best(result: Iterable[ContextItem]) -> list[ContextItem]:
+    """The recalled turns, best first."""
+    return sorted((i for i in result if i.source_type == "turn"), key=lambda i: -i.score)
+
+
+def _keys(items: Iterable[ContextItem]) -> list[str]:
+    """The item keys these turns carry (a put's key is in its metadata too)."""
+    return list({k: None for i in items
+                 if isinstance(k := i.metadata.get(KEY_FIELD), str) and k})
+
+
 def _matches(value: Any, wanted: Any) -> bool:
     """LangGraph's filter semantics (as its InMemoryStore applies them)."""
     if isinstance(wanted, dict):
@@ -207,11 +218,17 @@ class HivememStore(BaseStore):
         self.visibility = visibility
         self.recall_budget = recall_budget
         self.read_wait = read_wait
-        self.list_cache = list_cache
-        # (when listed, the sessions): a search pays the listing (two round trips) once per
-        # `list_cache` seconds, not once per call.
-        self._listed: tuple[float, frozenset[str]] | None = None
-        self._listed_lock = threading.Lock()
+        # A search pays the listing (two round trips) once per `list_cache` seconds, not
+        # once per call.
+        self._listing = SessionListing(memory, list_cache)
+
+    @property
+    def list_cache(self) -> float:
+        return self._listing.ttl
+
+    @list_cache.setter
+    def list_cache(self, seconds: float) -> None:
+        self._listing.ttl = seconds
 
     # -- BaseStore ---------------------------------------------------------------------------
 
@@ -261,9 +278,7 @@ class HivememStore(BaseStore):
         self.memory.ingest_many(rows)
         written = [str(row["session_id"]) for row in rows]
         wrote(self.memory, written)
-        with self._listed_lock:
-            if self._listed is not None:  # a namespace this store made is searched at once
-                self._listed = (self._listed[0], self._listed[1].union(written))
+        self._listing.add(written)  # a namespace this store made is searched at once
 
     def _items(self, namespace: tuple[str, ...], keys: list[str] | None = None
                ) -> dict[str, _Version]:
@@ -298,16 +313,7 @@ class HivememStore(BaseStore):
                     created_at=found.created_at, updated_at=found.updated_at)
 
     def _sessions(self, cached: bool) -> Iterable[str]:
-        if not cached or self.list_cache <= 0:
-            return self.memory.sessions()
-        now = time.monotonic()
-        with self._listed_lock:
-            listed = self._listed
-        if listed is None or now - listed[0] >= self.list_cache:
-            listed = (now, frozenset(self.memory.sessions()))
-            with self._listed_lock:
-                self._listed = listed
-        return listed[1]
+        return self._listing.get() if cached else self.memory.sessions()
 
     def _namespaces(self, conditions: Iterable[MatchCondition], *, cached: bool = False
                     ) -> list[tuple[str, ...]]:
@@ -370,17 +376,25 @@ class HivememStore(BaseStore):
         index."""
         if getattr(self.memory, "latest", None) is None:
             return None
+        session = namespace_to_session(namespace)
+        chunk = max(2 * wanted, 8)
+        both = getattr(self.memory, "recall_latest", None)
         try:
-            result = self.memory.recall(namespace_to_session(namespace), query,
-                                        self.recall_budget)
+            if both is None:  # a remote handle: recall, then `latest` per chunk
+                result = self.memory.recall(session, query, self.recall_budget)
+                first: dict[str, KeyedTurn] | None = None
+            else:
+                # Recall and the first chunk's key lookup in one call: the session's
+                # scope is checked once (the check is a round trip), not twice.
+                settle(self.memory, session, self.read_wait)
+                result, first = both(session, query, KEY_FIELD, self.recall_budget,
+                                     keys_of=lambda r: _keys(_best(r)[:chunk]))
         except NotFound:
             return []
-        # Best first, each decoded only when its chunk is reached (most searches stop at
-        # the first chunk).
-        turns = sorted((i for i in result if i.source_type == "turn"), key=lambda i: -i.score)
+        turns = _best(result)
         hits: list[SearchItem] = []
-        chunk = max(2 * wanted, 8)
         for start in range(0, len(turns), chunk):
+            # Each decoded only when its chunk is reached (most searches stop at the first).
             part = []
             for item in turns[start:start + chunk]:
                 record = _decode(item.content)
@@ -388,7 +402,10 @@ class HivememStore(BaseStore):
                     part.append((item, record[0], record[1]))
             if not part:
                 continue
-            current = self._current_keys(namespace, list({key for _, key, _ in part})) or {}
+            if start == 0 and first is not None:
+                current = first
+            else:
+                current = self._current_keys(namespace, list({k for _, k, _ in part})) or {}
             for item, key, value in part:
                 keyed = current.get(key)
                 if keyed is not None and keyed.turn_id == item.source_id:

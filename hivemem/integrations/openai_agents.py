@@ -40,6 +40,7 @@ from hivemem.integrations.handle import (
     in_thread,
     session_latest,
     session_turns,
+    settle,
     wrote,
 )
 
@@ -190,15 +191,25 @@ class HivememSession:
                 preset: str | None = None) -> str:
         """hivemem's recall for `query` (default: the newest user message) as prompt text,
         without control turns or popped items; ``""`` when there is nothing yet."""
-        popped = self.popped() if query is not None else None
-        if popped is None:
-            kept, popped = self.history()
-        if query is None:
-            said = [e.summary for e in kept if e.detail.get("role") == "user"]
-            if not said:
-                return ""
-            query = said[-1]
-        result = self.memory.recall(self.session_id, query, token_budget, preset=preset)
+        both = getattr(self.memory, "recall_latest", None)
+        if query is not None and both is not None:
+            # Recall and the popped turns (the key index) in one call: the session's scope
+            # is checked once, not once per read.
+            settle(self.memory, self.session_id, self.read_wait)
+            result, found = both(self.session_id, query, POPPED, token_budget,
+                                 preset=preset)
+            popped: set[str] = set(found)
+        else:
+            known = self.popped() if query is not None else None
+            if known is None:
+                kept, known = self.history()
+            popped = known
+            if query is None:
+                said = [e.summary for e in kept if e.detail.get("role") == "user"]
+                if not said:
+                    return ""
+                query = said[-1]
+            result = self.memory.recall(self.session_id, query, token_budget, preset=preset)
         chosen = [i for i in result if not _hidden(i, popped)]
         return "\n".join(i.render() for i in sorted(chosen, key=_when))
 

@@ -44,6 +44,7 @@ class AsyncScopedMemory(AsyncHandle[ScopedMemory]):
     timeline = twin(ScopedMemory.timeline)
     timeline_page = twin(ScopedMemory.timeline_page)
     latest = twin(ScopedMemory.latest)
+    recall_latest = twin(ScopedMemory.recall_latest)
     audit = twin(ScopedMemory.audit)
     session_info = twin(ScopedMemory.session_info)
     related_sessions = twin(ScopedMemory.related_sessions)

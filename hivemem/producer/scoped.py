@@ -10,7 +10,7 @@ never come back. The HTTP API and MCP hold only these handles; what crosses scop
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from datetime import datetime
 from pathlib import Path
 from typing import Any
@@ -242,6 +242,20 @@ class ScopedMemory:
         to read your own writes)."""
         return self._service.keyed.latest(self._scope, session_id, by, keys,
                                           with_turns=with_turns)
+
+    def recall_latest(
+        self, session_id: str, query: str, by: str, token_budget: int | None = None, *,
+        keys_of: Callable[[RecallResult], Iterable[str]] | None = None,
+        preset: str | RecallPolicy | None = None,
+    ) -> tuple[RecallResult, dict[str, KeyedTurn]]:
+        """`recall` and then `latest(session_id, by, keys, with_turns=False)` in one call,
+        the keys being ``keys_of(result)`` (None: every key of the index): e.g. to keep
+        only the recalled turns that are still their key's current value. The session is
+        checked against the scope once, not once per read (a framework adapter's search
+        is both reads: the check is a Redis round trip). Both answers are filtered by the
+        scope as `recall`'s and `latest`'s are."""
+        return self._service.keyed.recall_latest(
+            self._scope, session_id, query, by, token_budget, keys_of=keys_of, preset=preset)
 
     def timeline_page(
         self, session_id: str, *, kinds: Sequence[str] | None = None, limit: int = 100,

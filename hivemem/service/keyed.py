@@ -12,14 +12,15 @@ nothing; a read after N new turns folds N turns once.
 from __future__ import annotations
 
 import re
-from collections.abc import Sequence
+from collections.abc import Callable, Iterable, Sequence
 
 from hivemem.domain.keyed import KeyedTurn, Latest, fold, slots_of, visible
-from hivemem.domain.models import Turn
+from hivemem.domain.models import RecallResult, Turn
 from hivemem.domain.names import SessionName
-from hivemem.domain.scope import Access, store_scope
+from hivemem.domain.recall.policy import RecallPolicy
+from hivemem.domain.scope import Access, Scope, store_scope
 from hivemem.errors import ValidationError
-from hivemem.service.access import SessionAccess
+from hivemem.service.access import SessionAccess, name_for
 from hivemem.service.parts import Parts
 from hivemem.service.reads import Reads
 from hivemem.store.key_index import IndexRead
@@ -77,6 +78,24 @@ class Keyed:
             self.parts.key_index.reset(name)
         return {k: _answer(e, turns[e.turn_id]) for k, e in found.items()
                 if e.turn_id in turns}
+
+    def recall_latest(
+        self, scope: Scope, session_id: str, query: str, by: str,
+        token_budget: int | None = None, *,
+        keys_of: Callable[[RecallResult], Iterable[str]] | None = None,
+        preset: str | RecallPolicy | None = None,
+    ) -> tuple[RecallResult, dict[str, KeyedTurn]]:
+        """`recall`, then `latest(..., with_turns=False)` of the keys `keys_of(result)`
+        names (None: every key), the session checked against the scope once: recall
+        checks it (`NotFound` otherwise) and the key index is then read by the name it
+        checked. The entries are filtered by the scope as `latest`'s are."""
+        by = check_by(by)
+        result = self.reads.recall(scope, session_id, query, token_budget, preset=preset)
+        wanted = None if keys_of is None else check_keys(list(keys_of(result)))
+        if wanted == []:
+            return result, {}
+        found = self._entries(scope, name_for(scope, session_id), by, wanted)
+        return result, {k: _answer(e) for k, e in found.items()}
 
     def _entries(self, access: Access, name: SessionName, by: str,
                  wanted: list[str] | None) -> dict[str, Latest]:

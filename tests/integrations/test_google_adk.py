@@ -125,6 +125,45 @@ def test_search_events_memories_delete_and_users(embedded: MemoryClient,
     asyncio.run(run())
 
 
+def test_a_search_reuses_the_session_listing_for_list_cache_seconds(
+        memory: ScopedMemory, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A search learns the user's sessions from the namespace's listing, listed again
+    once `list_cache` seconds old: this service's own additions show at once, another
+    process's (here another service) within that time."""
+    from hivemem.integrations import handle
+
+    clock = [100.0]
+    monkeypatch.setattr(handle.time, "monotonic", lambda: clock[0])
+    mine, theirs = HivememMemoryService(memory), HivememMemoryService(memory)
+    listed: list[int] = []
+    sessions = memory.sessions
+    monkeypatch.setattr(memory, "sessions", lambda: listed.append(1) or sessions())
+
+    def add(service: HivememMemoryService, session_id: str, text: str) -> None:
+        asyncio.run(service.add_events_to_memory(
+            app_name="app", user_id="u", session_id=session_id,
+            events=[Event(author="user", content=_text(text))]))
+
+    def found() -> set[str]:
+        answer = asyncio.run(mine.search_memory(app_name="app", user_id="u",
+                                                query="which colour is the kite?"))
+        return {m.content.parts[0].text or "" for m in answer.memories if m.content.parts}
+
+    add(mine, "s1", "The kite is red")
+    assert "The kite is red" in found()
+    add(theirs, "s2", "The kite is green")  # another service: not listed yet
+    add(mine, "s3", "The kite is blue")  # this service: at once
+    assert {"The kite is red", "The kite is blue"} <= found()
+    assert "The kite is green" not in found()
+    assert len(listed) == 1
+    clock[0] += 1.0
+    assert "The kite is green" in found()
+    assert len(listed) == 2
+    mine.list_cache = 0
+    add(theirs, "s4", "The kite is yellow")
+    assert "The kite is yellow" in found()
+
+
 def test_session_ids_are_escaped() -> None:
     assert adk_session("my app", "u@x", "s1") == "adk.my:0020app.u:0040x.s1"
     with pytest.raises(Exception, match="user_id"):

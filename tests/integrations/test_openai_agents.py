@@ -30,8 +30,9 @@ from openai.types.responses import (
     ResponseOutputText,
 )
 
-from hivemem import ScopedMemory
+from hivemem import MemoryClient, ScopedMemory
 from hivemem.integrations.openai_agents import HivememSession, memory_instructions
+from hivemem.service.access import SessionAccess
 
 set_tracing_disabled(True)
 
@@ -106,6 +107,34 @@ def test_the_recall_leaves_popped_items_out(memory: ScopedMemory) -> None:
     for query in ("billing service deploy dashboards", None):
         text = session.context(query)
         assert "Fridays" in text and "teal" not in text and "hivemem_session" not in text
+
+
+def test_the_context_checks_the_scope_once_and_keeps_to_it(
+        embedded: MemoryClient, namespace: str, monkeypatch: pytest.MonkeyPatch) -> None:
+    """The context for a query is recall plus the popped turns (the key index), made as
+    one call that checks the session against the scope once; an agent key does not read
+    another agent's private turns through it."""
+    writer = embedded.scoped(namespace=namespace, agent_id="a")
+    writer.ingest("conv-private", "user", "a's secret: the vault code is 4711",
+                  visibility="private")
+    session = HivememSession("conv-private", writer)
+    asyncio.run(session.add_items([{"role": "user", "content": "the vault is in the cellar"},
+                                   {"role": "assistant", "content": "noted, a blue vault"}]))
+    asyncio.run(session.pop_item())
+    assert "4711" in session.context("the vault code")  # its own private turn
+    reader = embedded.scoped(namespace=namespace, agent_id="b").pin()  # an agent key
+    checked: list[str] = []
+    require = SessionAccess.require
+
+    def counted(self: SessionAccess, who: Any, session_id: str) -> Any:
+        if getattr(who, "namespace", None) == namespace:
+            checked.append(session_id)
+        return require(self, who, session_id)
+
+    monkeypatch.setattr(SessionAccess, "require", counted)
+    text = HivememSession("conv-private", reader).context("the vault code")
+    assert "cellar" in text and "4711" not in text and "blue" not in text
+    assert checked == ["conv-private"]
 
 
 def test_a_runner_keeps_the_conversation_and_recalls_it_as_instructions(

@@ -207,6 +207,11 @@ CASES: dict[str, tuple[Call, str | None, bool | str]] = {
     "timeline": (lambda m, _t, s: m.timeline(s), "PostgreSQL", True),
     "timeline_page": (lambda m, _t, s: m.timeline_page(s), "PostgreSQL", True),
     "latest": (lambda m, _t, s: m.latest(s, "topic"), "PostgreSQL", True),
+    # Recall plus the key index of the recalled turns' keys, the scope checked once.
+    "recall_latest": (lambda m, _t, s: m.recall_latest(
+        s, "database password plan", "topic", 2000,
+        keys_of=lambda r: [str(i.metadata["topic"]) for i in r if "topic" in i.metadata]),
+        "PostgreSQL", True),
     "audit": (lambda m, _t, s: m.audit(F_SHARED if s == SA else F_ZEBRA), F_SHARED, True),
     "session_info": (lambda m, _t, s: m.session_info(s), SA, True),
     "related_sessions": (lambda m, _t, s: m.related_sessions(s, min_score=-1.0), None, True),
