@@ -37,6 +37,7 @@ How a LangGraph store maps onto hivemem (the handle fixes hivemem's namespace an
 
 from __future__ import annotations
 
+import functools
 import json
 import re
 from collections.abc import Callable, Iterable, Mapping
@@ -77,8 +78,10 @@ KEY_FIELD = "langgraph_key"  # the turn metadata field that holds an item's key
 _MAX_SESSION = 128
 
 
+@functools.lru_cache(maxsize=4096)
 def namespace_to_session(namespace: tuple[str, ...]) -> str:
-    """The hivemem session id of a LangGraph namespace tuple (see the module doc)."""
+    """The hivemem session id of a LangGraph namespace tuple (see the module doc).
+    Cached: every read and write of the store makes it (a regex per character)."""
     if not namespace:
         raise ValidationError("namespace", "must have at least one label")
     labels = []

@@ -29,6 +29,7 @@ from __future__ import annotations
 
 import json
 from collections.abc import Awaitable, Callable
+from datetime import UTC, datetime
 from typing import Any
 
 from agents import Agent, RunContextWrapper, TResponseInputItem
@@ -221,8 +222,12 @@ def _hidden(item: ContextItem, popped: set[str]) -> bool:
     return item.source_id in popped or _control(role, item.content) is not None
 
 
-def _when(item: ContextItem) -> tuple[str, int]:
-    return (item.timestamp.isoformat() if item.timestamp else "", item.seq or 0)
+_EPOCH = datetime.min.replace(tzinfo=UTC)
+
+
+def _when(item: ContextItem) -> tuple[datetime, int]:
+    # As `RecallResult.chronological` orders (no string per item: it ran per call).
+    return (item.timestamp or _EPOCH, item.seq or 0)
 
 
 def memory_instructions(
