@@ -8,7 +8,8 @@ alternate `--calls` times (so load drifts hit both):
 - LangGraph `store.search(ns, query=...)`   vs `memory.recall(session, query)`
 - LangGraph `store.get(ns, key)`             vs `memory.latest(session, "langgraph_key", [key])`
   (the key index; a tree without it: `memory.timeline(session, kinds=["turn"])`)
-- LangGraph `store.put(ns, key, value)`      vs `memory.ingest_many([row])`
+- LangGraph `store.put(ns, key, value)`      vs `memory.ingest_many([row])` (the row the
+  adapter writes: its JSON content, the key in its metadata)
 - Agents `session.get_items()`               vs `memory.timeline(session, kinds=["turn"])`
 - Agents `session.add_items([item])`         vs `memory.ingest_many([row])`
 - Agents `session.context(query)` (instructions) vs `memory.recall(session, query)`
@@ -186,10 +187,14 @@ def main() -> None:
             (lambda: memory.latest(lg, "langgraph_key", ["k1"])) if keyed
             else (lambda: memory.timeline(lg, kinds=["turn"])), args.calls)
         counter = iter(range(10**9))
+        # The direct call writes the turn the adapter writes (its JSON, the key in the
+        # metadata, which the key index reads): the same write, without the adapter.
         results["langgraph.put"] = _pair(
             lambda: store.put(("writes",), "k", {"text": f"value {next(counter)}"}),
-            lambda: memory.ingest_many([{"session_id": "direct-writes", "role": "system",
-                                         "content": f"value {next(counter)}"}]), args.calls)
+            lambda: memory.ingest_many([{
+                "session_id": "direct-writes", "role": "system", "visibility": "shared",
+                "content": json.dumps({"key": "k", "value": {"text": f"value {next(counter)}"}}),
+                "metadata": {"langgraph_key": "k"}}]), args.calls)
 
         session = HivememSession("agents-bench", memory)
         LOOP.run_until_complete(session.add_items([{"role": "user" if i % 2 == 0 else "assistant",

@@ -172,8 +172,11 @@ class SessionListing:
     def add(self, session_ids: Iterable[str]) -> None:
         """Sessions this process wrote to: listed from now on, without listing again."""
         with self._lock:
-            if self._listed is not None:
-                self._listed = (self._listed[0], self._listed[1].union(session_ids))
+            listed = self._listed
+            if listed is not None:
+                fresh = set(session_ids).difference(listed[1])
+                if fresh:  # a copy only for a new session, not on every write
+                    self._listed = (listed[0], listed[1].union(fresh))
 
 
 def encode_label(label: str) -> str:
