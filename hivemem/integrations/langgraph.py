@@ -383,7 +383,7 @@ class HivememStore(BaseStore):
         chunk = max(2 * wanted, 8)
         both = getattr(self.memory, "recall_latest", None)
         try:
-            if both is None:  # a remote handle: recall, then `latest` per chunk
+            if both is None:  # a handle without it: recall, then `latest` per chunk
                 result = self.memory.recall(session, query, self.recall_budget)
                 first: dict[str, KeyedTurn] | None = None
             else:

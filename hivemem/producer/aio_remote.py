@@ -11,12 +11,15 @@ same route, the same reading of the answer. A test pins the two to the same sign
 from __future__ import annotations
 
 import functools
-from collections.abc import Callable, Coroutine
+from collections.abc import Callable, Coroutine, Iterable
 from typing import Any, Concatenate, ParamSpec, Self, TypeVar, cast
 
 import httpx
 
 from hivemem.domain.ids import check_id
+from hivemem.domain.keyed import KeyedTurn
+from hivemem.domain.models import RecallResult
+from hivemem.domain.recall.policy import RecallPolicy
 from hivemem.domain.scope import Scope
 from hivemem.producer.remote import RemoteMemory, whoami_call
 from hivemem.producer.remote_http import AsyncTransport, Call, RetryPolicy
@@ -96,6 +99,17 @@ class AsyncRemoteMemory:
     timeline = remote_twin(RemoteMemory.timeline)
     timeline_page = remote_twin(RemoteMemory.timeline_page)
     latest = remote_twin(RemoteMemory.latest)
+
+    async def recall_latest(
+        self, session_id: str, query: str, by: str, token_budget: int | None = None, *,
+        keys_of: Callable[[RecallResult], Iterable[str]] | None = None,
+        preset: str | RecallPolicy | None = None,
+    ) -> tuple[RecallResult, dict[str, KeyedTurn]]:
+        """`recall`, then `latest(..., with_turns=False)` of `keys_of(result)` (see
+        `RemoteMemory.recall_latest`): two requests, so not a `remote_twin` (one each)."""
+        result = await self.recall(session_id, query, token_budget, preset=preset)
+        keys = None if keys_of is None else list(keys_of(result))
+        return result, await self.latest(session_id, by, keys, with_turns=False)
     audit = remote_twin(RemoteMemory.audit)
     session_info = remote_twin(RemoteMemory.session_info)
     related_sessions = remote_twin(RemoteMemory.related_sessions)

@@ -22,7 +22,7 @@ file drives; the server checks every record is the key's namespace's).
 from __future__ import annotations
 
 import json
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from datetime import datetime
 from pathlib import Path
 from typing import Any, Self, TypeVar
@@ -338,6 +338,17 @@ class RemoteMemory:
             "GET", session_path(session_id, "/timeline"),
             lambda r: [TimelineEvent.model_validate(e) for e in r.json()["events"]],
             params=params))
+
+    def recall_latest(
+        self, session_id: str, query: str, by: str, token_budget: int | None = None, *,
+        keys_of: Callable[[RecallResult], Iterable[str]] | None = None,
+        preset: str | RecallPolicy | None = None,
+    ) -> tuple[RecallResult, dict[str, KeyedTurn]]:
+        """`recall`, then `latest(session_id, by, keys_of(result), with_turns=False)` (see
+        `ScopedMemory.recall_latest`): two requests here, each checked by the server."""
+        result = self.recall(session_id, query, token_budget, preset=preset)
+        keys = None if keys_of is None else list(keys_of(result))
+        return result, self.latest(session_id, by, keys, with_turns=False)
 
     def latest(
         self, session_id: str, by: str, keys: Sequence[str] | None = None, *,

@@ -65,3 +65,6 @@ def test_the_agents_session_over_http(remote: RemoteMemory) -> None:
         assert await session.get_items(limit=5) == [{"role": "user", "content": "Call me Sam"}]
 
     asyncio.run(run())
+    # The recall for a query and the popped turns (`recall_latest`: two requests here).
+    context = session.context("what is my name?")
+    assert "Call me Sam" in context and "Hi Sam" not in context
