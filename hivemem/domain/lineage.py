@@ -51,9 +51,9 @@ _LABEL = re.compile(rf"(?:([a-z][a-z_]{{2,}})\s+)?(?!{_LINK}\b)([a-z][a-z_]{{2,}
 _DAY = re.compile(r"\b(mon|tues|wednes|thurs|fri|satur|sun)days?\b", re.IGNORECASE)
 _WORD = re.compile(r"[A-Za-z][A-Za-z0-9+#-]*[A-Za-z0-9+#]|[A-Za-z]")
 # Acronyms and inner capitals anywhere ("GA", "MySQL"); other capitalised words not at the
-# start of a sentence (there, any word is).
+# start of a sentence or of a list item (there, any word is).
 _CAPITAL = re.compile(r"(?<![\w'])([A-Z]{2,}[0-9]*|[A-Z][a-z0-9]+[A-Z][A-Za-z0-9]*)(?![\w'])"
-                      r"|(?<![\w'])(?<![.!?:]\s)(?<!^)([A-Z][A-Za-z0-9+#-]*[A-Za-z0-9+#])(?![\w'])")
+                      r"|(?<![\w'])(?<![.!?:\-*•)]\s)(?<!\n)(?<!^)([A-Z][A-Za-z0-9+#-]*[A-Za-z0-9+#])(?![\w'])")
 
 # Words that are never a value, even capitalised (sentence starts, greetings, fillers).
 _COMMON = frozenset(re.findall(r"[\w']+", """
@@ -66,6 +66,7 @@ is are was were be been being am do does did have has had will would can could s
 might must shall let lets let's all any some every each both either neither one two three
 for to of in on at by with from about as into over after before since until per via
 monday tuesday wednesday thursday friday saturday sunday today tomorrow yesterday tonight
+mon tue tues wed thu thur thurs fri sat sun
 january february march april may june july august september october november december
 jan feb mar apr jun jul aug sep sept oct nov dec q1 q2 q3 q4 eu us uk utc am pm ok
 fyi btw asap eta tbd pr prs api apis ui db id ids url http https json yaml csv sql
@@ -102,6 +103,21 @@ _KEEP = re.compile(r"\b(?:stay\w*|still|keep\w*|kept|remain\w*|unchanged|as is|n
                    r"|same as)\b", re.IGNORECASE)
 _BACK = re.compile(r"\b(?:back to|revert\w*|roll\w* (?:\w+ )?back|again|originally"
                    r"|like (?:we|it) (?:had|was)|return\w* to|undo)\b", re.IGNORECASE)
+# A sentence that puts a new name in place of whatever held the slot ("from now on we order
+# flour from Moulin Roux instead", "switching the flour order to Moulin Roux").
+_SWITCH_TO = re.compile(
+    r"\b(?:instead\b(?! of)|from now on|going forward|switch\w* (?:\w+ ){0,4}?to|mov(?:e|es|ed|ing)"
+    r" (?:\w+ ){0,4}?to|replac\w* (?:\w+ ){0,4}?with|going with|we'?ll go with|renam\w*"
+    r" (?:\w+ ){0,3}?to)\b", re.IGNORECASE)
+# A sentence that keeps what holds against an alternative ("we stay on Postgres", "Alpen
+# stays", "MongoDB considered and rejected").
+_DECIDED_KEEP = re.compile(
+    r"\b(?:stay(?:s|ing)? (?:on|with)|stays\b|remains?\b|nothing (?:changes|moves)|no change"
+    r"|(?:considered and )?rejected|said no|not (?:moving|switching)|sticking with"
+    r"|stick with)\b", re.IGNORECASE)
+# A turn that raises an alternative rather than states what holds.
+_PROPOSES = re.compile(r"\?|\b(?:push\w*|pitch\w*|swears? by|recommend\w*|wants? to try"
+                       r"|why (?:we|don't|aren't|not)|\w+'d (?:get|have|be))\b", re.IGNORECASE)
 _QUESTION = re.compile(r"\?\s*$")
 _SENTENCE = re.compile(r"(?<=[.!?])\s+|\n+")
 
@@ -210,6 +226,10 @@ class Said(BaseModel):
     turn_id: str
     values: list[str] = Field(default_factory=list)
     words: list[str] = Field(default_factory=list)
+    # Each name it says -> the words of the sentence it is said in (what the name is the
+    # value of: "Flour: 200 kg from Farina Nord" -> flour).
+    named: dict[str, list[str]] = Field(default_factory=dict)
+    weighs: bool = False  # it asks, weighs or proposes rather than states
 
 
 class Lineage(BaseModel):
@@ -218,6 +238,9 @@ class Lineage(BaseModel):
 
     said: list[Said] = Field(default_factory=list)
     gone: dict[str, str] = Field(default_factory=dict)
+    # A value moved on from -> the values that replaced it (a turn naming one of them beside
+    # the old value is not stale: "from Redis to Memcached").
+    successors: dict[str, list[str]] = Field(default_factory=dict)
 
 
 @dataclass(frozen=True, slots=True)
@@ -260,12 +283,18 @@ class _Reading:
     corrects: bool  # it corrects what was just said
 
     @classmethod
-    def of(cls, text: str, asks: bool) -> _Reading:
+    def of(cls, text: str, asks: bool, known: Iterable[str] = (),
+           people: frozenset[str] = frozenset()) -> _Reading:
+        """`known`: the names said so far (a name is read by its capitals once: "let's use
+        memcached" names Memcached when a turn before said "Memcached"); `people`: the
+        session's speakers, never a value."""
         sentences = [x for x in _SENTENCE.split(text.strip()) if x]
         stated = () if asks else tuple(
             x for x in sentences if not _QUESTION.search(x) and not _HEDGE.search(x))
+        keys = {v.key for v in values_in(text)} | _named(text, known)
+        keys = {k for k in keys if not (k.startswith("name=") and _person(k[5:], people))}
         return cls(
-            text=text, keys=frozenset(v.key for v in values_in(text)), words=words_in(text),
+            text=text, keys=frozenset(keys), words=words_in(text),
             stated=stated,
             cue=any(_CHANGE_CUE.search(x) or has_update_language(x) or RETRACTION.search(x)
                     for x in stated),
@@ -283,12 +312,47 @@ class _Reading:
             self.words & set(s.words) or (self.names - {value.key}) & set(s.values))
 
 
-def step(lineage: Lineage, turn_id: str, text: str, *, asks: bool = False) -> Step:
+def _named(text: str, known: Iterable[str]) -> set[str]:
+    """The known names (`name=<lower>` keys) `text` says in any case, as whole words."""
+    lowered = text.lower()
+    return {key for key in known if re.search(
+        rf"(?<![\w-]){re.escape(key[5:])}(?![\w-])", lowered)}
+
+
+def _person(name: str, people: frozenset[str]) -> bool:
+    return any(name.startswith(p) or p.startswith(name) for p in people)
+
+
+def _strong(key: str) -> bool:
+    """A value specific enough that every turn carrying it is on the thing it was the value
+    of: a name, a version, a path, a time, a date, an amount with its unit, currency or
+    label. A bare count or a weekday is not ("3", "Friday")."""
+    kind = key.partition("=")[0]
+    return kind in ("name", "version", "path", "time", "date") or (
+        kind.startswith("amount:") and kind != "amount:")
+
+
+def _stale(keys: Iterable[str], gone: dict[str, str],
+           successors: dict[str, list[str]]) -> str | None:
+    """The first strong value of `keys` moved on from with none of its successors in
+    `keys` (the turn carries only the old value), or None."""
+    mine = set(keys)
+    for key in sorted(mine):
+        if key in gone and _strong(key) and not mine & set(successors.get(key, ())):
+            return key
+    return None
+
+
+def step(lineage: Lineage, turn_id: str, text: str, *, asks: bool = False,
+         people: frozenset[str] = frozenset()) -> Step:
     """`text` (turn `turn_id`) applied to `lineage`. `asks`: the turn is a question (it
-    never moves on from anything; naming a gone value only, it is history itself)."""
-    turn = _Reading.of(text, asks)
+    never moves on from anything; naming a gone value only, it is history itself);
+    `people`: the session's speakers (their names are never values)."""
     earlier = lineage.said
+    known = {k for s in earlier for k in s.values if k.startswith("name=")}
+    turn = _Reading.of(text, asks, known, people)
     gone = dict(lineage.gone)
+    successors = {k: list(v) for k, v in lineage.successors.items()}
     history: dict[str, str] = {}
     restored: list[str] = []
     if turn.cue:
@@ -298,29 +362,147 @@ def step(lineage: Lineage, turn_id: str, text: str, *, asks: bool = False) -> St
         # A revert: a value moved on from, named again with "back to" and the like.
         revived = {v for v in old if v.key in gone} if turn.back else set()
         for value in revived:
-            restored += _revert(value, turn_id, earlier, gone, history)
+            restored += _revert(value, turn_id, earlier, gone, successors, history)
         for o, pairs_new, loose in _pairs(turn, old - revived, new, earlier):
             gone[o.key] = turn_id
+            successors[o.key] = sorted(pairs_new)
             for s in earlier:
-                if (turn.about(s, o) or (loose and o.key in s.values)) and not (
-                        set(s.values) & pairs_new):
+                # A strong value is gone wherever it was said without its successor; a
+                # weak one only on the same thing.
+                if (turn.about(s, o) or ((loose or _strong(o.key)) and o.key in s.values)) \
+                        and not (set(s.values) & pairs_new):
                     history[s.turn_id] = turn_id
-    unnamed = [k for k in turn.keys if not k.startswith("name=")]
-    if not history and unnamed and all(k in gone for k in unnamed) \
-            and not (turn.cue and turn.back):
-        # Only names values moved on from (a question about the old one, a complaint); a
-        # name alone is too weak to say so (a person greeted, a title met again).
-        history[turn_id] = gone[next(k for k in sorted(turn.keys) if k in gone)]
-    said = Said(turn_id=turn_id, values=sorted(turn.keys), words=sorted(turn.words))
-    lineage = Lineage(said=[*earlier, said][-MAX_SAID:], gone=gone)
+    if not history and not (turn.cue and turn.back) and not (turn.cue and _new_of_kind(
+            turn, earlier)):
+        # It names a value moved on from and not what replaced it (the config line, the
+        # question about it, the complaint): history as soon as it is said.
+        old_key = _stale(turn.keys, gone, successors)
+        if old_key is not None:
+            history[turn_id] = gone[old_key]
+    named = _names_by_sentence(text, turn.keys)
+    if not asks:
+        _by_names(turn, turn_id, named, earlier, gone, successors, history)
+    said = Said(turn_id=turn_id, values=sorted(turn.keys), words=sorted(turn.words),
+                named=named, weighs=asks or bool(_PROPOSES.search(text) or _HEDGE.search(text)))
+    lineage = Lineage(said=[*earlier, said][-MAX_SAID:], gone=gone, successors=successors)
     return Step(lineage, history, tuple(t for t in restored if t not in history))
 
 
+def _names_by_sentence(text: str, keys: Iterable[str]) -> dict[str, list[str]]:
+    """Each name key of `keys` -> the words of the first sentence (or list line) saying it."""
+    names = [k for k in keys if k.startswith("name=")]
+    out: dict[str, list[str]] = {}
+    for sentence in re.split(r"(?<=[.!?;])\s+|\n+|\s+-\s+", text):
+        lowered = sentence.lower()
+        for key in names:
+            if key not in out and re.search(
+                    rf"(?<![\w-]){re.escape(key[5:])}(?![\w-])", lowered):
+                out[key] = sorted(words_in(sentence) - {key[5:]})
+    return out
+
+
+def _by_names(turn: _Reading, turn_id: str, named: dict[str, list[str]],
+              earlier: list[Said], gone: dict[str, str], successors: dict[str, list[str]],
+              history: dict[str, str]) -> None:
+    """Names put in place of others (`_SWITCH_TO`), or alternatives turned down
+    (`_DECIDED_KEEP`), read per sentence: the old names are those said earlier in a sentence
+    sharing a word with the switching one; the turned-down ones are those the keeping turn
+    names beside the kept one, said first after it."""
+    known = {k for s in earlier for k in s.values}
+    first_said = {}
+    for index, s in enumerate(earlier):
+        for key in s.values:
+            first_said.setdefault(key, index)
+    for sentence in (x for x in _SENTENCE.split(turn.text.strip())
+                     if x and not _QUESTION.search(x)):
+        keys = set(_names_by_sentence(sentence, turn.keys))
+        if not keys:
+            continue
+        # What the sentence is about: its words besides its names and its change words.
+        words = words_in(_CHANGE_CUE.sub(" ", _SWITCH_TO.sub(" ", sentence))) - {
+            k[5:] for k in keys}
+        if _SWITCH_TO.search(sentence) and not _HEDGE.search(sentence):
+            new = {k for k in keys if k not in gone}
+            if not new or not words:
+                continue
+            old = {k for s in earlier for k, w in s.named.items()
+                   if k not in turn.keys and k not in gone and words & set(w)}
+            for key in old:
+                _gone(key, new, turn_id, earlier, gone, successors, history)
+        elif _DECIDED_KEEP.search(sentence):
+            clause = next(c for c in re.split(r"[,;]\s+|\s+but\s+", sentence)
+                          if _DECIDED_KEEP.search(c))
+            kept = {k for k in _names_by_sentence(clause, keys) if k in known}
+            if not kept:
+                continue
+            start = min(first_said[k] for k in kept)
+            # The alternatives: raised after the kept value, first by a turn that weighed
+            # or proposed them ("nadia keeps pushing EKS", "should we switch to Kerrygold?").
+            rivals = {k for k in turn.keys if k.startswith("name=") and k not in kept
+                      and k in first_said and first_said[k] > start and k not in gone
+                      and earlier[first_said[k]].weighs and not _contains(k, kept)}
+            for key in rivals:
+                _gone(key, kept, turn_id, earlier, gone, successors, history)
+
+
+def _contains(key: str, others: set[str]) -> bool:
+    text = key[5:]
+    return any(text.startswith(o[5:]) or o[5:].startswith(text) for o in others)
+
+
+def _gone(key: str, new: set[str], turn_id: str, earlier: list[Said], gone: dict[str, str],
+          successors: dict[str, list[str]], history: dict[str, str]) -> None:
+    gone[key] = turn_id
+    successors[key] = sorted(new)
+    for s in earlier:
+        if key in s.values and not set(s.values) & new:
+            history[s.turn_id] = turn_id
+
+
+def _new_of_kind(turn: _Reading, earlier: list[Said]) -> bool:
+    """Whether the turn names a value not said before (it may be setting something)."""
+    known = {k for s in earlier for k in s.values}
+    return any(k not in known for k in turn.keys)
+
+
+def retire(lineage: Lineage, old_turn: str, by_turns: Iterable[str], turn_id: str
+           ) -> tuple[Lineage, dict[str, str]]:
+    """What another rule decided (the slot rules: `old_turn` is history, replaced by
+    `by_turns`) read as values: each strong value of the old turn that the replacing turns
+    do not carry, beside a new value of the same kind they brought, is gone, and every
+    turn said carrying it without its successor is history. Returns the lineage and the
+    turns made history (turn id -> `turn_id`)."""
+    said = {s.turn_id: s for s in lineage.said}
+    old = said.get(old_turn)
+    by = [said[t] for t in by_turns if t in said]
+    if old is None or not by:
+        return lineage, {}
+    new_keys = {k for s in by for k in s.values}
+    dropped = _keyed(k for k in old.values if k not in new_keys and _strong(k))
+    brought = _keyed(k for k in new_keys if k not in old.values)
+    gone = dict(lineage.gone)
+    successors = {k: list(v) for k, v in lineage.successors.items()}
+    history: dict[str, str] = {}
+    for o in dropped:
+        if o.key in gone:
+            continue
+        news = {n.key for n in brought if _same_kind(o, n)}
+        if not news:
+            continue
+        gone[o.key] = turn_id
+        successors[o.key] = sorted(news)
+        for s in lineage.said:
+            if o.key in s.values and not set(s.values) & news and s.turn_id not in by_turns:
+                history[s.turn_id] = turn_id
+    return lineage.model_copy(update={"gone": gone, "successors": successors}), history
+
+
 def _revert(value: Value, turn_id: str, earlier: list[Said], gone: dict[str, str],
-            history: dict[str, str]) -> list[str]:
+            successors: dict[str, list[str]], history: dict[str, str]) -> list[str]:
     """`value` is current again: what replaced it (the values of its kind the replacing turn
     brought) goes, with the turns carrying them. Returns the turns current again."""
     replacer = gone.pop(value.key)
+    successors.pop(value.key, None)
     by = next((s for s in earlier if s.turn_id == replacer), None)
     if by is None:
         return []
@@ -328,6 +510,7 @@ def _revert(value: Value, turn_id: str, earlier: list[Said], gone: dict[str, str
         if not _same_kind(successor, value):
             continue
         gone[successor.key] = turn_id
+        successors[successor.key] = [value.key]
         for s in earlier:
             if successor.key in s.values and (
                     s.turn_id == replacer or value.key not in s.values):

@@ -262,17 +262,27 @@ def _head(fact: Fact, facts: dict[str, Fact]) -> Fact | None:
     return head if head is not None and head.status in VISIBLE else None
 
 
-def moved_on(state: SlotState, turn: Turn) -> tuple[SlotState, dict[str, Replacement], set[str]]:
+def moved_on(
+    state: SlotState, turn: Turn, replaced: dict[str, Replacement] | None = None
+) -> tuple[SlotState, dict[str, Replacement], set[str]]:
     """`turn` through the value lineage (`hivemem.domain.lineage`): the state with it, the
-    turns it made history (by the values they carry) and the turns current again."""
-    done = lineage.step(state.lineage, turn.turn_id, turn.content)
-    state = state.model_copy(update={"lineage": done.lineage})
+    turns it made history (by the values they carry) and the turns current again.
+    `replaced`: what the slot rules made history at this turn; the values those turns
+    carried and their successors do not are gone too, wherever else they were said."""
+    people = frozenset(state.speakers)
+    done = lineage.step(state.lineage, turn.turn_id, turn.content, people=people)
+    ledger, history_ids = done.lineage, dict(done.history)
+    for old_turn, entry in (replaced or {}).items():
+        ledger, more = lineage.retire(ledger, old_turn, entry.by, turn.turn_id)
+        for turn_id, by in more.items():
+            history_ids.setdefault(turn_id, by)
+    state = state.model_copy(update={"lineage": ledger})
     history = {
         turn_id: Replacement(by=(by,), rule="superseded", slot="value", seq=turn.seq,
                              namespace=turn.namespace, visibility=turn.visibility,
                              agent_id=turn.agent_id)
-        for turn_id, by in done.history.items() if turn_id != by}
-    return state, history, set(done.restored)
+        for turn_id, by in history_ids.items() if turn_id != by}
+    return state, history, set(done.restored) - set(history)
 
 
 def _joined(a: dict[str, Replacement], b: dict[str, Replacement]) -> dict[str, Replacement]:
@@ -311,7 +321,7 @@ class CurrencyKeeper:
                     log.error("currency.turn_failed", session_id=name, seq=item.seq,
                               error=f"{type(exc).__name__}: {exc}"[:300])
                     gone, owners = {}, {}
-                state, moved, back = moved_on(state, item.turn)
+                state, moved, back = moved_on(state, item.turn, gone)
                 for turn_id in back:
                     replaced.pop(turn_id, None)
                 restored = (restored | back) - set(moved) - set(gone)
