@@ -34,7 +34,8 @@ _TIME = re.compile(r"(?<![\w:.])(\d{1,2}:\d{2})(?:\s?([ap])\.?m\b)?(?![\w:])", r
 _AMOUNT = re.compile(
     r"(?<![\w.,/:-])([$€£]?)(\d{1,3}(?:,\d{3})+|\d+(?:\.\d+)?)\s?"
     r"(k|m|bn|%|gb|mb|tb|ms|s|sec|secs|seconds?|min|mins|minutes?|h|hrs?|hours?|days?"
-    r"|weeks?|months?|years?|x|rows|users|people|nodes|replicas|gb/s)?(?![\w]|\.\d)",
+    r"|weeks?|months?|years?|x|rows|users|people|nodes|replicas|gb/s|g|kg|lbs?|oz|ml|km|cm|mm"
+    r"|miles?|kids|guests|students|seats|places|points|engineers|specs|lines)?(?![\w]|\.\d)",
     re.IGNORECASE)
 _VERSION = re.compile(r"(?<![\w./-])(v\d+(?:\.\d+)*|\d+\.\d+(?:\.\d+)+)(?![\w.])", re.IGNORECASE)
 _PATH = re.compile(r"(?<![\w/])(/[a-z0-9][\w./-]*[a-z0-9])", re.IGNORECASE)
@@ -176,7 +177,9 @@ def values_in(text: str) -> set[Value]:
         if scale is not None:
             number, unit = _plain(float(number) * scale), ""
         unit = unit.rstrip("s") if len(unit) > 2 else unit
-        if unit in ("", "row", "user", "people", "node", "replica", "x") and not m.group(1):
+        if unit in ("", "row", "user", "people", "node", "replica", "x", "kid", "guest",
+                    "student", "seat", "place", "point", "engineer", "spec", "line") \
+                and not m.group(1):
             label = _LABEL.search(text[max(0, m.start() - 40):m.start()])
             word = label.group(2).lower().replace("_", " ") if label else ""
             if word and word not in _STOP:
@@ -409,7 +412,7 @@ def _by_names(turn: _Reading, turn_id: str, named: dict[str, list[str]],
     sharing a word with the switching one; the turned-down ones are those the keeping turn
     names beside the kept one, said first after it."""
     known = {k for s in earlier for k in s.values}
-    first_said = {}
+    first_said: dict[str, int] = {}
     for index, s in enumerate(earlier):
         for key in s.values:
             first_said.setdefault(key, index)
