@@ -19,8 +19,9 @@ The keeper (`hivemem.workers.currency`) runs this per turn beside the slot rules
 
 from __future__ import annotations
 
+import functools
 import re
-from collections.abc import Iterable
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 
 from pydantic import BaseModel, Field
@@ -200,6 +201,34 @@ def values_in(text: str) -> set[Value]:
             continue
         found.add(Value("name", word.lower()))
     return found
+
+
+@functools.lru_cache(maxsize=16_384)
+def value_keys(text: str) -> frozenset[str]:
+    """The keys of the values `text` names (memoized: recall reads the same candidates'
+    texts again and again)."""
+    return frozenset(v.key for v in values_in(text))
+
+
+# Per session, what recall reads of the lineage: a value moved on from -> (the turn that
+# moved on, the keys of the values that replaced it).
+Gone = Mapping[str, tuple[str, tuple[str, ...]]]
+
+
+def stale_value(text: str, gone: Gone) -> str | None:
+    """The turn that moved on from a value `text` carries without any of its successors
+    (the text states only the old value: a config line, a reminder, a question about it),
+    or None. Only strong values count (`_strong`); names are read in any case."""
+    if not gone:
+        return None
+    names = {k for key, (_turn, after) in gone.items() for k in (key, *after)
+             if k.startswith("name=")}
+    keys = value_keys(text) | _named(text, names)
+    for key in sorted(keys):
+        entry = gone.get(key)
+        if entry is not None and _strong(key) and not keys & set(entry[1]):
+            return entry[0]
+    return None
 
 
 def _plain(number: float) -> str:
@@ -392,10 +421,11 @@ def step(lineage: Lineage, turn_id: str, text: str, *, asks: bool = False,
 
 
 def _names_by_sentence(text: str, keys: Iterable[str]) -> dict[str, list[str]]:
-    """Each name key of `keys` -> the words of the first sentence (or list line) saying it."""
+    """Each name key of `keys` -> the words of the first clause (or list line) saying it
+    ("logs in ELK, metrics in Prometheus": ELK is the logs' value, not the metrics')."""
     names = [k for k in keys if k.startswith("name=")]
     out: dict[str, list[str]] = {}
-    for sentence in re.split(r"(?<=[.!?;])\s+|\n+|\s+-\s+", text):
+    for sentence in re.split(r"(?<=[.!?;,])\s+|\n+|\s+-\s+", text):
         lowered = sentence.lower()
         for key in names:
             if key not in out and re.search(
@@ -426,7 +456,8 @@ def _by_names(turn: _Reading, turn_id: str, named: dict[str, list[str]],
             k[5:] for k in keys}
         if _SWITCH_TO.search(sentence) and not _HEDGE.search(sentence):
             new = {k for k in keys if k not in gone}
-            if not new or not words:
+            if not new or not words or new != keys:
+                # It names what it moves on from ("from ELK to Loki"): `_pairs` read it.
                 continue
             old = {k for s in earlier for k, w in s.named.items()
                    if k not in turn.keys and k not in gone and words & set(w)}
@@ -441,9 +472,11 @@ def _by_names(turn: _Reading, turn_id: str, named: dict[str, list[str]],
             start = min(first_said[k] for k in kept)
             # The alternatives: raised after the kept value, first by a turn that weighed
             # or proposed them ("nadia keeps pushing EKS", "should we switch to Kerrygold?").
+            adopted = {k for after in successors.values() for k in after}
             rivals = {k for k in turn.keys if k.startswith("name=") and k not in kept
                       and k in first_said and first_said[k] > start and k not in gone
-                      and earlier[first_said[k]].weighs and not _contains(k, kept)}
+                      and k not in adopted and earlier[first_said[k]].weighs
+                      and not _contains(k, kept)}
             for key in rivals:
                 _gone(key, kept, turn_id, earlier, gone, successors, history)
 
@@ -483,6 +516,10 @@ def retire(lineage: Lineage, old_turn: str, by_turns: Iterable[str], turn_id: st
     new_keys = {k for s in by for k in s.values}
     dropped = _keyed(k for k in old.values if k not in new_keys and _strong(k))
     brought = _keyed(k for k in new_keys if k not in old.values)
+    if sum(1 for k in old.values if k.startswith("name=")) > 1:
+        # Several names in the old statement ("logs in ELK, metrics in Prometheus"): which
+        # of them the new one replaced is not read off the values.
+        dropped = {v for v in dropped if v.kind != "name"}
     gone = dict(lineage.gone)
     successors = {k: list(v) for k, v in lineage.successors.items()}
     history: dict[str, str] = {}

@@ -285,6 +285,13 @@ def moved_on(
     return state, history, set(done.restored) - set(history)
 
 
+def _published(ledger: lineage.Lineage) -> dict[str, tuple[str, tuple[str, ...]]]:
+    """The lineage's values moved on from as the slot table publishes them to recall
+    (a value a private turn moved on from is left out: recall would read it for anyone)."""
+    return {key: (turn_id, tuple(ledger.successors.get(key, ())))
+            for key, turn_id in ledger.gone.items()}
+
+
 def _joined(a: dict[str, Replacement], b: dict[str, Replacement]) -> dict[str, Replacement]:
     """Both answers; for a turn in both, the slot rules' entry with both successors."""
     out = {**a, **b}
@@ -308,6 +315,8 @@ class CurrencyKeeper:
         started = time.perf_counter()
         state = self.store.state(name)
         base = state.applied
+        before = _published(state.lineage)
+        private: set[str] = set()
         replaced: dict[str, Replacement] = {}
         personal: dict[str, str] = {}
         restored: set[str] = set()
@@ -315,6 +324,8 @@ class CurrencyKeeper:
             if item.seq <= state.applied:
                 continue  # applied before (a replay)
             if isinstance(item, EmbeddedTurn):
+                if item.turn.visibility != "shared":
+                    private.add(item.turn.turn_id)
                 try:
                     state, gone, owners = step(state, item.turn, self.settings, item.vec)
                 except Exception as exc:  # a rule's bug must not hold the session's episodes
@@ -330,7 +341,11 @@ class CurrencyKeeper:
             state = state.model_copy(update={"applied": item.seq})
         if state.applied == base:
             return
-        if not self.store.write(name, base, state, replaced, personal, restored):
+        after = {k: v for k, v in _published(state.lineage).items() if v[0] not in private}
+        values: dict[str, tuple[str, tuple[str, ...]] | None] = {
+            k: v for k, v in after.items() if before.get(k) != v}
+        values.update({k: None for k in before if k not in after})
+        if not self.store.write(name, base, state, replaced, personal, restored, values):
             log.warning("currency.lost_race", session_id=name, applied=base)
             return
         log.debug("currency.applied", session_id=name, through=state.applied,
