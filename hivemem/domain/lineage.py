@@ -117,6 +117,12 @@ _DECIDED_KEEP = re.compile(
     r"\b(?:stay(?:s|ing)? (?:on|with)|stays\b|remains?\b|nothing (?:changes|moves)|no change"
     r"|(?:considered and )?rejected|said no|not (?:moving|switching)|sticking with"
     r"|stick with)\b", re.IGNORECASE)
+# A clause that ends something without a successor ("I'm no longer taking the cetirizine",
+# "drop casa do largo", "cancel the PureGym membership").
+_DROPS = re.compile(
+    r"\b(?:cancel(?:s|led|ling)?|drop(?:s|ped|ping)?|no longer (?:taking|using|doing|going)"
+    r"|stop(?:s|ped|ping)? (?:taking|using|paying)|withdr[ae]w\w*|scrap(?:s|ped)?|call(?:ed)? off"
+    r"|forget (?:about )?|quit(?:ting)?|pull(?:ed|ing)? (?:out|the plug))\b", re.IGNORECASE)
 # A turn that raises an alternative rather than states what holds.
 _PROPOSES = re.compile(r"\?|\b(?:push\w*|pitch\w*|swears? by|recommend\w*|wants? to try"
                        r"|why (?:we|don't|aren't|not)|\w+'d (?:get|have|be))\b", re.IGNORECASE)
@@ -463,6 +469,17 @@ def _by_names(turn: _Reading, turn_id: str, named: dict[str, list[str]],
                    if k not in turn.keys and k not in gone and words & set(w)}
             for key in old:
                 _gone(key, new, turn_id, earlier, gone, successors, history)
+        elif _DROPS.search(sentence) and not _HEDGE.search(sentence):
+            adopted = {k for after in successors.values() for k in after}
+            for clause in re.split(r"[,;]\s+|\s+but\s+|\s+and\s+", sentence):
+                dropped = _DROPS.search(clause)
+                if dropped is None:
+                    continue
+                # What it ends is named after the verb ("GP says ... no longer taking the
+                # cetirizine": the cetirizine).
+                for key in _names_by_sentence(clause[dropped.end():], keys):
+                    if key in known and key not in gone and key not in adopted:
+                        _gone(key, set(), turn_id, earlier, gone, successors, history)
         elif _DECIDED_KEEP.search(sentence):
             clause = next(c for c in re.split(r"[,;]\s+|\s+but\s+", sentence)
                           if _DECIDED_KEEP.search(c))

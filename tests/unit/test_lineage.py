@@ -145,3 +145,17 @@ def test_speakers_names_are_never_values() -> None:
 def test_units_of_weight_and_counts_of_people_are_amounts() -> None:
     assert Value("amount:g", "250") in values_in("250 g of dry food a day")
     assert Value("amount:@kid", "18") in values_in("about 18 kids from their class")
+
+
+def test_a_name_dropped_is_gone_with_no_successor() -> None:
+    steps = _play(
+        "hotel shortlist: Casa Azul in Alfama, 3 nights",
+        "Casa Azul has balconies on the 3rd floor",
+        "change of plan, we base ourselves in Porto. drop Casa Azul",
+        "GP says I'm no longer taking the Zyrtec, Omeprazole continues",
+    )
+    history = _history(steps)
+    assert history.get("t0") == "t2" and history.get("t1") == "t2"
+    gone = steps[-1].lineage.gone
+    assert "name=zyrtec" not in gone  # said for the first time: nothing to end
+    assert "name=gp" not in gone and "name=omeprazole" not in gone
