@@ -30,6 +30,8 @@ from hivemem.domain.change import RETRACTION, has_update_language
 
 # Turns whose values and words the lineage remembers (the newest kept).
 MAX_SAID = 300
+# How far back a bare count said to be wrong is looked for.
+_RECENT = 20
 
 _TIME = re.compile(r"(?<![\w:.])(\d{1,2}:\d{2})(?:\s?([ap])\.?m\b)?(?![\w:])", re.IGNORECASE)
 _AMOUNT = re.compile(
@@ -47,8 +49,9 @@ _DATE = re.compile(rf"\b({_MONTH})\.?\s+(\d{{1,2}})(?:st|nd|rd|th)?\b"
                    rf"|\b(\d{{1,2}})(?:st|nd|rd|th)?\s+(?:of\s+)?({_MONTH})\b", re.IGNORECASE)
 # The word a bare number is the value of ("max 20", "burst of 20", "max to 30").
 _LINK = (r"(?:is|are|was|were|of|to|at|set|now|be|from|raised|lowered|moved|goes|went|stays"
-         r"|becomes)")
-_LABEL = re.compile(rf"(?:([a-z][a-z_]{{2,}})\s+)?(?!{_LINK}\b)([a-z][a-z_]{{2,}})[:=]?\s+"
+         r"|becomes|than|over|under|above|below|about|around|roughly|only|just|exactly)")
+_LABEL = re.compile(rf"(?:(?<![a-z])([a-z][a-z_]{{2,}})\s+)?(?<![a-z])(?!{_LINK}\b)"
+                    rf"([a-z][a-z_]{{2,}})(?:[:=]\s*|\s+)"
                     rf"(?:(?:{_LINK}|=|:)\s+){{0,3}}$", re.IGNORECASE)
 _DAY = re.compile(r"\b(mon|tues|wednes|thurs|fri|satur|sun)days?\b", re.IGNORECASE)
 _WORD = re.compile(r"[A-Za-z][A-Za-z0-9+#-]*[A-Za-z0-9+#]|[A-Za-z]")
@@ -90,7 +93,7 @@ _CHANGE_CUE = re.compile(
     r"|correct\w*|typo|mistake|wrong|actually|scratch|scrap|forget"
     r"|from (?:here|now|today|tomorrow|monday|tuesday|wednesday|thursday|friday|next)"
     r"|starting|going forward|revert\w*|roll\w* back|back to"
-    r"|in the end|turns out|updated?|make it|set (?:it )?to)\b",
+    r"|in the end|turns out|updated?|make (?:it|that)|let'?s make|set (?:it )?to)\b",
     re.IGNORECASE)
 # A turn that corrects what was just said.
 _CORRECTION = re.compile(r"\b(?:typo|no wait|wait|sorry|i mean|i meant|correct(?:ed|ion)?"
@@ -184,9 +187,10 @@ def values_in(text: str) -> set[Value]:
         if scale is not None:
             number, unit = _plain(float(number) * scale), ""
         unit = unit.rstrip("s") if len(unit) > 2 else unit
-        if unit in ("", "row", "user", "people", "node", "replica", "x", "kid", "guest",
-                    "student", "seat", "place", "point", "engineer", "spec", "line") \
-                and not m.group(1):
+        if unit in ("kid", "guest", "student", "seat", "place", "point", "engineer", "spec",
+                    "line"):
+            unit = "@" + unit  # what is counted names the slot ("18 kids")
+        elif unit in ("", "row", "user", "people", "node", "replica", "x") and not m.group(1):
             label = _LABEL.search(text[max(0, m.start() - 40):m.start()])
             word = label.group(2).lower().replace("_", " ") if label else ""
             if word and word not in _STOP:
@@ -335,7 +339,7 @@ class _Reading:
             text=text, keys=frozenset(keys), words=words_in(text),
             stated=stated,
             cue=any(_CHANGE_CUE.search(x) or has_update_language(x) or RETRACTION.search(x)
-                    for x in stated),
+                    or _CORRECTION.search(x) for x in stated),
             back=any(_BACK.search(x) for x in stated),
             corrects=any(_CORRECTION.search(x) for x in stated))
 
@@ -403,11 +407,19 @@ def step(lineage: Lineage, turn_id: str, text: str, *, asks: bool = False,
             restored += _revert(value, turn_id, earlier, gone, successors, history)
         for o, pairs_new, loose in _pairs(turn, old - revived, new, earlier):
             gone[o.key] = turn_id
-            successors[o.key] = sorted(pairs_new)
+            successors[o.key] = sorted(
+                k for k in pairs_new if any(_same_kind(o, v) or _corrected_by(o, v, turn)
+                                            for v in _keyed([k]))) or sorted(pairs_new)
+            # A bare count said to be wrong ("400 is too aggressive", "no wait, 14") is
+            # gone from the recent turns that carry it, whatever their words.
+            said_wrong = o.kind == "amount:" and (
+                turn.corrects or _dismissed(turn.text, o) or _negated(turn.text, o))
+            recent = {s.turn_id for s in earlier[-_RECENT:]} if said_wrong else set()
             for s in earlier:
                 # A strong value is gone wherever it was said without its successor; a
                 # weak one only on the same thing.
-                if (turn.about(s, o) or ((loose or _strong(o.key)) and o.key in s.values)) \
+                if (turn.about(s, o) or ((loose or _strong(o.key) or s.turn_id in recent)
+                                         and o.key in s.values)) \
                         and not (set(s.values) & pairs_new):
                     history[s.turn_id] = turn_id
     if not history and not (turn.cue and turn.back) and not (turn.cue and _new_of_kind(
@@ -581,6 +593,11 @@ def _pairs(turn: _Reading, old: set[Value], new: set[Value],
     """The values `turn` moves on from: (old value, the new values' keys, loose: every turn
     carrying it goes, not only those on the same thing by their words)."""
     pairs = [(o, n) for o in old for n in new if _same_kind(o, n)]
+    if not pairs:
+        # The old value said to be wrong beside a new one of its sort ("400 is too
+        # aggressive; let's make the threshold 600"): their labels may differ.
+        pairs = [(o, n) for o in old if _dismissed(turn.text, o) for n in new
+                 if o.kind.partition(":")[0] == n.kind.partition(":")[0]]
     loose = False
     if not pairs and new:
         # No old value named: a new value of a kind an earlier turn on the same thing set.
@@ -596,7 +613,7 @@ def _pairs(turn: _Reading, old: set[Value], new: set[Value],
             # Never a name: a person or a title met in passing is not a value corrected.
             if n.kind != "name" and (_exact(n) or turn.corrects):
                 latest = next((o for s in reversed(earlier) for o in _keyed(s.values)
-                               if _same_kind(o, n) and o.key not in turn.keys), None)
+                               if _corrected_by(o, n, turn) and o.key not in turn.keys), None)
                 if latest is not None:
                     pairs.append((latest, n))
     out = []
@@ -606,11 +623,28 @@ def _pairs(turn: _Reading, old: set[Value], new: set[Value],
         if o.key in turn.keys and _KEEP.search(turn.text) and not _negated(turn.text, o):
             continue  # kept ("we stay on Prisma, not Drizzle")
         if o.kind in ("name", "amount:") and not (
-                _negated(turn.text, o) or _from_to(turn.text, o, n)
+                _negated(turn.text, o) or _from_to(turn.text, o, n) or _dismissed(turn.text, o)
                 or (loose and turn.corrects)):
             continue  # two names or counts side by side: a change only when it says so
         out.append((o, {m.key for _o, m in pairs}, loose))
     return out
+
+
+def _corrected_by(old: Value, new: Value, turn: _Reading) -> bool:
+    """Whether a correction's `new` value may replace `old`: one kind, or a bare number
+    correcting the latest number said ("keep 7 daily snapshots" ... "no wait, 14")."""
+    if _same_kind(old, new):
+        return True
+    return (turn.corrects and new.kind == "amount:" and old.kind.startswith("amount:")
+            and "$" not in old.kind and old.text != new.text)
+
+
+_DISMISSED = r"(?:is|was|are|were|'s)\s+(?:overkill|way too|too|not enough|excessive|a lot)"
+
+
+def _dismissed(text: str, value: Value) -> bool:
+    """ "400 is too aggressive", "14 is overkill": the value is said to be wrong."""
+    return bool(re.search(rf"(?<![\w.]){re.escape(value.text)}\s+{_DISMISSED}\b", text.lower()))
 
 
 def _exact(value: Value) -> bool:
@@ -643,7 +677,8 @@ def _contrasted(text: str, value: Value) -> bool:
     after its new value."""
     lowered = text.lower()
     probe = re.escape(value.text)
-    if re.search(rf"\b{_NEGATED}\s+(?:the\s+)?[$€£]?{probe}", lowered):
+    if re.search(rf"\b{_NEGATED}\s+(?:the\s+)?[$€£]?{probe}", lowered) or _dismissed(
+            text, value):
         return True
     if re.search(rf"{probe}\w*\s+(?:was|were|is out|is gone|no more|anymore)", lowered):
         return True
