@@ -41,6 +41,8 @@ _AMOUNT = re.compile(
     r"|miles?|kids|guests|students|seats|places|points|engineers|specs|lines)?(?![\w]|\.\d)",
     re.IGNORECASE)
 _VERSION = re.compile(r"(?<![\w./-])(v\d+(?:\.\d+)*|\d+\.\d+(?:\.\d+)+)(?![\w.])", re.IGNORECASE)
+_NAMED_NUMBER = re.compile(r"(?<![\w.-])([A-Z][A-Za-z]+)\s(\d+(?:\.\d+)*)"
+                           r"(?!\w|[.%:/-]\w|%|\s?(?:k|m|gb|mb|ms)\b)")
 _PATH = re.compile(r"(?<![\w/])(/[a-z0-9][\w./-]*[a-z0-9])", re.IGNORECASE)
 _MONTH = ("jan(?:uary)?|feb(?:ruary)?|mar(?:ch)?|apr(?:il)?|may|june?|july?|aug(?:ust)?"
           "|sep(?:t(?:ember)?)?|oct(?:ober)?|nov(?:ember)?|dec(?:ember)?")
@@ -126,6 +128,10 @@ _DROPS = re.compile(
     r"\b(?:cancel(?:s|led|ling)?|drop(?:s|ped|ping)?|no longer (?:taking|using|doing|going)"
     r"|stop(?:s|ped|ping)? (?:taking|using|paying)|withdr[ae]w\w*|scrap(?:s|ped)?|call(?:ed)? off"
     r"|forget (?:about )?|quit(?:ting)?|pull(?:ed|ing)? (?:out|the plug))\b", re.IGNORECASE)
+_NOT = re.compile(r"\b(?:not|no|never)\b|n't\b", re.IGNORECASE)
+_PASSIVE = re.compile(r"(?:cancelled|dropped|withdrawn|scrapped|called off)$",
+                      re.IGNORECASE)
+_SUBJECT = re.compile(r"\b(?:i|we|you|they|he|she)\b", re.IGNORECASE)
 # A turn that raises an alternative rather than states what holds.
 _PROPOSES = re.compile(r"\?|\b(?:push\w*|pitch\w*|swears? by|recommend\w*|wants? to try"
                        r"|why (?:we|don't|aren't|not)|\w+'d (?:get|have|be))\b", re.IGNORECASE)
@@ -178,6 +184,7 @@ def values_in(text: str) -> set[Value]:
             continue
         found.add(Value("version", m.group(1).lower().lstrip("v")))
         spans.append(m.span())
+    _named_numbers(text, found, spans)
     for m in _AMOUNT.finditer(text):
         if taken(*m.span()):
             continue
@@ -234,11 +241,19 @@ def stale_value(text: str, gone: Gone) -> str | None:
     names = {k for key, (_turn, after) in gone.items() for k in (key, *after)
              if k.startswith("name=")}
     keys = value_keys(text) | _named(text, names)
-    for key in sorted(keys):
-        entry = gone.get(key)
-        if entry is not None and _strong(key) and not keys & set(entry[1]):
-            return entry[0]
-    return None
+    stale = _stale(keys, {k: t for k, (t, _a) in gone.items()},
+                   {k: list(a) for k, (_t, a) in gone.items()}, text)
+    return gone[stale][0] if stale is not None else None
+
+
+def _named_numbers(text: str, found: set[Value], spans: list[tuple[int, int]]) -> None:
+    """ "Node 20", "Postgres 16": a product and its version, one value."""
+    for m in _NAMED_NUMBER.finditer(text):
+        start, end = m.span()
+        if any(s < end and start < e for s, e in spans) or m.group(1).lower() in _COMMON:
+            continue
+        found.add(Value("version", f"{m.group(1).lower()} {m.group(2)}"))
+        spans.append(m.span())
 
 
 def _plain(number: float) -> str:
@@ -272,6 +287,7 @@ class Said(BaseModel):
     # value of: "Flour: 200 kg from Farina Nord" -> flour).
     named: dict[str, list[str]] = Field(default_factory=dict)
     weighs: bool = False  # it asks, weighs or proposes rather than states
+    ends: bool = False  # it says something ends or is not so ("we're not shipping Windows")
 
 
 class Lineage(BaseModel):
@@ -375,14 +391,22 @@ def _strong(key: str) -> bool:
 
 
 def _stale(keys: Iterable[str], gone: dict[str, str],
-           successors: dict[str, list[str]]) -> str | None:
+           successors: dict[str, list[str]], text: str) -> str | None:
     """The first strong value of `keys` moved on from with none of its successors in
-    `keys` (the turn carries only the old value), or None."""
+    `keys` (the turn carries only the old value), or None. A value that ended with no
+    successor (dropped, cancelled) is not stale in a text that says it ended or what
+    holds instead ("we're not shipping Windows", "windows users can stay on 3.1.4")."""
     mine = set(keys)
     for key in sorted(mine):
-        if key in gone and _strong(key) and not mine & set(successors.get(key, ())):
+        after = successors.get(key, ())
+        if key in gone and _strong(key) and not mine & set(after) and (
+                after or not (_ends(text) or _KEEP.search(text))):
             return key
     return None
+
+
+def _ends(text: str) -> bool:
+    return bool(_DROPS.search(text) or RETRACTION.search(text) or _NOT.search(text))
 
 
 def step(lineage: Lineage, turn_id: str, text: str, *, asks: bool = False,
@@ -401,8 +425,17 @@ def step(lineage: Lineage, turn_id: str, text: str, *, asks: bool = False,
         known = {k for s in earlier for k in s.values}
         old = {v for v in _keyed(turn.keys) if v.key in known}
         new = {v for v in _keyed(turn.keys) if v.key not in known}
+        # A change said within the turn, both values new ("we run on Node 20. let's bump to
+        # Node 22"): the first is gone from here on.
+        for o in new:
+            for n in new:
+                if _same_kind(o, n) and o.key not in gone and _from_to(turn.text, o, n):
+                    gone[o.key] = turn_id
+                    successors[o.key] = [n.key]
         # A revert: a value moved on from, named again with "back to" and the like.
-        revived = {v for v in old if v.key in gone} if turn.back else set()
+        back_said = " ".join(x for x in turn.stated if _BACK.search(x))
+        revived = {v for v in old if v.key in gone and v.key in _keys_in(back_said, known)
+                   } if turn.back else set()
         for value in revived:
             restored += _revert(value, turn_id, earlier, gone, successors, history)
         for o, pairs_new, loose in _pairs(turn, old - revived, new, earlier):
@@ -426,14 +459,18 @@ def step(lineage: Lineage, turn_id: str, text: str, *, asks: bool = False,
             turn, earlier)):
         # It names a value moved on from and not what replaced it (the config line, the
         # question about it, the complaint): history as soon as it is said.
-        old_key = _stale(turn.keys, gone, successors)
+        old_key = _stale(turn.keys, gone, successors, text)
         if old_key is not None:
             history[turn_id] = gone[old_key]
-    named = _names_by_sentence(text, turn.keys)
+    # What each name is the value of, from the clauses that state (a question's names are
+    # asked about, not set: "TTL of 30 minutes on session keys?").
+    named = _names_by_sentence(" ".join(x for x in _SENTENCE.split(text.strip())
+                                        if x and not _QUESTION.search(x)), turn.keys)
     if not asks:
         _by_names(turn, turn_id, named, earlier, gone, successors, history)
     said = Said(turn_id=turn_id, values=sorted(turn.keys), words=sorted(turn.words),
-                named=named, weighs=asks or bool(_PROPOSES.search(text) or _HEDGE.search(text)))
+                named=named, weighs=asks or bool(_PROPOSES.search(text) or _HEDGE.search(text)),
+                ends=_ends(text))
     lineage = Lineage(said=[*earlier, said][-MAX_SAID:], gone=gone, successors=successors)
     return Step(lineage, history, tuple(t for t in restored if t not in history))
 
@@ -470,7 +507,7 @@ def _by_names(turn: _Reading, turn_id: str, named: dict[str, list[str]],
         if not keys:
             continue
         # What the sentence is about: its words besides its names and its change words.
-        words = words_in(_CHANGE_CUE.sub(" ", _SWITCH_TO.sub(" ", sentence))) - {
+        words = words_in(_CHANGE_CUE.sub(" ", sentence)) - {
             k[5:] for k in keys}
         if _SWITCH_TO.search(sentence) and not _HEDGE.search(sentence):
             new = {k for k in keys if k not in gone}
@@ -488,10 +525,18 @@ def _by_names(turn: _Reading, turn_id: str, named: dict[str, list[str]],
                 if dropped is None:
                     continue
                 # What it ends is named after the verb ("GP says ... no longer taking the
-                # cetirizine": the cetirizine).
-                for key in _names_by_sentence(clause[dropped.end():], keys):
+                # cetirizine": the cetirizine), or right before a passive one ("Webpack
+                # removed").
+                ended = clause[dropped.end():]
+                if _PASSIVE.match(dropped.group(0)) and not _SUBJECT.search(
+                        clause[:dropped.start()]):
+                    ended = clause[:dropped.start()] + " " + ended
+                for key in _names_by_sentence(ended, keys):
                     if key in known and key not in gone and key not in adopted:
-                        _gone(key, set(), turn_id, earlier, gone, successors, history)
+                        # A turn that itself said it ends ("we're not shipping Windows")
+                        # is the answer, not history.
+                        _gone(key, set(), turn_id, [x for x in earlier if not x.ends], gone,
+                              successors, history)
         elif _DECIDED_KEEP.search(sentence):
             clause = next(c for c in re.split(r"[,;]\s+|\s+but\s+", sentence)
                           if _DECIDED_KEEP.search(c))
@@ -620,7 +665,8 @@ def _pairs(turn: _Reading, old: set[Value], new: set[Value],
     for o, n in pairs:
         if o.key in turn.keys and not _contrasted(turn.text, o):
             continue  # named beside the new one, not said to be gone
-        if o.key in turn.keys and _KEEP.search(turn.text) and not _negated(turn.text, o):
+        if o.key in turn.keys and _KEEP.search(_clause_of(turn.text, o)) \
+                and not _negated(turn.text, o):
             continue  # kept ("we stay on Prisma, not Drizzle")
         if o.kind in ("name", "amount:") and not (
                 _negated(turn.text, o) or _from_to(turn.text, o, n) or _dismissed(turn.text, o)
@@ -628,6 +674,18 @@ def _pairs(turn: _Reading, old: set[Value], new: set[Value],
             continue  # two names or counts side by side: a change only when it says so
         out.append((o, {m.key for _o, m in pairs}, loose))
     return out
+
+
+def _keys_in(text: str, known: Iterable[str]) -> frozenset[str]:
+    """The value keys `text` names (known names in any case)."""
+    return value_keys(text) | _named(text, {k for k in known if k.startswith("name=")})
+
+
+def _clause_of(text: str, value: Value) -> str:
+    """The clause of `text` naming `value` (the whole text if none does by its words)."""
+    probe = value.text.split(" ")[-1]
+    return next((x for x in re.split(r"(?<=[.!?;])\s+|\n+|,\s+but\s+", text)
+                 if probe in x.lower()), text)
 
 
 def _corrected_by(old: Value, new: Value, turn: _Reading) -> bool:
@@ -660,12 +718,15 @@ def _negated(text: str, value: Value) -> bool:
 
 
 def _from_to(text: str, old: Value, new: Value) -> bool:
-    """ "from Jenkins to GitHub", "Jenkins -> GitHub", "GitHub instead of Jenkins"."""
+    """ "from Jenkins to GitHub", "Jenkins -> GitHub", "GitHub instead of Jenkins",
+    "replaced Jest with Vitest"."""
     o, n = re.escape(old.text), re.escape(new.text)
     lowered = text.lower()
     return bool(re.search(rf"\b{o}\w*\s*(?:\S+\s+){{0,3}}?(?:to|->|→|=>)\s+(?:the\s+)?{n}\b",
                           lowered) or re.search(rf"\b{n}\w*\s+(?:instead of|over|not)\s+{o}",
-                                                lowered))
+                                                lowered)
+                or re.search(rf"\b(?:replac\w*|swap\w*)\s+(?:the\s+)?{o}\w*\s+(?:with|for)\s+"
+                             rf"(?:the\s+)?{n}\b", lowered))
 
 
 _NEGATED = r"(?:not|no|no longer|instead of|rather than|from|was|were|isn't|wasn't|over)"

@@ -159,3 +159,46 @@ def test_a_name_dropped_is_gone_with_no_successor() -> None:
     gone = steps[-1].lineage.gone
     assert "name=zyrtec" not in gone  # said for the first time: nothing to end
     assert "name=gp" not in gone and "name=omeprazole" not in gone
+
+
+def test_a_product_and_its_version_is_one_value_and_a_rollback_restores_it() -> None:
+    assert Value("version", "node 20") in values_in("our lambdas run on Node 20.")
+    steps = _play(
+        "our lambdas run on Node 20. let's bump to Node 22 this sprint",
+        "Tests pass on Node 22. Deployed to dev.",
+        "the media team's pipeline only targets Node 20",
+        "meh. roll everything back to Node 20, we'll do the upgrade next month",
+        "Rolled back: all functions on Node 20 again. Ticket created to redo the Node 22 bump.",
+    )
+    history = _history(steps)
+    assert history.get("t1") == "t3"  # Node 22 is what was rolled back
+    assert "t2" not in history and "t4" not in history
+    assert "version=node 22" in steps[-1].lineage.gone  # the ticket names it: no revival
+
+
+def test_replaced_with_and_a_count_said_to_be_wrong() -> None:
+    replaced = _play("Scaffolded with Prettier, ESLint and Jest.",
+                     "Replaced Jest with Vitest; existing test files run unchanged.")
+    assert replaced[-1].lineage.gone.get("name=jest") == "t1"
+    counted = _play(
+        "new team rule: PRs over 400 changed lines get flagged by the bot",
+        "Configured the PR size check: warning at more than 400 changed lines.",
+        "400 is too aggressive for the data team; let's make the threshold 600 for everyone.",
+    )
+    assert _history(counted) == {"t0": "t2", "t1": "t2"}
+    corrected = _play("ebs snapshot policy: keep 7 daily snapshots",
+                      "no wait, 14. we need 2 weeks to debug",
+                      "ok make it 10 actually, 14 is overkill")
+    gone = corrected[-1].lineage.gone
+    assert gone.get("amount:=7") == "t1" and gone.get("amount:=14") == "t2"
+
+
+def test_a_question_names_what_it_asks_about_not_what_holds() -> None:
+    steps = _play(
+        "for the session store we're going w/ Redis, 2 nodes",
+        "OK. TTL of 30 minutes on session keys?",
+        "Switching the checkout session store to Memcached.",
+    )
+    gone = steps[-1].lineage.gone
+    assert gone.get("name=redis") == "t2"
+    assert "name=ttl" not in gone  # asked about in a question, not the store's value
