@@ -5,8 +5,8 @@ The checked-in ``docs/openapi.json`` is compared with the served one by a test.
 
 from __future__ import annotations
 
+import argparse
 import json
-import sys
 from pathlib import Path
 from typing import Any
 
@@ -31,8 +31,11 @@ def openapi() -> dict[str, Any]:
 
 
 def main(argv: list[str] | None = None) -> None:
-    args = sys.argv[1:] if argv is None else argv
-    path = Path(args[0] if args else "docs/openapi.json")
+    parser = argparse.ArgumentParser(
+        prog="python -m hivemem.api.spec", description="Write the API's OpenAPI document.")
+    parser.add_argument("path", nargs="?", default="docs/openapi.json", type=Path,
+                        help="where to write it (default: docs/openapi.json)")
+    path: Path = parser.parse_args(argv).path
     path.write_text(json.dumps(openapi(), indent=2, sort_keys=True) + "\n")
     print(f"wrote {path}")
 

@@ -19,8 +19,9 @@ The keeper (`hivemem.workers.currency`) runs this per turn beside the slot rules
 
 from __future__ import annotations
 
+import functools
 import re
-from collections.abc import Iterable
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 
 from pydantic import BaseModel, Field
@@ -29,14 +30,19 @@ from hivemem.domain.change import RETRACTION, has_update_language
 
 # Turns whose values and words the lineage remembers (the newest kept).
 MAX_SAID = 300
+# How far back a bare count said to be wrong is looked for.
+_RECENT = 20
 
 _TIME = re.compile(r"(?<![\w:.])(\d{1,2}:\d{2})(?:\s?([ap])\.?m\b)?(?![\w:])", re.IGNORECASE)
 _AMOUNT = re.compile(
     r"(?<![\w.,/:-])([$€£]?)(\d{1,3}(?:,\d{3})+|\d+(?:\.\d+)?)\s?"
     r"(k|m|bn|%|gb|mb|tb|ms|s|sec|secs|seconds?|min|mins|minutes?|h|hrs?|hours?|days?"
-    r"|weeks?|months?|years?|x|rows|users|people|nodes|replicas|gb/s)?(?![\w]|\.\d)",
+    r"|weeks?|months?|years?|x|rows|users|people|nodes|replicas|gb/s|g|kg|lbs?|oz|ml|km|cm|mm"
+    r"|miles?|kids|guests|students|seats|places|points|engineers|specs|lines)?(?![\w]|\.\d)",
     re.IGNORECASE)
 _VERSION = re.compile(r"(?<![\w./-])(v\d+(?:\.\d+)*|\d+\.\d+(?:\.\d+)+)(?![\w.])", re.IGNORECASE)
+_NAMED_NUMBER = re.compile(r"(?<![\w.-])([A-Z][A-Za-z]+)\s(\d+(?:\.\d+)*)"
+                           r"(?!\w|[.%:/-]\w|%|\s?(?:k|m|gb|mb|ms)\b)")
 _PATH = re.compile(r"(?<![\w/])(/[a-z0-9][\w./-]*[a-z0-9])", re.IGNORECASE)
 _MONTH = ("jan(?:uary)?|feb(?:ruary)?|mar(?:ch)?|apr(?:il)?|may|june?|july?|aug(?:ust)?"
           "|sep(?:t(?:ember)?)?|oct(?:ober)?|nov(?:ember)?|dec(?:ember)?")
@@ -45,15 +51,16 @@ _DATE = re.compile(rf"\b({_MONTH})\.?\s+(\d{{1,2}})(?:st|nd|rd|th)?\b"
                    rf"|\b(\d{{1,2}})(?:st|nd|rd|th)?\s+(?:of\s+)?({_MONTH})\b", re.IGNORECASE)
 # The word a bare number is the value of ("max 20", "burst of 20", "max to 30").
 _LINK = (r"(?:is|are|was|were|of|to|at|set|now|be|from|raised|lowered|moved|goes|went|stays"
-         r"|becomes)")
-_LABEL = re.compile(rf"(?:([a-z][a-z_]{{2,}})\s+)?(?!{_LINK}\b)([a-z][a-z_]{{2,}})[:=]?\s+"
+         r"|becomes|than|over|under|above|below|about|around|roughly|only|just|exactly)")
+_LABEL = re.compile(rf"(?:(?<![a-z])([a-z][a-z_]{{2,}})\s+)?(?<![a-z])(?!{_LINK}\b)"
+                    rf"([a-z][a-z_]{{2,}})(?:[:=]\s*|\s+)"
                     rf"(?:(?:{_LINK}|=|:)\s+){{0,3}}$", re.IGNORECASE)
 _DAY = re.compile(r"\b(mon|tues|wednes|thurs|fri|satur|sun)days?\b", re.IGNORECASE)
 _WORD = re.compile(r"[A-Za-z][A-Za-z0-9+#-]*[A-Za-z0-9+#]|[A-Za-z]")
 # Acronyms and inner capitals anywhere ("GA", "MySQL"); other capitalised words not at the
-# start of a sentence (there, any word is).
+# start of a sentence or of a list item (there, any word is).
 _CAPITAL = re.compile(r"(?<![\w'])([A-Z]{2,}[0-9]*|[A-Z][a-z0-9]+[A-Z][A-Za-z0-9]*)(?![\w'])"
-                      r"|(?<![\w'])(?<![.!?:]\s)(?<!^)([A-Z][A-Za-z0-9+#-]*[A-Za-z0-9+#])(?![\w'])")
+                      r"|(?<![\w'])(?<![.!?:\-*•)]\s)(?<!\n)(?<!^)([A-Z][A-Za-z0-9+#-]*[A-Za-z0-9+#])(?![\w'])")
 
 # Words that are never a value, even capitalised (sentence starts, greetings, fillers).
 _COMMON = frozenset(re.findall(r"[\w']+", """
@@ -66,6 +73,7 @@ is are was were be been being am do does did have has had will would can could s
 might must shall let lets let's all any some every each both either neither one two three
 for to of in on at by with from about as into over after before since until per via
 monday tuesday wednesday thursday friday saturday sunday today tomorrow yesterday tonight
+mon tue tues wed thu thur thurs fri sat sun
 january february march april may june july august september october november december
 jan feb mar apr jun jul aug sep sept oct nov dec q1 q2 q3 q4 eu us uk utc am pm ok
 fyi btw asap eta tbd pr prs api apis ui db id ids url http https json yaml csv sql
@@ -87,7 +95,7 @@ _CHANGE_CUE = re.compile(
     r"|correct\w*|typo|mistake|wrong|actually|scratch|scrap|forget"
     r"|from (?:here|now|today|tomorrow|monday|tuesday|wednesday|thursday|friday|next)"
     r"|starting|going forward|revert\w*|roll\w* back|back to"
-    r"|in the end|turns out|updated?|make it|set (?:it )?to)\b",
+    r"|in the end|turns out|updated?|make (?:it|that)|let'?s make|set (?:it )?to)\b",
     re.IGNORECASE)
 # A turn that corrects what was just said.
 _CORRECTION = re.compile(r"\b(?:typo|no wait|wait|sorry|i mean|i meant|correct(?:ed|ion)?"
@@ -102,6 +110,31 @@ _KEEP = re.compile(r"\b(?:stay\w*|still|keep\w*|kept|remain\w*|unchanged|as is|n
                    r"|same as)\b", re.IGNORECASE)
 _BACK = re.compile(r"\b(?:back to|revert\w*|roll\w* (?:\w+ )?back|again|originally"
                    r"|like (?:we|it) (?:had|was)|return\w* to|undo)\b", re.IGNORECASE)
+# A sentence that puts a new name in place of whatever held the slot ("from now on we order
+# flour from Moulin Roux instead", "switching the flour order to Moulin Roux").
+_SWITCH_TO = re.compile(
+    r"\b(?:instead\b(?! of)|from now on|going forward|switch\w* (?:\w+ ){0,4}?to|mov(?:e|es|ed|ing)"
+    r" (?:\w+ ){0,4}?to|replac\w* (?:\w+ ){0,4}?with|going with|we'?ll go with|renam\w*"
+    r" (?:\w+ ){0,3}?to)\b", re.IGNORECASE)
+# A sentence that keeps what holds against an alternative ("we stay on Postgres", "Alpen
+# stays", "MongoDB considered and rejected").
+_DECIDED_KEEP = re.compile(
+    r"\b(?:stay(?:s|ing)? (?:on|with)|stays\b|remains?\b|nothing (?:changes|moves)|no change"
+    r"|(?:considered and )?rejected|said no|not (?:moving|switching)|sticking with"
+    r"|stick with)\b", re.IGNORECASE)
+# A clause that ends something without a successor ("I'm no longer taking the cetirizine",
+# "drop casa do largo", "cancel the PureGym membership").
+_DROPS = re.compile(
+    r"\b(?:cancel(?:s|led|ling)?|drop(?:s|ped|ping)?|no longer (?:taking|using|doing|going)"
+    r"|stop(?:s|ped|ping)? (?:taking|using|paying)|withdr[ae]w\w*|scrap(?:s|ped)?|call(?:ed)? off"
+    r"|forget (?:about )?|quit(?:ting)?|pull(?:ed|ing)? (?:out|the plug))\b", re.IGNORECASE)
+_NOT = re.compile(r"\b(?:not|no|never)\b|n't\b", re.IGNORECASE)
+_PASSIVE = re.compile(r"(?:cancelled|dropped|withdrawn|scrapped|called off)$",
+                      re.IGNORECASE)
+_SUBJECT = re.compile(r"\b(?:i|we|you|they|he|she)\b", re.IGNORECASE)
+# A turn that raises an alternative rather than states what holds.
+_PROPOSES = re.compile(r"\?|\b(?:push\w*|pitch\w*|swears? by|recommend\w*|wants? to try"
+                       r"|why (?:we|don't|aren't|not)|\w+'d (?:get|have|be))\b", re.IGNORECASE)
 _QUESTION = re.compile(r"\?\s*$")
 _SENTENCE = re.compile(r"(?<=[.!?])\s+|\n+")
 
@@ -151,6 +184,7 @@ def values_in(text: str) -> set[Value]:
             continue
         found.add(Value("version", m.group(1).lower().lstrip("v")))
         spans.append(m.span())
+    _named_numbers(text, found, spans)
     for m in _AMOUNT.finditer(text):
         if taken(*m.span()):
             continue
@@ -160,7 +194,10 @@ def values_in(text: str) -> set[Value]:
         if scale is not None:
             number, unit = _plain(float(number) * scale), ""
         unit = unit.rstrip("s") if len(unit) > 2 else unit
-        if unit in ("", "row", "user", "people", "node", "replica", "x") and not m.group(1):
+        if unit in ("kid", "guest", "student", "seat", "place", "point", "engineer", "spec",
+                    "line"):
+            unit = "@" + unit  # what is counted names the slot ("18 kids")
+        elif unit in ("", "row", "user", "people", "node", "replica", "x") and not m.group(1):
             label = _LABEL.search(text[max(0, m.start() - 40):m.start()])
             word = label.group(2).lower().replace("_", " ") if label else ""
             if word and word not in _STOP:
@@ -181,6 +218,42 @@ def values_in(text: str) -> set[Value]:
             continue
         found.add(Value("name", word.lower()))
     return found
+
+
+@functools.lru_cache(maxsize=16_384)
+def value_keys(text: str) -> frozenset[str]:
+    """The keys of the values `text` names (memoized: recall reads the same candidates'
+    texts again and again)."""
+    return frozenset(v.key for v in values_in(text))
+
+
+# Per session, what recall reads of the lineage: a value moved on from -> (the turn that
+# moved on, the keys of the values that replaced it).
+Gone = Mapping[str, tuple[str, tuple[str, ...]]]
+
+
+def stale_value(text: str, gone: Gone) -> str | None:
+    """The turn that moved on from a value `text` carries without any of its successors
+    (the text states only the old value: a config line, a reminder, a question about it),
+    or None. Only strong values count (`_strong`); names are read in any case."""
+    if not gone:
+        return None
+    names = {k for key, (_turn, after) in gone.items() for k in (key, *after)
+             if k.startswith("name=")}
+    keys = value_keys(text) | _named(text, names)
+    stale = _stale(keys, {k: t for k, (t, _a) in gone.items()},
+                   {k: list(a) for k, (_t, a) in gone.items()}, text)
+    return gone[stale][0] if stale is not None else None
+
+
+def _named_numbers(text: str, found: set[Value], spans: list[tuple[int, int]]) -> None:
+    """ "Node 20", "Postgres 16": a product and its version, one value."""
+    for m in _NAMED_NUMBER.finditer(text):
+        start, end = m.span()
+        if any(s < end and start < e for s, e in spans) or m.group(1).lower() in _COMMON:
+            continue
+        found.add(Value("version", f"{m.group(1).lower()} {m.group(2)}"))
+        spans.append(m.span())
 
 
 def _plain(number: float) -> str:
@@ -210,6 +283,11 @@ class Said(BaseModel):
     turn_id: str
     values: list[str] = Field(default_factory=list)
     words: list[str] = Field(default_factory=list)
+    # Each name it says -> the words of the sentence it is said in (what the name is the
+    # value of: "Flour: 200 kg from Farina Nord" -> flour).
+    named: dict[str, list[str]] = Field(default_factory=dict)
+    weighs: bool = False  # it asks, weighs or proposes rather than states
+    ends: bool = False  # it says something ends or is not so ("we're not shipping Windows")
 
 
 class Lineage(BaseModel):
@@ -218,6 +296,9 @@ class Lineage(BaseModel):
 
     said: list[Said] = Field(default_factory=list)
     gone: dict[str, str] = Field(default_factory=dict)
+    # A value moved on from -> the values that replaced it (a turn naming one of them beside
+    # the old value is not stale: "from Redis to Memcached").
+    successors: dict[str, list[str]] = Field(default_factory=dict)
 
 
 @dataclass(frozen=True, slots=True)
@@ -260,15 +341,21 @@ class _Reading:
     corrects: bool  # it corrects what was just said
 
     @classmethod
-    def of(cls, text: str, asks: bool) -> _Reading:
+    def of(cls, text: str, asks: bool, known: Iterable[str] = (),
+           people: frozenset[str] = frozenset()) -> _Reading:
+        """`known`: the names said so far (a name is read by its capitals once: "let's use
+        memcached" names Memcached when a turn before said "Memcached"); `people`: the
+        session's speakers, never a value."""
         sentences = [x for x in _SENTENCE.split(text.strip()) if x]
         stated = () if asks else tuple(
             x for x in sentences if not _QUESTION.search(x) and not _HEDGE.search(x))
+        keys = {v.key for v in values_in(text)} | _named(text, known)
+        keys = {k for k in keys if not (k.startswith("name=") and _person(k[5:], people))}
         return cls(
-            text=text, keys=frozenset(v.key for v in values_in(text)), words=words_in(text),
+            text=text, keys=frozenset(keys), words=words_in(text),
             stated=stated,
             cue=any(_CHANGE_CUE.search(x) or has_update_language(x) or RETRACTION.search(x)
-                    for x in stated),
+                    or _CORRECTION.search(x) for x in stated),
             back=any(_BACK.search(x) for x in stated),
             corrects=any(_CORRECTION.search(x) for x in stated))
 
@@ -283,44 +370,253 @@ class _Reading:
             self.words & set(s.words) or (self.names - {value.key}) & set(s.values))
 
 
-def step(lineage: Lineage, turn_id: str, text: str, *, asks: bool = False) -> Step:
+def _named(text: str, known: Iterable[str]) -> set[str]:
+    """The known names (`name=<lower>` keys) `text` says in any case, as whole words."""
+    lowered = text.lower()
+    return {key for key in known if re.search(
+        rf"(?<![\w-]){re.escape(key[5:])}(?![\w-])", lowered)}
+
+
+def _person(name: str, people: frozenset[str]) -> bool:
+    return any(name.startswith(p) or p.startswith(name) for p in people)
+
+
+def _strong(key: str) -> bool:
+    """A value specific enough that every turn carrying it is on the thing it was the value
+    of: a name, a version, a path, a time, a date, an amount with its unit, currency or
+    label. A bare count or a weekday is not ("3", "Friday")."""
+    kind = key.partition("=")[0]
+    return kind in ("name", "version", "path", "time", "date") or (
+        kind.startswith("amount:") and kind != "amount:")
+
+
+def _stale(keys: Iterable[str], gone: dict[str, str],
+           successors: dict[str, list[str]], text: str) -> str | None:
+    """The first strong value of `keys` moved on from with none of its successors in
+    `keys` (the turn carries only the old value), or None. A value that ended with no
+    successor (dropped, cancelled) is not stale in a text that says it ended or what
+    holds instead ("we're not shipping Windows", "windows users can stay on 3.1.4")."""
+    mine = set(keys)
+    for key in sorted(mine):
+        after = successors.get(key, ())
+        if key in gone and _strong(key) and not mine & set(after) and (
+                after or not (_ends(text) or _KEEP.search(text))):
+            return key
+    return None
+
+
+def _ends(text: str) -> bool:
+    return bool(_DROPS.search(text) or RETRACTION.search(text) or _NOT.search(text))
+
+
+def step(lineage: Lineage, turn_id: str, text: str, *, asks: bool = False,
+         people: frozenset[str] = frozenset()) -> Step:
     """`text` (turn `turn_id`) applied to `lineage`. `asks`: the turn is a question (it
-    never moves on from anything; naming a gone value only, it is history itself)."""
-    turn = _Reading.of(text, asks)
+    never moves on from anything; naming a gone value only, it is history itself);
+    `people`: the session's speakers (their names are never values)."""
     earlier = lineage.said
+    known = {k for s in earlier for k in s.values if k.startswith("name=")}
+    turn = _Reading.of(text, asks, known, people)
     gone = dict(lineage.gone)
+    successors = {k: list(v) for k, v in lineage.successors.items()}
     history: dict[str, str] = {}
     restored: list[str] = []
     if turn.cue:
         known = {k for s in earlier for k in s.values}
         old = {v for v in _keyed(turn.keys) if v.key in known}
         new = {v for v in _keyed(turn.keys) if v.key not in known}
+        # A change said within the turn, both values new ("we run on Node 20. let's bump to
+        # Node 22"): the first is gone from here on.
+        for o in new:
+            for n in new:
+                if _same_kind(o, n) and o.key not in gone and _from_to(turn.text, o, n):
+                    gone[o.key] = turn_id
+                    successors[o.key] = [n.key]
         # A revert: a value moved on from, named again with "back to" and the like.
-        revived = {v for v in old if v.key in gone} if turn.back else set()
+        back_said = " ".join(x for x in turn.stated if _BACK.search(x))
+        revived = {v for v in old if v.key in gone and v.key in _keys_in(back_said, known)
+                   } if turn.back else set()
         for value in revived:
-            restored += _revert(value, turn_id, earlier, gone, history)
+            restored += _revert(value, turn_id, earlier, gone, successors, history)
         for o, pairs_new, loose in _pairs(turn, old - revived, new, earlier):
             gone[o.key] = turn_id
+            successors[o.key] = sorted(
+                k for k in pairs_new if any(_same_kind(o, v) or _corrected_by(o, v, turn)
+                                            for v in _keyed([k]))) or sorted(pairs_new)
+            # A bare count said to be wrong ("400 is too aggressive", "no wait, 14") is
+            # gone from the recent turns that carry it, whatever their words.
+            said_wrong = o.kind == "amount:" and (
+                turn.corrects or _dismissed(turn.text, o) or _negated(turn.text, o))
+            recent = {s.turn_id for s in earlier[-_RECENT:]} if said_wrong else set()
             for s in earlier:
-                if (turn.about(s, o) or (loose and o.key in s.values)) and not (
-                        set(s.values) & pairs_new):
+                # A strong value is gone wherever it was said without its successor; a
+                # weak one only on the same thing.
+                if (turn.about(s, o) or ((loose or _strong(o.key) or s.turn_id in recent)
+                                         and o.key in s.values)) \
+                        and not (set(s.values) & pairs_new):
                     history[s.turn_id] = turn_id
-    unnamed = [k for k in turn.keys if not k.startswith("name=")]
-    if not history and unnamed and all(k in gone for k in unnamed) \
-            and not (turn.cue and turn.back):
-        # Only names values moved on from (a question about the old one, a complaint); a
-        # name alone is too weak to say so (a person greeted, a title met again).
-        history[turn_id] = gone[next(k for k in sorted(turn.keys) if k in gone)]
-    said = Said(turn_id=turn_id, values=sorted(turn.keys), words=sorted(turn.words))
-    lineage = Lineage(said=[*earlier, said][-MAX_SAID:], gone=gone)
+    if not history and not (turn.cue and turn.back) and not (turn.cue and _new_of_kind(
+            turn, earlier)):
+        # It names a value moved on from and not what replaced it (the config line, the
+        # question about it, the complaint): history as soon as it is said.
+        old_key = _stale(turn.keys, gone, successors, text)
+        if old_key is not None:
+            history[turn_id] = gone[old_key]
+    # What each name is the value of, from the clauses that state (a question's names are
+    # asked about, not set: "TTL of 30 minutes on session keys?").
+    named = _names_by_sentence(" ".join(x for x in _SENTENCE.split(text.strip())
+                                        if x and not _QUESTION.search(x)), turn.keys)
+    if not asks:
+        _by_names(turn, turn_id, named, earlier, gone, successors, history)
+    said = Said(turn_id=turn_id, values=sorted(turn.keys), words=sorted(turn.words),
+                named=named, weighs=asks or bool(_PROPOSES.search(text) or _HEDGE.search(text)),
+                ends=_ends(text))
+    lineage = Lineage(said=[*earlier, said][-MAX_SAID:], gone=gone, successors=successors)
     return Step(lineage, history, tuple(t for t in restored if t not in history))
 
 
+def _names_by_sentence(text: str, keys: Iterable[str]) -> dict[str, list[str]]:
+    """Each name key of `keys` -> the words of the first clause (or list line) saying it
+    ("logs in ELK, metrics in Prometheus": ELK is the logs' value, not the metrics')."""
+    names = [k for k in keys if k.startswith("name=")]
+    out: dict[str, list[str]] = {}
+    for sentence in re.split(r"(?<=[.!?;,])\s+|\n+|\s+-\s+", text):
+        lowered = sentence.lower()
+        for key in names:
+            if key not in out and re.search(
+                    rf"(?<![\w-]){re.escape(key[5:])}(?![\w-])", lowered):
+                out[key] = sorted(words_in(sentence) - {key[5:]})
+    return out
+
+
+def _by_names(turn: _Reading, turn_id: str, named: dict[str, list[str]],
+              earlier: list[Said], gone: dict[str, str], successors: dict[str, list[str]],
+              history: dict[str, str]) -> None:
+    """Names put in place of others (`_SWITCH_TO`), or alternatives turned down
+    (`_DECIDED_KEEP`), read per sentence: the old names are those said earlier in a sentence
+    sharing a word with the switching one; the turned-down ones are those the keeping turn
+    names beside the kept one, said first after it."""
+    known = {k for s in earlier for k in s.values}
+    first_said: dict[str, int] = {}
+    for index, s in enumerate(earlier):
+        for key in s.values:
+            first_said.setdefault(key, index)
+    for sentence in (x for x in _SENTENCE.split(turn.text.strip())
+                     if x and not _QUESTION.search(x)):
+        keys = set(_names_by_sentence(sentence, turn.keys))
+        if not keys:
+            continue
+        # What the sentence is about: its words besides its names and its change words.
+        words = words_in(_CHANGE_CUE.sub(" ", sentence)) - {
+            k[5:] for k in keys}
+        if _SWITCH_TO.search(sentence) and not _HEDGE.search(sentence):
+            new = {k for k in keys if k not in gone}
+            if not new or not words or new != keys:
+                # It names what it moves on from ("from ELK to Loki"): `_pairs` read it.
+                continue
+            old = {k for s in earlier for k, w in s.named.items()
+                   if k not in turn.keys and k not in gone and words & set(w)}
+            for key in old:
+                _gone(key, new, turn_id, earlier, gone, successors, history)
+        elif _DROPS.search(sentence) and not _HEDGE.search(sentence):
+            adopted = {k for after in successors.values() for k in after}
+            for clause in re.split(r"[,;]\s+|\s+but\s+|\s+and\s+", sentence):
+                dropped = _DROPS.search(clause)
+                if dropped is None:
+                    continue
+                # What it ends is named after the verb ("GP says ... no longer taking the
+                # cetirizine": the cetirizine), or right before a passive one ("Webpack
+                # removed").
+                ended = clause[dropped.end():]
+                if _PASSIVE.match(dropped.group(0)) and not _SUBJECT.search(
+                        clause[:dropped.start()]):
+                    ended = clause[:dropped.start()] + " " + ended
+                for key in _names_by_sentence(ended, keys):
+                    if key in known and key not in gone and key not in adopted:
+                        # A turn that itself said it ends ("we're not shipping Windows")
+                        # is the answer, not history.
+                        _gone(key, set(), turn_id, [x for x in earlier if not x.ends], gone,
+                              successors, history)
+        elif _DECIDED_KEEP.search(sentence):
+            clause = next(c for c in re.split(r"[,;]\s+|\s+but\s+", sentence)
+                          if _DECIDED_KEEP.search(c))
+            kept = {k for k in _names_by_sentence(clause, keys) if k in known}
+            if not kept:
+                continue
+            start = min(first_said[k] for k in kept)
+            # The alternatives: raised after the kept value, first by a turn that weighed
+            # or proposed them ("nadia keeps pushing EKS", "should we switch to Kerrygold?").
+            adopted = {k for after in successors.values() for k in after}
+            rivals = {k for k in turn.keys if k.startswith("name=") and k not in kept
+                      and k in first_said and first_said[k] > start and k not in gone
+                      and k not in adopted and earlier[first_said[k]].weighs
+                      and not _contains(k, kept)}
+            for key in rivals:
+                _gone(key, kept, turn_id, earlier, gone, successors, history)
+
+
+def _contains(key: str, others: set[str]) -> bool:
+    text = key[5:]
+    return any(text.startswith(o[5:]) or o[5:].startswith(text) for o in others)
+
+
+def _gone(key: str, new: set[str], turn_id: str, earlier: list[Said], gone: dict[str, str],
+          successors: dict[str, list[str]], history: dict[str, str]) -> None:
+    gone[key] = turn_id
+    successors[key] = sorted(new)
+    for s in earlier:
+        if key in s.values and not set(s.values) & new:
+            history[s.turn_id] = turn_id
+
+
+def _new_of_kind(turn: _Reading, earlier: list[Said]) -> bool:
+    """Whether the turn names a value not said before (it may be setting something)."""
+    known = {k for s in earlier for k in s.values}
+    return any(k not in known for k in turn.keys)
+
+
+def retire(lineage: Lineage, old_turn: str, by_turns: Iterable[str], turn_id: str
+           ) -> tuple[Lineage, dict[str, str]]:
+    """What another rule decided (the slot rules: `old_turn` is history, replaced by
+    `by_turns`) read as values: each strong value of the old turn that the replacing turns
+    do not carry, beside a new value of the same kind they brought, is gone, and every
+    turn said carrying it without its successor is history. Returns the lineage and the
+    turns made history (turn id -> `turn_id`)."""
+    said = {s.turn_id: s for s in lineage.said}
+    old = said.get(old_turn)
+    by = [said[t] for t in by_turns if t in said]
+    if old is None or not by:
+        return lineage, {}
+    new_keys = {k for s in by for k in s.values}
+    dropped = _keyed(k for k in old.values if k not in new_keys and _strong(k))
+    brought = _keyed(k for k in new_keys if k not in old.values)
+    if sum(1 for k in old.values if k.startswith("name=")) > 1:
+        # Several names in the old statement ("logs in ELK, metrics in Prometheus"): which
+        # of them the new one replaced is not read off the values.
+        dropped = {v for v in dropped if v.kind != "name"}
+    gone = dict(lineage.gone)
+    successors = {k: list(v) for k, v in lineage.successors.items()}
+    history: dict[str, str] = {}
+    for o in dropped:
+        if o.key in gone:
+            continue
+        news = {n.key for n in brought if _same_kind(o, n)}
+        if not news:
+            continue
+        gone[o.key] = turn_id
+        successors[o.key] = sorted(news)
+        for s in lineage.said:
+            if o.key in s.values and not set(s.values) & news and s.turn_id not in by_turns:
+                history[s.turn_id] = turn_id
+    return lineage.model_copy(update={"gone": gone, "successors": successors}), history
+
+
 def _revert(value: Value, turn_id: str, earlier: list[Said], gone: dict[str, str],
-            history: dict[str, str]) -> list[str]:
+            successors: dict[str, list[str]], history: dict[str, str]) -> list[str]:
     """`value` is current again: what replaced it (the values of its kind the replacing turn
     brought) goes, with the turns carrying them. Returns the turns current again."""
     replacer = gone.pop(value.key)
+    successors.pop(value.key, None)
     by = next((s for s in earlier if s.turn_id == replacer), None)
     if by is None:
         return []
@@ -328,6 +624,7 @@ def _revert(value: Value, turn_id: str, earlier: list[Said], gone: dict[str, str
         if not _same_kind(successor, value):
             continue
         gone[successor.key] = turn_id
+        successors[successor.key] = [value.key]
         for s in earlier:
             if successor.key in s.values and (
                     s.turn_id == replacer or value.key not in s.values):
@@ -341,6 +638,11 @@ def _pairs(turn: _Reading, old: set[Value], new: set[Value],
     """The values `turn` moves on from: (old value, the new values' keys, loose: every turn
     carrying it goes, not only those on the same thing by their words)."""
     pairs = [(o, n) for o in old for n in new if _same_kind(o, n)]
+    if not pairs:
+        # The old value said to be wrong beside a new one of its sort ("400 is too
+        # aggressive; let's make the threshold 600"): their labels may differ.
+        pairs = [(o, n) for o in old if _dismissed(turn.text, o) for n in new
+                 if o.kind.partition(":")[0] == n.kind.partition(":")[0]]
     loose = False
     if not pairs and new:
         # No old value named: a new value of a kind an earlier turn on the same thing set.
@@ -356,21 +658,51 @@ def _pairs(turn: _Reading, old: set[Value], new: set[Value],
             # Never a name: a person or a title met in passing is not a value corrected.
             if n.kind != "name" and (_exact(n) or turn.corrects):
                 latest = next((o for s in reversed(earlier) for o in _keyed(s.values)
-                               if _same_kind(o, n) and o.key not in turn.keys), None)
+                               if _corrected_by(o, n, turn) and o.key not in turn.keys), None)
                 if latest is not None:
                     pairs.append((latest, n))
     out = []
     for o, n in pairs:
         if o.key in turn.keys and not _contrasted(turn.text, o):
             continue  # named beside the new one, not said to be gone
-        if o.key in turn.keys and _KEEP.search(turn.text) and not _negated(turn.text, o):
+        if o.key in turn.keys and _KEEP.search(_clause_of(turn.text, o)) \
+                and not _negated(turn.text, o):
             continue  # kept ("we stay on Prisma, not Drizzle")
         if o.kind in ("name", "amount:") and not (
-                _negated(turn.text, o) or _from_to(turn.text, o, n)
+                _negated(turn.text, o) or _from_to(turn.text, o, n) or _dismissed(turn.text, o)
                 or (loose and turn.corrects)):
             continue  # two names or counts side by side: a change only when it says so
         out.append((o, {m.key for _o, m in pairs}, loose))
     return out
+
+
+def _keys_in(text: str, known: Iterable[str]) -> frozenset[str]:
+    """The value keys `text` names (known names in any case)."""
+    return value_keys(text) | _named(text, {k for k in known if k.startswith("name=")})
+
+
+def _clause_of(text: str, value: Value) -> str:
+    """The clause of `text` naming `value` (the whole text if none does by its words)."""
+    probe = value.text.split(" ")[-1]
+    return next((x for x in re.split(r"(?<=[.!?;])\s+|\n+|,\s+but\s+", text)
+                 if probe in x.lower()), text)
+
+
+def _corrected_by(old: Value, new: Value, turn: _Reading) -> bool:
+    """Whether a correction's `new` value may replace `old`: one kind, or a bare number
+    correcting the latest number said ("keep 7 daily snapshots" ... "no wait, 14")."""
+    if _same_kind(old, new):
+        return True
+    return (turn.corrects and new.kind == "amount:" and old.kind.startswith("amount:")
+            and "$" not in old.kind and old.text != new.text)
+
+
+_DISMISSED = r"(?:is|was|are|were|'s)\s+(?:overkill|way too|too|not enough|excessive|a lot)"
+
+
+def _dismissed(text: str, value: Value) -> bool:
+    """ "400 is too aggressive", "14 is overkill": the value is said to be wrong."""
+    return bool(re.search(rf"(?<![\w.]){re.escape(value.text)}\s+{_DISMISSED}\b", text.lower()))
 
 
 def _exact(value: Value) -> bool:
@@ -386,12 +718,15 @@ def _negated(text: str, value: Value) -> bool:
 
 
 def _from_to(text: str, old: Value, new: Value) -> bool:
-    """ "from Jenkins to GitHub", "Jenkins -> GitHub", "GitHub instead of Jenkins"."""
+    """ "from Jenkins to GitHub", "Jenkins -> GitHub", "GitHub instead of Jenkins",
+    "replaced Jest with Vitest"."""
     o, n = re.escape(old.text), re.escape(new.text)
     lowered = text.lower()
     return bool(re.search(rf"\b{o}\w*\s*(?:\S+\s+){{0,3}}?(?:to|->|→|=>)\s+(?:the\s+)?{n}\b",
                           lowered) or re.search(rf"\b{n}\w*\s+(?:instead of|over|not)\s+{o}",
-                                                lowered))
+                                                lowered)
+                or re.search(rf"\b(?:replac\w*|swap\w*)\s+(?:the\s+)?{o}\w*\s+(?:with|for)\s+"
+                             rf"(?:the\s+)?{n}\b", lowered))
 
 
 _NEGATED = r"(?:not|no|no longer|instead of|rather than|from|was|were|isn't|wasn't|over)"
@@ -403,7 +738,8 @@ def _contrasted(text: str, value: Value) -> bool:
     after its new value."""
     lowered = text.lower()
     probe = re.escape(value.text)
-    if re.search(rf"\b{_NEGATED}\s+(?:the\s+)?[$€£]?{probe}", lowered):
+    if re.search(rf"\b{_NEGATED}\s+(?:the\s+)?[$€£]?{probe}", lowered) or _dismissed(
+            text, value):
         return True
     if re.search(rf"{probe}\w*\s+(?:was|were|is out|is gone|no more|anymore)", lowered):
         return True

@@ -89,6 +89,9 @@ class SlotView:
     applied: int = 0
     replaced: Mapping[str, Replacement] = field(default_factory=dict)  # turn id -> entry
     personal: Mapping[str, str] = field(default_factory=dict)  # turn id -> owner (lowercase)
+    # Value key -> (the turn that moved on from it, its successors' keys): the lineage's
+    # values moved on from, as shared turns said it (`hivemem.domain.lineage.stale_value`).
+    gone: Mapping[str, tuple[str, tuple[str, ...]]] = field(default_factory=dict)
 
     def chain(self, turn_id: str) -> tuple[str, ...]:
         """Every turn on the way from `turn_id` to what is current now (A was replaced by B,

@@ -12,7 +12,7 @@ scope.
 from __future__ import annotations
 
 from collections.abc import Callable, Iterator, Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 from hivemem.config import ReflectionSettings
@@ -35,6 +35,9 @@ class Currency:
     replaced: Mapping[str, tuple[str, ...]]
     # Candidate key -> whose own slot it states (see `personal_statements`).
     personal: Mapping[str, str]
+    # The asking session's values moved on from (`SlotView.gone`): a candidate carrying
+    # one without its successor is history too (`hivemem.domain.lineage.stale_value`).
+    gone: Mapping[str, tuple[str, tuple[str, ...]]] = field(default_factory=dict)
 
 
 class CurrencyView:
@@ -115,7 +118,7 @@ def with_table(
                 replaced[key] = tuple(sorted({*replaced.get(key, ()), *successors}))
     personal = {turn_key(session_id, t): owner for t, owner in table.personal.items()}
     return Currency(_Layered(replaced, currency.replaced, merge=True),
-                    _Layered(personal, currency.personal, merge=False))
+                    _Layered(personal, currency.personal, merge=False), gone=table.gone)
 
 
 class _Layered(Mapping[str, Any]):

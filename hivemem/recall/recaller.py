@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import threading
 from collections import OrderedDict
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass
 from functools import partial
@@ -16,6 +16,7 @@ from typing import Generic, TypeVar, cast
 
 from hivemem.config import ReflectionSettings
 from hivemem.domain.fact import VISIBLE, FactStatus
+from hivemem.domain.lineage import Gone, stale_value
 from hivemem.domain.models import RecallResult, Turn
 from hivemem.domain.names import SessionName, session_name
 from hivemem.domain.recall.budget import Candidate, Excluded, select
@@ -203,6 +204,8 @@ class Recaller:
 
         currency, current_from = got.currency, got.current_from
         replaced, personal = currency.replaced, currency.personal
+        if intent.current and currency.gone:
+            replaced = _with_gone_values(pool, replaced, currency.gone, session_id)
         if intent.current:
             # A stale statement never competes without what replaced it.
             self._add_successors(pool, replaced, query_vector, access)
@@ -648,6 +651,47 @@ def _read_vectors_while(hits: list[TurnHit], embedded: threading.Event) -> None:
         if embedded.is_set():
             return
         _ = hit.vector
+
+
+def _with_gone_values(
+    pool: dict[str, PoolEntry], replaced: Mapping[str, tuple[str, ...]], gone: Gone,
+    session_id: str,
+) -> Mapping[str, tuple[str, ...]]:
+    """`replaced` plus the asking session's candidates that carry a value the session moved
+    on from without its successor (a turn or fact no rule marked: the config line, the
+    reminder, the reflected sentence): each is replaced by the turn that moved on."""
+    extra: dict[str, tuple[str, ...]] = {}
+    for key, entry in pool.items():
+        if entry.signals.session_id != session_id or key in replaced:
+            continue
+        moved = stale_value(entry.text, gone)
+        if moved is not None:
+            successor = f"turn:{session_id}:{moved}"
+            if successor != key:
+                extra[key] = (successor,)
+    return _Over(extra, replaced) if extra else replaced
+
+
+class _Over(Mapping[str, tuple[str, ...]]):
+    """`top` read before `below` (`below` may be a lazy view over every fact: never copied)."""
+
+    def __init__(self, top: dict[str, tuple[str, ...]],
+                 below: Mapping[str, tuple[str, ...]]) -> None:
+        self.top, self.below = top, below
+
+    def __getitem__(self, key: str) -> tuple[str, ...]:
+        got = self.top.get(key)
+        return got if got is not None else self.below[key]
+
+    def __contains__(self, key: object) -> bool:
+        return key in self.top or key in self.below
+
+    def __iter__(self) -> Iterator[str]:
+        yield from self.top
+        yield from (k for k in self.below if k not in self.top)
+
+    def __len__(self) -> int:
+        return sum(1 for _ in self)
 
 
 def _select_current(

@@ -23,6 +23,7 @@ from hivemem.store.scripts import lua
 _APPLIED = "applied"
 _STATE = "state"
 _PERSONAL = "p:"
+_GONE = "g:"
 
 # Parsed entries remembered across recalls (the raw JSON is the key: a changed entry is
 # parsed again).
@@ -60,9 +61,11 @@ class SlotTableStore:
 
     def write(self, name: SessionName, base: int, state: SlotState,
               replaced: Mapping[str, Replacement], personal: Mapping[str, str],
-              restored: Iterable[str] = ()) -> bool:
+              restored: Iterable[str] = (),
+              gone: Mapping[str, tuple[str, tuple[str, ...]] | None] | None = None) -> bool:
         """Store `state` and the new entries if the stored `applied` is still `base`;
-        `restored`: turns that are current again (their entries go)."""
+        `restored`: turns that are current again (their entries go); `gone`: values moved
+        on from (value key -> (turn, successors), None: current again)."""
         args: list[Any] = [base, state.applied, state.model_dump_json()]
         for turn_id in restored:
             if turn_id not in replaced:
@@ -71,6 +74,8 @@ class SlotTableStore:
             args += [turn_id, entry.model_dump_json()]
         for turn_id, owner in personal.items():
             args += [_PERSONAL + turn_id, owner]
+        for key, moved in (gone or {}).items():
+            args += [_GONE + key, "" if moved is None else json.dumps([moved[0], moved[1]])]
         keys = [self.keys.slot_state(name), self.keys.slot_table(name)]
         with redis_errors("write slot table"):
             return bool(self._write(keys=keys, args=args))
@@ -97,14 +102,19 @@ class SlotTableStore:
     def _decode(self, applied: Any, table: dict[Any, Any]) -> SlotView:
         replaced: dict[str, Replacement] = {}
         personal: dict[str, str] = {}
+        gone: dict[str, tuple[str, tuple[str, ...]]] = {}
         for raw_field, raw_value in table.items():
             name, value = as_text(raw_field), as_text(raw_value)
             if name.startswith(_PERSONAL):
                 personal[name[len(_PERSONAL):]] = value
                 continue
+            if name.startswith(_GONE):
+                turn_id, after = json.loads(value)
+                gone[name[len(_GONE):]] = (str(turn_id), tuple(str(k) for k in after))
+                continue
             replaced[name] = self._parse(value)
         return SlotView(applied=int(as_text(applied)) if applied else 0, replaced=replaced,
-                        personal=personal)
+                        personal=personal, gone=gone)
 
     def _parse(self, value: str) -> Replacement:
         with self._lock:

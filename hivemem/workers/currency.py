@@ -262,17 +262,34 @@ def _head(fact: Fact, facts: dict[str, Fact]) -> Fact | None:
     return head if head is not None and head.status in VISIBLE else None
 
 
-def moved_on(state: SlotState, turn: Turn) -> tuple[SlotState, dict[str, Replacement], set[str]]:
+def moved_on(
+    state: SlotState, turn: Turn, replaced: dict[str, Replacement] | None = None
+) -> tuple[SlotState, dict[str, Replacement], set[str]]:
     """`turn` through the value lineage (`hivemem.domain.lineage`): the state with it, the
-    turns it made history (by the values they carry) and the turns current again."""
-    done = lineage.step(state.lineage, turn.turn_id, turn.content)
-    state = state.model_copy(update={"lineage": done.lineage})
+    turns it made history (by the values they carry) and the turns current again.
+    `replaced`: what the slot rules made history at this turn; the values those turns
+    carried and their successors do not are gone too, wherever else they were said."""
+    people = frozenset(state.speakers)
+    done = lineage.step(state.lineage, turn.turn_id, turn.content, people=people)
+    ledger, history_ids = done.lineage, dict(done.history)
+    for old_turn, entry in (replaced or {}).items():
+        ledger, more = lineage.retire(ledger, old_turn, entry.by, turn.turn_id)
+        for turn_id, by in more.items():
+            history_ids.setdefault(turn_id, by)
+    state = state.model_copy(update={"lineage": ledger})
     history = {
         turn_id: Replacement(by=(by,), rule="superseded", slot="value", seq=turn.seq,
                              namespace=turn.namespace, visibility=turn.visibility,
                              agent_id=turn.agent_id)
-        for turn_id, by in done.history.items() if turn_id != by}
-    return state, history, set(done.restored)
+        for turn_id, by in history_ids.items() if turn_id != by}
+    return state, history, set(done.restored) - set(history)
+
+
+def _published(ledger: lineage.Lineage) -> dict[str, tuple[str, tuple[str, ...]]]:
+    """The lineage's values moved on from as the slot table publishes them to recall
+    (a value a private turn moved on from is left out: recall would read it for anyone)."""
+    return {key: (turn_id, tuple(ledger.successors.get(key, ())))
+            for key, turn_id in ledger.gone.items()}
 
 
 def _joined(a: dict[str, Replacement], b: dict[str, Replacement]) -> dict[str, Replacement]:
@@ -298,6 +315,8 @@ class CurrencyKeeper:
         started = time.perf_counter()
         state = self.store.state(name)
         base = state.applied
+        before = _published(state.lineage)
+        private: set[str] = set()
         replaced: dict[str, Replacement] = {}
         personal: dict[str, str] = {}
         restored: set[str] = set()
@@ -305,13 +324,15 @@ class CurrencyKeeper:
             if item.seq <= state.applied:
                 continue  # applied before (a replay)
             if isinstance(item, EmbeddedTurn):
+                if item.turn.visibility != "shared":
+                    private.add(item.turn.turn_id)
                 try:
                     state, gone, owners = step(state, item.turn, self.settings, item.vec)
                 except Exception as exc:  # a rule's bug must not hold the session's episodes
                     log.error("currency.turn_failed", session_id=name, seq=item.seq,
                               error=f"{type(exc).__name__}: {exc}"[:300])
                     gone, owners = {}, {}
-                state, moved, back = moved_on(state, item.turn)
+                state, moved, back = moved_on(state, item.turn, gone)
                 for turn_id in back:
                     replaced.pop(turn_id, None)
                 restored = (restored | back) - set(moved) - set(gone)
@@ -320,7 +341,11 @@ class CurrencyKeeper:
             state = state.model_copy(update={"applied": item.seq})
         if state.applied == base:
             return
-        if not self.store.write(name, base, state, replaced, personal, restored):
+        after = {k: v for k, v in _published(state.lineage).items() if v[0] not in private}
+        values: dict[str, tuple[str, tuple[str, ...]] | None] = {
+            k: v for k, v in after.items() if before.get(k) != v}
+        values.update({k: None for k in before if k not in after})
+        if not self.store.write(name, base, state, replaced, personal, restored, values):
             log.warning("currency.lost_race", session_id=name, applied=base)
             return
         log.debug("currency.applied", session_id=name, through=state.applied,

@@ -165,3 +165,40 @@ def test_a_day_is_a_value_the_keeper_reads_though_reflection_keeps_no_fact_of_it
     gone = run("The weekly production deploy is on Tuesday.",
                "The weekly production deploy is on Thursday.")
     assert gone["t1"].by == ("t2",)
+
+
+def test_the_table_publishes_the_values_moved_on_from_and_a_revert_takes_them_back(
+    store: SlotTableStore,
+) -> None:
+    from hivemem.domain.lineage import stale_value
+    from hivemem.domain.names import SessionName
+
+    name = SessionName("s")
+    keeper = CurrencyKeeper(store, ReflectionSettings())
+    said = items("The checkout session store runs on Redis, 2 nodes.",
+                 "let's move the session store from Redis to Memcached",
+                 "ok forget Memcached, session store back to Redis like we originally had")
+    keeper.apply(name, said[:2])
+    gone = store.view(name).gone
+    assert gone["name=redis"] == ("t2", ("name=memcached",))
+    # Recall reads it for any text: the config line no rule marked is stale, a line
+    # naming the successor too is not; names are read in any case.
+    assert stale_value("SESSION_BACKEND=redis in the config PR", gone) == "t2"
+    assert stale_value("Redis or Memcached, both fit", gone) is None
+    keeper.apply(name, said[2:])
+    gone = store.view(name).gone
+    assert "name=redis" not in gone  # current again: the field is deleted
+    assert gone["name=memcached"][0] == "t3"
+
+
+def test_a_value_a_private_turn_moved_on_from_is_not_published(store: SlotTableStore) -> None:
+    from hivemem.domain.names import SessionName
+
+    name = SessionName("s")
+    vectors = EMB.embed_documents(["The checkout session store runs on Redis.",
+                                   "let's move the session store from Redis to Memcached"])
+    CurrencyKeeper(store, ReflectionSettings()).apply(name, [
+        EmbeddedTurn.of(turn(1, "The checkout session store runs on Redis."), vectors[0]),
+        EmbeddedTurn.of(turn(2, "let's move the session store from Redis to Memcached",
+                             visibility="private"), vectors[1])])
+    assert store.view(name).gone == {}

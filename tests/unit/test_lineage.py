@@ -87,3 +87,118 @@ def test_two_values_side_by_side_are_not_a_change() -> None:
     # Names and bare counts change only when the turn says which one goes.
     steps = _play("staging runs 2 replicas", "Thanks Maya, now ping Priya about staging 3")
     assert _history(steps) == {}
+
+
+def test_a_gone_value_is_gone_wherever_it_was_said_without_its_successor() -> None:
+    steps = _play(
+        "for the session store we're going w/ Redis, 2 nodes",
+        "Session store: managed Redis. I'll note SESSION_BACKEND=Redis in the config PR.",
+        "let's move the session store from Redis to Memcached",
+        "what does redis cost us per month anyway",  # said after, old value only
+        "Memcached and Redis both run on the small nodes",  # names the successor too
+    )
+    history = _history(steps)
+    assert history["t0"] == "t2" and history["t1"] == "t2"
+    assert history["t3"] == "t2"  # known name read in lower case, history as it is said
+    assert "t4" not in history
+
+
+def test_a_name_switched_in_replaces_the_names_said_on_the_same_thing() -> None:
+    steps = _play(
+        "Standing orders:\n- Flour (type 550): 200 kg from Farina Nord"
+        "\n- Butter: 40 kg from Alpen Dairy",
+        "the flour from Farina was lumpy again",
+        "from now on we order flour from Moulin Roux instead",
+    )
+    history = _history(steps)
+    assert history.get("t1") == "t2" and history.get("t0") == "t2"
+    lineage = steps[-1].lineage
+    assert "name=alpen" not in lineage.gone  # the butter line shares no word with flour
+    assert "name=flour" not in lineage.gone and "name=mon" not in lineage.gone
+
+
+def test_an_alternative_turned_down_leaves_and_what_was_adopted_stays() -> None:
+    steps = _play(
+        "database is Postgres 16, ORM is SQLAlchemy",
+        "Created the models; assets has a JSONB attributes column.",
+        "devon asked why we aren't using MongoDB for the attributes",
+        "agreed. we stay on Postgres, JSONB it is",
+        "Decision recorded: Harbor stays on Postgres 16 with JSONB; MongoDB considered and"
+        " rejected.",
+    )
+    history = _history(steps)
+    assert history.get("t2") == "t4"  # the proposal
+    assert "name=jsonb" not in steps[-1].lineage.gone  # stated, not proposed: adopted
+    assert "t1" not in history and "t0" not in history
+
+
+def test_speakers_names_are_never_values() -> None:
+    lineage = Lineage()
+    for index, text in enumerate(["Karim, the flour from Farina is lumpy",
+                                  "from now on Karim orders flour from Moulin instead"]):
+        done = step(lineage, f"t{index}", text, people=frozenset({"karim"}))
+        lineage = done.lineage
+    assert "name=karim" not in lineage.gone
+    assert "name=farina" in lineage.gone
+
+
+def test_units_of_weight_and_counts_of_people_are_amounts() -> None:
+    assert Value("amount:g", "250") in values_in("250 g of dry food a day")
+    assert Value("amount:@kid", "18") in values_in("about 18 kids from their class")
+
+
+def test_a_name_dropped_is_gone_with_no_successor() -> None:
+    steps = _play(
+        "hotel shortlist: Casa Azul in Alfama, 3 nights",
+        "Casa Azul has balconies on the 3rd floor",
+        "change of plan, we base ourselves in Porto. drop Casa Azul",
+        "GP says I'm no longer taking the Zyrtec, Omeprazole continues",
+    )
+    history = _history(steps)
+    assert history.get("t0") == "t2" and history.get("t1") == "t2"
+    gone = steps[-1].lineage.gone
+    assert "name=zyrtec" not in gone  # said for the first time: nothing to end
+    assert "name=gp" not in gone and "name=omeprazole" not in gone
+
+
+def test_a_product_and_its_version_is_one_value_and_a_rollback_restores_it() -> None:
+    assert Value("version", "node 20") in values_in("our lambdas run on Node 20.")
+    steps = _play(
+        "our lambdas run on Node 20. let's bump to Node 22 this sprint",
+        "Tests pass on Node 22. Deployed to dev.",
+        "the media team's pipeline only targets Node 20",
+        "meh. roll everything back to Node 20, we'll do the upgrade next month",
+        "Rolled back: all functions on Node 20 again. Ticket created to redo the Node 22 bump.",
+    )
+    history = _history(steps)
+    assert history.get("t1") == "t3"  # Node 22 is what was rolled back
+    assert "t2" not in history and "t4" not in history
+    assert "version=node 22" in steps[-1].lineage.gone  # the ticket names it: no revival
+
+
+def test_replaced_with_and_a_count_said_to_be_wrong() -> None:
+    replaced = _play("Scaffolded with Prettier, ESLint and Jest.",
+                     "Replaced Jest with Vitest; existing test files run unchanged.")
+    assert replaced[-1].lineage.gone.get("name=jest") == "t1"
+    counted = _play(
+        "new team rule: PRs over 400 changed lines get flagged by the bot",
+        "Configured the PR size check: warning at more than 400 changed lines.",
+        "400 is too aggressive for the data team; let's make the threshold 600 for everyone.",
+    )
+    assert _history(counted) == {"t0": "t2", "t1": "t2"}
+    corrected = _play("ebs snapshot policy: keep 7 daily snapshots",
+                      "no wait, 14. we need 2 weeks to debug",
+                      "ok make it 10 actually, 14 is overkill")
+    gone = corrected[-1].lineage.gone
+    assert gone.get("amount:=7") == "t1" and gone.get("amount:=14") == "t2"
+
+
+def test_a_question_names_what_it_asks_about_not_what_holds() -> None:
+    steps = _play(
+        "for the session store we're going w/ Redis, 2 nodes",
+        "OK. TTL of 30 minutes on session keys?",
+        "Switching the checkout session store to Memcached.",
+    )
+    gone = steps[-1].lineage.gone
+    assert gone.get("name=redis") == "t2"
+    assert "name=ttl" not in gone  # asked about in a question, not the store's value

@@ -50,3 +50,18 @@ def test_fakeredis_is_not_a_runtime_dependency() -> None:
     imports = [p.relative_to(REPO).as_posix() for p in (REPO / "hivemem").rglob("*.py")
                if "import fakeredis" in p.read_text(encoding="utf-8")]
     assert imports == ["hivemem/testing.py"]
+
+
+def test_the_spec_command_answers_help_without_writing_a_file(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    from hivemem.api import spec
+
+    monkeypatch.chdir(tmp_path)
+    with pytest.raises(SystemExit) as done:
+        spec.main(["--help"])
+    assert done.value.code == 0
+    assert "usage: python -m hivemem.api.spec" in capsys.readouterr().out
+    assert list(tmp_path.iterdir()) == []  # before: a file named "--help"
+    spec.main([str(tmp_path / "openapi.json")])
+    assert json.loads((tmp_path / "openapi.json").read_text())["openapi"].startswith("3.")
