@@ -165,26 +165,39 @@ class ErasureStore:
             start = "(" + rows[-1].entry_id
 
     def _settled(self, stream: str, groups: Collection[str]) -> Callable[[str], bool]:
-        """Whether every group of `stream` has read and acknowledged an entry (as of now)."""
+        """Whether every group of `stream` has read and acknowledged an entry (as of now).
+        Asked per entry (only the entries a forget touches are): a group's pending list is
+        read by the entry's id, never listed whole (it may hold more than one page)."""
         delivered: list[tuple[int, int]] = []
-        pending: set[str] = set()
+        busy: list[str] = []  # the groups with entries delivered and not acknowledged
         with redis_errors("read stream groups"):
             try:
                 infos = self._r.xinfo_groups(stream)
             except redis.ResponseError:  # no stream (yet)
                 infos = []
-            for info in infos:
-                if as_text(info.get("name")) not in groups:
-                    continue
-                delivered.append(_entry_id(as_text(info.get("last-delivered-id"))))
-                if int(info.get("pending") or 0):
-                    rows = self._r.xpending_range(stream, as_text(info.get("name")),
-                                                  min="-", max="+", count=10_000)
-                    pending |= {as_text(r["message_id"]) for r in rows or []}
+        for info in infos:
+            name = as_text(info.get("name"))
+            if name not in groups:
+                continue
+            delivered.append(_entry_id(as_text(info.get("last-delivered-id"))))
+            if int(info.get("pending") or 0):
+                busy.append(name)
         if len(delivered) < len(groups):
             return lambda entry_id: False  # a group not created yet reads it all later
-        return lambda entry_id: entry_id not in pending and all(
-            _entry_id(entry_id) <= last for last in delivered)
+
+        def settled(entry_id: str) -> bool:
+            if not all(_entry_id(entry_id) <= last for last in delivered):
+                return False
+            if not busy:
+                return True
+            with redis_errors("read pending entries"):
+                pipe = self._r.pipeline(transaction=False)
+                for group in busy:
+                    pipe.xpending_range(stream, group, min=entry_id, max=entry_id, count=1)
+                replies = pipe.execute()
+            return not any(replies)
+
+        return settled
 
     def pending_before(self, name: SessionName, entry_id: str) -> int:
         """How many entries up to `entry_id` of the session's partition's turns and
