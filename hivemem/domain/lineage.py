@@ -128,6 +128,7 @@ _DROPS = re.compile(
     r"\b(?:cancel(?:s|led|ling)?|drop(?:s|ped|ping)?|no longer (?:taking|using|doing|going)"
     r"|stop(?:s|ped|ping)? (?:taking|using|paying)|withdr[ae]w\w*|scrap(?:s|ped)?|call(?:ed)? off"
     r"|forget (?:about )?|quit(?:ting)?|pull(?:ed|ing)? (?:out|the plug))\b", re.IGNORECASE)
+_NOT_BEFORE = re.compile(r"\b(?:don'?t|do not|never|not|won'?t)\s+(?:\w+\s+)?$", re.IGNORECASE)
 _NOT = re.compile(r"\b(?:not|no|never)\b|n't\b", re.IGNORECASE)
 _PASSIVE = re.compile(r"(?:cancelled|dropped|withdrawn|scrapped|called off)$",
                       re.IGNORECASE)
@@ -373,7 +374,9 @@ class _Reading:
 def _named(text: str, known: Iterable[str]) -> set[str]:
     """The known names (`name=<lower>` keys) `text` says in any case, as whole words."""
     lowered = text.lower()
-    return {key for key in known if re.search(
+    # A short or common word said with a capital once ("Go Joanna!") is not read in lower
+    # case ("wherever you go").
+    return {key for key in known if len(key) > 7 and key[5:] not in _STOP and re.search(
         rf"(?<![\w-]){re.escape(key[5:])}(?![\w-])", lowered)}
 
 
@@ -522,8 +525,8 @@ def _by_names(turn: _Reading, turn_id: str, named: dict[str, list[str]],
             adopted = {k for after in successors.values() for k in after}
             for clause in re.split(r"[,;]\s+|\s+but\s+|\s+and\s+", sentence):
                 dropped = _DROPS.search(clause)
-                if dropped is None:
-                    continue
+                if dropped is None or _NOT_BEFORE.search(clause[:dropped.start()]):
+                    continue  # "don't ever forget that ..." ends nothing
                 # What it ends is named after the verb ("GP says ... no longer taking the
                 # cetirizine": the cetirizine), or right before a passive one ("Webpack
                 # removed").
