@@ -578,8 +578,8 @@ def _new_of_kind(turn: _Reading, earlier: list[Said]) -> bool:
     return any(k not in known for k in turn.keys)
 
 
-def retire(lineage: Lineage, old_turn: str, by_turns: Iterable[str], turn_id: str
-           ) -> tuple[Lineage, dict[str, str]]:
+def retire(lineage: Lineage, old_turn: str, by_turns: Iterable[str], turn_id: str,
+           people: frozenset[str] = frozenset()) -> tuple[Lineage, dict[str, str]]:
     """What another rule decided (the slot rules: `old_turn` is history, replaced by
     `by_turns`) read as values: each strong value of the old turn that the replacing turns
     do not carry, beside a new value of the same kind they brought, is gone, and every
@@ -590,8 +590,10 @@ def retire(lineage: Lineage, old_turn: str, by_turns: Iterable[str], turn_id: st
     by = [said[t] for t in by_turns if t in said]
     if old is None or not by:
         return lineage, {}
-    new_keys = {k for s in by for k in s.values}
-    dropped = _keyed(k for k in old.values if k not in new_keys and _strong(k))
+    new_keys = {k for s in by for k in s.values
+                if not (k.startswith("name=") and _person(k[5:], people))}
+    dropped = _keyed(k for k in old.values if k not in new_keys and _strong(k)
+                     and not (k.startswith("name=") and _person(k[5:], people)))
     brought = _keyed(k for k in new_keys if k not in old.values)
     if sum(1 for k in old.values if k.startswith("name=")) > 1:
         # Several names in the old statement ("logs in ELK, metrics in Prometheus"): which
