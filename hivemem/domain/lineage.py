@@ -128,6 +128,7 @@ _DROPS = re.compile(
     r"\b(?:cancel(?:s|led|ling)?|drop(?:s|ped|ping)?|no longer (?:taking|using|doing|going)"
     r"|stop(?:s|ped|ping)? (?:taking|using|paying)|withdr[ae]w\w*|scrap(?:s|ped)?|call(?:ed)? off"
     r"|forget (?:about )?|quit(?:ting)?|pull(?:ed|ing)? (?:out|the plug))\b", re.IGNORECASE)
+_NOT_BEFORE = re.compile(r"\b(?:don'?t|do not|never|not|won'?t)\s+(?:\w+\s+)?$", re.IGNORECASE)
 _NOT = re.compile(r"\b(?:not|no|never)\b|n't\b", re.IGNORECASE)
 _PASSIVE = re.compile(r"(?:cancelled|dropped|withdrawn|scrapped|called off)$",
                       re.IGNORECASE)
@@ -373,7 +374,9 @@ class _Reading:
 def _named(text: str, known: Iterable[str]) -> set[str]:
     """The known names (`name=<lower>` keys) `text` says in any case, as whole words."""
     lowered = text.lower()
-    return {key for key in known if re.search(
+    # A short or common word said with a capital once ("Go Joanna!") is not read in lower
+    # case ("wherever you go").
+    return {key for key in known if len(key) > 7 and key[5:] not in _STOP and re.search(
         rf"(?<![\w-]){re.escape(key[5:])}(?![\w-])", lowered)}
 
 
@@ -522,8 +525,8 @@ def _by_names(turn: _Reading, turn_id: str, named: dict[str, list[str]],
             adopted = {k for after in successors.values() for k in after}
             for clause in re.split(r"[,;]\s+|\s+but\s+|\s+and\s+", sentence):
                 dropped = _DROPS.search(clause)
-                if dropped is None:
-                    continue
+                if dropped is None or _NOT_BEFORE.search(clause[:dropped.start()]):
+                    continue  # "don't ever forget that ..." ends nothing
                 # What it ends is named after the verb ("GP says ... no longer taking the
                 # cetirizine": the cetirizine), or right before a passive one ("Webpack
                 # removed").
@@ -575,8 +578,8 @@ def _new_of_kind(turn: _Reading, earlier: list[Said]) -> bool:
     return any(k not in known for k in turn.keys)
 
 
-def retire(lineage: Lineage, old_turn: str, by_turns: Iterable[str], turn_id: str
-           ) -> tuple[Lineage, dict[str, str]]:
+def retire(lineage: Lineage, old_turn: str, by_turns: Iterable[str], turn_id: str,
+           people: frozenset[str] = frozenset()) -> tuple[Lineage, dict[str, str]]:
     """What another rule decided (the slot rules: `old_turn` is history, replaced by
     `by_turns`) read as values: each strong value of the old turn that the replacing turns
     do not carry, beside a new value of the same kind they brought, is gone, and every
@@ -587,8 +590,10 @@ def retire(lineage: Lineage, old_turn: str, by_turns: Iterable[str], turn_id: st
     by = [said[t] for t in by_turns if t in said]
     if old is None or not by:
         return lineage, {}
-    new_keys = {k for s in by for k in s.values}
-    dropped = _keyed(k for k in old.values if k not in new_keys and _strong(k))
+    new_keys = {k for s in by for k in s.values
+                if not (k.startswith("name=") and _person(k[5:], people))}
+    dropped = _keyed(k for k in old.values if k not in new_keys and _strong(k)
+                     and not (k.startswith("name=") and _person(k[5:], people)))
     brought = _keyed(k for k in new_keys if k not in old.values)
     if sum(1 for k in old.values if k.startswith("name=")) > 1:
         # Several names in the old statement ("logs in ELK, metrics in Prometheus"): which

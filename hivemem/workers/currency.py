@@ -273,7 +273,9 @@ def moved_on(
     done = lineage.step(state.lineage, turn.turn_id, turn.content, people=people)
     ledger, history_ids = done.lineage, dict(done.history)
     for old_turn, entry in (replaced or {}).items():
-        ledger, more = lineage.retire(ledger, old_turn, entry.by, turn.turn_id)
+        if entry.rule != "superseded":
+            continue  # a question answered or a statement withdrawn names no new value
+        ledger, more = lineage.retire(ledger, old_turn, entry.by, turn.turn_id, people)
         for turn_id, by in more.items():
             history_ids.setdefault(turn_id, by)
     state = state.model_copy(update={"lineage": ledger})
