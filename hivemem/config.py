@@ -190,8 +190,9 @@ class EmbeddedSettings(BaseModel):
     # back: holding it spends a budget it earns back while it runs
     # (`hivemem.runtime.process_share`). 1: never held.
     reflect_min_share: float = Field(default=0.25, gt=0, le=1)
-    # One hold lasts at most this long (the budget's cap), also when a recall runs longer.
-    reflect_max_hold_s: float = Field(default=0.5, gt=0, le=10)
+    # One hold lasts at most this long (the budget's cap), also when recalls run longer:
+    # a burst of recalls up to this long meets the process stopped throughout.
+    reflect_max_hold_s: float = Field(default=2.0, gt=0, le=10)
 
 
 class ApiSettings(BaseModel):

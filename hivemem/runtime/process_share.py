@@ -42,7 +42,7 @@ class ProcessShare:
     """`hold()` / `release()` around foreground work (`Foreground.add_hold`); `attach(pid)`
     names the process (None: none); `close()` lets it go for good."""
 
-    def __init__(self, *, min_share: float = 0.25, max_hold_s: float = 0.5,
+    def __init__(self, *, min_share: float = 0.25, max_hold_s: float = 2.0,
                  clock: Callable[[], float] = time.monotonic) -> None:
         if not 0 < min_share <= 1:
             raise ValueError("min_share: above 0, at most 1")
