@@ -109,9 +109,29 @@ class Reflection:
         """The current facts the episode's scope may see: what the reflector is shown."""
         ctx = self.ctx
         name = session_name(episode.namespace, episode.session_id)
-        facts = _seen(ctx.vectors.list_facts(name, [s.value for s in VISIBLE]), scope)
-        if len(facts) <= self.settings.max_unscoped_facts or episode.centroid is None:
+        visible = [s.value for s in VISIBLE]
+        limit = self.settings.max_unscoped_facts
+        # A session past the limit is shown a search, not its listing: count it first
+        # rather than list every fact to throw the list away (O(facts) per episode, and
+        # each fact crosses the owner's socket in the reflection process). Which sessions
+        # are large is a hint kept from their last episode: either way the facts shown
+        # are the same; a small session is listed at once (one call, not two).
+        if name in ctx.large_sessions and episode.centroid is not None:
+            if ctx.vectors.count_facts(name, visible, scope) > limit:
+                return self._nearest_facts(episode, scope, name)
+            ctx.large_sessions.discard(name)
+        facts = _seen(ctx.vectors.list_facts(name, visible), scope)
+        if len(facts) <= limit or episode.centroid is None:
             return facts
+        if len(ctx.large_sessions) >= _LARGE_SESSIONS_KEPT:
+            ctx.large_sessions.clear()
+        ctx.large_sessions.add(name)
+        return self._nearest_facts(episode, scope, name)
+
+    def _nearest_facts(self, episode: Episode, scope: Scope, name: SessionName) -> list[Fact]:
+        """The `max_unscoped_facts` current facts nearest the episode's centroid."""
+        assert episode.centroid is not None
+        ctx = self.ctx
         hits = ctx.vectors.search_facts(
             name, decode_vector(episode.centroid),
             # Over-fetch: the hits of other scopes are filtered out after the search.
@@ -251,6 +271,10 @@ class Reflection:
             # The LLM's actions on top of the rules': they may add, never undo.
             return plan_with_additions(prior, result.rule_actions, result.actions, where)
         return plan_actions(prior, result.actions, where)
+
+
+# How many large sessions' names a worker keeps (`JobContext.large_sessions`).
+_LARGE_SESSIONS_KEPT = 10_000
 
 
 def _rule_actions(result: ReflectionResult) -> list[FactAction]:

@@ -615,9 +615,16 @@ class VectorStore(ABC):
         facts = [Fact.model_validate(h.payload) for h in self.scroll(FACTS, where)]
         return sorted(facts, key=lambda f: (f.created_at, f.fact_id))
 
-    def count_facts(self, name: SessionName) -> int:
-        """How many facts the session holds (every status, every scope)."""
-        return self.count(FACTS, session_where(name))
+    def count_facts(self, name: SessionName, statuses: Sequence[str] | None = None,
+                    scope: Scope | None = None) -> int:
+        """How many facts the session holds (every status and scope unless limited: the
+        same facts `list_facts` would list)."""
+        if statuses is None and scope is None:
+            return self.count(FACTS, session_where(name))
+        where: dict[str, Any] = {**session_where(name, scope), **scoped(scope)}
+        if statuses is not None:
+            where["status"] = list(statuses)
+        return self.count(FACTS, where)
 
     def facts_written_after(
         self, name: SessionName, after: float | None
