@@ -332,17 +332,17 @@ AREAS = ["the database", "the cache", "the queue", "the frontend", "the API", "C
          "provisioning", "dashboards"]
 
 
-def _listed_every_time(self: Any, episode: Any, scope: Any) -> list[Fact]:
+def _listed_every_time(self: Any, episode: Any, scope: Any) -> list[Any]:
     """Reflection's choice of prior facts before the count: list, then search if too many."""
     from hivemem.domain.fact import VISIBLE
     from hivemem.domain.names import session_name
     from hivemem.workers.reflect import _seen
 
     name = session_name(episode.namespace, episode.session_id)
-    facts = _seen(self.ctx.vectors.list_facts(name, [s.value for s in VISIBLE]), scope)
+    facts = _seen(self.ctx.vectors.list_fact_hits(name, [s.value for s in VISIBLE]), scope)
     if len(facts) <= self.settings.max_unscoped_facts or episode.centroid is None:
         return facts
-    return cast(list[Fact], self._nearest_facts(episode, scope, name))
+    return cast(list[Any], self._nearest_facts(episode, scope, name))
 
 
 def _many_facts(client: MemoryClient) -> tuple[list[list[str]], list[tuple[str, str]]]:
@@ -374,19 +374,18 @@ def test_a_session_past_max_unscoped_facts_is_counted_not_listed_and_shown_the_s
         update={"max_unscoped_facts": 3})})
     listings: list[tuple[str, ...]] = []
     counts: list[tuple[str, ...]] = []
-    list_facts, count_facts = VectorStore.list_facts, VectorStore.count_facts
+    list_hits, count_facts = VectorStore.list_fact_hits, VectorStore.count_facts
 
-    def spy_list(self: VectorStore, name: str, statuses: Any = None, scope: Any = None
-                 ) -> list[Fact]:
-        listings.append(tuple(statuses or ()))
-        return list_facts(self, name, statuses, scope)
+    def spy_list(self: VectorStore, name: str, statuses: Any) -> Any:
+        listings.append(tuple(statuses))
+        return list_hits(self, name, statuses)
 
     def spy_count(self: VectorStore, name: str, statuses: Any = None, scope: Any = None
                   ) -> int:
         counts.append(tuple(statuses or ()))
         return count_facts(self, name, statuses, scope)
 
-    monkeypatch.setattr(VectorStore, "list_facts", spy_list)
+    monkeypatch.setattr(VectorStore, "list_fact_hits", spy_list)
     monkeypatch.setattr(VectorStore, "count_facts", spy_count)
     with MemoryClient.local(tmp_path / "new", settings, embedder=HashingEmbedder(1024)) as c:
         shown, facts = _many_facts(c)
