@@ -184,9 +184,8 @@ class EmbeddedSettings(BaseModel):
     # Reflection in a process of its own (its vector calls served by the owner), not a
     # thread of the caller's, held (stopped) while the owner's recalls run: recall does
     # not wait behind it. False, or an embedder/reflector handed in, or no API extra: a
-    # thread. Opt-in for now: with no recall running the process reflects ~1.2x slower
-    # than the thread (its vector calls cross a socket; bench/RESULTS.md, issue 40).
-    reflect_process: bool = False
+    # thread (the default before issue 40; bench/RESULTS.md has the A/Bs of the two).
+    reflect_process: bool = True
     # The reflection process's least share of the wall time while recalls run back to
     # back: holding it spends a budget it earns back while it runs
     # (`hivemem.runtime.process_share`). 1: never held.
