@@ -24,9 +24,10 @@ pytestmark = pytest.mark.integration
 
 
 def _settings(**embedded: object) -> Settings:
-    # The process is opt-in (`embedded.reflect_process`): on unless a test says otherwise.
+    # The process is the default (`embedded.reflect_process`): these tests run with it
+    # unless they say otherwise.
     return Settings.model_validate({"embedding": {"provider": "hashing", "dim": 64},
-                                    "embedded": {"reflect_process": True, **embedded}})
+                                    "embedded": {**embedded}})
 
 
 def _reflect(client: MemoryClient, session: str) -> int:
