@@ -10,8 +10,8 @@ Sections (saved to bench/results/latest/latency.json; --quick: results/quick/):
 - sizes: `recall(limit=20)` p50/p95 with N turns in one session, filled through the public
   pipeline with the hashing embedder (bench/suites/recall_sizes.py): rows c (--c-turns) and
   a (--a-turns), the rows c and a of bench/probes/recall_scale.py.
-- load: recall while the pipeline catches up (reflection working through the episodes, in
-  threads of this process) against recall once it is idle, filled through the pipeline
+- load: recall while the pipeline catches up (reflection working through the episodes, by
+  the embedded default in a process of its own) against recall once it is idle, filled through the pipeline
   (bench/suites/recall_load.py): rows `turns` (--load-turns in one session) and `facts`
   (--load-facts turns that are nearly all new facts); episodes and facts next to each window.
 - locomo: `recall(limit=20)` p50/p95 on LoCoMo with the real model (all-MiniLM-L6-v2; the

@@ -181,11 +181,18 @@ class EmbeddedSettings(BaseModel):
     durable: bool = False
     # How long a starting owner waits for the folder's lock (another owner closing).
     lock_wait_s: float = Field(default=5.0, ge=0)
-    # Reflection in a process of its own at a lower CPU priority (its vector calls served
-    # by the owner), not a thread of the caller's: recall does not wait behind it. False,
-    # or an embedder/reflector handed in, or no API extra: a thread, as before. Opt-in for
-    # now: under load the lower-priority process reflects slower (issue 40's notes).
-    reflect_process: bool = False
+    # Reflection in a process of its own (its vector calls served by the owner), not a
+    # thread of the caller's, held (stopped) while the owner's recalls run: recall does
+    # not wait behind it. False, or an embedder/reflector handed in, or no API extra: a
+    # thread (the default before issue 40; bench/RESULTS.md has the A/Bs of the two).
+    reflect_process: bool = True
+    # The reflection process's least share of the wall time while recalls run back to
+    # back: holding it spends a budget it earns back while it runs
+    # (`hivemem.runtime.process_share`). 1: never held.
+    reflect_min_share: float = Field(default=0.25, gt=0, le=1)
+    # One hold lasts at most this long (the budget's cap), also when recalls run longer:
+    # a burst of recalls up to this long meets the process stopped throughout.
+    reflect_max_hold_s: float = Field(default=2.0, gt=0, le=10)
 
 
 class ApiSettings(BaseModel):

@@ -2,7 +2,8 @@
 
 A fresh embedded store (hashing embedder, 384 dims) gets one session's turns through
 `MemoryClient.ingest_many` in batches of 1,000 (the real pipeline: embed, boundary,
-reflection with the heuristic reflector, all threads of this process), then
+reflection with the heuristic reflector: threads of this process, but reflection, by the
+embedded default, a process of its own since issue 40), then
 `wait_until_processed` (every turn recallable). From there recalls are timed in windows
 while reflection works through the closed episodes ("catch-up"), each window with the
 session's episodes and active facts at its end; then `wait_until_reflected` and the same
@@ -181,5 +182,5 @@ def run_row(name: str, *, turns: int, fact_share: float, distinct: bool, queries
 def describe() -> dict[str, Any]:
     return {"embedder": "hashing, 384 dims", "fill": "ingest_many batches of 1,000, one session",
             "recall": "MemoryClient.recall(limit=20), balanced preset",
-            "reflection": "heuristic (the default), threads of this process",
+            "reflection": "heuristic (the default), embedded defaults (a reflection process)",
             "machine": machine_facts()}

@@ -11,7 +11,8 @@ from __future__ import annotations
 import hmac
 from typing import Any
 
-from fastapi import APIRouter, Body, FastAPI, Header, HTTPException
+import orjson
+from fastapi import APIRouter, Body, FastAPI, Header, HTTPException, Response
 
 from hivemem.store.vectors import wire
 from hivemem.store.vectors.base import COLLECTIONS, VectorStore
@@ -23,20 +24,29 @@ def owner_router(vectors: VectorStore, key: str) -> APIRouter:
 
     @router.post(PATH)
     def primitive(op: str, body: dict[str, Any] = Body(default_factory=dict),  # noqa: B008
-                  x_hivemem_owner_key: str = Header(default="")) -> Any:
+                  x_hivemem_owner_key: str = Header(default="")) -> Response:
         # A plain def: FastAPI runs it in its thread pool, off the event loop.
         if not hmac.compare_digest(x_hivemem_owner_key.encode(), key.encode()):
             raise HTTPException(status_code=403, detail="not the folder's owner key")
         if op not in wire.OPERATIONS:
             raise HTTPException(status_code=404, detail=f"no vector operation {op!r}")
         if op == "info":
-            return {"dim": vectors.dim, "has_windows": vectors.has_windows}
+            return _json({"dim": vectors.dim, "has_windows": vectors.has_windows})
         collection = body.get("collection")
         if collection not in COLLECTIONS:
             raise HTTPException(status_code=422, detail=f"unknown collection {collection!r}")
-        return _run(vectors, op, collection, body)
+        return _json(_run(vectors, op, collection, body))
 
     return router
+
+
+def _json(result: Any) -> Response:
+    # Encoded here, not by FastAPI's `jsonable_encoder`, which walks every payload in
+    # Python: 91 ms for a scroll of 1,400 facts against under 1 ms, in the owner's
+    # interpreter, where recalls run (embedded reflection scrolls the session's facts
+    # for each episode).
+    return Response(orjson.dumps(result, option=orjson.OPT_SERIALIZE_NUMPY
+                                 | orjson.OPT_NON_STR_KEYS), media_type="application/json")
 
 
 def _run(vectors: VectorStore, op: str, collection: str, body: dict[str, Any]) -> Any:

@@ -14,7 +14,10 @@ stream entries, a reflection job). While any recall runs:
   most `max_pause_s` at a time (its bounded share: a steady stream of recalls slows the
   pipeline, it never stops it);
 - the interpreter's switch interval is `switch_interval_s` (0.5 ms): a background thread
-  still inside its unit gives the GIL back to the recall within that, not within 5 ms.
+  still inside its unit gives the GIL back to the recall within that, not within 5 ms;
+- background work outside this interpreter (embedded mode's reflection process) is held
+  through the holds added with `add_hold`: `hold()` when the first recall starts,
+  `release()` when the last one ends (`hivemem.runtime.process_share` bounds its share).
 """
 
 from __future__ import annotations
@@ -24,6 +27,15 @@ import threading
 import time
 from collections.abc import Iterator
 from contextlib import contextmanager
+from typing import Protocol
+
+
+class Hold(Protocol):
+    """Background work outside this interpreter that gives way while recalls run."""
+
+    def hold(self) -> None: ...
+
+    def release(self) -> None: ...
 
 
 class Foreground:
@@ -34,22 +46,38 @@ class Foreground:
         self._active = 0
         self._idle = threading.Condition()
         self._saved_interval: float | None = None
+        self._holds: list[Hold] = []
         self.paused_s = 0.0  # time background threads spent held back (for benchmarks)
+
+    def add_hold(self, hold: Hold) -> None:
+        with self._idle:
+            self._holds.append(hold)
+
+    def remove_hold(self, hold: Hold) -> None:
+        with self._idle:
+            if hold in self._holds:
+                self._holds.remove(hold)
+                hold.release()
 
     @contextmanager
     def serving(self) -> Iterator[None]:
         """Around a foreground call (a recall)."""
         with self._idle:
             self._active += 1
-            if self._active == 1 and self.switch_interval_s:
-                self._saved_interval = sys.getswitchinterval()
-                sys.setswitchinterval(self.switch_interval_s)
+            if self._active == 1:
+                for hold in self._holds:
+                    hold.hold()
+                if self.switch_interval_s:
+                    self._saved_interval = sys.getswitchinterval()
+                    sys.setswitchinterval(self.switch_interval_s)
         try:
             yield
         finally:
             with self._idle:
                 self._active -= 1
                 if not self._active:
+                    for hold in self._holds:
+                        hold.release()
                     if self._saved_interval is not None:
                         sys.setswitchinterval(self._saved_interval)
                         self._saved_interval = None

@@ -4,8 +4,10 @@ Started by `hivemem.runtime.reflect_process` (never by hand). It reads what it r
 from its standard input (a pickle the owner writes into the pipe: settings on the owner's
 Redis, the owner's worker API and its key), runs the reflect queue's loop (the same
 `ThreadWorker` the owner would run in a thread) with its vector calls sent to the owner, and
-ends after the job it runs on SIGTERM, or by itself when its owner is gone. It lowers its
-own CPU priority first: on a machine's cores, the owner's recalls come first.
+ends after the job it runs on SIGTERM, or by itself when its owner is gone. The owner holds
+it (SIGSTOP / SIGCONT) while its recalls run (`hivemem.runtime.process_share`); so that an
+owner killed while holding it does not leave it stopped for good, it asks the kernel for a
+SIGCONT when the owner goes.
 """
 
 from __future__ import annotations
@@ -21,6 +23,7 @@ import structlog
 
 from hivemem.logs import configure_logging
 from hivemem.runtime.owner import KEY_HEADER
+from hivemem.runtime.process_share import continue_on_parent_death
 from hivemem.runtime.reflect_process import ChildOrder
 from hivemem.runtime.wiring import Wiring
 from hivemem.store.vectors.proxy import ProxyVectorStore
@@ -33,6 +36,7 @@ def run(order: ChildOrder) -> int:
     if order.nice:
         os.nice(order.nice)
     parent = os.getppid()
+    continue_on_parent_death()
     vectors = ProxyVectorStore(order.vectors_url, order.key, KEY_HEADER)
     with Wiring(order.settings, vectors=vectors) as wiring:
         worker = wiring.thread_worker()

@@ -1,17 +1,22 @@
 """Embedded mode's reflection in a process of its own, supervised by the owner.
 
 Measured (bench/probes/catchup_wait.py): while reflection works through a backlog in a
-thread of the caller's process, a recall's extra wall time is mostly time on the OS run
-queue (its thread runnable, the cores taken), not the GIL. A thread cannot be given a lower
-CPU priority without holding the GIL at that priority (a recall would then wait for a
-descheduled thread), a process can: the reflection process runs at `nice` +10, so on a
-busy machine the owner's recalls get the cores first, and it shares no interpreter with
-them. Its vector calls come back to the owner over a private owner API (only the owner may
-open the Qdrant Edge shard), each held back while a recall runs (`GatedVectorStore`).
+thread of the caller's process, a recall's extra wall time is half GIL, half time on the OS
+run queue (its thread runnable, the cores taken). A thread cannot be held off the cores
+mid-job (it would keep the GIL while stopped); a process can, and shares no interpreter
+with the recalls. So reflection runs here, and while a recall runs in the owner the process
+is held (SIGSTOP, then SIGCONT when the recall ends) within a bounded share
+(`hivemem.runtime.process_share`: a steady stream of recalls leaves it at least
+`embedded.reflect_min_share` of the wall time; with no recall it runs at full speed, at the
+owner's CPU priority). A fixed lower priority (`nice` +10, the first version) gave way to
+every other process of a busy machine too, and reflected at half the thread's pace.
+Its vector calls come back to the owner over a private owner API (only the owner may open
+the Qdrant Edge shard), each held back while a recall runs (`GatedVectorStore`).
 
 The owner's promises stay: one command (the process is started and stopped with the
 owner), clean shutdown (`stop` ends it after the job it runs, then the API), a crash of the
-process is logged and it is started again (with back-off), the owner's kill -9 ends it.
+process is logged and it is started again (with back-off), the owner's kill -9 ends it
+(also when it was held then: the kernel continues it, `continue_on_parent_death`).
 """
 
 from __future__ import annotations
@@ -32,14 +37,16 @@ from hivemem.config import Settings
 from hivemem.recall.foreground import Foreground
 from hivemem.runtime.gated_vectors import GatedVectorStore
 from hivemem.runtime.owner_api import OwnerApi
+from hivemem.runtime.process_share import ProcessShare
 from hivemem.store.redis import Redis
 from hivemem.store.vectors.base import VectorStore
 
 log = structlog.get_logger(__name__)
 
 SOCKET_NAME = "workers.sock"
-# CPU priority of the process (`nice` increment): recalls first, reflection the rest.
-NICE = 10
+# CPU priority of the process (`nice` increment): the owner's; recalls come first by
+# holding it (`ProcessShare`), not by a lower priority.
+NICE = 0
 
 
 @dataclass(frozen=True)
@@ -69,7 +76,8 @@ def _owner_log_level() -> str:
 
 class ReflectProcess:
     """`start()` serves the worker API and starts the process; `idle()` for the owner's
-    drain; `stop()` ends both. `restarts`: how often the process was started again."""
+    drain; `stop()` ends both. `restarts`: how often the process was started again;
+    `share`: its hold while the owner's recalls run (added to `foreground`)."""
 
     def __init__(self, store: Path, settings: Settings, vectors: VectorStore,
                  foreground: Foreground, connection: Redis, *, nice: int = NICE,
@@ -84,17 +92,29 @@ class ReflectProcess:
         self.queue = Queue(settings.episodes.reflect_queue, connection=connection)
         self.backoff = restart_backoff_s
         self.restarts = 0
+        self.foreground = foreground
+        self.share = ProcessShare(min_share=settings.embedded.reflect_min_share,
+                                  max_hold_s=settings.embedded.reflect_max_hold_s)
         self._proc: subprocess.Popen[bytes] | None = None
         self._stop = threading.Event()
         self._lock = threading.Lock()
         self._watch: threading.Thread | None = None
+        self._started = threading.Event()
+        self._spawn_error: BaseException | None = None
 
-    def start(self) -> None:
+    def start(self, timeout: float = 30.0) -> None:
         self.api.start()
-        self._spawn()
+        # The process is started by the watching thread, which lives as long as this
+        # object: the kernel's parent-death signal (`continue_on_parent_death`) follows
+        # the thread that started it.
         self._watch = threading.Thread(target=self._supervise, name="hivemem-reflect-watch",
                                        daemon=True)
         self._watch.start()
+        self._started.wait(timeout)
+        if self._spawn_error is not None:
+            self.api.stop()
+            raise self._spawn_error
+        self.foreground.add_hold(self.share)
 
     def _spawn(self) -> None:
         level = _owner_log_level()
@@ -108,9 +128,17 @@ class ReflectProcess:
         proc.stdin.close()
         with self._lock:
             self._proc = proc
+        self.share.attach(proc.pid)
         log.info("embedded.reflect_process_started", pid=proc.pid, restarts=self.restarts)
 
     def _supervise(self) -> None:
+        try:
+            self._spawn()
+        except BaseException as exc:  # handed to start()
+            self._spawn_error = exc
+            return
+        finally:
+            self._started.set()
         delay = self.backoff[0]
         while not self._stop.wait(0.2):
             proc = self._proc
@@ -118,6 +146,7 @@ class ReflectProcess:
                 continue
             if self._stop.is_set():
                 return
+            self.share.attach(None)
             log.error("embedded.reflect_process_exited", pid=proc.pid,
                       returncode=proc.returncode, restart_in_s=delay)
             if self._stop.wait(delay):
@@ -144,6 +173,9 @@ class ReflectProcess:
         self._stop.set()
         if self._watch is not None:
             self._watch.join(timeout=5)
+        # Held no more: a stopped process would not act on SIGTERM.
+        self.foreground.remove_hold(self.share)
+        self.share.close()
         proc = self._proc
         if proc is not None and proc.poll() is None:
             proc.terminate()

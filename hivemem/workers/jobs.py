@@ -6,6 +6,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 
 from hivemem.config import Settings
+from hivemem.domain.names import SessionName
 from hivemem.pipeline.topology import Keys
 from hivemem.providers.embedders import Embedder
 from hivemem.providers.lexical import LexicalEncoder
@@ -39,6 +40,9 @@ class JobContext:
     lexical: LexicalEncoder = field(default_factory=LexicalEncoder)
     # Called with "reflected", "retry" or "failed" per episode (metrics).
     on_outcome: Callable[[str], None] | None = None
+    # Sessions whose facts outnumbered `reflection.max_unscoped_facts` at their last
+    # episode: reflection counts them before listing (a hint only; `Reflection._prior_facts`).
+    large_sessions: set[SessionName] = field(default_factory=set)
 
     def outcome(self, name: str) -> None:
         if self.on_outcome is not None:

@@ -31,6 +31,7 @@ from hivemem.pipeline.vectors import decode_vector
 from hivemem.providers.llm.augmented import AugmentedResult
 from hivemem.providers.reflector import ReflectionRequest, ReflectionResult
 from hivemem.store.reflection import SessionLock
+from hivemem.store.vectors.base import FactHit, Vector
 from hivemem.workers.compact import schedule_after_reflection
 from hivemem.workers.jobs import JobContext
 
@@ -105,19 +106,41 @@ class Reflection:
         finally:
             lock.release()
 
-    def _prior_facts(self, episode: Episode, scope: Scope) -> list[Fact]:
-        """The current facts the episode's scope may see: what the reflector is shown."""
+    def _prior_facts(self, episode: Episode, scope: Scope) -> list[FactHit]:
+        """The current facts the episode's scope may see: what the reflector is shown (with
+        their vectors, which consolidation compares)."""
         ctx = self.ctx
         name = session_name(episode.namespace, episode.session_id)
-        facts = _seen(ctx.vectors.list_facts(name, [s.value for s in VISIBLE]), scope)
-        if len(facts) <= self.settings.max_unscoped_facts or episode.centroid is None:
+        visible = [s.value for s in VISIBLE]
+        limit = self.settings.max_unscoped_facts
+        # A session past the limit is shown a search, not its listing: count it first
+        # rather than list every fact to throw the list away (O(facts) per episode, and
+        # each fact crosses the owner's socket in the reflection process). Which sessions
+        # are large is a hint kept from their last episode: either way the facts shown
+        # are the same; a small session is listed at once (one call, not two).
+        if name in ctx.large_sessions and episode.centroid is not None:
+            if ctx.vectors.count_facts(name, visible, scope) > limit:
+                return self._nearest_facts(episode, scope, name)
+            ctx.large_sessions.discard(name)
+        facts = _seen(ctx.vectors.list_fact_hits(name, visible), scope)
+        if len(facts) <= limit or episode.centroid is None:
             return facts
+        if len(ctx.large_sessions) >= _LARGE_SESSIONS_KEPT:
+            ctx.large_sessions.clear()
+        ctx.large_sessions.add(name)
+        return self._nearest_facts(episode, scope, name)
+
+    def _nearest_facts(self, episode: Episode, scope: Scope, name: SessionName
+                       ) -> list[FactHit]:
+        """The `max_unscoped_facts` current facts nearest the episode's centroid."""
+        assert episode.centroid is not None
+        ctx = self.ctx
         hits = ctx.vectors.search_facts(
             name, decode_vector(episode.centroid),
             # Over-fetch: the hits of other scopes are filtered out after the search.
             self.settings.max_unscoped_facts * 2, [s.value for s in VISIBLE],
         )
-        return _seen([h.fact for h in hits], scope)[:self.settings.max_unscoped_facts]
+        return _seen(hits, scope)[:self.settings.max_unscoped_facts]
 
     def _reflect_one(self, episode: Episode, lock: SessionLock) -> dict[str, Any]:
         ctx = self.ctx
@@ -130,7 +153,8 @@ class Reflection:
         )
         namespace = turns[0].namespace if turns else episode.namespace
         scope = _episode_scope(turns, namespace)
-        prior = self._prior_facts(episode, scope)
+        prior_hits = self._prior_facts(episode, scope)
+        prior = [h.fact for h in prior_hits]
         request = ReflectionRequest(
             session_id=session_id, episode=episode, turns=turns, prior_facts=prior,
             max_facts=self.settings.max_facts_per_episode,
@@ -159,8 +183,10 @@ class Reflection:
             raise
         # Superseded versions let consolidation see a revert ("back to Jenkins" names the
         # value Jenkins held before); only the current facts go to the reflector.
-        history = _seen(ctx.vectors.list_facts(name, [FactStatus.SUPERSEDED.value]), scope)
-        plan = self._plan(episode, prior + history, result, turns, namespace)
+        history = _seen(ctx.vectors.list_fact_hits(name, [FactStatus.SUPERSEDED.value]), scope)
+        known = prior_hits + history
+        plan = self._plan(episode, [h.fact for h in known], result, turns, namespace,
+                          {h.fact.fact_id: h.vector for h in known if h.vector is not None})
         writes = list(plan.writes.values())
         if writes:
             vectors = ctx.embedder.embed_documents([f.content for f in writes])
@@ -208,18 +234,14 @@ class Reflection:
                   retries_exhausted=retries_exhausted, error=str(exc)[:300])
 
     def _plan(self, episode: Episode, prior: list[Fact], result: ReflectionResult,
-              turns: list[Turn], namespace: str) -> Plan:
+              turns: list[Turn], namespace: str, prior_vectors: dict[str, Vector]) -> Plan:
+        """`prior_vectors`: the stored vectors of `prior`, read with them."""
         ctx = self.ctx
         actions = [*_rule_actions(result), *result.actions]
         contents = list(dict.fromkeys(a.content for a in actions if a.content))
         content_vectors = dict(
             zip(contents, ctx.embedder.embed_documents(contents), strict=True)
         ) if contents else {}
-        prior_vectors = {
-            h.fact.fact_id: h.vector
-            for h in ctx.vectors.get_facts([f.fact_id for f in prior])
-            if h.vector is not None
-        }
 
         def similarity(content: str, fact: Fact) -> float:
             a = content_vectors.get(content)
@@ -253,6 +275,10 @@ class Reflection:
         return plan_actions(prior, result.actions, where)
 
 
+# How many large sessions' names a worker keeps (`JobContext.large_sessions`).
+_LARGE_SESSIONS_KEPT = 10_000
+
+
 def _rule_actions(result: ReflectionResult) -> list[FactAction]:
     return result.rule_actions if isinstance(result, AugmentedResult) else []
 
@@ -265,8 +291,9 @@ def _episode_scope(turns: list[Turn], namespace: str) -> Scope:
     return Scope(namespace, owner.agent_id if owner.visibility == "private" else None)
 
 
-def _seen(facts: list[Fact], scope: Scope) -> list[Fact]:
-    return [f for f in facts if scope.admits(f.namespace, f.visibility, f.agent_id)]
+def _seen(hits: list[FactHit], scope: Scope) -> list[FactHit]:
+    return [h for h in hits
+            if scope.admits(h.fact.namespace, h.fact.visibility, h.fact.agent_id)]
 
 
 def _audit(ctx: JobContext, plan: Plan, prior: list[Fact], episode: Episode) -> None:

@@ -9,7 +9,7 @@ import threading
 import time
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
-from typing import Any
+from typing import Any, cast
 
 import pytest
 import redis
@@ -323,3 +323,81 @@ def test_wait_until_reflected_waits_for_a_close_the_boundary_stage_has_not_seen(
         assert client.wait_until_reflected("w", 20) == 1
         assert client.facts("w")
         assert client.get_session_stats("w").reflections_failed == []
+
+
+# -- a session past max_unscoped_facts ----------------------------------------------------
+
+TOOLS = ["PostgreSQL", "Redis", "Kafka", "React", "GraphQL", "Jenkins", "Terraform", "Grafana"]
+AREAS = ["the database", "the cache", "the queue", "the frontend", "the API", "CI",
+         "provisioning", "dashboards"]
+
+
+def _listed_every_time(self: Any, episode: Any, scope: Any) -> list[Any]:
+    """Reflection's choice of prior facts before the count: list, then search if too many."""
+    from hivemem.domain.fact import VISIBLE
+    from hivemem.domain.names import session_name
+    from hivemem.workers.reflect import _seen
+
+    name = session_name(episode.namespace, episode.session_id)
+    facts = _seen(self.ctx.vectors.list_fact_hits(name, [s.value for s in VISIBLE]), scope)
+    if len(facts) <= self.settings.max_unscoped_facts or episode.centroid is None:
+        return facts
+    return cast(list[Any], self._nearest_facts(episode, scope, name))
+
+
+def _many_facts(client: MemoryClient) -> tuple[list[list[str]], list[tuple[str, str]]]:
+    """Eight episodes of one decision each: each trace's prior facts, and the facts."""
+    for i, (tool, area) in enumerate(zip(TOOLS, AREAS, strict=True)):
+        client.ingest("big", "user", f"Decision: we'll use {tool} for {area}.",
+                      timestamp=T0 + timedelta(minutes=3 * i), turn_id=f"turn-{i}")
+        client.close_episode("big")
+    client.close_session("big")
+    client.wait_until_processed("big", 20, stage="boundary")
+    client.wait_until_reflected("big", 20)
+    traces = sorted(client.traces(50, session_id="big"), key=lambda t: t["index"])
+    shown = [sorted(f["content"] for f in t["prior_facts"]) for t in traces]
+    facts = sorted((f.content, f.status.value) for f in client.facts("big",
+                                                                      include_history=True))
+    return shown, facts
+
+
+def test_a_session_past_max_unscoped_facts_is_counted_not_listed_and_shown_the_same(
+    tmp_path: Path, settings: Settings, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Past the limit reflection is shown the facts nearest the episode; it counts the
+    session's facts to know that instead of listing them all each episode, and what it is
+    shown (so what it writes) is what listing them each time gave."""
+    from hivemem.store.vectors.base import VectorStore
+    from hivemem.workers.reflect import Reflection
+
+    settings = settings.model_copy(update={"reflection": settings.reflection.model_copy(
+        update={"max_unscoped_facts": 3})})
+    listings: list[tuple[str, ...]] = []
+    counts: list[tuple[str, ...]] = []
+    list_hits, count_facts = VectorStore.list_fact_hits, VectorStore.count_facts
+
+    def spy_list(self: VectorStore, name: str, statuses: Any) -> Any:
+        listings.append(tuple(statuses))
+        return list_hits(self, name, statuses)
+
+    def spy_count(self: VectorStore, name: str, statuses: Any = None, scope: Any = None
+                  ) -> int:
+        counts.append(tuple(statuses or ()))
+        return count_facts(self, name, statuses, scope)
+
+    monkeypatch.setattr(VectorStore, "list_fact_hits", spy_list)
+    monkeypatch.setattr(VectorStore, "count_facts", spy_count)
+    with MemoryClient.local(tmp_path / "new", settings, embedder=HashingEmbedder(1024)) as c:
+        shown, facts = _many_facts(c)
+    current = ("active", "conflicted")
+    assert len(shown) == len(TOOLS) and max(len(s) for s in shown) == 3
+    assert len([f for f in facts if f[1] in current]) > 3
+    # Listed while small and once more when it grew past 3; counted from then on.
+    listed_current = [s for s in listings if "active" in s]
+    counted_current = [s for s in counts if "active" in s]
+    assert counted_current and len(listed_current) + len(counted_current) == len(TOOLS)
+    assert len(listed_current) < len(TOOLS)
+
+    monkeypatch.setattr(Reflection, "_prior_facts", _listed_every_time)
+    with MemoryClient.local(tmp_path / "old", settings, embedder=HashingEmbedder(1024)) as c:
+        assert _many_facts(c) == (shown, facts)

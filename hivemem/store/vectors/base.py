@@ -615,9 +615,24 @@ class VectorStore(ABC):
         facts = [Fact.model_validate(h.payload) for h in self.scroll(FACTS, where)]
         return sorted(facts, key=lambda f: (f.created_at, f.fact_id))
 
-    def count_facts(self, name: SessionName) -> int:
-        """How many facts the session holds (every status, every scope)."""
-        return self.count(FACTS, session_where(name))
+    def list_fact_hits(self, name: SessionName, statuses: Sequence[str]) -> list[FactHit]:
+        """`list_facts` (every scope) with each fact's stored vector: one read where a
+        listing and a `get_facts` of the same facts would be two."""
+        where: dict[str, Any] = {**session_where(name), "status": list(statuses)}
+        hits = [FactHit(Fact.model_validate(h.payload), 0.0, h.vector)
+                for h in self.scroll(FACTS, where, with_vectors=True)]
+        return sorted(hits, key=lambda h: (h.fact.created_at, h.fact.fact_id))
+
+    def count_facts(self, name: SessionName, statuses: Sequence[str] | None = None,
+                    scope: Scope | None = None) -> int:
+        """How many facts the session holds (every status and scope unless limited: the
+        same facts `list_facts` would list)."""
+        if statuses is None and scope is None:
+            return self.count(FACTS, session_where(name))
+        where: dict[str, Any] = {**session_where(name, scope), **scoped(scope)}
+        if statuses is not None:
+            where["status"] = list(statuses)
+        return self.count(FACTS, where)
 
     def facts_written_after(
         self, name: SessionName, after: float | None
