@@ -373,11 +373,19 @@ class _Reading:
 
 def _named(text: str, known: Iterable[str]) -> set[str]:
     """The known names (`name=<lower>` keys) `text` says in any case, as whole words."""
-    lowered = text.lower()
     # A short or common word said with a capital once ("Go Joanna!") is not read in lower
     # case ("wherever you go").
-    return {key for key in known if len(key) > 7 and key[5:] not in _STOP and re.search(
-        rf"(?<![\w-]){re.escape(key[5:])}(?![\w-])", lowered)}
+    usable = frozenset(k[5:] for k in known if len(k) > 7 and k[5:] not in _STOP)
+    if not usable:
+        return set()
+    return {"name=" + m for m in _names_pattern(usable).findall(text.lower())}
+
+
+@functools.lru_cache(maxsize=256)
+def _names_pattern(names: frozenset[str]) -> re.Pattern[str]:
+    """One pattern for a session's known names (longest first), as whole words."""
+    alternatives = "|".join(re.escape(n) for n in sorted(names, key=len, reverse=True))
+    return re.compile(rf"(?<![\w-])({alternatives})(?![\w-])")
 
 
 def _person(name: str, people: frozenset[str]) -> bool:
@@ -418,14 +426,14 @@ def step(lineage: Lineage, turn_id: str, text: str, *, asks: bool = False,
     never moves on from anything; naming a gone value only, it is history itself);
     `people`: the session's speakers (their names are never values)."""
     earlier = lineage.said
-    known = {k for s in earlier for k in s.values if k.startswith("name=")}
-    turn = _Reading.of(text, asks, known, people)
+    said_before = _said_before(earlier)
+    turn = _Reading.of(text, asks, (k for k in said_before if k[:5] == "name="), people)
     gone = dict(lineage.gone)
     successors = {k: list(v) for k, v in lineage.successors.items()}
     history: dict[str, str] = {}
     restored: list[str] = []
     if turn.cue:
-        known = {k for s in earlier for k in s.values}
+        known = said_before
         old = {v for v in _keyed(turn.keys) if v.key in known}
         new = {v for v in _keyed(turn.keys) if v.key not in known}
         # A change said within the turn, both values new ("we run on Node 20. let's bump to
@@ -470,12 +478,20 @@ def step(lineage: Lineage, turn_id: str, text: str, *, asks: bool = False,
     named = _names_by_sentence(" ".join(x for x in _SENTENCE.split(text.strip())
                                         if x and not _QUESTION.search(x)), turn.keys)
     if not asks:
-        _by_names(turn, turn_id, named, earlier, gone, successors, history)
+        _by_names(turn, turn_id, named, earlier, said_before, gone, successors, history)
     said = Said(turn_id=turn_id, values=sorted(turn.keys), words=sorted(turn.words),
                 named=named, weighs=asks or bool(_PROPOSES.search(text) or _HEDGE.search(text)),
                 ends=_ends(text))
     lineage = Lineage(said=[*earlier, said][-MAX_SAID:], gone=gone, successors=successors)
     return Step(lineage, history, tuple(t for t in restored if t not in history))
+
+
+def _said_before(earlier: list[Said]) -> set[str]:
+    """Every value key the remembered turns said."""
+    out: set[str] = set()
+    for s in earlier:
+        out.update(s.values)
+    return out
 
 
 def _names_by_sentence(text: str, keys: Iterable[str]) -> dict[str, list[str]]:
@@ -493,17 +509,22 @@ def _names_by_sentence(text: str, keys: Iterable[str]) -> dict[str, list[str]]:
 
 
 def _by_names(turn: _Reading, turn_id: str, named: dict[str, list[str]],
-              earlier: list[Said], gone: dict[str, str], successors: dict[str, list[str]],
-              history: dict[str, str]) -> None:
+              earlier: list[Said], known: set[str], gone: dict[str, str],
+              successors: dict[str, list[str]], history: dict[str, str]) -> None:
     """Names put in place of others (`_SWITCH_TO`), or alternatives turned down
     (`_DECIDED_KEEP`), read per sentence: the old names are those said earlier in a sentence
     sharing a word with the switching one; the turned-down ones are those the keeping turn
     names beside the kept one, said first after it."""
-    known = {k for s in earlier for k in s.values}
     first_said: dict[str, int] = {}
-    for index, s in enumerate(earlier):
-        for key in s.values:
-            first_said.setdefault(key, index)
+
+    def first(key: str) -> int:
+        """Where `key` was said first (read once per turn, when a clause needs it)."""
+        if not first_said:
+            for index, s in enumerate(earlier):
+                for value in s.values:
+                    first_said.setdefault(value, index)
+        return first_said.get(key, -1)
+
     for sentence in (x for x in _SENTENCE.split(turn.text.strip())
                      if x and not _QUESTION.search(x)):
         keys = set(_names_by_sentence(sentence, turn.keys))
@@ -546,13 +567,13 @@ def _by_names(turn: _Reading, turn_id: str, named: dict[str, list[str]],
             kept = {k for k in _names_by_sentence(clause, keys) if k in known}
             if not kept:
                 continue
-            start = min(first_said[k] for k in kept)
+            start = min(first(k) for k in kept)
             # The alternatives: raised after the kept value, first by a turn that weighed
             # or proposed them ("nadia keeps pushing EKS", "should we switch to Kerrygold?").
             adopted = {k for after in successors.values() for k in after}
             rivals = {k for k in turn.keys if k.startswith("name=") and k not in kept
-                      and k in first_said and first_said[k] > start and k not in gone
-                      and k not in adopted and earlier[first_said[k]].weighs
+                      and first(k) > start and k not in gone
+                      and k not in adopted and earlier[first(k)].weighs
                       and not _contains(k, kept)}
             for key in rivals:
                 _gone(key, kept, turn_id, earlier, gone, successors, history)
