@@ -296,7 +296,9 @@ def _run_parallel_with_kill(
     replacement = start_worker(env, "--burst", "--name", "par-new", command=BOUNDARY_CMD)
     survivors = [*(w for w in workers if w is not killed), replacement]
     for worker in survivors:
-        assert worker.wait(timeout=60) == 0, worker.output()
+        # The burst ends when every entry is done: at load 7+ on 2 cores that took over 60 s
+        # (the test asks for the same episodes, not for a speed).
+        assert worker.wait(timeout=180) == 0, worker.output()
     reclaimed = sum(w.summary()["reclaimed"] for w in survivors)
     assert reclaimed >= len(orphans)
     return {
