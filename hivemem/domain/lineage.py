@@ -233,18 +233,31 @@ def value_keys(text: str) -> frozenset[str]:
 Gone = Mapping[str, tuple[str, tuple[str, ...]]]
 
 
+class GoneValues:
+    """A session's values moved on from, read once per recall (its names, turns and
+    successors), then asked per candidate text (`stale`)."""
+
+    def __init__(self, gone: Gone) -> None:
+        self.gone = gone
+        self.names = frozenset(k for key, (_turn, after) in gone.items() for k in (key, *after)
+                               if k.startswith("name="))
+        self.turns = {k: t for k, (t, _a) in gone.items()}
+        self.successors = {k: list(a) for k, (_t, a) in gone.items()}
+
+    def stale(self, text: str) -> str | None:
+        """The turn that moved on from a value `text` carries without any of its successors
+        (the text states only the old value: a config line, a reminder, a question about
+        it), or None. Only strong values count (`_strong`); names are read in any case."""
+        if not self.gone:
+            return None
+        keys = value_keys(text) | _named(text, self.names)
+        stale = _stale(keys, self.turns, self.successors, text)
+        return self.gone[stale][0] if stale is not None else None
+
+
 def stale_value(text: str, gone: Gone) -> str | None:
-    """The turn that moved on from a value `text` carries without any of its successors
-    (the text states only the old value: a config line, a reminder, a question about it),
-    or None. Only strong values count (`_strong`); names are read in any case."""
-    if not gone:
-        return None
-    names = {k for key, (_turn, after) in gone.items() for k in (key, *after)
-             if k.startswith("name=")}
-    keys = value_keys(text) | _named(text, names)
-    stale = _stale(keys, {k: t for k, (t, _a) in gone.items()},
-                   {k: list(a) for k, (_t, a) in gone.items()}, text)
-    return gone[stale][0] if stale is not None else None
+    """`GoneValues(gone).stale(text)`, for one text."""
+    return GoneValues(gone).stale(text)
 
 
 def _named_numbers(text: str, found: set[Value], spans: list[tuple[int, int]]) -> None:

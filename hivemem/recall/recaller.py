@@ -16,7 +16,7 @@ from typing import Generic, TypeVar, cast
 
 from hivemem.config import ReflectionSettings
 from hivemem.domain.fact import VISIBLE, FactStatus
-from hivemem.domain.lineage import Gone, stale_value
+from hivemem.domain.lineage import Gone, GoneValues
 from hivemem.domain.models import RecallResult, Turn
 from hivemem.domain.names import SessionName, session_name
 from hivemem.domain.recall.budget import Candidate, Excluded, select
@@ -661,10 +661,11 @@ def _with_gone_values(
     on from without its successor (a turn or fact no rule marked: the config line, the
     reminder, the reflected sentence): each is replaced by the turn that moved on."""
     extra: dict[str, tuple[str, ...]] = {}
+    values = GoneValues(gone)  # read once per recall, asked per candidate
     for key, entry in pool.items():
         if entry.signals.session_id != session_id or key in replaced:
             continue
-        moved = stale_value(entry.text, gone)
+        moved = values.stale(entry.text)
         if moved is not None:
             successor = f"turn:{session_id}:{moved}"
             if successor != key:
