@@ -7,10 +7,19 @@ reflection writes), so recall asks per candidate instead: the facts are kept ind
 `KnownFacts` (which re-reads only what was written since), and `CurrencyLens` answers for
 the keys recall scores, over that index, the unreflected turns' changes and the asker's
 scope.
+
+The slot table (`SlotView`) is read the same way: per candidate key, never whole. A long
+session's table holds every statement it replaced (~25k at 100k turns) in chains of one
+slot's versions thousands long; spelling out every entry's whole chain on every recall cost
+seconds (the sum of the chains' squares: 100k turns, recall p95 over 10 s). `TableChains`
+answers per turn and keeps its answers while the view is the same (`SlotTableStore` hands
+out the same view until the table changes).
 """
 
 from __future__ import annotations
 
+import threading
+from collections import OrderedDict
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
@@ -19,7 +28,7 @@ from hivemem.config import ReflectionSettings
 from hivemem.domain.fact import VISIBLE, Fact
 from hivemem.domain.models import Turn
 from hivemem.domain.names import session_name
-from hivemem.domain.recall.currency import fact_key, turn_key
+from hivemem.domain.recall.currency import turn_key
 from hivemem.domain.recall.fact_index import CurrencyLens, LensMapping, OwnerMapping
 from hivemem.domain.scope import DEFAULT_NAMESPACE, Scope
 from hivemem.domain.slot_table import SlotView
@@ -47,6 +56,20 @@ class CurrencyView:
     ) -> None:
         self.known = KnownFacts(vectors)
         self.unreflected = UnreflectedView(reflection, size, foreground=foreground)
+        self._chains: OrderedDict[str, TableChains] = OrderedDict()
+        self._chains_lock = threading.Lock()
+        self._chains_size = size
+
+    def chains(self, session_id: str, table: SlotView) -> TableChains:
+        """The answers kept for `table` (new ones when the session's table changed)."""
+        with self._chains_lock:
+            kept = self._chains.get(session_id)
+            if kept is None or kept.view is not table:
+                kept = self._chains[session_id] = TableChains(table)
+            self._chains.move_to_end(session_id)
+            while len(self._chains) > self._chains_size:
+                self._chains.popitem(last=False)
+            return kept
 
     def close(self) -> None:
         self.unreflected.close()
@@ -90,42 +113,187 @@ class CurrencyView:
         if table is None:
             return answer
         own = next((snap for s, snap in snapshots if s == session_id), None)
-        return with_table(answer, session_id, _citing(own, admits), table, access)
+        return with_table(answer, session_id, _fact_of(own, admits), table, access,
+                          chains=self.chains(session_id, table))
+
+
+# Turns on the way from a replaced statement to what is current, at most, besides what is
+# current (a chain of one slot's versions can be thousands long; its nearest and its
+# end are what recall compares a candidate with).
+NEAR_SUCCESSORS = 16
+
+
+class TableChains:
+    """Per turn of one `SlotView`: the turns on the way to what is current (`chain`), and
+    every owner of a personal statement; each answer computed once for the view."""
+
+    def __init__(self, view: SlotView) -> None:
+        self.view = view
+        self._heads: dict[str, frozenset[str]] = {}
+        self._chains: dict[str, tuple[str, ...]] = {}
+        self._owners: frozenset[str] | None = None
+        self._lock = threading.Lock()
+
+    def chain(self, turn_id: str) -> tuple[str, ...]:
+        """As `SlotView.chain`: the turns that replaced `turn_id`, then what replaced them,
+        in that order, but at most `NEAR_SUCCESSORS` of them before what is current now
+        (the chain's ends, always there)."""
+        with self._lock:
+            got = self._chains.get(turn_id)
+            if got is None:
+                got = self._chains[turn_id] = self._chain(turn_id)
+            return got
+
+    def _chain(self, turn_id: str) -> tuple[str, ...]:
+        replaced = self.view.replaced
+        out: list[str] = []
+        seen = {turn_id}
+        todo = [turn_id]
+        cut = False
+        while todo:
+            entry = replaced.get(todo.pop())
+            if entry is None:
+                continue
+            for nxt in entry.by:
+                if nxt in seen:
+                    continue
+                if len(out) >= NEAR_SUCCESSORS:
+                    cut = True
+                    break
+                seen.add(nxt)
+                out.append(nxt)
+                todo.append(nxt)
+            if cut:
+                break
+        if cut:  # the chain goes on: its ends
+            out += sorted(self._ends(turn_id) - seen)
+        return tuple(out)
+
+    def _ends(self, turn_id: str) -> frozenset[str]:
+        """The turns at the end of `turn_id`'s chains (not replaced themselves), each
+        turn's kept: every chain of the view walked once at most."""
+        heads, replaced = self._heads, self.view.replaced
+        stack: list[tuple[str, bool]] = [(turn_id, False)]
+        on_path: set[str] = set()
+        while stack:
+            node, expanded = stack.pop()
+            if node in heads:
+                continue
+            entry = replaced.get(node)
+            if entry is None:
+                heads[node] = frozenset((node,))
+                continue
+            if expanded:
+                on_path.discard(node)
+                ends: set[str] = set()
+                for nxt in entry.by:
+                    ends |= heads.get(nxt, frozenset())  # a cycle's way back: nothing
+                heads[node] = frozenset(ends)
+                continue
+            on_path.add(node)
+            stack.append((node, True))
+            stack += [(nxt, False) for nxt in entry.by if nxt not in heads
+                      and nxt not in on_path]
+        return heads[turn_id] - {turn_id}
+
+    def owners(self) -> frozenset[str]:
+        with self._lock:
+            if self._owners is None:
+                self._owners = frozenset(self.view.personal.values())
+            return self._owners
 
 
 def with_table(
-    currency: Currency, session_id: str, citing: Callable[[str], Sequence[Fact]],
-    table: SlotView, access: Scope | None,
+    currency: Currency, session_id: str, fact_of: Callable[[str], Fact | None],
+    table: SlotView, access: Scope | None, *, chains: TableChains | None = None,
 ) -> Currency:
-    """`currency` (from the stored facts) with what the slot table says on top: every turn
-    it made history (for an asker who may see what replaced it), with every turn on the way
-    to what is current; and a current fact whose statement is history now (`citing`: the
-    session's facts that cite a turn, as the asker may see them)."""
-    replaced: dict[str, tuple[str, ...]] = {}
-    stale_turns: dict[str, tuple[str, ...]] = {}
-    for turn_id, entry in table.replaced.items():
-        if not entry.visible_to(access):
-            continue
-        key = turn_key(session_id, turn_id)
-        successors = tuple(turn_key(session_id, t) for t in table.chain(turn_id))
-        stale_turns[turn_id] = successors
-        replaced[key] = successors
-    for turn_id, successors in stale_turns.items():
-        for fact in citing(turn_id):
-            # Its statement is history (a fact also cites the acknowledgement after it).
-            if fact.status in VISIBLE and turn_id in fact.source_turn_ids:
-                key = fact_key(fact.fact_id)
-                replaced[key] = tuple(sorted({*replaced.get(key, ()), *successors}))
-    personal = {turn_key(session_id, t): owner for t, owner in table.personal.items()}
+    """`currency` (from the stored facts) with what the slot table says on top, per key:
+    every turn it made history (for an asker who may see what replaced it), with the turns
+    on the way to what is current (`TableChains.chain`); and a current fact whose statement
+    is history now (`fact_of`: the session's fact by id, as the asker may see it)."""
+    chains = chains if chains is not None and chains.view is table else TableChains(table)
+    replaced = _TablePerKey(_replaced_lookup(session_id, fact_of, table, access, chains))
+    prefix = turn_key(session_id, "")
+    personal = _TablePerKey(
+        lambda key: table.personal.get(key[len(prefix):]) if key.startswith(prefix) else None,
+        chains.owners)
     return Currency(_Layered(replaced, currency.replaced, merge=True),
                     _Layered(personal, currency.personal, merge=False), gone=table.gone)
+
+
+def _replaced_lookup(
+    session_id: str, fact_of: Callable[[str], Fact | None], table: SlotView,
+    access: Scope | None, chains: TableChains,
+) -> Callable[[str], tuple[str, ...] | None]:
+    prefix = turn_key(session_id, "")
+
+    def successors(turn_id: str) -> tuple[str, ...] | None:
+        entry = table.replaced.get(turn_id)
+        if entry is None or not entry.visible_to(access):
+            return None
+        return tuple(turn_key(session_id, t) for t in chains.chain(turn_id))
+
+    def lookup(key: str) -> tuple[str, ...] | None:
+        if key.startswith(prefix):
+            return successors(key[len(prefix):])
+        if not key.startswith("fact:"):
+            return None
+        fact = fact_of(key[len("fact:"):])
+        if fact is None or fact.status not in VISIBLE:
+            return None
+        # Its statement is history (a fact also cites the acknowledgement after it).
+        found = [s for t in fact.source_turn_ids if (s := successors(t)) is not None]
+        return tuple(sorted({k for s in found for k in s})) if found else None
+
+    return lookup
+
+
+class _TablePerKey(Mapping[str, Any]):
+    """A slot-table answer read per key (`get`, `in`), each key looked up once; `values()`
+    when given (every owner). Not iterable: it would cost the whole table."""
+
+    def __init__(self, lookup: Callable[[str], Any],
+                 values: Callable[[], frozenset[str]] | None = None) -> None:
+        self._lookup = lookup
+        self._values = values
+        self._memo: dict[str, Any] = {}
+
+    def _get(self, key: str) -> Any:
+        if key not in self._memo:
+            self._memo[key] = self._lookup(key)
+        return self._memo[key]
+
+    def __getitem__(self, key: str) -> Any:
+        value = self._get(key)
+        if value is None:
+            raise KeyError(key)
+        return value
+
+    def get(self, key: str, default: Any = None) -> Any:
+        value = self._get(key)
+        return default if value is None else value
+
+    def __contains__(self, key: object) -> bool:
+        return isinstance(key, str) and self._get(key) is not None
+
+    def __iter__(self) -> Iterator[str]:
+        raise TypeError("the slot table is read per key")
+
+    def __len__(self) -> int:
+        raise TypeError("the slot table is read per key")
+
+    def values(self) -> Any:
+        if self._values is None:
+            raise TypeError("the slot table is read per key")
+        return self._values()
 
 
 class _Layered(Mapping[str, Any]):
     """The slot table's answers over the stored facts' (read per key, as recall asks):
     `merge` joins both answers' successors, else the base answer wins."""
 
-    def __init__(self, top: dict[str, Any], base: Mapping[str, Any], *, merge: bool) -> None:
+    def __init__(self, top: Mapping[str, Any], base: Mapping[str, Any], *, merge: bool
+                 ) -> None:
         self._top = top
         self._base = base
         self._merge = merge
@@ -154,17 +322,17 @@ class _Layered(Mapping[str, Any]):
         return {*self._top.values(), *self._base.values()}
 
 
-def _citing(
+def _fact_of(
     snap: SessionFacts | None, admits: Callable[[Fact], bool]
-) -> Callable[[str], Sequence[Fact]]:
-    def citing(turn_id: str) -> Sequence[Fact]:
+) -> Callable[[str], Fact | None]:
+    """The session's fact by id, as the asker may see it (None: none such)."""
+    def fact_of(fact_id: str) -> Fact | None:
         if snap is None:
-            return []
+            return None
         with snap.lock:
-            index = snap.index
-            return [f for i in index.cites.get(turn_id, ()) if (f := index.by_id.get(i))
-                    and admits(f)]
-    return citing
+            fact = snap.index.by_id.get(fact_id)
+        return fact if fact is not None and admits(fact) else None
+    return fact_of
 
 
 def _admits(access: Scope | None, fact: Fact) -> bool:

@@ -5,6 +5,13 @@ The keeper reads its state, applies a run of turns and writes back with one scri
 changes nothing unless the stored `applied` seq is still the one it read: a replay, or a
 worker whose lease expired, never applies a turn twice. Recall sends its read ahead
 (`send_view`) and parses only the entries it has not seen before.
+
+The table holds every statement a session replaced: tens of thousands in a long session
+(100k turns, a quarter of them changes: ~25k entries). Read whole on every recall it cost
+what the session ever said (transfer, decode), so each session's decoded view is kept
+between recalls and recall first reads only its version: the `applied` seq (every write
+moves it: the keeper writes only when it applied a new turn) and the table's field count
+(a reset deletes both). The whole table is read again only when the version moved.
 """
 
 from __future__ import annotations
@@ -28,6 +35,8 @@ _GONE = "g:"
 # Parsed entries remembered across recalls (the raw JSON is the key: a changed entry is
 # parsed again).
 _PARSED = 50_000
+# Sessions whose decoded view is kept between recalls.
+_VIEWS = 256
 
 
 class SlotTableStore:
@@ -36,6 +45,8 @@ class SlotTableStore:
         self.keys = keys
         self._write = client.register_script(lua("slot_table_write"))
         self._parsed: OrderedDict[str, Replacement] = OrderedDict()
+        # Session -> (its version: applied seq, field count; the view decoded at it).
+        self._views: OrderedDict[SessionName, tuple[tuple[int, int], SlotView]] = OrderedDict()
         self._lock = threading.Lock()
 
     def reset(self, name: SessionName) -> int:
@@ -53,6 +64,7 @@ class SlotTableStore:
         erased session stays in this process)."""
         with self._lock:
             self._parsed.clear()
+            self._views.clear()
 
     def state(self, name: SessionName) -> SlotState:
         with redis_errors("read slot state"):
@@ -84,20 +96,42 @@ class SlotTableStore:
         return self.send_view(name)()
 
     def send_view(self, name: SessionName) -> Callable[[], SlotView]:
-        """The session's `SlotView`, read now and decoded by the call returned (which must
-        be made: see `send_pipeline`)."""
+        """The session's `SlotView`: its version read now, the view returned by the call
+        returned (which must be made: see `send_pipeline`): the one kept when the version
+        is the same (the same object: callers may keep what they derive from it), else
+        the table read whole and decoded."""
         with redis_errors("read slot table"):
             pipe = self._r.pipeline(transaction=False)
             pipe.hget(self.keys.slot_state(name), _APPLIED)
-            pipe.hgetall(self.keys.slot_table(name))
+            pipe.hlen(self.keys.slot_table(name))
             replies = send_pipeline(pipe)
 
         def read() -> SlotView:
             with redis_errors("read slot table"):
-                applied, table = replies()
-            return self._decode(applied, table)
+                applied, size = replies()
+            version = (_seq(applied), int(size))
+            with self._lock:
+                kept = self._views.get(name)
+                if kept is not None and kept[0] == version:
+                    self._views.move_to_end(name)
+                    return kept[1]
+            return self._read_whole(name)
 
         return read
+
+    def _read_whole(self, name: SessionName) -> SlotView:
+        with redis_errors("read slot table"):
+            pipe = self._r.pipeline(transaction=True)  # the seq and the table it goes with
+            pipe.hget(self.keys.slot_state(name), _APPLIED)
+            pipe.hgetall(self.keys.slot_table(name))
+            applied, table = pipe.execute()
+        view = self._decode(applied, table)
+        with self._lock:
+            self._views[name] = ((view.applied, len(table)), view)
+            self._views.move_to_end(name)
+            while len(self._views) > _VIEWS:
+                self._views.popitem(last=False)
+        return view
 
     def _decode(self, applied: Any, table: dict[Any, Any]) -> SlotView:
         replaced: dict[str, Replacement] = {}
@@ -113,8 +147,7 @@ class SlotTableStore:
                 gone[name[len(_GONE):]] = (str(turn_id), tuple(str(k) for k in after))
                 continue
             replaced[name] = self._parse(value)
-        return SlotView(applied=int(as_text(applied)) if applied else 0, replaced=replaced,
-                        personal=personal, gone=gone)
+        return SlotView(applied=_seq(applied), replaced=replaced, personal=personal, gone=gone)
 
     def _parse(self, value: str) -> Replacement:
         with self._lock:
@@ -127,3 +160,7 @@ class SlotTableStore:
             while len(self._parsed) > _PARSED:
                 self._parsed.popitem(last=False)
         return entry
+
+
+def _seq(raw: Any) -> int:
+    return int(as_text(raw)) if raw else 0

@@ -17,7 +17,7 @@ from hivemem.pipeline.messages import EmbeddedTurn, EpisodeControl
 from hivemem.pipeline.topology import Keys
 from hivemem.pipeline.vectors import decode_vector
 from hivemem.providers.embedders import HashingEmbedder
-from hivemem.recall.currency import Currency, with_table
+from hivemem.recall.currency import NEAR_SUCCESSORS, Currency, TableChains, with_table
 from hivemem.store.currency import SlotTableStore
 from hivemem.testing import connect_fake, fake_server
 from hivemem.workers.currency import CurrencyKeeper, step
@@ -118,17 +118,54 @@ def test_recall_reads_the_table_for_turns_and_the_facts_they_stated() -> None:
                           agent_id="alice", namespace="default"),
     })
     reflected = _fact("f1", ["t1", "t1b"])  # a statement and its acknowledgement
-    def citing(turn_id: str) -> list[Fact]:  # the session's facts that cite a turn
-        return [f for f in [reflected] if turn_id in f.source_turn_ids]
+    current = _fact("f2", ["t3"])
+    facts = {f.fact_id: f for f in (reflected, current)}
 
-    got = with_table(Currency({}, {}), "s", citing, table,
+    got = with_table(Currency({}, {}), "s", facts.get, table,
                      Scope(namespace="default", agent_id="bob"))
     assert got.replaced["turn:s:t1"] == ("turn:s:t2", "turn:s:t3")
     assert got.replaced["fact:f1"] == ("turn:s:t2", "turn:s:t3")
+    assert "fact:f2" not in got.replaced and "turn:s:t3" not in got.replaced
     assert "turn:s:t5" not in got.replaced  # bob may not see what replaced it
-    alice = with_table(Currency({}, {}), "s", lambda _t: [], table,
+    alice = with_table(Currency({}, {}), "s", lambda _f: None, table,
                        Scope(namespace="default", agent_id="alice"))
     assert alice.replaced["turn:s:t5"] == ("turn:s:t6",)
+
+
+def test_a_long_chain_gives_its_nearest_successors_and_what_is_current() -> None:
+    # One slot changed 3,000 times: each statement replaced by the next.
+    n = 3000
+    table = SlotView(applied=n, replaced={
+        f"t{i}": Replacement(by=(f"t{i + 1}",), rule="superseded") for i in range(n)},
+        personal={f"t{i}": "dana" for i in range(0, n, 2)})
+    chains = TableChains(table)
+    got = with_table(Currency({}, {}), "s", lambda _f: None, table, None, chains=chains)
+    near = tuple(f"turn:s:t{i}" for i in range(1, NEAR_SUCCESSORS + 1))
+    assert got.replaced["turn:s:t0"] == (*near, f"turn:s:t{n}")
+    short = tuple(f"turn:s:t{i}" for i in range(n - 3, n + 1))
+    assert got.replaced[f"turn:s:t{n - 4}"] == short  # as SlotView.chain when short
+    assert tuple(f"turn:s:{t}" for t in table.chain(f"t{n - 4}")) == short
+    assert f"turn:s:t{n}" not in got.replaced
+    assert got.personal["turn:s:t2"] == "dana" and "turn:s:t3" not in got.personal
+    assert got.personal.values() == {"dana"}
+    # The chains' ends are kept for the view: asked again, nothing is walked again.
+    assert chains.chain("t0") is chains.chain("t0")
+
+
+def test_recall_reads_the_table_whole_only_when_it_changed(store: SlotTableStore) -> None:
+    keeper = CurrencyKeeper(store, ReflectionSettings())
+    keeper.apply("s", items("We decided to use PostgreSQL for the database.",
+                            "Change of plan: we switch the database to MySQL."))
+    first = store.view("s")
+    assert store.view("s") is first  # unchanged: the view kept
+    more = items("We decided to use PostgreSQL for the database.",
+                 "Change of plan: we switch the database to MySQL.",
+                 "Change of plan again: we switch the database to SQLite.")
+    keeper.apply("s", more)
+    again = store.view("s")
+    assert again is not first and again.applied == 3 and "t2" in again.replaced
+    store.reset("s")
+    assert store.view("s").replaced == {}
 
 
 def test_vectors_of_the_current_statements_travel_with_the_state() -> None:
