@@ -9,7 +9,9 @@
 Sections (saved to bench/results/latest/latency.json; --quick: results/quick/):
 - sizes: `recall(limit=20)` p50/p95 with N turns in one session, filled through the public
   pipeline with the hashing embedder (bench/suites/recall_sizes.py): rows c (--c-turns) and
-  a (--a-turns), the rows c and a of bench/probes/recall_scale.py.
+  a (--a-turns), the rows c and a of bench/probes/recall_scale.py; once reflection is idle
+  (--sizes-settle-s), with the bare engine search, recall excl. the query's embedding and
+  incl. the product's query model next to it (facts and episodes of the session too).
 - load: recall while the pipeline catches up (reflection working through the episodes, by
   the embedded default in a process of its own) against recall once it is idle, filled through the pipeline
   (bench/suites/recall_load.py): rows `turns` (--load-turns in one session) and `facts`
@@ -37,10 +39,12 @@ RESULT: dict[str, Any] = {"benchmark": "latency"}
 
 def sizes(args: argparse.Namespace) -> dict[str, Any]:
     rows = [("c", args.c_turns)] if args.quick else [("c", args.c_turns), ("a", args.a_turns)]
+    model = recall_sizes.query_model() if args.split else None
     out = {"setup": recall_sizes.describe(), "rows": [
         recall_sizes.run_row(row, sessions=1, per_session=300 if args.quick else n,
-                             queries=20 if args.quick else args.queries)
-        for row, n in rows]}
+                             queries=20 if args.quick else args.queries,
+                             settle_s=args.sizes_settle_s, model=model)
+        for row, n in rows if n]}
     RESULT["sizes"] = out
     return out
 
@@ -72,11 +76,19 @@ def locomo_latency(args: argparse.Namespace) -> dict[str, Any]:
     return out
 
 
+def _split(r: dict[str, Any]) -> str:
+    if "bare_search_ms" not in r:
+        return ""
+    return (f" (bare p95 {r['bare_search_ms']['p95']:.2f}, excl. embedding p95"
+            f" {r['recall_excl_embedding_ms']['p95']:.2f}, incl. p95"
+            f" {r['recall_incl_embedding_ms']['p95']:.2f} ms)")
+
+
 def summary(name: str, result: dict[str, Any]) -> str:
     if name == "sizes":
         return "; ".join(f"row {r['row']} {r['sessions'] * r['turns_per_session']:,} turns:"
                          f" p50 {r['recall_ms']['p50']:.1f} ms p95 {r['recall_ms']['p95']:.1f} ms"
-                         for r in result["rows"])
+                         + _split(r) for r in result["rows"])
     if name == "load":
         return "; ".join(
             f"{r['row']} {r['turns']:,} turns: catch-up p95"
@@ -93,6 +105,12 @@ def main() -> int:
     ap.add_argument("--c-turns", type=int, default=10_000)
     ap.add_argument("--a-turns", type=int, default=100_000)
     ap.add_argument("--queries", type=int, default=100)
+    ap.add_argument("--sizes-settle-s", type=float, default=1800.0,
+                    help="sizes: wait (at most this long) for reflection to catch up before"
+                         " timing (0: time right after every turn is recallable)")
+    ap.add_argument("--no-split", dest="split", action="store_false",
+                    help="sizes: skip the bare search and recall excl./incl. the query"
+                         " model's embedding")
     ap.add_argument("--load-turns", type=int, default=100_000,
                     help="load row `turns`: turns in its one session (0: skip)")
     ap.add_argument("--load-facts", type=int, default=12_000,

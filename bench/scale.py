@@ -36,7 +36,8 @@ def sessions(args: argparse.Namespace) -> dict[str, Any]:
     RESULT["sessions"] = {"setup": recall_sizes.describe(), "row": recall_sizes.run_row(
         "b", sessions=10 if args.quick else args.sessions,
         per_session=30 if args.quick else args.per_session,
-        queries=20 if args.quick else args.queries)}
+        queries=20 if args.quick else args.queries, settle_s=args.settle_s,
+        model=recall_sizes.query_model() if args.split else None)}
     return RESULT["sessions"]
 
 
@@ -49,8 +50,13 @@ def api(args: argparse.Namespace) -> dict[str, Any]:
 def summary(name: str, r: dict[str, Any]) -> str:
     if name == "sessions":
         row = r["row"]
+        split = "" if "bare_search_ms" not in row else (
+            f" (bare p95 {row['bare_search_ms']['p95']:.2f}, excl. embedding p95"
+            f" {row['recall_excl_embedding_ms']['p95']:.2f}, incl. p95"
+            f" {row['recall_incl_embedding_ms']['p95']:.2f} ms)")
         return (f"{row['sessions']:,} sessions x {row['turns_per_session']:,} turns: recall p50"
-                f" {row['recall_ms']['p50']:.1f} ms p95 {row['recall_ms']['p95']:.1f} ms")
+                f" {row['recall_ms']['p50']:.1f} ms p95 {row['recall_ms']['p95']:.1f} ms"
+                + split)
     lat = r["latency_ms"]
     return (f"{r['agents']} agents: {r['throughput_rps']:.0f} req/s, ingest p95"
             f" {lat['ingest']['p95']:.0f} ms, recall p95 {lat['recall']['p95']:.0f} ms,"
@@ -63,6 +69,12 @@ def main() -> int:
     ap.add_argument("--sessions", type=int, default=1000)
     ap.add_argument("--per-session", type=int, default=100)
     ap.add_argument("--queries", type=int, default=100)
+    ap.add_argument("--settle-s", type=float, default=1800.0,
+                    help="sessions: wait (at most this long) for reflection to catch up"
+                         " before timing (0: right after every turn is recallable)")
+    ap.add_argument("--no-split", dest="split", action="store_false",
+                    help="sessions: skip the bare search and recall excl./incl. the query"
+                         " model's embedding")
     ap.add_argument("--agents", type=int, default=20)
     ap.add_argument("--duration", type=float, default=60.0)
     ap.add_argument("--embedder", choices=("hashing", "fastembed"), default="hashing")
