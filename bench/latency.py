@@ -9,9 +9,10 @@
 Sections (saved to bench/results/latest/latency.json; --quick: results/quick/):
 - sizes: `recall(limit=20)` p50/p95 with N turns in one session, filled through the public
   pipeline with the hashing embedder (bench/suites/recall_sizes.py): rows c (--c-turns) and
-  a (--a-turns), the rows c and a of bench/probes/recall_scale.py; once reflection is idle
-  (--sizes-settle-s), with the bare engine search, recall excl. the query's embedding and
-  incl. the product's query model next to it (facts and episodes of the session too).
+  a (--a-turns), the rows c and a of bench/probes/recall_scale.py, once reflection is idle
+  (--sizes-settle-s), with the session's facts and episodes. The bare engine search and
+  recall excl./incl. the query model's embedding on the same fills: bench/probes/
+  recall_pipeline.py (internals).
 - load: recall while the pipeline catches up (reflection working through the episodes, by
   the embedded default in a process of its own) against recall once it is idle, filled through the pipeline
   (bench/suites/recall_load.py): rows `turns` (--load-turns in one session) and `facts`
@@ -39,11 +40,10 @@ RESULT: dict[str, Any] = {"benchmark": "latency"}
 
 def sizes(args: argparse.Namespace) -> dict[str, Any]:
     rows = [("c", args.c_turns)] if args.quick else [("c", args.c_turns), ("a", args.a_turns)]
-    model = recall_sizes.query_model() if args.split else None
     out = {"setup": recall_sizes.describe(), "rows": [
         recall_sizes.run_row(row, sessions=1, per_session=300 if args.quick else n,
                              queries=20 if args.quick else args.queries,
-                             settle_s=args.sizes_settle_s, model=model)
+                             settle_s=args.sizes_settle_s)
         for row, n in rows if n]}
     RESULT["sizes"] = out
     return out
@@ -108,9 +108,6 @@ def main() -> int:
     ap.add_argument("--sizes-settle-s", type=float, default=1800.0,
                     help="sizes: wait (at most this long) for reflection to catch up before"
                          " timing (0: time right after every turn is recallable)")
-    ap.add_argument("--no-split", dest="split", action="store_false",
-                    help="sizes: skip the bare search and recall excl./incl. the query"
-                         " model's embedding")
     ap.add_argument("--load-turns", type=int, default=100_000,
                     help="load row `turns`: turns in its one session (0: skip)")
     ap.add_argument("--load-facts", type=int, default=12_000,

@@ -36,8 +36,7 @@ def sessions(args: argparse.Namespace) -> dict[str, Any]:
     RESULT["sessions"] = {"setup": recall_sizes.describe(), "row": recall_sizes.run_row(
         "b", sessions=10 if args.quick else args.sessions,
         per_session=30 if args.quick else args.per_session,
-        queries=20 if args.quick else args.queries, settle_s=args.settle_s,
-        model=recall_sizes.query_model() if args.split else None)}
+        queries=20 if args.quick else args.queries, settle_s=args.settle_s)}
     return RESULT["sessions"]
 
 
@@ -72,9 +71,6 @@ def main() -> int:
     ap.add_argument("--settle-s", type=float, default=1800.0,
                     help="sessions: wait (at most this long) for reflection to catch up"
                          " before timing (0: right after every turn is recallable)")
-    ap.add_argument("--no-split", dest="split", action="store_false",
-                    help="sessions: skip the bare search and recall excl./incl. the query"
-                         " model's embedding")
     ap.add_argument("--agents", type=int, default=20)
     ap.add_argument("--duration", type=float, default=60.0)
     ap.add_argument("--embedder", choices=("hashing", "fastembed"), default="hashing")

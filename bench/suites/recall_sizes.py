@@ -18,11 +18,19 @@ import random
 import shutil
 import tempfile
 import time
+from collections.abc import Callable
 from typing import Any
 
-from harness import Samples, machine_facts, summarize
+from harness import Samples, machine_facts
 
-from hivemem import Backpressure, MemoryClient, RetryLater, Settings
+from hivemem import (
+    Backpressure,
+    MemoryClient,
+    ProcessingTimeout,
+    ReflectionTimeout,
+    RetryLater,
+    Settings,
+)
 
 VOCAB_SIZE = 5000
 TOPICS = 64
@@ -78,77 +86,6 @@ def fill(client: MemoryClient, sessions: list[str], per_session: int, texts: Tex
             "turns_per_s": round(len(rows) / (time.perf_counter() - t0), 1)}
 
 
-class FixedQuery:
-    """A query embedder whose vector is given (computed before the clock starts): recall
-    without the query's embedding. Frees the GIL as the embedder it wraps says."""
-
-    def __init__(self, inner: Any) -> None:
-        self.inner = inner
-        self.vector: Any = None
-        self.dim = inner.dim
-        self.name = "fixed-query"
-        self.releases_gil = bool(getattr(inner, "releases_gil", False))
-
-    def embed_documents(self, texts: Any) -> Any:
-        return self.inner.embed_documents(texts)
-
-    def embed_query(self, text: str) -> Any:
-        return self.vector
-
-
-def query_model() -> Any:
-    """The product's query model (all-MiniLM-L6-v2, int8, 384 dims like the hashing
-    vectors: same search cost), for the "incl. embedding" column."""
-    from hivemem.config import EmbeddingSettings
-    from hivemem.providers.embedders import build_embedder
-
-    return build_embedder(EmbeddingSettings(), for_queries=True)
-
-
-def parts(client: MemoryClient, session: str, texts: Texts, queries: int,
-          model: Any) -> dict[str, Any]:
-    """Interleaved per query: the bare engine search (`search_turns`, the session's dense
-    search recall makes first), `recall(limit=20)` with the query vector given (excl. the
-    embedding) and with the product's query model embedding it (incl.). Reaches into the
-    client's read path (a bench's measurement, not an API)."""
-    from hivemem.domain.names import session_name
-    from hivemem.domain.recall.policy import PRESETS
-
-    recaller = client._service.reads.recaller()  # noqa: SLF001 - the bench's probe
-    own = recaller.embedder
-    fixed = FixedQuery(own)
-    name = session_name("default", session)
-    limit = PRESETS["balanced"].search_limit
-    bare: list[float] = []
-    excl: list[float] = []
-    incl: list[float] = []
-    try:
-        for i in range(queries + 5):
-            query = texts.query()
-            vec = own.embed_query(query)
-            t0 = time.perf_counter()
-            recaller.vectors.search_turns(name, vec, limit)
-            t1 = time.perf_counter()
-            fixed.vector = vec
-            recaller.embedder = fixed
-            client.recall(session, query, limit=20)
-            t2 = time.perf_counter()
-            recaller.embedder = model
-            client.recall(session, query, limit=20)
-            t3 = time.perf_counter()
-            if i >= 5:  # the first reads after filling
-                bare.append((t1 - t0) * 1000)
-                excl.append((t2 - t1) * 1000)
-                incl.append((t3 - t2) * 1000)
-    finally:
-        recaller.embedder = own
-    out = {"bare_search_ms": summarize(bare), "recall_excl_embedding_ms": summarize(excl),
-           "recall_incl_embedding_ms": summarize(incl)}
-    out["excl_over_bare_p95"] = round(out["recall_excl_embedding_ms"]["p95"]
-                                      / out["bare_search_ms"]["p95"], 2)
-    return out
-
-
 def timed_recalls(client: MemoryClient, session: str, texts: Texts, queries: int
                   ) -> dict[str, float]:
     client.recall(session, "warm up", limit=20)
@@ -161,11 +98,14 @@ def timed_recalls(client: MemoryClient, session: str, texts: Texts, queries: int
 
 
 def run_row(row: str, *, sessions: int, per_session: int, queries: int,
-            log: Any = print, settle_s: float = 0.0, model: Any = None) -> dict[str, Any]:
+            log: Any = print, settle_s: float = 0.0,
+            probe: Callable[[MemoryClient, str, Texts], dict[str, Any]] | None = None,
+            ) -> dict[str, Any]:
     """One row: a fresh embedded store, filled, then `queries` timed recalls in session 0.
-    `settle_s`: first wait (at most that long) until reflection has caught up, so that the
-    recalls meet an idle pipeline; `model`: also the bare search and recall excl./incl. the
-    query embedding with that query model (`parts`)."""
+    `settle_s`: first wait (at most that long in all) until every session is reflected, so
+    that the recalls meet an idle pipeline; `probe`: more measurements on the filled store
+    (bench/probes/recall_pipeline.py: the bare search, recall excl./incl. the embedding),
+    merged into the row."""
     texts = Texts(seed=ord(row[0]))
     names = [f"{row}-s{i}" for i in range(sessions)]
     folder = tempfile.mkdtemp(prefix=f"hivemem-sizes-{row}-")
@@ -176,13 +116,13 @@ def run_row(row: str, *, sessions: int, per_session: int, queries: int,
             load0 = os.getloadavg()[0]
             filled = fill(client, names, per_session, texts, log)
             if settle_s:
-                filled["reflected"] = _settle(client, settle_s)
+                filled["reflected"] = _settle(client, names, settle_s)
                 filled["reflected_s"] = round(time.perf_counter() - t0, 1)
             info = client.admin.session_info(names[0])
             facts, episodes = info.facts_active, info.episodes
             load_mid = os.getloadavg()[0]
             recall = timed_recalls(client, names[0], texts, queries)
-            split = parts(client, names[0], texts, queries, model) if model else None
+            split = probe(client, names[0], texts) if probe is not None else None
             load1 = os.getloadavg()[0]
     finally:
         shutil.rmtree(folder, ignore_errors=True)
@@ -194,17 +134,18 @@ def run_row(row: str, *, sessions: int, per_session: int, queries: int,
            "load1": [round(load0, 2), round(load_mid, 2), round(load1, 2)]}
     if split is not None:
         out.update(split)
-        log(f"  row {row}: bare search p95 {split['bare_search_ms']['p95']:.2f} ms, recall"
-            f" excl. embedding p95 {split['recall_excl_embedding_ms']['p95']:.2f} ms, incl."
-            f" {split['recall_incl_embedding_ms']['p95']:.2f} ms")
     return out
 
 
-def _settle(client: MemoryClient, timeout: float) -> bool:
-    """Until every stage and the reflect queue are idle (every session's), at most
-    `timeout` s: the embedded runtime's own drain (a bench's reach)."""
-    runtime = client._runtime  # noqa: SLF001 - the bench's probe
-    return bool(runtime is not None and runtime.drain(timeout))
+def _settle(client: MemoryClient, sessions: list[str], timeout: float) -> bool:
+    """Until every session is reflected (at most `timeout` s in all): True when all are."""
+    deadline = time.monotonic() + timeout
+    for session in sessions:
+        try:
+            client.wait_until_reflected(session, timeout=max(0.01, deadline - time.monotonic()))
+        except (ProcessingTimeout, ReflectionTimeout):
+            return False
+    return True
 
 
 def describe() -> dict[str, Any]:
