@@ -22,6 +22,8 @@ import random
 import shutil
 import tempfile
 import time
+from collections.abc import Callable
+from contextlib import AbstractContextManager, nullcontext
 from typing import Any
 
 from harness import machine_facts, summarize
@@ -127,9 +129,15 @@ def _reflected(client: MemoryClient, session: str) -> bool:
 
 def run_row(name: str, *, turns: int, fact_share: float, distinct: bool, queries: int,
             catchup_s: float, settle_s: float, pause_s: float = 1.0,
-            log: Any = print) -> dict[str, Any]:
+            log: Any = print,
+            quiet: Callable[[MemoryClient], AbstractContextManager[Any]] | None = None,
+            probe: Callable[[MemoryClient, str, Turns], dict[str, Any]] | None = None,
+            ) -> dict[str, Any]:
     """One shape: fill, recall in windows of `queries` while reflection catches up (at most
-    `catchup_s`), settle (at most `settle_s`), recall idle."""
+    `catchup_s`), settle (at most `settle_s`), recall idle.
+    `quiet` (a probe's): when reflection has not caught up within `settle_s`, the idle
+    recalls run inside it (it holds the background work: bench/probes/recall_pipeline.py),
+    noted as `idle.mode`; `probe`: more measurements on the idle store, merged in."""
     texts = Turns(seed=len(name), fact_share=fact_share, distinct=distinct)
     folder = tempfile.mkdtemp(prefix=f"hivemem-load-{name}-")
     session = f"{name}-s0"
@@ -157,9 +165,15 @@ def run_row(name: str, *, turns: int, fact_share: float, distinct: bool, queries
                 settled = False
             out["settle_s"] = round(time.perf_counter() - t1, 1)
             out["settled"] = settled
-            idle = _window(client, session, texts, max(queries, 50))
-            idle2 = _window(client, session, texts, max(queries, 50))
-            idle["ms"] += idle2["ms"]
+            mode = "settled" if settled else "not settled"
+            hold: AbstractContextManager[Any] = nullcontext()
+            if not settled and quiet is not None:
+                hold, mode = quiet(client), "reflection held (not settled)"
+            with hold:
+                idle = _window(client, session, texts, max(queries, 50))
+                idle2 = _window(client, session, texts, max(queries, 50))
+                idle["ms"] += idle2["ms"]
+                extra = probe(client, session, texts) if probe is not None else {}
     finally:
         shutil.rmtree(folder, ignore_errors=True)
     during = [m for w in windows for m in w["ms"]]
@@ -169,7 +183,8 @@ def run_row(name: str, *, turns: int, fact_share: float, distinct: bool, queries
                      "episodes": w["episodes"], "facts_active": w["facts_active"],
                      "load1": w["load1"]} for w in windows]}
     out["idle"] = {"recall_ms": summarize(idle["ms"]), "episodes": idle["episodes"],
-                   "facts_active": idle["facts_active"], "load1": idle["load1"]}
+                   "facts_active": idle["facts_active"], "load1": idle["load1"], "mode": mode,
+                   **extra}
     if during:
         out["catchup_over_idle_p95"] = round(
             summarize(during)["p95"] / out["idle"]["recall_ms"]["p95"], 2)
