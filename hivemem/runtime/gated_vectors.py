@@ -14,6 +14,11 @@ from collections.abc import Callable, Iterator, Sequence
 from hivemem.providers.lexical import SparseVector
 from hivemem.store.vectors.base import Hit, Point, Vector, VectorStore, Where
 
+# A listing waits again for a recall after this many points: reflection lists a long
+# session's facts (thousands, with vectors) on every episode, which kept the owner's
+# interpreter busy for the listing's whole length once it had begun.
+SCROLL_PAGE = 256
+
 
 class GatedVectorStore(VectorStore):
     """`inner`'s primitives, each after `pause()` (closing it is its owner's job)."""
@@ -53,7 +58,13 @@ class GatedVectorStore(VectorStore):
     def scroll(self, collection: str, where: Where | None, *, with_vectors: bool = False
                ) -> Iterator[Hit]:
         self.pause()
-        return self.inner.scroll(collection, where, with_vectors=with_vectors)
+        return self._paged(self.inner.scroll(collection, where, with_vectors=with_vectors))
+
+    def _paged(self, hits: Iterator[Hit]) -> Iterator[Hit]:
+        for i, hit in enumerate(hits, 1):
+            yield hit
+            if i % SCROLL_PAGE == 0:
+                self.pause()
 
     def count(self, collection: str, where: Where | None) -> int:
         self.pause()
