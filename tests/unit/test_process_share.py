@@ -4,8 +4,11 @@ back while it runs; a recall without budget leaves it running."""
 
 from __future__ import annotations
 
+import os
+import signal
 import subprocess
 import sys
+import threading
 import time
 from collections.abc import Iterator
 from pathlib import Path
@@ -163,3 +166,32 @@ def test_a_child_asks_for_sigcont_when_its_parent_dies(tmp_path: Path) -> None:
     while not done.exists():
         assert time.monotonic() < deadline, f"the stopped orphan {pid} never ran again"
         time.sleep(0.05)
+
+
+def test_the_pacer_continues_the_process_not_the_recalls_thread(
+    sleeper: int, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    sent: list[tuple[int, str]] = []
+    real = os.kill
+
+    def spy(pid: int, sig: int) -> None:
+        if pid == sleeper:
+            sent.append((sig, threading.current_thread().name))
+        real(pid, sig)
+
+    monkeypatch.setattr(os, "kill", spy)
+    share = ProcessShare(min_share=0.25, max_hold_s=30)
+    share.attach(sleeper)
+    try:
+        share.hold()
+        share.release()
+        assert not share.held  # for the caller the hold has ended
+        deadline = time.monotonic() + 10
+        while len(sent) < 2:
+            assert time.monotonic() < deadline
+            time.sleep(0.01)
+        _wait_state(sleeper, False)
+        me = threading.current_thread().name
+        assert sent == [(signal.SIGSTOP, me), (signal.SIGCONT, "hivemem-share-pacer")]
+    finally:
+        share.close()
