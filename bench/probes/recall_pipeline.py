@@ -174,7 +174,7 @@ def main() -> None:
         name += f", {args.label}" if args.label else ""
         result["rows"][name] = recall_sizes.run_row(
             key, sessions=sessions, per_session=per, queries=args.queries,
-            settle_s=args.settle_s,
+            settle_s=args.settle_s, quiet=held,
             probe=lambda client, session, texts: split(client, session, texts,
                                                        args.queries, model))
         _save(result, args)

@@ -19,6 +19,7 @@ import shutil
 import tempfile
 import time
 from collections.abc import Callable
+from contextlib import AbstractContextManager, nullcontext
 from typing import Any
 
 from harness import Samples, machine_facts
@@ -100,12 +101,15 @@ def timed_recalls(client: MemoryClient, session: str, texts: Texts, queries: int
 def run_row(row: str, *, sessions: int, per_session: int, queries: int,
             log: Any = print, settle_s: float = 0.0,
             probe: Callable[[MemoryClient, str, Texts], dict[str, Any]] | None = None,
+            quiet: Callable[[MemoryClient], AbstractContextManager[Any]] | None = None,
             ) -> dict[str, Any]:
     """One row: a fresh embedded store, filled, then `queries` timed recalls in session 0.
     `settle_s`: first wait (at most that long in all) until every session is reflected, so
     that the recalls meet an idle pipeline; `probe`: more measurements on the filled store
     (bench/probes/recall_pipeline.py: the bare search, recall excl./incl. the embedding),
-    merged into the row."""
+    merged into the row; `quiet` (a probe's): when reflection has not caught up within
+    `settle_s`, the timed recalls run inside it (it holds the background work), noted as
+    `idle_mode`."""
     texts = Texts(seed=ord(row[0]))
     names = [f"{row}-s{i}" for i in range(sessions)]
     folder = tempfile.mkdtemp(prefix=f"hivemem-sizes-{row}-")
@@ -118,19 +122,25 @@ def run_row(row: str, *, sessions: int, per_session: int, queries: int,
             if settle_s:
                 filled["reflected"] = _settle(client, names, settle_s)
                 filled["reflected_s"] = round(time.perf_counter() - t0, 1)
-            info = client.admin.session_info(names[0])
-            facts, episodes = info.facts_active, info.episodes
-            load_mid = os.getloadavg()[0]
-            recall = timed_recalls(client, names[0], texts, queries)
-            split = probe(client, names[0], texts) if probe is not None else None
-            load1 = os.getloadavg()[0]
+            mode = "settled" if filled.get("reflected", True) else "not settled"
+            hold: AbstractContextManager[Any] = nullcontext()
+            if mode != "settled" and quiet is not None:
+                hold, mode = quiet(client), "reflection held (not settled)"
+            with hold:
+                info = client.admin.session_info(names[0])
+                facts, episodes = info.facts_active, info.episodes
+                load_mid = os.getloadavg()[0]
+                recall = timed_recalls(client, names[0], texts, queries)
+                split = probe(client, names[0], texts) if probe is not None else None
+                load1 = os.getloadavg()[0]
     finally:
         shutil.rmtree(folder, ignore_errors=True)
     log(f"  row {row}: recall p50 {recall['p50']:.1f} ms, p95 {recall['p95']:.1f} ms"
         f" ({filled['turns']:,} turns filled in {filled['processed_s']:.0f} s;"
         f" session 0: {facts:,} facts, {episodes:,} episodes)")
     out = {"row": row, "sessions": sessions, "turns_per_session": per_session,
-           "fill": filled, "facts_active": facts, "episodes": episodes, "recall_ms": recall,
+           "fill": filled, "facts_active": facts, "episodes": episodes, "idle_mode": mode,
+           "recall_ms": recall,
            "load1": [round(load0, 2), round(load_mid, 2), round(load1, 2)]}
     if split is not None:
         out.update(split)
