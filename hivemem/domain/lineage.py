@@ -34,8 +34,10 @@ MAX_SAID = 300
 _RECENT = 20
 
 _TIME = re.compile(r"(?<![\w:.])(\d{1,2}:\d{2})(?:\s?([ap])\.?m\b)?(?![\w:])", re.IGNORECASE)
+# "7pm", "6 a.m.": a time without minutes.
+_HOUR = re.compile(r"(?<![\w:.$€£])(\d{1,2})\s?([ap])\.?m\b\.?", re.IGNORECASE)
 _AMOUNT = re.compile(
-    r"(?<![\w.,/:-])([$€£]?)(\d{1,3}(?:,\d{3})+|\d+(?:\.\d+)?)\s?"
+    r"(?<![\w.,/:#-])([$€£]?)(\d{1,3}(?:,\d{3})+|\d+(?:\.\d+)?)\s?"
     r"(k|m|bn|%|gb|mb|tb|ms|s|sec|secs|seconds?|min|mins|minutes?|h|hrs?|hours?|days?"
     r"|weeks?|months?|years?|x|rows|users|people|nodes|replicas|gb/s|g|kg|lbs?|oz|ml|km|cm|mm"
     r"|miles?|kids|guests|students|seats|places|points|engineers|specs|lines)?(?![\w]|\.\d)",
@@ -46,7 +48,12 @@ _NAMED_NUMBER = re.compile(r"(?<![\w.-])([A-Z][A-Za-z]+)\s(\d+(?:\.\d+)*)"
 _PATH = re.compile(r"(?<![\w/])(/[a-z0-9][\w./-]*[a-z0-9])", re.IGNORECASE)
 _MONTH = ("jan(?:uary)?|feb(?:ruary)?|mar(?:ch)?|apr(?:il)?|may|june?|july?|aug(?:ust)?"
           "|sep(?:t(?:ember)?)?|oct(?:ober)?|nov(?:ember)?|dec(?:ember)?")
-_ORDINAL = re.compile(r"\b(?:the\s+)(\d{1,2})(?:st|nd|rd|th)\b", re.IGNORECASE)
+# "the 14th" is a date; "the 5th floor" is not.
+_ORDINAL = re.compile(r"\b(?:the\s+)(\d{1,2})(?:st|nd|rd|th)\b(?!\s+(?:floor|row|place|time"
+                      r"|grade|year|round|level|storey|story|seat|gate|platform|pick|percentile"
+                      r"|edition|version|birthday|anniversary|person|one|team|item|line|step"
+                      r"|attempt|try|spot|position|century|week|month|day|hour|minute)\b)",
+                      re.IGNORECASE)
 _DATE = re.compile(rf"\b({_MONTH})\.?\s+(\d{{1,2}})(?:st|nd|rd|th)?\b"
                    rf"|\b(\d{{1,2}})(?:st|nd|rd|th)?\s+(?:of\s+)?({_MONTH})\b", re.IGNORECASE)
 # The word a bare number is the value of ("max 20", "burst of 20", "max to 30").
@@ -63,6 +70,11 @@ _CAPITAL = re.compile(r"(?<![\w'])([A-Z]{2,}[0-9]*|[A-Z][a-z0-9]+[A-Z][A-Za-z0-9
                       r"|(?<![\w'])(?<![.!?:\-*•)]\s)(?<!\n)(?<!^)([A-Z][A-Za-z0-9+#-]*[A-Za-z0-9+#])(?![\w'])")
 
 # Words that are never a value, even capitalised (sentence starts, greetings, fillers).
+# Words that say how a number is meant, not what it is the version of ("Max 24 students").
+_LABEL_WORDS = frozenset(("max", "maximum", "min", "minimum", "cap", "limit", "total", "about",
+                          "around", "approx", "approximately", "up", "over", "under", "top",
+                          "only", "just", "exactly", "roughly", "nearly", "almost", "and"))
+
 _COMMON = frozenset(re.findall(r"[\w']+", """
 a an the i we you he she it they me us him her them my our your his its their this that these
 those there here what which who whom whose when where why how yes no not ok okay sure thanks
@@ -90,15 +102,16 @@ we're we'll i'll i'm you're they're don't doesn't can't won't isn't aren't
 
 _CHANGE_CUE = re.compile(
     r"\b(?:now|anymore|any more|no longer|instead|rather than|switch\w*|mov(?:e|es|ed|ing)"
-    r"|chang\w*|replac\w*|upgrad\w*|downgrad\w*|bump\w*|rais\w*|lower\w*|increas\w*"
+    r"|chang\w*|replac(?:e|es|ed|ing)\b|upgrad\w*|downgrad\w*|bump\w*|rais\w*|lower\w*|increas\w*"
     r"|decreas\w*|reduc\w*|push\w*|postpon\w*|delay\w*|pull\w* (?:in|forward)|resched\w*"
-    r"|correct\w*|typo|mistake|wrong|actually|scratch|scrap|forget"
+    r"|correct(?:ed|ion|ing|s)|typo|mistake|wrong|actually|scratch|scrap|forget"
     r"|from (?:here|now|today|tomorrow|monday|tuesday|wednesday|thursday|friday|next)"
     r"|starting|going forward|revert\w*|roll\w* back|back to"
     r"|in the end|turns out|updated?|make (?:it|that)|let'?s make|set (?:it )?to)\b",
     re.IGNORECASE)
 # A turn that corrects what was just said.
-_CORRECTION = re.compile(r"\b(?:typo|no wait|wait|sorry|i mean|i meant|correct(?:ed|ion)?"
+# ("Correct, SSO is Enterprise only" agrees: not a correction.)
+_CORRECTION = re.compile(r"\b(?:typo|no wait|wait|sorry|i mean|i meant|correct(?:ed|ion)"
                          r"|actually|oops|my bad|mistake|wrong|make it|scratch that)\b",
                          re.IGNORECASE)
 # A turn that weighs a change rather than makes it ("a 25-cent increase would cover it").
@@ -161,9 +174,7 @@ def values_in(text: str) -> set[Value]:
     def taken(start: int, end: int) -> bool:
         return any(s < end and start < e for s, e in spans)
 
-    for m in _PATH.finditer(text):
-        found.add(Value("path", m.group(1).lower()))
-        spans.append(m.span())
+    _paths(text, found, spans)
     for m in _TIME.finditer(text):
         if taken(*m.span()):
             continue
@@ -172,6 +183,7 @@ def values_in(text: str) -> set[Value]:
             if m.group(2) else int(hh)
         found.add(Value("time", f"{hour}:{mm}"))
         spans.append(m.span())
+    _hours(text, found, spans)
     for m in _DATE.finditer(text):
         month = (m.group(1) or m.group(4)).lower()[:3]
         found.add(Value("date", f"{month} {int(m.group(2) or m.group(3))}"))
@@ -191,6 +203,7 @@ def values_in(text: str) -> set[Value]:
             continue
         number = m.group(2).replace(",", "")
         unit = (m.group(3) or "").lower()
+        unit = "min" if unit == "m" and not m.group(1) else unit  # "pause 30m"; "$30m" is money
         scale = {"k": 1e3, "m": 1e6, "bn": 1e9}.get(unit)
         if scale is not None:
             number, unit = _plain(float(number) * scale), ""
@@ -260,11 +273,29 @@ def stale_value(text: str, gone: Gone) -> str | None:
     return GoneValues(gone).stale(text)
 
 
+def _paths(text: str, found: set[Value], spans: list[tuple[int, int]]) -> None:
+    for m in _PATH.finditer(text):
+        found.add(Value("path", m.group(1).lower()))
+        spans.append(m.span())
+
+
+def _hours(text: str, found: set[Value], spans: list[tuple[int, int]]) -> None:
+    """ "7pm", "6 a.m.": times without minutes, on a 24-hour clock."""
+    for m in _HOUR.finditer(text):
+        start, end = m.span()
+        if any(s < end and start < e for s, e in spans) or int(m.group(1)) > 12:
+            continue
+        hour = int(m.group(1)) % 12 + (12 if m.group(2).lower() == "p" else 0)
+        found.add(Value("time", f"{hour}:00"))
+        spans.append(m.span())
+
+
 def _named_numbers(text: str, found: set[Value], spans: list[tuple[int, int]]) -> None:
     """ "Node 20", "Postgres 16": a product and its version, one value."""
     for m in _NAMED_NUMBER.finditer(text):
         start, end = m.span()
-        if any(s < end and start < e for s, e in spans) or m.group(1).lower() in _COMMON:
+        if any(s < end and start < e for s, e in spans) or m.group(1).lower() in _COMMON \
+                or m.group(1).lower() in _LABEL_WORDS:
             continue
         found.add(Value("version", f"{m.group(1).lower()} {m.group(2)}"))
         spans.append(m.span())
@@ -696,8 +727,11 @@ def _pairs(turn: _Reading, old: set[Value], new: set[Value],
         for n in new:
             # Never a name: a person or a title met in passing is not a value corrected.
             if n.kind != "name" and (_exact(n) or turn.corrects):
-                latest = next((o for s in reversed(earlier) for o in _keyed(s.values)
-                               if _corrected_by(o, n, turn) and o.key not in turn.keys), None)
+                # A turn naming several candidates does not say which (its times of
+                # departure and arrival): the latest turn naming one does.
+                latest = next((c[0] for s in reversed(earlier)
+                               if len(c := [o for o in _keyed(s.values) if _corrected_by(o, n, turn)
+                                            and o.key not in turn.keys]) == 1), None)
                 if latest is not None:
                     pairs.append((latest, n))
     out = []
@@ -741,7 +775,8 @@ _DISMISSED = r"(?:is|was|are|were|'s)\s+(?:overkill|way too|too|not enough|exces
 
 def _dismissed(text: str, value: Value) -> bool:
     """ "400 is too aggressive", "14 is overkill": the value is said to be wrong."""
-    return bool(re.search(rf"(?<![\w.]){re.escape(value.text)}\s+{_DISMISSED}\b", text.lower()))
+    said = rf"(?<![\w.]){re.escape(value.text)}(?:\s?(?:%|[a-z]+))?"  # "5% is too little"
+    return bool(re.search(rf"{said}\s+{_DISMISSED}\b", text.lower()))
 
 
 def _exact(value: Value) -> bool:

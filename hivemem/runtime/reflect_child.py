@@ -21,6 +21,7 @@ from typing import Any
 
 import structlog
 
+from hivemem.errors import StoreUnavailable
 from hivemem.logs import configure_logging
 from hivemem.runtime.owner import KEY_HEADER
 from hivemem.runtime.process_share import continue_on_parent_death
@@ -68,7 +69,13 @@ def main() -> int:
     sys.stdin.close()
     if not isinstance(order, ChildOrder):
         raise SystemExit("reflect_child: expected a ChildOrder on stdin")
-    return run(order)
+    try:
+        return run(order)
+    except StoreUnavailable as exc:
+        # The owner closed its store before this process could start (a client opened and
+        # closed at once): one line, not a traceback on the owner's terminal.
+        log.warning("embedded.reflect_child_store_gone", error=str(exc)[:200])
+        return 1
 
 
 if __name__ == "__main__":

@@ -202,3 +202,33 @@ def test_a_question_names_what_it_asks_about_not_what_holds() -> None:
     gone = steps[-1].lineage.gone
     assert gone.get("name=redis") == "t2"
     assert "name=ttl" not in gone  # asked about in a question, not the store's value
+
+
+def test_hours_and_what_is_no_value() -> None:
+    got = values_in("PT at 7pm, not 6 a.m., case #44721.")
+    assert {Value("time", "19:00"), Value("time", "6:00")} <= got
+    assert not any(v.text == "44721" for v in got)  # a case number counts nothing
+    assert Value("amount:min", "30") in values_in("pause 30m")  # "$30m" is money
+    assert not any(v.kind == "date" for v in values_in("we moved to the 5th floor"))
+    assert not any(v.kind == "version" for v in values_in("Max 24 students"))
+
+
+def test_a_percentage_said_to_be_too_little() -> None:
+    canary = _play("canary for the api: 5% of traffic for 30 minutes",
+                   "5% is too little signal at night. bump to 25% now")
+    assert canary[-1].lineage.gone == {"amount:%=5": "t1"}
+
+
+def test_a_correction_never_picks_among_several_values_of_one_turn() -> None:
+    steps = _play("checked in: seat 14C",
+                  "The 9:10 arrives at 13:31.",
+                  "no wait, I meant 9:40")
+    assert "time=13:31" not in steps[-1].lineage.gone
+    assert "time=9:10" not in steps[-1].lineage.gone  # which one, the turn does not say
+
+
+def test_no_change_read_off_an_agreement_or_a_replacement_part() -> None:
+    steps = _play("Enterprise is $60 a seat.",
+                  "Correct, SSO and audit logs are Enterprise features at $72 a seat.",
+                  "Their replacement lid shipped on the 14th.")
+    assert _history(steps) == {} and steps[-1].lineage.gone == {}

@@ -115,3 +115,11 @@ def test_one_recall_reads_its_query_once(
         client.wait_until_processed("s", 30)
         items = list(client.recall("s", "Where did Sam say we deploy now?", 500))
     assert items and read == ["Where did Sam say we deploy now?"]
+
+
+def test_the_state_after_someones_change_is_asked_about_now() -> None:
+    for asked in ("What's the coder agent's daily cap after Hamid's change?",
+                  "How much traffic does the canary get after Sven's objection?"):
+        assert read_query(asked).current, asked
+    # An event after something is not: "after the race" asks what happened.
+    assert not read_query("What did Caroline do after the race?").current

@@ -31,7 +31,10 @@ _PAST = re.compile(
 _LATEST = re.compile(
     r"\b(now|nowadays|current(ly)?|latest|newest|still|anymore|any more|updated|these days"
     r"|at the moment|so far|most recent(ly)?|in the end|finally|final|ended up|eventually"
-    r"|settled on)\b",
+    r"|settled on"
+    # "the cap after Hamid's change", "after Sven's objection": the state a change left
+    r"|after (?:the |that |this |his |her |their |[a-z]+'s )?(?:[a-z]+ )?(?:change|objection"
+    r"|update|correction|override|finding|switch|swap|revert|rollback|pushback)s?)\b",
     re.IGNORECASE,
 )
 
