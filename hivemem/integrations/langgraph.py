@@ -62,6 +62,7 @@ from langgraph.store.base import (
 
 from hivemem import ContextItem, KeyedTurn, NotFound, TimelineEvent, ValidationError
 from hivemem.integrations.handle import (
+    ListingCached,
     MemoryHandle,
     SessionListing,
     decode_label,
@@ -198,7 +199,7 @@ def _path_matches(condition: MatchCondition, namespace: tuple[str, ...]) -> bool
     return all(p in ("*", n) for n, p in pairs)
 
 
-class HivememStore(BaseStore):
+class HivememStore(ListingCached, BaseStore):
     """A LangGraph `BaseStore` over a scoped hivemem handle (local or remote).
 
     ``HivememStore(MemoryClient.local("./memory").scoped(namespace="app", agent_id="bot"))``
@@ -224,14 +225,6 @@ class HivememStore(BaseStore):
         # A search pays the listing (two round trips) once per `list_cache` seconds, not
         # once per call.
         self._listing = SessionListing(memory, list_cache)
-
-    @property
-    def list_cache(self) -> float:
-        return self._listing.ttl
-
-    @list_cache.setter
-    def list_cache(self, seconds: float) -> None:
-        self._listing.ttl = seconds
 
     # -- BaseStore ---------------------------------------------------------------------------
 
