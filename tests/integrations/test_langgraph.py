@@ -26,7 +26,6 @@ from hivemem.integrations.langgraph import (
     recall_node,
     session_to_namespace,
 )
-from hivemem.service.access import SessionAccess
 
 
 def test_namespace_tuples_round_trip_through_session_ids() -> None:
@@ -161,37 +160,22 @@ def test_the_store_is_the_handles_namespace_only(embedded: MemoryClient,
     assert stranger.list_namespaces() == []
 
 
-def _count_scope_checks(namespace: str, monkeypatch: pytest.MonkeyPatch) -> list[str]:
-    """The session ids of `namespace` checked against a scope, as they happen."""
-    checked: list[str] = []
-    require = SessionAccess.require
-
-    def counted(self: SessionAccess, who: Any, session_id: str) -> Any:
-        if getattr(who, "namespace", None) == namespace:
-            checked.append(session_id)
-        return require(self, who, session_id)
-
-    monkeypatch.setattr(SessionAccess, "require", counted)
-    return checked
-
-
 def test_a_search_checks_the_scope_once_and_keeps_to_it(
-        embedded: MemoryClient, namespace: str, monkeypatch: pytest.MonkeyPatch) -> None:
+        embedded: MemoryClient, namespace: str, writer: ScopedMemory,
+        agent_key: ScopedMemory, scope_checks: list[str]) -> None:
     """A search with a query is recall plus the key index of the recalled keys, made as
     one call that checks the session against the scope once; an agent key still reads
     neither another agent's private items nor another namespace's."""
-    writer = embedded.scoped(namespace=namespace, agent_id="a")
     mine = HivememStore(writer)
     HivememStore(writer, visibility="private").put(
         ("team",), "diary", {"text": "nervous about the Monday release"})
     mine.put(("team",), "plan", {"text": "the Monday release ships the billing service"})
     mine.get(("team",), "plan")  # waits until both puts are stored
-    teammate = embedded.scoped(namespace=namespace, agent_id="b").pin()  # an agent key
     stranger = embedded.scoped(namespace=namespace + "-x", agent_id="a").pin()
-    checked = _count_scope_checks(namespace, monkeypatch)
-    found = HivememStore(teammate).search(("team",), query="the Monday release")
+    scope_checks.clear()
+    found = HivememStore(agent_key).search(("team",), query="the Monday release")
     assert [i.key for i in found] == ["plan"]
-    assert checked == [namespace_to_session(("team",))]
+    assert scope_checks == [namespace_to_session(("team",))]
     assert HivememStore(stranger).search(("team",), query="the Monday release") == []
     own = mine.search(("team",), query="nervous about the Monday release")
     assert "diary" in {i.key for i in own}  # its own private item: a sees it
