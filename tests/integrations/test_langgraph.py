@@ -5,6 +5,7 @@ decision and recalls it in a later thread, and the recall/ingest nodes."""
 from __future__ import annotations
 
 import asyncio
+import math
 from typing import Any
 
 import pytest
@@ -15,7 +16,7 @@ from langchain_core.language_models.fake_chat_models import GenericFakeChatModel
 from langchain_core.messages import AIMessage, HumanMessage
 from langchain_core.runnables import RunnableConfig
 from langgraph.graph import START, MessagesState, StateGraph
-from langgraph.store.base import BaseStore, GetOp, PutOp, SearchOp
+from langgraph.store.base import BaseStore, GetOp, InvalidNamespaceError, PutOp, SearchOp
 from langgraph.store.memory import InMemoryStore
 
 from hivemem import MemoryClient, ScopedMemory, ValidationError
@@ -60,6 +61,30 @@ def test_put_get_update_delete(memory: ScopedMemory) -> None:
     again = store.get(ns, "food")
     assert again is not None and again.value == {"likes": "ramen"}
     assert again.created_at > first.created_at
+
+
+def test_get_and_aget_check_labels_and_read_any_value_json_writes(
+        memory: ScopedMemory) -> None:
+    """`get`/`aget` skip the batch around their one read, not LangGraph's label checks;
+    a value that JSON writes but orjson does not read (NaN, infinities) still
+    comes back."""
+    store = HivememStore(memory)
+    for bad in (("a.b",), ("",), ("x", "nul\x00")):
+        with pytest.raises(InvalidNamespaceError):
+            store.get(bad, "k")
+        with pytest.raises(InvalidNamespaceError):
+            asyncio.run(store.aget(bad, "k"))
+    ns = ("odd", "values")
+    store.put(ns, "plain", {"n": 1})
+    store.put(ns, "odd", {"nan": math.nan, "inf": -math.inf, "big": 2**70})
+    for got in (store.get(ns, "odd"), asyncio.run(store.aget(ns, "odd"))):
+        assert got is not None and got.key == "odd" and got.namespace == ns
+        assert math.isnan(got.value["nan"]) and got.value["inf"] == -math.inf
+        assert got.value["big"] == 2**70
+    plain = asyncio.run(store.aget(ns, "plain"))
+    assert plain is not None and plain.value == {"n": 1}
+    assert asyncio.run(store.aget(ns, "missing")) is None
+    assert {i.key for i in store.search(ns)} == {"plain", "odd"}
 
 
 def test_search_filters_pages_and_recalls(memory: ScopedMemory) -> None:
