@@ -38,6 +38,7 @@ from google.genai import types
 
 from hivemem import ContextItem, NotFound, ValidationError
 from hivemem.integrations.handle import (
+    ListingCached,
     MemoryHandle,
     SessionListing,
     encode_label,
@@ -72,7 +73,7 @@ def _text(content: types.Content | None) -> str:
     return "\n".join(p.text for p in content.parts if p.text and not p.thought).strip()
 
 
-class HivememMemoryService(BaseMemoryService):
+class HivememMemoryService(ListingCached, BaseMemoryService):
     """An ADK memory service kept in hivemem: ``Runner(..., memory_service=
     HivememMemoryService(memory))``. `memory` is a scoped handle (embedded
     ``MemoryClient.local(...).scoped(...)`` or remote ``hivemem.connect(...)``);
@@ -90,14 +91,6 @@ class HivememMemoryService(BaseMemoryService):
         self.token_budget = token_budget
         self.read_wait = read_wait
         self._listing = SessionListing(memory, list_cache)
-
-    @property
-    def list_cache(self) -> float:
-        return self._listing.ttl
-
-    @list_cache.setter
-    def list_cache(self, seconds: float) -> None:
-        self._listing.ttl = seconds
 
     # -- writes ------------------------------------------------------------------------------
 

@@ -179,6 +179,22 @@ class SessionListing:
                     self._listed = (listed[0], listed[1].union(fresh))
 
 
+class ListingCached:
+    """Mixin of an adapter that keeps a `SessionListing` as ``_listing``: its ttl as the
+    adapter's `list_cache` attribute (seconds a search reuses the listing; 0: list on
+    every search), settable after construction."""
+
+    _listing: SessionListing
+
+    @property
+    def list_cache(self) -> float:
+        return self._listing.ttl
+
+    @list_cache.setter
+    def list_cache(self, seconds: float) -> None:
+        self._listing.ttl = seconds
+
+
 def encode_label(label: str) -> str:
     """A label as a piece of a session id: ``[A-Za-z0-9_-]`` kept, any other character
     written ``:xxxx`` (its code in hex; ``::xxxxxx`` beyond U+FFFF). Never holds a ``.``,

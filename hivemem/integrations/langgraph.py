@@ -45,6 +45,7 @@ from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
 
+import orjson
 from langchain_core.messages import AnyMessage
 from langchain_core.runnables import RunnableConfig
 from langgraph.store.base import (
@@ -58,10 +59,12 @@ from langgraph.store.base import (
     Result,
     SearchItem,
     SearchOp,
+    validate_op_namespace,
 )
 
 from hivemem import ContextItem, KeyedTurn, NotFound, TimelineEvent, ValidationError
 from hivemem.integrations.handle import (
+    ListingCached,
     MemoryHandle,
     SessionListing,
     decode_label,
@@ -133,9 +136,13 @@ def _current(events: Iterable[TimelineEvent]) -> dict[str, _Version]:
 def _decode(content: str) -> tuple[str, dict[str, Any] | None] | None:
     """(key, value or None for a tombstone) of a turn the store wrote; None otherwise."""
     try:
-        record = json.loads(content)
+        # orjson: one C call per read (a get decodes one turn, a search each hit).
+        record = orjson.loads(content)
     except ValueError:
-        return None
+        try:  # what orjson refuses and `json.dumps` writes: NaN, Infinity
+            record = json.loads(content)
+        except ValueError:
+            return None
     if not isinstance(record, dict) or not isinstance(record.get("key"), str):
         return None
     if record.get("deleted") is True:
@@ -198,7 +205,7 @@ def _path_matches(condition: MatchCondition, namespace: tuple[str, ...]) -> bool
     return all(p in ("*", n) for n, p in pairs)
 
 
-class HivememStore(BaseStore):
+class HivememStore(ListingCached, BaseStore):
     """A LangGraph `BaseStore` over a scoped hivemem handle (local or remote).
 
     ``HivememStore(MemoryClient.local("./memory").scoped(namespace="app", agent_id="bot"))``
@@ -225,15 +232,21 @@ class HivememStore(BaseStore):
         # once per call.
         self._listing = SessionListing(memory, list_cache)
 
-    @property
-    def list_cache(self) -> float:
-        return self._listing.ttl
-
-    @list_cache.setter
-    def list_cache(self, seconds: float) -> None:
-        self._listing.ttl = seconds
-
     # -- BaseStore ---------------------------------------------------------------------------
+
+    def get(self, namespace: tuple[str, ...], key: str, *,
+            refresh_ttl: bool | None = None) -> Item | None:
+        """`BaseStore.get` without a batch around its one read (no TTL to refresh): the
+        labels checked as LangGraph checks them, then one key index read."""
+        op = GetOp(namespace, str(key))
+        validate_op_namespace(op)
+        return self._get(op)
+
+    async def aget(self, namespace: tuple[str, ...], key: str, *,
+                   refresh_ttl: bool | None = None) -> Item | None:
+        op = GetOp(namespace, str(key))
+        validate_op_namespace(op)
+        return await in_thread(self._get, op)
 
     def batch(self, ops: Iterable[Op]) -> list[Result]:
         """The batch's reads see the store as it was before the batch; its puts are applied
@@ -309,11 +322,23 @@ class HivememStore(BaseStore):
 
     def _get(self, op: GetOp) -> Item | None:
         namespace = tuple(op.namespace)
-        found = self._items(namespace, [op.key]).get(op.key)
-        if found is None:
+        session = namespace_to_session(namespace)
+        latest = session_latest(self.memory, session, KEY_FIELD, [op.key],
+                                wait=self.read_wait)
+        if latest is None:  # no key index: from the session's turns
+            found = self._items(namespace, [op.key]).get(op.key)
+            if found is None:
+                return None
+            return Item(value=found.value, key=op.key, namespace=namespace,
+                        created_at=found.created_at, updated_at=found.updated_at)
+        keyed = latest.get(op.key)
+        if keyed is None or keyed.turn is None:
             return None
-        return Item(value=found.value, key=op.key, namespace=namespace,
-                    created_at=found.created_at, updated_at=found.updated_at)
+        record = _decode(keyed.turn.content)
+        if record is None or record[1] is None:
+            return None
+        return Item(value=record[1], key=op.key, namespace=namespace,
+                    created_at=keyed.since, updated_at=keyed.at)
 
     def _sessions(self, cached: bool) -> Iterable[str]:
         return self._listing.get() if cached else self.memory.sessions()

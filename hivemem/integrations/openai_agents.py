@@ -69,7 +69,7 @@ def _text(item: dict[str, Any]) -> str | None:
 
 
 def _row(session_id: str, item: Any) -> dict[str, Any]:
-    data = dict(item)
+    data = item if isinstance(item, dict) else dict(item)  # read only: no copy of a dict
     text = _text(data)
     if text is not None:
         return {"session_id": session_id, "role": _ROLES[data["role"]], "content": text}

@@ -8,11 +8,13 @@ import shutil
 import tempfile
 from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
 import pytest
 
 from hivemem import MemoryClient, ScopedMemory, Settings
 from hivemem.providers.embedders import HashingEmbedder
+from hivemem.service.access import SessionAccess
 
 DIM = 256
 _names = itertools.count()
@@ -38,3 +40,31 @@ def namespace(request: pytest.FixtureRequest) -> str:
 @pytest.fixture
 def memory(embedded: MemoryClient, namespace: str) -> ScopedMemory:
     return embedded.scoped(namespace=namespace, agent_id="agent-1")
+
+
+@pytest.fixture
+def writer(embedded: MemoryClient, namespace: str) -> ScopedMemory:
+    """Agent "a" of the test's namespace, free to act as another agent (a namespace key)."""
+    return embedded.scoped(namespace=namespace, agent_id="a")
+
+
+@pytest.fixture
+def agent_key(embedded: MemoryClient, namespace: str) -> ScopedMemory:
+    """Agent "b" of the test's namespace, pinned to it (what an agent-bound key gets)."""
+    return embedded.scoped(namespace=namespace, agent_id="b").pin()
+
+
+@pytest.fixture
+def scope_checks(namespace: str, monkeypatch: pytest.MonkeyPatch) -> list[str]:
+    """The session ids of the test's namespace checked against a scope, as they happen
+    (`clear()` it before the call whose checks are counted)."""
+    checked: list[str] = []
+    require = SessionAccess.require
+
+    def counted(self: SessionAccess, who: Any, session_id: str) -> Any:
+        if getattr(who, "namespace", None) == namespace:
+            checked.append(session_id)
+        return require(self, who, session_id)
+
+    monkeypatch.setattr(SessionAccess, "require", counted)
+    return checked

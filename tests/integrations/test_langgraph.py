@@ -5,6 +5,7 @@ decision and recalls it in a later thread, and the recall/ingest nodes."""
 from __future__ import annotations
 
 import asyncio
+import math
 from typing import Any
 
 import pytest
@@ -15,7 +16,7 @@ from langchain_core.language_models.fake_chat_models import GenericFakeChatModel
 from langchain_core.messages import AIMessage, HumanMessage
 from langchain_core.runnables import RunnableConfig
 from langgraph.graph import START, MessagesState, StateGraph
-from langgraph.store.base import BaseStore, GetOp, PutOp, SearchOp
+from langgraph.store.base import BaseStore, GetOp, InvalidNamespaceError, PutOp, SearchOp
 from langgraph.store.memory import InMemoryStore
 
 from hivemem import MemoryClient, ScopedMemory, ValidationError
@@ -26,7 +27,6 @@ from hivemem.integrations.langgraph import (
     recall_node,
     session_to_namespace,
 )
-from hivemem.service.access import SessionAccess
 
 
 def test_namespace_tuples_round_trip_through_session_ids() -> None:
@@ -61,6 +61,30 @@ def test_put_get_update_delete(memory: ScopedMemory) -> None:
     again = store.get(ns, "food")
     assert again is not None and again.value == {"likes": "ramen"}
     assert again.created_at > first.created_at
+
+
+def test_get_and_aget_check_labels_and_read_any_value_json_writes(
+        memory: ScopedMemory) -> None:
+    """`get`/`aget` skip the batch around their one read, not LangGraph's label checks;
+    a value that JSON writes but orjson does not read (NaN, infinities) still
+    comes back."""
+    store = HivememStore(memory)
+    for bad in (("a.b",), ("",), ("x", "nul\x00")):
+        with pytest.raises(InvalidNamespaceError):
+            store.get(bad, "k")
+        with pytest.raises(InvalidNamespaceError):
+            asyncio.run(store.aget(bad, "k"))
+    ns = ("odd", "values")
+    store.put(ns, "plain", {"n": 1})
+    store.put(ns, "odd", {"nan": math.nan, "inf": -math.inf, "big": 2**70})
+    for got in (store.get(ns, "odd"), asyncio.run(store.aget(ns, "odd"))):
+        assert got is not None and got.key == "odd" and got.namespace == ns
+        assert math.isnan(got.value["nan"]) and got.value["inf"] == -math.inf
+        assert got.value["big"] == 2**70
+    plain = asyncio.run(store.aget(ns, "plain"))
+    assert plain is not None and plain.value == {"n": 1}
+    assert asyncio.run(store.aget(ns, "missing")) is None
+    assert {i.key for i in store.search(ns)} == {"plain", "odd"}
 
 
 def test_search_filters_pages_and_recalls(memory: ScopedMemory) -> None:
@@ -161,37 +185,22 @@ def test_the_store_is_the_handles_namespace_only(embedded: MemoryClient,
     assert stranger.list_namespaces() == []
 
 
-def _count_scope_checks(namespace: str, monkeypatch: pytest.MonkeyPatch) -> list[str]:
-    """The session ids of `namespace` checked against a scope, as they happen."""
-    checked: list[str] = []
-    require = SessionAccess.require
-
-    def counted(self: SessionAccess, who: Any, session_id: str) -> Any:
-        if getattr(who, "namespace", None) == namespace:
-            checked.append(session_id)
-        return require(self, who, session_id)
-
-    monkeypatch.setattr(SessionAccess, "require", counted)
-    return checked
-
-
 def test_a_search_checks_the_scope_once_and_keeps_to_it(
-        embedded: MemoryClient, namespace: str, monkeypatch: pytest.MonkeyPatch) -> None:
+        embedded: MemoryClient, namespace: str, writer: ScopedMemory,
+        agent_key: ScopedMemory, scope_checks: list[str]) -> None:
     """A search with a query is recall plus the key index of the recalled keys, made as
     one call that checks the session against the scope once; an agent key still reads
     neither another agent's private items nor another namespace's."""
-    writer = embedded.scoped(namespace=namespace, agent_id="a")
     mine = HivememStore(writer)
     HivememStore(writer, visibility="private").put(
         ("team",), "diary", {"text": "nervous about the Monday release"})
     mine.put(("team",), "plan", {"text": "the Monday release ships the billing service"})
     mine.get(("team",), "plan")  # waits until both puts are stored
-    teammate = embedded.scoped(namespace=namespace, agent_id="b").pin()  # an agent key
     stranger = embedded.scoped(namespace=namespace + "-x", agent_id="a").pin()
-    checked = _count_scope_checks(namespace, monkeypatch)
-    found = HivememStore(teammate).search(("team",), query="the Monday release")
+    scope_checks.clear()
+    found = HivememStore(agent_key).search(("team",), query="the Monday release")
     assert [i.key for i in found] == ["plan"]
-    assert checked == [namespace_to_session(("team",))]
+    assert scope_checks == [namespace_to_session(("team",))]
     assert HivememStore(stranger).search(("team",), query="the Monday release") == []
     own = mine.search(("team",), query="nervous about the Monday release")
     assert "diary" in {i.key for i in own}  # its own private item: a sees it

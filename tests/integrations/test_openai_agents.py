@@ -30,9 +30,8 @@ from openai.types.responses import (
     ResponseOutputText,
 )
 
-from hivemem import MemoryClient, ScopedMemory
+from hivemem import ScopedMemory
 from hivemem.integrations.openai_agents import HivememSession, memory_instructions
-from hivemem.service.access import SessionAccess
 
 set_tracing_disabled(True)
 
@@ -110,11 +109,10 @@ def test_the_recall_leaves_popped_items_out(memory: ScopedMemory) -> None:
 
 
 def test_the_context_checks_the_scope_once_and_keeps_to_it(
-        embedded: MemoryClient, namespace: str, monkeypatch: pytest.MonkeyPatch) -> None:
+        writer: ScopedMemory, agent_key: ScopedMemory, scope_checks: list[str]) -> None:
     """The context for a query is recall plus the popped turns (the key index), made as
     one call that checks the session against the scope once; an agent key does not read
     another agent's private turns through it."""
-    writer = embedded.scoped(namespace=namespace, agent_id="a")
     writer.ingest("conv-private", "user", "a's secret: the vault code is 4711",
                   visibility="private")
     session = HivememSession("conv-private", writer)
@@ -122,19 +120,10 @@ def test_the_context_checks_the_scope_once_and_keeps_to_it(
                                    {"role": "assistant", "content": "noted, a blue vault"}]))
     asyncio.run(session.pop_item())
     assert "4711" in session.context("the vault code")  # its own private turn
-    reader = embedded.scoped(namespace=namespace, agent_id="b").pin()  # an agent key
-    checked: list[str] = []
-    require = SessionAccess.require
-
-    def counted(self: SessionAccess, who: Any, session_id: str) -> Any:
-        if getattr(who, "namespace", None) == namespace:
-            checked.append(session_id)
-        return require(self, who, session_id)
-
-    monkeypatch.setattr(SessionAccess, "require", counted)
-    text = HivememSession("conv-private", reader).context("the vault code")
+    scope_checks.clear()
+    text = HivememSession("conv-private", agent_key).context("the vault code")
     assert "cellar" in text and "4711" not in text and "blue" not in text
-    assert checked == ["conv-private"]
+    assert scope_checks == ["conv-private"]
 
 
 def test_a_runner_keeps_the_conversation_and_recalls_it_as_instructions(

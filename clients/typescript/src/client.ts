@@ -291,6 +291,24 @@ export class HivememMemory {
     return none ? {} : out.latest;
   }
 
+  /** `recall`, then `latest(sessionId, by, { keys: keysOf(result), withTurns: false })`
+   * (`keysOf` absent: every key of the index), as the Python `recall_latest`: e.g. to keep
+   * only the recalled turns that are still their key's current value. Two requests here,
+   * each checked by the server (the embedded Python handle makes it one service call). */
+  async recallLatest(sessionId: string, query: string, by: string, options: {
+    tokenBudget?: number; preset?: Preset;
+    keysOf?: (result: RecallResult) => Iterable<string>;
+  } = {}): Promise<[RecallResult, Record<string, KeyedTurn>]> {
+    const result = await this.recall(sessionId, query,
+                                     { tokenBudget: options.tokenBudget, preset: options.preset });
+    const named = options.keysOf?.(result);
+    if (typeof named === "string") {
+      throw new ValidationError("keys", "keysOf must return a list of keys, not one string");
+    }
+    const keys = named === undefined ? undefined : [...named];
+    return [result, await this.latest(sessionId, by, { keys, withTurns: false })];
+  }
+
   /** Erase a session (or only these turns / facts of it) everywhere it was copied, on disk
    * too; the receipt says what was removed. An agent key forgets only what its agent wrote. */
   async forget(sessionId: string, options: { turnIds?: string[]; factIds?: string[] } = {},

@@ -11,6 +11,7 @@ import {
   connect, HivememMemory, NotFound, NotPermitted, StoreUnavailable, Unauthorized,
   ValidationError, RetryLater, retryWait, DEFAULT_RETRY,
 } from "../src/index.js";
+import type { KeyedTurn, RecallResult } from "../src/index.js";
 import { Served } from "./server.js";
 
 const HERE = dirname(fileURLToPath(import.meta.url));
@@ -128,6 +129,60 @@ describe("against hivemem serve", () => {
     await assert.rejects(team.latest("missing", "topic"), NotFound);
     const other = await connect(served.url, { apiKey: served.keys.other! });
     await assert.rejects(other.latest("keyed", "topic"), NotFound);
+  });
+
+  test("recallLatest: recall and the key index, to keep only current values", async () => {
+    await team.ingest("rl", "user", "Billing data lives in MySQL", { metadata: { topic: "db" } });
+    const now = await team.ingest("rl", "user", "Billing data moved to Postgres",
+                                  { metadata: { topic: "db" } });
+    const cached = await team.ingest("rl", "user", "Page fragments are cached in Redis",
+                                     { metadata: { topic: "cache" } });
+    await team.ingest("rl", "user", "no more cache", { metadata: { topic: "cache", deleted: true } });
+    const alice = await connect(served.url, { apiKey: served.keys.alice!, agentId: "alice" });
+    const hers = await alice.ingest("rl", "user", "My billing data lives in SQLite",
+                                    { metadata: { topic: "db" }, visibility: "private" });
+    await team.waitUntilProcessed("rl", 30);
+    const topicsOf = (r: RecallResult) => r.items.map((i) => i.metadata.topic)
+      .filter((t): t is string => typeof t === "string");
+    // What a framework adapter does with it: keep the recalled turns still current.
+    const current = (r: RecallResult, latest: Record<string, KeyedTurn>) => r.items
+      .filter((i) => latest[String(i.metadata.topic)]?.turn_id === i.source_id)
+      .map((i) => i.content);
+    const seen: RecallResult[] = [];
+    const [result, latest] = await team.recallLatest("rl", "where does billing data live?",
+                                                     "topic", {
+      tokenBudget: 500, keysOf: (r) => { seen.push(r); return topicsOf(r); },
+    });
+    assert.equal(seen.length, 1);
+    assert.equal(seen[0], result, "keysOf is given the recall's result");
+    assert.ok(result.items.some((i) => i.source_id === now.turn_id));
+    assert.ok(!result.items.some((i) => i.source_id === hers.turn_id), "alice's private turn");
+    assert.deepEqual(latest, await team.latest("rl", "topic", { keys: topicsOf(result),
+                                                                withTurns: false }));
+    assert.equal(latest.db!.turn_id, now.turn_id);
+    assert.equal(latest.db!.turn ?? null, null, "where and when only");
+    assert.deepEqual(current(result, latest), ["Billing data moved to Postgres"]);
+    // A recalled turn whose key has ended (a tombstone) is not current.
+    const [redis, ended] = await team.recallLatest("rl", "page fragments cached in Redis", "topic",
+                                                   { keysOf: topicsOf });
+    assert.ok(redis.items.some((i) => i.source_id === cached.turn_id));
+    assert.equal(ended.cache, undefined);
+    assert.ok(!current(redis, ended).includes("Page fragments are cached in Redis"));
+    // No keysOf: every key of the index this handle may see.
+    const [, every] = await team.recallLatest("rl", "billing", "topic");
+    assert.deepEqual(Object.keys(every), ["db"]);
+    assert.equal(every.db!.turn_id, now.turn_id);
+    const [, mine] = await alice.recallLatest("rl", "billing", "topic", { keysOf: () => ["db"] });
+    assert.equal(mine.db!.turn_id, hers.turn_id, "an agent sees its own private value");
+    const [, none] = await team.recallLatest("rl", "billing", "topic", { keysOf: () => [] });
+    assert.deepEqual(none, {});
+    await assert.rejects(team.recallLatest("rl", "billing", "topic", { keysOf: () => "db" }),
+                         (e: unknown) => e instanceof ValidationError && e.field === "keys");
+    await assert.rejects(team.recallLatest("rl", "billing", "no spaces"),
+                         (e: unknown) => e instanceof ValidationError && e.field === "by");
+    await assert.rejects(team.recallLatest("missing", "billing", "topic"), NotFound);
+    const other = await connect(served.url, { apiKey: served.keys.other! });
+    await assert.rejects(other.recallLatest("rl", "billing", "topic"), NotFound);
   });
 
   test("errors are typed", async () => {
