@@ -43,27 +43,10 @@ from typing import Any
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))  # bench/: harness, suites
 
 from harness import LATEST, machine_facts, offline_model_env, summarize
+from scale_fill import FixedQuery
 from suites import recall_load, recall_sizes
 
 from hivemem import MemoryClient
-
-
-class FixedQuery:
-    """A query embedder whose vector is given (computed before the clock starts): recall
-    without the query's embedding. Frees the GIL as the embedder it wraps says."""
-
-    def __init__(self, inner: Any) -> None:
-        self.inner = inner
-        self.vector: Any = None
-        self.dim = inner.dim
-        self.name = "fixed-query"
-        self.releases_gil = bool(getattr(inner, "releases_gil", False))
-
-    def embed_documents(self, texts: Any) -> Any:
-        return self.inner.embed_documents(texts)
-
-    def embed_query(self, text: str) -> Any:
-        return self.vector
 
 
 @contextlib.contextmanager

@@ -46,26 +46,7 @@ import numpy as np
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))  # bench/: harness, suites
 
 from harness import RESULTS, RedisServer, machine_facts, offline_model_env, summarize
-from scale_fill import DIM, bulk_fill, load_avg, summarize_versus, versus_exact
-
-
-class FixedQuery:
-    """An embedder whose query vector is given: recall without the embedding cost. It
-    frees the GIL as the product's query embedder does (so recall's helper thread works
-    beside the caller as it does with the real one)."""
-
-    def __init__(self, inner: Any) -> None:
-        self.inner = inner
-        self.vector: Any = None
-        self.dim = DIM
-        self.name = "fixed-query"
-        self.releases_gil = bool(getattr(inner, "releases_gil", False))
-
-    def embed_documents(self, texts: Any) -> Any:
-        return self.inner.embed_documents(texts)
-
-    def embed_query(self, text: str) -> Any:
-        return self.vector
+from scale_fill import DIM, FixedQuery, bulk_fill, load_avg, summarize_versus, versus_exact
 
 
 def rss_mb() -> float:
