@@ -281,3 +281,28 @@ def test_a_copy_of_a_rules_fact_is_not_kept() -> None:
     [kept] = [plan.writes[i] for i in plan.added]
     assert "switching CI" in kept.content
     assert any(d.startswith(f"llm 0: restates {kept.fact_id}") for d in plan.dropped)
+
+
+@pytest.mark.parametrize("failure", ["unusable output", "http 400"])
+def test_a_failing_llm_leaves_the_heuristic_facts(
+    tmp_path: Path, settings: Settings, failure: str
+) -> None:
+    """The LLM only ever adds: when it fails for good (an unusable reply after the repair
+    round, a 4xx), the episode still gets the rules' facts, as without an LLM."""
+    bad = (Reply(text="no JSON here") if failure == "unusable output"
+           else Reply(status=400, body={"error": "bad request"}))
+    with ScriptedLLM(default=bad) as llm:
+        configured = settings.model_copy(update={"llm": LLMConfig(
+            provider="openai", base_url=llm.url, model="m", timeout_s=5, max_retries=0)})
+        with MemoryClient.local(tmp_path / "m", configured,
+                                embedder=HashingEmbedder(1024)) as memory:
+            for text in (PG, STAGING, MYSQL):
+                memory.ingest("s", "user", text, agent_id="sam")
+            memory.close_episode("s")
+            memory.wait_until_reflected("s", 30)
+            facts = {f.content: f.status for f in memory.facts("s", include_history=True)}
+            [trace] = memory.traces(5, session_id="s")
+        assert llm.requests  # the model was asked
+    assert facts[MYSQL] == FactStatus.ACTIVE and facts[PG] == FactStatus.SUPERSEDED
+    assert not trace.get("failed")
+    assert any(d.startswith("llm failed:") for d in trace["dropped"]), trace["dropped"]

@@ -10,12 +10,16 @@ facts, never undo what the change rules decided. This is what a configured LLM d
 
 from __future__ import annotations
 
+import structlog
 from pydantic import Field
 
 from hivemem.domain.fact import FactAction
+from hivemem.errors import ProviderError
 from hivemem.providers.reflector import ReflectionRequest, ReflectionResult, Reflector
 
 __all__ = ["AugmentedReflector", "AugmentedResult"]
+
+log = structlog.get_logger(__name__)
 
 
 class AugmentedResult(ReflectionResult):
@@ -32,10 +36,21 @@ class AugmentedReflector:
         self.name = f"{llm.name}+{rules.name}"
 
     def reflect(self, request: ReflectionRequest) -> AugmentedResult:
-        """The rules first (cheap, deterministic); the LLM's failures propagate as they are
-        (`RetryLater`, `ProviderError`), so retries and failed traces work as without it."""
+        """The rules first (cheap, deterministic). A transient LLM failure (`RetryLater`)
+        propagates, so the job retries as without the rules; a permanent one
+        (`ProviderError`: an unusable reply after the repair round, a 4xx) leaves the rules'
+        actions alone, with the error in `dropped`: the LLM only ever adds, so failing the
+        episode would lose the facts the rules found in it."""
         rules = self.rules.reflect(request)
-        result = self.llm.reflect(request)
+        try:
+            result = self.llm.reflect(request)
+        except ProviderError as exc:
+            log.warning("llm.failed_rules_kept", reflector=self.llm.name, error=str(exc)[:300])
+            return AugmentedResult(
+                actions=[], raw_output=getattr(exc, "raw_output", None),
+                dropped=[*rules.dropped, f"llm failed: {str(exc)[:300]}"],
+                rule_actions=rules.actions, rules=self.rules.name,
+            )
         return AugmentedResult(
             actions=result.actions, raw_output=result.raw_output, model=result.model,
             dropped=[*rules.dropped, *result.dropped], rule_actions=rules.actions,
