@@ -200,6 +200,9 @@ async function render() {
   const asInput = document.getElementById("as-agent");
   if (asInput && document.activeElement !== asInput) asInput.value = asAgent();
   const token = ++renderToken;
+  // `ready` says the page shown is the latest render's: cleared while it loads, so a render
+  // that finished just before this one never stands for it.
+  delete document.body.dataset.ready;
   const page = PAGES[r.page] || PAGES.sessions;
   setMain(h("p", { class: "muted" }, "Loading…"));
   try {
