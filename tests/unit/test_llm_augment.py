@@ -241,21 +241,29 @@ def _good(request_json: Any) -> Reply:
     return Reply(text=actions(*wanted))
 
 
+def _one_episode_through(llm: ScriptedLLM, tmp_path: Path, settings: Settings
+                         ) -> tuple[dict[str, FactStatus], dict[str, Any]]:
+    """PG, STAGING, MYSQL said by sam, the episode closed and reflected through the LLM
+    `llm` serves: the facts' statuses and the reflection's trace."""
+    configured = settings.model_copy(update={"llm": LLMConfig(
+        provider="openai", base_url=llm.url, model="m", timeout_s=5, max_retries=0)})
+    with MemoryClient.local(tmp_path / "m", configured,
+                            embedder=HashingEmbedder(1024)) as memory:
+        for text in (PG, STAGING, MYSQL):
+            memory.ingest("s", "user", text, agent_id="sam")
+        memory.close_episode("s")
+        memory.wait_until_reflected("s", 30)
+        facts = {f.content: f.status for f in memory.facts("s", include_history=True)}
+        [trace] = memory.traces(5, session_id="s")
+    assert llm.requests  # the model was asked
+    return facts, trace
+
+
 def test_a_configured_llm_reflects_on_top_of_the_heuristic(
     tmp_path: Path, settings: Settings
 ) -> None:
     with ScriptedLLM(default=Reply(body=_good)) as llm:
-        configured = settings.model_copy(update={"llm": LLMConfig(
-            provider="openai", base_url=llm.url, model="m", timeout_s=5, max_retries=0)})
-        with MemoryClient.local(tmp_path / "m", configured,
-                                embedder=HashingEmbedder(1024)) as memory:
-            for text in (PG, STAGING, MYSQL):
-                memory.ingest("s", "user", text, agent_id="sam")
-            memory.close_episode("s")
-            memory.wait_until_reflected("s", 30)
-            facts = {f.content: f.status for f in memory.facts("s", include_history=True)}
-            [trace] = memory.traces(5, session_id="s")
-        assert llm.requests  # the model was asked
+        facts, trace = _one_episode_through(llm, tmp_path, settings)
     assert facts[MYSQL] == FactStatus.ACTIVE and facts[PG] == FactStatus.SUPERSEDED
     assert facts["The staging cluster is wiped every night."] == FactStatus.ACTIVE
     assert trace["reflector"] == "openai:m+heuristic"
@@ -292,17 +300,7 @@ def test_a_failing_llm_leaves_the_heuristic_facts(
     bad = (Reply(text="no JSON here") if failure == "unusable output"
            else Reply(status=400, body={"error": "bad request"}))
     with ScriptedLLM(default=bad) as llm:
-        configured = settings.model_copy(update={"llm": LLMConfig(
-            provider="openai", base_url=llm.url, model="m", timeout_s=5, max_retries=0)})
-        with MemoryClient.local(tmp_path / "m", configured,
-                                embedder=HashingEmbedder(1024)) as memory:
-            for text in (PG, STAGING, MYSQL):
-                memory.ingest("s", "user", text, agent_id="sam")
-            memory.close_episode("s")
-            memory.wait_until_reflected("s", 30)
-            facts = {f.content: f.status for f in memory.facts("s", include_history=True)}
-            [trace] = memory.traces(5, session_id="s")
-        assert llm.requests  # the model was asked
+        facts, trace = _one_episode_through(llm, tmp_path, settings)
     assert facts[MYSQL] == FactStatus.ACTIVE and facts[PG] == FactStatus.SUPERSEDED
     assert not trace.get("failed")
     assert any(d.startswith("llm failed:") for d in trace["dropped"]), trace["dropped"]
