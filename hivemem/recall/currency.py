@@ -29,7 +29,7 @@ from hivemem.domain.fact import VISIBLE, Fact
 from hivemem.domain.models import Turn
 from hivemem.domain.names import session_name
 from hivemem.domain.recall.currency import turn_key
-from hivemem.domain.recall.fact_index import CurrencyLens, LensMapping, OwnerMapping
+from hivemem.domain.recall.fact_index import CurrencyLens, LensMapping, OwnerMapping, PerKey
 from hivemem.domain.scope import DEFAULT_NAMESPACE, Scope
 from hivemem.domain.slot_table import SlotView
 from hivemem.recall.foreground import Foreground
@@ -248,39 +248,14 @@ def _replaced_lookup(
     return lookup
 
 
-class _TablePerKey(Mapping[str, Any]):
+class _TablePerKey(PerKey[Any]):
     """A slot-table answer read per key (`get`, `in`), each key looked up once; `values()`
     when given (every owner). Not iterable: it would cost the whole table."""
 
     def __init__(self, lookup: Callable[[str], Any],
                  values: Callable[[], frozenset[str]] | None = None) -> None:
-        self._lookup = lookup
+        super().__init__(lookup)
         self._values = values
-        self._memo: dict[str, Any] = {}
-
-    def _get(self, key: str) -> Any:
-        if key not in self._memo:
-            self._memo[key] = self._lookup(key)
-        return self._memo[key]
-
-    def __getitem__(self, key: str) -> Any:
-        value = self._get(key)
-        if value is None:
-            raise KeyError(key)
-        return value
-
-    def get(self, key: str, default: Any = None) -> Any:
-        value = self._get(key)
-        return default if value is None else value
-
-    def __contains__(self, key: object) -> bool:
-        return isinstance(key, str) and self._get(key) is not None
-
-    def __iter__(self) -> Iterator[str]:
-        raise TypeError("the slot table is read per key")
-
-    def __len__(self) -> int:
-        raise TypeError("the slot table is read per key")
 
     def values(self) -> Any:
         if self._values is None:

@@ -338,7 +338,7 @@ class _Locks:
             lock.__exit__(None, None, None)
 
 
-class _PerKey(Mapping[str, _V]):
+class PerKey(Mapping[str, _V]):
     """A lens answer as the read-only mapping recall reads (`get`, `in`), each key looked
     up once. Iterating it is not supported: it would cost what the lens avoids."""
 
@@ -371,14 +371,14 @@ class _PerKey(Mapping[str, _V]):
         raise TypeError("a currency lens answers per key; it does not count its keys")
 
 
-class LensMapping(_PerKey[tuple[str, ...]]):
+class LensMapping(PerKey[tuple[str, ...]]):
     """`CurrencyLens.replaced` per key."""
 
     def __init__(self, lens: CurrencyLens) -> None:
         super().__init__(lens.replaced)
 
 
-class OwnerMapping(_PerKey[str]):
+class OwnerMapping(PerKey[str]):
     """`CurrencyLens.owner` per key, and `values()`: every owner."""
 
     def __init__(self, lens: CurrencyLens) -> None:
