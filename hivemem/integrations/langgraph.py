@@ -43,17 +43,20 @@ import re
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
 from datetime import datetime
-from typing import Any
+from typing import Any, Literal
 
 import orjson
 from langchain_core.messages import AnyMessage
 from langchain_core.runnables import RunnableConfig
 from langgraph.store.base import (
+    NOT_PROVIDED,
     BaseStore,
     GetOp,
+    InvalidNamespaceError,
     Item,
     ListNamespacesOp,
     MatchCondition,
+    NotProvided,
     Op,
     PutOp,
     Result,
@@ -248,6 +251,38 @@ class HivememStore(ListingCached, BaseStore):
         validate_op_namespace(op)
         return await in_thread(self._get, op)
 
+    def put(self, namespace: tuple[str, ...], key: str, value: Mapping[str, Any] | None,
+            index: Literal[False] | list[str] | None = None, *,
+            ttl: float | NotProvided | None = NOT_PROVIDED) -> None:
+        """`BaseStore.put` without a batch around its one write (what an agent calls on
+        every turn): LangGraph's checks, then the one ingest."""
+        self._write_one(self._put_op(namespace, key, value, index, ttl))
+
+    async def aput(self, namespace: tuple[str, ...], key: str,
+                   value: Mapping[str, Any] | None,
+                   index: Literal[False] | list[str] | None = None, *,
+                   ttl: float | NotProvided | None = NOT_PROVIDED) -> None:
+        op = self._put_op(namespace, key, value, index, ttl)
+        await in_thread(self._write_one, op)
+
+    def _put_op(self, namespace: tuple[str, ...], key: str, value: Mapping[str, Any] | None,
+                index: Literal[False] | list[str] | None, ttl: float | NotProvided | None,
+                ) -> PutOp:
+        """The put as `BaseStore.put` checks it: a namespace LangGraph accepts (not empty,
+        its labels, not under "langgraph"), no TTL (this store has none)."""
+        if not namespace:
+            raise InvalidNamespaceError("Namespace cannot be empty.")
+        op = PutOp(tuple(namespace), str(key), value, index=index)
+        validate_op_namespace(op)
+        if namespace[0] == "langgraph":
+            raise InvalidNamespaceError(
+                f'Root label for namespace cannot be "langgraph". Got: {namespace}')
+        if ttl is not NOT_PROVIDED and ttl is not None:
+            raise NotImplementedError(
+                f"TTL is not supported by {type(self).__name__}. "
+                "Use a store implementation that supports TTL or set ttl=None.")
+        return op
+
     def batch(self, ops: Iterable[Op]) -> list[Result]:
         """The batch's reads see the store as it was before the batch; its puts are applied
         after them, all in one ingest (as LangGraph's InMemoryStore does)."""
@@ -280,21 +315,33 @@ class HivememStore(ListingCached, BaseStore):
         last: dict[tuple[tuple[str, ...], str], PutOp] = {}
         for op in puts:
             last[(tuple(op.namespace), op.key)] = op
-        rows = []
-        for (namespace, key), op in last.items():
-            record: dict[str, Any] = ({"key": key, "deleted": True} if op.value is None
-                                      else {"key": key, "value": dict(op.value)})
-            # The key in the metadata is what hivemem's key index reads (`latest`).
-            meta: dict[str, Any] = {KEY_FIELD: key}
-            if op.value is None:
-                meta["deleted"] = True
-            rows.append({"session_id": namespace_to_session(namespace), "role": "system",
-                         "content": json.dumps(record, ensure_ascii=False, default=str),
-                         "visibility": self.visibility, "metadata": meta})
+        rows = [self._row(op) for op in last.values()]
         self.memory.ingest_many(rows)
         written = [str(row["session_id"]) for row in rows]
         wrote(self.memory, written)
         self._listing.add(written)  # a namespace this store made is searched at once
+
+    def _write_one(self, op: PutOp) -> None:
+        """`_write` of one put."""
+        row = self._row(op)
+        self.memory.ingest_many([row])
+        written = (str(row["session_id"]),)
+        wrote(self.memory, written)
+        self._listing.add(written)
+
+    def _row(self, op: PutOp) -> dict[str, Any]:
+        """The turn a put remembers: its JSON record, the key in the metadata (what
+        hivemem's key index reads, `latest`)."""
+        key = op.key
+        if op.value is None:
+            record: dict[str, Any] = {"key": key, "deleted": True}
+            meta: dict[str, Any] = {KEY_FIELD: key, "deleted": True}
+        else:
+            record = {"key": key, "value": dict(op.value)}
+            meta = {KEY_FIELD: key}
+        return {"session_id": namespace_to_session(tuple(op.namespace)), "role": "system",
+                "content": json.dumps(record, ensure_ascii=False, default=str),
+                "visibility": self.visibility, "metadata": meta}
 
     def _items(self, namespace: tuple[str, ...], keys: list[str] | None = None
                ) -> dict[str, _Version]:

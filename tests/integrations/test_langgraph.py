@@ -87,6 +87,33 @@ def test_get_and_aget_check_labels_and_read_any_value_json_writes(
     assert {i.key for i in store.search(ns)} == {"plain", "odd"}
 
 
+def test_put_and_aput_check_as_basestore_does_without_a_batch(
+        memory: ScopedMemory, monkeypatch: pytest.MonkeyPatch) -> None:
+    """`put`/`aput` (an agent's write on every turn) skip the batch around their one
+    write, not LangGraph's checks: the same errors as `BaseStore.put` and nothing written
+    on bad input."""
+    store = HivememStore(memory)
+    reference = InMemoryStore()
+    for bad in ((), ("a.b",), ("",), ("langgraph", "x")):
+        for target in (store, reference):
+            with pytest.raises(InvalidNamespaceError):
+                target.put(bad, "k", {"v": 1})
+            with pytest.raises(InvalidNamespaceError):
+                asyncio.run(target.aput(bad, "k", {"v": 1}))
+    with pytest.raises(NotImplementedError, match="TTL"):
+        store.put(("t",), "k", {"v": 1}, ttl=5)
+    assert store.search(("t",)) == []
+    monkeypatch.setattr(store, "batch", lambda ops: pytest.fail("put went through batch"))
+    store.put(("direct", "u1"), "k", {"v": 1}, index=False, ttl=None)
+    asyncio.run(store.aput(("direct", "u1"), "j", {"v": 2}))
+    got = store.get(("direct", "u1"), "k")
+    assert got is not None and got.value == {"v": 1}
+    later = store.get(("direct", "u1"), "j")
+    assert later is not None and later.value == {"v": 2}
+    store.put(("direct", "u1"), "k", None)  # None deletes, as in a PutOp
+    assert store.get(("direct", "u1"), "k") is None
+
+
 def test_search_filters_pages_and_recalls(memory: ScopedMemory) -> None:
     store = HivememStore(memory)
     store.put(("docs", "u1"), "a", {"text": "We chose Postgres as the primary database",
