@@ -10,7 +10,14 @@ Imports only hivemem's public modules (pinned by tests/unit/test_bench_layout.py
 
 from harness.env import MODEL, model_cache, offline_model_env
 from harness.locomo_data import locomo_conversations, locomo_questions, locomo_turns
-from harness.machine import CpuMonitor, cpu_facts, git_state, machine_facts, wait_for_quiet
+from harness.machine import (
+    CpuMonitor,
+    PausedBackground,
+    cpu_facts,
+    git_state,
+    machine_facts,
+    wait_for_quiet,
+)
 from harness.paths import (
     ARCHIVE,
     BENCH,
@@ -36,7 +43,8 @@ from hivemem.testing import RedisServer
 
 __all__ = [
     "ARCHIVE", "BENCH", "DEFAULT_PYTHON", "LATEST", "LOCOMO", "MODEL", "MODEL_CACHE", "QUICK",
-    "REFERENCE_VERSIONS", "REPO", "RESULTS", "RESULTS_ROOT", "SHARED", "CpuMonitor", "RedisServer",
+    "REFERENCE_VERSIONS", "REPO", "RESULTS", "RESULTS_ROOT", "SHARED", "CpuMonitor", "PausedBackground",
+    "RedisServer",
     "Samples", "archive_latest", "cpu_facts", "exit_unless_references_run", "git_state",
     "locomo_conversations", "locomo_questions", "locomo_turns", "machine_facts", "model_cache",
     "offline_model_env", "percentile", "results_dir", "run_adapter", "stage_backlog", "summarize",

@@ -15,6 +15,9 @@ model is not the point, except in the "incl. embedding" column):
   `--lock-arm [--idle-s S]`: then the same store closed, left S seconds and opened again,
   unlocked, locked in memory (`lock_in_memory`), unlocked again, with each pass's major
   page faults (a host that pages out idle memory sends recall's searches to the disk).
+  `--pause-niced`: on a machine shared with background work run at a positive nice value,
+  that work is stopped during each timed phase (not the fill or the build) and continued
+  after; each phase records how many processes it paused.
 
 The store is filled through `EdgeVectorStore.upsert` with prebuilt vectors (bench/
 scale_fill.py: not what is measured). Per row, interleaved query by query: p50/p95 of the
@@ -45,7 +48,14 @@ import numpy as np
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))  # bench/: harness, suites
 
-from harness import RESULTS, RedisServer, machine_facts, offline_model_env, summarize
+from harness import (
+    RESULTS,
+    PausedBackground,
+    RedisServer,
+    machine_facts,
+    offline_model_env,
+    summarize,
+)
 from scale_fill import DIM, FixedQuery, bulk_fill, load_avg, summarize_versus, versus_exact
 
 
@@ -87,7 +97,16 @@ def exact_hits(store: Any, session: str, vector: np.ndarray,
 
 
 def measure(store: Any, recaller: Any, fixed: FixedQuery, session: str, queries: list[str],
-            qvecs: np.ndarray, policy: Any, *, check: bool = False) -> dict[str, Any]:
+            qvecs: np.ndarray, policy: Any, *, check: bool = False,
+            pause: bool = False) -> dict[str, Any]:
+    with PausedBackground(pause) as paused:
+        out = _measure(store, recaller, fixed, session, queries, qvecs, policy, check=check)
+    out["paused_niced_processes"] = paused.paused
+    return out
+
+
+def _measure(store: Any, recaller: Any, fixed: FixedQuery, session: str, queries: list[str],
+             qvecs: np.ndarray, policy: Any, *, check: bool) -> dict[str, Any]:
     bare: list[float] = []
     excl: list[float] = []
     incl: list[float] = []
@@ -176,7 +195,8 @@ def row(name: str, points: int, per_session: int, build: bool, args: argparse.Na
         queries = [" ".join(texts[i].split()[:5]) for i in picks]
         out["segments_before"] = store.index_info(TURNS)
         out["rss_mb_after_fill"] = rss_mb()
-        out["unindexed"] = measure(store, recaller, fixed, session, queries, qvecs, policy)
+        out["unindexed"] = measure(store, recaller, fixed, session, queries, qvecs, policy,
+                                   pause=args.pause_niced)
         log(f"  unindexed: {_line(out['unindexed'])}  load {load_avg()}")
         if build:
             during: list[float] = []
@@ -215,7 +235,7 @@ def row(name: str, points: int, per_session: int, build: bool, args: argparse.Na
                 first.append(round((time.perf_counter() - s) * 1000, 2))
             out["first_recalls_after_swap_excl_embedding_ms"] = first
             out["indexed"] = measure(store, recaller, fixed, session, queries, qvecs, policy,
-                                     check=True)
+                                     check=True, pause=args.pause_niced)
             log(f"  built in {out['index_build_wall_s']} s wall,"
                 f" {out['index_build_child_cpu_s']} CPU-s, {out['segments_after']}")
             log(f"  indexed:   {_line(out['indexed'])}  load {load_avg()}")
@@ -265,7 +285,8 @@ def lock_arm(store: Any, recaller: Any, fixed: FixedQuery, session: str, queries
         opened = round((time.perf_counter() - t0) * 1000, 1)
         recaller = Recaller(recaller.state, recaller.episodes, store, fixed.inner)
         at_open = resource.getrusage(resource.RUSAGE_SELF).ru_majflt
-        out[name] = measure(store, recaller, fixed, session, queries, qvecs, policy)
+        out[name] = measure(store, recaller, fixed, session, queries, qvecs, policy,
+                            pause=args.pause_niced)
         memory = store._memory
         out[name].update({
             "open_ms": opened, "major_faults_at_open": at_open - before,
@@ -314,6 +335,9 @@ def main() -> None:
                          " memory (lock_in_memory), unlocked again")
     ap.add_argument("--idle-s", type=float, default=0.0,
                     help="with --lock-arm: seconds the store stays closed before each open")
+    ap.add_argument("--pause-niced", action="store_true",
+                    help="stop other work's niced processes (SIGSTOP) during each timed phase "
+                         "and continue them after (a shared machine; recorded per row)")
     ap.add_argument("--merge", action="store_true",
                     help="keep the other rows already in --out (replace only these)")
     args = ap.parse_args()
