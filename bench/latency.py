@@ -67,11 +67,14 @@ def locomo_latency(args: argparse.Namespace) -> dict[str, Any]:
     only = [locomo.locomo_conversations()[0]["name"]] if args.quick else None
     convs, notes = locomo.load_dataset(only, locomo.QUICK_TURNS if args.quick else None)
     scores = locomo.Scores()
-    info = locomo.run_hivemem(convs, scores, print, variants=False)
+    info = locomo.run_hivemem(convs, scores, print, variants=False,
+                              pause_niced=args.pause_niced)
     hivemem = locomo.aggregate(scores, convs)["hivemem"]
     out = {"conversations": [c["name"] for c in convs], "turns": notes["turns"],
            "questions": notes["questions_scored"], "recall_ms": hivemem["latency_ms"],
-           "budget_call_ms": hivemem["budget_call_latency_ms"], "ingest": info.get("ingest")}
+           "budget_call_ms": hivemem["budget_call_latency_ms"], "ingest": info.get("ingest"),
+           "recall_overall": hivemem["overall"],
+           "paused_niced_processes": info.get("paused_niced_processes", 0)}
     RESULT["locomo"] = out
     return out
 
@@ -116,6 +119,9 @@ def main() -> int:
                     help="load: seconds of recalls while reflection catches up")
     ap.add_argument("--settle-s", type=float, default=3600.0,
                     help="load: how long to wait for reflection before the idle recalls")
+    ap.add_argument("--pause-niced", action="store_true",
+                    help="locomo: stop other work's niced processes while the recalls are"
+                         " timed (a shared machine; the count is recorded)")
     args = ap.parse_args()
     offline_model_env()
     code = run_sections(args, {"sizes": sizes, "load": load, "locomo": locomo_latency},

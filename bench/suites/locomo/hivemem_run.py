@@ -14,6 +14,7 @@ from typing import Any
 from adapters.reference import hivemem_estimate_tokens as estimate_tokens
 from harness import (
     CpuMonitor,
+    PausedBackground,
     wait_for_windows,
 )
 
@@ -32,8 +33,10 @@ from suites.locomo.data import (
 
 def run_hivemem(
     convs: list[dict[str, Any]], scores: Scores, log: Callable[[str], None], *,
-    variants: bool = True,
+    variants: bool = True, pause_niced: bool = False,
 ) -> dict[str, Any]:
+    """`pause_niced`: other work's niced processes stopped while the recalls are timed
+    (`PausedBackground`; the count is in the result)."""
     from hivemem import MemoryClient
     from hivemem.config import Settings
 
@@ -105,7 +108,7 @@ def run_hivemem(
             lat: list[float] = []
             blat: list[float] = []
             estimate_checked = estimate_mismatched = 0
-            with CpuMonitor() as cpu:
+            with PausedBackground(pause_niced) as paused, CpuMonitor() as cpu:
                 for conv in convs:
                     session = f"locomo-{conv['name']}"
                     for q in conv["questions"]:
@@ -127,6 +130,7 @@ def run_hivemem(
                             toks[b] = sum(it.token_count for it in got)
                         scores.add("hivemem", q, ranked, sets, toks)
             info["cpu"]["queries"] = cpu.result
+            info["paused_niced_processes"] = paused.paused
             # The baselines and the references count tokens with a copy of hivemem's
             # estimate (the function is internal): checked here against recall's own counts.
             info["token_estimate_copy"] = {"turn_items_checked": estimate_checked,
