@@ -20,6 +20,10 @@ from hivemem.store.sessions import SessionStore
 from hivemem.store.vectors.base import VectorStore
 from hivemem.workers.queue import JobQueue
 
+# How many sessions' facts a worker keeps (least recently reflected first out): a worker
+# reflects one session at a time, and one it no longer keeps is read whole when next needed.
+_SESSIONS_KNOWN = 64
+
 
 @dataclass
 class JobContext:
@@ -49,7 +53,7 @@ class JobContext:
     known_facts: KnownFacts = field(init=False)
 
     def __post_init__(self) -> None:
-        self.known_facts = KnownFacts(self.vectors)
+        self.known_facts = KnownFacts(self.vectors, size=_SESSIONS_KNOWN)
 
     def outcome(self, name: str) -> None:
         if self.on_outcome is not None:
