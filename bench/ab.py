@@ -40,8 +40,11 @@ def commit_of(tree: Path) -> str:
 def run_once(tree: Path, script: list[str], out: Path) -> dict[str, Any]:
     env = {**os.environ, "PYTHONPATH": str(tree), "HIVEMEM_BENCH_RESULTS": str(out)}
     started = time.perf_counter()
+    # Run from the tree measured: the embedded mode starts its reflection process with
+    # `python -m`, which puts the working directory first on sys.path, so from another
+    # checkout the baseline's reflection would run that checkout's code.
     done = subprocess.run([sys.executable, str(HERE / script[0]), *script[1:]], env=env,
-                          check=False)
+                          cwd=tree, check=False)
     docs = {p.stem: json.loads(p.read_text()) for p in sorted((out / "latest").glob("*.json"))}
     if done.returncode != 0 and not docs:
         raise SystemExit(f"{script[0]} on {tree} failed (exit {done.returncode}), no results")

@@ -22,7 +22,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any
 
-from hivemem.domain.consolidation import Plan, PlanContext, Planner
+from hivemem.domain.consolidation import History, Plan, PlanContext, Planner
 from hivemem.domain.fact import VISIBLE, Fact, FactAction, FactStatus
 from hivemem.domain.models import Turn
 from hivemem.domain.provenance import sources_of
@@ -51,8 +51,11 @@ def plan_with_additions(
     actions: Sequence[FactAction],
     additions: Sequence[FactAction],
     context: PlanContext,
+    history: History | None = None,
 ) -> Plan:
     """The plan of `actions` (the rules), plus what `additions` (an LLM's) add to it.
+    `history`: the superseded facts, as `plan_actions` takes them (read once per planner
+    that needs them: pass one that reads the store once).
 
     Fact ids of `actions` are those they would have alone (``fact_id_for(episode, i)``);
     addition ``j`` is number ``len(actions) + j`` of the batch.
@@ -60,7 +63,7 @@ def plan_with_additions(
     def planned(llm: Sequence[tuple[int, FactAction]]) -> Planner:
         """The rules' actions in their order, each LLM action placed before the first rule
         action said after it: every statement acts in the order it was said."""
-        planner = Planner(prior, context)
+        planner = Planner(prior, context, history)
         batch = [(when(a), 0, i, a) for i, a in enumerate(actions)]
         placed = sorted(llm, key=lambda item: when(item[1]))
         merged: list[tuple[int, FactAction]] = []
@@ -80,7 +83,9 @@ def plan_with_additions(
         return max((order.get(t, 0) for t in action.source_turn_ids), default=0)
 
     alone = planned([])
-    left = {**alone.facts, **alone.plan.writes}
+    if not additions:
+        return alone.plan  # (the history is read only for additions to judge)
+    left = alone.known()
     standing = {fact_id: _standing(f) for fact_id, f in left.items()}
     offset = len(actions)
     kept: list[tuple[int, FactAction]] = []

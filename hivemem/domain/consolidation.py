@@ -51,6 +51,7 @@ from hivemem.domain.values import (
 
 __all__ = [
     "UPDATE_LANGUAGE",
+    "History",
     "Plan",
     "Planner",
     "contradicts",
@@ -121,10 +122,20 @@ RESTATE_MATCH = 0.8
 ASKED_MATCH = 0.35  # a question or proposal this much about a fact is answered by it
 
 
-class Planner:
-    """Applies actions one by one to the known facts; `plan` is what they changed."""
+# The session's retired history (superseded facts), read only if a statement needs it.
+History = Callable[[], Sequence[Fact]]
 
-    def __init__(self, prior: Sequence[Fact], context: PlanContext) -> None:
+
+class Planner:
+    """Applies actions one by one to the known facts; `plan` is what they changed.
+
+    `history`: more known facts, superseded ones, that only a revert ("back to Jenkins")
+    and the LLM's additions (`hivemem.domain.augment`) look at, so it is read at the first
+    statement that needs it, not for every episode: a session's history grows with it. The
+    known facts are `prior` then `history`, in that order (a fact is in one of them)."""
+
+    def __init__(self, prior: Sequence[Fact], context: PlanContext,
+                 history: History | None = None) -> None:
         self.plan = Plan()
         self.context = context
         # The episode's turns decide whose each new fact is (`hivemem.domain.authority`).
@@ -134,6 +145,8 @@ class Planner:
         self.author = Author()
         self.seeing = False
         self.facts: dict[str, Fact] = {f.fact_id: f for f in prior}
+        self._history = history
+        self._retired: dict[str, Fact] | None = None if history is not None else {}
         self.new_ids: dict[int, str] = {}
         self.similarity = context.similarity
         self.slot_similarity = context.slot_similarity
@@ -149,6 +162,13 @@ class Planner:
             return None
         allowed = self.author.may_see if self.seeing else self.author.may_change
         return fact if allowed(fact) else None
+
+    def known(self) -> dict[str, Fact]:
+        """Every known fact (`prior`, then the history) as this plan leaves it."""
+        if self._retired is None:
+            assert self._history is not None
+            self._retired = {f.fact_id: f for f in self._history()}
+        return {**self.facts, **self._retired, **self.plan.writes}
 
     def active(self) -> list[Fact]:
         pool = {**self.facts, **self.plan.writes}
@@ -303,7 +323,7 @@ class Planner:
             return max(named, key=self.recency)
         # A revert names an old value ("back to Jenkins"): what replaced that value since.
         said = values_of(new.content)
-        everything = {**self.facts, **self.plan.writes}
+        everything = self.known()
         for old in sorted(everything.values(), key=self.recency, reverse=True):
             if old.status != FactStatus.SUPERSEDED or not overlap(values_of(old.content), said):
                 continue
@@ -546,10 +566,12 @@ class Planner:
 
 
 def plan_actions(
-    prior: Sequence[Fact], actions: Sequence[FactAction], context: PlanContext
+    prior: Sequence[Fact], actions: Sequence[FactAction], context: PlanContext,
+    history: History | None = None,
 ) -> Plan:
-    """What `actions`, in their order, change among the `prior` facts."""
-    planner = Planner(prior, context)
+    """What `actions`, in their order, change among the `prior` facts (and the `history`,
+    read when needed: `Planner`)."""
+    planner = Planner(prior, context, history)
     for index, action in enumerate(actions):
         planner.apply(index, action)
     return planner.plan

@@ -9,6 +9,7 @@ overwrites what a crashed attempt wrote.
 
 from __future__ import annotations
 
+import functools
 import time
 from datetime import UTC, datetime
 from typing import Any
@@ -18,7 +19,7 @@ import structlog
 
 from hivemem.domain.audit import reflection_events
 from hivemem.domain.augment import plan_with_additions
-from hivemem.domain.consolidation import Plan, PlanContext, plan_actions
+from hivemem.domain.consolidation import History, Plan, PlanContext, plan_actions
 from hivemem.domain.episode import Episode
 from hivemem.domain.fact import VISIBLE, Fact, FactAction, FactStatus
 from hivemem.domain.models import Turn
@@ -181,12 +182,9 @@ class Reflection:
         except ProviderError as exc:
             self._failed(trace, exc, started, lock, episode, retries_exhausted=False)
             raise
-        # Superseded versions let consolidation see a revert ("back to Jenkins" names the
-        # value Jenkins held before); only the current facts go to the reflector.
-        history = _seen(ctx.vectors.list_fact_hits(name, [FactStatus.SUPERSEDED.value]), scope)
-        known = prior_hits + history
-        plan = self._plan(episode, [h.fact for h in known], result, turns, namespace,
-                          {h.fact.fact_id: h.vector for h in known if h.vector is not None})
+        plan = self._plan(episode, prior, result, turns, namespace,
+                          {h.fact.fact_id: h.vector for h in prior_hits if h.vector is not None},
+                          self._history(name, scope))
         writes = list(plan.writes.values())
         if writes:
             vectors = ctx.embedder.embed_documents([f.content for f in writes])
@@ -233,9 +231,34 @@ class Reflection:
                   episode_id=episode.episode_id, index=episode.index,
                   retries_exhausted=retries_exhausted, error=str(exc)[:300])
 
+    def _history(self, name: SessionName, scope: Scope) -> History:
+        """The session's superseded facts `scope` sees, by creation, read when the plan
+        first needs them (and once: `plan_with_additions` plans several times).
+
+        Superseded versions let consolidation see a revert ("back to Jenkins" names the
+        value Jenkins held before); only the current facts go to the reflector. They come
+        from the worker's copy of the session's facts (`KnownFacts`: a read costs what was
+        written since the last one), not a listing per episode: the history grows with the
+        session, and most episodes never look at it. Their vectors are not read: the plan
+        compares new statements with current facts only."""
+        known = self.ctx.known_facts
+
+        @functools.cache
+        def history() -> tuple[Fact, ...]:
+            facts = known.get(name)
+            with facts.lock:
+                retired = [f for f in facts.index.by_id.values()
+                           if f.status == FactStatus.SUPERSEDED
+                           and scope.admits(f.namespace, f.visibility, f.agent_id)]
+            return tuple(sorted(retired, key=lambda f: (f.created_at, f.fact_id)))
+
+        return history
+
     def _plan(self, episode: Episode, prior: list[Fact], result: ReflectionResult,
-              turns: list[Turn], namespace: str, prior_vectors: dict[str, Vector]) -> Plan:
-        """`prior_vectors`: the stored vectors of `prior`, read with them."""
+              turns: list[Turn], namespace: str, prior_vectors: dict[str, Vector],
+              history: History) -> Plan:
+        """`prior_vectors`: the stored vectors of `prior`, read with them. `prior`: the
+        current facts; `history`: the superseded ones (`_history`)."""
         ctx = self.ctx
         actions = [*_rule_actions(result), *result.actions]
         contents = list(dict.fromkeys(a.content for a in actions if a.content))
@@ -250,7 +273,8 @@ class Reflection:
                 b = content_vectors.get(fact.content)
             return float(np.dot(a, b)) if a is not None and b is not None else 0.0
 
-        # Subject phrases are embedded too: "the database" and "our datastore" are one slot.
+        # Subject phrases are embedded too: "the database" and "our datastore" are one slot
+        # (a slot is compared with current facts' subjects only: the history's are not read).
         subjects = sorted({canonical_slot(x) for x in [
             *(a.subject for a in actions if a.subject), *(f.subject for f in prior if f.subject)
         ]} - {""})
@@ -271,8 +295,9 @@ class Reflection:
         )
         if isinstance(result, AugmentedResult):
             # The LLM's actions on top of the rules': they may add, never undo.
-            return plan_with_additions(prior, result.rule_actions, result.actions, where)
-        return plan_actions(prior, result.actions, where)
+            return plan_with_additions(prior, result.rule_actions, result.actions, where,
+                                       history)
+        return plan_actions(prior, result.actions, where, history)
 
 
 # How many large sessions' names a worker keeps (`JobContext.large_sessions`).

@@ -61,6 +61,8 @@ def test_the_wire_format_round_trips_points_hits_and_scoped_filters() -> None:
     where = {"session_id": "s", "markers": ["decision"], "seq": Between(3, 9),
              SCOPE: Scope("team", "agent-1")}
     assert wire.decode_where(json.loads(json.dumps(wire.encode_where(where)))) == where
+    since = {"written_at": Between(1767254400.25)}  # a float, no upper end
+    assert wire.decode_where(json.loads(json.dumps(wire.encode_where(since)))) == since
 
 
 def test_a_workspace_records_where_its_model_is_and_goes_offline(

@@ -15,7 +15,8 @@ from hivemem import MemoryClient, Settings
 from hivemem.domain.fact import Fact, FactStatus
 from hivemem.providers.embedders import HashingEmbedder
 from hivemem.recall.known_facts import KnownFacts
-from hivemem.store.vectors.base import FACTS, VectorStore
+from hivemem.runtime.gated_vectors import GatedVectorStore
+from hivemem.store.vectors.base import FACTS, Hit, VectorStore, Where
 from tests.support.vector_stores import BACKENDS, open_store
 
 EMB = HashingEmbedder(64)
@@ -91,3 +92,27 @@ def test_recall_sees_a_switch_reflected_after_an_earlier_recall(
         after = list(client.recall("s", "which database are we using now?", token_budget=40))
         assert after and "MySQL" in after[0].content
         assert not any("PostgreSQL" in i.content for i in after)
+
+
+def test_a_guest_store_reads_only_what_was_written_since(store: VectorStore) -> None:
+    """A store that offers only the primitives (the embedded owner's guests: the proxy, the
+    gated store the reflection process is served through) reads just the facts stamped
+    since the cursor, through a range on the stamp, not every fact of the session."""
+    scrolled: list[str] = []
+
+    class Primitives(GatedVectorStore):
+        def scroll(self, collection: str, where: Where | None, *,
+                   with_vectors: bool = False) -> Iterator[Hit]:
+            for hit in super().scroll(collection, where, with_vectors=with_vectors):
+                scrolled.append(hit.id)
+                yield hit
+
+    guest = Primitives(store, lambda: None)
+    _write(store, *(_fact(f"old {i}") for i in range(20)))
+    known = KnownFacts(guest, margin_s=0.0)
+    assert len(known.get("s").facts) == 20
+    time.sleep(0.01)
+    scrolled.clear()
+    _write(store, _fact("new"))
+    assert len(known.get("s").facts) == 21
+    assert len(scrolled) == 1

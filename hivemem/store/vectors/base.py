@@ -265,11 +265,12 @@ class Hit:
 
 @dataclass(frozen=True, slots=True)
 class Between:
-    """A numeric payload field within [`gte`, `lte`] (both ends kept), through its payload
-    index: the timeline reads a session's turns a window of seqs at a time."""
+    """A numeric payload field within [`gte`, `lte`] (both ends kept; no `lte`: no upper
+    end), through its payload index: the timeline reads a session's turns a window of seqs
+    at a time; `facts_written_after`, the facts stamped since a time."""
 
-    gte: int
-    lte: int
+    gte: float
+    lte: float | None = None
 
 
 # Payload conditions, all of which must hold: field -> value, or field -> list (any of), or
@@ -639,10 +640,14 @@ class VectorStore(ABC):
     ) -> list[tuple[Fact, float]]:
         """The session's facts (every status, every scope) whose `WRITTEN_AT` is later than
         `after` (None: all of them), each with that time (0.0: written before the field
-        existed). Backends with range filters override this to read only those; this
-        default reads the session's facts and validates only the ones asked for."""
+        existed). Only those cross from the store (a range on the field's payload index):
+        a reader that keeps a session's facts (`hivemem.recall.known_facts`) pays for what
+        changed, also through the owner's API (a guest's proxy) in the embedded mode."""
+        where: dict[str, Any] = dict(session_where(name))
+        if after is not None:
+            where[WRITTEN_AT] = Between(after)
         out: list[tuple[Fact, float]] = []
-        for hit in self.scroll(FACTS, session_where(name)):
+        for hit in self.scroll(FACTS, where):
             written = written_at(hit.payload)
             if after is None or written > after:
                 out.append((Fact.model_validate(hit.payload), written))

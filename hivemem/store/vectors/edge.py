@@ -328,7 +328,8 @@ class EdgeVectorStore(VectorStore):
             elif isinstance(value, Between):
                 # Edge has no integer range: a float one matches the integer index.
                 must.append(qe.FieldCondition(key=field, range=qe.RangeFloat(
-                    gte=float(value.gte), lte=float(value.lte))))
+                    gte=float(value.gte),
+                    lte=None if value.lte is None else float(value.lte))))
             elif isinstance(value, list | tuple):
                 must.append(qe.FieldCondition(key=field, match=qe.MatchAny(list(value))))
             else:

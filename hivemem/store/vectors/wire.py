@@ -76,7 +76,7 @@ def decode_where(data: Mapping[str, Any] | None) -> Where | None:
     for field, value in where.items():
         if isinstance(value, Mapping) and BETWEEN in value:
             first, last = value[BETWEEN]
-            where[field] = Between(int(first), int(last))
+            where[field] = Between(float(first), None if last is None else float(last))
     return where
 
 
