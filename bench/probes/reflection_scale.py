@@ -37,9 +37,9 @@ from typing import Any
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))  # bench/: harness, suites
 
 from harness import LATEST, machine_facts
-from suites.recall_load import BATCH, Turns, settings
+from suites.recall_load import Turns, fill_batches, settings
 
-from hivemem import Backpressure, MemoryClient, RetryLater
+from hivemem import MemoryClient
 
 SESSION = "grow"
 
@@ -60,16 +60,7 @@ def run_size(turns: int, max_s: float) -> dict[str, Any]:
     try:
         with MemoryClient.local(folder, settings()) as client:
             t0 = time.perf_counter()
-            for start in range(0, turns, BATCH):
-                rows = [{"session_id": SESSION, "role": "user" if i % 2 else "assistant",
-                         "content": texts.turn()}
-                        for i in range(start, min(turns, start + BATCH))]
-                while True:
-                    try:
-                        client.ingest_many(rows)
-                        break
-                    except (Backpressure, RetryLater):
-                        time.sleep(0.2)
+            for _ in fill_batches(client, SESSION, turns, texts):
                 samples.append((time.perf_counter() - t0, _reflected(client)))
             client.close_session(SESSION)
             client.wait_until_processed(SESSION, timeout=3600, stage="boundary")

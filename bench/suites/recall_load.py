@@ -22,7 +22,7 @@ import random
 import shutil
 import tempfile
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from contextlib import AbstractContextManager, nullcontext
 from typing import Any
 
@@ -90,8 +90,11 @@ def settings() -> Settings:
     return Settings.model_validate({"embedding": {"provider": "hashing", "dim": 384}})
 
 
-def _fill(client: MemoryClient, session: str, turns: int, texts: Turns) -> dict[str, Any]:
-    t0 = time.perf_counter()
+def fill_batches(
+    client: MemoryClient, session: str, turns: int, texts: Turns,
+) -> Iterator[int]:
+    """`turns` synthetic turns into `session`, `ingest_many` in batches of `BATCH` (waiting
+    out backpressure); yields the turns written after each batch."""
     for start in range(0, turns, BATCH):
         rows = [{"session_id": session, "role": "user" if i % 2 else "assistant",
                  "content": texts.turn()} for i in range(start, min(turns, start + BATCH))]
@@ -101,6 +104,13 @@ def _fill(client: MemoryClient, session: str, turns: int, texts: Turns) -> dict[
                 break
             except (Backpressure, RetryLater):
                 time.sleep(0.2)
+        yield start + len(rows)
+
+
+def _fill(client: MemoryClient, session: str, turns: int, texts: Turns) -> dict[str, Any]:
+    t0 = time.perf_counter()
+    for _ in fill_batches(client, session, turns, texts):
+        pass
     ingest_s = time.perf_counter() - t0
     client.wait_until_processed(session, timeout=7200)
     return {"turns": turns, "ingest_s": round(ingest_s, 1),
