@@ -315,19 +315,18 @@ class HivememStore(ListingCached, BaseStore):
         last: dict[tuple[tuple[str, ...], str], PutOp] = {}
         for op in puts:
             last[(tuple(op.namespace), op.key)] = op
-        rows = [self._row(op) for op in last.values()]
+        self._ingest([self._row(op) for op in last.values()])
+
+    def _write_one(self, op: PutOp) -> None:
+        """`_write` of one put."""
+        self._ingest([self._row(op)])
+
+    def _ingest(self, rows: list[dict[str, Any]]) -> None:
+        """The puts' turns in one ingest; later reads here wait for them."""
         self.memory.ingest_many(rows)
         written = [str(row["session_id"]) for row in rows]
         wrote(self.memory, written)
         self._listing.add(written)  # a namespace this store made is searched at once
-
-    def _write_one(self, op: PutOp) -> None:
-        """`_write` of one put."""
-        row = self._row(op)
-        self.memory.ingest_many([row])
-        written = (str(row["session_id"]),)
-        wrote(self.memory, written)
-        self._listing.add(written)
 
     def _row(self, op: PutOp) -> dict[str, Any]:
         """The turn a put remembers: its JSON record, the key in the metadata (what
