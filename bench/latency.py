@@ -57,7 +57,8 @@ def load(args: argparse.Namespace) -> dict[str, Any]:
         recall_load.run_row(name, turns=n, fact_share=share, distinct=distinct,
                             queries=10 if quick else 20,
                             catchup_s=20 if quick else args.catchup_s,
-                            settle_s=120 if quick else args.settle_s)
+                            settle_s=120 if quick else args.settle_s,
+                            pause_niced=args.pause_niced)
         for name, n, share, distinct in shapes if n]}
     RESULT["load"] = out
     return out
@@ -120,7 +121,7 @@ def main() -> int:
     ap.add_argument("--settle-s", type=float, default=3600.0,
                     help="load: how long to wait for reflection before the idle recalls")
     ap.add_argument("--pause-niced", action="store_true",
-                    help="locomo: stop other work's niced processes while the recalls are"
+                    help="locomo, load: stop other work's niced processes while recalls are"
                          " timed (a shared machine; the count is recorded)")
     args = ap.parse_args()
     offline_model_env()

@@ -188,11 +188,13 @@ def git_state() -> dict[str, Any]:
 
 def _niced_user_processes() -> list[int]:
     """Processes of other work started at a positive nice value (`nice -n 19 ...`: the
-    background work of a shared machine), not this one; kernel threads (no command line)
-    are left out."""
-    found = []
+    background work of a shared machine), not this one nor its descendants (the measured
+    system's own processes: the embedded mode's reflection process, its Redis server);
+    kernel threads (no command line) are left out."""
+    niced: list[int] = []
+    parent: dict[int, int] = {}
     for entry in os.listdir("/proc"):
-        if not entry.isdigit() or int(entry) == os.getpid():
+        if not entry.isdigit():
             continue
         try:
             with open(f"/proc/{entry}/stat", encoding="utf-8") as fh:
@@ -201,9 +203,18 @@ def _niced_user_processes() -> list[int]:
                 has_command = bool(fh.read(1))
         except OSError:
             continue
+        parent[int(entry)] = int(fields[1])  # field 4 of stat: ppid
         if has_command and int(fields[16]) > 0:  # field 19 of stat: nice
-            found.append(int(entry))
-    return found
+            niced.append(int(entry))
+    return [pid for pid in niced if not _descends_from(pid, os.getpid(), parent)]
+
+
+def _descends_from(pid: int, ancestor: int, parent: dict[int, int]) -> bool:
+    while pid > 1:
+        if pid == ancestor:
+            return True
+        pid = parent.get(pid, 0)
+    return False
 
 
 class PausedBackground:

@@ -26,7 +26,7 @@ from collections.abc import Callable, Iterator
 from contextlib import AbstractContextManager, nullcontext
 from typing import Any
 
-from harness import machine_facts, summarize
+from harness import PausedBackground, machine_facts, summarize
 
 from hivemem import (
     Backpressure,
@@ -117,16 +117,20 @@ def _fill(client: MemoryClient, session: str, turns: int, texts: Turns) -> dict[
             "processed_s": round(time.perf_counter() - t0, 1)}
 
 
-def _window(client: MemoryClient, session: str, texts: Turns, n: int) -> dict[str, Any]:
+def _window(client: MemoryClient, session: str, texts: Turns, n: int,
+            pause_niced: bool = False) -> dict[str, Any]:
+    """`n` timed recalls; `pause_niced`: other work's niced processes stopped meanwhile
+    (`PausedBackground`: not this process's own, so reflection goes on)."""
     ms = []
-    for _ in range(n):
-        query = texts.query()
-        t0 = time.perf_counter()
-        client.recall(session, query, limit=20)
-        ms.append((time.perf_counter() - t0) * 1000)
+    with PausedBackground(pause_niced) as paused:
+        for _ in range(n):
+            query = texts.query()
+            t0 = time.perf_counter()
+            client.recall(session, query, limit=20)
+            ms.append((time.perf_counter() - t0) * 1000)
     info = client.admin.session_info(session)
     return {"ms": ms, "episodes": info.episodes, "facts_active": info.facts_active,
-            "load1": round(os.getloadavg()[0], 2)}
+            "load1": round(os.getloadavg()[0], 2), "paused_niced": paused.paused}
 
 
 def _reflected(client: MemoryClient, session: str) -> bool:
@@ -142,12 +146,14 @@ def run_row(name: str, *, turns: int, fact_share: float, distinct: bool, queries
             log: Any = print,
             quiet: Callable[[MemoryClient], AbstractContextManager[Any]] | None = None,
             probe: Callable[[MemoryClient, str, Turns], dict[str, Any]] | None = None,
+            pause_niced: bool = False,
             ) -> dict[str, Any]:
     """One shape: fill, recall in windows of `queries` while reflection catches up (at most
     `catchup_s`), settle (at most `settle_s`), recall idle.
     `quiet` (a probe's): when reflection has not caught up within `settle_s`, the idle
     recalls run inside it (it holds the background work: bench/probes/recall_pipeline.py),
-    noted as `idle.mode`; `probe`: more measurements on the idle store, merged in."""
+    noted as `idle.mode`; `probe`: more measurements on the idle store, merged in.
+    `pause_niced`: other work's niced processes stopped while each window is timed."""
     texts = Turns(seed=len(name), fact_share=fact_share, distinct=distinct)
     folder = tempfile.mkdtemp(prefix=f"hivemem-load-{name}-")
     session = f"{name}-s0"
@@ -160,7 +166,7 @@ def run_row(name: str, *, turns: int, fact_share: float, distinct: bool, queries
             windows = []
             t0 = time.perf_counter()
             while time.perf_counter() - t0 < catchup_s and not _reflected(client, session):
-                w = _window(client, session, texts, queries)
+                w = _window(client, session, texts, queries, pause_niced)
                 w["t_s"] = round(time.perf_counter() - t0, 1)
                 windows.append(w)
                 log(f"    catch-up +{w['t_s']:.0f}s: p95 {summarize(w['ms'])['p95']:.1f} ms,"
@@ -180,8 +186,8 @@ def run_row(name: str, *, turns: int, fact_share: float, distinct: bool, queries
             if not settled and quiet is not None:
                 hold, mode = quiet(client), "reflection held (not settled)"
             with hold:
-                idle = _window(client, session, texts, max(queries, 50))
-                idle2 = _window(client, session, texts, max(queries, 50))
+                idle = _window(client, session, texts, max(queries, 50), pause_niced)
+                idle2 = _window(client, session, texts, max(queries, 50), pause_niced)
                 idle["ms"] += idle2["ms"]
                 extra = probe(client, session, texts) if probe is not None else {}
     finally:
@@ -191,8 +197,11 @@ def run_row(name: str, *, turns: int, fact_share: float, distinct: bool, queries
         "recall_ms": summarize(during) if during else None,
         "windows": [{"t_s": w["t_s"], "recall_ms": summarize(w["ms"]),
                      "episodes": w["episodes"], "facts_active": w["facts_active"],
-                     "load1": w["load1"]} for w in windows]}
+                     "load1": w["load1"], "paused_niced": w["paused_niced"]}
+                    for w in windows]}
+    out["pause_niced"] = pause_niced
     out["idle"] = {"recall_ms": summarize(idle["ms"]), "episodes": idle["episodes"],
+                   "paused_niced": idle["paused_niced"] + idle2["paused_niced"],
                    "facts_active": idle["facts_active"], "load1": idle["load1"], "mode": mode,
                    **extra}
     if during:

@@ -108,7 +108,8 @@ class CurrencyView:
                 session == session_id and table is None) else {}
             empty = empty and not overlay and not len(snap)
             lens.add(session, snap.index, admits=None if access is None else admits,
-                     overlay=overlay.values(), lock=snap.lock)
+                     overlay=overlay.values(), lock=snap.lock,
+                     admit_key=_ANYONE if access is None else access)
         answer = Currency({}, {}) if empty else Currency(LensMapping(lens), OwnerMapping(lens))
         if table is None:
             return answer
@@ -116,6 +117,9 @@ class CurrencyView:
         return with_table(answer, session_id, _fact_of(own, admits), table, access,
                           chains=self.chains(session_id, table))
 
+
+# The chain-jump key of a recall with no asker's scope (every fact admitted).
+_ANYONE = "anyone"
 
 # Turns on the way from a replaced statement to what is current, at most, besides what is
 # current (a chain of one slot's versions can be thousands long; its nearest and its
