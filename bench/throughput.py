@@ -25,7 +25,7 @@ from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-from harness import machine_facts, offline_model_env, write_result
+from harness import PausedBackground, machine_facts, offline_model_env, write_result
 from harness.cli import goal_parser, run_sections
 from suites import pipeline
 
@@ -42,16 +42,20 @@ def embed(args: argparse.Namespace) -> dict[str, Any]:
     runs = {}
     for w in args.embed_workers.split(","):
         workers = None if w == "default" else int(w)
-        runs[w] = pipeline.bench_embed(40 if args.quick else args.embed_turns, workers,
-                                       raw=not args.skip_raw)
+        with PausedBackground(args.pause_niced) as paused:
+            runs[w] = pipeline.bench_embed(40 if args.quick else args.embed_turns, workers,
+                                           raw=not args.skip_raw)
+        runs[w]["paused_niced_processes"] = paused.paused
     # The first count's run under the old keys; every count's under "by_workers".
     RESULT["embed"] = {**next(iter(runs.values())), "by_workers": runs}
     return RESULT["embed"]
 
 
 def freshness(args: argparse.Namespace) -> dict[str, Any]:
-    RESULT["freshness"] = pipeline.bench_freshness(10.0 if args.quick else args.rate,
-                                                   3.0 if args.quick else args.seconds)
+    with PausedBackground(args.pause_niced) as paused:
+        RESULT["freshness"] = pipeline.bench_freshness(10.0 if args.quick else args.rate,
+                                                       3.0 if args.quick else args.seconds)
+    RESULT["freshness"]["paused_niced_processes"] = paused.paused
     return RESULT["freshness"]
 
 
@@ -80,6 +84,9 @@ def main() -> int:
                     help="embed: no raw fastembed run (an A/B of two trees: the same on both)")
     ap.add_argument("--rate", type=float, default=50.0, help="freshness: turns per second")
     ap.add_argument("--seconds", type=float, default=30.0, help="freshness: how long")
+    ap.add_argument("--pause-niced", action="store_true",
+                    help="embed, freshness: stop other work's niced processes while each runs"
+                         " (a shared machine; the count is recorded)")
     args = ap.parse_args()
     offline_model_env()
     code = run_sections(args, {"ingest": ingest, "embed": embed, "freshness": freshness},
