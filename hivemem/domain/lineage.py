@@ -37,7 +37,7 @@ _TIME = re.compile(r"(?<![\w:.])(\d{1,2}:\d{2})(?:\s?([ap])\.?m\b)?(?![\w:])", r
 # "7pm", "6 a.m.": a time without minutes.
 _HOUR = re.compile(r"(?<![\w:.$€£])(\d{1,2})\s?([ap])\.?m\b\.?", re.IGNORECASE)
 _AMOUNT = re.compile(
-    r"(?<![\w.,/:#-])([$€£]?)(\d{1,3}(?:,\d{3})+|\d+(?:\.\d+)?)\s?"
+    r"(?<![\w.,/:#-])([$€£]?)(\d{1,3}(?:,\d{3})+(?:\.\d+)?|\d+(?:\.\d+)?)\s?"
     r"(k|m|bn|%|gb|mb|tb|ms|s|sec|secs|seconds?|min|mins|minutes?|h|hrs?|hours?|days?"
     r"|weeks?|months?|years?|x|rows|users|people|nodes|replicas|gb/s|g|kg|lbs?|oz|ml|km|cm|mm"
     r"|miles?|kids|guests|students|seats|places|points|engineers|specs|lines)?(?![\w]|\.\d)",
@@ -201,7 +201,8 @@ def values_in(text: str) -> set[Value]:
     for m in _AMOUNT.finditer(text):
         if taken(*m.span()):
             continue
-        number = m.group(2).replace(",", "")
+        # "$1,240.00" is $1,240 ("1,240" then ".00" read as another number once).
+        number = re.sub(r"\.0+$", "", m.group(2).replace(",", ""))
         unit = (m.group(3) or "").lower()
         unit = "min" if unit == "m" and not m.group(1) else unit  # "pause 30m"; "$30m" is money
         scale = {"k": 1e3, "m": 1e6, "bn": 1e9}.get(unit)

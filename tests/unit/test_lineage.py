@@ -232,3 +232,8 @@ def test_no_change_read_off_an_agreement_or_a_replacement_part() -> None:
                   "Correct, SSO and audit logs are Enterprise features at $72 a seat.",
                   "Their replacement lid shipped on the 14th.")
     assert _history(steps) == {} and steps[-1].lineage.gone == {}
+
+
+def test_an_amount_with_thousands_and_cents_is_one_value() -> None:
+    assert values_in("Total $1,240.00, due in 14 days") >= {Value("amount:$", "1240")}
+    assert Value("amount:$", "1") not in values_in("Total $1,240.00")
