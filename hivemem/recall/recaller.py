@@ -695,6 +695,10 @@ class _Over(Mapping[str, tuple[str, ...]]):
         return sum(1 for _ in self)
 
 
+# Times the room stale statements leave is filled again (each fill may bring in more).
+_REFILLS = 3
+
+
 def _select_current(
     candidates: list[Candidate], budget: int, policy: RecallPolicy, *, keep_history: bool,
     only_current: bool = False,
@@ -705,7 +709,7 @@ def _select_current(
     fit is left out too, never handed over alone."""
     left_out: list[Excluded] = []
     pool = list(candidates)
-    for _round in range(4):
+    for _round in range(_REFILLS + 1):
         chosen, excluded = select(
             pool,
             budget=budget,
@@ -716,24 +720,35 @@ def _select_current(
         )
         if keep_history:
             return chosen, excluded
-        keys = {c.key for c in chosen}
-        competing = {c.key for c in pool}
-        replaced: dict[str, str] = {}
-        for c in chosen:
-            successors = _entry(c).signals.successors
-            beside = next((k for k in successors if k in keys), None)
-            if beside is not None:
-                replaced[c.key] = f"replaced by {beside}"
-            elif only_current and (
-                    waiting := next((k for k in successors if k in competing), None)):
-                # Never the stale value alone: its successor did not fit, so neither does it.
-                replaced[c.key] = f"replaced by {waiting} (left out)"
+        replaced = _replaced_in(chosen, {c.key for c in pool}, only_current)
         if not replaced:
             return chosen, excluded + left_out
         left_out += [Excluded(c, "superseded", replaced[c.key])
                      for c in pool if c.key in replaced]
         pool = [c for c in pool if c.key not in replaced]
-    return chosen, excluded + left_out
+    # The room the last round freed is not filled again, but what it left out stays out:
+    # a refill can bring in further stale statements (a long session's old turns on one
+    # thing), and the last one's were handed over beside their successors.
+    return [c for c in chosen if c.key not in replaced], excluded + left_out
+
+
+def _replaced_in(chosen: list[Candidate], competing: set[str],
+                 only_current: bool) -> dict[str, str]:
+    """The stale statements of `chosen` to leave out (key -> why): those whose successor
+    is in the context too, and, for a question about what holds now (`only_current`),
+    those whose successor competed (in `competing`) but did not fit."""
+    keys = {c.key for c in chosen}
+    replaced: dict[str, str] = {}
+    for c in chosen:
+        successors = _entry(c).signals.successors
+        beside = next((k for k in successors if k in keys), None)
+        if beside is not None:
+            replaced[c.key] = f"replaced by {beside}"
+        elif only_current and (
+                waiting := next((k for k in successors if k in competing), None)):
+            # Never the stale value alone: its successor did not fit, so neither does it.
+            replaced[c.key] = f"replaced by {waiting} (left out)"
+    return replaced
 
 
 def _entry(candidate: Candidate) -> PoolEntry:

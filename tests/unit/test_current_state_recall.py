@@ -72,3 +72,28 @@ def test_past_questions() -> None:
     assert read_query("what did we use before MySQL?").past
     assert read_query("which database did we originally pick?").past
     assert not read_query("which database are we using now?").past
+
+
+def test_a_stale_statement_is_never_handed_over_beside_its_successor_after_the_refills() -> None:
+    # Each round leaves out the stale statement it chose and fills the room it leaves with
+    # the next best, stale too (a long session's old turns on one thing): what the last
+    # round chooses is filtered the same way, not handed over.
+    from hivemem.domain.recall.budget import Candidate
+    from hivemem.domain.recall.policy import PRESETS
+    from hivemem.domain.recall.scoring import Signals
+    from hivemem.recall.items import PoolEntry
+    from hivemem.recall.recaller import _REFILLS, _select_current
+
+    def candidate(key: str, score: float, successors: tuple[str, ...] = ()) -> Candidate:
+        entry = PoolEntry(signals=Signals(key=key, source="turn", session_id="s",
+                                          successors=successors), vector=None)
+        return Candidate(key=key, text=f"statement {key}", score=score, token_count=10,
+                         payload={"entry": entry})
+
+    stale = [candidate(f"old{i}", 0.9 - i / 100, ("new",)) for i in range(_REFILLS + 3)]
+    chosen, excluded = _select_current([candidate("new", 1.0), *stale], 20,
+                                       PRESETS["balanced"], keep_history=False,
+                                       only_current=True)
+    assert [c.key for c in chosen] == ["new"]
+    assert {e.candidate.key for e in excluded if e.reason == "superseded"} == {
+        f"old{i}" for i in range(_REFILLS + 1)}
