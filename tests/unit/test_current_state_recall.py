@@ -9,6 +9,7 @@ from pathlib import Path
 from hivemem import MemoryClient, Settings
 from hivemem.domain.fact import Fact, FactKind, FactStatus
 from hivemem.domain.recall.currency import stale_statements
+from hivemem.domain.recall.fact_index import CurrencyLens, FactIndex, LensMapping
 from hivemem.domain.recall.intent import read_query
 from hivemem.providers.embedders import HashingEmbedder
 
@@ -47,8 +48,12 @@ def test_which_database_now_puts_mysql_first_without_the_postgres_turn(
         assert "MySQL" in contents[0]
 
 
+_SAID = {"a": "We use PostgreSQL for the database.", "b": "The database moves to MySQL.",
+         "c": "Switch the database to MariaDB.", "d": "The database runs on one node."}
+
+
 def _fact(fid: str, status: FactStatus, turns: list[str], by: str | None = None) -> Fact:
-    return Fact(fact_id=fid, session_id="s", content=fid, kind=FactKind.DECISION,
+    return Fact(fact_id=fid, session_id="s", content=_SAID[fid], kind=FactKind.DECISION,
                 subject="database", source_turn_ids=turns, created_at=T0, valid_from=T0,
                 status=status, superseded_by=by)
 
@@ -72,3 +77,50 @@ def test_past_questions() -> None:
     assert read_query("what did we use before MySQL?").past
     assert read_query("which database did we originally pick?").past
     assert not read_query("which database are we using now?").past
+
+
+def _said(fid: str, content: str, subject: str, turns: list[str], *,
+          status: FactStatus = FactStatus.ACTIVE, by: str | None = None,
+          considered: tuple[str, ...] = ()) -> Fact:
+    return Fact(fact_id=fid, session_id="s", agent_id="Joanna", content=content,
+                kind=FactKind.CONSTRAINT, subject=subject, source_turn_ids=turns,
+                created_at=T0, valid_from=T0, status=status, superseded_by=by,
+                considered_in=list(considered))
+
+
+def test_a_link_by_resemblance_makes_no_statement_history() -> None:
+    # As consolidation linked them in a chat (LoCoMo 42): two of a person's statements that
+    # both still hold, read off keywords onto one slot; a greeting question linked to a
+    # conflicted greeting; a question linked to a fact with no slot.
+    facts = [
+        _said("fur", "Joanna: I'm allergic to most reptiles and animals with fur.",
+              "joanna's diet", ["D2:23"], status=FactStatus.SUPERSEDED, by="dairy"),
+        _said("dairy", "Joanna: Yeah, since I'm lactose intolerant I'm trying out dairy-free"
+              " options like coconut or almond milk instead.", "joanna's diet", ["D20:10"]),
+        _said("hi", "Nate: Hey Joanna!", "", ["D1:1"], status=FactStatus.CONFLICTED,
+              considered=("D7:1",)),
+        _said("show", "I'll definitely let you know how it turns out.", "", ["D8:22"],
+              considered=("D16:10",)),
+    ]
+    stale = stale_statements(facts)
+    assert not {"turn:s:D2:23", "turn:s:D7:1", "turn:s:D16:10"} & set(stale)
+    assert stale["fact:fur"] == ("fact:dairy", "turn:s:D20:10")  # history by its status
+    index = FactIndex()
+    for fact in facts:
+        index.put(fact)
+    lens = CurrencyLens()
+    lens.add("s", index)
+    replaced = LensMapping(lens)
+    assert not any(k in replaced for k in ("turn:s:D2:23", "turn:s:D7:1", "turn:s:D16:10"))
+
+
+def test_a_plain_replacement_and_a_settled_answer_still_make_history() -> None:
+    facts = [
+        _said("pg", "We use PostgreSQL for the database.", "database", ["t1"],
+              status=FactStatus.SUPERSEDED, by="my"),
+        _said("my", "Change of plan: we switch the database to MySQL.", "database", ["t2"],
+              considered=("t3",)),
+    ]
+    stale = stale_statements(facts)
+    assert stale["turn:s:t1"] == ("fact:my", "turn:s:t2")
+    assert stale["turn:s:t3"] == ("fact:my", "turn:s:t2")
