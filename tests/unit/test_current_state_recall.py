@@ -124,3 +124,10 @@ def test_a_plain_replacement_and_a_settled_answer_still_make_history() -> None:
     stale = stale_statements(facts)
     assert stale["turn:s:t1"] == ("fact:my", "turn:s:t2")
     assert stale["turn:s:t3"] == ("fact:my", "turn:s:t2")
+    # An amount moved on, on a chain consolidation made, with no slot word to show it.
+    moved = [
+        _said("640", "Gillian thinks I'll get about £640 back.", "refund", ["t4"],
+              status=FactStatus.SUPERSEDED, by="215"),
+        _said("215", "estimate is now £215 back", "refund", ["t5"]),
+    ]
+    assert stale_statements(moved)["turn:s:t4"] == ("fact:215", "turn:s:t5")

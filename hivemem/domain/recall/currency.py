@@ -21,6 +21,7 @@ from collections.abc import Iterable
 from hivemem.domain.fact import VISIBLE, Fact, FactKind, FactStatus
 from hivemem.domain.plain_change import plainly_replaces
 from hivemem.domain.slots import is_personal
+from hivemem.domain.values import named_values, values_of
 
 
 def fact_key(fact_id: str) -> str:
@@ -42,8 +43,19 @@ def answers_questions(fact: Fact) -> bool:
 def marks_history(fact: Fact, head: Fact | None) -> bool:
     """Whether the statements of the replaced `fact` are history, `head` being the current
     version at the end of its chain (None: withdrawn, or not known): a withdrawal is plain,
-    a replacement only when the head plainly replaces it (`plainly_replaces`)."""
-    return head is None or plainly_replaces(head, fact)
+    a replacement only when the head plainly replaces it (`plainly_replaces`) or moves a
+    measure of it (`_moves_a_measure`)."""
+    return head is None or plainly_replaces(head, fact) or _moves_a_measure(head, fact)
+
+
+def _moves_a_measure(new: Fact, old: Fact) -> bool:
+    """Both carry a number, amount, date or version, and `new` does not repeat all of
+    `old`'s ("estimate is now £215 back" after "about £640 back"): on a chain consolidation
+    made, that is a value moved on. Names are not measures: in a chat, another name is
+    mostly another thing ("Ireland next month" after "Edinburgh would be great")."""
+    before = values_of(old.content) - named_values(old.content)
+    after = values_of(new.content) - named_values(new.content)
+    return bool(before) and bool(after) and not before <= after
 
 
 def _head(fact: Fact, by_id: dict[str, Fact], memo: dict[str, Fact | None]) -> Fact | None:
