@@ -70,6 +70,12 @@ def _plainly(new: str, new_agent: str | None, old: str, old_agent: str | None,
     return bool(_BARE_INSTEAD.search(new)) and bool(named_values(new))
 
 
+def drop_cached() -> None:
+    """Forget the statements whose readings are kept (a forget erases their text from the
+    process too, as `hivemem.domain.values.drop_cached`)."""
+    _plainly.cache_clear()
+
+
 def slot_words(slot: str) -> set[str]:
     """A slot's words, for comparing: none for a person's own slot (read off a keyword:
     "lactose intolerant" gives "joanna's diet", which a chat fills again and again) or a
