@@ -45,8 +45,9 @@ Systems:
   With --right-after, the same questions are also asked of a second store right after
   `wait_until_processed` (embed and boundary stages): reflection by a reflector that writes
   no fact and `window_mode: mean` (the windows a refined store has before the window stage
-  reaches them), so the state asked is the same on every run (`run_right_after`); its R@k
-  are in run_info.hivemem.right_after, per question too.
+  reaches them), so no race with reflection or the window stage decides the state asked
+  (`run_right_after`; runs still differ on 1-3 questions); its R@k are in
+  run_info.hivemem.right_after, per question too.
   All five conversations share one store, so BM25's IDF is over all of their turns. The same
   memory is then ranked under other policies ("hivemem under other recall policies"). Then one more untimed
   `recall(limit=200)` per question for diagnostics (score components of evidence turns).
@@ -216,8 +217,8 @@ def add_arguments(ap: argparse.ArgumentParser) -> None:
                     help="2 (default): run gleanr and mneno at the same time, one core each")
     ap.add_argument("--right-after", action="store_true",
                     help="also hivemem's recall right after wait_until_processed, on a store"
-                         " of its own (no facts, windows unrefined: deterministic), R@k"
-                         " next to the settled numbers")
+                         " of its own (no facts, windows unrefined), R@k next to the settled"
+                         " numbers")
 
 
 def run(args: argparse.Namespace, log: Callable[[str], None] = print) -> dict[str, Any]:

@@ -277,12 +277,13 @@ class WritesNothing:
 
 
 def run_right_after(convs: list[dict[str, Any]], log: Callable[[str], None]) -> dict[str, Any]:
-    """Recall asked right after `wait_until_processed` (embed and boundary stages), made
-    deterministic: every turn embedded and assigned to episodes, before reflection has
-    written a fact and before the window stage has refined a window. On a store of its own:
-    reflection by `WritesNothing`, and `window_mode: mean` (the window vectors a `refined`
-    store has until the window stage reaches them). R@k per question, overall and per
-    category; not timed."""
+    """Recall asked right after `wait_until_processed` (embed and boundary stages): every
+    turn embedded and assigned to episodes, before reflection has written a fact and before
+    the window stage has refined a window. On a store of its own, so no race decides what
+    is asked: reflection by `WritesNothing`, and `window_mode: mean` (the window vectors a
+    `refined` store has until the window stage reaches them). Still not bit for bit: six
+    runs on two trees (2026-12-06) differed on 1-3 of the 760 questions (R@10 0.776-0.778).
+    R@k per question, overall and per category; not timed."""
     from hivemem import MemoryClient
     from hivemem.config import Settings
 
