@@ -51,9 +51,13 @@ def summary(name: str, result: dict[str, Any]) -> str:
     if name == "locomo":
         hm = result["systems"]["hivemem"]["overall"]
         r = hm.get("recall@k") or {k: v for k, v in hm.items() if k.startswith("R@")}
+        after = result["run_info"].get("hivemem", {}).get("right_after")
         return (f"hivemem on {result['dataset']['questions_scored']} questions: "
                 + ", ".join(f"{k} {v:.3f}" if isinstance(v, float) else f"{k} {v}"
-                            for k, v in list(r.items())[:4]))
+                            for k, v in list(r.items())[:4])
+                + ("" if after is None else "; right after wait_until_processed: "
+                   + ", ".join(f"{k} {v:.3f}" for k, v in after["overall"].items()
+                               if k.startswith("R@"))))
     if name == "scenarios":
         return ", ".join(f"{s['system']} {s['overall']['hits']}/{s['overall']['probes']} probes hit"
                          for s in result["summaries"])

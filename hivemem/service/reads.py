@@ -9,6 +9,7 @@ import threading
 from collections.abc import Sequence
 from typing import Any
 
+from hivemem.domain import plain_change
 from hivemem.domain.fact import Fact
 from hivemem.domain.ids import check_id
 from hivemem.domain.models import RecallResult
@@ -56,6 +57,7 @@ class Reads:
             self._recaller = None
             self.parts.slot_tables.drop_cache()
             drop_cached()
+            plain_change.drop_cached()
 
     @property
     def opened(self) -> bool:

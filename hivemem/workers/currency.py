@@ -27,16 +27,16 @@ import structlog
 
 from hivemem.config import ReflectionSettings
 from hivemem.domain import lineage
-from hivemem.domain.change import has_update_language
 from hivemem.domain.consolidation import PlanContext, plan_actions
 from hivemem.domain.episode import Episode
 from hivemem.domain.fact import VISIBLE, Fact, FactKind
 from hivemem.domain.models import Turn
 from hivemem.domain.names import SessionName
+from hivemem.domain.plain_change import in_words, plainly_replaces
 from hivemem.domain.recall.currency import personal_statements
 from hivemem.domain.slot_table import Replacement, Rule, SlotState
-from hivemem.domain.slots import canonical_slot, slot_of
-from hivemem.domain.values import contrast, differs, holds, named_values, values_of
+from hivemem.domain.slots import slot_of
+from hivemem.domain.values import holds, values_of
 from hivemem.pipeline.messages import EmbeddedItem, EmbeddedTurn
 from hivemem.pipeline.vectors import decode_vector
 from hivemem.providers.heuristic import HeuristicReflector
@@ -46,17 +46,8 @@ from hivemem.store.currency import SlotTableStore
 log = structlog.get_logger(__name__)
 
 _HEURISTIC = HeuristicReflector(slotted=True)
-_BARE_INSTEAD = re.compile(r"\binstead\b(?! of)", re.IGNORECASE)
-_SWITCH = re.compile(r"\b(?:switch(?:es|ed|ing)?|migrat(?:e|es|ed|ing)|mov(?:e|es|ed|ing)"
-                     r"|chang(?:e|es|ed|ing)|replac(?:e|es|ed|ing)|upgrad(?:e|es|ed|ing)"
-                     r"|rais(?:e|es|ed|ing)|lower(?:s|ed|ing)?|bump(?:s|ed|ing)?"
-                     r"|push(?:es|ed)|postpon(?:e|es|ed|ing))\b", re.IGNORECASE)
 _FILLER = frozenset(("that", "this", "with", "have", "from", "they", "them", "what", "when",
                      "just", "really", "about", "would", "could", "should", "there", "their"))
-_CHANGED_MIND = re.compile(r"\b(?:actually|now|no longer|any ?more|switched|changed|from now on"
-                           r"|these days)\b", re.IGNORECASE)
-_REVERT = re.compile(r"\b(?:back to|return(?:s|ed|ing)? to|revert(?:s|ed|ing)?\b)",
-                     re.IGNORECASE)
 
 
 @functools.lru_cache(maxsize=4096)
@@ -144,7 +135,7 @@ def replacements(
     states something current is not history (a plain statement of a slot with no value
     read in it, "the hosting is cheaper", is too weak to keep its turn current).
 
-    Only on plain evidence (`_plainly_replaces`): what the table says is history leaves the
+    Only on plain evidence (`plainly_replaces`): what the table says is history leaves the
     context, so a resemblance alone (two chatty turns alike) never makes it. `said`: this
     step's turns (id -> text); a question is answered only when it names a value other than
     one of `people` (the session's speakers: "Caroline, how does it feel?" names none)."""
@@ -171,7 +162,7 @@ def replacements(
             continue
         head = _head(fact, facts)
         if head is not None:
-            if _plainly_replaces(head, fact):
+            if plainly_replaces(head, fact):
                 note([*fact.source_turn_ids, *fact.mentioned_in], head.source_turn_ids,
                      "superseded", head)
         elif fact.retracted_by and any(_withdraws(said.get(t, ""), fact, people)
@@ -191,7 +182,7 @@ def _withdraws(text: str, old: Fact, people: frozenset[str]) -> bool:
     if any(holds(text, v) for v in values):
         return True
     slot = set(slot_of(old.content, old.agent_id).split()) or set(old.subject.split())
-    if _in_words(slot, text):
+    if in_words(slot, text):
         return True
     words = {w for w in re.findall(r"[a-z][\w-]{3,}", old.content.lower())} - _FILLER
     return bool(words & set(re.findall(r"[a-z][\w-]{3,}", text.lower())))
@@ -200,53 +191,6 @@ def _withdraws(text: str, old: Fact, people: frozenset[str]) -> bool:
 def _names_a_value(text: str, people: frozenset[str]) -> bool:
     return any(not any(v.startswith(p) or p.startswith(v) for p in people)
                for v in values_of(text))
-
-
-def _plainly_replaces(new: Fact, old: Fact) -> bool:
-    """Whether `new` plainly replaces `old`: their sentences name one slot, or `new` says
-    `old`'s value is gone ("not 200", "from Jenkins to ..."), or it is a bare "X instead"."""
-    # (`new.subject` may be `old`'s, inherited when it replaced it: its sentence decides.)
-    mine = _slot_words(slot_of(new.content, new.agent_id))
-    # Update language alone, with no value of its own ("status update 3: the build is
-    # green"), restates rather than replaces.
-    changes = differs(old.content, new.content) or (
-        has_update_language(new.content) and bool(values_of(new.content)))
-    for named in (slot_of(old.content, old.agent_id), old.subject):
-        words = _slot_words(named)
-        if changes and mine and words and (mine <= words or words <= mine):
-            return True
-    # A person's own slot changes when its owner says it changed ("I'm vegan now").
-    own = slot_of(new.content, new.agent_id)
-    if ("'s " in own and own == old.subject and new.agent_id == old.agent_id
-            and _CHANGED_MIND.search(new.content)):
-        return True
-    _new, gone = contrast(new.content)
-    if any(holds(old.content, v) for v in gone):
-        return True
-    if _REVERT.search(new.content):
-        return True  # "back to Black": consolidation found the version it returns to
-    # The slot one names is words of the other ("the request timeout should be 8 seconds"
-    # after "set the request timeout to 3 seconds"), and each sets a value of its own.
-    theirs = _slot_words(slot_of(old.content, old.agent_id))
-    if (_in_words(mine, old.content) or _in_words(theirs, new.content)
-            or _SWITCH.search(new.content)) and differs(old.content, new.content):
-        return True  # ... or it says it switches, to a value of its own
-    return bool(_BARE_INSTEAD.search(new.content)) and bool(named_values(new.content))
-
-
-def _slot_words(slot: str) -> set[str]:
-    """A slot's words, for comparing: none for a person's own slot (read off a keyword:
-    "lactose intolerant" gives "joanna's diet", which a chat fills again and again) or a
-    slot too short to name anything."""
-    if "'s " in slot or len(slot) < 2 or slot in ("a", "an", "the", "it", "this", "that"):
-        return set()
-    return set(slot.split())
-
-
-def _in_words(slot: set[str], text: str) -> bool:
-    """Every word of a slot (of two or more letters' worth) is a word of `text`."""
-    words = {canonical_slot(w) for w in re.findall(r"[a-z][\w-]*", text.lower())}
-    return bool(slot) and len(" ".join(slot)) >= 5 and slot <= words
 
 
 def _states(fact: Fact) -> bool:

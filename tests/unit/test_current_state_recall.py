@@ -9,6 +9,7 @@ from pathlib import Path
 from hivemem import MemoryClient, Settings
 from hivemem.domain.fact import Fact, FactKind, FactStatus
 from hivemem.domain.recall.currency import stale_statements
+from hivemem.domain.recall.fact_index import CurrencyLens, FactIndex, LensMapping
 from hivemem.domain.recall.intent import read_query
 from hivemem.providers.embedders import HashingEmbedder
 
@@ -47,8 +48,12 @@ def test_which_database_now_puts_mysql_first_without_the_postgres_turn(
         assert "MySQL" in contents[0]
 
 
+_SAID = {"a": "We use PostgreSQL for the database.", "b": "The database moves to MySQL.",
+         "c": "Switch the database to MariaDB.", "d": "The database runs on one node."}
+
+
 def _fact(fid: str, status: FactStatus, turns: list[str], by: str | None = None) -> Fact:
-    return Fact(fact_id=fid, session_id="s", content=fid, kind=FactKind.DECISION,
+    return Fact(fact_id=fid, session_id="s", content=_SAID[fid], kind=FactKind.DECISION,
                 subject="database", source_turn_ids=turns, created_at=T0, valid_from=T0,
                 status=status, superseded_by=by)
 
@@ -97,3 +102,57 @@ def test_a_stale_statement_is_never_handed_over_beside_its_successor_after_the_r
     assert [c.key for c in chosen] == ["new"]
     assert {e.candidate.key for e in excluded if e.reason == "superseded"} == {
         f"old{i}" for i in range(_REFILLS + 1)}
+
+
+def _said(fid: str, content: str, subject: str, turns: list[str], *,
+          status: FactStatus = FactStatus.ACTIVE, by: str | None = None,
+          considered: tuple[str, ...] = ()) -> Fact:
+    return Fact(fact_id=fid, session_id="s", agent_id="Joanna", content=content,
+                kind=FactKind.CONSTRAINT, subject=subject, source_turn_ids=turns,
+                created_at=T0, valid_from=T0, status=status, superseded_by=by,
+                considered_in=list(considered))
+
+
+def test_a_link_by_resemblance_makes_no_statement_history() -> None:
+    # As consolidation linked them in a chat (LoCoMo 42): two of a person's statements that
+    # both still hold, read off keywords onto one slot; a greeting question linked to a
+    # conflicted greeting; a question linked to a fact with no slot.
+    facts = [
+        _said("fur", "Joanna: I'm allergic to most reptiles and animals with fur.",
+              "joanna's diet", ["D2:23"], status=FactStatus.SUPERSEDED, by="dairy"),
+        _said("dairy", "Joanna: Yeah, since I'm lactose intolerant I'm trying out dairy-free"
+              " options like coconut or almond milk instead.", "joanna's diet", ["D20:10"]),
+        _said("hi", "Nate: Hey Joanna!", "", ["D1:1"], status=FactStatus.CONFLICTED,
+              considered=("D7:1",)),
+        _said("show", "I'll definitely let you know how it turns out.", "", ["D8:22"],
+              considered=("D16:10",)),
+    ]
+    stale = stale_statements(facts)
+    assert not {"turn:s:D2:23", "turn:s:D7:1", "turn:s:D16:10"} & set(stale)
+    assert stale["fact:fur"] == ("fact:dairy", "turn:s:D20:10")  # history by its status
+    index = FactIndex()
+    for fact in facts:
+        index.put(fact)
+    lens = CurrencyLens()
+    lens.add("s", index)
+    replaced = LensMapping(lens)
+    assert not any(k in replaced for k in ("turn:s:D2:23", "turn:s:D7:1", "turn:s:D16:10"))
+
+
+def test_a_plain_replacement_and_a_settled_answer_still_make_history() -> None:
+    facts = [
+        _said("pg", "We use PostgreSQL for the database.", "database", ["t1"],
+              status=FactStatus.SUPERSEDED, by="my"),
+        _said("my", "Change of plan: we switch the database to MySQL.", "database", ["t2"],
+              considered=("t3",)),
+    ]
+    stale = stale_statements(facts)
+    assert stale["turn:s:t1"] == ("fact:my", "turn:s:t2")
+    assert stale["turn:s:t3"] == ("fact:my", "turn:s:t2")
+    # An amount moved on, on a chain consolidation made, with no slot word to show it.
+    moved = [
+        _said("640", "Gillian thinks I'll get about £640 back.", "refund", ["t4"],
+              status=FactStatus.SUPERSEDED, by="215"),
+        _said("215", "estimate is now £215 back", "refund", ["t5"]),
+    ]
+    assert stale_statements(moved)["turn:s:t4"] == ("fact:215", "turn:s:t5")

@@ -42,6 +42,12 @@ Systems:
   the window stage's refinement (`harness.wait_for_windows`),
   with the default `balanced` preset (hybrid dense + window vectors + BM25 fused by weight, facts,
   neighbours).
+  With --right-after, the same questions are also asked of a second store right after
+  `wait_until_processed` (embed and boundary stages): reflection by a reflector that writes
+  no fact and `window_mode: mean` (the windows a refined store has before the window stage
+  reaches them), so no race with reflection or the window stage decides the state asked
+  (`run_right_after`; runs still differ on 1-3 questions); its R@k are in
+  run_info.hivemem.right_after, per question too.
   All five conversations share one store, so BM25's IDF is over all of their turns. The same
   memory is then ranked under other policies ("hivemem under other recall policies"). Then one more untimed
   `recall(limit=200)` per question for diagnostics (score components of evidence turns).
@@ -121,6 +127,7 @@ from suites.locomo.hivemem_run import (
     hivemem_diagnostics,
     policy_variants,
     run_hivemem,
+    run_right_after,
 )
 from suites.locomo.references import (
     run_references,
@@ -177,6 +184,7 @@ __all__ = [
     "run_baselines",
     "run_hivemem",
     "run_references",
+    "run_right_after",
     "score_reference",
     "share",
     "table",
@@ -207,6 +215,10 @@ def add_arguments(ap: argparse.ArgumentParser) -> None:
                          " and adapter code is reused instead of running the adapter again")
     ap.add_argument("--reference-jobs", type=int, choices=(1, 2), default=2,
                     help="2 (default): run gleanr and mneno at the same time, one core each")
+    ap.add_argument("--right-after", action="store_true",
+                    help="also hivemem's recall right after wait_until_processed, on a store"
+                         " of its own (no facts, windows unrefined), R@k next to the settled"
+                         " numbers")
 
 
 def run(args: argparse.Namespace, log: Callable[[str], None] = print) -> dict[str, Any]:
@@ -234,6 +246,8 @@ def run(args: argparse.Namespace, log: Callable[[str], None] = print) -> dict[st
     info: dict[str, Any] = {}
     log("hivemem (embedded mode, default settings):")
     info["hivemem"] = run_hivemem(convs, scores, log, variants=not args.quick)
+    if getattr(args, "right_after", False):
+        info["hivemem"]["right_after"] = run_right_after(convs, log)
     log("baselines (bm25, dense, rrf):")
     info["baselines"] = run_baselines(convs, scores, log)
 

@@ -7,6 +7,7 @@ import statistics
 import tempfile
 import time
 from collections.abc import Callable
+from dataclasses import dataclass
 from datetime import datetime
 from pathlib import Path
 from typing import Any
@@ -22,6 +23,7 @@ from suites.locomo.data import (
     _AGENT_ID,
     BIG_BUDGET,
     BUDGETS,
+    CATEGORIES,
     KS,
     Scores,
     item_dia_ids,
@@ -49,17 +51,7 @@ def run_hivemem(
         try:
             for conv in convs:
                 session = f"locomo-{conv['name']}"
-                payload = [
-                    {
-                        "session_id": session,
-                        "role": t["role"],
-                        "content": t["content"],
-                        "agent_id": t["speaker"] if _AGENT_ID.match(t["speaker"]) else None,
-                        "timestamp": datetime.fromisoformat(t["timestamp"]),
-                        "turn_id": t["dia_id"],
-                    }
-                    for t in conv["turns"]
-                ]
+                payload = _payload(conv, session)
                 t0 = time.perf_counter()
                 client.ingest_many(payload)
                 t_enq = time.perf_counter() - t0
@@ -243,4 +235,91 @@ def hivemem_diagnostics(
     log(f"  hivemem diagnostics: {stale}/{evidence} evidence turns carry the stale penalty"
         f" ({stale_out20} of them fall outside the first 20 items); facts are"
         f" {out['fact_share_of_first_20_items']:.0%} of the first 20 items")
+    return out
+
+
+def _payload(conv: dict[str, Any], session: str) -> list[dict[str, Any]]:
+    """The conversation's turns as `ingest_many` takes them (see the module docstring)."""
+    return [
+        {
+            "session_id": session,
+            "role": t["role"],
+            "content": t["content"],
+            "agent_id": t["speaker"] if _AGENT_ID.match(t["speaker"]) else None,
+            "timestamp": datetime.fromisoformat(t["timestamp"]),
+            "turn_id": t["dia_id"],
+        }
+        for t in conv["turns"]
+    ]
+
+
+# -- right after wait_until_processed ---------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class _NoActions:
+    """A reflection result with nothing in it (the fields reflection reads)."""
+
+    actions: tuple[()] = ()
+    dropped: tuple[()] = ()
+    raw_output: None = None
+    model: None = None
+
+
+class WritesNothing:
+    """A reflector (the protocol `MemoryClient.local` takes) that writes no fact: episodes
+    are reflected, and the memory stays as `wait_until_processed` left it."""
+
+    name = "writes-nothing"
+
+    def reflect(self, request: Any) -> _NoActions:
+        return _NoActions()
+
+
+def run_right_after(convs: list[dict[str, Any]], log: Callable[[str], None]) -> dict[str, Any]:
+    """Recall asked right after `wait_until_processed` (embed and boundary stages): every
+    turn embedded and assigned to episodes, before reflection has written a fact and before
+    the window stage has refined a window. On a store of its own, so no race decides what
+    is asked: reflection by `WritesNothing`, and `window_mode: mean` (the window vectors a
+    `refined` store has until the window stage reaches them). Still not bit for bit: six
+    runs on two trees (2026-12-06) differed on 1-3 of the 760 questions (R@10 0.776-0.778).
+    R@k per question, overall and per category; not timed."""
+    from hivemem import MemoryClient
+    from hivemem.config import Settings
+
+    base = Settings()
+    settings = base.model_copy(update={
+        "embedding": base.embedding.model_copy(update={"window_mode": "mean"})})
+    tmp = Path(tempfile.mkdtemp(prefix="hivemem-locomo-after-"))
+    rows: dict[str, list[float]] = {}
+    cats: dict[str, list[list[float]]] = {}
+    facts = 0
+    try:
+        with MemoryClient.local(tmp / "memory", settings, reflector=WritesNothing()) as client:
+            for conv in convs:
+                session = f"locomo-{conv['name']}"
+                client.ingest_many(_payload(conv, session))
+                client.wait_until_processed(session, timeout=900)
+                client.wait_until_processed(session, timeout=300, stage="boundary")
+            for conv in convs:
+                session = f"locomo-{conv['name']}"
+                for q in conv["questions"]:
+                    items = client.recall(session, q["question"], BIG_BUDGET, limit=max(KS))
+                    row = recall_at_ks(q["evidence"], [item_dia_ids(it) for it in items])
+                    rows[q["qid"]] = row
+                    cats.setdefault(f"cat{q['category']}", []).append(row)
+                facts += len(client.facts(session, include_history=True))
+    finally:
+        shutil.rmtree(tmp, ignore_errors=True)
+
+    def mean(vals: list[list[float]]) -> dict[str, Any]:
+        return {"n": len(vals), **{f"R@{k}": round(sum(v[i] for v in vals) / len(vals), 4)
+                                   for i, k in enumerate(KS)}}
+
+    out = {"overall": mean(list(rows.values())),
+           **{c: mean(cats[c]) for c in (f"cat{n}" for n in CATEGORIES) if c in cats},
+           "facts_written": facts, "window_mode": "mean", "questions": rows}
+    log("  hivemem right after wait_until_processed (no facts, windows unrefined): "
+        + " ".join(f"R@{k} {out['overall'][f'R@{k}']:.3f}" for k in KS)
+        + f" ({facts} facts written)")
     return out

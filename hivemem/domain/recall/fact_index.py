@@ -20,7 +20,12 @@ from dataclasses import dataclass, field
 from typing import TypeVar
 
 from hivemem.domain.fact import VISIBLE, Fact, FactKind
-from hivemem.domain.recall.currency import fact_key, turn_key
+from hivemem.domain.recall.currency import (
+    answers_questions,
+    fact_key,
+    marks_history,
+    turn_key,
+)
 from hivemem.domain.slots import canonical_slot, is_personal
 from hivemem.domain.values import values_of
 
@@ -291,10 +296,11 @@ class CurrencyLens:
         out: set[str] | None = None
         for fact in citing:
             if fact.status in VISIBLE:
-                if turn_id in fact.considered_in:
+                if turn_id in fact.considered_in and answers_questions(fact):
                     out = (out or set()) | {fact_key(fact.fact_id)} | {
                         turn_key(fact.session_id, t) for t in fact.source_turn_ids}
-            elif turn_id in fact.source_turn_ids or turn_id in fact.mentioned_in:
+            elif ((turn_id in fact.source_turn_ids or turn_id in fact.mentioned_in)
+                  and marks_history(fact, self._head(view, fact))):
                 out = (out or set()) | (self._successors(view, fact) - {key})
         return None if out is None else tuple(sorted(out))
 
