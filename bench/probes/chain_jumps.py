@@ -3,13 +3,15 @@
 chain jumps (`FactIndex.frontier`) on against off, interleaved in one process.
 
     python bench/probes/chain_jumps.py --turns 20000
+    python bench/probes/chain_jumps.py --shape facts --turns 12000   # no chains: no gain, no cost
 
 A session is filled through the public pipeline (bench/suites/recall_load.py's `turns`
-shape: a quarter of the turns change one of ten slots), reflected, then recalls
+shape: a quarter of the turns change one of ten slots; `--shape facts`: nearly every turn a
+fact on a slot of its own, so chains are short), reflected, then recalls
 (`limit=20`) alternate in blocks of 50 between the two arms (jumps off: the lens is given no
 asker key, so it walks every chain as before), other work's niced processes stopped while
 each block is timed. The arms' recalls are compared item by item on 30 queries.
-Saved to bench/results/latest/chain_jumps.json.
+Saved to bench/results/latest/chain_jumps[-facts].json.
 """
 
 from __future__ import annotations
@@ -36,8 +38,11 @@ def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--turns", type=int, default=20_000)
     ap.add_argument("--rounds", type=int, default=6)
-    ap.add_argument("--out", default=str(LATEST / "chain_jumps.json"))
+    ap.add_argument("--shape", choices=["turns", "facts"], default="turns")
+    ap.add_argument("--out", default=None)
     args = ap.parse_args()
+    out_path = args.out or str(
+        LATEST / ("chain_jumps.json" if args.shape == "turns" else "chain_jumps-facts.json"))
     original = fact_index.CurrencyLens.add
     jumps = {"on": True}
 
@@ -47,9 +52,10 @@ def main() -> None:
         original(self, *a, **k)
 
     fact_index.CurrencyLens.add = add  # type: ignore[method-assign]
-    texts = Turns(seed=5, fact_share=0.25)
+    texts = (Turns(seed=5, fact_share=0.25) if args.shape == "turns"
+             else Turns(seed=5, fact_share=0.95, distinct=True))
     folder = tempfile.mkdtemp(prefix="hivemem-chain-jumps-")
-    out: dict[str, Any] = {"turns": args.turns}
+    out: dict[str, Any] = {"turns": args.turns, "shape": args.shape}
     try:
         with MemoryClient.local(folder, settings()) as client:
             t0 = time.perf_counter()
@@ -83,8 +89,8 @@ def main() -> None:
     print(f"jumps on p50/p95 {out['jumps_on_ms']['p50']:.1f}/{out['jumps_on_ms']['p95']:.1f}"
           f" ms, off {out['jumps_off_ms']['p50']:.1f}/{out['jumps_off_ms']['p95']:.1f} ms,"
           f" identical {out['identical_recalls']}")
-    Path(args.out).write_text(json.dumps(out, indent=1))
-    print(f"saved {args.out}")
+    Path(out_path).write_text(json.dumps(out, indent=1))
+    print(f"saved {out_path}")
 
 
 if __name__ == "__main__":
