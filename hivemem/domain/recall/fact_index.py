@@ -234,7 +234,7 @@ class CurrencyLens:
     def __init__(self) -> None:
         self._views: list[_View] = []
         self._heads: dict[str, Fact | None] = {}
-        # Per view (by position): whether the index's chain jumps hold through its overlay.
+        # Per view (by `id`): whether the index's chain jumps hold through its overlay.
         self._jumps: dict[int, bool] = {}
 
     def add(self, session_id: str, index: FactIndex, *, admits: Admits | None = None,
@@ -397,11 +397,10 @@ class CurrencyLens:
         """Whether the index's jumps are the view's: an asker key is given and the overlay
         rewrites no stored history version (it changes current ones and adds new ones,
         which the walk steps through after a jump). Asked under the view's lock."""
-        at = next(i for i, v in enumerate(self._views) if v is view)
-        known = self._jumps.get(at)
+        known = self._jumps.get(id(view))
         if known is None:
             stored = view.index.by_id
-            known = self._jumps[at] = view.admit_key is not None and not any(
+            known = self._jumps[id(view)] = view.admit_key is not None and not any(
                 (old := stored.get(fact_id)) is not None and old.status not in VISIBLE
                 for fact_id in view.overlay)
         return known
