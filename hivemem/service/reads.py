@@ -90,6 +90,20 @@ class Reads:
         if limit is not None and bad_limit:
             raise ValidationError("limit", "must be a positive integer")
         related = check_related(related_sessions)
+        # The whole call is foreground, its access checks too: in the embedded mode a check's
+        # Redis reply is otherwise waited for behind the pipeline's threads at the default
+        # switch interval (5 ms), not the recall's (`hivemem.recall.foreground`).
+        with self.parts.foreground.serving():
+            return self._recall(scope, session_id, query, budget, policy, limit=limit,
+                                include_history=include_history,
+                                include_archived=include_archived, explain=explain,
+                                related=related)
+
+    def _recall(
+        self, scope: Scope, session_id: str, query: str, budget: int, policy: RecallPolicy,
+        *, limit: int | None, include_history: bool, include_archived: bool, explain: bool,
+        related: Sequence[str],
+    ) -> RecallResult:
         for sid in (session_id, *related):
             self.access.require(scope, sid)
         updates: dict[str, Any] = {}

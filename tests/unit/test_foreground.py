@@ -50,3 +50,24 @@ def test_the_switch_interval_is_short_only_while_recalls_run() -> None:
             assert sys.getswitchinterval() == 0.0005
         assert sys.getswitchinterval() == 0.0005  # one recall still runs
     assert sys.getswitchinterval() == before
+
+
+def test_a_recall_is_foreground_from_its_access_check_on(pipeline) -> None:  # type: ignore[no-untyped-def]
+    """The scope check's Redis read is part of the recall: background threads hold back
+    and the switch interval is short for it too, not only for the search that follows."""
+    client, drain = pipeline
+    client.ingest("s", "user", "The deploy window is Tuesday at noon.")
+    drain()
+    service = client._service  # noqa: SLF001 (the service's parts are not public)
+    gate = service.reads.parts.foreground
+    require = service.reads.access.require
+    busy: list[bool] = []
+
+    def watched(access, session_id):  # type: ignore[no-untyped-def]
+        busy.append(gate.busy)
+        return require(access, session_id)
+
+    service.reads.access.require = watched
+    client.recall("s", "When is the deploy window?", token_budget=200)
+    assert busy == [True]
+    assert not gate.busy
