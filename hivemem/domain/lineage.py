@@ -32,6 +32,8 @@ from hivemem.domain.change import RETRACTION, has_update_language
 MAX_SAID = 300
 # How far back a bare count said to be wrong is looked for.
 _RECENT = 20
+# How many turns back a value raised is still new to the turn that takes it up.
+_FRESH = 6
 
 _TIME = re.compile(r"(?<![\w:.])(\d{1,2}:\d{2})(?:\s?([ap])\.?m\b)?(?![\w:])", re.IGNORECASE)
 # "7pm", "6 a.m.": a time without minutes.
@@ -150,6 +152,7 @@ _SUBJECT = re.compile(r"\b(?:i|we|you|they|he|she)\b", re.IGNORECASE)
 _PROPOSES = re.compile(r"\?|\b(?:push\w*|pitch\w*|swears? by|recommend\w*|wants? to try"
                        r"|why (?:we|don't|aren't|not)|\w+'d (?:get|have|be))\b", re.IGNORECASE)
 _QUESTION = re.compile(r"\?\s*$")
+_CLAUSE = re.compile(r";\s+|,?\s+but\s+")
 _SENTENCE = re.compile(r"(?<=[.!?])\s+|\n+")
 
 
@@ -393,8 +396,11 @@ class _Reading:
         memcached" names Memcached when a turn before said "Memcached"); `people`: the
         session's speakers, never a value."""
         sentences = [x for x in _SENTENCE.split(text.strip()) if x]
+        # Weighing is read per clause: "Replaced Jest with Vitest; the globals option keeps
+        # old tests running" states a change whatever its other clause weighs.
         stated = () if asks else tuple(
-            x for x in sentences if not _QUESTION.search(x) and not _HEDGE.search(x))
+            c for x in sentences if not _QUESTION.search(x)
+            for c in _CLAUSE.split(x) if c and not _HEDGE.search(c))
         keys = {v.key for v in values_in(text)} | _named(text, known)
         keys = {k for k in keys if not (k.startswith("name=") and _person(k[5:], people))}
         return cls(
@@ -479,8 +485,13 @@ def step(lineage: Lineage, turn_id: str, text: str, *, asks: bool = False,
     restored: list[str] = []
     if turn.cue:
         known = said_before
-        old = {v for v in _keyed(turn.keys) if v.key in known}
-        new = {v for v in _keyed(turn.keys) if v.key not in known}
+        # A value raised in the last few turns that has replaced nothing yet is still new
+        # to the turn that takes it up: a change is often said over two turns ("let's say
+        # $550" ... "Updated: budget $550"; "what about the Glasshouse?" ... "switch the
+        # venue to the Glasshouse"), and the turn that confirms it names what it is about.
+        fresh = _fresh(turn.text, turn.keys, earlier, gone, successors)
+        old = {v for v in _keyed(turn.keys) if v.key in known and v.key not in fresh}
+        new = {v for v in _keyed(turn.keys) if v.key not in known or v.key in fresh}
         # A change said within the turn, both values new ("we run on Node 20. let's bump to
         # Node 22"): the first is gone from here on.
         for o in new:
@@ -494,7 +505,10 @@ def step(lineage: Lineage, turn_id: str, text: str, *, asks: bool = False,
                    } if turn.back else set()
         for value in revived:
             restored += _revert(value, turn_id, earlier, gone, successors, history)
-        for o, pairs_new, loose in _pairs(turn, old - revived, new, earlier):
+        for o, pairs_new, loose in _pairs(turn, old - revived, new, earlier, fresh):
+            if o.key in gone and (o.key not in turn.keys
+                                  or set(successors.get(o.key, ())) & turn.keys):
+                continue  # replaced before: the new value replaces what holds now
             gone[o.key] = turn_id
             successors[o.key] = sorted(
                 k for k in pairs_new if any(_same_kind(o, v) or _corrected_by(o, v, turn)
@@ -529,6 +543,33 @@ def step(lineage: Lineage, turn_id: str, text: str, *, asks: bool = False,
                 ends=_ends(text))
     lineage = Lineage(said=[*earlier, said][-MAX_SAID:], gone=gone, successors=successors)
     return Step(lineage, history, tuple(t for t in restored if t not in history))
+
+
+def _fresh(text: str, keys: frozenset[str], earlier: list[Said], gone: dict[str, str],
+           successors: dict[str, list[str]]) -> dict[str, int]:
+    """The keys of `keys` (said in `text`) first said within the last `_FRESH` turns that
+    neither went nor replaced anything since, and that `text` does not say are wrong
+    ("not 45", "400 is too aggressive") nor names beside a value of their kind never said
+    before, each -> where it was first said."""
+    start = max(0, len(earlier) - _FRESH)
+    before = {k for s in earlier[:start] for k in s.values}
+    adopted = {k for after in successors.values() for k in after}
+    out: dict[str, int] = {}
+    for index in range(start, len(earlier)):
+        for k in earlier[index].values:
+            if k in keys and k not in out and k not in before and k not in gone \
+                    and k not in adopted:
+                out[k] = index
+    # Beside a value never said of its kind, it is the old one ("standup is at 10:15 from
+    # monday. 9:30 was brutal").
+    unsaid = {v for v in _keyed(keys) if not any(v.key in s.values for s in earlier)}
+    return {k: i for k, i in out.items() if not any(
+        _negated(text, v) or _dismissed(text, v) or any(_same_kind(v, u) for u in unsaid)
+        for v in _keyed([k]))}
+
+
+def _said_in(key: str, turns: Iterable[Said]) -> bool:
+    return any(key in s.values for s in turns)
 
 
 def _said_before(earlier: list[Said]) -> set[str]:
@@ -704,27 +745,45 @@ def _revert(value: Value, turn_id: str, earlier: list[Said], gone: dict[str, str
             and not any(k in gone for k in s.values if k != value.key)]
 
 
-def _pairs(turn: _Reading, old: set[Value], new: set[Value],
-           earlier: list[Said]) -> list[tuple[Value, set[str], bool]]:
+def _pairs(turn: _Reading, old: set[Value], new: set[Value], earlier: list[Said],
+           fresh: Mapping[str, int] | None = None) -> list[tuple[Value, set[str], bool]]:
     """The values `turn` moves on from: (old value, the new values' keys, loose: every turn
-    carrying it goes, not only those on the same thing by their words)."""
-    pairs = [(o, n) for o in old for n in new if _same_kind(o, n)]
-    if not pairs:
+    carrying it goes, not only those on the same thing by their words). Each reading is
+    tried in turn, and one whose pairs all fall (the old values are named beside the new
+    ones, kept) leaves the next one to try: "Updated: espresso $16.20/lb, decaf stays
+    $15.75/lb" keeps the decaf price and still moves on from the espresso's old one."""
+    # The old value named beside a new one of its kind.
+    named = [(o, n) for o in old for n in new if _same_kind(o, n)]
+    out = _kept(turn, named, False)
+    if not out:
         # The old value said to be wrong beside a new one of its sort ("400 is too
         # aggressive; let's make the threshold 600"): their labels may differ.
-        pairs = [(o, n) for o in old if _dismissed(turn.text, o) for n in new
-                 if o.kind.partition(":")[0] == n.kind.partition(":")[0]]
-    loose = False
-    if not pairs and new:
-        # No old value named: a new value of a kind an earlier turn on the same thing set.
-        pairs = [(o, n) for n in new for s in earlier
-                 if turn.words & set(s.words) or turn.names & set(s.values)
-                 for o in _keyed(s.values) if _same_kind(o, n) and o.key not in turn.keys
-                 and _exact(o) and _exact(n)]
-    if not pairs and new:
+        out = _kept(turn, [(o, n) for o in old if _dismissed(turn.text, o) for n in new
+                           if o.kind.partition(":")[0] == n.kind.partition(":")[0]], False)
+    # A value raised a few turns back replaces only what was said before it was raised.
+    raised = fresh or {}
+
+    def older(o: Value, n: Value) -> bool:
+        return n.key not in raised or _said_in(o.key, earlier[:raised[n.key]])
+
+    if not out and new:
+        # No old value named: a new value of a kind an earlier turn on the same thing set
+        # (a turn naming more of its kind than this one brings, "drinks 18:30, dinner
+        # 19:30, auction 21:00" against "ends around 22:30", does not say which; as many,
+        # "Sat 9-17, Sun 10-14" against "Sat 9-15, Sun 10-16", are replaced as a list).
+        brought = {n: sum(1 for m in new if m.kind == n.kind) for n in new}
+        out = _kept(turn, [(o, n) for n in new for s in earlier
+                           if turn.words & set(s.words) or turn.names & set(s.values)
+                           if 0 < len(c := [o for o in _keyed(s.values) if _same_kind(o, n)
+                                            and o.key not in turn.keys and older(o, n)])
+                           <= brought[n]
+                           for o in c if _exact(o) and _exact(n)], False)
+    if not out and new and not named:
         # Nothing on the same thing by its words: a correction ("no wait, 14", "typo, it's
-        # $45k") or a change to an exact value replaces the latest value of its kind.
-        loose = True
+        # $45k") or a change to an exact value replaces the latest value of its kind (not
+        # in a turn naming old values beside new ones: it says what it keeps, and not
+        # what it replaces).
+        pairs = []
         for n in new:
             # Never a name: a person or a title met in passing is not a value corrected.
             if n.kind != "name" and (_exact(n) or turn.corrects):
@@ -732,12 +791,21 @@ def _pairs(turn: _Reading, old: set[Value], new: set[Value],
                 # departure and arrival): the latest turn naming one does.
                 latest = next((c[0] for s in reversed(earlier)
                                if len(c := [o for o in _keyed(s.values) if _corrected_by(o, n, turn)
-                                            and o.key not in turn.keys]) == 1), None)
+                                            and o.key not in turn.keys and older(o, n)]) == 1),
+                              None)
                 if latest is not None:
                     pairs.append((latest, n))
+        out = _kept(turn, pairs, True)
+    return out
+
+
+def _kept(turn: _Reading, pairs: list[tuple[Value, Value]],
+          loose: bool) -> list[tuple[Value, set[str], bool]]:
+    """The pairs of (old, new) value that stand: not an old value the turn names beside the
+    new one or keeps, not two names or counts side by side with nothing saying which goes."""
     out = []
     for o, n in pairs:
-        if o.key in turn.keys and not _contrasted(turn.text, o):
+        if o.key in turn.keys and not _contrasted(turn.text, o, n):
             continue  # named beside the new one, not said to be gone
         if o.key in turn.keys and _KEEP.search(_clause_of(turn.text, o)) \
                 and not _negated(turn.text, o):
@@ -804,13 +872,18 @@ def _from_to(text: str, old: Value, new: Value) -> bool:
                              rf"(?:the\s+)?{n}\b", lowered))
 
 
+# A turn that says what it moves from and to, whatever words it names them by ("switched
+# the case from a refund to store credit: $129 + 10% = $141.90").
+_FROM_TO = re.compile(r"\bfrom\b.{1,60}?\bto\b|\binstead of\b|\breplac\w* .{1,40}?\bwith\b")
 _NEGATED = r"(?:not|no|no longer|instead of|rather than|from|was|were|isn't|wasn't|over)"
 
 
-def _contrasted(text: str, value: Value) -> bool:
+def _contrasted(text: str, value: Value, new: Value | None = None) -> bool:
     """Whether `text` says `value` is the old one: a negation or "from" before it, or
-    "was" after it ("9:30 was brutal"), or the turn says it changes at all and names it
-    after its new value."""
+    "was" after it ("9:30 was brutal"), or the turn says it changes at all and does not
+    name it before its new value `new` unless it says from what to what ("replaced Jest
+    with Vitest"): in "the cleaning moved to 8:45, the reminder to 7:45" 8:45 is the new
+    value of one thing and 7:45 of another."""
     lowered = text.lower()
     probe = re.escape(value.text)
     if re.search(rf"\b{_NEGATED}\s+(?:the\s+)?[$€£]?{probe}", lowered) or _dismissed(
@@ -818,6 +891,27 @@ def _contrasted(text: str, value: Value) -> bool:
         return True
     if re.search(rf"{probe}\w*\s+(?:was|were|is out|is gone|no more|anymore)", lowered):
         return True
+    if new is not None and _named_before(lowered, value, new) and not (
+            _from_to(text, value, new) or _FROM_TO.search(lowered)):
+        return False
     return bool(re.search(r"\b(?:not|no longer|anymore|instead|typo|correct\w*|wrong"
                           r"|mistake|chang\w*|mov\w*|switch\w*|replac\w*|push\w*|from)\b",
                           lowered))
+
+
+def _named_before(lowered: str, value: Value, new: Value) -> bool:
+    """Whether `value` is first named before `new` in `lowered` (not known where the words
+    are not found as normalised: "6pm" for 18:00, "$45k" for 45000)."""
+    at, new_at = _position(lowered, value), _position(lowered, new)
+    return at is not None and new_at is not None and at < new_at
+
+
+def _position(lowered: str, value: Value) -> int | None:
+    digits = value.text
+    if value.kind.startswith("amount:") and digits.replace(".", "").isdigit():
+        whole, _, cents = digits.partition(".")
+        digits = ",?".join(whole) + (r"\." + cents if cents else "")
+        found = re.search(rf"(?<![\d.,]){digits}(?![\d])", lowered)
+    else:
+        found = re.search(rf"(?<![\w.]){re.escape(digits)}", lowered)
+    return found.start() if found else None
