@@ -131,6 +131,17 @@ _SWITCH_TO = re.compile(
     r"\b(?:instead\b(?! of)|from now on|going forward|switch\w* (?:\w+ ){0,4}?to|mov(?:e|es|ed|ing)"
     r" (?:\w+ ){0,4}?to|replac\w* (?:\w+ ){0,4}?with|going with|we'?ll go with|renam\w*"
     r" (?:\w+ ){0,3}?to)\b", re.IGNORECASE)
+# A sentence that sets a name as what holds now, saying less of a switch ("Owner changed to
+# Björn", "the threat model is with Björn now", "Updated: living room colour is Harbor
+# Grey", "let's go with the Glasshouse"); not one that adds ("we also use Redis now") or
+# ends something "for now".
+_SETS = re.compile(
+    r"^\W*updated?\b[^.:]{0,30}:|\b(?:is|are) now\b"
+    r"|(?<!^)(?<![.!?]\s)(?<!for )(?<!right )(?<!until )(?<!by )(?<!of )(?<!just )\bnow\b(?!,)"
+    r"|\bchang\w* (?:\w+ ){0,3}?to\b|\bfrom (?:here|today|now) on\b|\bfrom here\b"
+    r"|\blet'?s go with\b", re.IGNORECASE)
+_ADDS = re.compile(r"\b(?:also|too|as well|add(?:s|ed|ing)?|plus|another|in addition|extra)\b",
+                   re.IGNORECASE)
 # A sentence that keeps what holds against an alternative ("we stay on Postgres", "Alpen
 # stays", "MongoDB considered and rejected").
 _DECIDED_KEEP = re.compile(
@@ -619,7 +630,8 @@ def _by_names(turn: _Reading, turn_id: str, named: dict[str, list[str]],
         # What the sentence is about: its words besides its names and its change words.
         words = words_in(_CHANGE_CUE.sub(" ", sentence)) - {
             k[5:] for k in keys}
-        if _SWITCH_TO.search(sentence) and not _HEDGE.search(sentence):
+        if (_SWITCH_TO.search(sentence) or (_SETS.search(sentence) and not _ADDS.search(
+                sentence) and not _DROPS.search(sentence))) and not _HEDGE.search(sentence):
             new = {k for k in keys if k not in gone}
             if not new or not words or new != keys:
                 # It names what it moves on from ("from ELK to Loki"): `_pairs` read it.

@@ -3,7 +3,7 @@ the values they carry, and what it must leave alone."""
 
 from __future__ import annotations
 
-from hivemem.domain.lineage import Lineage, Step, Value, step, values_in
+from hivemem.domain.lineage import _SETS, Lineage, Step, Value, step, values_in
 
 
 def _play(*turns: str) -> list[Step]:
@@ -322,3 +322,25 @@ def test_a_list_of_values_restated_with_as_many_new_ones_is_replaced_as_a_list()
     gone = steps[-1].lineage.gone
     assert "time=18:00" in gone and "time=13:00" in gone and "time=21:00" not in gone
 
+
+def test_a_name_set_as_what_holds_now_retires_the_name_said_in_like_words() -> None:
+    owner = _play("Pen test for the billing API: owner Priyanka, due March 3.",
+                  "ok",
+                  "Owner changed to Dmitri, due date unchanged.")
+    assert owner[-1].lineage.gone.get("name=priyanka") == "t2"
+    assert _history(owner) == {"t0": "t2"}
+    catering = _play("Catering for the launch party: Green Fork.",
+                     "Heads up: catering for the launch party is now Spice Route.")
+    assert _history(catering) == {"t0": "t1"}
+    release = _play("Sam Ortiz is running the 2.3 release.",
+                    "the 2.3 release is with Lena Park now.")
+    assert _history(release) == {"t0": "t1"}
+
+
+def test_a_name_added_now_retires_nothing() -> None:
+    steps = _play("Monitoring: Datadog for metrics.",
+                  "Monitoring now also has Sentry for errors.")
+    assert _history(steps) == {} and not steps[-1].lineage.gone
+    # "for now" says nothing is set ("no backfill for now"); a drop is read as a drop.
+    assert _SETS.search("we're pausing the junior analyst posting, no backfill for now") is None
+    assert _SETS.search("the 2.3 release is with Lena Park now") is not None
