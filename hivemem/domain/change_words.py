@@ -69,4 +69,6 @@ _PROPOSES = re.compile(r"\?|\b(?:push\w*|pitch\w*|swears? by|recommend\w*|wants?
                        r"|why (?:we|don't|aren't|not)|\w+'d (?:get|have|be))\b", re.IGNORECASE)
 _QUESTION = re.compile(r"\?\s*$")
 _CLAUSE = re.compile(r";\s+|,?\s+but\s+")
-_SENTENCE = re.compile(r"(?<=[.!?])\s+|\n+")
+# (A title's period, "Mr. Haddad", ends no sentence.)
+_SENTENCE = re.compile(r"(?<=[.!?])(?<!\bMr\.)(?<!\bMs\.)(?<!Mrs\.)(?<!\bDr\.)(?<!\bMx\.)"
+                       r"(?<!Prof\.)\s+|\n+")

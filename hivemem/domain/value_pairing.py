@@ -130,7 +130,7 @@ def _exact(value: Value) -> bool:
 
 def _negated(text: str, value: Value) -> bool:
     probe = re.escape(value.text)
-    return bool(re.search(rf"\b{_NEGATED}\s+(?:the\s+|with\s+)?[$€£]?{probe}", text.lower()))
+    return bool(re.search(rf"\b{_NEGATED}\s+(?:the\s+|with\s+)?{_TITLED}[$€£]?{probe}", text.lower()))
 
 
 def _from_to(text: str, old: Value, new: Value) -> bool:
@@ -138,8 +138,8 @@ def _from_to(text: str, old: Value, new: Value) -> bool:
     "replaced Jest with Vitest"."""
     o, n = re.escape(old.text), re.escape(new.text)
     lowered = text.lower()
-    return bool(re.search(rf"\b{o}\w*\s*(?:\S+\s+){{0,3}}?(?:to|->|→|=>)\s+(?:the\s+)?{n}\b",
-                          lowered) or re.search(rf"\b{n}\w*\s+(?:instead of|over|not)\s+{o}",
+    return bool(re.search(rf"\b{o}\w*\s*(?:\S+\s+){{0,3}}?(?:to|->|→|=>)\s+(?:the\s+)?{_TITLED}{n}\b",
+                          lowered) or re.search(rf"\b{n}\w*\s+(?:instead of|over|not)\s+{_TITLED}{o}",
                                                 lowered)
                 or re.search(rf"\b(?:replac\w*|swap\w*)\s+(?:the\s+)?{o}\w*\s+(?:with|for)\s+"
                              rf"(?:the\s+)?{n}\b", lowered))
@@ -148,6 +148,8 @@ def _from_to(text: str, old: Value, new: Value) -> bool:
 # A turn that says what it moves from and to, whatever words it names them by ("switched
 # the case from a refund to store credit: $129 + 10% = $141.90").
 _FROM_TO = re.compile(r"\bfrom\b.{1,60}?\bto\b|\binstead of\b|\breplac\w* .{1,40}?\bwith\b")
+# A person's title between a word and the name it is about ("instead of Mr. Haddad").
+_TITLED = r"(?:(?:mr|mrs|ms|mx|dr|prof)\.?\s+)?"
 _NEGATED = r"(?:not|no|no longer|instead of|rather than|from|was|were|isn't|wasn't|over)"
 
 
@@ -159,7 +161,7 @@ def _contrasted(text: str, value: Value, new: Value | None = None) -> bool:
     value of one thing and 7:45 of another."""
     lowered = text.lower()
     probe = re.escape(value.text)
-    if re.search(rf"\b{_NEGATED}\s+(?:the\s+)?[$€£]?{probe}", lowered) or _dismissed(
+    if re.search(rf"\b{_NEGATED}\s+(?:the\s+)?{_TITLED}[$€£]?{probe}", lowered) or _dismissed(
             text, value):
         return True
     if re.search(rf"{probe}\w*\s+(?:was|were|is out|is gone|no more|anymore)", lowered):

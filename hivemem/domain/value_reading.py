@@ -54,7 +54,9 @@ _LABEL_WORDS = frozenset(("max", "maximum", "min", "minimum", "cap", "limit", "t
                           "around", "approx", "approximately", "up", "over", "under", "top",
                           "only", "just", "exactly", "roughly", "nearly", "almost", "and"))
 
+_TITLE = re.compile(r"\b(?:Mr|Mrs|Ms|Mx|Dr|Prof|St)\.", re.IGNORECASE)
 _COMMON = frozenset(re.findall(r"[\w']+", """
+mr mrs ms mx dr prof
 a an the i we you he she it they me us him her them my our your his its their this that these
 those there here what which who whom whose when where why how yes no not ok okay sure thanks
 thx thank please hi hey hello morning afternoon evening cool great good nice fine right
@@ -153,7 +155,9 @@ def values_in(text: str) -> set[Value]:
     for m in _DAY.finditer(text):
         found.add(Value("day", m.group(1).lower()))
         spans.append(m.span())
-    for m in _CAPITAL.finditer(text):
+    # "Mr. Haddad", "Dr. Lindqvist": the title's period ends no sentence (the name after it
+    # is read as one), and the title is no value (spans keep their places).
+    for m in _CAPITAL.finditer(_TITLE.sub(lambda t: t.group(0)[:-1] + " ", text)):
         word = m.group(1) or m.group(2)
         if word.lower() in _COMMON or taken(*m.span()):
             continue

@@ -344,3 +344,13 @@ def test_a_name_added_now_retires_nothing() -> None:
     # "for now" says nothing is set ("no backfill for now"); a drop is read as a drop.
     assert _SETS.search("we're pausing the junior analyst posting, no backfill for now") is None
     assert _SETS.search("the 2.3 release is with Lena Park now") is not None
+
+
+def test_a_title_is_no_value_and_its_period_ends_no_sentence() -> None:
+    got = values_in("Cleaning with Dr. Okonkwo, then piano with Mrs. Albescu.")
+    assert {v.text for v in got if v.kind == "name"} == {"okonkwo", "albescu"}
+    steps = _play("Piano lessons are with Mr. Dubois on Tuesdays.",
+                  "we switched: instead of Mr. Dubois the lessons are with Ms. Varga now.")
+    gone = steps[-1].lineage.gone
+    assert "name=dubois" in gone and "name=varga" not in gone
+    assert _history(steps) == {"t0": "t1"}
