@@ -130,7 +130,8 @@ def _exact(value: Value) -> bool:
 
 def _negated(text: str, value: Value) -> bool:
     probe = re.escape(value.text)
-    return bool(re.search(rf"\b{_NEGATED}\s+(?:the\s+|with\s+)?{_TITLED}[$€£]?{probe}", text.lower()))
+    return bool(re.search(rf"\b{_NEGATED}\s+(?:the\s+|with\s+)?{_TITLED}[$€£]?{probe}",
+                          text.lower()))
 
 
 def _from_to(text: str, old: Value, new: Value) -> bool:
@@ -138,11 +139,12 @@ def _from_to(text: str, old: Value, new: Value) -> bool:
     "replaced Jest with Vitest"."""
     o, n = re.escape(old.text), re.escape(new.text)
     lowered = text.lower()
-    return bool(re.search(rf"\b{o}\w*\s*(?:\S+\s+){{0,3}}?(?:to|->|→|=>)\s+(?:the\s+)?{_TITLED}{n}\b",
-                          lowered) or re.search(rf"\b{n}\w*\s+(?:instead of|over|not)\s+{_TITLED}{o}",
-                                                lowered)
-                or re.search(rf"\b(?:replac\w*|swap\w*)\s+(?:the\s+)?{o}\w*\s+(?:with|for)\s+"
-                             rf"(?:the\s+)?{n}\b", lowered))
+    to = rf"\b{o}\w*\s*(?:\S+\s+){{0,3}}?(?:to|->|→|=>)\s+(?:the\s+)?{_TITLED}{n}\b"
+    instead = rf"\b{n}\w*\s+(?:instead of|over|not)\s+{_TITLED}{o}"
+    replaced = (rf"\b(?:replac\w*|swap\w*)\s+(?:the\s+)?{o}\w*\s+(?:with|for)\s+"
+                rf"(?:the\s+)?{n}\b")
+    return bool(re.search(to, lowered) or re.search(instead, lowered)
+                or re.search(replaced, lowered))
 
 
 # A turn that says what it moves from and to, whatever words it names them by ("switched
