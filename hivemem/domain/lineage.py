@@ -13,6 +13,10 @@ carries the old value, on the same thing, and not the new one is history from th
 later turn that only names the old value again (a question about it, a complaint) is history
 too, unless it goes back to it ("back to Redis"), which makes the newer value history.
 
+What a value is (`hivemem.domain.value_reading`), the words a change is said with
+(`hivemem.domain.change_words`) and which earlier value a new one replaces
+(`hivemem.domain.value_pairing`) are modules of their own.
+
 The keeper (`hivemem.workers.currency`) runs this per turn beside the slot rules; its state
 (`Lineage`) is part of the session's slot state.
 """
@@ -27,220 +31,52 @@ from dataclasses import dataclass
 from pydantic import BaseModel, Field
 
 from hivemem.domain.change import RETRACTION, has_update_language
+from hivemem.domain.change_words import (
+    _ADDS,
+    _BACK,
+    _CHANGE_CUE,
+    _CLAUSE,
+    _CORRECTION,
+    _DECIDED_KEEP,
+    _DROPS,
+    _HEDGE,
+    _KEEP,
+    _NOT,
+    _NOT_BEFORE,
+    _PASSIVE,
+    _PROPOSES,
+    _QUESTION,
+    _SENTENCE,
+    _SETS,
+    _SUBJECT,
+    _SWITCH_TO,
+)
+from hivemem.domain.value_pairing import (
+    _corrected_by,
+    _dismissed,
+    _from_to,
+    _negated,
+    _pairs,
+)
+from hivemem.domain.value_reading import (
+    _STOP,
+    Value,
+    _keyed,
+    _same_kind,
+    value_keys,
+    values_in,
+    words_in,
+)
+
+__all__ = ["Gone", "GoneValues", "Lineage", "Said", "Step", "Value", "retire", "stale_value",
+           "step", "value_keys", "values_in", "words_in"]
 
 # Turns whose values and words the lineage remembers (the newest kept).
 MAX_SAID = 300
 # How far back a bare count said to be wrong is looked for.
 _RECENT = 20
-
-_TIME = re.compile(r"(?<![\w:.])(\d{1,2}:\d{2})(?:\s?([ap])\.?m\b)?(?![\w:])", re.IGNORECASE)
-# "7pm", "6 a.m.": a time without minutes.
-_HOUR = re.compile(r"(?<![\w:.$€£])(\d{1,2})\s?([ap])\.?m\b\.?", re.IGNORECASE)
-_AMOUNT = re.compile(
-    r"(?<![\w.,/:#-])([$€£]?)(\d{1,3}(?:,\d{3})+(?:\.\d+)?|\d+(?:\.\d+)?)\s?"
-    r"(k|m|bn|%|gb|mb|tb|ms|s|sec|secs|seconds?|min|mins|minutes?|h|hrs?|hours?|days?"
-    r"|weeks?|months?|years?|x|rows|users|people|nodes|replicas|gb/s|g|kg|lbs?|oz|ml|km|cm|mm"
-    r"|miles?|kids|guests|students|seats|places|points|engineers|specs|lines)?(?![\w]|\.\d)",
-    re.IGNORECASE)
-_VERSION = re.compile(r"(?<![\w./-])(v\d+(?:\.\d+)*|\d+\.\d+(?:\.\d+)+)(?![\w.])", re.IGNORECASE)
-_NAMED_NUMBER = re.compile(r"(?<![\w.-])([A-Z][A-Za-z]+)\s(\d+(?:\.\d+)*)"
-                           r"(?!\w|[.%:/-]\w|%|\s?(?:k|m|gb|mb|ms)\b)")
-_PATH = re.compile(r"(?<![\w/])(/[a-z0-9][\w./-]*[a-z0-9])", re.IGNORECASE)
-_MONTH = ("jan(?:uary)?|feb(?:ruary)?|mar(?:ch)?|apr(?:il)?|may|june?|july?|aug(?:ust)?"
-          "|sep(?:t(?:ember)?)?|oct(?:ober)?|nov(?:ember)?|dec(?:ember)?")
-# "the 14th" is a date; "the 5th floor" is not.
-_ORDINAL = re.compile(r"\b(?:the\s+)(\d{1,2})(?:st|nd|rd|th)\b(?!\s+(?:floor|row|place|time"
-                      r"|grade|year|round|level|storey|story|seat|gate|platform|pick|percentile"
-                      r"|edition|version|birthday|anniversary|person|one|team|item|line|step"
-                      r"|attempt|try|spot|position|century|week|month|day|hour|minute)\b)",
-                      re.IGNORECASE)
-_DATE = re.compile(rf"\b({_MONTH})\.?\s+(\d{{1,2}})(?:st|nd|rd|th)?\b"
-                   rf"|\b(\d{{1,2}})(?:st|nd|rd|th)?\s+(?:of\s+)?({_MONTH})\b", re.IGNORECASE)
-# The word a bare number is the value of ("max 20", "burst of 20", "max to 30").
-_LINK = (r"(?:is|are|was|were|of|to|at|set|now|be|from|raised|lowered|moved|goes|went|stays"
-         r"|becomes|than|over|under|above|below|about|around|roughly|only|just|exactly)")
-_LABEL = re.compile(rf"(?:(?<![a-z])([a-z][a-z_]{{2,}})\s+)?(?<![a-z])(?!{_LINK}\b)"
-                    rf"([a-z][a-z_]{{2,}})(?:[:=]\s*|\s+)"
-                    rf"(?:(?:{_LINK}|=|:)\s+){{0,3}}$", re.IGNORECASE)
-_DAY = re.compile(r"\b(mon|tues|wednes|thurs|fri|satur|sun)days?\b", re.IGNORECASE)
-_WORD = re.compile(r"[A-Za-z][A-Za-z0-9+#-]*[A-Za-z0-9+#]|[A-Za-z]")
-# Acronyms and inner capitals anywhere ("GA", "MySQL"); other capitalised words not at the
-# start of a sentence or of a list item (there, any word is).
-_CAPITAL = re.compile(r"(?<![\w'])([A-Z]{2,}[0-9]*|[A-Z][a-z0-9]+[A-Z][A-Za-z0-9]*)(?![\w'])"
-                      r"|(?<![\w'])(?<![.!?:\-*•)]\s)(?<!\n)(?<!^)([A-Z][A-Za-z0-9+#-]*[A-Za-z0-9+#])(?![\w'])")
-
-# Words that are never a value, even capitalised (sentence starts, greetings, fillers).
-# Words that say how a number is meant, not what it is the version of ("Max 24 students").
-_LABEL_WORDS = frozenset(("max", "maximum", "min", "minimum", "cap", "limit", "total", "about",
-                          "around", "approx", "approximately", "up", "over", "under", "top",
-                          "only", "just", "exactly", "roughly", "nearly", "almost", "and"))
-
-_COMMON = frozenset(re.findall(r"[\w']+", """
-a an the i we you he she it they me us him her them my our your his its their this that these
-those there here what which who whom whose when where why how yes no not ok okay sure thanks
-thx thank please hi hey hello morning afternoon evening cool great good nice fine right
-and or but so if then also just still now actually hmm meh wait sorry oh ah well yeah yep nope
-done noted got understood agreed updated update set created changed moved kept added removed
-is are was were be been being am do does did have has had will would can could should may
-might must shall let lets let's all any some every each both either neither one two three
-for to of in on at by with from about as into over after before since until per via
-monday tuesday wednesday thursday friday saturday sunday today tomorrow yesterday tonight
-mon tue tues wed thu thur thurs fri sat sun
-january february march april may june july august september october november december
-jan feb mar apr jun jul aug sep sept oct nov dec q1 q2 q3 q4 eu us uk utc am pm ok
-fyi btw asap eta tbd pr prs api apis ui db id ids url http https json yaml csv sql
-new old next last first second same other more less much many few
-"""))
-
-# Words too common to say that two turns are about one thing.
-_STOP = _COMMON | frozenset(re.findall(r"[\w']+", """
-use using used want need needs go going get gets make makes take takes put run runs keep
-team thing things stuff way time times day week month year bit lot plan plans idea
-think know like look see say said tell told ask asked call called let's it's that's
-we're we'll i'll i'm you're they're don't doesn't can't won't isn't aren't
-"""))
-
-_CHANGE_CUE = re.compile(
-    r"\b(?:now|anymore|any more|no longer|instead|rather than|switch\w*|mov(?:e|es|ed|ing)"
-    r"|chang\w*|replac(?:e|es|ed|ing)\b|upgrad\w*|downgrad\w*|bump\w*|rais\w*|lower\w*|increas\w*"
-    r"|decreas\w*|reduc\w*|push\w*|postpon\w*|delay\w*|pull\w* (?:in|forward)|resched\w*"
-    r"|correct(?:ed|ion|ing|s)|typo|mistake|wrong|actually|scratch|scrap|forget"
-    r"|from (?:here|now|today|tomorrow|monday|tuesday|wednesday|thursday|friday|next)"
-    r"|starting|going forward|revert\w*|roll\w* back|back to"
-    r"|in the end|turns out|updated?|make (?:it|that)|let'?s make|set (?:it )?to)\b",
-    re.IGNORECASE)
-# A turn that corrects what was just said.
-# ("Correct, SSO is Enterprise only" agrees: not a correction.)
-_CORRECTION = re.compile(r"\b(?:typo|no wait|wait|sorry|i mean|i meant|correct(?:ed|ion)"
-                         r"|actually|oops|my bad|mistake|wrong|make it|scratch that)\b",
-                         re.IGNORECASE)
-# A turn that weighs a change rather than makes it ("a 25-cent increase would cover it").
-_HEDGE = re.compile(r"\b(?:would|could|might|maybe|perhaps|options?|if we|if you|suggest\w*"
-                    r"|propos\w*|consider\w*|what if|how about|should we|thinking about"
-                    r"|wondering)\b", re.IGNORECASE)
-# A turn that keeps what holds ("we stay on Prisma", "decaf still 6 lb").
-_KEEP = re.compile(r"\b(?:stay\w*|still|keep\w*|kept|remain\w*|unchanged|as is|no change"
-                   r"|same as)\b", re.IGNORECASE)
-_BACK = re.compile(r"\b(?:back to|revert\w*|roll\w* (?:\w+ )?back|again|originally"
-                   r"|like (?:we|it) (?:had|was)|return\w* to|undo)\b", re.IGNORECASE)
-# A sentence that puts a new name in place of whatever held the slot ("from now on we order
-# flour from Moulin Roux instead", "switching the flour order to Moulin Roux").
-_SWITCH_TO = re.compile(
-    r"\b(?:instead\b(?! of)|from now on|going forward|switch\w* (?:\w+ ){0,4}?to|mov(?:e|es|ed|ing)"
-    r" (?:\w+ ){0,4}?to|replac\w* (?:\w+ ){0,4}?with|going with|we'?ll go with|renam\w*"
-    r" (?:\w+ ){0,3}?to)\b", re.IGNORECASE)
-# A sentence that keeps what holds against an alternative ("we stay on Postgres", "Alpen
-# stays", "MongoDB considered and rejected").
-_DECIDED_KEEP = re.compile(
-    r"\b(?:stay(?:s|ing)? (?:on|with)|stays\b|remains?\b|nothing (?:changes|moves)|no change"
-    r"|(?:considered and )?rejected|said no|not (?:moving|switching)|sticking with"
-    r"|stick with)\b", re.IGNORECASE)
-# A clause that ends something without a successor ("I'm no longer taking the cetirizine",
-# "drop casa do largo", "cancel the PureGym membership").
-_DROPS = re.compile(
-    r"\b(?:cancel(?:s|led|ling)?|drop(?:s|ped|ping)?|no longer (?:taking|using|doing|going)"
-    r"|stop(?:s|ped|ping)? (?:taking|using|paying)|withdr[ae]w\w*|scrap(?:s|ped)?|call(?:ed)? off"
-    r"|forget (?:about )?|quit(?:ting)?|pull(?:ed|ing)? (?:out|the plug))\b", re.IGNORECASE)
-_NOT_BEFORE = re.compile(r"\b(?:don'?t|do not|never|not|won'?t)\s+(?:\w+\s+)?$", re.IGNORECASE)
-_NOT = re.compile(r"\b(?:not|no|never)\b|n't\b", re.IGNORECASE)
-_PASSIVE = re.compile(r"(?:cancelled|dropped|withdrawn|scrapped|called off)$",
-                      re.IGNORECASE)
-_SUBJECT = re.compile(r"\b(?:i|we|you|they|he|she)\b", re.IGNORECASE)
-# A turn that raises an alternative rather than states what holds.
-_PROPOSES = re.compile(r"\?|\b(?:push\w*|pitch\w*|swears? by|recommend\w*|wants? to try"
-                       r"|why (?:we|don't|aren't|not)|\w+'d (?:get|have|be))\b", re.IGNORECASE)
-_QUESTION = re.compile(r"\?\s*$")
-_SENTENCE = re.compile(r"(?<=[.!?])\s+|\n+")
-
-
-@dataclass(frozen=True, slots=True)
-class Value:
-    """One value a turn names: its kind ("time", "amount:<unit>", "version", "path",
-    "name") and its normalised text."""
-
-    kind: str
-    text: str
-
-    @property
-    def key(self) -> str:
-        return f"{self.kind}={self.text}"
-
-
-def values_in(text: str) -> set[Value]:
-    """The values `text` names (times, amounts with their units, versions, paths, names)."""
-    found: set[Value] = set()
-    spans: list[tuple[int, int]] = []
-
-    def taken(start: int, end: int) -> bool:
-        return any(s < end and start < e for s, e in spans)
-
-    _paths(text, found, spans)
-    for m in _TIME.finditer(text):
-        if taken(*m.span()):
-            continue
-        hh, mm = m.group(1).split(":")
-        hour = int(hh) % 12 + (12 if (m.group(2) or "").lower() == "p" else 0) \
-            if m.group(2) else int(hh)
-        found.add(Value("time", f"{hour}:{mm}"))
-        spans.append(m.span())
-    _hours(text, found, spans)
-    for m in _DATE.finditer(text):
-        month = (m.group(1) or m.group(4)).lower()[:3]
-        found.add(Value("date", f"{month} {int(m.group(2) or m.group(3))}"))
-        spans.append(m.span())
-    for m in _ORDINAL.finditer(text):
-        if not taken(*m.span()):
-            found.add(Value("date", f"the {int(m.group(1))}"))
-            spans.append(m.span())
-    for m in _VERSION.finditer(text):
-        if taken(*m.span()):
-            continue
-        found.add(Value("version", m.group(1).lower().lstrip("v")))
-        spans.append(m.span())
-    _named_numbers(text, found, spans)
-    for m in _AMOUNT.finditer(text):
-        if taken(*m.span()):
-            continue
-        # "$1,240.00" is $1,240 ("1,240" then ".00" read as another number once).
-        number = re.sub(r"\.0+$", "", m.group(2).replace(",", ""))
-        unit = (m.group(3) or "").lower()
-        unit = "min" if unit == "m" and not m.group(1) else unit  # "pause 30m"; "$30m" is money
-        scale = {"k": 1e3, "m": 1e6, "bn": 1e9}.get(unit)
-        if scale is not None:
-            number, unit = _plain(float(number) * scale), ""
-        unit = unit.rstrip("s") if len(unit) > 2 else unit
-        if unit in ("kid", "guest", "student", "seat", "place", "point", "engineer", "spec",
-                    "line"):
-            unit = "@" + unit  # what is counted names the slot ("18 kids")
-        elif unit in ("", "row", "user", "people", "node", "replica", "x") and not m.group(1):
-            label = _LABEL.search(text[max(0, m.start() - 40):m.start()])
-            word = label.group(2).lower().replace("_", " ") if label else ""
-            if word and word not in _STOP:
-                # The thing it measures, up to two words ("export limit", "rate limit").
-                before = (label.group(1) or "").lower() if label else ""
-                unit = "@" + " ".join(_stem(w) for w in f"{before} {word}".split()
-                                      if w not in _STOP)
-            elif unit:
-                unit = "@" + unit
-        found.add(Value(f"amount:{'$' if m.group(1) else ''}{unit}", number))
-        spans.append(m.span())
-    for m in _DAY.finditer(text):
-        found.add(Value("day", m.group(1).lower()))
-        spans.append(m.span())
-    for m in _CAPITAL.finditer(text):
-        word = m.group(1) or m.group(2)
-        if word.lower() in _COMMON or taken(*m.span()):
-            continue
-        found.add(Value("name", word.lower()))
-    return found
-
-
-@functools.lru_cache(maxsize=16_384)
-def value_keys(text: str) -> frozenset[str]:
-    """The keys of the values `text` names (memoized: recall reads the same candidates'
-    texts again and again)."""
-    return frozenset(v.key for v in values_in(text))
-
+# How many turns back a value raised is still new to the turn that takes it up.
+_FRESH = 6
 
 # Per session, what recall reads of the lineage: a value moved on from -> (the turn that
 # moved on, the keys of the values that replaced it).
@@ -272,55 +108,6 @@ class GoneValues:
 def stale_value(text: str, gone: Gone) -> str | None:
     """`GoneValues(gone).stale(text)`, for one text."""
     return GoneValues(gone).stale(text)
-
-
-def _paths(text: str, found: set[Value], spans: list[tuple[int, int]]) -> None:
-    for m in _PATH.finditer(text):
-        found.add(Value("path", m.group(1).lower()))
-        spans.append(m.span())
-
-
-def _hours(text: str, found: set[Value], spans: list[tuple[int, int]]) -> None:
-    """ "7pm", "6 a.m.": times without minutes, on a 24-hour clock."""
-    for m in _HOUR.finditer(text):
-        start, end = m.span()
-        if any(s < end and start < e for s, e in spans) or int(m.group(1)) > 12:
-            continue
-        hour = int(m.group(1)) % 12 + (12 if m.group(2).lower() == "p" else 0)
-        found.add(Value("time", f"{hour}:00"))
-        spans.append(m.span())
-
-
-def _named_numbers(text: str, found: set[Value], spans: list[tuple[int, int]]) -> None:
-    """ "Node 20", "Postgres 16": a product and its version, one value."""
-    for m in _NAMED_NUMBER.finditer(text):
-        start, end = m.span()
-        if any(s < end and start < e for s, e in spans) or m.group(1).lower() in _COMMON \
-                or m.group(1).lower() in _LABEL_WORDS:
-            continue
-        found.add(Value("version", f"{m.group(1).lower()} {m.group(2)}"))
-        spans.append(m.span())
-
-
-def _plain(number: float) -> str:
-    return str(int(number)) if number == int(number) else f"{number:g}"
-
-
-def words_in(text: str) -> frozenset[str]:
-    """`text`'s content words, crudely stemmed (what says two turns are about one thing)."""
-    out = set()
-    for word in _WORD.findall(text.lower()):
-        if len(word) < 3 or word in _STOP:
-            continue
-        out.add(_stem(word))
-    return frozenset(out)
-
-
-def _stem(word: str) -> str:
-    for suffix in ("ing", "ies", "es", "ed", "s"):
-        if word.endswith(suffix) and len(word) - len(suffix) >= 3:
-            return word[: -len(suffix)]
-    return word
 
 
 class Said(BaseModel):
@@ -357,23 +144,6 @@ class Step:
     restored: tuple[str, ...]
 
 
-def _same_kind(a: Value, b: Value) -> bool:
-    if a.kind != b.kind or a.text == b.text:
-        return False
-    if a.kind == "name":
-        # One name inside another ("postgres", "postgresql") is one value.
-        return not (a.text.startswith(b.text) or b.text.startswith(a.text))
-    return True
-
-
-def _keyed(keys: Iterable[str]) -> set[Value]:
-    out = set()
-    for key in keys:
-        kind, _, text = key.partition("=")
-        out.add(Value(kind, text))
-    return out
-
-
 @dataclass(frozen=True, slots=True)
 class _Reading:
     """One turn as the lineage reads it."""
@@ -393,8 +163,11 @@ class _Reading:
         memcached" names Memcached when a turn before said "Memcached"); `people`: the
         session's speakers, never a value."""
         sentences = [x for x in _SENTENCE.split(text.strip()) if x]
+        # Weighing is read per clause: "Replaced Jest with Vitest; the globals option keeps
+        # old tests running" states a change whatever its other clause weighs.
         stated = () if asks else tuple(
-            x for x in sentences if not _QUESTION.search(x) and not _HEDGE.search(x))
+            c for x in sentences if not _QUESTION.search(x)
+            for c in _CLAUSE.split(x) if c and not _HEDGE.search(c))
         keys = {v.key for v in values_in(text)} | _named(text, known)
         keys = {k for k in keys if not (k.startswith("name=") and _person(k[5:], people))}
         return cls(
@@ -479,8 +252,13 @@ def step(lineage: Lineage, turn_id: str, text: str, *, asks: bool = False,
     restored: list[str] = []
     if turn.cue:
         known = said_before
-        old = {v for v in _keyed(turn.keys) if v.key in known}
-        new = {v for v in _keyed(turn.keys) if v.key not in known}
+        # A value raised in the last few turns that has replaced nothing yet is still new
+        # to the turn that takes it up: a change is often said over two turns ("let's say
+        # $550" ... "Updated: budget $550"; "what about the Glasshouse?" ... "switch the
+        # venue to the Glasshouse"), and the turn that confirms it names what it is about.
+        fresh = _fresh(turn.text, turn.keys, earlier, gone, successors)
+        old = {v for v in _keyed(turn.keys) if v.key in known and v.key not in fresh}
+        new = {v for v in _keyed(turn.keys) if v.key not in known or v.key in fresh}
         # A change said within the turn, both values new ("we run on Node 20. let's bump to
         # Node 22"): the first is gone from here on.
         for o in new:
@@ -494,7 +272,10 @@ def step(lineage: Lineage, turn_id: str, text: str, *, asks: bool = False,
                    } if turn.back else set()
         for value in revived:
             restored += _revert(value, turn_id, earlier, gone, successors, history)
-        for o, pairs_new, loose in _pairs(turn, old - revived, new, earlier):
+        for o, pairs_new, loose in _pairs(turn, old - revived, new, earlier, fresh):
+            if o.key in gone and (o.key not in turn.keys
+                                  or set(successors.get(o.key, ())) & turn.keys):
+                continue  # replaced before: the new value replaces what holds now
             gone[o.key] = turn_id
             successors[o.key] = sorted(
                 k for k in pairs_new if any(_same_kind(o, v) or _corrected_by(o, v, turn)
@@ -529,6 +310,29 @@ def step(lineage: Lineage, turn_id: str, text: str, *, asks: bool = False,
                 ends=_ends(text))
     lineage = Lineage(said=[*earlier, said][-MAX_SAID:], gone=gone, successors=successors)
     return Step(lineage, history, tuple(t for t in restored if t not in history))
+
+
+def _fresh(text: str, keys: frozenset[str], earlier: list[Said], gone: dict[str, str],
+           successors: dict[str, list[str]]) -> dict[str, int]:
+    """The keys of `keys` (said in `text`) first said within the last `_FRESH` turns that
+    neither went nor replaced anything since, and that `text` does not say are wrong
+    ("not 45", "400 is too aggressive") nor names beside a value of their kind never said
+    before, each -> where it was first said."""
+    start = max(0, len(earlier) - _FRESH)
+    before = {k for s in earlier[:start] for k in s.values}
+    adopted = {k for after in successors.values() for k in after}
+    out: dict[str, int] = {}
+    for index in range(start, len(earlier)):
+        for k in earlier[index].values:
+            if k in keys and k not in out and k not in before and k not in gone \
+                    and k not in adopted:
+                out[k] = index
+    # Beside a value never said of its kind, it is the old one ("standup is at 10:15 from
+    # monday. 9:30 was brutal").
+    unsaid = {v for v in _keyed(keys) if not any(v.key in s.values for s in earlier)}
+    return {k: i for k, i in out.items() if not any(
+        _negated(text, v) or _dismissed(text, v) or any(_same_kind(v, u) for u in unsaid)
+        for v in _keyed([k]))}
 
 
 def _said_before(earlier: list[Said]) -> set[str]:
@@ -578,7 +382,8 @@ def _by_names(turn: _Reading, turn_id: str, named: dict[str, list[str]],
         # What the sentence is about: its words besides its names and its change words.
         words = words_in(_CHANGE_CUE.sub(" ", sentence)) - {
             k[5:] for k in keys}
-        if _SWITCH_TO.search(sentence) and not _HEDGE.search(sentence):
+        if (_SWITCH_TO.search(sentence) or (_SETS.search(sentence) and not _ADDS.search(
+                sentence) and not _DROPS.search(sentence))) and not _HEDGE.search(sentence):
             new = {k for k in keys if k not in gone}
             if not new or not words or new != keys:
                 # It names what it moves on from ("from ELK to Loki"): `_pairs` read it.
@@ -704,120 +509,6 @@ def _revert(value: Value, turn_id: str, earlier: list[Said], gone: dict[str, str
             and not any(k in gone for k in s.values if k != value.key)]
 
 
-def _pairs(turn: _Reading, old: set[Value], new: set[Value],
-           earlier: list[Said]) -> list[tuple[Value, set[str], bool]]:
-    """The values `turn` moves on from: (old value, the new values' keys, loose: every turn
-    carrying it goes, not only those on the same thing by their words)."""
-    pairs = [(o, n) for o in old for n in new if _same_kind(o, n)]
-    if not pairs:
-        # The old value said to be wrong beside a new one of its sort ("400 is too
-        # aggressive; let's make the threshold 600"): their labels may differ.
-        pairs = [(o, n) for o in old if _dismissed(turn.text, o) for n in new
-                 if o.kind.partition(":")[0] == n.kind.partition(":")[0]]
-    loose = False
-    if not pairs and new:
-        # No old value named: a new value of a kind an earlier turn on the same thing set.
-        pairs = [(o, n) for n in new for s in earlier
-                 if turn.words & set(s.words) or turn.names & set(s.values)
-                 for o in _keyed(s.values) if _same_kind(o, n) and o.key not in turn.keys
-                 and _exact(o) and _exact(n)]
-    if not pairs and new:
-        # Nothing on the same thing by its words: a correction ("no wait, 14", "typo, it's
-        # $45k") or a change to an exact value replaces the latest value of its kind.
-        loose = True
-        for n in new:
-            # Never a name: a person or a title met in passing is not a value corrected.
-            if n.kind != "name" and (_exact(n) or turn.corrects):
-                # A turn naming several candidates does not say which (its times of
-                # departure and arrival): the latest turn naming one does.
-                latest = next((c[0] for s in reversed(earlier)
-                               if len(c := [o for o in _keyed(s.values) if _corrected_by(o, n, turn)
-                                            and o.key not in turn.keys]) == 1), None)
-                if latest is not None:
-                    pairs.append((latest, n))
-    out = []
-    for o, n in pairs:
-        if o.key in turn.keys and not _contrasted(turn.text, o):
-            continue  # named beside the new one, not said to be gone
-        if o.key in turn.keys and _KEEP.search(_clause_of(turn.text, o)) \
-                and not _negated(turn.text, o):
-            continue  # kept ("we stay on Prisma, not Drizzle")
-        if o.kind in ("name", "amount:") and not (
-                _negated(turn.text, o) or _from_to(turn.text, o, n) or _dismissed(turn.text, o)
-                or (loose and turn.corrects)):
-            continue  # two names or counts side by side: a change only when it says so
-        out.append((o, {m.key for _o, m in pairs}, loose))
-    return out
-
-
 def _keys_in(text: str, known: Iterable[str]) -> frozenset[str]:
     """The value keys `text` names (known names in any case)."""
     return value_keys(text) | _named(text, {k for k in known if k.startswith("name=")})
-
-
-def _clause_of(text: str, value: Value) -> str:
-    """The clause of `text` naming `value` (the whole text if none does by its words)."""
-    probe = value.text.split(" ")[-1]
-    return next((x for x in re.split(r"(?<=[.!?;])\s+|\n+|,\s+but\s+", text)
-                 if probe in x.lower()), text)
-
-
-def _corrected_by(old: Value, new: Value, turn: _Reading) -> bool:
-    """Whether a correction's `new` value may replace `old`: one kind, or a bare number
-    correcting the latest number said ("keep 7 daily snapshots" ... "no wait, 14")."""
-    if _same_kind(old, new):
-        return True
-    return (turn.corrects and new.kind == "amount:" and old.kind.startswith("amount:")
-            and "$" not in old.kind and old.text != new.text)
-
-
-_DISMISSED = r"(?:is|was|are|were|'s)\s+(?:overkill|way too|too|not enough|excessive|a lot)"
-
-
-def _dismissed(text: str, value: Value) -> bool:
-    """ "400 is too aggressive", "14 is overkill": the value is said to be wrong."""
-    said = rf"(?<![\w.]){re.escape(value.text)}(?:\s?(?:%|[a-z]+))?"  # "5% is too little"
-    return bool(re.search(rf"{said}\s+{_DISMISSED}\b", text.lower()))
-
-
-def _exact(value: Value) -> bool:
-    """A value precise enough to say what changed by itself (a time, a version, an amount
-    with its unit or currency), not a bare count or a name."""
-    return value.kind in ("time", "version", "path", "date", "day") or (
-        value.kind.startswith("amount:") and value.kind != "amount:")
-
-
-def _negated(text: str, value: Value) -> bool:
-    probe = re.escape(value.text)
-    return bool(re.search(rf"\b{_NEGATED}\s+(?:the\s+|with\s+)?[$€£]?{probe}", text.lower()))
-
-
-def _from_to(text: str, old: Value, new: Value) -> bool:
-    """ "from Jenkins to GitHub", "Jenkins -> GitHub", "GitHub instead of Jenkins",
-    "replaced Jest with Vitest"."""
-    o, n = re.escape(old.text), re.escape(new.text)
-    lowered = text.lower()
-    return bool(re.search(rf"\b{o}\w*\s*(?:\S+\s+){{0,3}}?(?:to|->|→|=>)\s+(?:the\s+)?{n}\b",
-                          lowered) or re.search(rf"\b{n}\w*\s+(?:instead of|over|not)\s+{o}",
-                                                lowered)
-                or re.search(rf"\b(?:replac\w*|swap\w*)\s+(?:the\s+)?{o}\w*\s+(?:with|for)\s+"
-                             rf"(?:the\s+)?{n}\b", lowered))
-
-
-_NEGATED = r"(?:not|no|no longer|instead of|rather than|from|was|were|isn't|wasn't|over)"
-
-
-def _contrasted(text: str, value: Value) -> bool:
-    """Whether `text` says `value` is the old one: a negation or "from" before it, or
-    "was" after it ("9:30 was brutal"), or the turn says it changes at all and names it
-    after its new value."""
-    lowered = text.lower()
-    probe = re.escape(value.text)
-    if re.search(rf"\b{_NEGATED}\s+(?:the\s+)?[$€£]?{probe}", lowered) or _dismissed(
-            text, value):
-        return True
-    if re.search(rf"{probe}\w*\s+(?:was|were|is out|is gone|no more|anymore)", lowered):
-        return True
-    return bool(re.search(r"\b(?:not|no longer|anymore|instead|typo|correct\w*|wrong"
-                          r"|mistake|chang\w*|mov\w*|switch\w*|replac\w*|push\w*|from)\b",
-                          lowered))

@@ -3,7 +3,7 @@ the values they carry, and what it must leave alone."""
 
 from __future__ import annotations
 
-from hivemem.domain.lineage import Lineage, Step, Value, step, values_in
+from hivemem.domain.lineage import _SETS, Lineage, Step, Value, step, values_in
 
 
 def _play(*turns: str) -> list[Step]:
@@ -237,3 +237,120 @@ def test_no_change_read_off_an_agreement_or_a_replacement_part() -> None:
 def test_an_amount_with_thousands_and_cents_is_one_value() -> None:
     assert values_in("Total $1,240.00, due in 14 days") >= {Value("amount:$", "1240")}
     assert Value("amount:$", "1") not in values_in("Total $1,240.00")
+
+
+def test_a_change_said_in_one_clause_stands_whatever_another_clause_weighs() -> None:
+    switched = _play("Order events go through RabbitMQ for now.",
+                     "Switched order events from RabbitMQ to SQS; dead-letter queues are an "
+                     "option we might add later.")
+    assert _history(switched) == {"t0": "t1"}
+    moved = _play("The docs site is hosted on Netlify.",
+                  "We moved the docs site from Netlify to Vercel, but preview deploys could "
+                  "stay where they are for a while.")
+    assert moved[-1].lineage.gone.get("name=netlify") == "t1"
+
+
+def test_a_value_kept_beside_the_new_one_leaves_the_old_one_to_be_found() -> None:
+    steps = _play("Venue hire is $3,000 for the evening.",
+                  "Catering comes to $40 per head.",
+                  "Updated: venue hire goes up to $3,400; catering stays $40 per head.")
+    assert _history(steps) == {"t0": "t2"}  # the catering price holds
+    laptops = _play("Laptop budget: MacBook Air for designers, $1,199 each.",
+                    "For engineers the ThinkPad X1 at $1,450 each.",
+                    "Price update from the vendor: the ThinkPad is now $1,520 each, the "
+                    "MacBook stays at $1,199.")
+    assert laptops[-1].lineage.gone.get("amount:$=1450") == "t2"
+    assert "amount:$=1199" not in laptops[-1].lineage.gone
+
+
+def test_a_value_raised_then_taken_up_by_a_change_replaces_the_one_before() -> None:
+    budget = _play("Let's budget $400 for the party.",
+                   "Got it, 18 kids so far.",
+                   "zara wants to add her dance class, let's say $550 for the whole thing",
+                   "Updated: party budget $550.")
+    assert _history(budget) == {"t0": "t3"}
+    offsite = _play("The offsite is on March 12.",
+                    "Could we do the 19th? more people would be free",
+                    "ok, moving the offsite to the 19th.")
+    assert _history(offsite) == {"t0": "t2"}
+
+
+def test_a_value_raised_replaces_nothing_said_after_it_and_nothing_kept() -> None:
+    kept = _play("Standup is at 9:30.",
+                 "someone suggested 10:00 instead",
+                 "Updated the calendar: standup stays at 9:30.")
+    assert _history(kept) == {}
+    wrong = _play("Ticket price is €45.",
+                  "Flyers printed with the €45 ticket price.",
+                  "Correction: tickets are €54, not €45.")
+    assert wrong[-1].lineage.gone.get("amount:€=45") == "t2" or wrong[-1].lineage.gone
+    assert _history(wrong) == {"t0": "t2", "t1": "t2"}
+
+
+def test_a_value_named_before_another_of_its_kind_is_not_the_old_one() -> None:
+    steps = _play("Physio on Monday at 9:15.",
+                  "the clinic called, physio is at 10:30 now",
+                  "Updated: physio moved to 10:30. Your reminder moved to 9:30.")
+    history = _history(steps)
+    assert "t1" not in history and history.get("t0") == "t1"
+    assert "time=10:30" not in steps[-1].lineage.gone
+
+
+def test_a_turn_naming_several_values_of_a_kind_does_not_say_which_one_a_new_value_replaces(
+) -> None:
+    steps = _play("Gala plan: drinks 18:30, dinner 19:30, auction 21:00.",
+                  "Update: the after-party is off, the evening ends after the auction, "
+                  "around 22:30.")
+    assert _history(steps) == {}
+
+
+def test_a_turn_that_names_what_it_keeps_corrects_nothing_unnamed() -> None:
+    steps = _play("Deal size: 120 seats, $62k ARR.",
+                  "Champion is Tom Reyes.",
+                  "their CFO Maria Lopez is now involved, she signs anything above $50k. "
+                  "Tom Reyes is still our champion.")
+    assert _history(steps) == {}
+    corrected = _play("Deal size: 120 seats, $62k ARR.", "sorry, typo: $65k ARR")
+    assert _history(corrected) == {"t0": "t1"}
+
+
+def test_a_list_of_values_restated_with_as_many_new_ones_is_replaced_as_a_list() -> None:
+    steps = _play("Pool hours: weekdays 7:00-21:00, Sat 8:00-18:00, Sun 9:00-13:00.",
+                  "Updated pool hours: weekdays 7:00-21:00 as before, Saturday 8:00-16:00, "
+                  "Sunday 9:00-15:00.")
+    assert _history(steps) == {"t0": "t1"}
+    gone = steps[-1].lineage.gone
+    assert "time=18:00" in gone and "time=13:00" in gone and "time=21:00" not in gone
+
+
+def test_a_name_set_as_what_holds_now_retires_the_name_said_in_like_words() -> None:
+    owner = _play("Pen test for the billing API: owner Priyanka, due March 3.",
+                  "ok",
+                  "Owner changed to Dmitri, due date unchanged.")
+    assert owner[-1].lineage.gone.get("name=priyanka") == "t2"
+    assert _history(owner) == {"t0": "t2"}
+    catering = _play("Catering for the launch party: Green Fork.",
+                     "Heads up: catering for the launch party is now Spice Route.")
+    assert _history(catering) == {"t0": "t1"}
+    release = _play("Sam Ortiz is running the 2.3 release.",
+                    "the 2.3 release is with Lena Park now.")
+    assert _history(release) == {"t0": "t1"}
+
+
+def test_a_name_added_now_retires_nothing() -> None:
+    steps = _play("Monitoring: Datadog for metrics.",
+                  "Monitoring now also has Sentry for errors.")
+    assert _history(steps) == {} and not steps[-1].lineage.gone
+    # "for now" says nothing is set ("no backfill for now"); a drop is read as a drop.
+    assert _SETS.search("we're pausing the junior analyst posting, no backfill for now") is None
+    assert _SETS.search("the 2.3 release is with Lena Park now") is not None
+
+
+def test_a_title_is_no_value_and_its_period_ends_no_sentence() -> None:
+    got = values_in("Cleaning with Dr. Okonkwo, then piano with Mrs. Albescu.")
+    assert {v.text for v in got if v.kind == "name"} == {"okonkwo", "albescu"}
+    steps = _play("Piano lessons are with Mr. Dubois on Tuesdays.",
+                  "we switched: instead of Mr. Dubois the lessons are with Ms. Varga now.")
+    gone = steps[-1].lineage.gone
+    assert "name=dubois" in gone and "name=varga" not in gone
+    assert _history(steps) == {"t0": "t1"}

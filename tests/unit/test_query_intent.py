@@ -123,3 +123,45 @@ def test_the_state_after_someones_change_is_asked_about_now() -> None:
         assert read_query(asked).current, asked
     # An event after something is not: "after the race" asks what happened.
     assert not read_query("What did Caroline do after the race?").current
+
+
+@pytest.mark.parametrize("query", [
+    "How many seconds can an upload take before failing now?",
+    "what's the current wait before retrying a webhook?",
+    "how long does a session last these days before expiring",
+])
+def test_before_a_verb_in_a_question_about_now_is_a_condition_not_the_past(query: str) -> None:
+    intent = read_query(query)
+    assert not intent.past
+    assert intent.current
+
+
+@pytest.mark.parametrize("query", [
+    "which queue did we use before moving to Kafka now?",  # a change: the old value answers
+    "how many retries before giving up?",  # nothing says now: read as before
+    "Which city was she in before traveling to Chicago?",
+])
+def test_before_a_change_or_without_now_still_asks_about_the_past(query: str) -> None:
+    assert read_query(query).past
+
+
+@pytest.mark.parametrize("query", [
+    "Which caterer did we end up hiring?",
+    "what font did they go with for the logo",
+    "Did we finally settle on a venue?",
+    "did you switch the CI runners to ARM?",
+    "Have we moved the backups to the new bucket?",
+])
+def test_the_outcome_of_a_choice_is_asked_about_now(query: str) -> None:
+    intent = read_query(query)
+    assert intent.latest and intent.current and not intent.past
+
+
+@pytest.mark.parametrize("query", [
+    "When did we switch the CI runners to ARM?",
+    "Why did they go with the cheaper caterer?",
+    "What did Anna and Tom end up playing at the fair?",  # people named: an event
+])
+def test_when_or_why_a_choice_was_made_or_what_others_did_is_not_read_as_now(
+        query: str) -> None:
+    assert not read_query(query).latest

@@ -25,6 +25,11 @@ _PAST = re.compile(
     r"|first\b.{0,40}\b(?:used|chose|picked|had|decided|went with|started))\b",
     re.IGNORECASE,
 )
+# "before" ahead of an -ing verb in a question about now sets a condition ("how long can it
+# run before timing out now?"), unless the verb is a change ("before switching to Kafka").
+_CONDITION = re.compile(
+    r"\bbefore\s+(?!(?:switch|mov|chang|migrat|replac|upgrad|downgrad|revert|return|go)\w*)"
+    r"[a-z]+ing\b", re.IGNORECASE)
 
 # "What is the current timeout?", "where do we deploy now", "which colour did they pick in
 # the end?": the current state answers.
@@ -37,6 +42,13 @@ _LATEST = re.compile(
     r"|update|correction|override|finding|switch|swap|revert|rollback|pushback)s?)\b",
     re.IGNORECASE,
 )
+
+# "Which hotel did we end up booking?", "what did they go with?", "did we switch the database
+# to MongoDB?": the outcome of a choice is what holds now; "when did we switch?" asks when.
+_OUTCOME = re.compile(
+    r"^(?!\s*(?:when|why)\b).*\b(?:did|have|has) (?:we|they|you|i) (?:finally |actually "
+    r"|already )?(?:end(?:ed)? up|go(?:ne)? (?:with|for)|settled? on|land(?:ed)? on|opt(?:ed)? for"
+    r"|switch(?:ed)?|moved?|changed?|migrated?|replaced?)\b", re.IGNORECASE)
 
 # "When did she go ...", "what was the name of ...", "in 2023": a question about an event
 # or a time, not about what holds now (the slot table of current values does not answer it).
@@ -139,11 +151,14 @@ class QueryIntent:
 
 def read_query(text: str) -> QueryIntent:
     """Read a recall query once."""
+    latest = _LATEST.search(text) is not None or _OUTCOME.search(text) is not None
+    conditions = [m.span() for m in _CONDITION.finditer(text)] if latest else []
+    past = any(not any(s <= m.start() < e for s, e in conditions) for m in _PAST.finditer(text))
     return QueryIntent(
         text=text,
         words=frozenset(_WORD.findall(text.lower().replace("'s", ""))),
-        past=_PAST.search(text) is not None,
-        latest=_LATEST.search(text) is not None,
+        past=past,
+        latest=latest,
         times=_times(text),
     )
 

@@ -1,0 +1,74 @@
+"""The words a turn says a change with (pure): change cues, corrections, weighing, keeping,
+going back, switching to a name, dropping one, proposing; and how a turn is cut into
+sentences and clauses. Read by the value lineage (`hivemem.domain.lineage`).
+"""
+
+from __future__ import annotations
+
+import re
+
+_CHANGE_CUE = re.compile(
+    r"\b(?:now|anymore|any more|no longer|instead|rather than|switch\w*|mov(?:e|es|ed|ing)"
+    r"|chang\w*|replac(?:e|es|ed|ing)\b|upgrad\w*|downgrad\w*|bump\w*|rais\w*|lower\w*|increas\w*"
+    r"|decreas\w*|reduc\w*|push\w*|postpon\w*|delay\w*|pull\w* (?:in|forward)|resched\w*"
+    r"|correct(?:ed|ion|ing|s)|typo|mistake|wrong|actually|scratch|scrap|forget"
+    r"|from (?:here|now|today|tomorrow|monday|tuesday|wednesday|thursday|friday|next)"
+    r"|starting|going forward|revert\w*|roll\w* back|back to"
+    r"|in the end|turns out|updated?|make (?:it|that)|let'?s make|set (?:it )?to)\b",
+    re.IGNORECASE)
+# A turn that corrects what was just said.
+# ("Correct, SSO is Enterprise only" agrees: not a correction.)
+_CORRECTION = re.compile(r"\b(?:typo|no wait|wait|sorry|i mean|i meant|correct(?:ed|ion)"
+                         r"|actually|oops|my bad|mistake|wrong|make it|scratch that)\b",
+                         re.IGNORECASE)
+# A turn that weighs a change rather than makes it ("a 25-cent increase would cover it").
+_HEDGE = re.compile(r"\b(?:would|could|might|maybe|perhaps|options?|if we|if you|suggest\w*"
+                    r"|propos\w*|consider\w*|what if|how about|should we|thinking about"
+                    r"|wondering)\b", re.IGNORECASE)
+# A turn that keeps what holds ("we stay on Prisma", "decaf still 6 lb").
+_KEEP = re.compile(r"\b(?:stay\w*|still|keep\w*|kept|remain\w*|unchanged|as is|no change"
+                   r"|same as)\b", re.IGNORECASE)
+_BACK = re.compile(r"\b(?:back to|revert\w*|roll\w* (?:\w+ )?back|again|originally"
+                   r"|like (?:we|it) (?:had|was)|return\w* to|undo)\b", re.IGNORECASE)
+# A sentence that puts a new name in place of whatever held the slot ("from now on we order
+# flour from Moulin Roux instead", "switching the flour order to Moulin Roux").
+_SWITCH_TO = re.compile(
+    r"\b(?:instead\b(?! of)|from now on|going forward|switch\w* (?:\w+ ){0,4}?to|mov(?:e|es|ed|ing)"
+    r" (?:\w+ ){0,4}?to|replac\w* (?:\w+ ){0,4}?with|going with|we'?ll go with|renam\w*"
+    r" (?:\w+ ){0,3}?to)\b", re.IGNORECASE)
+# A sentence that sets a name as what holds now, saying less of a switch ("Owner changed to
+# Björn", "the threat model is with Björn now", "Updated: living room colour is Harbor
+# Grey", "let's go with the Glasshouse"); not one that adds ("we also use Redis now") or
+# ends something "for now".
+_SETS = re.compile(
+    r"^\W*updated?\b[^.:]{0,30}:|\b(?:is|are) now\b"
+    r"|(?<!^)(?<![.!?]\s)(?<!for )(?<!right )(?<!until )(?<!by )(?<!of )(?<!just )\bnow\b(?!,)"
+    r"|\bchang\w* (?:\w+ ){0,3}?to\b|\bfrom (?:here|today|now) on\b|\bfrom here\b"
+    r"|\blet'?s go with\b", re.IGNORECASE)
+_ADDS = re.compile(r"\b(?:also|too|as well|add(?:s|ed|ing)?|plus|another|in addition|extra)\b",
+                   re.IGNORECASE)
+# A sentence that keeps what holds against an alternative ("we stay on Postgres", "Alpen
+# stays", "MongoDB considered and rejected").
+_DECIDED_KEEP = re.compile(
+    r"\b(?:stay(?:s|ing)? (?:on|with)|stays\b|remains?\b|nothing (?:changes|moves)|no change"
+    r"|(?:considered and )?rejected|said no|not (?:moving|switching)|sticking with"
+    r"|stick with)\b", re.IGNORECASE)
+# A clause that ends something without a successor ("I'm no longer taking the cetirizine",
+# "drop casa do largo", "cancel the PureGym membership").
+_DROPS = re.compile(
+    r"\b(?:cancel(?:s|led|ling)?|drop(?:s|ped|ping)?|no longer (?:taking|using|doing|going)"
+    r"|stop(?:s|ped|ping)? (?:taking|using|paying)|withdr[ae]w\w*|scrap(?:s|ped)?|call(?:ed)? off"
+    r"|forget (?:about )?|quit(?:ting)?|pull(?:ed|ing)? (?:out|the plug))\b", re.IGNORECASE)
+_NOT_BEFORE = re.compile(r"\b(?:don'?t|do not|never|not|won'?t)\s+(?:\w+\s+)?$", re.IGNORECASE)
+_NOT = re.compile(r"\b(?:not|no|never)\b|n't\b", re.IGNORECASE)
+_PASSIVE = re.compile(r"(?:cancelled|dropped|withdrawn|scrapped|called off)$",
+                      re.IGNORECASE)
+_SUBJECT = re.compile(r"\b(?:i|we|you|they|he|she)\b", re.IGNORECASE)
+# A turn that raises an alternative rather than states what holds.
+_PROPOSES = re.compile(r"\?|\b(?:push\w*|pitch\w*|swears? by|recommend\w*|wants? to try"
+                       r"|why (?:we|don't|aren't|not)|\w+'d (?:get|have|be))\b", re.IGNORECASE)
+_QUESTION = re.compile(r"\?\s*$")
+_CLAUSE = re.compile(r";\s+|,?\s+but\s+")
+# (A title's period, "Mr. Haddad", ends no sentence.)
+_SENTENCE = re.compile(r"(?<=[.!?])(?<!\bMr\.)(?<!\bMs\.)(?<!Mrs\.)(?<!\bDr\.)(?<!\bMx\.)"
+                       r"(?<!Prof\.)\s+|\n+")

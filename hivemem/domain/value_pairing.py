@@ -1,0 +1,194 @@
+"""Which earlier value a turn's new value replaces, and whether the turn says so (pure): the
+readings of `hivemem.domain.lineage.step`, tried in order (an old value named beside the
+new one, said to be wrong, on the same thing by its words, corrected), and the words that
+tell an old value from a kept one ("from", "not", "was", "replaced ... with", the order
+the two are named in).
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Iterable, Mapping
+from typing import TYPE_CHECKING
+
+from hivemem.domain.change_words import _KEEP
+from hivemem.domain.value_reading import Value, _keyed, _same_kind
+
+if TYPE_CHECKING:
+    from hivemem.domain.lineage import Said, _Reading
+
+
+def _pairs(turn: _Reading, old: set[Value], new: set[Value], earlier: list[Said],
+           fresh: Mapping[str, int] | None = None) -> list[tuple[Value, set[str], bool]]:
+    """The values `turn` moves on from: (old value, the new values' keys, loose: every turn
+    carrying it goes, not only those on the same thing by their words). Each reading is
+    tried in turn, and one whose pairs all fall (the old values are named beside the new
+    ones, kept) leaves the next one to try: "Updated: espresso $16.20/lb, decaf stays
+    $15.75/lb" keeps the decaf price and still moves on from the espresso's old one."""
+    # The old value named beside a new one of its kind.
+    named = [(o, n) for o in old for n in new if _same_kind(o, n)]
+    out = _kept(turn, named, False)
+    if not out:
+        # The old value said to be wrong beside a new one of its sort ("400 is too
+        # aggressive; let's make the threshold 600"): their labels may differ.
+        out = _kept(turn, [(o, n) for o in old if _dismissed(turn.text, o) for n in new
+                           if o.kind.partition(":")[0] == n.kind.partition(":")[0]], False)
+    # A value raised a few turns back replaces only what was said before it was raised.
+    raised = fresh or {}
+
+    def older(o: Value, n: Value) -> bool:
+        return n.key not in raised or _said_in(o.key, earlier[:raised[n.key]])
+
+    if not out and new:
+        # No old value named: a new value of a kind an earlier turn on the same thing set
+        # (a turn naming more of its kind than this one brings, "drinks 18:30, dinner
+        # 19:30, auction 21:00" against "ends around 22:30", does not say which; as many,
+        # "Sat 9-17, Sun 10-14" against "Sat 9-15, Sun 10-16", are replaced as a list).
+        brought = {n: sum(1 for m in new if m.kind == n.kind) for n in new}
+        out = _kept(turn, [(o, n) for n in new for s in earlier
+                           if turn.words & set(s.words) or turn.names & set(s.values)
+                           if 0 < len(c := [o for o in _keyed(s.values) if _same_kind(o, n)
+                                            and o.key not in turn.keys and older(o, n)])
+                           <= brought[n]
+                           for o in c if _exact(o) and _exact(n)], False)
+    if not out and new and not named:
+        # Nothing on the same thing by its words: a correction ("no wait, 14", "typo, it's
+        # $45k") or a change to an exact value replaces the latest value of its kind (not
+        # in a turn naming old values beside new ones: it says what it keeps, and not
+        # what it replaces).
+        pairs = []
+        for n in new:
+            # Never a name: a person or a title met in passing is not a value corrected.
+            if n.kind != "name" and (_exact(n) or turn.corrects):
+                # A turn naming several candidates does not say which (its times of
+                # departure and arrival): the latest turn naming one does.
+                latest = next((c[0] for s in reversed(earlier)
+                               if len(c := [o for o in _keyed(s.values) if _corrected_by(o, n, turn)
+                                            and o.key not in turn.keys and older(o, n)]) == 1),
+                              None)
+                if latest is not None:
+                    pairs.append((latest, n))
+        out = _kept(turn, pairs, True)
+    return out
+
+
+def _kept(turn: _Reading, pairs: list[tuple[Value, Value]],
+          loose: bool) -> list[tuple[Value, set[str], bool]]:
+    """The pairs of (old, new) value that stand: not an old value the turn names beside the
+    new one or keeps, not two names or counts side by side with nothing saying which goes."""
+    out = []
+    for o, n in pairs:
+        if o.key in turn.keys and not _contrasted(turn.text, o, n):
+            continue  # named beside the new one, not said to be gone
+        if o.key in turn.keys and _KEEP.search(_clause_of(turn.text, o)) \
+                and not _negated(turn.text, o):
+            continue  # kept ("we stay on Prisma, not Drizzle")
+        if o.kind in ("name", "amount:") and not (
+                _negated(turn.text, o) or _from_to(turn.text, o, n) or _dismissed(turn.text, o)
+                or (loose and turn.corrects)):
+            continue  # two names or counts side by side: a change only when it says so
+        out.append((o, {m.key for _o, m in pairs}, loose))
+    return out
+
+
+def _said_in(key: str, turns: Iterable[Said]) -> bool:
+    return any(key in s.values for s in turns)
+
+
+
+def _clause_of(text: str, value: Value) -> str:
+    """The clause of `text` naming `value` (the whole text if none does by its words)."""
+    probe = value.text.split(" ")[-1]
+    return next((x for x in re.split(r"(?<=[.!?;])\s+|\n+|,\s+but\s+", text)
+                 if probe in x.lower()), text)
+
+
+def _corrected_by(old: Value, new: Value, turn: _Reading) -> bool:
+    """Whether a correction's `new` value may replace `old`: one kind, or a bare number
+    correcting the latest number said ("keep 7 daily snapshots" ... "no wait, 14")."""
+    if _same_kind(old, new):
+        return True
+    return (turn.corrects and new.kind == "amount:" and old.kind.startswith("amount:")
+            and "$" not in old.kind and old.text != new.text)
+
+
+_DISMISSED = r"(?:is|was|are|were|'s)\s+(?:overkill|way too|too|not enough|excessive|a lot)"
+
+
+def _dismissed(text: str, value: Value) -> bool:
+    """ "400 is too aggressive", "14 is overkill": the value is said to be wrong."""
+    said = rf"(?<![\w.]){re.escape(value.text)}(?:\s?(?:%|[a-z]+))?"  # "5% is too little"
+    return bool(re.search(rf"{said}\s+{_DISMISSED}\b", text.lower()))
+
+
+def _exact(value: Value) -> bool:
+    """A value precise enough to say what changed by itself (a time, a version, an amount
+    with its unit or currency), not a bare count or a name."""
+    return value.kind in ("time", "version", "path", "date", "day") or (
+        value.kind.startswith("amount:") and value.kind != "amount:")
+
+
+def _negated(text: str, value: Value) -> bool:
+    probe = re.escape(value.text)
+    return bool(re.search(rf"\b{_NEGATED}\s+(?:the\s+|with\s+)?{_TITLED}[$€£]?{probe}",
+                          text.lower()))
+
+
+def _from_to(text: str, old: Value, new: Value) -> bool:
+    """ "from Jenkins to GitHub", "Jenkins -> GitHub", "GitHub instead of Jenkins",
+    "replaced Jest with Vitest"."""
+    o, n = re.escape(old.text), re.escape(new.text)
+    lowered = text.lower()
+    to = rf"\b{o}\w*\s*(?:\S+\s+){{0,3}}?(?:to|->|→|=>)\s+(?:the\s+)?{_TITLED}{n}\b"
+    instead = rf"\b{n}\w*\s+(?:instead of|over|not)\s+{_TITLED}{o}"
+    replaced = (rf"\b(?:replac\w*|swap\w*)\s+(?:the\s+)?{o}\w*\s+(?:with|for)\s+"
+                rf"(?:the\s+)?{n}\b")
+    return bool(re.search(to, lowered) or re.search(instead, lowered)
+                or re.search(replaced, lowered))
+
+
+# A turn that says what it moves from and to, whatever words it names them by ("switched
+# the case from a refund to store credit: $129 + 10% = $141.90").
+_FROM_TO = re.compile(r"\bfrom\b.{1,60}?\bto\b|\binstead of\b|\breplac\w* .{1,40}?\bwith\b")
+# A person's title between a word and the name it is about ("instead of Mr. Haddad").
+_TITLED = r"(?:(?:mr|mrs|ms|mx|dr|prof)\.?\s+)?"
+_NEGATED = r"(?:not|no|no longer|instead of|rather than|from|was|were|isn't|wasn't|over)"
+
+
+def _contrasted(text: str, value: Value, new: Value | None = None) -> bool:
+    """Whether `text` says `value` is the old one: a negation or "from" before it, or
+    "was" after it ("9:30 was brutal"), or the turn says it changes at all and does not
+    name it before its new value `new` unless it says from what to what ("replaced Jest
+    with Vitest"): in "the cleaning moved to 8:45, the reminder to 7:45" 8:45 is the new
+    value of one thing and 7:45 of another."""
+    lowered = text.lower()
+    probe = re.escape(value.text)
+    if re.search(rf"\b{_NEGATED}\s+(?:the\s+)?{_TITLED}[$€£]?{probe}", lowered) or _dismissed(
+            text, value):
+        return True
+    if re.search(rf"{probe}\w*\s+(?:was|were|is out|is gone|no more|anymore)", lowered):
+        return True
+    if new is not None and _named_before(lowered, value, new) and not (
+            _from_to(text, value, new) or _FROM_TO.search(lowered)):
+        return False
+    return bool(re.search(r"\b(?:not|no longer|anymore|instead|typo|correct\w*|wrong"
+                          r"|mistake|chang\w*|mov\w*|switch\w*|replac\w*|push\w*|from)\b",
+                          lowered))
+
+
+def _named_before(lowered: str, value: Value, new: Value) -> bool:
+    """Whether `value` is first named before `new` in `lowered` (not known where the words
+    are not found as normalised: "6pm" for 18:00, "$45k" for 45000)."""
+    at, new_at = _position(lowered, value), _position(lowered, new)
+    return at is not None and new_at is not None and at < new_at
+
+
+def _position(lowered: str, value: Value) -> int | None:
+    digits = value.text
+    if value.kind.startswith("amount:") and digits.replace(".", "").isdigit():
+        whole, _, cents = digits.partition(".")
+        digits = ",?".join(whole) + (r"\." + cents if cents else "")
+        found = re.search(rf"(?<![\d.,]){digits}(?![\d])", lowered)
+    else:
+        found = re.search(rf"(?<![\w.]){re.escape(digits)}", lowered)
+    return found.start() if found else None
