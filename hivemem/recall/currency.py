@@ -21,11 +21,12 @@ from __future__ import annotations
 import threading
 from collections import OrderedDict
 from collections.abc import Callable, Iterator, Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Any
 
 from hivemem.config import ReflectionSettings
 from hivemem.domain.fact import VISIBLE, Fact
+from hivemem.domain.lineage import GoneValues
 from hivemem.domain.models import Turn
 from hivemem.domain.names import session_name
 from hivemem.domain.recall.currency import turn_key
@@ -44,9 +45,10 @@ class Currency:
     replaced: Mapping[str, tuple[str, ...]]
     # Candidate key -> whose own slot it states (see `personal_statements`).
     personal: Mapping[str, str]
-    # The asking session's values moved on from (`SlotView.gone`): a candidate carrying
-    # one without its successor is history too (`hivemem.domain.lineage.stale_value`).
-    gone: Mapping[str, tuple[str, tuple[str, ...]]] = field(default_factory=dict)
+    # The asking session's values moved on from (`SlotView.gone`), read for candidates'
+    # texts: one carrying such a value without its successor is history too
+    # (`hivemem.domain.lineage.stale_value`). None: no value moved on from.
+    gone: GoneValues | None = None
 
 
 class CurrencyView:
@@ -128,14 +130,17 @@ NEAR_SUCCESSORS = 16
 
 
 class TableChains:
-    """Per turn of one `SlotView`: the turns on the way to what is current (`chain`), and
-    every owner of a personal statement; each answer computed once for the view."""
+    """Per turn of one `SlotView`: the turns on the way to what is current (`chain`);
+    every owner of a personal statement; the values moved on from, read for texts
+    (`gone`): each answer computed once for the view (not on every recall: the values
+    moved on from grow with the session's history)."""
 
     def __init__(self, view: SlotView) -> None:
         self.view = view
         self._heads: dict[str, frozenset[str]] = {}
         self._chains: dict[str, tuple[str, ...]] = {}
         self._owners: frozenset[str] | None = None
+        self._gone: GoneValues | None = None
         self._lock = threading.Lock()
 
     def chain(self, turn_id: str) -> tuple[str, ...]:
@@ -206,6 +211,15 @@ class TableChains:
                 self._owners = frozenset(self.view.personal.values())
             return self._owners
 
+    def gone(self) -> GoneValues | None:
+        """The view's values moved on from, read once (None: none)."""
+        if not self.view.gone:
+            return None
+        with self._lock:
+            if self._gone is None:
+                self._gone = GoneValues(self.view.gone)
+            return self._gone
+
 
 def with_table(
     currency: Currency, session_id: str, fact_of: Callable[[str], Fact | None],
@@ -222,7 +236,7 @@ def with_table(
         lambda key: table.personal.get(key[len(prefix):]) if key.startswith(prefix) else None,
         chains.owners)
     return Currency(_Layered(replaced, currency.replaced, merge=True),
-                    _Layered(personal, currency.personal, merge=False), gone=table.gone)
+                    _Layered(personal, currency.personal, merge=False), gone=chains.gone())
 
 
 def _replaced_lookup(

@@ -16,7 +16,7 @@ from typing import Generic, TypeVar, cast
 
 from hivemem.config import ReflectionSettings
 from hivemem.domain.fact import VISIBLE, FactStatus
-from hivemem.domain.lineage import Gone, GoneValues
+from hivemem.domain.lineage import GoneValues
 from hivemem.domain.models import RecallResult, Turn
 from hivemem.domain.names import SessionName, session_name
 from hivemem.domain.recall.budget import Candidate, Excluded, select
@@ -204,7 +204,7 @@ class Recaller:
 
         currency, current_from = got.currency, got.current_from
         replaced, personal = currency.replaced, currency.personal
-        if intent.current and currency.gone:
+        if intent.current and currency.gone is not None:
             replaced = _with_gone_values(pool, replaced, currency.gone, session_id)
         if intent.current:
             # A stale statement never competes without what replaced it.
@@ -654,14 +654,13 @@ def _read_vectors_while(hits: list[TurnHit], embedded: threading.Event) -> None:
 
 
 def _with_gone_values(
-    pool: dict[str, PoolEntry], replaced: Mapping[str, tuple[str, ...]], gone: Gone,
+    pool: dict[str, PoolEntry], replaced: Mapping[str, tuple[str, ...]], values: GoneValues,
     session_id: str,
 ) -> Mapping[str, tuple[str, ...]]:
     """`replaced` plus the asking session's candidates that carry a value the session moved
     on from without its successor (a turn or fact no rule marked: the config line, the
     reminder, the reflected sentence): each is replaced by the turn that moved on."""
     extra: dict[str, tuple[str, ...]] = {}
-    values = GoneValues(gone)  # read once per recall, asked per candidate
     for key, entry in pool.items():
         if entry.signals.session_id != session_id or key in replaced:
             continue

@@ -4,6 +4,7 @@ recall makes of it."""
 from __future__ import annotations
 
 from datetime import UTC, datetime, timedelta
+from typing import cast
 
 import numpy as np
 import pytest
@@ -17,8 +18,15 @@ from hivemem.pipeline.messages import EmbeddedTurn, EpisodeControl
 from hivemem.pipeline.topology import Keys
 from hivemem.pipeline.vectors import decode_vector
 from hivemem.providers.embedders import HashingEmbedder
-from hivemem.recall.currency import NEAR_SUCCESSORS, Currency, TableChains, with_table
+from hivemem.recall.currency import (
+    NEAR_SUCCESSORS,
+    Currency,
+    CurrencyView,
+    TableChains,
+    with_table,
+)
 from hivemem.store.currency import SlotTableStore
+from hivemem.store.vectors.base import VectorStore
 from hivemem.testing import connect_fake, fake_server
 from hivemem.workers.currency import CurrencyKeeper, step
 
@@ -239,3 +247,26 @@ def test_a_value_a_private_turn_moved_on_from_is_not_published(store: SlotTableS
         EmbeddedTurn.of(turn(2, "let's move the session store from Redis to Memcached",
                              visibility="private"), vectors[1])])
     assert store.view(name).gone == {}
+
+
+def test_values_moved_on_from_are_read_once_per_table_and_again_when_it_changes() -> None:
+    """Recall reads the table's values moved on from (they grow with the session's
+    history) once per view of the table, and a changed table's anew."""
+    currency = CurrencyView(cast(VectorStore, None), ReflectionSettings())
+    try:
+        node = "The build uses Node 18."
+        first = SlotView(applied=2, gone={"version=node 18": ("t2", ("version=node 22",))})
+        got = with_table(Currency({}, {}), "s", lambda _f: None, first, None,
+                         chains=currency.chains("s", first))
+        assert got.gone is not None and got.gone.stale(node) == "t2"
+        again = with_table(Currency({}, {}), "s", lambda _f: None, first, None,
+                           chains=currency.chains("s", first))
+        assert again.gone is got.gone  # the same view: read once
+        later = SlotView(applied=3, gone={"version=node 18": ("t3", ("version=node 24",))})
+        moved = with_table(Currency({}, {}), "s", lambda _f: None, later, None,
+                           chains=currency.chains("s", later))
+        assert moved.gone is not None and moved.gone.stale(node) == "t3"
+        assert with_table(Currency({}, {}), "s", lambda _f: None, SlotView(applied=4), None,
+                          chains=currency.chains("s", SlotView(applied=4))).gone is None
+    finally:
+        currency.close()

@@ -8,6 +8,7 @@ import uuid
 from collections.abc import Iterator
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -16,7 +17,7 @@ from hivemem.domain.fact import Fact, FactStatus
 from hivemem.providers.embedders import HashingEmbedder
 from hivemem.recall.known_facts import KnownFacts
 from hivemem.runtime.gated_vectors import GatedVectorStore
-from hivemem.store.vectors.base import FACTS, Hit, VectorStore, Where
+from hivemem.store.vectors.base import DENSE, FACTS, TURNS, Hit, VectorStore, Where
 from tests.support.vector_stores import BACKENDS, open_store
 
 EMB = HashingEmbedder(64)
@@ -116,3 +117,61 @@ def test_a_guest_store_reads_only_what_was_written_since(store: VectorStore) -> 
     _write(store, _fact("new"))
     assert len(known.get("s").facts) == 21
     assert len(scrolled) == 1
+
+
+def test_the_embedded_engine_counts_every_write_it_applies(tmp_path: Path) -> None:
+    """`changes` grows with each upsert, vector update and delete of that collection (a
+    server, written to by other processes too, cannot say: None)."""
+    store = open_store("edge", tmp_path / "q", EMB.dim)
+    try:
+        seen = [store.changes(FACTS)]
+        _write(store, _fact("a"))
+        seen.append(store.changes(FACTS))
+        point = str(uuid.UUID(_fact("a").fact_id))
+        assert store.update_vectors(FACTS, DENSE, [(point, EMB.embed_query("b"))]) == 1
+        seen.append(store.changes(FACTS))
+        store.delete(FACTS, {"session_id": "s"})
+        seen.append(store.changes(FACTS))
+        assert seen == sorted(set(seen)) and len(seen) == 4
+        assert store.changes(TURNS) == 0  # per collection
+    finally:
+        store.close()
+    server = open_store("server-memory", tmp_path / "q2", EMB.dim)
+    assert server.changes(FACTS) is None
+    server.close()
+
+
+def test_facts_are_not_read_again_while_the_store_applied_no_write(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """With a store that counts the writes it applies, a quiet session's facts cost no
+    read at all (the count of a session's facts grew with them, on every recall); any
+    write to the facts, also another session's or a delete, makes the next call read."""
+    store = open_store("edge", tmp_path / "q", EMB.dim)
+    reads: list[str] = []
+    for method in ("count_facts", "facts_written_after"):
+        original = getattr(store, method)
+
+        def counting(*a: object, _m: str = method, _o: Any = original, **k: object) -> Any:
+            reads.append(_m)
+            return _o(*a, **k)
+
+        monkeypatch.setattr(store, method, counting)
+    try:
+        known = KnownFacts(store)
+        _write(store, _fact("a"), _fact("b"))
+        first = known.get("s")
+        assert len(first) == 2 and reads
+        reads.clear()
+        assert known.get("s").revision == first.revision and known.get("s")
+        assert reads == []
+        _write(store, _fact("elsewhere", session="other"))
+        assert known.get("s").revision == first.revision
+        assert reads  # read: the write could have been this session's
+        reads.clear()
+        known.get("s")
+        assert reads == []
+        store.delete(FACTS, {"session_id": "s", "fact_id": [_fact("a").fact_id]})
+        assert [f.content for f in known.get("s").facts] == ["b"]
+    finally:
+        store.close()

@@ -302,6 +302,14 @@ class VectorStore(ABC):
         them may not: recall then ranks on the turn vectors alone)."""
         return False
 
+    def changes(self, collection: str) -> int | None:
+        """A number that grows with every write this object applies to `collection`
+        (points upserted, vectors updated, points deleted), raised once the write is
+        visible to reads; None when writes may reach the collection other ways (a Qdrant
+        server, a guest's proxy). While it stays the same nothing changed there, so a
+        reader that keeps what it read (`hivemem.recall.known_facts`) need not read again."""
+        return None
+
     # -- backend primitives ----------------------------------------------------------------
 
     @abstractmethod

@@ -91,6 +91,9 @@ class EdgeVectorStore(VectorStore):
         self._closed = False
         self._memory: MemoryLock | None = None  # `lock_in_memory`, set once opened
         self._shards: dict[str, Any] = {}
+        # Writes applied per collection (`changes`): this object is the folder's one
+        # writer (guests and the reflection process write through the owner's API).
+        self._changes = dict.fromkeys(COLLECTIONS, 0)
         self._folders: dict[str, Path] = {}  # where each collection lives (index builds move it)
         self.indexer = BackgroundIndex(
             self.path, self.index.index_after_points, self._lock, self._writes,
@@ -370,6 +373,16 @@ class EdgeVectorStore(VectorStore):
             except Exception as exc:
                 raise StoreUnavailable("qdrant-edge", f"{action}: {exc}") from None
 
+    def _update(self, action: str, collection: str, operation: Any, points: int) -> None:
+        """Apply a write (under `_writes` and `_lock`), journal it for an index build in
+        flight (`points`: how many it may add), and count it (`changes`), also when it
+        failed: part of it may have landed."""
+        try:
+            self._on(action, collection, "update", operation)
+            self.indexer.wrote(collection, points, operation)
+        finally:
+            self._changes[collection] += 1
+
     def upsert(self, collection: str, points: Sequence[Point]) -> None:
         check_payloads("qdrant-edge", collection, [p.payload for p in points])
         qe = self._qe
@@ -380,8 +393,7 @@ class EdgeVectorStore(VectorStore):
         if batch:
             operation = qe.UpdateOperation.upsert_points(batch)
             with self._writes, self._lock:
-                self._on("upsert", collection, "update", operation)
-                self.indexer.wrote(collection, len(batch), operation)
+                self._update("upsert", collection, operation, len(batch))
             self._lock_memory(if_due=True)
 
     def update_vectors(self, collection: str, name: str,
@@ -403,9 +415,8 @@ class EdgeVectorStore(VectorStore):
         if batch:
             operation = qe.UpdateOperation.update_vectors(batch)
             with self._lock:
-                self._on("update vectors", collection, "update", operation)
-                # Journaled for a build in flight; 0 points: an update does not grow it.
-                self.indexer.wrote(collection, 0, operation)
+                # 0 points: an update does not grow the collection.
+                self._update("update vectors", collection, operation, 0)
             self._lock_memory(if_due=True)
         return len(batch)
 
@@ -668,8 +679,10 @@ class EdgeVectorStore(VectorStore):
     def delete(self, collection: str, where: Where) -> None:
         operation = self._qe.UpdateOperation.delete_points_by_filter(self._filter(where))
         with self._writes, self._lock:
-            self._on("delete", collection, "update", operation)
-            self.indexer.wrote(collection, 0, operation)
+            self._update("delete", collection, operation, 0)
+
+    def changes(self, collection: str) -> int | None:
+        return self._changes[collection]
 
     def vacuum(self) -> str:
         """Rebuild each collection into a new shard holding only its live points, and
