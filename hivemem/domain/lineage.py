@@ -25,7 +25,7 @@ from __future__ import annotations
 
 import functools
 import re
-from collections.abc import Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
 
 from pydantic import BaseModel, Field
@@ -93,6 +93,9 @@ class GoneValues:
                                if k.startswith("name="))
         self.turns = {k: t for k, (t, _a) in gone.items()}
         self.successors = {k: list(a) for k, (_t, a) in gone.items()}
+        # The names' pattern, made once: asked per candidate, it would cost each candidate
+        # in proportion to the names the session has moved on from.
+        self._names = _names_reader(self.names)
 
     def stale(self, text: str) -> str | None:
         """The turn that moved on from a value `text` carries without any of its successors
@@ -100,7 +103,7 @@ class GoneValues:
         it), or None. Only strong values count (`_strong`); names are read in any case."""
         if not self.gone:
             return None
-        keys = value_keys(text) | _named(text, self.names)
+        keys = value_keys(text) | self._names(text)
         stale = _stale(keys, self.turns, self.successors, text)
         return self.gone[stale][0] if stale is not None else None
 
@@ -191,12 +194,18 @@ class _Reading:
 
 def _named(text: str, known: Iterable[str]) -> set[str]:
     """The known names (`name=<lower>` keys) `text` says in any case, as whole words."""
+    return _names_reader(known)(text)
+
+
+def _names_reader(known: Iterable[str]) -> Callable[[str], set[str]]:
+    """`_named` for many texts and the same known names: the names read once."""
     # A short or common word said with a capital once ("Go Joanna!") is not read in lower
     # case ("wherever you go").
     usable = frozenset(k[5:] for k in known if len(k) > 7 and k[5:] not in _STOP)
     if not usable:
-        return set()
-    return {"name=" + m for m in _names_pattern(usable).findall(text.lower())}
+        return lambda _text: set()
+    pattern = _names_pattern(usable)
+    return lambda text: {"name=" + m for m in pattern.findall(text.lower())}
 
 
 @functools.lru_cache(maxsize=256)
