@@ -8,17 +8,42 @@ the two are named in).
 from __future__ import annotations
 
 import re
-from collections.abc import Iterable, Mapping
-from typing import TYPE_CHECKING
+from collections.abc import Iterable, Mapping, Sequence
+from typing import Protocol
 
 from hivemem.domain.change_words import _KEEP
 from hivemem.domain.value_reading import Value, _keyed, _same_kind
 
-if TYPE_CHECKING:
-    from hivemem.domain.lineage import Said, _Reading
+
+# What pairing reads of the lineage's turns (`hivemem.domain.lineage`: `_Reading` for the
+# turn read now, `Said` for one said before), named here so the lineage can import pairing
+# without pairing importing it back.
+class _Reading(Protocol):
+    @property
+    def text(self) -> str: ...
+
+    @property
+    def keys(self) -> frozenset[str]: ...
+
+    @property
+    def words(self) -> frozenset[str]: ...
+
+    @property
+    def corrects(self) -> bool: ...
+
+    @property
+    def names(self) -> set[str]: ...
 
 
-def _pairs(turn: _Reading, old: set[Value], new: set[Value], earlier: list[Said],
+class Said(Protocol):
+    @property
+    def values(self) -> Sequence[str]: ...
+
+    @property
+    def words(self) -> Sequence[str]: ...
+
+
+def _pairs(turn: _Reading, old: set[Value], new: set[Value], earlier: Sequence[Said],
            fresh: Mapping[str, int] | None = None) -> list[tuple[Value, set[str], bool]]:
     """The values `turn` moves on from: (old value, the new values' keys, loose: every turn
     carrying it goes, not only those on the same thing by their words). Each reading is
