@@ -488,3 +488,35 @@ def test_engine_float_lists_convert_to_the_float32_values_numpy_gives() -> None:
         expected = np.asarray(huge, dtype=np.float32)
         assert (as_vector(huge) == expected).all()
     assert as_vector({"fused": values}) is None and as_vector(None) is None
+
+
+def test_a_shard_just_closed_is_loaded_once_its_lock_is_released(tmp_path: Path) -> None:
+    """The engine may hold a closed shard's WAL lock a moment longer (its background work):
+    the migration's reload waits for it, bounded; any other error is raised at once."""
+    from types import SimpleNamespace
+
+    calls: list[str] = []
+
+    def load(path: str) -> str:
+        calls.append(path)
+        if len(calls) < 3:
+            raise RuntimeError(f"failed to open WAL {path}/wal: Can't init WAL: Kind(WouldBlock)")
+        return "shard"
+
+    fake = SimpleNamespace(_qe=SimpleNamespace(EdgeShard=SimpleNamespace(load=load)))
+    assert EdgeVectorStore._load_just_closed(fake, tmp_path) == "shard"  # type: ignore[arg-type]
+    assert len(calls) == 3
+
+    def broken(path: str) -> str:
+        raise RuntimeError("segment is corrupt")
+
+    fake.__dict__["_qe"] = SimpleNamespace(EdgeShard=SimpleNamespace(load=broken))
+    with pytest.raises(RuntimeError, match="corrupt"):
+        EdgeVectorStore._load_just_closed(fake, tmp_path)  # type: ignore[arg-type]
+
+    def held(path: str) -> str:
+        raise RuntimeError("Can't init WAL: Kind(WouldBlock)")
+
+    fake.__dict__["_qe"] = SimpleNamespace(EdgeShard=SimpleNamespace(load=held))
+    with pytest.raises(RuntimeError, match="WouldBlock"):
+        EdgeVectorStore._load_just_closed(fake, tmp_path, wait_s=0.1)  # type: ignore[arg-type]

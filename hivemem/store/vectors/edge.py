@@ -267,11 +267,25 @@ class EdgeVectorStore(VectorStore):
         shutil.rmtree(backup, ignore_errors=True)
         old_path.rename(backup)
         new_path.rename(old_path)
-        self._shards[collection] = self._qe.EdgeShard.load(str(old_path))
+        self._shards[collection] = self._load_just_closed(old_path)
         shutil.rmtree(backup, ignore_errors=True)
         log.info("store.migrated", collection=collection, added=missing,
                  points=copied, ms=round((time.perf_counter() - started) * 1000, 1))
         return copied
+
+    def _load_just_closed(self, shard_path: Path, wait_s: float = 5.0) -> Any:
+        """Load a shard this process has just closed. The engine releases a closed shard's
+        write-ahead-log lock once its background work ends, so a load at once can find the
+        lock still held (seen under load: `Can't init WAL: WouldBlock`); it is tried again
+        for up to `wait_s`."""
+        deadline = time.monotonic() + wait_s
+        while True:
+            try:
+                return self._qe.EdgeShard.load(str(shard_path))
+            except Exception as exc:
+                if "WouldBlock" not in str(exc) or time.monotonic() >= deadline:
+                    raise
+                time.sleep(0.05)
 
     def _open(self, shard_path: Path) -> Any:
         qe = self._qe
