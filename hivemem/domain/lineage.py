@@ -68,7 +68,7 @@ from hivemem.domain.value_reading import (
     words_in,
 )
 
-__all__ = ["Gone", "GoneValues", "Lineage", "Said", "Step", "Value", "retire", "stale_value",
+__all__ = ["Gone", "GoneValues", "Lineage", "Said", "Step", "Value", "retire",
            "step", "value_keys", "values_in", "words_in"]
 
 # Turns whose values and words the lineage remembers (the newest kept).
@@ -106,11 +106,6 @@ class GoneValues:
         keys = value_keys(text) | self._names(text)
         stale = _stale(keys, self.turns, self.successors, text)
         return self.gone[stale][0] if stale is not None else None
-
-
-def stale_value(text: str, gone: Gone) -> str | None:
-    """`GoneValues(gone).stale(text)`, for one text."""
-    return GoneValues(gone).stale(text)
 
 
 class Said(BaseModel):

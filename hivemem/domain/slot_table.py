@@ -90,7 +90,7 @@ class SlotView:
     replaced: Mapping[str, Replacement] = field(default_factory=dict)  # turn id -> entry
     personal: Mapping[str, str] = field(default_factory=dict)  # turn id -> owner (lowercase)
     # Value key -> (the turn that moved on from it, its successors' keys): the lineage's
-    # values moved on from, as shared turns said it (`hivemem.domain.lineage.stale_value`).
+    # values moved on from, as shared turns said it (`hivemem.domain.lineage.GoneValues.stale`).
     gone: Mapping[str, tuple[str, tuple[str, ...]]] = field(default_factory=dict)
 
     def chain(self, turn_id: str) -> tuple[str, ...]:

@@ -47,7 +47,7 @@ class Currency:
     personal: Mapping[str, str]
     # The asking session's values moved on from (`SlotView.gone`), read for candidates'
     # texts: one carrying such a value without its successor is history too
-    # (`hivemem.domain.lineage.stale_value`). None: no value moved on from.
+    # (`hivemem.domain.lineage.GoneValues.stale`). None: no value moved on from.
     gone: GoneValues | None = None
 
 

@@ -215,7 +215,7 @@ def test_a_day_is_a_value_the_keeper_reads_though_reflection_keeps_no_fact_of_it
 def test_the_table_publishes_the_values_moved_on_from_and_a_revert_takes_them_back(
     store: SlotTableStore,
 ) -> None:
-    from hivemem.domain.lineage import stale_value
+    from hivemem.domain.lineage import GoneValues
     from hivemem.domain.names import SessionName
 
     name = SessionName("s")
@@ -228,8 +228,8 @@ def test_the_table_publishes_the_values_moved_on_from_and_a_revert_takes_them_ba
     assert gone["name=redis"] == ("t2", ("name=memcached",))
     # Recall reads it for any text: the config line no rule marked is stale, a line
     # naming the successor too is not; names are read in any case.
-    assert stale_value("SESSION_BACKEND=redis in the config PR", gone) == "t2"
-    assert stale_value("Redis or Memcached, both fit", gone) is None
+    assert GoneValues(gone).stale("SESSION_BACKEND=redis in the config PR") == "t2"
+    assert GoneValues(gone).stale("Redis or Memcached, both fit") is None
     keeper.apply(name, said[2:])
     gone = store.view(name).gone
     assert "name=redis" not in gone  # current again: the field is deleted
