@@ -48,7 +48,7 @@ from hivemem.providers.lexical import LexicalEncoder
 from hivemem.service.access import SessionAccess
 from hivemem.service.parts import Parts
 from hivemem.service.reads import Reads
-from hivemem.store.erasure import EntryMatch
+from hivemem.store.erasure import EntryMatch, StreamStage
 from hivemem.store.vectors.base import FACTS, TURNS, VectorStore, session_where
 
 log = structlog.get_logger(__name__)
@@ -270,16 +270,26 @@ class Forgetting:
 
     def settle_between_passes(self, marks: dict[SessionName, str], least_s: float,
                               most_s: float) -> None:
-        """Wait until the entries that were on the sessions' streams when the forget began
-        are acked by the stages working on them (a worker killed holding one never acks
-        it: at most `most_s`)."""
+        """Wait until the turns that were on the sessions' turns stream when the forget
+        began (`marks`: its tail then) have gone through both stages that hold them: the
+        embed stage has acked them (each ack publishes the turns on the embedded stream in
+        the same script), then the boundary stage has acked everything on the embedded
+        stream up to its tail at that moment (a boundary worker holding a run read before
+        the first pass writes nothing after the second). A worker killed holding an entry
+        never acks it: at most `most_s` in all."""
         time.sleep(least_s)
         deadline = time.monotonic() + most_s
         erasure = self.parts.erasure
-        for sid, mark in marks.items():
-            while (mark != "0-0" and erasure.pending_before(sid, mark)
+
+        def drained(sid: SessionName, stage: StreamStage, mark: str) -> None:
+            while (mark != "0-0" and erasure.pending_before(sid, stage, mark)
                    and time.monotonic() < deadline):
                 time.sleep(0.05)
+
+        for sid, mark in marks.items():
+            drained(sid, "embed", mark)
+            if mark != "0-0":
+                drained(sid, "boundary", erasure.last_entry_id(sid, "boundary"))
 
     def _off_disk(self, started: float) -> DiskErasure:
         settings = self.parts.settings.lifecycle

@@ -27,6 +27,9 @@ from hivemem.pipeline.topology import Keys, SessionName
 from hivemem.store.redis import Redis, as_text, redis_errors, send_pipeline
 from hivemem.store.scripts import lua
 
+# What `SlotTableStore.write` did.
+WRITTEN, LOST_RACE, FORGOTTEN = 1, 0, -1
+
 _APPLIED = "applied"
 _STATE = "state"
 _PERSONAL = "p:"
@@ -74,10 +77,13 @@ class SlotTableStore:
     def write(self, name: SessionName, base: int, state: SlotState,
               replaced: Mapping[str, Replacement], personal: Mapping[str, str],
               restored: Iterable[str] = (),
-              gone: Mapping[str, tuple[str, tuple[str, ...]] | None] | None = None) -> bool:
-        """Store `state` and the new entries if the stored `applied` is still `base`;
+              gone: Mapping[str, tuple[str, tuple[str, ...]] | None] | None = None) -> int:
+        """Store `state` and the new entries if the stored `applied` is still `base` and the
+        session was given `state.applied` (its counter is not below it: a forget that
+        purged the session since the state was read takes the counter with it);
         `restored`: turns that are current again (their entries go); `gone`: values moved
-        on from (value key -> (turn, successors), None: current again)."""
+        on from (value key -> (turn, successors), None: current again). Returns `WRITTEN`,
+        `LOST_RACE` or `FORGOTTEN`."""
         args: list[Any] = [base, state.applied, state.model_dump_json()]
         for turn_id in restored:
             if turn_id not in replaced:
@@ -88,9 +94,10 @@ class SlotTableStore:
             args += [_PERSONAL + turn_id, owner]
         for key, moved in (gone or {}).items():
             args += [_GONE + key, "" if moved is None else json.dumps([moved[0], moved[1]])]
-        keys = [self.keys.slot_state(name), self.keys.slot_table(name)]
+        keys = [self.keys.slot_state(name), self.keys.slot_table(name),
+                self.keys.session_turn_ids(name)]
         with redis_errors("write slot table"):
-            return bool(self._write(keys=keys, args=args))
+            return int(self._write(keys=keys, args=args))
 
     def view(self, name: SessionName) -> SlotView:
         return self.send_view(name)()

@@ -13,7 +13,7 @@ from __future__ import annotations
 import json
 import time
 from collections.abc import Callable, Collection, Iterable
-from typing import Any
+from typing import Any, Literal
 
 import redis
 import structlog
@@ -44,6 +44,9 @@ log = structlog.get_logger(__name__)
 _PAGE = 1000
 # Which turns an erasure removes: a turn matches when this says so.
 TurnMatch = Callable[[Turn], bool]
+# The stages whose streams carry a session's turns: embed reads the turns stream, boundary
+# the embedded stream.
+StreamStage = Literal["embed", "boundary"]
 
 
 class EntryMatch:
@@ -199,29 +202,31 @@ class ErasureStore:
 
         return settled
 
-    def pending_before(self, name: SessionName, entry_id: str) -> int:
-        """How many entries up to `entry_id` of the session's partition's turns and
-        embedded streams are still being worked on (delivered, not acked): what a forget
-        waits for before its second pass."""
-        topology = Topology(self.keys)
-        p = self.keys.partition(name)
-        total = 0
-        for stage in (topology.embed, topology.boundary):
-            with redis_errors("read pending entries"):
-                try:
-                    rows = self._r.xpending_range(stage.stream_for(p), stage.group, min="-",
-                                                  max=entry_id, count=_PAGE)
-                except redis.ResponseError:  # no such group (yet)
-                    continue
-            total += len(rows or [])
-        return total
+    def pending_before(self, name: SessionName, stage: StreamStage, entry_id: str) -> int:
+        """How many entries up to `entry_id` of the session's partition's stream that
+        `stage` consumes (turns: "embed", embedded: "boundary") are still being worked on
+        (delivered, not acked): what a forget waits for before its second pass."""
+        consumer = self._stage(stage)
+        stream = consumer.stream_for(self.keys.partition(name))
+        with redis_errors("read pending entries"):
+            try:
+                rows = self._r.xpending_range(stream, consumer.group, min="-", max=entry_id,
+                                              count=_PAGE)
+            except redis.ResponseError:  # no such group (yet)
+                return 0
+        return len(rows or [])
 
-    def last_entry_id(self, name: SessionName) -> str:
-        """The newest entry id of the session's partition's turns stream ("0-0": none)."""
-        stream = Topology(self.keys).embed.stream_for(self.keys.partition(name))
+    def last_entry_id(self, name: SessionName, stage: StreamStage = "embed") -> str:
+        """The newest entry id of the session's partition's stream that `stage` consumes
+        ("0-0": none)."""
+        stream = self._stage(stage).stream_for(self.keys.partition(name))
         with redis_errors("read stream tail"):
             rows = self._r.xrevrange(stream, count=1)
         return as_text(rows[0][0]) if rows else "0-0"
+
+    def _stage(self, stage: StreamStage) -> Stage:
+        topology = Topology(self.keys)
+        return topology.embed if stage == "embed" else topology.boundary
 
     # -- traces ----------------------------------------------------------------------------
 

@@ -41,7 +41,7 @@ from hivemem.pipeline.messages import EmbeddedItem, EmbeddedTurn
 from hivemem.pipeline.vectors import decode_vector
 from hivemem.providers.heuristic import HeuristicReflector
 from hivemem.providers.reflector import ReflectionRequest
-from hivemem.store.currency import SlotTableStore
+from hivemem.store.currency import FORGOTTEN, WRITTEN, SlotTableStore
 
 log = structlog.get_logger(__name__)
 
@@ -291,7 +291,11 @@ class CurrencyKeeper:
         values: dict[str, tuple[str, tuple[str, ...]] | None] = {
             k: v for k, v in after.items() if before.get(k) != v}
         values.update({k: None for k in before if k not in after})
-        if not self.store.write(name, base, state, replaced, personal, restored, values):
+        done = self.store.write(name, base, state, replaced, personal, restored, values)
+        if done == FORGOTTEN:
+            log.info("currency.session_forgotten", session_id=name, through=state.applied)
+            return
+        if done != WRITTEN:
             log.warning("currency.lost_race", session_id=name, applied=base)
             return
         log.debug("currency.applied", session_id=name, through=state.applied,

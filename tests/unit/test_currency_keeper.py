@@ -12,6 +12,7 @@ import pytest
 from hivemem.config import ReflectionSettings
 from hivemem.domain.fact import Fact, FactKind
 from hivemem.domain.models import Turn
+from hivemem.domain.names import SessionName
 from hivemem.domain.scope import Scope
 from hivemem.domain.slot_table import Replacement, SlotState, SlotView
 from hivemem.pipeline.messages import EmbeddedTurn, EpisodeControl
@@ -25,7 +26,9 @@ from hivemem.recall.currency import (
     TableChains,
     with_table,
 )
-from hivemem.store.currency import SlotTableStore
+from hivemem.store.currency import FORGOTTEN, LOST_RACE, WRITTEN, SlotTableStore
+from hivemem.store.head import SEQ_FIELD
+from hivemem.store.redis import Redis
 from hivemem.store.vectors.base import VectorStore
 from hivemem.testing import connect_fake, fake_server
 from hivemem.workers.currency import CurrencyKeeper, step
@@ -55,8 +58,21 @@ def run(*texts: str) -> dict[str, Replacement]:
 
 
 @pytest.fixture
-def store() -> SlotTableStore:
-    return SlotTableStore(connect_fake(fake_server()), Keys(partitions=4))
+def fake() -> Redis:
+    return connect_fake(fake_server())
+
+
+@pytest.fixture
+def store(fake: Redis) -> SlotTableStore:
+    table = SlotTableStore(fake, Keys(partitions=4))
+    given(fake, "s", 100)
+    return table
+
+
+def given(client: Redis, name: str, seqs: int) -> None:
+    """The session's counter as ingest leaves it after `seqs` turns: the keeper writes no
+    seq the session was not given."""
+    client.hset(Keys(partitions=4).session_turn_ids(SessionName(name)), SEQ_FIELD, seqs)
 
 
 def test_a_terse_change_of_plan_replaces_the_choice_it_names_instead() -> None:
@@ -108,8 +124,29 @@ def test_the_keeper_applies_each_entry_once(store: SlotTableStore) -> None:
     keeper.apply("s", [*entries, control])  # a replay after a crash before the commit
     assert store.view("s") == first and store.state("s") == before
     # A writer that read an older `applied` (its lease expired meanwhile) writes nothing.
-    assert not store.write("s", 1, SlotState(applied=2), {"t9": first.replaced["t1"]}, {})
+    assert store.write("s", 1, SlotState(applied=2), {"t9": first.replaced["t1"]},
+                       {}) == LOST_RACE
     assert "t9" not in store.view("s").replaced
+
+
+def test_a_run_read_before_a_forget_purged_the_session_writes_nothing_back(
+    store: SlotTableStore, fake: Redis,
+) -> None:
+    """A boundary worker reads a run, a forget purges the session (its counter and slot
+    table go), then the worker's keeper applies the run: the forgotten turns' text must not
+    come back in a fresh state, nor past the counter of a session started again."""
+    keeper = CurrencyKeeper(store, ReflectionSettings())
+    said = items("We decided the vault key is zq-secret-1.",
+                 "Change of plan: the vault key is zq-secret-2.")
+    keeper.apply("s", said[:1])
+    assert store.view("s").applied == 1
+    fake.delete(*store.keys.session_keys(SessionName("s")))  # what a forget purges
+    keeper.apply("s", said[1:])
+    assert store.state("s") == SlotState() and store.view("s").replaced == {}
+    assert not [k for k in fake.keys("*") if b"slots" in k]
+    given(fake, "s", 1)  # the session is used again: one turn so far
+    assert store.write("s", 0, SlotState(applied=2), {}, {}) == FORGOTTEN
+    assert store.write("s", 0, SlotState(applied=1), {}, {}) == WRITTEN
 
 
 def _fact(fact_id: str, turns: list[str]) -> Fact:
@@ -216,7 +253,6 @@ def test_the_table_publishes_the_values_moved_on_from_and_a_revert_takes_them_ba
     store: SlotTableStore,
 ) -> None:
     from hivemem.domain.lineage import GoneValues
-    from hivemem.domain.names import SessionName
 
     name = SessionName("s")
     keeper = CurrencyKeeper(store, ReflectionSettings())
@@ -237,7 +273,6 @@ def test_the_table_publishes_the_values_moved_on_from_and_a_revert_takes_them_ba
 
 
 def test_a_value_a_private_turn_moved_on_from_is_not_published(store: SlotTableStore) -> None:
-    from hivemem.domain.names import SessionName
 
     name = SessionName("s")
     vectors = EMB.embed_documents(["The checkout session store runs on Redis.",
