@@ -305,3 +305,28 @@ def test_values_moved_on_from_are_read_once_per_table_and_again_when_it_changes(
                           chains=currency.chains("s", SlotView(applied=4))).gone is None
     finally:
         currency.close()
+
+
+def test_the_keeper_keeps_its_state_between_batches_while_no_one_else_wrote_it(
+    store: SlotTableStore, fake: Redis,
+) -> None:
+    """The state (hundreds of KB in a long session) is parsed again only when the stored
+    version moved: another worker wrote it, or a purge and a new start reached the same
+    seq with other turns."""
+    keeper = CurrencyKeeper(store, ReflectionSettings())
+    said = items("We decided to use PostgreSQL for the database.",
+                 "Change of plan: we switch the database to MySQL.")
+    keeper.apply("s", said[:1])
+    kept = store.state("s")
+    assert store.state("s") is kept and kept.applied == 1
+    other = SlotTableStore(fake, store.keys)  # another boundary worker
+    CurrencyKeeper(other, ReflectionSettings()).apply("s", said)
+    moved = store.state("s")
+    assert moved is not kept and moved.applied == 2
+    fake.delete(*store.keys.session_keys(SessionName("s")))  # a forget purges the session
+    given(fake, "s", 2)  # started again: two other turns
+    CurrencyKeeper(other, ReflectionSettings()).apply("s", items(
+        "We decided the cache runs on Valkey.", "The cache keeps entries for an hour."))
+    again = store.state("s")
+    assert again.applied == 2 and "PostgreSQL" not in again.model_dump_json()
+    assert "Valkey" in again.model_dump_json()
