@@ -28,7 +28,7 @@ import secrets
 import threading
 from collections import OrderedDict
 from collections.abc import Callable, Iterable, Mapping
-from typing import Any
+from typing import Any, NamedTuple
 
 from hivemem.domain.slot_table import Replacement, SlotState, SlotView
 from hivemem.pipeline.topology import Keys, SessionName
@@ -41,6 +41,7 @@ WRITTEN, LOST_RACE, FORGOTTEN = 1, 0, -1
 _APPLIED = "applied"
 _STATE = "state"
 _EPOCH = "epoch"
+_VECTOR = "v:"  # a state field: a current statement's turn vector
 _PERSONAL = "p:"
 _GONE = "g:"
 
@@ -53,6 +54,14 @@ _VIEWS = 256
 _STATES = 256
 
 
+class _Kept(NamedTuple):
+    """A session's keeper state as this process last wrote or read it."""
+
+    version: tuple[int, str]  # the applied seq, the epoch
+    state: SlotState
+    stored: frozenset[str]  # the turns whose vectors are fields of the stored state
+
+
 class SlotTableStore:
     def __init__(self, client: Redis, keys: Keys) -> None:
         self._r = client
@@ -61,9 +70,7 @@ class SlotTableStore:
         self._parsed: OrderedDict[str, Replacement] = OrderedDict()
         # Session -> (its version: applied seq, field count; the view decoded at it).
         self._views: OrderedDict[SessionName, tuple[tuple[int, int], SlotView]] = OrderedDict()
-        # Session -> (its state's version: applied seq, epoch; the state).
-        self._states: OrderedDict[SessionName, tuple[tuple[int, str], SlotState]] = (
-            OrderedDict())
+        self._states: OrderedDict[SessionName, _Kept] = OrderedDict()
         self._lock = threading.Lock()
 
     def reset(self, name: SessionName) -> int:
@@ -93,19 +100,26 @@ class SlotTableStore:
         version = (_seq(applied), as_text(epoch) if epoch else "")
         with self._lock:
             kept = self._states.get(name)
-            if kept is not None and version[1] and kept[0] == version:
+            if kept is not None and version[1] and kept.version == version:
                 self._states.move_to_end(name)
-                return kept[1]
+                return kept.state
         with redis_errors("read slot state"):
-            applied, epoch, raw = self._r.hmget(key, _APPLIED, _EPOCH, _STATE)
+            fields = {as_text(f): v for f, v in self._r.hgetall(key).items()}
+        raw = fields.get(_STATE)
         state = SlotState.model_validate_json(raw) if raw else SlotState()
-        if epoch:
-            self._keep(name, (_seq(applied), as_text(epoch)), state)
+        stored = {f[len(_VECTOR):]: as_text(v) for f, v in fields.items()
+                  if f.startswith(_VECTOR)}
+        if stored:  # (a state written before vectors were fields has them in its JSON)
+            state = state.model_copy(update={"vectors": {**state.vectors, **stored}})
+        if fields.get(_EPOCH):
+            self._keep(name, (_seq(fields.get(_APPLIED)), as_text(fields[_EPOCH])), state,
+                       frozenset(stored))
         return state
 
-    def _keep(self, name: SessionName, version: tuple[int, str], state: SlotState) -> None:
+    def _keep(self, name: SessionName, version: tuple[int, str], state: SlotState,
+              stored: frozenset[str]) -> None:
         with self._lock:
-            self._states[name] = (version, state)
+            self._states[name] = _Kept(version, state, stored)
             self._states.move_to_end(name)
             while len(self._states) > _STATES:
                 self._states.popitem(last=False)
@@ -120,7 +134,20 @@ class SlotTableStore:
         `restored`: turns that are current again (their entries go); `gone`: values moved
         on from (value key -> (turn, successors), None: current again). Returns `WRITTEN`,
         `LOST_RACE` or `FORGOTTEN`."""
-        args: list[Any] = [base, state.applied, state.model_dump_json(), secrets.token_hex(8)]
+        with self._lock:
+            kept = self._states.get(name)
+        # The vectors: each a field of its own, written once (a turn's vector never changes)
+        # and deleted once its statement is no longer current. Which fields are there is
+        # known when the kept state is the one `base` names; else every vector is written
+        # and the script deletes the fields not among them.
+        known = kept.stored if kept is not None and kept.version[0] == base else None
+        put = [t for t in state.vectors if known is None or t not in known]
+        drop = [] if known is None else [t for t in known if t not in state.vectors]
+        args: list[Any] = [base, state.applied, state.model_dump_json(exclude={"vectors"}),
+                           secrets.token_hex(8), len(put), len(drop), int(known is None)]
+        for turn_id in put:
+            args += [_VECTOR + turn_id, state.vectors[turn_id]]
+        args += [_VECTOR + turn_id for turn_id in drop]
         for turn_id in restored:
             if turn_id not in replaced:
                 args += [turn_id, ""]
@@ -138,7 +165,7 @@ class SlotTableStore:
             with self._lock:
                 self._states.pop(name, None)
             return reply
-        self._keep(name, (state.applied, as_text(reply)), state)
+        self._keep(name, (state.applied, as_text(reply)), state, frozenset(state.vectors))
         return WRITTEN
 
     def view(self, name: SessionName) -> SlotView:

@@ -330,3 +330,42 @@ def test_the_keeper_keeps_its_state_between_batches_while_no_one_else_wrote_it(
     again = store.state("s")
     assert again.applied == 2 and "PostgreSQL" not in again.model_dump_json()
     assert "Valkey" in again.model_dump_json()
+
+
+def test_vectors_are_fields_of_their_own_written_once_and_dropped_with_their_statement(
+    store: SlotTableStore, fake: Redis, monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """A batch sends only the vectors of statements new to the state (not the ~200 of the
+    current ones); another reader gets the same state; a state written before vectors were
+    fields (in its JSON) is read the same and written the new way."""
+    key = store.keys.slot_state(SessionName("s"))
+
+    def fields() -> set[str]:
+        return {f.decode() for f in fake.hkeys(key) if f.startswith(b"v:")}
+
+    vectors = {"t1": "AAAA", "t2": "BBBB"}
+    assert store.write("s", 0, SlotState(applied=1, vectors=vectors), {}, {}) == WRITTEN
+    assert fields() == {"v:t1", "v:t2"} and b"AAAA" not in fake.hget(key, "state")
+    sent: list[list[object]] = []
+    real = vars(store)["_write"]
+
+    def spy(keys: list[str], args: list[object]) -> object:
+        sent.append(args)
+        return real(keys=keys, args=args)
+
+    monkeypatch.setattr(store, "_write", spy)
+    assert store.write("s", 1, SlotState(applied=2, vectors={"t2": "BBBB", "t3": "CCCC"}),
+                       {}, {}) == WRITTEN
+    assert "AAAA" not in sent[0] and "BBBB" not in sent[0] and "CCCC" in sent[0]
+    assert fields() == {"v:t2", "v:t3"}
+    other = SlotTableStore(fake, store.keys)  # another worker: reads it whole
+    assert other.state("s").vectors == {"t2": "BBBB", "t3": "CCCC"}
+    # Written by an older build: the vectors inside the JSON, no epoch, no fields.
+    fake.delete(key)
+    fake.hset(key, mapping={"applied": 2, "state": SlotState(
+        applied=2, vectors={"t4": "DDDD"}).model_dump_json()})
+    legacy = other.state("s")
+    assert legacy.vectors == {"t4": "DDDD"}
+    assert other.write("s", 2, legacy.model_copy(update={"applied": 3}), {}, {}) == WRITTEN
+    assert fields() == {"v:t4"} and b"DDDD" not in fake.hget(key, "state")
+    assert SlotTableStore(fake, store.keys).state("s").vectors == {"t4": "DDDD"}

@@ -7,9 +7,12 @@
 -- one state for good (a purge deletes it, so a session started again gets another epoch),
 -- which lets a keeper keep the state it wrote instead of parsing it again next time.
 -- KEYS: the state hash, the table hash, the session's ids hash (its counter, `#seq`).
--- ARGV: the applied seq read, the new one, the state JSON, an epoch for a state that has
--- none yet, then (field, value) pairs for the table (an empty value deletes the field: a
--- statement current again).
+-- ARGV: the applied seq read, the new one, the state JSON (without the vectors), an epoch
+-- for a state that has none yet, p, d, prune; then p (field, vector) pairs for the state
+-- hash (a current statement's turn vector, `v:<turn id>`), d such fields to delete (no
+-- longer current), and with prune = 1 (the caller does not know which are there) every
+-- other vector field is deleted; then (field, value) pairs for the table (an empty value
+-- deletes the field: a statement current again).
 -- Reply: the state's epoch when written, 0 when another writer moved `applied` since the
 -- read, -1 when the session was never given the seq (forgotten since the run was read).
 local applied = tonumber(redis.call('HGET', KEYS[1], 'applied') or '0')
@@ -17,9 +20,26 @@ if applied ~= tonumber(ARGV[1]) then return 0 end
 if tonumber(ARGV[2]) > tonumber(redis.call('HGET', KEYS[3], '#seq') or '0') then return -1 end
 local epoch = redis.call('HGET', KEYS[1], 'epoch')
 if not epoch then epoch = ARGV[4] end
+local put, drop, prune = tonumber(ARGV[5]), tonumber(ARGV[6]), ARGV[7] == '1'
+local i = 8
+if prune then
+  local wanted = {}
+  for j = i, i + 2 * put - 1, 2 do wanted[ARGV[j]] = true end
+  for _, f in ipairs(redis.call('HKEYS', KEYS[1])) do
+    if string.sub(f, 1, 2) == 'v:' and not wanted[f] then redis.call('HDEL', KEYS[1], f) end
+  end
+end
 redis.call('HSET', KEYS[1], 'applied', ARGV[2], 'state', ARGV[3], 'epoch', epoch)
-for i = 5, #ARGV, 2 do
-  if ARGV[i + 1] == '' then redis.call('HDEL', KEYS[2], ARGV[i])
-  else redis.call('HSET', KEYS[2], ARGV[i], ARGV[i + 1]) end
+for j = 1, put do
+  redis.call('HSET', KEYS[1], ARGV[i], ARGV[i + 1])
+  i = i + 2
+end
+for j = 1, drop do
+  redis.call('HDEL', KEYS[1], ARGV[i])
+  i = i + 1
+end
+for j = i, #ARGV, 2 do
+  if ARGV[j + 1] == '' then redis.call('HDEL', KEYS[2], ARGV[j])
+  else redis.call('HSET', KEYS[2], ARGV[j], ARGV[j + 1]) end
 end
 return epoch
