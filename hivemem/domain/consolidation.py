@@ -153,6 +153,10 @@ class Planner:
         self.dedup_threshold = context.dedup_threshold
         self.valid_from = context.valid_from
         self.order: dict[str, int] = {}  # fact id -> when this batch wrote it
+        # `active()` as last computed, under (author, seeing, writes so far): a statement
+        # asks for it several times, and a session's keeper holds ~200 facts.
+        self._writes = 0
+        self._active: tuple[tuple[Author, bool, int], list[Fact]] | None = None
 
     def current(self, fact_id: str | None) -> Fact | None:
         if fact_id is None:
@@ -171,10 +175,15 @@ class Planner:
         return {**self.facts, **self._retired, **self.plan.writes}
 
     def active(self) -> list[Fact]:
-        pool = {**self.facts, **self.plan.writes}
-        return [f for f in pool.values() if self.current(f.fact_id) is not None]
+        key = (self.author, self.seeing, self._writes)
+        if self._active is None or self._active[0] != key:
+            pool = {**self.facts, **self.plan.writes}
+            self._active = (key, [f for f in pool.values()
+                                  if self.current(f.fact_id) is not None])
+        return list(self._active[1])
 
     def write(self, fact: Fact) -> None:
+        self._writes += 1
         self.plan.writes[fact.fact_id] = fact
         self.order[fact.fact_id] = len(self.order)
 
