@@ -273,10 +273,11 @@ class Forgetting:
         """Wait until the turns that were on the sessions' turns stream when the forget
         began (`marks`: its tail then) have gone through both stages that hold them: the
         embed stage has acked them (each ack publishes the turns on the embedded stream in
-        the same script), then the boundary stage has acked everything on the embedded
-        stream up to its tail at that moment (a boundary worker holding a run read before
-        the first pass writes nothing after the second). A worker killed holding an entry
-        never acks it: at most `most_s` in all."""
+        the same script), then the boundary stage (and the window stage, its second
+        reader) has acked everything on the embedded stream up to its tail at that moment
+        (a boundary worker holding a run read before the first pass writes nothing after
+        the second). A worker killed holding an entry never acks it: at most `most_s` in
+        all."""
         time.sleep(least_s)
         deadline = time.monotonic() + most_s
         erasure = self.parts.erasure
@@ -289,7 +290,9 @@ class Forgetting:
         for sid, mark in marks.items():
             drained(sid, "embed", mark)
             if mark != "0-0":
-                drained(sid, "boundary", erasure.last_entry_id(sid, "boundary"))
+                tail = erasure.last_entry_id(sid, "boundary")
+                drained(sid, "boundary", tail)
+                drained(sid, "window", tail)
 
     def _off_disk(self, started: float) -> DiskErasure:
         settings = self.parts.settings.lifecycle

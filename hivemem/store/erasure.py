@@ -44,9 +44,9 @@ log = structlog.get_logger(__name__)
 _PAGE = 1000
 # Which turns an erasure removes: a turn matches when this says so.
 TurnMatch = Callable[[Turn], bool]
-# The stages whose streams carry a session's turns: embed reads the turns stream, boundary
-# the embedded stream.
-StreamStage = Literal["embed", "boundary"]
+# The stages whose streams carry a session's turns: embed reads the turns stream; boundary
+# and window (a second group, when window vectors are on) the embedded stream.
+StreamStage = Literal["embed", "boundary", "window"]
 
 
 class EntryMatch:
@@ -204,7 +204,7 @@ class ErasureStore:
 
     def pending_before(self, name: SessionName, stage: StreamStage, entry_id: str) -> int:
         """How many entries up to `entry_id` of the session's partition's stream that
-        `stage` consumes (turns: "embed", embedded: "boundary") are still being worked on
+        `stage` consumes (turns: "embed"; embedded: "boundary", "window") are still being worked on
         (delivered, not acked): what a forget waits for before its second pass."""
         consumer = self._stage(stage)
         stream = consumer.stream_for(self.keys.partition(name))
@@ -226,7 +226,8 @@ class ErasureStore:
 
     def _stage(self, stage: StreamStage) -> Stage:
         topology = Topology(self.keys)
-        return topology.embed if stage == "embed" else topology.boundary
+        return {"embed": topology.embed, "boundary": topology.boundary,
+                "window": topology.window}[stage]
 
     # -- traces ----------------------------------------------------------------------------
 
