@@ -37,6 +37,7 @@ from hivemem.store.scripts import lua
 
 # What `SlotTableStore.write` did.
 WRITTEN, LOST_RACE, FORGOTTEN = 1, 0, -1
+_UNKNOWN_FIELDS = -2  # the script's answer when the stored state is not the one kept
 
 _APPLIED = "applied"
 _STATE = "state"
@@ -138,13 +139,29 @@ class SlotTableStore:
             kept = self._states.get(name)
         # The vectors: each a field of its own, written once (a turn's vector never changes)
         # and deleted once its statement is no longer current. Which fields are there is
-        # known when the kept state is the one `base` names; else every vector is written
-        # and the script deletes the fields not among them.
-        known = kept.stored if kept is not None and kept.version[0] == base else None
-        put = [t for t in state.vectors if known is None or t not in known]
-        drop = [] if known is None else [t for t in known if t not in state.vectors]
+        # known when the kept state is the stored one (the script checks its epoch); else
+        # every vector is written and the script deletes the fields not among them.
+        known = kept if kept is not None and kept.version[0] == base else None
+        reply = self._send(name, base, state, known, replaced, personal, restored, gone)
+        if reply == _UNKNOWN_FIELDS:
+            reply = self._send(name, base, state, None, replaced, personal, restored, gone)
+        if isinstance(reply, int):
+            with self._lock:
+                self._states.pop(name, None)
+            return reply
+        self._keep(name, (state.applied, as_text(reply)), state, frozenset(state.vectors))
+        return WRITTEN
+
+    def _send(self, name: SessionName, base: int, state: SlotState, known: _Kept | None,
+              replaced: Mapping[str, Replacement], personal: Mapping[str, str],
+              restored: Iterable[str],
+              gone: Mapping[str, tuple[str, tuple[str, ...]] | None] | None) -> Any:
+        stored = known.stored if known is not None else frozenset()
+        put = [t for t in state.vectors if t not in stored]
+        drop = [t for t in stored if t not in state.vectors]
         args: list[Any] = [base, state.applied, state.model_dump_json(exclude={"vectors"}),
-                           secrets.token_hex(8), len(put), len(drop), int(known is None)]
+                           secrets.token_hex(8), len(put), len(drop),
+                           known.version[1] if known is not None else ""]
         for turn_id in put:
             args += [_VECTOR + turn_id, state.vectors[turn_id]]
         args += [_VECTOR + turn_id for turn_id in drop]
@@ -160,13 +177,7 @@ class SlotTableStore:
         keys = [self.keys.slot_state(name), self.keys.slot_table(name),
                 self.keys.session_turn_ids(name)]
         with redis_errors("write slot table"):
-            reply = self._write(keys=keys, args=args)
-        if isinstance(reply, int):
-            with self._lock:
-                self._states.pop(name, None)
-            return reply
-        self._keep(name, (state.applied, as_text(reply)), state, frozenset(state.vectors))
-        return WRITTEN
+            return self._write(keys=keys, args=args)
 
     def view(self, name: SessionName) -> SlotView:
         return self.send_view(name)()

@@ -369,3 +369,14 @@ def test_vectors_are_fields_of_their_own_written_once_and_dropped_with_their_sta
     assert other.write("s", 2, legacy.model_copy(update={"applied": 3}), {}, {}) == WRITTEN
     assert fields() == {"v:t4"} and b"DDDD" not in fake.hget(key, "state")
     assert SlotTableStore(fake, store.keys).state("s").vectors == {"t4": "DDDD"}
+    # Another state at the same seq (a purge, then another worker): the fields this store
+    # knew are not that state's, so every vector is sent and the others' are deleted.
+    fake.delete(key)
+    assert store.write("s", 0, SlotState(applied=3, vectors={"t1": "AAAA"}), {},
+                       {}) == WRITTEN
+    fake.delete(key)
+    assert other.write("s", 0, SlotState(applied=3, vectors={"t9": "ZZZZ"}), {},
+                       {}) == WRITTEN
+    assert store.write("s", 3, SlotState(applied=4, vectors={"t1": "AAAA", "t2": "BBBB"}),
+                       {}, {}) == WRITTEN
+    assert fields() == {"v:t1", "v:t2"}
