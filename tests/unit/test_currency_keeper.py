@@ -323,6 +323,7 @@ def test_the_keeper_keeps_its_state_between_batches_while_no_one_else_wrote_it(
     CurrencyKeeper(other, ReflectionSettings()).apply("s", said)
     moved = store.state("s")
     assert moved is not kept and moved.applied == 2
+    assert moved == other.state("s")  # read whole: the state the other worker wrote
     fake.delete(*store.keys.session_keys(SessionName("s")))  # a forget purges the session
     given(fake, "s", 2)  # started again: two other turns
     CurrencyKeeper(other, ReflectionSettings()).apply("s", items(
