@@ -51,6 +51,7 @@ from hivemem.domain.change_words import (
     _SUBJECT,
     _SWITCH_TO,
 )
+from hivemem.domain.value_clauses import ValueParts, clause_words, own_words
 from hivemem.domain.value_pairing import (
     _corrected_by,
     _dismissed,
@@ -68,7 +69,7 @@ from hivemem.domain.value_reading import (
     words_in,
 )
 
-__all__ = ["Gone", "GoneValues", "Lineage", "Said", "Step", "Value", "retire",
+__all__ = ["Gone", "GoneValues", "Lineage", "Said", "Step", "Value", "parts", "retire",
            "step", "value_keys", "values_in", "words_in"]
 
 # Turns whose values and words the lineage remembers (the newest kept).
@@ -96,6 +97,8 @@ class GoneValues:
         # The names' pattern, made once: asked per candidate, it would cost each candidate
         # in proportion to the names the session has moved on from.
         self._names = _names_reader(self.names)
+        # Per text, what `parts` read (a session's candidates come back recall after recall).
+        self._parts: dict[str, ValueParts | None] = {}
 
     def stale(self, text: str) -> str | None:
         """The turn that moved on from a value `text` carries without any of its successors
@@ -106,6 +109,39 @@ class GoneValues:
         keys = value_keys(text) | self._names(text)
         stale = _stale(keys, self.turns, self.successors, text)
         return self.gone[stale][0] if stale is not None else None
+
+
+    def parts(self, text: str) -> ValueParts | None:
+        """For a text some of whose values were moved on from (without their successors),
+        those and the strong values it still carries, each with its clause's words; None
+        when nothing it carries went or nothing else is left (it is history as a whole)."""
+        if not self.gone:
+            return None
+        if text in self._parts:
+            return self._parts[text]
+        keys = value_keys(text) | self._names(text)
+        gone = {k for k in keys if k in self.turns and _strong(k)
+                and not keys & set(self.successors.get(k, ()))}
+        kept = {k for k in keys if k not in gone and k not in self.turns and _strong(k)}
+        found: ValueParts | None = None
+        if gone and kept:
+            clauses = clause_words(text, keys, self._names)
+            whole = words_in(text)
+            taken = {clauses[k] for k in gone if k in clauses}
+            found = ValueParts.of(
+                {k: (clauses.get(k, whole) - own_words(k)).union(
+                    *(own_words(a) for a in self.successors.get(k, ()))) for k in gone},
+                {k: clauses[k] - own_words(k) for k in kept
+                 if k in clauses and clauses[k] not in taken})
+            found = found if found.partial else None
+        if len(self._parts) >= _PARTS_KEPT:
+            self._parts.clear()
+        self._parts[text] = found
+        return found
+
+
+# Texts whose parts one `GoneValues` keeps (its view's candidates, recall after recall).
+_PARTS_KEPT = 4096
 
 
 class Said(BaseModel):
@@ -119,6 +155,10 @@ class Said(BaseModel):
     named: dict[str, list[str]] = Field(default_factory=dict)
     weighs: bool = False  # it asks, weighs or proposes rather than states
     ends: bool = False  # it says something ends or is not so ("we're not shipping Windows")
+    # Each value it carries -> the words of the clause it is said in (what the value is the
+    # value of: "Redis for caching, S3 for uploads"): which of a turn's values a question
+    # is about once some of them went (`parts`). Empty for a turn remembered before.
+    clauses: dict[str, list[str]] = Field(default_factory=dict)
 
 
 class Lineage(BaseModel):
@@ -311,7 +351,10 @@ def step(lineage: Lineage, turn_id: str, text: str, *, asks: bool = False,
         _by_names(turn, turn_id, named, earlier, said_before, gone, successors, history)
     said = Said(turn_id=turn_id, values=sorted(turn.keys), words=sorted(turn.words),
                 named=named, weighs=asks or bool(_PROPOSES.search(text) or _HEDGE.search(text)),
-                ends=_ends(text))
+                ends=_ends(text),
+                clauses={k: sorted(w) for k, w in clause_words(
+                    text, turn.keys, _names_reader(k for k in said_before if k[:5] == "name="))
+                    .items()})
     lineage = Lineage(said=[*earlier, said][-MAX_SAID:], gone=gone, successors=successors)
     return Step(lineage, history, tuple(t for t in restored if t not in history))
 
@@ -516,3 +559,38 @@ def _revert(value: Value, turn_id: str, earlier: list[Said], gone: dict[str, str
 def _keys_in(text: str, known: Iterable[str]) -> frozenset[str]:
     """The value keys `text` names (known names in any case)."""
     return value_keys(text) | _named(text, {k for k in known if k.startswith("name=")})
+
+
+def parts(lineage: Lineage, turn_id: str, people: frozenset[str] = frozenset()
+          ) -> tuple[dict[str, list[str]], dict[str, list[str]]]:
+    """Which values of turn `turn_id` went and which it still carries, each -> the words of
+    the clause it is said in (a gone value's with the words of the values that replaced it:
+    a question naming the new value is about the old one too). The values gone: moved on
+    from, with none of their successors in the turn; the ones kept: its other strong values
+    (not a speaker's name) read in a clause of their own (a value said in a gone value's
+    clause is of the same thing: "AWS in us-east-1"). Nothing known of the turn: ({}, {})."""
+    said = next((s for s in reversed(lineage.said) if s.turn_id == turn_id), None)
+    if said is None:
+        return {}, {}
+    values = set(said.values)
+    gone: dict[str, list[str]] = {}
+    kept: dict[str, list[str]] = {}
+    clause: dict[str, frozenset[str]] = {}
+    for key in said.values:
+        if key.startswith("name=") and _person(key[5:], people):
+            continue
+        if key in said.clauses:
+            clause[key] = frozenset(said.clauses[key])
+        after = lineage.successors.get(key, [])
+        if key in lineage.gone and not set(after) & values:
+            words = set(clause.get(key, frozenset(said.words)) - own_words(key))
+            words.update(w for k in after for w in own_words(k))
+            gone[key] = sorted(words)
+    if not gone:
+        return {}, {}
+    gone_clauses = {clause[k] for k in gone if k in clause}
+    for key in said.values:
+        if key in clause and key not in gone and _strong(key) \
+                and clause[key] not in gone_clauses:
+            kept[key] = sorted(clause[key] - own_words(key))
+    return gone, kept

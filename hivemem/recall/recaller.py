@@ -26,6 +26,7 @@ from hivemem.domain.recall.policy import RecallPolicy
 from hivemem.domain.recall.score_table import ScoreTable, score_table
 from hivemem.domain.recall.scoring import Signals, relevance
 from hivemem.domain.scope import DEFAULT_NAMESPACE, Scope
+from hivemem.domain.value_clauses import Question, ValueParts
 from hivemem.providers.embedders import Embedder
 from hivemem.providers.lexical import LexicalEncoder
 from hivemem.recall.currency import Currency, CurrencyView
@@ -204,8 +205,11 @@ class Recaller:
 
         currency, current_from = got.currency, got.current_from
         replaced, personal = currency.replaced, currency.personal
+        question = Question.of(intent.text) if not past else None
         if intent.current and currency.gone is not None:
-            replaced = _with_gone_values(pool, replaced, currency.gone, session_id)
+            replaced = _with_gone_values(pool, replaced, currency.gone, session_id, question)
+        if question is not None and currency.parts is not None:
+            replaced = _whole_or_asked(pool, replaced, currency.parts, question)
         if intent.current:
             # A stale statement never competes without what replaced it.
             self._add_successors(pool, replaced, query_vector, access)
@@ -655,21 +659,60 @@ def _read_vectors_while(hits: list[TurnHit], embedded: threading.Event) -> None:
 
 def _with_gone_values(
     pool: dict[str, PoolEntry], replaced: Mapping[str, tuple[str, ...]], values: GoneValues,
-    session_id: str,
+    session_id: str, question: Question | None = None,
 ) -> Mapping[str, tuple[str, ...]]:
     """`replaced` plus the asking session's candidates that carry a value the session moved
     on from without its successor (a turn or fact no rule marked: the config line, the
-    reminder, the reflected sentence): each is replaced by the turn that moved on."""
+    reminder, the reflected sentence): each is replaced by the turn that moved on. With a
+    `question` (not about the past), one that still carries other values is replaced only
+    when the question is about a gone one (`ValueParts.asked_by`)."""
     extra: dict[str, tuple[str, ...]] = {}
     for key, entry in pool.items():
         if entry.signals.session_id != session_id or key in replaced:
             continue
         moved = values.stale(entry.text)
+        if moved is not None and question is not None:
+            parts = values.parts(entry.text)
+            if parts is not None and not parts.asked_by(question):
+                continue
         if moved is not None:
             successor = f"turn:{session_id}:{moved}"
             if successor != key:
                 extra[key] = (successor,)
     return _Over(extra, replaced) if extra else replaced
+
+
+def _whole_or_asked(
+    pool: dict[str, PoolEntry], replaced: Mapping[str, tuple[str, ...]],
+    parts_of: Callable[[str], ValueParts | None], question: Question,
+) -> Mapping[str, tuple[str, ...]]:
+    """`replaced` without the candidates the slot table made history only in part (some
+    of their values are still current) when `question` is not about a gone value: for it,
+    they state what holds now."""
+    current = {key for key in pool if key in replaced and (
+        (parts := parts_of(key)) is not None and not parts.asked_by(question))}
+    return _Except(replaced, current) if current else replaced
+
+
+class _Except(Mapping[str, tuple[str, ...]]):
+    """`below` without `left` (`below` may be a lazy view over every fact: never copied)."""
+
+    def __init__(self, below: Mapping[str, tuple[str, ...]], left: set[str]) -> None:
+        self.below, self.left = below, left
+
+    def __getitem__(self, key: str) -> tuple[str, ...]:
+        if key in self.left:
+            raise KeyError(key)
+        return self.below[key]
+
+    def __contains__(self, key: object) -> bool:
+        return key not in self.left and key in self.below
+
+    def __iter__(self) -> Iterator[str]:
+        return (k for k in self.below if k not in self.left)
+
+    def __len__(self) -> int:
+        return sum(1 for _ in self)
 
 
 class _Over(Mapping[str, tuple[str, ...]]):
