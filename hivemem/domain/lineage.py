@@ -512,11 +512,21 @@ def retire(lineage: Lineage, old_turn: str, by_turns: Iterable[str], turn_id: st
                 if not (k.startswith("name=") and _person(k[5:], people))}
     dropped = _keyed(k for k in old.values if k not in new_keys and _strong(k)
                      and not (k.startswith("name=") and _person(k[5:], people)))
-    brought = _keyed(k for k in new_keys if k not in old.values)
-    if sum(1 for k in old.values if k.startswith("name=")) > 1:
-        # Several names in the old statement ("logs in ELK, metrics in Prometheus"): which
-        # of them the new one replaced is not read off the values.
-        dropped = {v for v in dropped if v.kind != "name"}
+    brought_keys = {k for k in new_keys if k not in old.values}
+    brought = _keyed(brought_keys)
+    # Several values of a kind in the old statement ("logs in ELK, metrics in Prometheus";
+    # "the swap at 10:00, the meeting at 14:30"): the new one replaced those said on the
+    # same thing, the ones whose clause shares a word with the new value's clause. When
+    # nothing tells, every one of them (a name: none, the names of a list are of different
+    # things).
+    paired = {v for v in dropped if not _one_of_its_kind(v, old) and _paired_by_clause(
+        v, old, [(n, s) for s in by for n in _keyed(s.values)
+                 if n.key in brought_keys and _same_kind(v, n)])}
+    # A kind the clauses or the new statement tell (it names the old value it replaces:
+    # "11:00 instead of 10:00"): only the values paired go.
+    told = {v.kind for v in paired} | {v.kind for v in _keyed(old.values) if v.key in new_keys}
+    dropped = {v for v in dropped if _one_of_its_kind(v, old) or v in paired or (
+        v.kind != "name" and v.kind not in told)}
     gone = dict(lineage.gone)
     successors = {k: list(v) for k, v in lineage.successors.items()}
     history: dict[str, str] = {}
@@ -532,6 +542,19 @@ def retire(lineage: Lineage, old_turn: str, by_turns: Iterable[str], turn_id: st
             if o.key in s.values and not set(s.values) & news and s.turn_id not in by_turns:
                 history[s.turn_id] = turn_id
     return lineage.model_copy(update={"gone": gone, "successors": successors}), history
+
+
+def _one_of_its_kind(value: Value, said: Said) -> bool:
+    """`value` is the only strong value of its kind `said` carries (names: the only name)."""
+    return sum(1 for k in _keyed(s for s in said.values if _strong(s))
+               if k.kind == value.kind) <= 1
+
+
+def _paired_by_clause(value: Value, old: Said, news: list[tuple[Value, Said]]) -> bool:
+    """Whether the clause `value` is said in (in `old`) shares a word, besides the values,
+    with the clause a new value of its kind is said in (each new value with its turn)."""
+    mine = set(old.clauses.get(value.key, ())) - own_words(value.key)
+    return any(mine & (set(s.clauses.get(n.key, ())) - own_words(n.key)) for n, s in news)
 
 
 def _revert(value: Value, turn_id: str, earlier: list[Said], gone: dict[str, str],
