@@ -51,7 +51,7 @@ from hivemem.domain.change_words import (
     _SUBJECT,
     _SWITCH_TO,
 )
-from hivemem.domain.value_clauses import ValueParts, clause_words, own_words
+from hivemem.domain.value_clauses import clause_words, own_words
 from hivemem.domain.value_pairing import (
     _corrected_by,
     _dismissed,
@@ -97,8 +97,6 @@ class GoneValues:
         # The names' pattern, made once: asked per candidate, it would cost each candidate
         # in proportion to the names the session has moved on from.
         self._names = _names_reader(self.names)
-        # Per text, what `parts` read (a session's candidates come back recall after recall).
-        self._parts: dict[str, ValueParts | None] = {}
 
     def stale(self, text: str) -> str | None:
         """The turn that moved on from a value `text` carries without any of its successors
@@ -109,39 +107,6 @@ class GoneValues:
         keys = value_keys(text) | self._names(text)
         stale = _stale(keys, self.turns, self.successors, text)
         return self.gone[stale][0] if stale is not None else None
-
-
-    def parts(self, text: str) -> ValueParts | None:
-        """For a text some of whose values were moved on from (without their successors),
-        those and the strong values it still carries, each with its clause's words; None
-        when nothing it carries went or nothing else is left (it is history as a whole)."""
-        if not self.gone:
-            return None
-        if text in self._parts:
-            return self._parts[text]
-        keys = value_keys(text) | self._names(text)
-        gone = {k for k in keys if k in self.turns and _strong(k)
-                and not keys & set(self.successors.get(k, ()))}
-        kept = {k for k in keys if k not in gone and k not in self.turns and _strong(k)}
-        found: ValueParts | None = None
-        if gone and kept:
-            clauses = clause_words(text, keys, self._names)
-            whole = words_in(text)
-            taken = {clauses[k] for k in gone if k in clauses}
-            found = ValueParts.of(
-                {k: (clauses.get(k, whole) - own_words(k)).union(
-                    *(own_words(a) for a in self.successors.get(k, ()))) for k in gone},
-                {k: clauses[k] - own_words(k) for k in kept
-                 if k in clauses and clauses[k] not in taken})
-            found = found if found.partial else None
-        if len(self._parts) >= _PARTS_KEPT:
-            self._parts.clear()
-        self._parts[text] = found
-        return found
-
-
-# Texts whose parts one `GoneValues` keeps (its view's candidates, recall after recall).
-_PARTS_KEPT = 4096
 
 
 class Said(BaseModel):
@@ -584,14 +549,17 @@ def _keys_in(text: str, known: Iterable[str]) -> frozenset[str]:
     return value_keys(text) | _named(text, {k for k in known if k.startswith("name=")})
 
 
-def parts(lineage: Lineage, turn_id: str, people: frozenset[str] = frozenset()
-          ) -> tuple[dict[str, list[str]], dict[str, list[str]]]:
+def parts(lineage: Lineage, turn_id: str, people: frozenset[str] = frozenset(),
+          by: Iterable[str] = ()) -> tuple[dict[str, list[str]], dict[str, list[str]]]:
     """Which values of turn `turn_id` went and which it still carries, each -> the words of
     the clause it is said in (a gone value's with the words of the values that replaced it:
     a question naming the new value is about the old one too). The values gone: moved on
     from, with none of their successors in the turn; the ones kept: its other strong values
     (not a speaker's name) read in a clause of their own (a value said in a gone value's
-    clause is of the same thing: "AWS in us-east-1"). Nothing known of the turn: ({}, {})."""
+    clause is of the same thing: "AWS in us-east-1"), and not on what the turns that
+    replaced it (`by`) are about unless they say it again (the change may be to that one,
+    read wrongly off the values: "P2" kept while "priority is P1 now" replaced the turn).
+    Nothing known of the turn: ({}, {})."""
     said = next((s for s in reversed(lineage.said) if s.turn_id == turn_id), None)
     if said is None:
         return {}, {}
@@ -612,8 +580,13 @@ def parts(lineage: Lineage, turn_id: str, people: frozenset[str] = frozenset()
     if not gone:
         return {}, {}
     gone_clauses = {clause[k] for k in gone if k in clause}
+    later = [s for s in lineage.said if s.turn_id in set(by)]
+    later_words = {w for s in later for w in s.words}
+    later_values = {k for s in later for k in s.values}
     for key in said.values:
+        words = clause.get(key, frozenset()) - own_words(key)
         if key in clause and key not in gone and _strong(key) \
-                and clause[key] not in gone_clauses:
-            kept[key] = sorted(clause[key] - own_words(key))
+                and clause[key] not in gone_clauses \
+                and (key in later_values or not words & later_words):
+            kept[key] = sorted(words)
     return gone, kept

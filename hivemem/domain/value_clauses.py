@@ -102,20 +102,17 @@ class ValueParts:
         return bool(self.gone) and bool(self.kept)
 
     def asked_by(self, question: Question) -> bool:
-        """Whether `question` is about a gone value: it names one (or what replaced it), or
-        shares more words with the gone values' clauses than with the kept ones'; on a tie,
-        it asks for a kind of value a gone one is and no kept one ("when ...?" and only a
-        time went). A question that tells neither is about the gone value (the safe side:
-        a stale value handed over beside its successor misleads)."""
-        if question.keys & self.gone:
+        """Whether `question` may be about a gone value. It is about a kept one only when it
+        says so and nothing of the gone ones: it shares a word with a kept value's clause
+        (or asks for a kind of value only a kept one is), and names no gone value nor what
+        replaced it, shares no word with a gone value's clause and asks for no kind of value
+        a gone one is ("when ...?" and a time went). A stale value handed over beside its
+        successor misleads; a current one left out is most often said again elsewhere."""
+        if question.keys & self.gone or question.words & self.gone_words or any(
+                _kind_in(g, question.kinds) for g in self.gone):
             return True
-        to_gone = len(question.words & self.gone_words)
-        to_kept = len(question.words & self.kept_words)
-        if to_gone != to_kept:
-            return to_gone > to_kept
-        gone_kind = any(_kind_in(g, question.kinds) for g in self.gone)
-        kept_kind = any(_kind_in(k, question.kinds) for k in self.kept)
-        return gone_kind or not kept_kind
+        return not (question.words & self.kept_words
+                    or any(_kind_in(k, question.kinds) for k in self.kept))
 
 
 def _kind_in(key: str, kinds: frozenset[str]) -> bool:

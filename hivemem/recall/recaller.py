@@ -207,7 +207,7 @@ class Recaller:
         replaced, personal = currency.replaced, currency.personal
         question = Question.of(intent.text) if not past else None
         if intent.current and currency.gone is not None:
-            replaced = _with_gone_values(pool, replaced, currency.gone, session_id, question)
+            replaced = _with_gone_values(pool, replaced, currency.gone, session_id)
         if question is not None and currency.parts is not None:
             replaced = _whole_or_asked(pool, replaced, currency.parts, question)
         if intent.current:
@@ -659,22 +659,18 @@ def _read_vectors_while(hits: list[TurnHit], embedded: threading.Event) -> None:
 
 def _with_gone_values(
     pool: dict[str, PoolEntry], replaced: Mapping[str, tuple[str, ...]], values: GoneValues,
-    session_id: str, question: Question | None = None,
+    session_id: str,
 ) -> Mapping[str, tuple[str, ...]]:
     """`replaced` plus the asking session's candidates that carry a value the session moved
     on from without its successor (a turn or fact no rule marked: the config line, the
-    reminder, the reflected sentence): each is replaced by the turn that moved on. With a
-    `question` (not about the past), one that still carries other values is replaced only
-    when the question is about a gone one (`ValueParts.asked_by`)."""
+    reminder, the reflected sentence): each is replaced by the turn that moved on. Read off
+    the text alone, with no successor to tell which of its values the change was about, so
+    history as a whole (the slot table's entries say which values went)."""
     extra: dict[str, tuple[str, ...]] = {}
     for key, entry in pool.items():
         if entry.signals.session_id != session_id or key in replaced:
             continue
         moved = values.stale(entry.text)
-        if moved is not None and question is not None:
-            parts = values.parts(entry.text)
-            if parts is not None and not parts.asked_by(question):
-                continue
         if moved is not None:
             successor = f"turn:{session_id}:{moved}"
             if successor != key:

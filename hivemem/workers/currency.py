@@ -256,7 +256,7 @@ def _valued(entries: dict[str, Replacement], ledger: lineage.Lineage, people: fr
     for turn_id, entry in entries.items():
         if entry.rule != "superseded":
             continue  # a question answered or a statement withdrawn: history as a whole
-        gone, kept = lineage.parts(ledger, turn_id, people)
+        gone, kept = lineage.parts(ledger, turn_id, people, entry.by)
         if gone:
             out[turn_id] = entry.model_copy(update={
                 "gone": {k: tuple(w) for k, w in gone.items()},

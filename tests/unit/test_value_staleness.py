@@ -10,7 +10,7 @@ from typing import cast
 from hivemem import MemoryClient
 from hivemem.config import ReflectionSettings
 from hivemem.domain import lineage
-from hivemem.domain.lineage import GoneValues, Lineage
+from hivemem.domain.lineage import Lineage
 from hivemem.domain.models import Turn
 from hivemem.domain.names import SessionName
 from hivemem.domain.slot_table import Replacement, SlotView
@@ -114,15 +114,9 @@ def test_a_question_is_about_the_gone_value_only_when_it_says_so() -> None:
     # ... unless it asks for a kind of value only a kept one is.
     kinds = ValueParts.of({"name=ferry": ()}, {"time=7:45": ()})
     assert not kinds.asked_by(Question.of("What time do we leave?"))
-
-
-def test_a_text_carrying_a_gone_value_beside_current_ones_is_read_in_parts() -> None:
-    values = GoneValues({"name=mailchimp": ("t2", ("name=buttondown",))})
-    parts = values.parts(SHOP)
-    assert parts is not None and parts.partial
-    assert parts.gone == {"name=mailchimp"} and parts.kept == {"name=shopify"}
-    assert values.parts("Mailchimp sends the newsletter on Fridays.") is None  # nothing kept
-    assert values.parts(SWITCH) is None  # it carries the successor
+    # A question on a kept value's thing that asks for a kind a gone one is: the gone one.
+    both = ValueParts.of({"time=9:00": ("ferry",)}, {"name=harbour": ("meet", "point")})
+    assert both.asked_by(Question.of("When do we meet at the point?"))
 
 
 def test_recall_reads_a_turns_parts_once_per_table_view() -> None:
