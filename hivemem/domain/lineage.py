@@ -581,12 +581,12 @@ def parts(lineage: Lineage, turn_id: str, people: frozenset[str] = frozenset(),
         return {}, {}
     gone_clauses = {clause[k] for k in gone if k in clause}
     later = [s for s in lineage.said if s.turn_id in set(by)]
-    later_words = {w for s in later for w in s.words}
+    later_words = frozenset(w for s in later for w in s.words)
     later_values = {k for s in later for k in s.values}
     for key in said.values:
-        words = clause.get(key, frozenset()) - own_words(key)
+        around = clause.get(key, frozenset()) - own_words(key)
         if key in clause and key not in gone and _strong(key) \
                 and clause[key] not in gone_clauses \
-                and (key in later_values or not words & later_words):
-            kept[key] = sorted(words)
+                and (key in later_values or not around & later_words):
+            kept[key] = sorted(around)
     return gone, kept

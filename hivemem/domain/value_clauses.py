@@ -104,15 +104,16 @@ class ValueParts:
     def asked_by(self, question: Question) -> bool:
         """Whether `question` may be about a gone value. It is about a kept one only when it
         says so and nothing of the gone ones: it shares a word with a kept value's clause
-        (or asks for a kind of value only a kept one is), and names no gone value nor what
+        (or asks for a kind of value a kept one is), and names no gone value nor what
         replaced it, shares no word with a gone value's clause and asks for no kind of value
-        a gone one is ("when ...?" and a time went). A stale value handed over beside its
+        only a gone one is ("when ...?" and only a time went). A stale value handed over beside its
         successor misleads; a current one left out is most often said again elsewhere."""
-        if question.keys & self.gone or question.words & self.gone_words or any(
-                _kind_in(g, question.kinds) for g in self.gone):
+        gone_kind = any(_kind_in(g, question.kinds) for g in self.gone)
+        kept_kind = any(_kind_in(k, question.kinds) for k in self.kept)
+        if question.keys & self.gone or question.words & self.gone_words or (
+                gone_kind and not kept_kind):
             return True
-        return not (question.words & self.kept_words
-                    or any(_kind_in(k, question.kinds) for k in self.kept))
+        return not (question.words & self.kept_words or kept_kind)
 
 
 def _kind_in(key: str, kinds: frozenset[str]) -> bool:
