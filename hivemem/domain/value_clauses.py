@@ -104,7 +104,7 @@ class ValueParts:
     def asked_by(self, question: Question) -> bool:
         """Whether `question` may be about a gone value. It is about a kept one only when it
         says so and nothing of the gone ones: it shares a word with a kept value's clause
-        (or asks for a kind of value a kept one is), and names no gone value nor what
+        (or asks for a kind of value only a kept one is), and names no gone value nor what
         replaced it, shares no word with a gone value's clause and asks for no kind of value
         only a gone one is ("when ...?" and only a time went). A stale value handed over beside its
         successor misleads; a current one left out is most often said again elsewhere."""
@@ -113,7 +113,7 @@ class ValueParts:
         if question.keys & self.gone or question.words & self.gone_words or (
                 gone_kind and not kept_kind):
             return True
-        return not (question.words & self.kept_words or kept_kind)
+        return not (question.words & self.kept_words or (kept_kind and not gone_kind))
 
 
 def _kind_in(key: str, kinds: frozenset[str]) -> bool:
