@@ -80,6 +80,16 @@ def test_a_value_said_in_the_gone_values_clause_is_not_kept() -> None:
     assert gone and not kept  # one clause, one thing: history as a whole
 
 
+def test_a_value_the_replacing_turn_talks_about_is_not_kept() -> None:
+    """The change may be to that value, read wrongly off the values: not kept."""
+    trip = "Field trip plan: the bus leaves at 8:15 and the museum tour starts at 10:30."
+    bus = "Update: the bus now leaves at 7:45 instead of 8:15, the driver asked for it."
+    ledger = _play(trip, bus, "The museum tour guide is someone new this year.")
+    gone, kept = lineage.parts(ledger, "t1", by=["t2"])
+    assert set(gone) == {"time=8:15"} and set(kept) == {"time=10:30"}
+    assert lineage.parts(ledger, "t1", by=["t2", "t3"]) == (gone, {})
+
+
 def test_a_slot_change_replaces_the_value_on_its_clause_not_every_value_of_its_kind() -> None:
     table = _kept_table(GARDEN, LATER)
     entry = table.replaced["t1"]
