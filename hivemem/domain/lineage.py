@@ -583,6 +583,10 @@ def parts(lineage: Lineage, turn_id: str, people: frozenset[str] = frozenset(),
     later = [s for s in lineage.said if s.turn_id in set(by)]
     later_words = frozenset(w for s in later for w in s.words)
     later_values = {k for s in later for k in s.values}
+    if any(not (clause.get(k, frozenset()) - own_words(k)) & later_words for k in gone):
+        # The turns that replaced it do not talk about what a gone value was the value of:
+        # which of its values the change was about is not read with confidence.
+        return gone, kept
     for key in said.values:
         around = clause.get(key, frozenset()) - own_words(key)
         if key in clause and key not in gone and _strong(key) \

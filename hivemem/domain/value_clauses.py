@@ -59,8 +59,12 @@ def clause_words(text: str, keys: Iterable[str],
 
 
 def own_words(key: str) -> frozenset[str]:
-    """The words of a value itself ("name=cloudflare r2" -> cloudflare, r2)."""
-    return words_in(key.partition("=")[2])
+    """The words of a value itself ("name=cloudflare r2" -> cloudflare, r2), with its unit
+    ("amount:hour=3" -> hour: "3 hours ago" and "2 hours" are on different things; a
+    label, "amount:@pool=20", is what the value is of and stays a word of its clause)."""
+    kind, _, text = key.partition("=")
+    unit = kind.partition(":")[2]
+    return words_in(text) | (words_in(unit) if unit and unit[0] not in "@$" else frozenset())
 
 
 @dataclass(frozen=True, slots=True)

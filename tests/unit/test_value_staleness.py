@@ -64,19 +64,22 @@ def test_each_value_gets_the_words_of_its_own_clause() -> None:
 
 
 def test_the_lineage_says_which_values_of_a_turn_went_and_which_it_keeps() -> None:
-    ledger = _play(SHOP, SWITCH)
-    gone, kept = lineage.parts(ledger, "t1")
+    ledger = _play(SHOP, SWITCH, "Lunch order today is pizza from the corner place.")
+    gone, kept = lineage.parts(ledger, "t1", by=["t2"])
     assert set(gone) == {"name=mailchimp"}
     assert "newsletter" in gone["name=mailchimp"] and "buttondown" in gone["name=mailchimp"]
     assert set(kept) == {"name=shopify"} and "storefront" in kept["name=shopify"]
     # The turn that moved on carries the successor: nothing of it went.
     assert lineage.parts(ledger, "t2") == ({}, {})
+    # Replaced by a turn that does not talk about the gone value's thing: which value the
+    # change was about is not read with confidence, nothing is kept.
+    assert lineage.parts(ledger, "t1", by=["t3"]) == (gone, {})
 
 
 def test_a_value_said_in_the_gone_values_clause_is_not_kept() -> None:
     ledger = _play("The office party is at Rosa's Cantina with Mariachi Sol playing.",
                    "Update: the office party moves from Rosa's Cantina to Blue Door.")
-    gone, kept = lineage.parts(ledger, "t1")
+    gone, kept = lineage.parts(ledger, "t1", by=["t2"])
     assert gone and not kept  # one clause, one thing: history as a whole
 
 
