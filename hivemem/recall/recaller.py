@@ -685,8 +685,9 @@ def _whole_or_asked(
     """`replaced` without the candidates the slot table made history only in part (some
     of their values are still current) when `question` is not about a gone value: for it,
     they state what holds now."""
-    current = {key for key in pool if key in replaced and (
-        (parts := parts_of(key)) is not None and not parts.asked_by(question))}
+    # The parts first: kept per table view, None for nearly every candidate.
+    current = {key for key in pool if (parts := parts_of(key)) is not None
+               and not parts.asked_by(question) and key in replaced}
     return _Except(replaced, current) if current else replaced
 
 
