@@ -51,6 +51,7 @@ from hivemem.domain.change_words import (
     _SUBJECT,
     _SWITCH_TO,
 )
+from hivemem.domain.value_clauses import clause_words, own_words
 from hivemem.domain.value_pairing import (
     _corrected_by,
     _dismissed,
@@ -68,7 +69,7 @@ from hivemem.domain.value_reading import (
     words_in,
 )
 
-__all__ = ["Gone", "GoneValues", "Lineage", "Said", "Step", "Value", "retire",
+__all__ = ["Gone", "GoneValues", "Lineage", "Said", "Step", "Value", "parts", "retire",
            "step", "value_keys", "values_in", "words_in"]
 
 # Turns whose values and words the lineage remembers (the newest kept).
@@ -119,6 +120,10 @@ class Said(BaseModel):
     named: dict[str, list[str]] = Field(default_factory=dict)
     weighs: bool = False  # it asks, weighs or proposes rather than states
     ends: bool = False  # it says something ends or is not so ("we're not shipping Windows")
+    # Each value it carries -> the words of the clause it is said in (what the value is the
+    # value of: "Redis for caching, S3 for uploads"): which of a turn's values a question
+    # is about once some of them went (`parts`). Empty for a turn remembered before.
+    clauses: dict[str, list[str]] = Field(default_factory=dict)
 
 
 class Lineage(BaseModel):
@@ -311,7 +316,10 @@ def step(lineage: Lineage, turn_id: str, text: str, *, asks: bool = False,
         _by_names(turn, turn_id, named, earlier, said_before, gone, successors, history)
     said = Said(turn_id=turn_id, values=sorted(turn.keys), words=sorted(turn.words),
                 named=named, weighs=asks or bool(_PROPOSES.search(text) or _HEDGE.search(text)),
-                ends=_ends(text))
+                ends=_ends(text),
+                clauses={k: sorted(w) for k, w in clause_words(
+                    text, turn.keys, _names_reader(k for k in said_before if k[:5] == "name="))
+                    .items()})
     lineage = Lineage(said=[*earlier, said][-MAX_SAID:], gone=gone, successors=successors)
     return Step(lineage, history, tuple(t for t in restored if t not in history))
 
@@ -469,11 +477,21 @@ def retire(lineage: Lineage, old_turn: str, by_turns: Iterable[str], turn_id: st
                 if not (k.startswith("name=") and _person(k[5:], people))}
     dropped = _keyed(k for k in old.values if k not in new_keys and _strong(k)
                      and not (k.startswith("name=") and _person(k[5:], people)))
-    brought = _keyed(k for k in new_keys if k not in old.values)
-    if sum(1 for k in old.values if k.startswith("name=")) > 1:
-        # Several names in the old statement ("logs in ELK, metrics in Prometheus"): which
-        # of them the new one replaced is not read off the values.
-        dropped = {v for v in dropped if v.kind != "name"}
+    brought_keys = {k for k in new_keys if k not in old.values}
+    brought = _keyed(brought_keys)
+    # Several values of a kind in the old statement ("logs in ELK, metrics in Prometheus";
+    # "the swap at 10:00, the meeting at 14:30"): the new one replaced those said on the
+    # same thing, the ones whose clause shares a word with the new value's clause. When
+    # nothing tells, every one of them (a name: none, the names of a list are of different
+    # things).
+    paired = {v for v in dropped if not _one_of_its_kind(v, old) and _paired_by_clause(
+        v, old, [(n, s) for s in by for n in _keyed(s.values)
+                 if n.key in brought_keys and _same_kind(v, n)])}
+    # A kind the clauses or the new statement tell (it names the old value it replaces:
+    # "11:00 instead of 10:00"): only the values paired go.
+    told = {v.kind for v in paired} | {v.kind for v in _keyed(old.values) if v.key in new_keys}
+    dropped = {v for v in dropped if _one_of_its_kind(v, old) or v in paired or (
+        v.kind != "name" and v.kind not in told)}
     gone = dict(lineage.gone)
     successors = {k: list(v) for k, v in lineage.successors.items()}
     history: dict[str, str] = {}
@@ -489,6 +507,19 @@ def retire(lineage: Lineage, old_turn: str, by_turns: Iterable[str], turn_id: st
             if o.key in s.values and not set(s.values) & news and s.turn_id not in by_turns:
                 history[s.turn_id] = turn_id
     return lineage.model_copy(update={"gone": gone, "successors": successors}), history
+
+
+def _one_of_its_kind(value: Value, said: Said) -> bool:
+    """`value` is the only strong value of its kind `said` carries (names: the only name)."""
+    return sum(1 for k in _keyed(s for s in said.values if _strong(s))
+               if k.kind == value.kind) <= 1
+
+
+def _paired_by_clause(value: Value, old: Said, news: list[tuple[Value, Said]]) -> bool:
+    """Whether the clause `value` is said in (in `old`) shares a word, besides the values,
+    with the clause a new value of its kind is said in (each new value with its turn)."""
+    mine = set(old.clauses.get(value.key, ())) - own_words(value.key)
+    return any(mine & (set(s.clauses.get(n.key, ())) - own_words(n.key)) for n, s in news)
 
 
 def _revert(value: Value, turn_id: str, earlier: list[Said], gone: dict[str, str],
@@ -516,3 +547,50 @@ def _revert(value: Value, turn_id: str, earlier: list[Said], gone: dict[str, str
 def _keys_in(text: str, known: Iterable[str]) -> frozenset[str]:
     """The value keys `text` names (known names in any case)."""
     return value_keys(text) | _named(text, {k for k in known if k.startswith("name=")})
+
+
+def parts(lineage: Lineage, turn_id: str, people: frozenset[str] = frozenset(),
+          by: Iterable[str] = ()) -> tuple[dict[str, list[str]], dict[str, list[str]]]:
+    """Which values of turn `turn_id` went and which it still carries, each -> the words of
+    the clause it is said in (a gone value's with the words of the values that replaced it:
+    a question naming the new value is about the old one too). The values gone: moved on
+    from, with none of their successors in the turn; the ones kept: its other strong values
+    (not a speaker's name) read in a clause of their own (a value said in a gone value's
+    clause is of the same thing: "AWS in us-east-1"), and not on what the turns that
+    replaced it (`by`) are about unless they say it again (the change may be to that one,
+    read wrongly off the values: "P2" kept while "priority is P1 now" replaced the turn).
+    Nothing known of the turn: ({}, {})."""
+    said = next((s for s in reversed(lineage.said) if s.turn_id == turn_id), None)
+    if said is None:
+        return {}, {}
+    values = set(said.values)
+    gone: dict[str, list[str]] = {}
+    kept: dict[str, list[str]] = {}
+    clause: dict[str, frozenset[str]] = {}
+    for key in said.values:
+        if key.startswith("name=") and _person(key[5:], people):
+            continue
+        if key in said.clauses:
+            clause[key] = frozenset(said.clauses[key])
+        after = lineage.successors.get(key, [])
+        if key in lineage.gone and not set(after) & values:
+            words = set(clause.get(key, frozenset(said.words)) - own_words(key))
+            words.update(w for k in after for w in own_words(k))
+            gone[key] = sorted(words)
+    if not gone:
+        return {}, {}
+    gone_clauses = {clause[k] for k in gone if k in clause}
+    later = [s for s in lineage.said if s.turn_id in set(by)]
+    later_words = frozenset(w for s in later for w in s.words)
+    later_values = {k for s in later for k in s.values}
+    if any(not (clause.get(k, frozenset()) - own_words(k)) & later_words for k in gone):
+        # The turns that replaced it do not talk about what a gone value was the value of:
+        # which of its values the change was about is not read with confidence.
+        return gone, kept
+    for key in said.values:
+        around = clause.get(key, frozenset()) - own_words(key)
+        if key in clause and key not in gone and _strong(key) \
+                and clause[key] not in gone_clauses \
+                and (key in later_values or not around & later_words):
+            kept[key] = sorted(around)
+    return gone, kept

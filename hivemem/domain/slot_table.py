@@ -48,6 +48,18 @@ class Replacement(BaseModel):
     namespace: str = "default"
     visibility: Literal["private", "shared"] = "shared"
     agent_id: str | None = None
+    # Which of its values went, each -> the words of the clause it was said in (and of the
+    # values that replaced it), and the values it still carries, each -> its clause's words
+    # (`hivemem.domain.lineage.parts`). With values kept, the statement is history only for
+    # a question about a gone one. Both empty: history as a whole (an entry written before
+    # them, a rule that names no value).
+    gone: dict[str, tuple[str, ...]] = Field(default_factory=dict)
+    kept: dict[str, tuple[str, ...]] = Field(default_factory=dict)
+
+    @property
+    def partial(self) -> bool:
+        """Some of its values went and some are still current."""
+        return bool(self.gone) and bool(self.kept)
 
     def visible_to(self, access: Scope | None) -> bool:
         return access is None or access.admits(self.namespace, self.visibility, self.agent_id)

@@ -33,6 +33,7 @@ from hivemem.domain.recall.currency import turn_key
 from hivemem.domain.recall.fact_index import CurrencyLens, LensMapping, OwnerMapping, PerKey
 from hivemem.domain.scope import DEFAULT_NAMESPACE, Scope
 from hivemem.domain.slot_table import SlotView
+from hivemem.domain.value_clauses import ValueParts
 from hivemem.recall.foreground import Foreground
 from hivemem.recall.known_facts import KnownFacts, SessionFacts
 from hivemem.recall.provisional import UnreflectedView
@@ -49,6 +50,10 @@ class Currency:
     # texts: one carrying such a value without its successor is history too
     # (`hivemem.domain.lineage.GoneValues.stale`). None: no value moved on from.
     gone: GoneValues | None = None
+    # Candidate key -> which of its values went and which it still carries, for a turn the
+    # slot table made history only in part (`Replacement.partial`): it is stale only for a
+    # question about a gone value. None: no such turn.
+    parts: Callable[[str], ValueParts | None] | None = None
 
 
 class CurrencyView:
@@ -141,6 +146,7 @@ class TableChains:
         self._chains: dict[str, tuple[str, ...]] = {}
         self._owners: frozenset[str] | None = None
         self._gone: GoneValues | None = None
+        self._parts: dict[str, ValueParts | None] = {}
         self._lock = threading.Lock()
 
     def chain(self, turn_id: str) -> tuple[str, ...]:
@@ -205,6 +211,19 @@ class TableChains:
                       and nxt not in on_path]
         return heads[turn_id] - {turn_id}
 
+    def parts(self, turn_id: str) -> ValueParts | None:
+        """The values of a turn the table made history only in part (None: not such a turn),
+        read once for the view."""
+        with self._lock:
+            if turn_id in self._parts:
+                return self._parts[turn_id]
+        entry = self.view.replaced.get(turn_id)
+        got = ValueParts.of(entry.gone, entry.kept) if entry is not None and entry.partial \
+            else None
+        with self._lock:
+            self._parts[turn_id] = got
+        return got
+
     def owners(self) -> frozenset[str]:
         with self._lock:
             if self._owners is None:
@@ -235,8 +254,14 @@ def with_table(
     personal = _TablePerKey(
         lambda key: table.personal.get(key[len(prefix):]) if key.startswith(prefix) else None,
         chains.owners)
+    parts = chains.parts
+
+    def parts_of(key: str) -> ValueParts | None:
+        return parts(key[len(prefix):]) if key.startswith(prefix) else None
+
     return Currency(_Layered(replaced, currency.replaced, merge=True),
-                    _Layered(personal, currency.personal, merge=False), gone=chains.gone())
+                    _Layered(personal, currency.personal, merge=False), gone=chains.gone(),
+                    parts=parts_of)
 
 
 def _replaced_lookup(

@@ -26,6 +26,7 @@ from hivemem.domain.recall.policy import RecallPolicy
 from hivemem.domain.recall.score_table import ScoreTable, score_table
 from hivemem.domain.recall.scoring import Signals, relevance
 from hivemem.domain.scope import DEFAULT_NAMESPACE, Scope
+from hivemem.domain.value_clauses import Question, ValueParts
 from hivemem.providers.embedders import Embedder
 from hivemem.providers.lexical import LexicalEncoder
 from hivemem.recall.currency import Currency, CurrencyView
@@ -204,8 +205,11 @@ class Recaller:
 
         currency, current_from = got.currency, got.current_from
         replaced, personal = currency.replaced, currency.personal
+        question = Question.of(intent.text) if not past else None
         if intent.current and currency.gone is not None:
             replaced = _with_gone_values(pool, replaced, currency.gone, session_id)
+        if question is not None and currency.parts is not None:
+            replaced = _whole_or_asked(pool, replaced, currency.parts, question)
         if intent.current:
             # A stale statement never competes without what replaced it.
             self._add_successors(pool, replaced, query_vector, access)
@@ -659,7 +663,9 @@ def _with_gone_values(
 ) -> Mapping[str, tuple[str, ...]]:
     """`replaced` plus the asking session's candidates that carry a value the session moved
     on from without its successor (a turn or fact no rule marked: the config line, the
-    reminder, the reflected sentence): each is replaced by the turn that moved on."""
+    reminder, the reflected sentence): each is replaced by the turn that moved on. Read off
+    the text alone, with no successor to tell which of its values the change was about, so
+    history as a whole (the slot table's entries say which values went)."""
     extra: dict[str, tuple[str, ...]] = {}
     for key, entry in pool.items():
         if entry.signals.session_id != session_id or key in replaced:
@@ -670,6 +676,40 @@ def _with_gone_values(
             if successor != key:
                 extra[key] = (successor,)
     return _Over(extra, replaced) if extra else replaced
+
+
+def _whole_or_asked(
+    pool: dict[str, PoolEntry], replaced: Mapping[str, tuple[str, ...]],
+    parts_of: Callable[[str], ValueParts | None], question: Question,
+) -> Mapping[str, tuple[str, ...]]:
+    """`replaced` without the candidates the slot table made history only in part (some
+    of their values are still current) when `question` is not about a gone value: for it,
+    they state what holds now."""
+    # The parts first: kept per table view, None for nearly every candidate.
+    current = {key for key in pool if (parts := parts_of(key)) is not None
+               and not parts.asked_by(question) and key in replaced}
+    return _Except(replaced, current) if current else replaced
+
+
+class _Except(Mapping[str, tuple[str, ...]]):
+    """`below` without `left` (`below` may be a lazy view over every fact: never copied)."""
+
+    def __init__(self, below: Mapping[str, tuple[str, ...]], left: set[str]) -> None:
+        self.below, self.left = below, left
+
+    def __getitem__(self, key: str) -> tuple[str, ...]:
+        if key in self.left:
+            raise KeyError(key)
+        return self.below[key]
+
+    def __contains__(self, key: object) -> bool:
+        return key not in self.left and key in self.below
+
+    def __iter__(self) -> Iterator[str]:
+        return (k for k in self.below if k not in self.left)
+
+    def __len__(self) -> int:
+        return sum(1 for _ in self)
 
 
 class _Over(Mapping[str, tuple[str, ...]]):

@@ -247,6 +247,23 @@ def _joined(a: dict[str, Replacement], b: dict[str, Replacement]) -> dict[str, R
     return out
 
 
+def _valued(entries: dict[str, Replacement], ledger: lineage.Lineage, people: frozenset[str]
+            ) -> dict[str, Replacement]:
+    """`entries` with, for a statement superseded by a value (or whose values went with it),
+    which of its values went and which it still carries (`lineage.parts`): a statement
+    partly replaced is history only for a question about what went."""
+    out = dict(entries)
+    for turn_id, entry in entries.items():
+        if entry.rule != "superseded":
+            continue  # a question answered or a statement withdrawn: history as a whole
+        gone, kept = lineage.parts(ledger, turn_id, people, entry.by)
+        if gone:
+            out[turn_id] = entry.model_copy(update={
+                "gone": {k: tuple(w) for k, w in gone.items()},
+                "kept": {k: tuple(w) for k, w in kept.items()}})
+    return out
+
+
 class CurrencyKeeper:
     """Applies a session's embedded entries, in seq order, to its slot table."""
 
@@ -282,7 +299,8 @@ class CurrencyKeeper:
                 for turn_id in back:
                     replaced.pop(turn_id, None)
                 restored = (restored | back) - set(moved) - set(gone)
-                replaced.update(_joined(moved, gone))
+                replaced.update(_valued(_joined(moved, gone), state.lineage,
+                                        frozenset(state.speakers)))
                 personal.update(owners)
             state = state.model_copy(update={"applied": item.seq})
         if state.applied == base:

@@ -64,3 +64,28 @@ def test_a_terse_change_of_plan_is_current_at_a_small_budget(client: MemoryClien
     items = client.recall("db", "which database are we using now?", token_budget=40)
     assert items and "MySQL" in items[0].content
     assert not any("PostgreSQL" in i.content for i in items)
+
+
+GARDEN = [
+    ("user", "dana", "Garden club plan: the plant swap is at 10:00 and the committee meeting"
+                     " at 14:30."),
+    ("assistant", "bot", "Noted, I'll put both on the club calendar."),
+    ("user", "dana", "Update: the plant swap now starts at 11:00 instead of 10:00."),
+]
+
+
+def test_a_turn_with_one_of_two_values_replaced_stays_for_the_other(
+    client: MemoryClient,
+) -> None:
+    for role, who, text in GARDEN:
+        client.ingest("g", role, text, agent_id=who)
+    client.wait_until_processed("g", timeout=120)
+    plan = GARDEN[0][2]
+    # Its meeting time is still current: the turn is handed over for it.
+    meeting = [i.content for i in client.recall(
+        "g", "What time is the committee meeting?", token_budget=300)]
+    assert plan in meeting
+    # Its swap time went: asked about the swap, only the update is handed over.
+    swap = [i.content for i in client.recall(
+        "g", "When does the plant swap start?", token_budget=300)]
+    assert GARDEN[2][2] in swap and plan not in swap
