@@ -20,6 +20,7 @@ from hivemem.pipeline.topology import Keys
 from hivemem.providers.embedders import HashingEmbedder
 from hivemem.recall.currency import Currency, CurrencyView, with_table
 from hivemem.store.currency import SlotTableStore
+from hivemem.store.head import SEQ_FIELD
 from hivemem.store.vectors.base import VectorStore
 from hivemem.testing import connect_fake, fake_server
 from hivemem.workers.currency import CurrencyKeeper
@@ -42,9 +43,12 @@ def _play(*texts: str) -> Lineage:
 
 
 def _kept_table(*texts: str) -> SlotView:
-    store = SlotTableStore(connect_fake(fake_server()), Keys(partitions=4))
+    client = connect_fake(fake_server())
+    store = SlotTableStore(client, Keys(partitions=4))
     keeper = CurrencyKeeper(store, ReflectionSettings())
     name = SessionName("s")
+    # The session's counter as ingest leaves it: the keeper writes no seq it was not given.
+    client.hset(store.keys.session_turn_ids(name), SEQ_FIELD, len(texts))
     for index, text in enumerate(texts, 1):
         said = Turn(turn_id=f"t{index}", session_id="s", agent_id="dana", role="user",
                     content=text, timestamp=T0 + timedelta(minutes=index), seq=index,
