@@ -96,13 +96,16 @@ class SlotTableStore:
         """The keeper's state: the one kept here while the stored version is still its
         own, else read and parsed."""
         key = self.keys.slot_state(name)
-        with redis_errors("read slot state"):
-            applied, epoch = self._r.hmget(key, _APPLIED, _EPOCH)
-        version = (_seq(applied), as_text(epoch) if epoch else "")
         with self._lock:
             kept = self._states.get(name)
-            if kept is not None and version[1] and kept.version == version:
-                self._states.move_to_end(name)
+        if kept is not None:  # (nothing kept: read it whole at once, no version probe)
+            with redis_errors("read slot state"):
+                applied, epoch = self._r.hmget(key, _APPLIED, _EPOCH)
+            version = (_seq(applied), as_text(epoch) if epoch else "")
+            if version[1] and kept.version == version:
+                with self._lock:
+                    if name in self._states:
+                        self._states.move_to_end(name)
                 return kept.state
         with redis_errors("read slot state"):
             fields = {as_text(f): v for f, v in self._r.hgetall(key).items()}
