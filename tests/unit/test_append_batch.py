@@ -217,22 +217,27 @@ def test_recall_reads_the_window_and_the_boundary_progress_in_one_round_trip(
         state.append_turn(draft("a", i))
     redis_client.hset(keys.boundary_state("a"), mapping={"next_seq": 5, "closed_count": 2})
     # Every round trip writes its commands with one `send_packed_command` (a pipeline's
-    # execute, a single command, and the sent pipeline recall uses alike).
-    sent: list[int] = []
+    # execute, a single command, and the sent pipeline recall uses alike). A connection the
+    # pool finds stale reconnects first and sends its handshake (CLIENT SETINFO, HELLO) with
+    # the same call: that is the client's, not a round trip of the read, so it is not counted.
+    sent: list[bytes] = []
     connection_class = redis_client.connection_pool.connection_class
     send = connection_class.send_packed_command
 
-    def counted(conn: object, *args: object, **kwargs: object) -> object:
-        sent.append(1)
-        return send(conn, *args, **kwargs)  # type: ignore[arg-type]
+    def counted(conn: object, command: object, *args: object, **kwargs: object) -> object:
+        parts = [command] if isinstance(command, (bytes, str)) else list(command)  # type: ignore[call-overload]
+        payload = b"".join(p.encode() if isinstance(p, str) else bytes(p) for p in parts)
+        if not any(f"\r\n{word}\r\n".encode() in payload.upper()
+                   for word in ("CLIENT", "HELLO", "PING", "AUTH", "SELECT")):
+            sent.append(payload.upper())
+        return send(conn, command, *args, **kwargs)  # type: ignore[arg-type]
 
-    # Warm the connection first: a fresh one sends its handshake (CLIENT SETINFO) with the
-    # same call, which is not what is counted here.
     state.recent_turns_and_progress(episodes, "a", 3)
     with pytest.MonkeyPatch.context() as mp:
         mp.setattr(connection_class, "send_packed_command", counted)
         turns, progress = state.recent_turns_and_progress(episodes, "a", 3)
     assert len(sent) == 1
+    assert b"LRANGE" in sent[0] and b"HGETALL" in sent[0]
     assert [t.seq for t in turns] == [t.seq for t in state.recent_turns("a", 3)] == [6, 5, 4]
     assert progress == episodes.progress("a") == (4, 2, None, {})
     # No window asked: the progress alone; a session never written: empty and zeros.
