@@ -106,6 +106,8 @@ class _Packer:
             for sim, i in pairs:  # both ways: a later item may be chosen first
                 self.near.setdefault(j, []).append((sim, i))
                 self.near.setdefault(i, []).append((sim, j))
+        # Each text normalised once (looked up when judged and again when chosen).
+        self.normalised = [_normalised(c.text) for c in ordered]
         self.chosen: list[int] = []
         self.chosen_at: set[int] = set()
         self.texts: dict[str, str] = {}
@@ -115,7 +117,7 @@ class _Packer:
     def duplicate_of(self, j: int) -> str | None:
         """The key of a chosen item `ordered[j]` repeats, or None."""
         cand = self.ordered[j]
-        text = _normalised(cand.text)
+        text = self.normalised[j]
         if text in self.texts:
             return self.texts[text]
         # "The deploy is on Tuesday" and "... on Thursday" embed alike but say two things:
@@ -132,7 +134,7 @@ class _Packer:
         cand = self.ordered[j]
         self.chosen.append(j)
         self.chosen_at.add(j)
-        self.texts[_normalised(cand.text)] = cand.key
+        self.texts[self.normalised[j]] = cand.key
         self.used += cand.token_count
         self.used_by_source[cand.source] = self.used_by_source.get(cand.source, 0) + (
             cand.token_count)

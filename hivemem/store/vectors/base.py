@@ -103,10 +103,11 @@ _PENDING: Any = object()
 
 def turn_item_fields(payload: dict[str, Any]) -> dict[str, Any]:
     """The `ContextItem` fields of a stored turn, read from its payload as
-    `turn_from_payload` reads them (recall's chosen turns; no `Turn` built on the way)."""
+    `turn_from_payload` reads them (recall's chosen turns; no `Turn` built on the way):
+    the values `ContextItem` validation would make of them (`trusted_turn_item`)."""
     return {
         "content": payload["content"],
-        "role": payload["role"],
+        "role": Role(payload["role"]),
         "token_count": int(payload.get("token_count", 0)),
         "source_id": payload["turn_id"],
         "session_id": payload["session_id"],
