@@ -396,7 +396,8 @@ class Recaller:
         if ahead and recent:
             stored = {h.turn_id: h for h in self.vectors.get_turns(
                 _named(access, recent[0].session_id), [t.turn_id for t in recent], access)}
-        _read_vectors_while([*lexical_turns, *(stored or {}).values()], embedded)
+        if ahead:  # else nothing runs beside it: a vector is read when a candidate needs it
+            _read_vectors_while([*lexical_turns, *(stored or {}).values()], embedded)
         return _Lexical(recent, lexical_turns, lexical_facts, search_facts, current_from,
                         currency, stored)
 
