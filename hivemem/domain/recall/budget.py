@@ -206,12 +206,14 @@ def _near_pairs(
         return near
     matrix = np.stack([cast("npt.NDArray[np.float32]", ordered[i].vector) for i in at])
     step = max(1, _PRODUCT_SIZE // matrix.size)
+    # Only pairs of a row with a later candidate: not the diagonal (each vector with itself,
+    # always over the threshold) nor a pair twice. One mask for all the products.
+    later = np.triu(np.ones((len(at), len(at)), dtype=bool), 1)
     for start in range(0, len(at) - 1, step):
         rows = matrix[start:start + step]
         sims = rows @ matrix.T
-        # Only pairs of a row with a later candidate: not the diagonal (each vector with
-        # itself, always over the threshold) nor a pair twice.
-        for r, c in zip(*np.nonzero(np.triu(sims >= threshold, start + 1)), strict=True):
+        hits = (sims >= threshold) & later[start:start + step]
+        for r, c in zip(*np.nonzero(hits), strict=True):
             near.setdefault(at[int(c)], []).append((float(sims[r, c]), at[start + int(r)]))
     return near
 
