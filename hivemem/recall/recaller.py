@@ -807,11 +807,14 @@ def _facts_stand_for_their_turns(
     same statement twice, so only the fact competes."""
     threshold = min(policy.dedup_threshold, policy.restates_threshold)
     restated: dict[str, str] = {}
+    facts = [(key, entry, entry.fact) for key, entry in pool.items()
+             if entry.fact is not None and not entry.signals.history
+             and entry.vector is not None]
+    if not facts:  # (a session before its first reflection: no turn ids to look up)
+        return restated
     turns = {e.turn_id: key for key, e in pool.items() if e.is_turn}
-    for key, entry in pool.items():
-        fact = entry.fact
-        if fact is None or entry.signals.history or entry.vector is None:
-            continue
+    for key, entry, fact in facts:
+        assert entry.vector is not None
         best = scores.final_of(key)
         for turn_id in fact.source_turn_ids:
             turn_key = turns.get(turn_id)
