@@ -219,9 +219,9 @@ class Recaller:
         for key, entry in pool.items():
             sig = entry.signals
             sig.successors = replaced.get(key, ())
-            owner = personal.get(key)
-            sig.other_person = bool(asked_about) and owner is not None and (
-                owner not in asked_about)
+            if asked_about:  # (whose slot a candidate states: read only when it matters)
+                owner = personal.get(key)
+                sig.other_person = owner is not None and owner not in asked_about
             if entry.is_turn:
                 sig.by_asked_speaker = bool(speakers) and (
                     (entry.agent_id or "").lower() in speakers)
