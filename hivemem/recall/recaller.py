@@ -216,9 +216,11 @@ class Recaller:
         asked_about = intent.people_named(set(personal.values()))
         speakers = self._speakers_named(session_id, intent, pool, policy)
         asks_questions = bool(policy.weights.answer)
+        replacing = False  # whether any candidate has a successor (else none is left out)
         for key, entry in pool.items():
             sig = entry.signals
             sig.successors = replaced.get(key, ())
+            replacing = replacing or bool(sig.successors)
             if asked_about:  # (whose slot a candidate states: read only when it matters)
                 owner = personal.get(key)
                 sig.other_person = owner is not None and owner not in asked_about
@@ -260,7 +262,8 @@ class Recaller:
         budget = max(0, token_budget - policy.reserve_tokens)
         chosen, excluded = _select_current(
             [c for c in candidates if c.key not in restated], budget, policy,
-            keep_history=past or policy.include_history, only_current=intent.current,
+            keep_history=past or policy.include_history or not replacing,
+            only_current=intent.current,
         )
         excluded += [Excluded(c, "duplicate", f"restated by {restated[c.key]}")
                      for c in candidates if c.key in restated]
