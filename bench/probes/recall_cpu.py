@@ -7,6 +7,7 @@ in turn (PYTHONPATH picks the `hivemem`):
 
     PYTHONPATH=/work/main python bench/probes/recall_cpu.py --points 10000 --queries 200
     PYTHONPATH=$PWD python bench/probes/recall_cpu.py --points 10000 --queries 200
+    python bench/ab.py --baseline /tmp/base -- probes/recall_cpu.py --points 100000 --index
 
 Appends one JSON row per run to bench/results/latest/recall_cpu.jsonl.
 """
@@ -43,6 +44,9 @@ def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--points", type=int, default=10_000)
     ap.add_argument("--queries", type=int, default=200)
+    ap.add_argument("--index", action="store_true",
+                    help="build the HNSW graph before measuring (recall_scale.py's row a"
+                         " indexed; else the filtered search compares exactly, as row c)")
     args = ap.parse_args()
     offline_model_env()
     import redis as redis_py
@@ -54,13 +58,17 @@ def main() -> None:
     from hivemem.recall.recaller import Recaller
     from hivemem.store.episodes import EpisodeStore
     from hivemem.store.state import TurnLog
+    from hivemem.store.vectors.base import TURNS
     from hivemem.store.vectors.edge import EdgeVectorStore
 
     rng = np.random.default_rng(7)
     tmp = Path(tempfile.mkdtemp(prefix="hivemem-cpu-"))
-    settings = VectorIndexSettings(index_after_points=10**9)
+    settings = (VectorIndexSettings(index_after_points=0, index_build_nice=0) if args.index
+                else VectorIndexSettings(index_after_points=10**9))
     qbase, sessions, texts = bulk_fill(tmp / "q", args.points, 1, rng, settings, log=print)
     store = EdgeVectorStore(tmp / "q", DIM, settings)
+    if args.index:
+        store.build_index(TURNS)
     server = RedisServer(tmp, appendonly=False)
     server.start()
     try:
@@ -95,6 +103,7 @@ def main() -> None:
         server.stop()
         shutil.rmtree(tmp, ignore_errors=True)
     row: dict[str, Any] = {"tree": os.environ.get("PYTHONPATH"), "points": args.points,
+                           "indexed": args.index,
                            "n": n, **{k: percentiles(v) for k, v in times.items()},
                            "load": os.getloadavg()}
     print(json.dumps(row))

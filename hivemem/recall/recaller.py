@@ -216,12 +216,14 @@ class Recaller:
         asked_about = intent.people_named(set(personal.values()))
         speakers = self._speakers_named(session_id, intent, pool, policy)
         asks_questions = bool(policy.weights.answer)
+        replacing = False  # whether any candidate has a successor (else none is left out)
         for key, entry in pool.items():
             sig = entry.signals
             sig.successors = replaced.get(key, ())
-            owner = personal.get(key)
-            sig.other_person = bool(asked_about) and owner is not None and (
-                owner not in asked_about)
+            replacing = replacing or bool(sig.successors)
+            if asked_about:  # (whose slot a candidate states: read only when it matters)
+                owner = personal.get(key)
+                sig.other_person = owner is not None and owner not in asked_about
             if entry.is_turn:
                 sig.by_asked_speaker = bool(speakers) and (
                     (entry.agent_id or "").lower() in speakers)
@@ -260,7 +262,8 @@ class Recaller:
         budget = max(0, token_budget - policy.reserve_tokens)
         chosen, excluded = _select_current(
             [c for c in candidates if c.key not in restated], budget, policy,
-            keep_history=past or policy.include_history, only_current=intent.current,
+            keep_history=past or policy.include_history or not replacing,
+            only_current=intent.current,
         )
         excluded += [Excluded(c, "duplicate", f"restated by {restated[c.key]}")
                      for c in candidates if c.key in restated]
@@ -396,7 +399,8 @@ class Recaller:
         if ahead and recent:
             stored = {h.turn_id: h for h in self.vectors.get_turns(
                 _named(access, recent[0].session_id), [t.turn_id for t in recent], access)}
-        _read_vectors_while([*lexical_turns, *(stored or {}).values()], embedded)
+        if ahead:  # else nothing runs beside it: a vector is read when a candidate needs it
+            _read_vectors_while([*lexical_turns, *(stored or {}).values()], embedded)
         return _Lexical(recent, lexical_turns, lexical_facts, search_facts, current_from,
                         currency, stored)
 
@@ -806,11 +810,14 @@ def _facts_stand_for_their_turns(
     same statement twice, so only the fact competes."""
     threshold = min(policy.dedup_threshold, policy.restates_threshold)
     restated: dict[str, str] = {}
+    facts = [(key, entry, entry.fact) for key, entry in pool.items()
+             if entry.fact is not None and not entry.signals.history
+             and entry.vector is not None]
+    if not facts:  # (a session before its first reflection: no turn ids to look up)
+        return restated
     turns = {e.turn_id: key for key, e in pool.items() if e.is_turn}
-    for key, entry in pool.items():
-        fact = entry.fact
-        if fact is None or entry.signals.history or entry.vector is None:
-            continue
+    for key, entry, fact in facts:
+        assert entry.vector is not None
         best = scores.final_of(key)
         for turn_id in fact.source_turn_ids:
             turn_key = turns.get(turn_id)

@@ -81,3 +81,38 @@ def test_restating_moves_final_and_restates_only() -> None:
     assert table["f"].final == table["f"].restates == 9.0
     assert table["f"].relevance == before.relevance
     assert table["t"].restates == 0.0
+
+
+def _validated(table: object, key: str) -> ScoreComponents:
+    """The components as the table built them before its rows were one block: each
+    column's value at the key's row through pydantic's validating constructor."""
+    from hivemem.domain.recall.score_table import ScoreTable
+    assert isinstance(table, ScoreTable)
+    i = table.at[key]
+    values = {name: float(col[i]) for name, col in table.columns.items()}
+    values["restates"] = table.restates.get(key, 0.0)
+    return ScoreComponents(**values)
+
+
+@given(pools(), st.sampled_from(sorted(PRESETS)), st.data())
+@settings(max_examples=100, deadline=None)
+def test_components_from_the_block_are_the_validated_ones(
+    pool: list[Signals], preset: str, data: st.DataObject,
+) -> None:
+    """Same values, same types, same field order in ``__dict__``, same fields set; also for
+    items built before and after a restate (which makes the block again)."""
+    table = score_table(pool, PRESETS[preset], current_session="s", newest_seq=20)
+    keys = list(table)
+    for step in range(2):
+        for key in keys:
+            got, want = table[key], _validated(table, key)
+            assert got == want
+            assert list(got.__dict__) == list(want.__dict__)
+            assert [type(v) for v in got.__dict__.values()] == [
+                type(v) for v in want.__dict__.values()]
+            assert got.model_fields_set == want.model_fields_set
+            assert got.model_dump_json() == want.model_dump_json()
+        if not keys or step:
+            break
+        table.restate(data.draw(st.sampled_from(keys)),
+                      data.draw(st.floats(-5, 5, allow_nan=False)))

@@ -106,6 +106,8 @@ class _Packer:
             for sim, i in pairs:  # both ways: a later item may be chosen first
                 self.near.setdefault(j, []).append((sim, i))
                 self.near.setdefault(i, []).append((sim, j))
+        # Each text normalised once (looked up when judged and again when chosen).
+        self.normalised = [_normalised(c.text) for c in ordered]
         self.chosen: list[int] = []
         self.chosen_at: set[int] = set()
         self.texts: dict[str, str] = {}
@@ -115,7 +117,7 @@ class _Packer:
     def duplicate_of(self, j: int) -> str | None:
         """The key of a chosen item `ordered[j]` repeats, or None."""
         cand = self.ordered[j]
-        text = _normalised(cand.text)
+        text = self.normalised[j]
         if text in self.texts:
             return self.texts[text]
         # "The deploy is on Tuesday" and "... on Thursday" embed alike but say two things:
@@ -132,7 +134,7 @@ class _Packer:
         cand = self.ordered[j]
         self.chosen.append(j)
         self.chosen_at.add(j)
-        self.texts[_normalised(cand.text)] = cand.key
+        self.texts[self.normalised[j]] = cand.key
         self.used += cand.token_count
         self.used_by_source[cand.source] = self.used_by_source.get(cand.source, 0) + (
             cand.token_count)
@@ -204,12 +206,14 @@ def _near_pairs(
         return near
     matrix = np.stack([cast("npt.NDArray[np.float32]", ordered[i].vector) for i in at])
     step = max(1, _PRODUCT_SIZE // matrix.size)
+    # Only pairs of a row with a later candidate: not the diagonal (each vector with itself,
+    # always over the threshold) nor a pair twice. One mask for all the products.
+    later = np.triu(np.ones((len(at), len(at)), dtype=bool), 1)
     for start in range(0, len(at) - 1, step):
         rows = matrix[start:start + step]
         sims = rows @ matrix.T
-        # Only pairs of a row with a later candidate: not the diagonal (each vector with
-        # itself, always over the threshold) nor a pair twice.
-        for r, c in zip(*np.nonzero(np.triu(sims >= threshold, start + 1)), strict=True):
+        hits = (sims >= threshold) & later[start:start + step]
+        for r, c in zip(*np.nonzero(hits), strict=True):
             near.setdefault(at[int(c)], []).append((float(sims[r, c]), at[start + int(r)]))
     return near
 

@@ -234,6 +234,9 @@ class CurrencyLens:
     def __init__(self) -> None:
         self._views: list[_View] = []
         self._heads: dict[str, Fact | None] = {}
+        # Per view (by `id`) and turn: the facts citing it (`_View.citing`), which both
+        # questions read for the same candidates.
+        self._citing: dict[tuple[int, str], list[Fact]] = {}
         # Per view (by `id`): whether the index's chain jumps hold through its overlay.
         self._jumps: dict[int, bool] = {}
 
@@ -289,7 +292,7 @@ class CurrencyLens:
         if place is None:
             return None
         view, turn_id = place
-        citing = view.citing(turn_id)
+        citing = self._citing_of(view, turn_id)
         if not citing or any(f.status in VISIBLE and turn_id in f.source_turn_ids
                              for f in citing):
             return None  # no fact about it, or something current states it
@@ -319,7 +322,7 @@ class CurrencyLens:
         if place is None:
             return None
         view, turn_id = place
-        for fact in view.citing(turn_id):
+        for fact in self._citing_of(view, turn_id):
             owner = owner_of(fact)
             if owner is not None and turn_id in fact.source_turn_ids:
                 return owner
@@ -352,6 +355,14 @@ class CurrencyLens:
             if fact is not None:
                 return view, fact
         return None
+
+    def _citing_of(self, view: _View, turn_id: str) -> list[Fact]:
+        """`view.citing(turn_id)`, worked out once per lens (asked under the view's lock)."""
+        at = (id(view), turn_id)
+        found = self._citing.get(at)
+        if found is None:
+            found = self._citing[at] = view.citing(turn_id)
+        return found
 
     def _turn(self, key: str) -> tuple[_View, str] | None:
         for view in self._views:

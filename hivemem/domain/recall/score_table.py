@@ -14,12 +14,13 @@ from collections.abc import Callable, Iterator, Mapping, Sequence
 import numpy as np
 import numpy.typing as npt
 
-from hivemem.domain.models import ScoreComponents
+from hivemem.domain.models import ScoreComponents, trusted_components
 from hivemem.domain.recall.intent import QueryIntent, read_query
 from hivemem.domain.recall.policy import RecallPolicy
 from hivemem.domain.recall.scoring import Signals
 
 F64 = npt.NDArray[np.float64]
+_FIELDS = tuple(ScoreComponents.model_fields)
 _NAN = float("nan")
 _NO_QUERY = read_query("")
 # The columns of `ScoreComponents` a table keeps (all but `restates`, set afterwards).
@@ -36,6 +37,9 @@ class ScoreTable(Mapping[str, ScoreComponents]):
         self.columns = columns
         self.restates: dict[str, float] = {}
         self._built: dict[str, ScoreComponents] = {}
+        # Every candidate's components as Python floats in field order, made on the first
+        # item asked for (one conversion of the block, not fifteen scalars per item).
+        self._rows: list[list[float]] | None = None
 
     @property
     def final(self) -> F64:
@@ -50,17 +54,27 @@ class ScoreTable(Mapping[str, ScoreComponents]):
         self.columns["final"][self.at[key]] = value
         self.restates[key] = value
         self._built.pop(key, None)
+        self._rows = None
 
     def __getitem__(self, key: str) -> ScoreComponents:
         built = self._built.get(key)
         if built is None:
-            i = self.at[key]
-            values: dict[str, float] = {
-                name: float(col[i]) for name, col in self.columns.items()}
-            values["restates"] = self.restates.get(key, 0.0)
-            # (pydantic's validating constructor: faster than `model_construct` here)
-            built = self._built[key] = ScoreComponents(**values)
+            if self._rows is None:
+                self._rows = self._block().tolist()
+            built = self._built[key] = trusted_components(
+                dict(zip(_FIELDS, self._rows[self.at[key]], strict=True)))
         return built
+
+    def _block(self) -> F64:
+        """The components of every candidate, a row each, `ScoreComponents`' fields in
+        order (a field the table has no column for: 0.0, as its default)."""
+        n = len(self.keys_)
+        restates = np.zeros(n)
+        for key, value in self.restates.items():
+            restates[self.at[key]] = value
+        zeros = np.zeros(n)
+        return np.stack([restates if name == "restates" else self.columns.get(name, zeros)
+                         for name in _FIELDS], axis=1).astype(np.float64, copy=False)
 
     def __iter__(self) -> Iterator[str]:
         return iter(self.keys_)

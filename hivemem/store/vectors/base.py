@@ -101,12 +101,18 @@ def turn_from_payload(payload: dict[str, Any]) -> Turn:
 _PENDING: Any = object()
 
 
+# A stored role's member by its value (a dict lookup: calling the enum costs ~1 us; a value
+# that is no role still raises as `Role(...)` does).
+_ROLES: dict[object, Role] = {role.value: role for role in Role}
+
+
 def turn_item_fields(payload: dict[str, Any]) -> dict[str, Any]:
     """The `ContextItem` fields of a stored turn, read from its payload as
-    `turn_from_payload` reads them (recall's chosen turns; no `Turn` built on the way)."""
+    `turn_from_payload` reads them (recall's chosen turns; no `Turn` built on the way):
+    the values `ContextItem` validation would make of them (`trusted_turn_item`)."""
     return {
         "content": payload["content"],
-        "role": payload["role"],
+        "role": _ROLES.get(payload["role"]) or Role(payload["role"]),
         "token_count": int(payload.get("token_count", 0)),
         "source_id": payload["turn_id"],
         "session_id": payload["session_id"],
