@@ -800,10 +800,12 @@ def _replaced_in(chosen: list[Candidate], competing: set[str],
 
     def found(successors: tuple[str, ...], among: set[str], own: str) -> str | None:
         for k in successors:
+            told = told_by.get(k, frozenset())
+            if own in told:  # itself read off that turn: it says what replaced it
+                return None
             if k in among:
                 return k
-            fact = next((f for f in sorted(told_by.get(k, ())) if f in among and f != own),
-                        None)
+            fact = next((f for f in sorted(told) if f in among), None)
             if fact is not None:
                 return fact
         return None
