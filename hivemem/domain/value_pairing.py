@@ -147,9 +147,9 @@ def _dismissed(text: str, value: Value) -> bool:
 
 
 def _exact(value: Value) -> bool:
-    """A value precise enough to say what changed by itself (a time, a version, an amount
-    with its unit or currency), not a bare count or a name."""
-    return value.kind in ("time", "version", "path", "date", "day") or (
+    """A value precise enough to say what changed by itself (a time, a version, a code, an
+    amount with its unit or currency), not a bare count or a name."""
+    return value.kind in ("time", "version", "path", "date", "day", "code") or (
         value.kind.startswith("amount:") and value.kind != "amount:")
 
 

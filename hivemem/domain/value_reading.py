@@ -1,5 +1,5 @@
 """Values read off a sentence (pure): times, dates, weekdays, amounts with their unit or the
-words they measure, versions, paths and names, each normalised ("7pm" -> 19:00, "$1,240.00"
+words they measure, versions, paths, codes (a seat "14C") and names, each normalised ("7pm" -> 19:00, "$1,240.00"
 -> 1240), and a sentence's content words (what says two turns are about one thing).
 
 The value lineage (`hivemem.domain.lineage`) compares these across the turns of a session.
@@ -24,6 +24,9 @@ _AMOUNT = re.compile(
 _VERSION = re.compile(r"(?<![\w./-])(v\d+(?:\.\d+)*|\d+\.\d+(?:\.\d+)+)(?![\w.])", re.IGNORECASE)
 _NAMED_NUMBER = re.compile(r"(?<![\w.-])([A-Z][A-Za-z]+)\s(\d+(?:\.\d+)*)"
                            r"(?!\w|[.%:/-]\w|%|\s?(?:k|m|gb|mb|ms)\b)")
+# A seat, room, gate or bay: digits and one capital letter ("14C", "Room 2A", "gate 22B"),
+# not a unit's ("5L", "100W", "2T").
+_CODE = re.compile(r"(?<![\w.,/:#$€£-])(\d{1,4}[A-FHJKN-SU-Z])(?![\w'-])")
 _PATH = re.compile(r"(?<![\w/])(/[a-z0-9][\w./-]*[a-z0-9])", re.IGNORECASE)
 _MONTH = ("jan(?:uary)?|feb(?:ruary)?|mar(?:ch)?|apr(?:il)?|may|june?|july?|aug(?:ust)?"
           "|sep(?:t(?:ember)?)?|oct(?:ober)?|nov(?:ember)?|dec(?:ember)?")
@@ -152,6 +155,10 @@ def values_in(text: str) -> set[Value]:
                 unit = "@" + unit
         found.add(Value(f"amount:{'$' if m.group(1) else ''}{unit}", number))
         spans.append(m.span())
+    for m in _CODE.finditer(text):
+        if not taken(*m.span()):
+            found.add(Value("code", m.group(1).lower()))
+            spans.append(m.span())
     for m in _DAY.finditer(text):
         found.add(Value("day", m.group(1).lower()))
         spans.append(m.span())
