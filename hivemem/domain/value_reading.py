@@ -25,8 +25,8 @@ _VERSION = re.compile(r"(?<![\w./-])(v\d+(?:\.\d+)*|\d+\.\d+(?:\.\d+)+)(?![\w.])
 _NAMED_NUMBER = re.compile(r"(?<![\w.-])([A-Z][A-Za-z]+)\s(\d+(?:\.\d+)*)"
                            r"(?!\w|[.%:/-]\w|%|\s?(?:k|m|gb|mb|ms)\b)")
 # A seat, room, gate or bay: digits and one capital letter ("14C", "Room 2A", "gate 22B"),
-# not a unit's ("5L", "100W", "2T").
-_CODE = re.compile(r"(?<![\w.,/:#$€£-])(\d{1,4}[A-FHJKN-SU-Z])(?![\w'-])")
+# not a unit's ("5L", "100W", "2T", "8G"), nor a letter read as a digit (I, O).
+_CODE = re.compile(r"(?<![\w.,/:#$€£-])(\d{1,4}[A-FHJKNPQRSUXYZ])(?![\w'-])")
 _PATH = re.compile(r"(?<![\w/])(/[a-z0-9][\w./-]*[a-z0-9])", re.IGNORECASE)
 _MONTH = ("jan(?:uary)?|feb(?:ruary)?|mar(?:ch)?|apr(?:il)?|may|june?|july?|aug(?:ust)?"
           "|sep(?:t(?:ember)?)?|oct(?:ober)?|nov(?:ember)?|dec(?:ember)?")

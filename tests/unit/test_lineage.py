@@ -37,6 +37,28 @@ def test_values_of_each_kind_are_read_and_normalised() -> None:
     assert Value("amount:@batch size", "20000") in values_in("BATCH_SIZE set to 20000.")
 
 
+def test_a_code_is_a_value_of_its_own_kind_not_a_unit() -> None:
+    assert values_in("Noted: TP1353 on Thursday, seat 14C (aisle).") >= {Value("code", "14c")}
+    assert values_in("Room 2A, gate 22B") == {Value("code", "2a"), Value("code", "22b")}
+    # A unit's letter is no code ("5L" of paint, "100W"), nor is a code inside a word.
+    assert not any(v.kind == "code" for v in values_in("Sage Mist 5L + 1L, a 100W bulb, x14C"))
+
+
+def test_a_new_code_replaces_the_one_said_before() -> None:
+    steps = _play(
+        "checked in for the Lisbon flight on thursday, TP1353. seat 14C",
+        "Noted: TP1353 on Thursday, seat 14C (aisle). Boarding pass saved?",
+        "actually I might change to a window, I want to sleep",
+        "Window seats still free: 22A and 25F.",
+        "ok I changed to 22A",
+        "Updated: seat 22A (window).",
+        "switched back to 14C, they still had it",
+    )
+    history = _history(steps)
+    assert {"t4", "t5"} <= set(history)  # 22A went when the seat went back to 14C
+    assert "t0" not in history and "t1" not in history
+
+
 def test_a_new_value_beside_the_old_one_makes_every_turn_on_it_history() -> None:
     steps = _play(
         "can you set up the recurring standup for the platform team? daily 9:30, 15 min",
