@@ -44,6 +44,15 @@ def test_a_code_is_a_value_of_its_own_kind_not_a_unit() -> None:
     assert not any(v.kind == "code" for v in values_in("Sage Mist 5L + 1L, a 100W bulb, x14C"))
 
 
+def test_a_name_with_an_accent_is_one_name() -> None:
+    assert values_in("Owner changed to Björn; Lucía Vidal and Tomás stay.") >= {
+        Value("name", "björn"), Value("name", "lucía"), Value("name", "vidal"),
+        Value("name", "tomás")}
+    steps = _play("Tracked: the threat model, owner Ola, due next Friday.",
+                  "Owner changed to Björn; due date still next Friday.")
+    assert _history(steps) == {"t0": "t1"}
+
+
 def test_a_new_code_replaces_the_one_said_before() -> None:
     steps = _play(
         "checked in for the Lisbon flight on thursday, TP1353. seat 14C",
