@@ -53,6 +53,16 @@ def test_a_name_with_an_accent_is_one_name() -> None:
     assert _history(steps) == {"t0": "t1"}
 
 
+def test_a_value_said_to_stay_replaces_nothing() -> None:
+    # "took over Sam's shift" reads Sam as the old value; Lucía, said before and said to
+    # stay, is not what replaced him.
+    steps = _play("According to the schedule, Sam Okafor is primary and Lucía is secondary.",
+                  "update: I took over Sam's shift from today, he's sick. Lucía still secondary")
+    lineage = steps[-1].lineage
+    assert "name=lucía" not in lineage.successors.get("name=sam", [])
+    assert "t0" not in _history(steps)
+
+
 def test_a_new_code_replaces_the_one_said_before() -> None:
     steps = _play(
         "checked in for the Lisbon flight on thursday, TP1353. seat 14C",
