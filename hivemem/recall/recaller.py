@@ -27,6 +27,7 @@ from hivemem.domain.recall.score_table import ScoreTable, score_table
 from hivemem.domain.recall.scoring import Signals, relevance
 from hivemem.domain.scope import DEFAULT_NAMESPACE, Scope
 from hivemem.domain.value_clauses import Question, ValueParts
+from hivemem.domain.value_reading import value_keys
 from hivemem.providers.embedders import Embedder
 from hivemem.providers.lexical import LexicalEncoder
 from hivemem.recall.currency import Currency, CurrencyView
@@ -835,7 +836,8 @@ def _facts_stand_for_their_turns(
     as that turn, so dedup keeps the fact (it carries status, kind and validity) and the
     turn is dropped as its duplicate. Returns the turns that a fact restates less closely
     than `dedup_threshold` but at least `restates_threshold` (turn key -> fact key): the
-    same statement twice, so only the fact competes."""
+    same statement twice, so only the fact competes (when the fact carries every value the
+    turn does)."""
     threshold = min(policy.dedup_threshold, policy.restates_threshold)
     restated: dict[str, str] = {}
     turns = {e.turn_id: key for key, e in pool.items() if e.is_turn}
@@ -852,7 +854,11 @@ def _facts_stand_for_their_turns(
             similarity = -1.0 if turn_vector is None else float(turn_vector @ entry.vector)
             if similarity >= threshold:
                 best = max(best, scores.final_of(turn_key) + 1e-6)
-                if similarity < policy.dedup_threshold:
+                if similarity < policy.dedup_threshold and value_keys(
+                        pool[turn_key].text) <= value_keys(entry.text):
+                    # Only a fact that carries every value of its turn stands for it: a
+                    # sentence of the turn ("raised prod to 10." of "... Staging stays 2")
+                    # would drop the values the turn alone carries.
                     restated.setdefault(turn_key, key)
         if best > scores.final_of(key):
             scores.restate(key, best)
