@@ -57,6 +57,10 @@ _CAPITAL = re.compile(r"(?<![\w'])([A-Z]{2,}[0-9]*|[A-Z][a-z0-9]+[A-Z][A-Za-z0-9
                       rf"|(?<![\w'])(?<![.!?:\-*•)]\s)(?<!\n)(?<!^)([{_UPPER}][{_LETTER}0-9+#-]*"
                       rf"[{_LETTER}0-9+#])(?![\w'])")
 
+# "from Opsgenie to incident.io": what a name moves to is a name, whatever its case.
+_FROM_NAME_TO = re.compile(rf"\bfrom\s+[{_UPPER}][\w.-]*\s+(?:to|->|→)\s+"
+                           r"([a-z][a-z0-9-]*(?:\.[a-z][a-z0-9-]*)*)(?![\w'])")
+
 # Words that are never a value, even capitalised (sentence starts, greetings, fillers).
 # Words that say how a number is meant, not what it is the version of ("Max 24 students").
 _LABEL_WORDS = frozenset(("max", "maximum", "min", "minimum", "cap", "limit", "total", "about",
@@ -169,6 +173,7 @@ def values_in(text: str) -> set[Value]:
         if word.lower() in _COMMON or taken(*m.span()):
             continue
         found.add(Value("name", word.lower()))
+    _names_moved_to(text, found, spans)
     return found
 
 
@@ -183,6 +188,14 @@ def _paths(text: str, found: set[Value], spans: list[tuple[int, int]]) -> None:
     for m in _PATH.finditer(text):
         found.add(Value("path", m.group(1).lower()))
         spans.append(m.span())
+
+
+def _names_moved_to(text: str, found: set[Value], spans: list[tuple[int, int]]) -> None:
+    """ "from Opsgenie to incident.io": the name moved to, said in lower case."""
+    for m in _FROM_NAME_TO.finditer(text):
+        start, end = m.span(1)
+        if m.group(1) not in _STOP and not any(s < end and start < e for s, e in spans):
+            found.add(Value("name", m.group(1)))
 
 
 def _codes_and_days(text: str, found: set[Value], spans: list[tuple[int, int]]) -> None:

@@ -63,6 +63,16 @@ def test_a_value_said_to_stay_replaces_nothing() -> None:
     assert "t0" not in _history(steps)
 
 
+def test_what_a_name_moves_to_is_a_name_in_any_case() -> None:
+    assert Value("name", "incident.io") in values_in(
+        "Decision recorded: paging moves from Opsgenie to incident.io, in October.")
+    assert {v.key for v in values_in("from Sam to me, from Tuesday to thursday")} == {
+        "name=sam", "day=tues", "day=thurs"}
+    steps = _play("on-call tooling review. we page with Opsgenie today",
+                  "ok let's move paging from Opsgenie to incident.io in october")
+    assert _history(steps) == {"t0": "t1"}
+
+
 def test_a_new_code_replaces_the_one_said_before() -> None:
     steps = _play(
         "checked in for the Lisbon flight on thursday, TP1353. seat 14C",
