@@ -27,7 +27,6 @@ from hivemem.domain.recall.score_table import ScoreTable, score_table
 from hivemem.domain.recall.scoring import Signals, relevance
 from hivemem.domain.scope import DEFAULT_NAMESPACE, Scope
 from hivemem.domain.value_clauses import Question, ValueParts
-from hivemem.domain.value_reading import value_keys
 from hivemem.providers.embedders import Embedder
 from hivemem.providers.lexical import LexicalEncoder
 from hivemem.recall.currency import Currency, CurrencyView
@@ -243,8 +242,7 @@ class Recaller:
             [e.signals for e in pool.values()], policy,
             current_session=session_id, newest_seq=newest, intent=intent,
         )
-        restated = _facts_stand_for_their_turns(pool, scores, policy,
-                                                all_values=intent.current)
+        restated = _facts_stand_for_their_turns(pool, scores, policy)
         finals = scores.final.tolist()
         candidates = [
             Candidate(
@@ -831,16 +829,13 @@ def _entry(candidate: Candidate) -> PoolEntry:
 
 
 def _facts_stand_for_their_turns(
-    pool: dict[str, PoolEntry], scores: ScoreTable, policy: RecallPolicy, *,
-    all_values: bool = True,
+    pool: dict[str, PoolEntry], scores: ScoreTable, policy: RecallPolicy
 ) -> dict[str, str]:
     """A fact that restates a turn it came from (near-duplicate text) ranks at least as high
     as that turn, so dedup keeps the fact (it carries status, kind and validity) and the
     turn is dropped as its duplicate. Returns the turns that a fact restates less closely
     than `dedup_threshold` but at least `restates_threshold` (turn key -> fact key): the
-    same statement twice, so only the fact competes. `all_values` (a question about what
-    holds now): only a fact that carries every value the turn does stands for it; for a
-    question about an event both competing cost LoCoMo evidence (R@10 -0.009, measured)."""
+    same statement twice, so only the fact competes."""
     threshold = min(policy.dedup_threshold, policy.restates_threshold)
     restated: dict[str, str] = {}
     turns = {e.turn_id: key for key, e in pool.items() if e.is_turn}
@@ -857,11 +852,7 @@ def _facts_stand_for_their_turns(
             similarity = -1.0 if turn_vector is None else float(turn_vector @ entry.vector)
             if similarity >= threshold:
                 best = max(best, scores.final_of(turn_key) + 1e-6)
-                if similarity < policy.dedup_threshold and (not all_values or value_keys(
-                        pool[turn_key].text) <= value_keys(entry.text)):
-                    # Only a fact that carries every value of its turn stands for it: a
-                    # sentence of the turn ("raised prod to 10." of "... Staging stays 2")
-                    # would drop the values the turn alone carries.
+                if similarity < policy.dedup_threshold:
                     restated.setdefault(turn_key, key)
         if best > scores.final_of(key):
             scores.restate(key, best)

@@ -180,37 +180,6 @@ def test_a_fact_that_restates_its_source_turn_stands_for_it(pipeline) -> None:
     assert fact.fact_id in ids and "D1:3" in ids
 
 
-def test_a_fact_stands_for_its_turn_only_when_it_carries_every_value_of_it(pipeline) -> None:
-    """A fact read off one sentence of a turn restates it, but the turn carries a value the
-    fact does not (the meeting's time): for a question about now, the turn is not dropped
-    for the fact (for a question about an event it is, as before)."""
-    from datetime import UTC, datetime
-
-    from hivemem.domain.fact import Fact
-
-    client, drain = pipeline
-    turn = ("Caroline: I went to the LGBTQ support group yesterday and it was so powerful,"
-            " everyone shared their stories, next one at 7pm")
-    client.ingest("s1", "user", turn, turn_id="D1:3")
-    for i in range(10):
-        client.ingest("s1", "assistant", f"filler chatter about the weather number {i}")
-    drain()
-    now = datetime.now(UTC)
-    fact = Fact(fact_id=f"{8:032x}", session_id="s1", created_at=now, valid_from=now,
-                content="Caroline went to the LGBTQ support group", source_turn_ids=["D1:3"])
-    emb = HashingEmbedder(1024)
-    similarity = float(emb.embed_documents([fact.content])[0] @ emb.embed_documents([turn])[0])
-    assert 0.5 <= similarity < 0.95  # a restatement, not a near-duplicate text
-    client.vector_store().upsert_facts([fact], emb.embed_documents([fact.content]))
-    result = client.recall("s1", "which support group does Caroline go to now?",
-                           token_budget=2000, explain=True)
-    ids = [i.source_id for i in result]
-    assert fact.fact_id in ids and "D1:3" in ids
-    ids = [i.source_id for i in client.recall(
-        "s1", "when did Caroline go to the support group", token_budget=2000)]
-    assert fact.fact_id in ids and "D1:3" not in ids
-
-
 def test_recall_searches_facts_only_once_a_session_has_some(pipeline) -> None:
     """Before the first fact the two fact searches are skipped (they would find nothing);
     the first fact written is searched and recalled on the next call."""
