@@ -50,6 +50,10 @@ def _pairs(turn: _Reading, old: set[Value], new: set[Value], earlier: Sequence[S
     tried in turn, and one whose pairs all fall (the old values are named beside the new
     ones, kept) leaves the next one to try: "Updated: espresso $16.20/lb, decaf stays
     $15.75/lb" keeps the decaf price and still moves on from the espresso's old one."""
+    # A value said before that the turn says stays ("Lucía still secondary", "vice-captain
+    # stays Ruby") replaces nothing: it is what holds on, not what comes in.
+    new = {n for n in new if not (_said_in(n.key, earlier)
+                                  and _KEEP.search(_clause_of(turn.text, n)))}
     # The old value named beside a new one of its kind.
     named = [(o, n) for o in old for n in new if _same_kind(o, n)]
     out = _kept(turn, named, False)
@@ -147,9 +151,9 @@ def _dismissed(text: str, value: Value) -> bool:
 
 
 def _exact(value: Value) -> bool:
-    """A value precise enough to say what changed by itself (a time, a version, an amount
-    with its unit or currency), not a bare count or a name."""
-    return value.kind in ("time", "version", "path", "date", "day") or (
+    """A value precise enough to say what changed by itself (a time, a version, a code, an
+    amount with its unit or currency), not a bare count or a name."""
+    return value.kind in ("time", "version", "path", "date", "day", "code") or (
         value.kind.startswith("amount:") and value.kind != "amount:")
 
 

@@ -1,6 +1,7 @@
 """Values read off a sentence (pure): times, dates, weekdays, amounts with their unit or the
-words they measure, versions, paths and names, each normalised ("7pm" -> 19:00, "$1,240.00"
--> 1240), and a sentence's content words (what says two turns are about one thing).
+words they measure, versions, paths, codes (a seat "14C") and names, each normalised ("7pm"
+-> 19:00, "$1,240.00" -> 1240), and a sentence's content words (what says two turns are
+about one thing).
 
 The value lineage (`hivemem.domain.lineage`) compares these across the turns of a session.
 """
@@ -24,6 +25,9 @@ _AMOUNT = re.compile(
 _VERSION = re.compile(r"(?<![\w./-])(v\d+(?:\.\d+)*|\d+\.\d+(?:\.\d+)+)(?![\w.])", re.IGNORECASE)
 _NAMED_NUMBER = re.compile(r"(?<![\w.-])([A-Z][A-Za-z]+)\s(\d+(?:\.\d+)*)"
                            r"(?!\w|[.%:/-]\w|%|\s?(?:k|m|gb|mb|ms)\b)")
+# A seat, room, gate or bay: digits and one capital letter ("14C", "Room 2A", "gate 22B"),
+# not a unit's ("5L", "100W", "2T", "8G"), nor a letter read as a digit (I, O).
+_CODE = re.compile(r"(?<![\w.,/:#$€£-])(\d{1,4}[A-FHJKNPQRSUXYZ])(?![\w'-])")
 _PATH = re.compile(r"(?<![\w/])(/[a-z0-9][\w./-]*[a-z0-9])", re.IGNORECASE)
 _MONTH = ("jan(?:uary)?|feb(?:ruary)?|mar(?:ch)?|apr(?:il)?|may|june?|july?|aug(?:ust)?"
           "|sep(?:t(?:ember)?)?|oct(?:ober)?|nov(?:ember)?|dec(?:ember)?")
@@ -42,11 +46,20 @@ _LABEL = re.compile(rf"(?:(?<![a-z])([a-z][a-z_]{{2,}})\s+)?(?<![a-z])(?!{_LINK}
                     rf"([a-z][a-z_]{{2,}})(?:[:=]\s*|\s+)"
                     rf"(?:(?:{_LINK}|=|:)\s+){{0,3}}$", re.IGNORECASE)
 _DAY = re.compile(r"\b(mon|tues|wednes|thurs|fri|satur|sun)days?\b", re.IGNORECASE)
-_WORD = re.compile(r"[A-Za-z][A-Za-z0-9+#-]*[A-Za-z0-9+#]|[A-Za-z]")
+# Letters of the Latin alphabets, accented ones too ("Björn", "Lucía", "Tomás"): a name
+# with an accent is a name like any other, not two pieces of one.
+_UPPER = "A-ZÀ-ÖØ-ÞĀ-ž"
+_LETTER = "A-Za-zÀ-ÖØ-öø-ÿĀ-ž"
+_WORD = re.compile(rf"[{_LETTER}][{_LETTER}0-9+#-]*[{_LETTER}0-9+#]|[{_LETTER}]")
 # Acronyms and inner capitals anywhere ("GA", "MySQL"); other capitalised words not at the
 # start of a sentence or of a list item (there, any word is).
 _CAPITAL = re.compile(r"(?<![\w'])([A-Z]{2,}[0-9]*|[A-Z][a-z0-9]+[A-Z][A-Za-z0-9]*)(?![\w'])"
-                      r"|(?<![\w'])(?<![.!?:\-*•)]\s)(?<!\n)(?<!^)([A-Z][A-Za-z0-9+#-]*[A-Za-z0-9+#])(?![\w'])")
+                      rf"|(?<![\w'])(?<![.!?:\-*•)]\s)(?<!\n)(?<!^)([{_UPPER}][{_LETTER}0-9+#-]*"
+                      rf"[{_LETTER}0-9+#])(?![\w'])")
+
+# "from Opsgenie to incident.io": what a name moves to is a name, whatever its case.
+_FROM_NAME_TO = re.compile(rf"\bfrom\s+[{_UPPER}][\w.-]*\s+(?:to|->|→)\s+"
+                           r"([a-z][a-z0-9-]*(?:\.[a-z][a-z0-9-]*)*)(?![\w'])")
 
 # Words that are never a value, even capitalised (sentence starts, greetings, fillers).
 # Words that say how a number is meant, not what it is the version of ("Max 24 students").
@@ -152,9 +165,7 @@ def values_in(text: str) -> set[Value]:
                 unit = "@" + unit
         found.add(Value(f"amount:{'$' if m.group(1) else ''}{unit}", number))
         spans.append(m.span())
-    for m in _DAY.finditer(text):
-        found.add(Value("day", m.group(1).lower()))
-        spans.append(m.span())
+    _codes_and_days(text, found, spans)
     # "Mr. Haddad", "Dr. Lindqvist": the title's period ends no sentence (the name after it
     # is read as one), and the title is no value (spans keep their places).
     for m in _CAPITAL.finditer(_TITLE.sub(lambda t: t.group(0)[:-1] + " ", text)):
@@ -162,6 +173,7 @@ def values_in(text: str) -> set[Value]:
         if word.lower() in _COMMON or taken(*m.span()):
             continue
         found.add(Value("name", word.lower()))
+    _names_moved_to(text, found, spans)
     return found
 
 
@@ -175,6 +187,26 @@ def value_keys(text: str) -> frozenset[str]:
 def _paths(text: str, found: set[Value], spans: list[tuple[int, int]]) -> None:
     for m in _PATH.finditer(text):
         found.add(Value("path", m.group(1).lower()))
+        spans.append(m.span())
+
+
+def _names_moved_to(text: str, found: set[Value], spans: list[tuple[int, int]]) -> None:
+    """ "from Opsgenie to incident.io": the name moved to, said in lower case."""
+    for m in _FROM_NAME_TO.finditer(text):
+        start, end = m.span(1)
+        if m.group(1) not in _STOP and not any(s < end and start < e for s, e in spans):
+            found.add(Value("name", m.group(1)))
+
+
+def _codes_and_days(text: str, found: set[Value], spans: list[tuple[int, int]]) -> None:
+    """ "seat 14C", "Room 2A": a code, unless a value read before covers it; weekdays."""
+    for m in _CODE.finditer(text):
+        start, end = m.span()
+        if not any(s < end and start < e for s, e in spans):
+            found.add(Value("code", m.group(1).lower()))
+            spans.append(m.span())
+    for m in _DAY.finditer(text):
+        found.add(Value("day", m.group(1).lower()))
         spans.append(m.span())
 
 

@@ -20,7 +20,7 @@ from hivemem.domain.lineage import GoneValues
 from hivemem.domain.models import RecallResult, Turn
 from hivemem.domain.names import SessionName, session_name
 from hivemem.domain.recall.budget import Candidate, Excluded, select
-from hivemem.domain.recall.currency import without_people
+from hivemem.domain.recall.currency import turn_key, without_people
 from hivemem.domain.recall.intent import QueryIntent, read_query
 from hivemem.domain.recall.policy import RecallPolicy
 from hivemem.domain.recall.score_table import ScoreTable, score_table
@@ -752,6 +752,7 @@ def _select_current(
     fit is left out too, never handed over alone."""
     left_out: list[Excluded] = []
     pool = list(candidates)
+    told_by = _statements_told_by(pool)
     for _round in range(_REFILLS + 1):
         chosen, excluded = select(
             pool,
@@ -763,7 +764,7 @@ def _select_current(
         )
         if keep_history:
             return chosen, excluded
-        replaced = _replaced_in(chosen, {c.key for c in pool}, only_current)
+        replaced = _replaced_in(chosen, {c.key for c in pool}, only_current, told_by)
         if not replaced:
             return chosen, excluded + left_out
         left_out += [Excluded(c, "superseded", replaced[c.key])
@@ -775,20 +776,51 @@ def _select_current(
     return [c for c in chosen if c.key not in replaced], excluded + left_out
 
 
+def _statements_told_by(pool: list[Candidate]) -> dict[str, frozenset[str]]:
+    """Turn key -> the keys of the current facts among `pool` read off that turn. Once the
+    session is reflected, what replaced a statement often reaches the context as a fact of
+    its turn, not the turn (a fact restating its turn stands for it, dedup keeps one of
+    the two): the successor is there all the same."""
+    told: dict[str, set[str]] = {}
+    for c in pool:
+        entry = _entry(c)
+        fact = entry.fact
+        if fact is None or entry.signals.history:
+            continue
+        for turn_id in fact.source_turn_ids:
+            told.setdefault(turn_key(fact.session_id, turn_id), set()).add(c.key)
+    return {k: frozenset(v) for k, v in told.items()}
+
+
 def _replaced_in(chosen: list[Candidate], competing: set[str],
-                 only_current: bool) -> dict[str, str]:
+                 only_current: bool,
+                 told_by: Mapping[str, frozenset[str]] | None = None) -> dict[str, str]:
     """The stale statements of `chosen` to leave out (key -> why): those whose successor
     is in the context too, and, for a question about what holds now (`only_current`),
-    those whose successor competed (in `competing`) but did not fit."""
+    those whose successor competed (in `competing`) but did not fit. A successor turn is
+    there, or competes, also as a fact read off it (`told_by`, `_statements_told_by`)."""
     keys = {c.key for c in chosen}
+    told_by = told_by or {}
+
+    def found(successors: tuple[str, ...], among: set[str], own: str) -> str | None:
+        for k in successors:
+            told = told_by.get(k, frozenset())
+            if own in told:  # itself read off that turn: it says what replaced it
+                return None
+            if k in among:
+                return k
+            fact = next((f for f in sorted(told) if f in among), None)
+            if fact is not None:
+                return fact
+        return None
+
     replaced: dict[str, str] = {}
     for c in chosen:
         successors = _entry(c).signals.successors
-        beside = next((k for k in successors if k in keys), None)
+        beside = found(successors, keys, c.key)
         if beside is not None:
             replaced[c.key] = f"replaced by {beside}"
-        elif only_current and (
-                waiting := next((k for k in successors if k in competing), None)):
+        elif only_current and (waiting := found(successors, competing, c.key)):
             # Never the stale value alone: its successor did not fit, so neither does it.
             replaced[c.key] = f"replaced by {waiting} (left out)"
     return replaced

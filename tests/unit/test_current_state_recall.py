@@ -104,6 +104,66 @@ def test_a_stale_statement_is_never_handed_over_beside_its_successor_after_the_r
         f"old{i}" for i in range(_REFILLS + 1)}
 
 
+def _picked(pool: list[tuple[str, float, tuple[str, ...], Fact | None]], budget: int
+            ) -> tuple[list[str], dict[str, str]]:
+    """`_select_current` over (key, score, successors, fact) candidates of 10 tokens each,
+    for a question about now: the keys chosen, and the superseded ones with why."""
+    from hivemem.domain.recall.budget import Candidate
+    from hivemem.domain.recall.policy import PRESETS
+    from hivemem.domain.recall.scoring import Signals
+    from hivemem.recall.items import PoolEntry
+    from hivemem.recall.recaller import _select_current
+
+    candidates = [
+        Candidate(key=key, text=f"statement {key}", score=score, token_count=10, payload={
+            "entry": PoolEntry(signals=Signals(key=key, source="fact" if fact else "turn",
+                                               session_id="s", successors=successors),
+                               vector=None, fact=fact)})
+        for key, score, successors, fact in pool]
+    chosen, excluded = _select_current(candidates, budget, PRESETS["balanced"],
+                                       keep_history=False, only_current=True)
+    return [c.key for c in chosen], {e.candidate.key: e.detail for e in excluded
+                                     if e.reason == "superseded"}
+
+
+def test_a_successor_turn_told_by_its_fact_still_replaces_the_stale_statement() -> None:
+    # Once reflected, the turn that replaced an old statement (t14) reaches the context as
+    # a fact read off it (its turn dropped as restated), not as the turn: the old
+    # statement's fact (read off t3, which t14 replaced) is left out all the same.
+    new = _said("new", "Updated: insurance with Allsure, $500 deductible", "", ["t14"])
+    old = _said("old", "Noted: Halden renewal, $1,284/year", "", ["t3"])
+    chosen, superseded = _picked([
+        ("fact:new", 1.0, (), new),
+        ("fact:old", 0.9, ("turn:s:t14",), old),
+        ("turn:s:t0", 0.8, (), None),
+    ], 100)
+    assert chosen == ["fact:new", "turn:s:t0"]
+    assert superseded == {"fact:old": "replaced by fact:new"}
+    # Its successor's fact competed but did not fit: never the stale one alone.
+    chosen, superseded = _picked([
+        ("fact:old", 1.0, ("turn:s:t14",), old),
+        ("turn:s:t0", 0.95, (), None),
+        ("fact:new", 0.9, (), new),
+    ], 20)
+    assert "fact:old" not in chosen
+    assert superseded == {"fact:old": "replaced by fact:new (left out)"}
+
+
+def test_a_fact_read_off_the_successor_turn_is_not_replaced_by_its_sibling_facts() -> None:
+    # Two facts read off the turn that made the change (t7): one also cites an older turn
+    # t7 replaced, so t7 is among its successors; it says what replaced it, and the other
+    # fact of t7 does not make it history.
+    change = _said("change", "So: invoicing on GCP, europe-west1, instead of AWS", "",
+                   ["t1", "t7"])
+    sibling = _said("sibling", "Postgres would then be Cloud SQL.", "", ["t7"])
+    chosen, superseded = _picked([
+        ("fact:change", 1.0, ("turn:s:t7",), change),
+        ("fact:sibling", 0.5, (), sibling),
+    ], 100)
+    assert chosen == ["fact:change", "fact:sibling"]
+    assert superseded == {}
+
+
 def _said(fid: str, content: str, subject: str, turns: list[str], *,
           status: FactStatus = FactStatus.ACTIVE, by: str | None = None,
           considered: tuple[str, ...] = ()) -> Fact:

@@ -37,6 +37,57 @@ def test_values_of_each_kind_are_read_and_normalised() -> None:
     assert Value("amount:@batch size", "20000") in values_in("BATCH_SIZE set to 20000.")
 
 
+def test_a_code_is_a_value_of_its_own_kind_not_a_unit() -> None:
+    assert values_in("Noted: TP1353 on Thursday, seat 14C (aisle).") >= {Value("code", "14c")}
+    assert values_in("Room 2A, gate 22B") == {Value("code", "2a"), Value("code", "22b")}
+    # A unit's letter is no code ("5L" of paint, "100W"), nor is a code inside a word.
+    assert not any(v.kind == "code" for v in values_in("Sage Mist 5L + 1L, a 100W bulb, x14C"))
+
+
+def test_a_name_with_an_accent_is_one_name() -> None:
+    assert values_in("Owner changed to Björn; Lucía Vidal and Tomás stay.") >= {
+        Value("name", "björn"), Value("name", "lucía"), Value("name", "vidal"),
+        Value("name", "tomás")}
+    steps = _play("Tracked: the threat model, owner Ola, due next Friday.",
+                  "Owner changed to Björn; due date still next Friday.")
+    assert _history(steps) == {"t0": "t1"}
+
+
+def test_a_value_said_to_stay_replaces_nothing() -> None:
+    # "took over Sam's shift" reads Sam as the old value; Lucía, said before and said to
+    # stay, is not what replaced him.
+    steps = _play("According to the schedule, Sam Okafor is primary and Lucía is secondary.",
+                  "update: I took over Sam's shift from today, he's sick. Lucía still secondary")
+    lineage = steps[-1].lineage
+    assert "name=lucía" not in lineage.successors.get("name=sam", [])
+    assert "t0" not in _history(steps)
+
+
+def test_what_a_name_moves_to_is_a_name_in_any_case() -> None:
+    assert Value("name", "incident.io") in values_in(
+        "Decision recorded: paging moves from Opsgenie to incident.io, in October.")
+    assert {v.key for v in values_in("from Sam to me, from Tuesday to thursday")} == {
+        "name=sam", "day=tues", "day=thurs"}
+    steps = _play("on-call tooling review. we page with Opsgenie today",
+                  "ok let's move paging from Opsgenie to incident.io in october")
+    assert _history(steps) == {"t0": "t1"}
+
+
+def test_a_new_code_replaces_the_one_said_before() -> None:
+    steps = _play(
+        "checked in for the Lisbon flight on thursday, TP1353. seat 14C",
+        "Noted: TP1353 on Thursday, seat 14C (aisle). Boarding pass saved?",
+        "actually I might change to a window, I want to sleep",
+        "Window seats still free: 22A and 25F.",
+        "ok I changed to 22A",
+        "Updated: seat 22A (window).",
+        "switched back to 14C, they still had it",
+    )
+    history = _history(steps)
+    assert {"t4", "t5"} <= set(history)  # 22A went when the seat went back to 14C
+    assert "t0" not in history and "t1" not in history
+
+
 def test_a_new_value_beside_the_old_one_makes_every_turn_on_it_history() -> None:
     steps = _play(
         "can you set up the recurring standup for the platform team? daily 9:30, 15 min",

@@ -45,6 +45,20 @@ def test_past_and_latest(query: str, past: bool, latest: bool) -> None:
     assert (intent.past, intent.latest) == (past, latest)
 
 
+@pytest.mark.parametrize(("query", "past"), [
+    # A state that did not last, or never came to be, is the past.
+    ("What seat did I switch to briefly?", True),
+    ("Which tool did we almost switch paging to?", True),
+    ("Which colour did my partner want to switch to?", True),
+    # Those words about what holds now, or a wish that is no change, are not.
+    ("Is the bus almost full?", False),
+    ("Which feature is temporarily disabled?", False),
+    ("What did Sam want to eat?", False),
+])
+def test_a_state_that_did_not_last_is_the_past(query: str, past: bool) -> None:
+    assert read_query(query).past == past
+
+
 @pytest.mark.parametrize(("query", "expected"), [
     ("what did we decide yesterday?", [("yesterday", "relative", None, None, None)]),
     ("anything from last week", [("last week", "relative", None, None, None)]),

@@ -22,6 +22,11 @@ _PAST = re.compile(
     r"|initially|in the past|formerly|back then|prior|old|first (?:chose|picked|decided)"
     r"|what (?:did|was|were) (?:we|they|you|i) (?:use|have|pick|choose|decide|plan)"
     r"|history|changed from|switched from|moved from|started with|to begin with"
+    # A state that did not last or never came to be ("the seat I switched to briefly",
+    # "the tool we almost moved to", "the colour she wanted to switch to").
+    r"|did\b[^?.]{0,40}\b(?:briefly|temporarily|almost|nearly|for a while|at one point)"
+    r"|(?:briefly|temporarily|almost|nearly|did\b[^?.]{0,40}\bwant to) (?:switch|mov|chang"
+    r"|went|go|chose|pick|book|replac|us)\w*"
     r"|first\b.{0,40}\b(?:used|chose|picked|had|decided|went with|started))\b",
     re.IGNORECASE,
 )
