@@ -842,21 +842,20 @@ def _facts_stand_for_their_turns(
     same statement twice, so only the fact competes."""
     threshold = min(policy.dedup_threshold, policy.restates_threshold)
     restated: dict[str, str] = {}
-    facts = [(key, entry, entry.fact) for key, entry in pool.items()
+    facts = [(key, entry.fact, entry.vector) for key, entry in pool.items()
              if entry.fact is not None and not entry.signals.history
              and entry.vector is not None]
     if not facts:  # (a session before its first reflection: no turn ids to look up)
         return restated
     turns = {e.turn_id: key for key, e in pool.items() if e.is_turn}
-    for key, entry, fact in facts:
-        assert entry.vector is not None
+    for key, fact, vector in facts:
         best = scores.final_of(key)
         for turn_id in fact.source_turn_ids:
             turn_key = turns.get(turn_id)
             if turn_key is None or pool[turn_key].signals.session_id != fact.session_id:
                 continue
             turn_vector = pool[turn_key].vector
-            similarity = -1.0 if turn_vector is None else float(turn_vector @ entry.vector)
+            similarity = -1.0 if turn_vector is None else float(turn_vector @ vector)
             if similarity >= threshold:
                 best = max(best, scores.final_of(turn_key) + 1e-6)
                 if similarity < policy.dedup_threshold:
