@@ -68,6 +68,20 @@ def _wait(what: str, done: Any, timeout_s: float, workers: list[WorkerProcess]) 
         time.sleep(0.1)
 
 
+def _rq_master_port(settings: Settings, timeout_s: float = 30) -> int:
+    """The port of the master rq's connection resolves to. Sentinel may briefly answer "no
+    master" (its 1 s down-after window can flag a loaded master as subjectively down):
+    that is StoreUnavailable, which every caller retries, so ask again for a bounded while."""
+    deadline = time.monotonic() + timeout_s
+    while True:
+        try:
+            return int(connect_rq(settings.redis).connection_pool.get_master_address()[1])
+        except StoreUnavailable:
+            if time.monotonic() > deadline:
+                raise
+            time.sleep(0.2)
+
+
 def test_rq_on_sentinel_survives_its_masters_sigkill_under_load(
     deployment: tuple[RedisServer, Sentinel, StandinProcess], start_worker: Any,
 ) -> None:
@@ -91,7 +105,7 @@ def test_rq_on_sentinel_survives_its_masters_sigkill_under_load(
     })
     # The settings name a Sentinel: rq's connection is its master's.
     first_master = sentinel.master_port()
-    assert connect_rq(settings.redis).connection_pool.get_master_address()[1] == first_master
+    assert _rq_master_port(settings) == first_master
     sessions = [f"sen-s{i}" for i in range(4)]
     per_session = 48
     turns = conversation(sessions, per_session)
@@ -130,6 +144,6 @@ def test_rq_on_sentinel_survives_its_masters_sigkill_under_load(
     for w in every:
         assert w.process.poll() is None, w.output()[-3000:]
     # rq's queue is on the promoted master now.
-    assert connect_rq(settings.redis).connection_pool.get_master_address()[1] == new_master
+    assert _rq_master_port(settings) == new_master
     probe.close()
     print(f"\nrq failed over to {new_master}; every episode reflected {took:.1f}s later")
