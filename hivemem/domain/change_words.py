@@ -72,3 +72,9 @@ _CLAUSE = re.compile(r";\s+|,?\s+but\s+")
 # (A title's period, "Mr. Haddad", ends no sentence.)
 _SENTENCE = re.compile(r"(?<=[.!?])(?<!\bMr\.)(?<!\bMs\.)(?<!Mrs\.)(?<!\bDr\.)(?<!\bMx\.)"
                        r"(?<!Prof\.)\s+|\n+")
+
+
+def weighs(text: str) -> bool:
+    """Whether `text` asks, weighs or proposes rather than states ("what if we did mongo",
+    "EKS would give you that ecosystem", "nadia keeps pushing kubernetes")."""
+    return bool(_PROPOSES.search(text) or _HEDGE.search(text))

@@ -19,6 +19,7 @@ from hivemem.domain.fact import VISIBLE, FactStatus
 from hivemem.domain.lineage import GoneValues
 from hivemem.domain.models import RecallResult, Turn
 from hivemem.domain.names import SessionName, session_name
+from hivemem.domain.recall.answers import Answer, newer_answers
 from hivemem.domain.recall.budget import Candidate, Excluded, select
 from hivemem.domain.recall.currency import turn_key, without_people
 from hivemem.domain.recall.intent import QueryIntent, read_query
@@ -206,8 +207,8 @@ class Recaller:
         currency, current_from = got.currency, got.current_from
         replaced, personal = currency.replaced, currency.personal
         question = Question.of(intent.text) if not past else None
-        if intent.current and currency.gone is not None:
-            replaced = _with_gone_values(pool, replaced, currency.gone, session_id)
+        if intent.current:
+            replaced = _read_as_of_now(pool, replaced, currency.gone, session_id)
         if question is not None and currency.parts is not None:
             replaced = _whole_or_asked(pool, replaced, currency.parts, question)
         if intent.current:
@@ -661,6 +662,17 @@ def _read_vectors_while(hits: list[TurnHit], embedded: threading.Event) -> None:
         _ = hit.vector
 
 
+def _read_as_of_now(
+    pool: dict[str, PoolEntry], replaced: Mapping[str, tuple[str, ...]],
+    gone: GoneValues | None, session_id: str,
+) -> Mapping[str, tuple[str, ...]]:
+    """For a question about now: `replaced` plus the candidates that carry only a value the
+    session moved on from, and those a later answer to the question replaced."""
+    if gone is not None:
+        replaced = _with_gone_values(pool, replaced, gone, session_id)
+    return _with_newer_answers(pool, replaced, session_id)
+
+
 def _with_gone_values(
     pool: dict[str, PoolEntry], replaced: Mapping[str, tuple[str, ...]], values: GoneValues,
     session_id: str,
@@ -680,6 +692,26 @@ def _with_gone_values(
             if successor != key:
                 extra[key] = (successor,)
     return _Over(extra, replaced) if extra else replaced
+
+
+def _with_newer_answers(
+    pool: dict[str, PoolEntry], replaced: Mapping[str, tuple[str, ...]], session_id: str,
+) -> Mapping[str, tuple[str, ...]]:
+    """`replaced` plus the asking session's turns that a later turn answering the same
+    question replaced (`newer_answers`: on one thing, a value of the same kind in place of
+    one they say), whatever words the change was said in."""
+    keys = [key for key, e in pool.items() if e.is_turn and e.vector is not None
+            and e.signals.session_id == session_id and e.signals.seq is not None
+            and key not in replaced]
+    if len(keys) < 2:
+        return replaced
+    answers = [Answer(seq=pool[k].signals.seq or 0, text=pool[k].text,
+                      vector=cast(Vector, pool[k].vector), relevance=pool[k].signals.dense)
+               for k in keys]
+    newer = newer_answers(answers)
+    if not newer:
+        return replaced
+    return _Over({keys[old]: (keys[new],) for old, new in newer.items()}, replaced)
 
 
 def _whole_or_asked(

@@ -89,3 +89,34 @@ def test_a_turn_with_one_of_two_values_replaced_stays_for_the_other(
     swap = [i.content for i in client.recall(
         "g", "When does the plant swap start?", token_budget=300)]
     assert GARDEN[2][2] in swap and plan not in swap
+
+
+CAPACITY = [
+    ("user", "lee", "capacity planning for Q1. we're 6 engineers, 8 points per person per"
+                    " sprint, so 48 per sprint"),
+    ("assistant", "bot", "Q1 capacity: 6 engineers x 8 = 48 points per sprint, 6 sprints, 288"
+                         " points total minus holidays."),
+    ("user", "lee", "good news, two new hires start on the 3rd. count them at half speed the"
+                    " first sprint"),
+    ("assistant", "bot", "From the 3rd: 8 engineers. First sprint with them: 6x8 + 2x4 = 56"
+                         " points, then 64 points per sprint at full speed."),
+]
+
+
+def test_a_later_answer_with_another_count_replaces_the_earlier(client: MemoryClient) -> None:
+    # No change words the keeper pairs: the question names the slot, and the later statement
+    # on it says another count of the same unit (engineers, points).
+    for role, who, text in CAPACITY:
+        client.ingest("cap", role, text, agent_id=who)
+    client.wait_until_processed("cap", timeout=120)
+    for question in ("What's the team size from the 3rd?",
+                     "What's the per-sprint capacity at full speed with the new hires?"):
+        result = client.recall("cap", question, token_budget=300, explain=True)
+        texts = [i.content for i in result]
+        assert any("64 points" in t for t in texts), texts
+        assert not [t for t in texts if "48" in t and "64" not in t], (question, texts)
+        assert "superseded" in {x.reason for x in result.excluded if "48" in x.content}
+    # Asked about the past, the old figure is the answer.
+    before = client.recall("cap", "What was the capacity per sprint before the new hires?",
+                           token_budget=300)
+    assert any("48" in i.content and "64" not in i.content for i in before)

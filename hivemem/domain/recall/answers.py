@@ -1,0 +1,95 @@
+"""The newest answer to a question about now (pure).
+
+The keeper marks a statement stale when it reads a change off the turns as they come, by
+their words and values. A question names the slot too: of two statements of one session
+that both answer it, on one thing (their vectors close), where the later one says a value
+of the same kind that the earlier one does not ("Tomás is running 4.1" then "4.1 release
+manager is Ines"; "the 9:10 train" then "the 7:40 from King's Cross"), the later one is
+what holds now, however it was worded. Recall then treats the earlier one as it treats a
+statement the keeper replaced: left out of a context about now once its successor is in
+it or competed for it; a question about the past is not asked this way at all.
+
+A turn that asks, weighs or proposes (`weighs`) replaces nothing: "what if we did mongo"
+leaves Postgres current.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+import numpy as np
+import numpy.typing as npt
+
+from hivemem.domain.change_words import weighs
+from hivemem.domain.value_reading import Value, _keyed, _same_kind, value_keys
+
+__all__ = ["Answer", "newer_answers"]
+
+# How close two statements' vectors are when they say one thing (all-MiniLM-L6-v2 puts
+# two wordings of one slot at ~0.45-0.8 and two slots of one topic mostly below).
+TOPIC = 0.6
+# How close to the question a statement is when it answers it, at least, and at most how
+# far below the question's best candidate.
+RELEVANCE = 0.3
+BELOW_BEST = 0.25
+# How much less close to the question the later statement may be.
+SLACK = 0.05
+
+
+# Kinds read too loosely to pair on their own: any capitalised word is a name, and a
+# bare clock time is as often an option or another leg of a trip as a change.
+_LOOSE = frozenset(("name", "time", "day"))
+
+
+@dataclass(frozen=True, slots=True)
+class Answer:
+    """One candidate statement of the asking session: its place in the session, its text,
+    its unit vector and its similarity to the question."""
+
+    seq: int
+    text: str
+    vector: npt.NDArray[np.float32]
+    relevance: float
+
+
+def newer_answers(answers: Sequence[Answer], *, topic: float = TOPIC,
+                  relevance: float = RELEVANCE,
+                  below_best: float = BELOW_BEST) -> dict[int, int]:
+    """Index of an answer -> index of the newest later answer that replaces it (on one
+    thing, a value of the same kind said in place of one it says)."""
+    if len(answers) < 2:
+        return {}
+    best = max(a.relevance for a in answers)
+    floor = max(relevance, best - below_best)
+    rows = [i for i, a in enumerate(answers) if a.relevance >= floor]
+    if len(rows) < 2:
+        return {}
+    rows.sort(key=lambda i: answers[i].seq)
+    values = {i: _keyed(value_keys(answers[i].text)) for i in rows}
+    rows = [i for i in rows if values[i]]
+    if len(rows) < 2:
+        return {}
+    stating = {i for i in rows if not weighs(answers[i].text)}
+    matrix = np.stack([answers[i].vector for i in rows])
+    close = matrix @ matrix.T
+    replaced: dict[int, int] = {}
+    for a in range(len(rows) - 1):
+        old = rows[a]
+        for b in range(len(rows) - 1, a, -1):  # the newest first
+            new = rows[b]
+            if new not in stating or answers[new].seq <= answers[old].seq:
+                continue
+            if answers[new].relevance < answers[old].relevance - SLACK:
+                continue
+            if close[a, b] >= topic and _in_place_of(values[old], values[new]):
+                replaced[old] = new
+                break
+    return replaced
+
+
+def _in_place_of(old: set[Value], new: set[Value]) -> bool:
+    """`new` says a value of the same kind as one `old` says and `new` does not."""
+    gone = old - new
+    added = new - old
+    return any(_same_kind(g, n) for g in gone for n in added if g.kind not in _LOOSE)

@@ -1,0 +1,76 @@
+"""The newest answer to a question about now (`hivemem.domain.recall.answers`): of two
+statements on one thing that both answer the question, the later one replaces the earlier
+when it says a value of the same kind in place of one the earlier one says."""
+
+from __future__ import annotations
+
+import numpy as np
+
+from hivemem.domain.recall.answers import Answer, newer_answers
+
+
+def _unit(*xs: float) -> np.ndarray:
+    v = np.asarray(xs, dtype=np.float32)
+    return v / np.linalg.norm(v)
+
+
+SAME = _unit(1, 0, 0)
+NEAR = _unit(1, 0.3, 0)  # cos ~0.96 with SAME
+OTHER = _unit(0, 1, 0)   # another thing
+
+
+def test_a_later_count_with_the_same_unit_replaces_the_earlier() -> None:
+    answers = [Answer(1, "we're 6 engineers, 48 points per sprint", SAME, 0.5),
+               Answer(9, "From the 3rd: 8 engineers, 64 points per sprint", NEAR, 0.5)]
+    assert newer_answers(answers) == {0: 1}
+
+
+def test_order_is_the_sessions_not_the_lists() -> None:
+    answers = [Answer(9, "From the 3rd: 8 engineers", NEAR, 0.5),
+               Answer(1, "we're 6 engineers", SAME, 0.5)]
+    assert newer_answers(answers) == {1: 0}
+
+
+def test_another_thing_replaces_nothing() -> None:
+    answers = [Answer(1, "we're 6 engineers", SAME, 0.5),
+               Answer(9, "we have 8 engineers", OTHER, 0.5)]
+    assert newer_answers(answers) == {}
+
+
+def test_a_proposal_replaces_nothing() -> None:
+    answers = [Answer(1, "the limit is 100 requests per minute", SAME, 0.5),
+               Answer(9, "what if we raised it to 500 requests per minute?", NEAR, 0.5)]
+    assert newer_answers(answers) == {}
+
+
+def test_a_restatement_or_an_addition_replaces_nothing() -> None:
+    answers = [Answer(1, "the limit is 100 requests per minute", SAME, 0.5),
+               Answer(5, "yes, 100 requests per minute, burst 20 on top", NEAR, 0.5)]
+    assert newer_answers(answers) == {}
+
+
+def test_loose_kinds_do_not_pair_alone() -> None:
+    # Any capitalised word reads as a name, a clock time is as often another option.
+    answers = [Answer(1, "The 14:00 from Waverley, or the 15:00", SAME, 0.5),
+               Answer(9, "Updated: the 7:40 from King's Cross", NEAR, 0.5)]
+    assert newer_answers(answers) == {}
+    names = [Answer(1, "logs ship with Promtail", SAME, 0.5),
+             Answer(9, "OTel Collector as the single agent", NEAR, 0.5)]
+    assert newer_answers(names) == {}
+
+
+def test_statements_far_from_the_question_are_not_read() -> None:
+    answers = [Answer(1, "we're 6 engineers", SAME, 0.9),
+               Answer(9, "From the 3rd: 8 engineers", NEAR, 0.2)]
+    assert newer_answers(answers) == {}
+    # ...nor is a later one much less about the question than the earlier.
+    answers = [Answer(1, "we're 6 engineers", SAME, 0.7),
+               Answer(9, "From the 3rd: 8 engineers", NEAR, 0.5)]
+    assert newer_answers(answers) == {}
+
+
+def test_the_newest_of_a_chain_is_the_successor() -> None:
+    answers = [Answer(1, "Biscuit gets 250 g a day", SAME, 0.5),
+               Answer(4, "Updated: 200 g a day", NEAR, 0.5),
+               Answer(7, "Corrected: 220 g a day", NEAR, 0.5)]
+    assert newer_answers(answers) == {0: 2, 1: 2}
