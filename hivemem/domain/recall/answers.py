@@ -66,23 +66,40 @@ def newer_answers(answers: Sequence[Answer], *, topic: float = TOPIC,
     if len(rows) < 2:
         return {}
     rows.sort(key=lambda i: answers[i].seq)
-    values = {i: _keyed(value_keys(answers[i].text)) for i in rows}
-    rows = [i for i in rows if values[i]]
-    if len(rows) < 2:
-        return {}
-    stating = {i for i in rows if not weighs(answers[i].text)}
+    # The vectors first: pairs on one thing are rare, and only theirs are read for values
+    # and wording (each read is a parse of the text).
     matrix = np.stack([answers[i].vector for i in rows])
-    close = matrix @ matrix.T
+    close = np.triu(matrix @ matrix.T >= topic, 1)
+    if not close.any():
+        return {}
+    values: dict[int, set[Value]] = {}
+    stating: dict[int, bool] = {}
+
+    def values_of(i: int) -> set[Value]:
+        got = values.get(i)
+        if got is None:
+            got = values[i] = _keyed(value_keys(answers[i].text))
+        return got
+
+    def states(i: int) -> bool:
+        got = stating.get(i)
+        if got is None:
+            got = stating[i] = not weighs(answers[i].text)
+        return got
+
     replaced: dict[int, int] = {}
-    for a in range(len(rows) - 1):
+    for a, b_rows in enumerate(close):
+        later = np.flatnonzero(b_rows)
+        if not len(later):
+            continue
         old = rows[a]
-        for b in range(len(rows) - 1, a, -1):  # the newest first
-            new = rows[b]
-            if new not in stating or answers[new].seq <= answers[old].seq:
+        for b in later[::-1]:  # the newest first
+            new = rows[int(b)]
+            if answers[new].seq <= answers[old].seq:
                 continue
             if answers[new].relevance < answers[old].relevance - SLACK:
                 continue
-            if close[a, b] >= topic and _in_place_of(values[old], values[new]):
+            if states(new) and _in_place_of(values_of(old), values_of(new)):
                 replaced[old] = new
                 break
     return replaced
