@@ -22,6 +22,7 @@ import numpy as np
 import numpy.typing as npt
 
 from hivemem.domain.change_words import weighs
+from hivemem.domain.recall.budget import PRODUCT_SIZE
 from hivemem.domain.value_reading import Value, _keyed, _same_kind, value_keys
 
 __all__ = ["Answer", "newer_answers"]
@@ -68,8 +69,7 @@ def newer_answers(answers: Sequence[Answer], *, topic: float = TOPIC,
     rows.sort(key=lambda i: answers[i].seq)
     # The vectors first: pairs on one thing are rare, and only theirs are read for values
     # and wording (each read is a parse of the text).
-    matrix = np.stack([answers[i].vector for i in rows])
-    close = np.triu(matrix @ matrix.T >= topic, 1)
+    close = _close_pairs(np.stack([answers[i].vector for i in rows]), topic)
     if not close.any():
         return {}
     values: dict[int, set[Value]] = {}
@@ -103,6 +103,18 @@ def newer_answers(answers: Sequence[Answer], *, topic: float = TOPIC,
                 replaced[old] = new
                 break
     return replaced
+
+
+def _close_pairs(matrix: npt.NDArray[np.float32], topic: float) -> npt.NDArray[np.bool_]:
+    """Row i, column j > i: whether vectors i and j have cosine >= `topic`. In products
+    small enough to stay off OpenBLAS's thread pool (`PRODUCT_SIZE`): on a busy 2-core box
+    one 40 x 384 x 40 product handed to it took 7-8 ms instead of 20 us (measured)."""
+    n = len(matrix)
+    close = np.zeros((n, n), dtype=bool)
+    step = max(1, PRODUCT_SIZE // matrix.size)
+    for start in range(0, n - 1, step):
+        close[start:start + step] = matrix[start:start + step] @ matrix.T >= topic
+    return np.triu(close, 1)
 
 
 def _in_place_of(old: set[Value], new: set[Value]) -> bool:

@@ -191,7 +191,7 @@ def _closest(pair: tuple[float, int]) -> tuple[float, int]:
 
 # Multiply-adds per matrix product at most: OpenBLAS hands a product of more than 262k to
 # its thread pool, which costs more than it saves on a busy 2-core box.
-_PRODUCT_SIZE = 200_000
+PRODUCT_SIZE = 200_000
 
 
 def _near_pairs(
@@ -205,7 +205,7 @@ def _near_pairs(
     if len(at) < 2:
         return near
     matrix = np.stack([cast("npt.NDArray[np.float32]", ordered[i].vector) for i in at])
-    step = max(1, _PRODUCT_SIZE // matrix.size)
+    step = max(1, PRODUCT_SIZE // matrix.size)
     # Only pairs of a row with a later candidate: not the diagonal (each vector with itself,
     # always over the threshold) nor a pair twice. One mask for all the products.
     later = np.triu(np.ones((len(at), len(at)), dtype=bool), 1)
