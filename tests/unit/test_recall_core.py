@@ -20,7 +20,7 @@ from hivemem.domain.models import (
     trusted_turn_item,
 )
 from hivemem.domain.recall.budget import (
-    _PRODUCT_SIZE,
+    PRODUCT_SIZE,
     Candidate,
     _near_pairs,
     _normalised,
@@ -138,7 +138,7 @@ def _near_pairs_per_product(ordered: list[Candidate], threshold: float
     if len(at) < 2:
         return near
     matrix = np.stack([ordered[i].vector for i in at])  # type: ignore[misc]
-    step = max(1, _PRODUCT_SIZE // matrix.size)
+    step = max(1, PRODUCT_SIZE // matrix.size)
     for start in range(0, len(at) - 1, step):
         sims = matrix[start:start + step] @ matrix.T
         for r, c in zip(*np.nonzero(np.triu(sims >= threshold, start + 1)), strict=True):
