@@ -74,3 +74,16 @@ def test_the_newest_of_a_chain_is_the_successor() -> None:
                Answer(4, "Updated: 200 g a day", NEAR, 0.5),
                Answer(7, "Corrected: 220 g a day", NEAR, 0.5)]
     assert newer_answers(answers) == {0: 2, 1: 2}
+
+
+def test_many_candidates_are_compared_in_pieces_and_every_pair_is_found() -> None:
+    # 80 candidates: the pairwise product is cut into pieces (OpenBLAS's thread pool is
+    # kept out); the one pair on one thing, first and last, is still found.
+    rng = np.random.default_rng(7)
+    vectors = rng.normal(size=(80, 384)).astype(np.float32)
+    vectors /= np.linalg.norm(vectors, axis=1, keepdims=True)
+    vectors[79] = vectors[0]
+    answers = [Answer(i, f"note {i}: 5 engineers", vectors[i], 0.5) for i in range(80)]
+    answers[0] = Answer(0, "we're 6 engineers", vectors[0], 0.5)
+    answers[79] = Answer(79, "From the 3rd: 8 engineers", vectors[79], 0.5)
+    assert newer_answers(answers) == {0: 79}
