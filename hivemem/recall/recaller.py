@@ -700,18 +700,18 @@ def _with_newer_answers(
     """`replaced` plus the asking session's turns that a later turn answering the same
     question replaced (`newer_answers`: on one thing, a value of the same kind in place of
     one they say), whatever words the change was said in."""
-    keys = [key for key, e in pool.items() if e.is_turn and e.vector is not None
-            and e.signals.session_id == session_id and e.signals.seq is not None
-            and key not in replaced]
-    if len(keys) < 2:
-        return replaced
-    answers = [Answer(seq=pool[k].signals.seq or 0, text=pool[k].text,
-                      vector=cast(Vector, pool[k].vector), relevance=pool[k].signals.dense)
-               for k in keys]
-    newer = newer_answers(answers)
-    if not newer:
-        return replaced
-    return _Over({keys[old]: (keys[new],) for old, new in newer.items()}, replaced)
+    keys: list[str] = []
+    answers: list[Answer] = []
+    for key, e in pool.items():
+        if e.is_turn and e.vector is not None and e.signals.session_id == session_id \
+                and e.signals.seq is not None:
+            keys.append(key)
+            answers.append(Answer(e.signals.seq, e.text, e.vector, e.signals.dense))
+    # (`replaced` may be a lazy view over every fact: asked only of the few found.)
+    newer: dict[str, tuple[str, ...]] = {
+        keys[old]: (keys[new],) for old, new in newer_answers(answers).items()
+        if keys[old] not in replaced}
+    return _Over(newer, replaced) if newer else replaced
 
 
 def _whole_or_asked(

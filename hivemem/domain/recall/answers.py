@@ -15,6 +15,8 @@ leaves Postgres current.
 
 from __future__ import annotations
 
+import functools
+import re
 from collections.abc import Sequence
 from dataclasses import dataclass
 
@@ -41,6 +43,7 @@ SLACK = 0.05
 # Kinds read too loosely to pair on their own: any capitalised word is a name, and a
 # bare clock time is as often an option or another leg of a trip as a change.
 _LOOSE = frozenset(("name", "time", "day"))
+_DIGIT_OR_PATH = re.compile(r"[0-9/]")
 
 
 @dataclass(frozen=True, slots=True)
@@ -67,42 +70,44 @@ def newer_answers(answers: Sequence[Answer], *, topic: float = TOPIC,
     if len(rows) < 2:
         return {}
     rows.sort(key=lambda i: answers[i].seq)
-    # The vectors first: pairs on one thing are rare, and only theirs are read for values
-    # and wording (each read is a parse of the text).
+    # The vectors first: pairs on one thing are few, and only their texts are read for
+    # values and wording (each read is a parse; kept per text, as recall meets the same
+    # candidates again and again).
     close = _close_pairs(np.stack([answers[i].vector for i in rows]), topic)
-    if not close.any():
-        return {}
-    values: dict[int, set[Value]] = {}
-    stating: dict[int, bool] = {}
-
-    def values_of(i: int) -> set[Value]:
-        got = values.get(i)
-        if got is None:
-            got = values[i] = _keyed(value_keys(answers[i].text))
-        return got
-
-    def states(i: int) -> bool:
-        got = stating.get(i)
-        if got is None:
-            got = stating[i] = not weighs(answers[i].text)
-        return got
-
     replaced: dict[int, int] = {}
     for a, b_rows in enumerate(close):
         later = np.flatnonzero(b_rows)
         if not len(later):
             continue
         old = rows[a]
+        gone = _pairing_values(answers[old].text)
+        if not gone:
+            continue
         for b in later[::-1]:  # the newest first
             new = rows[int(b)]
             if answers[new].seq <= answers[old].seq:
                 continue
             if answers[new].relevance < answers[old].relevance - SLACK:
                 continue
-            if states(new) and _in_place_of(values_of(old), values_of(new)):
+            if _in_place_of(gone, _pairing_values(answers[new].text)) \
+                    and not _weighs(answers[new].text):
                 replaced[old] = new
                 break
     return replaced
+
+
+@functools.lru_cache(maxsize=16_384)
+def _pairing_values(text: str) -> frozenset[Value]:
+    """The values of `text` of the kinds that pair (not `_LOOSE`). Each of those has a
+    digit or is a path: a text with neither is not parsed (most chat turns)."""
+    if _DIGIT_OR_PATH.search(text) is None:
+        return frozenset()
+    return frozenset(v for v in _keyed(value_keys(text)) if v.kind not in _LOOSE)
+
+
+@functools.lru_cache(maxsize=16_384)
+def _weighs(text: str) -> bool:
+    return weighs(text)
 
 
 def _close_pairs(matrix: npt.NDArray[np.float32], topic: float) -> npt.NDArray[np.bool_]:
@@ -117,8 +122,8 @@ def _close_pairs(matrix: npt.NDArray[np.float32], topic: float) -> npt.NDArray[n
     return np.triu(close, 1)
 
 
-def _in_place_of(old: set[Value], new: set[Value]) -> bool:
+def _in_place_of(old: frozenset[Value], new: frozenset[Value]) -> bool:
     """`new` says a value of the same kind as one `old` says and `new` does not."""
     gone = old - new
     added = new - old
-    return any(_same_kind(g, n) for g in gone for n in added if g.kind not in _LOOSE)
+    return any(_same_kind(g, n) for g in gone for n in added)
