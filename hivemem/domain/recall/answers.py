@@ -3,11 +3,11 @@
 The keeper marks a statement stale when it reads a change off the turns as they come, by
 their words and values. A question names the slot too: of two statements of one session
 that both answer it, on one thing (their vectors close), where the later one says a value
-of the same kind that the earlier one does not ("Tomás is running 4.1" then "4.1 release
-manager is Ines"; "the 9:10 train" then "the 7:40 from King's Cross"), the later one is
-what holds now, however it was worded. Recall then treats the earlier one as it treats a
-statement the keeper replaced: left out of a context about now once its successor is in
-it or competed for it; a question about the past is not asked this way at all.
+of the same kind in place of one the earlier says ("Q1 capacity: 6 engineers x 8 = 48
+points per sprint", then "From the 3rd: 8 engineers ... then 64 points per sprint"), the
+later one is what holds now, however it was worded. Recall then treats the earlier one as
+it treats a statement the keeper replaced: left out of a context about now once its
+successor is in it or competed for it; a question about the past is not asked this way.
 
 A turn that asks, weighs or proposes (`weighs`) replaces nothing: "what if we did mongo"
 leaves Postgres current.
@@ -29,8 +29,9 @@ from hivemem.domain.value_reading import Value, _keyed, _same_kind, value_keys
 
 __all__ = ["Answer", "newer_answers"]
 
-# How close two statements' vectors are when they say one thing (all-MiniLM-L6-v2 puts
-# two wordings of one slot at ~0.45-0.8 and two slots of one topic mostly below).
+# How close two statements' vectors are when they say one thing. all-MiniLM-L6-v2 puts two
+# wordings of one slot at ~0.45-0.9; at 0.45 statements on neighbouring slots of one topic
+# paired too (a summary replaced the list it summed up), at 0.6 none did on the tuning part.
 TOPIC = 0.6
 # How close to the question a statement is when it answers it, at least, and at most how
 # far below the question's best candidate.
