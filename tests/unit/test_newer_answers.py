@@ -87,3 +87,18 @@ def test_many_candidates_are_compared_in_pieces_and_every_pair_is_found() -> Non
     answers[0] = Answer(0, "we're 6 engineers", vectors[0], 0.5)
     answers[79] = Answer(79, "From the 3rd: 8 engineers", vectors[79], 0.5)
     assert newer_answers(answers) == {0: 79}
+
+
+def test_a_number_that_names_which_one_replaces_nothing() -> None:
+    # "note 3", "Sprint 19", a bare number: which one, not how much.
+    for old, new in (("note 3 on topic alpha", "note 7 on topic alpha"),
+                     ("Sprint 18 goal: ship bulk edit", "Sprint 19 goal: ship the importer"),
+                     ("the answer is 42", "the answer is 43")):
+        answers = [Answer(1, old, SAME, 0.5), Answer(9, new, NEAR, 0.5)]
+        assert newer_answers(answers) == {}, (old, new)
+    # A number before what it counts or measures is a quantity.
+    for old, new in (("we're 6 engineers", "we're 8 engineers now"),
+                     ("the budget is $45 a seat", "the budget is $52 a seat"),
+                     ("the runtime is v3.11.2", "the runtime is v3.12.0")):
+        answers = [Answer(1, old, SAME, 0.5), Answer(9, new, NEAR, 0.5)]
+        assert newer_answers(answers) == {0: 1}, (old, new)

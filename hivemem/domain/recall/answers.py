@@ -100,11 +100,28 @@ def newer_answers(answers: Sequence[Answer], *, topic: float = TOPIC,
 
 @functools.lru_cache(maxsize=16_384)
 def _pairing_values(text: str) -> frozenset[Value]:
-    """The values of `text` of the kinds that pair (not `_LOOSE`). Each of those has a
-    digit or is a path: a text with neither is not parsed (most chat turns)."""
+    """The values of `text` that pair (`_pairs`). Each has a digit or is a path: a text with
+    neither is not parsed (most chat turns)."""
     if _DIGIT_OR_PATH.search(text) is None:
         return frozenset()
-    return frozenset(v for v in _keyed(value_keys(text)) if v.kind not in _LOOSE)
+    return frozenset(v for v in _keyed(value_keys(text)) if _pairs(v, text))
+
+
+def _pairs(value: Value, text: str) -> bool:
+    """Whether `value` says how much or when, not which one. A number before what it counts
+    or measures ("6 engineers", "220 g", "$45") is a quantity; a number after a word names
+    which one as often as it sets a value ("note 3", "Sprint 18", "Node 20", "limit 100"),
+    and a bare number says neither: those are left to the keeper's rules."""
+    kind = value.kind
+    if kind in _LOOSE:
+        return False
+    if kind.startswith("amount:"):
+        unit = kind.removeprefix("amount:")
+        if unit.startswith("@"):
+            counted = rf"(?<![\w.]){re.escape(value.text)}\s+{re.escape(unit[1:])}"
+            return re.search(counted, text, re.IGNORECASE) is not None
+        return bool(unit)
+    return kind != "version" or " " not in value.text
 
 
 @functools.lru_cache(maxsize=16_384)
