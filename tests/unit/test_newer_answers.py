@@ -19,10 +19,16 @@ NEAR = _unit(1, 0.3, 0)  # cos ~0.96 with SAME
 OTHER = _unit(0, 1, 0)   # another thing
 
 
+def _pair(old: str, new: str, *, new_vector: np.ndarray = NEAR, seq: int = 9,
+          relevance: tuple[float, float] = (0.5, 0.5)) -> dict[int, int]:
+    """`newer_answers` of an earlier statement (seq 1) and a later one."""
+    return newer_answers([Answer(1, old, SAME, relevance[0]),
+                          Answer(seq, new, new_vector, relevance[1])])
+
+
 def test_a_later_count_with_the_same_unit_replaces_the_earlier() -> None:
-    answers = [Answer(1, "we're 6 engineers, 48 points per sprint", SAME, 0.5),
-               Answer(9, "From the 3rd: 8 engineers, 64 points per sprint", NEAR, 0.5)]
-    assert newer_answers(answers) == {0: 1}
+    assert _pair("we're 6 engineers, 48 points per sprint",
+                 "From the 3rd: 8 engineers, 64 points per sprint") == {0: 1}
 
 
 def test_order_is_the_sessions_not_the_lists() -> None:
@@ -32,41 +38,32 @@ def test_order_is_the_sessions_not_the_lists() -> None:
 
 
 def test_another_thing_replaces_nothing() -> None:
-    answers = [Answer(1, "we're 6 engineers", SAME, 0.5),
-               Answer(9, "we have 8 engineers", OTHER, 0.5)]
-    assert newer_answers(answers) == {}
+    assert _pair("we're 6 engineers", "we have 8 engineers", new_vector=OTHER) == {}
 
 
 def test_a_proposal_replaces_nothing() -> None:
-    answers = [Answer(1, "the limit is 100 requests per minute", SAME, 0.5),
-               Answer(9, "what if we raised it to 500 requests per minute?", NEAR, 0.5)]
-    assert newer_answers(answers) == {}
+    assert _pair("the limit is 100 requests per minute",
+                 "what if we raised it to 500 requests per minute?") == {}
 
 
 def test_a_restatement_or_an_addition_replaces_nothing() -> None:
-    answers = [Answer(1, "the limit is 100 requests per minute", SAME, 0.5),
-               Answer(5, "yes, 100 requests per minute, burst 20 on top", NEAR, 0.5)]
-    assert newer_answers(answers) == {}
+    assert _pair("the limit is 100 requests per minute",
+                 "yes, 100 requests per minute, burst 20 on top", seq=5) == {}
 
 
 def test_loose_kinds_do_not_pair_alone() -> None:
     # Any capitalised word reads as a name, a clock time is as often another option.
-    answers = [Answer(1, "The 14:00 from Waverley, or the 15:00", SAME, 0.5),
-               Answer(9, "Updated: the 7:40 from King's Cross", NEAR, 0.5)]
-    assert newer_answers(answers) == {}
-    names = [Answer(1, "logs ship with Promtail", SAME, 0.5),
-             Answer(9, "OTel Collector as the single agent", NEAR, 0.5)]
-    assert newer_answers(names) == {}
+    assert _pair("The 14:00 from Waverley, or the 15:00",
+                 "Updated: the 7:40 from King's Cross") == {}
+    assert _pair("logs ship with Promtail", "OTel Collector as the single agent") == {}
 
 
 def test_statements_far_from_the_question_are_not_read() -> None:
-    answers = [Answer(1, "we're 6 engineers", SAME, 0.9),
-               Answer(9, "From the 3rd: 8 engineers", NEAR, 0.2)]
-    assert newer_answers(answers) == {}
+    assert _pair("we're 6 engineers", "From the 3rd: 8 engineers",
+                 relevance=(0.9, 0.2)) == {}
     # ...nor is a later one much less about the question than the earlier.
-    answers = [Answer(1, "we're 6 engineers", SAME, 0.7),
-               Answer(9, "From the 3rd: 8 engineers", NEAR, 0.5)]
-    assert newer_answers(answers) == {}
+    assert _pair("we're 6 engineers", "From the 3rd: 8 engineers",
+                 relevance=(0.7, 0.5)) == {}
 
 
 def test_the_newest_of_a_chain_is_the_successor() -> None:
@@ -94,11 +91,9 @@ def test_a_number_that_names_which_one_replaces_nothing() -> None:
     for old, new in (("note 3 on topic alpha", "note 7 on topic alpha"),
                      ("Sprint 18 goal: ship bulk edit", "Sprint 19 goal: ship the importer"),
                      ("the answer is 42", "the answer is 43")):
-        answers = [Answer(1, old, SAME, 0.5), Answer(9, new, NEAR, 0.5)]
-        assert newer_answers(answers) == {}, (old, new)
+        assert _pair(old, new) == {}, (old, new)
     # A number before what it counts or measures is a quantity.
     for old, new in (("we're 6 engineers", "we're 8 engineers now"),
                      ("the budget is $45 a seat", "the budget is $52 a seat"),
                      ("the runtime is v3.11.2", "the runtime is v3.12.0")):
-        answers = [Answer(1, old, SAME, 0.5), Answer(9, new, NEAR, 0.5)]
-        assert newer_answers(answers) == {0: 1}, (old, new)
+        assert _pair(old, new) == {0: 1}, (old, new)

@@ -24,7 +24,7 @@ import numpy as np
 import numpy.typing as npt
 
 from hivemem.domain.change_words import weighs
-from hivemem.domain.recall.budget import PRODUCT_SIZE
+from hivemem.domain.recall.budget import similarity_blocks
 from hivemem.domain.value_reading import Value, _keyed, _same_kind, value_keys
 
 __all__ = ["Answer", "newer_answers"]
@@ -131,13 +131,12 @@ def _weighs(text: str) -> bool:
 
 def _close_pairs(matrix: npt.NDArray[np.float32], topic: float) -> npt.NDArray[np.bool_]:
     """Row i, column j > i: whether vectors i and j have cosine >= `topic`. In products
-    small enough to stay off OpenBLAS's thread pool (`PRODUCT_SIZE`): on a busy 2-core box
-    one 40 x 384 x 40 product handed to it took 7-8 ms instead of 20 us (measured)."""
+    small enough to stay off OpenBLAS's thread pool (`similarity_blocks`): on a busy 2-core
+    box one 40 x 384 x 40 product handed to it took 7-8 ms instead of 20 us (measured)."""
     n = len(matrix)
     close = np.zeros((n, n), dtype=bool)
-    step = max(1, PRODUCT_SIZE // matrix.size)
-    for start in range(0, n - 1, step):
-        close[start:start + step] = matrix[start:start + step] @ matrix.T >= topic
+    for start, sims in similarity_blocks(matrix):
+        close[start:start + len(sims)] = sims >= topic
     return np.triu(close, 1)
 
 

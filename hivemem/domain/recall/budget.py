@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import cast
 
@@ -194,6 +194,17 @@ def _closest(pair: tuple[float, int]) -> tuple[float, int]:
 PRODUCT_SIZE = 200_000
 
 
+def similarity_blocks(
+    matrix: npt.NDArray[np.float32],
+) -> Iterator[tuple[int, npt.NDArray[np.float32]]]:
+    """`matrix @ matrix.T` in row blocks of at most `PRODUCT_SIZE` multiply-adds: (first row,
+    the block's similarities to every row). The last row is left out (its pairs are all in
+    earlier rows' blocks when only pairs with a later row are wanted)."""
+    step = max(1, PRODUCT_SIZE // matrix.size)
+    for start in range(0, len(matrix) - 1, step):
+        yield start, matrix[start:start + step] @ matrix.T
+
+
 def _near_pairs(
     ordered: Sequence[Candidate], threshold: float
 ) -> dict[int, list[tuple[float, int]]]:
@@ -205,14 +216,11 @@ def _near_pairs(
     if len(at) < 2:
         return near
     matrix = np.stack([cast("npt.NDArray[np.float32]", ordered[i].vector) for i in at])
-    step = max(1, PRODUCT_SIZE // matrix.size)
     # Only pairs of a row with a later candidate: not the diagonal (each vector with itself,
     # always over the threshold) nor a pair twice. One mask for all the products.
     later = np.triu(np.ones((len(at), len(at)), dtype=bool), 1)
-    for start in range(0, len(at) - 1, step):
-        rows = matrix[start:start + step]
-        sims = rows @ matrix.T
-        hits = (sims >= threshold) & later[start:start + step]
+    for start, sims in similarity_blocks(matrix):
+        hits = (sims >= threshold) & later[start:start + len(sims)]
         for r, c in zip(*np.nonzero(hits), strict=True):
             near.setdefault(at[int(c)], []).append((float(sims[r, c]), at[start + int(r)]))
     return near
