@@ -10,7 +10,11 @@ step, and each is kept only when it adds something:
   reflector wrote): it may not supersede, retract, archive or conflict them. An explicit
   ``update`` of such a fact becomes an add on its slot, which the change rules then judge;
 - it does not restate a value the rules hold (a duplicate would outlive their next change of
-  it) or retired (an old statement read again).
+  it) or retired (an old statement read again);
+- it is not a word-for-word cut of one turn that says more: it adds no word the turn lacks,
+  and in recall a fact stands for the turn it restates (`RecallPolicy.restates_threshold`),
+  so the cut would hand over less than the turn ("Load test cancelled, not rescheduled."
+  for "Load test cancelled, not rescheduled. I posted ... that Tuesday's test is off.").
 Among themselves the LLM's new facts follow the change rules as usual (an LLM may find both
 the old and the new value of a slot the rules missed). So a weak model (hallucinating,
 dropping updates, answering nothing) leaves the rules' result as it is, and a good one adds
@@ -25,7 +29,7 @@ from typing import Any
 from hivemem.domain.consolidation import History, Plan, PlanContext, Planner
 from hivemem.domain.fact import VISIBLE, Fact, FactAction, FactStatus
 from hivemem.domain.models import Turn
-from hivemem.domain.provenance import sources_of
+from hivemem.domain.provenance import sources_of, words_of
 from hivemem.domain.values import restates
 
 __all__ = ["plan_with_additions"]
@@ -108,6 +112,15 @@ def plan_with_additions(
     return plan
 
 
+def _cut_of(content: str, turn_text: str) -> bool:
+    """Is `content` a word-for-word part of `turn_text`, which says more than it?"""
+    part, whole = words_of(content), words_of(turn_text)
+    if not part or len(part) >= len(whole):
+        return False
+    n = len(part)
+    return any(whole[i:i + n] == part for i in range(len(whole) - n + 1))
+
+
 def _admitted(action: FactAction, rules: Planner, left: dict[str, Fact],
               turns: Sequence[Turn], offset: int) -> FactAction | str:
     """The action as it may be tried on top of the rules, or why not ("" to skip quietly).
@@ -129,6 +142,9 @@ def _admitted(action: FactAction, rules: Planner, left: dict[str, Fact],
         return "no turn of the episode states it"
     # A value the rules already hold adds nothing, and a second copy of it would outlive
     # the rules' next change of that value (they replace one fact per statement).
+    cut = next((t for t in sources if _cut_of(content, t.content)), None)
+    if cut is not None:
+        return f"copies part of turn {cut.turn_id}"
     held = [f.fact_id for f in left.values() if f.status in VISIBLE and restates(content, f)]
     if held:
         return f"restates {held[0]}"

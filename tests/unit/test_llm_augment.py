@@ -304,3 +304,22 @@ def test_a_failing_llm_leaves_the_heuristic_facts(
     assert facts[MYSQL] == FactStatus.ACTIVE and facts[PG] == FactStatus.SUPERSEDED
     assert not trace.get("failed")
     assert any(d.startswith("llm failed:") for d in trace["dropped"]), trace["dropped"]
+
+
+def test_a_word_for_word_cut_of_a_turn_is_not_kept() -> None:
+    """A fact stands for the turn it restates in recall: a cut of a turn that says more
+    would hand over less than the turn (the slice's "What happened to the load test?"
+    lost "off"). A sentence of the model's own words is an addition; the cut is not."""
+    said = ("Load test cancelled, not rescheduled. I posted a follow-up in #staging that "
+            "Tuesday's test is off.")
+    turns = turns_of(said)
+    rules = HeuristicReflector().reflect(request_of(turns)).actions
+    cut = FactAction(op="add", content="Load test cancelled, not rescheduled.",
+                     subject="load test", source_turn_ids=["t1"], agent_id="sam")
+    reworded = FactAction(op="add", content="A follow-up on the load test is posted in #staging.",
+                          subject="load test", source_turn_ids=["t1"], agent_id="sam")
+    plan = plan_with_additions([], rules, [cut, reworded], where(turns))
+    contents = {plan.writes[i].content for i in plan.added}
+    assert "Load test cancelled, not rescheduled." not in contents
+    assert "A follow-up on the load test is posted in #staging." in contents
+    assert "llm 0: copies part of turn t1" in plan.dropped
