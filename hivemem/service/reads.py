@@ -19,7 +19,7 @@ from hivemem.domain.turn import check_budget, check_query
 from hivemem.domain.values import drop_cached
 from hivemem.errors import ValidationError
 from hivemem.recall.recaller import Recaller
-from hivemem.service.access import SessionAccess
+from hivemem.service.access import SessionAccess, name_for
 from hivemem.service.checks import check_related, lifecycle_statuses
 from hivemem.service.parts import Parts
 from hivemem.store.vectors.base import VectorStore
@@ -104,8 +104,14 @@ class Reads:
         *, limit: int | None, include_history: bool, include_archived: bool, explain: bool,
         related: Sequence[str],
     ) -> RecallResult:
+        # A scope's own session alone: its check rides in the recall's first Redis read
+        # (`check_owner`), beside the query's embedding, not in a round trip before it.
+        check_owner = not related
         for sid in (session_id, *related):
-            self.access.require(scope, sid)
+            if check_owner:
+                name_for(scope, sid)  # (a malformed id is refused before anything is read)
+            else:
+                self.access.require(scope, sid)
         updates: dict[str, Any] = {}
         if limit is not None:
             updates["limit"] = limit
@@ -118,6 +124,7 @@ class Reads:
         return self.recaller().recall(
             session_id, query, budget, policy,
             related_sessions=related, explain=bool(explain), access=scope,
+            check_owner=check_owner,
         )
 
     def facts(

@@ -271,16 +271,22 @@ class TurnLog:
         return self.send_recent_turns_and_progress(episodes, name, limit, scope)()
 
     def send_recent_turns_and_progress(
-        self, episodes: EpisodeStore, name: SessionName, limit: int, scope: Scope | None = None
+        self, episodes: EpisodeStore, name: SessionName, limit: int, scope: Scope | None = None,
+        *, owned_by: str | None = None,
     ) -> Callable[[], tuple[list[Turn], Progress]]:
         """`recent_turns_and_progress`, sent now and read by the call returned (which must
-        be made: see `send_pipeline`)."""
+        be made: see `send_pipeline`). `owned_by`: `check_scope(name, owned_by,
+        must_exist=True)` in the same round trip; the call raises its `OutOfScope`."""
         limit = min(limit, self.recent_window)
         if episodes.client is not self._r:
+            if owned_by is not None:
+                self.check_scope(name, owned_by, must_exist=True)
             both = self.recent_turns(name, limit, scope), episodes.progress(name)
             return lambda: both
         with redis_errors("read recent turns and boundary state"):
             pipe = self._r.pipeline(transaction=False)
+            if owned_by is not None:
+                head.queue_read(pipe, self.keys, name)
             if limit > 0:
                 recent.queue_read(pipe, self.keys, name, limit)
             episodes.queue_progress(pipe, name)
@@ -289,6 +295,11 @@ class TurnLog:
         def read() -> tuple[list[Turn], Progress]:
             with redis_errors("read recent turns and boundary state"):
                 got = replies()
+            if owned_by is not None:
+                owner = head.decode(*got[:head.READS])[1]
+                if owner != owned_by:  # unknown (None), or another namespace's
+                    raise OutOfScope()
+                got = got[head.READS:]
             rows = recent.decode_read(got[: recent.READ_REPLIES]) if limit > 0 else []
             return _turns_in(rows, scope), episodes.decode_progress(got[-1])
 

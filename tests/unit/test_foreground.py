@@ -54,20 +54,27 @@ def test_the_switch_interval_is_short_only_while_recalls_run() -> None:
 
 def test_a_recall_is_foreground_from_its_access_check_on(pipeline) -> None:  # type: ignore[no-untyped-def]
     """The scope check's Redis read is part of the recall: background threads hold back
-    and the switch interval is short for it too, not only for the search that follows."""
+    and the switch interval is short for it too, not only for the search that follows.
+    It rides in the recall's first Redis read (`owned_by`), not a round trip before it."""
     client, drain = pipeline
     client.ingest("s", "user", "The deploy window is Tuesday at noon.")
     drain()
     service = client._service  # noqa: SLF001 (the service's parts are not public)
     gate = service.reads.parts.foreground
+    state = service.reads.parts.state
+    send = state.send_recent_turns_and_progress
     require = service.reads.access.require
-    busy: list[bool] = []
+    busy: list[tuple[bool, str | None]] = []
 
-    def watched(access, session_id):  # type: ignore[no-untyped-def]
-        busy.append(gate.busy)
-        return require(access, session_id)
+    def watched(*args, **kwargs):  # type: ignore[no-untyped-def]
+        busy.append((gate.busy, kwargs.get("owned_by")))
+        return send(*args, **kwargs)
 
-    service.reads.access.require = watched
+    def refused(access, session_id):  # type: ignore[no-untyped-def]
+        raise AssertionError("a round trip before the recall")
+
+    state.send_recent_turns_and_progress = watched
+    service.reads.access.require = refused
     client.recall("s", "When is the deploy window?", token_budget=200)
-    assert busy == [True]
+    assert busy == [(True, "default")]
     assert not gate.busy
