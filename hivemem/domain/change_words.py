@@ -64,8 +64,11 @@ _NOT = re.compile(r"\b(?:not|no|never)\b|n't\b", re.IGNORECASE)
 _PASSIVE = re.compile(r"(?:cancelled|dropped|withdrawn|scrapped|called off)$",
                       re.IGNORECASE)
 _SUBJECT = re.compile(r"\b(?:i|we|you|they|he|she)\b", re.IGNORECASE)
-# A turn that raises an alternative rather than states what holds.
-_PROPOSES = re.compile(r"\?|\b(?:push\w*|pitch\w*|swears? by|recommend\w*|wants? to try"
+# A turn that raises an alternative rather than states what holds. "Pushing", "pushes for"
+# advocate; "pushed" alone reports a thing done ("images rebuilt and pushed", "pushed the
+# fix"), not a proposal: only "pushed for" still pushes for something.
+_PROPOSES = re.compile(r"\?|\b(?:push(?!ed\b(?!\s+for\b))\w*|pitch\w*|swears? by|recommend\w*"
+                       r"|wants? to try"
                        r"|why (?:we|don't|aren't|not)|\w+'d (?:get|have|be))\b", re.IGNORECASE)
 _QUESTION = re.compile(r"\?\s*$")
 _CLAUSE = re.compile(r";\s+|,?\s+but\s+")

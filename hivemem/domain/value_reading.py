@@ -1,7 +1,7 @@
 """Values read off a sentence (pure): times, dates, weekdays, amounts with their unit or the
-words they measure, versions, paths, codes (a seat "14C") and names, each normalised ("7pm"
--> 19:00, "$1,240.00" -> 1240), and a sentence's content words (what says two turns are
-about one thing).
+words they measure, versions, image tags ("python:3.11-slim"), paths, codes (a seat "14C")
+and names, each normalised ("7pm" -> 19:00, "$1,240.00" -> 1240), and a sentence's content
+words (what says two turns are about one thing).
 
 The value lineage (`hivemem.domain.lineage`) compares these across the turns of a session.
 """
@@ -29,6 +29,15 @@ _NAMED_NUMBER = re.compile(r"(?<![\w.-])([A-Z][A-Za-z]+)\s(\d+(?:\.\d+)*)"
 # not a unit's ("5L", "100W", "2T", "8G"), nor a letter read as a digit (I, O).
 _CODE = re.compile(r"(?<![\w.,/:#$€£-])(\d{1,4}[A-FHJKNPQRSUXYZ])(?![\w'-])")
 _PATH = re.compile(r"(?<![\w/])(/[a-z0-9][\w./-]*[a-z0-9])", re.IGNORECASE)
+# An image or package reference, `name:tag` with no space ("python:3.11-slim",
+# "node:20-alpine", "ghcr.io/acme/api:1.4.2"): the tag is the version of that name, the value
+# of its own slot. The tag starts with a digit (a word after the colon is a label's value,
+# "latest" says no version). A host's port is written the same way ("localhost:8080",
+# "db:5432"): a bare number of three digits or more is read as one, not a tag (a tag is a
+# major version, 16, or dotted, 7.2).
+_IMAGE = re.compile(r"(?<![\w./:@-])((?:[a-z0-9][a-z0-9.-]*/)*[a-z][a-z0-9_.-]*[a-z0-9])"
+                    r":(\d+(?:\.\d+)*(?:-[a-z][a-z0-9]*(?:[.-][a-z0-9]+)*)?)(?![\w:/@]|[.-]\w)",
+                    re.IGNORECASE)
 _MONTH = ("jan(?:uary)?|feb(?:ruary)?|mar(?:ch)?|apr(?:il)?|may|june?|july?|aug(?:ust)?"
           "|sep(?:t(?:ember)?)?|oct(?:ober)?|nov(?:ember)?|dec(?:ember)?")
 # "the 14th" is a date; "the 5th floor" is not.
@@ -97,7 +106,7 @@ we're we'll i'll i'm you're they're don't doesn't can't won't isn't aren't
 @dataclass(frozen=True, slots=True)
 class Value:
     """One value a turn names: its kind ("time", "amount:<unit>", "version", "path",
-    "name") and its normalised text."""
+    "tag:<image>", "name") and its normalised text."""
 
     kind: str
     text: str
@@ -184,7 +193,21 @@ def value_keys(text: str) -> frozenset[str]:
     return frozenset(v.key for v in values_in(text))
 
 
+def _images(text: str, found: set[Value], spans: list[tuple[int, int]]) -> None:
+    """ "python:3.11-slim": the tag, a value of the kind "tag:<name>" (two tags pair only
+    when they are of one name: python:3.12 replaces python:3.11, not node:20)."""
+    for m in _IMAGE.finditer(text):
+        tag = m.group(2)
+        if tag.isdigit() and len(tag) >= 3:
+            continue  # a port
+        found.add(Value(f"tag:{m.group(1).lower()}", tag.lower()))
+        spans.append(m.span())
+
+
 def _paths(text: str, found: set[Value], spans: list[tuple[int, int]]) -> None:
+    """Image references ("python:3.11-slim", read first: their tags are no times or
+    numbers), then paths."""
+    _images(text, found, spans)
     for m in _PATH.finditer(text):
         found.add(Value("path", m.group(1).lower()))
         spans.append(m.span())

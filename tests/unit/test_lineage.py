@@ -405,3 +405,21 @@ def test_a_title_is_no_value_and_its_period_ends_no_sentence() -> None:
     gone = steps[-1].lineage.gone
     assert "name=dubois" in gone and "name=varga" not in gone
     assert _history(steps) == {"t0": "t1"}
+
+
+def test_an_image_reference_s_tag_is_a_value_of_that_image() -> None:
+    # "name:tag": the tag is the version of that image; a host's port is not a tag.
+    assert {v.key for v in values_in("All workers use python:3.11-slim, CI runs node:20-alpine"
+                                     " and postgres:16, cache redis:7.2.")} >= {
+        "tag:python=3.11-slim", "tag:node=20-alpine", "tag:postgres=16", "tag:redis=7.2"}
+    assert {v.key for v in values_in("pull ghcr.io/acme/api:1.4.2")} == {
+        "tag:ghcr.io/acme/api=1.4.2"}
+    assert not {v.key for v in values_in("served on localhost:8080, db:5432, at 10:30")} & {
+        "tag:localhost=8080", "tag:db=5432"}
+
+
+def test_a_thing_pushed_is_done_not_proposed() -> None:
+    from hivemem.domain.change_words import weighs
+    assert not weighs("Images rebuilt and pushed.")
+    assert weighs("nadia keeps pushing kubernetes")
+    assert weighs("she pushed for kubernetes")

@@ -61,9 +61,29 @@ def test_loose_kinds_do_not_pair_alone() -> None:
 def test_statements_far_from_the_question_are_not_read() -> None:
     assert _pair("we're 6 engineers", "From the 3rd: 8 engineers",
                  relevance=(0.9, 0.2)) == {}
-    # ...nor is a later one much less about the question than the earlier.
+    # ...nor is a later one much less about the question than the earlier, on a
+    # neighbouring slot (its vector only as close as one topic's, cos ~0.7)...
     assert _pair("we're 6 engineers", "From the 3rd: 8 engineers",
-                 relevance=(0.7, 0.5)) == {}
+                 new_vector=_unit(1, 1, 0), relevance=(0.7, 0.5)) == {}
+
+
+def test_a_restatement_less_close_to_the_question_by_its_wording_replaces() -> None:
+    # ...but one that says nearly the same thing (cos >= 0.85) differs from the question by
+    # its wording, not by what it is about.
+    assert _pair("All worker Dockerfiles use python:3.11-slim as the base image.",
+                 "Thanks. I see it: all 5 worker Dockerfiles now build FROM python:3.12-slim."
+                 " Images rebuilt and pushed.", relevance=(0.73, 0.66)) == {0: 1}
+    assert _pair("All worker Dockerfiles use python:3.11-slim as the base image.",
+                 "All worker Dockerfiles now build FROM python:3.12-slim.",
+                 new_vector=_unit(1, 1, 0), relevance=(0.73, 0.66)) == {}
+
+
+def test_an_image_tag_replaces_the_tag_of_the_same_image_only() -> None:
+    assert _pair("the base image is python:3.11-slim", "base image: python:3.12-slim") == {0: 1}
+    assert _pair("we run node:20-alpine", "we run node:22-alpine") == {0: 1}
+    assert _pair("the base image is python:3.11-slim", "the base image is node:20") == {}
+    # A host's port is no tag.
+    assert _pair("the db is at db:5432", "the db is at db:6432") == {}
 
 
 def test_the_newest_of_a_chain_is_the_successor() -> None:

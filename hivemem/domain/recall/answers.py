@@ -38,8 +38,15 @@ TOPIC = 0.6
 # far below the question's best candidate.
 RELEVANCE = 0.3
 BELOW_BEST = 0.25
-# How much less close to the question the later statement may be.
+# How much less close to the question the later statement may be (a later statement on a
+# neighbouring slot, "Decaf: $15.75/lb" after the house espresso's price, is less about a
+# question on the espresso)...
 SLACK = 0.05
+# ...unless the two say nearly the same thing (vectors this close are one statement reworded,
+# "All worker Dockerfiles use python:3.11-slim" and "...all 5 worker Dockerfiles now build
+# FROM python:3.12-slim. Images rebuilt and pushed."): what sets them apart from the
+# question is then their wording, not what they are about.
+RESTATED = 0.85
 
 
 # Kinds read too loosely to pair on their own: any capitalised word is a name, and a
@@ -75,7 +82,7 @@ def newer_answers(answers: Sequence[Answer], *, topic: float = TOPIC,
     # The vectors first: pairs on one thing are few, and only their texts are read for
     # values and wording (each read is a parse; kept per text, as recall meets the same
     # candidates again and again).
-    close = _close_pairs(np.stack([answers[i].vector for i in rows]), topic)
+    close, restated = _close_pairs(np.stack([answers[i].vector for i in rows]), topic)
     replaced: dict[int, int] = {}
     for a, b_rows in enumerate(close):
         later = np.flatnonzero(b_rows)
@@ -89,7 +96,8 @@ def newer_answers(answers: Sequence[Answer], *, topic: float = TOPIC,
             new = rows[int(b)]
             if answers[new].seq <= answers[old].seq:
                 continue
-            if answers[new].relevance < answers[old].relevance - SLACK:
+            if answers[new].relevance < answers[old].relevance - SLACK \
+                    and not restated[a, b]:
                 continue
             if _in_place_of(gone, _pairing_values(answers[new].text)) \
                     and not _weighs(answers[new].text):
@@ -129,15 +137,19 @@ def _weighs(text: str) -> bool:
     return weighs(text)
 
 
-def _close_pairs(matrix: npt.NDArray[np.float32], topic: float) -> npt.NDArray[np.bool_]:
-    """Row i, column j > i: whether vectors i and j have cosine >= `topic`. In products
+def _close_pairs(matrix: npt.NDArray[np.float32], topic: float,
+                 ) -> tuple[npt.NDArray[np.bool_], npt.NDArray[np.bool_]]:
+    """Row i, column j > i: whether vectors i and j have cosine >= `topic`, and whether
+    >= `RESTATED`. In products
     small enough to stay off OpenBLAS's thread pool (`similarity_blocks`): on a busy 2-core
     box one 40 x 384 x 40 product handed to it took 7-8 ms instead of 20 us (measured)."""
     n = len(matrix)
     close = np.zeros((n, n), dtype=bool)
+    restated = np.zeros((n, n), dtype=bool)
     for start, sims in similarity_blocks(matrix):
         close[start:start + len(sims)] = sims >= topic
-    return np.triu(close, 1)
+        restated[start:start + len(sims)] = sims >= RESTATED
+    return np.triu(close, 1), np.triu(restated, 1)
 
 
 def _in_place_of(old: frozenset[Value], new: frozenset[Value]) -> bool:
