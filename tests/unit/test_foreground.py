@@ -63,7 +63,6 @@ def test_a_recall_is_foreground_from_its_access_check_on(pipeline) -> None:  # t
     gate = service.reads.parts.foreground
     state = service.reads.parts.state
     send = state.send_recent_turns_and_progress
-    require = service.reads.access.require
     busy: list[tuple[bool, str | None]] = []
 
     def watched(*args, **kwargs):  # type: ignore[no-untyped-def]

@@ -68,8 +68,8 @@ def test_recall_limit_and_read_only(pipeline, redis_client: redis.Redis) -> None
         client.recall("unknown-session", "alpha")
     # The check rides in the recall's first read: nothing was kept for the unknown session
     # (the known facts are a per-session cache that an asker must not fill for others).
-    known = client._service.reads.recaller().currency.known  # noqa: SLF001
-    assert [str(n) for n in known._sessions] == ["s1"]  # noqa: SLF001
+    known = client._service.reads.recaller().currency.known
+    assert [str(n) for n in known._sessions] == ["s1"]
 
 
 def test_embedded_mode_persists_across_restarts(tmp_path: Path, settings: Settings) -> None:
