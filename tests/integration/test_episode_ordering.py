@@ -264,6 +264,7 @@ def _run_parallel_with_kill(
         "HIVEMEM_WORKER__CLAIM_IDLE_MS": "1000",
         "HIVEMEM_WORKER__CLAIM_INTERVAL_S": "0.2",
         "HIVEMEM_EPISODES__LEASE_MS": "300",
+        "HIVEMEM_WORKER__TRIM_INTERVAL_S": "0",  # (the reference reads the stream after)
     }
     env = worker_env(redis_url, None, extra=fast)
     workers = [
@@ -359,8 +360,11 @@ def test_many_boundary_workers_and_a_kill_give_the_same_episodes_as_one_worker(
 
     # (a) the reference: one worker. Big batches: the batch size cannot change the episodes,
     # and one advance per session per batch is what a boundary worker's time goes on.
+    # No trimming: the sequential reference reads the embedded stream after the run, and a
+    # run past the 60 s trim interval (a loaded machine) dropped the entries it had acked.
     ref_env = worker_env(redis_url, None, extra={
-        "HIVEMEM_EMBEDDING__DIM": str(DIM), "HIVEMEM_WORKER__BATCH_SIZE": "1000"})
+        "HIVEMEM_EMBEDDING__DIM": str(DIM), "HIVEMEM_WORKER__BATCH_SIZE": "1000",
+        "HIVEMEM_WORKER__TRIM_INTERVAL_S": "0"})
     ref = start_worker(ref_env, "--burst", "--name", "ref", command=BOUNDARY_CMD)
     # A hang guard, not a time limit: the stage runs every turn through the currency
     # keeper's rules (10,000 turns: ~57 s on a loaded 2-core machine), as (b)'s workers do.

@@ -13,8 +13,10 @@ from typing import Any
 import pytest
 
 from hivemem import MemoryClient, ScopedMemory, Settings
+from hivemem.pipeline.topology import Keys
 from hivemem.providers.embedders import HashingEmbedder
 from hivemem.service.access import SessionAccess
+from hivemem.store.state import TurnLog
 
 DIM = 256
 _names = itertools.count()
@@ -57,14 +59,22 @@ def agent_key(embedded: MemoryClient, namespace: str) -> ScopedMemory:
 @pytest.fixture
 def scope_checks(namespace: str, monkeypatch: pytest.MonkeyPatch) -> list[str]:
     """The session ids of the test's namespace checked against a scope, as they happen
-    (`clear()` it before the call whose checks are counted)."""
+    (`clear()` it before the call whose checks are counted): by `SessionAccess.require`,
+    or, for a recall, in its first Redis read (`owned_by`)."""
     checked: list[str] = []
     require = SessionAccess.require
+    send = TurnLog.send_recent_turns_and_progress
 
     def counted(self: SessionAccess, who: Any, session_id: str) -> Any:
         if getattr(who, "namespace", None) == namespace:
             checked.append(session_id)
         return require(self, who, session_id)
 
+    def sent(self: TurnLog, *args: Any, owned_by: str | None = None, **kwargs: Any) -> Any:
+        if owned_by == namespace:
+            checked.append(Keys.split_name(args[1])[1])
+        return send(self, *args, owned_by=owned_by, **kwargs)
+
     monkeypatch.setattr(SessionAccess, "require", counted)
+    monkeypatch.setattr(TurnLog, "send_recent_turns_and_progress", sent)
     return checked
