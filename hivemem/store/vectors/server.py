@@ -3,8 +3,9 @@
 from __future__ import annotations
 
 import math
+import threading
 from collections.abc import Iterator, Sequence
-from typing import Any
+from typing import Any, cast
 
 import httpx
 import structlog
@@ -80,7 +81,7 @@ class ServerVectorStore(VectorStore):
         )
         try:
             if location is not None:
-                self._client = QdrantClient(location=location)
+                self._client = cast(QdrantClient, _Serialized(QdrantClient(location=location)))
             else:
                 self._client = QdrantClient(
                     url=settings.url,
@@ -494,3 +495,24 @@ def _vectors(point: Point, lexical: bool = True, window: bool = True) -> dict[st
             indices=point.sparse.indices, values=point.sparse.values
         )
     return vectors
+
+
+class _Serialized:
+    """qdrant-client's local mode (`:memory:`, the unit tests' stand-in for a server) is not
+    thread-safe: a recall's scroll on one thread met a worker's upsert on another mid-way
+    (`IndexError` in its payload mask). A server is; here every call takes one lock."""
+
+    def __init__(self, client: QdrantClient) -> None:
+        self._client = client
+        self._lock = threading.RLock()
+
+    def __getattr__(self, name: str) -> Any:
+        attr = getattr(self._client, name)
+        if not callable(attr):
+            return attr
+
+        def locked(*args: Any, **kwargs: Any) -> Any:
+            with self._lock:
+                return attr(*args, **kwargs)
+
+        return locked
