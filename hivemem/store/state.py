@@ -249,9 +249,7 @@ class TurnLog:
         """`OutOfScope` when the session named `name` is not `namespace`'s (a ``default``
         name a turn from before namespaces took for another one), or, with `must_exist`,
         unknown: the two look the same to the caller."""
-        owner = self.namespace_of(name)
-        if (owner is None and must_exist) or (owner is not None and owner != namespace):
-            raise OutOfScope()
+        _require_owner(self.namespace_of(name), namespace, must_exist=must_exist)
 
     def recent_turns(
         self, name: SessionName, limit: int, scope: Scope | None = None
@@ -296,9 +294,7 @@ class TurnLog:
             with redis_errors("read recent turns and boundary state"):
                 got = replies()
             if owned_by is not None:
-                owner = head.decode(*got[:head.READS])[1]
-                if owner != owned_by:  # unknown (None), or another namespace's
-                    raise OutOfScope()
+                _require_owner(head.decode(*got[:head.READS])[1], owned_by, must_exist=True)
                 got = got[head.READS:]
             rows = recent.decode_read(got[: recent.READ_REPLIES]) if limit > 0 else []
             return _turns_in(rows, scope), episodes.decode_progress(got[-1])
@@ -364,3 +360,10 @@ def _turns_in(rows: Sequence[tuple[bytes, int]], scope: Scope | None) -> list[Tu
     if scope is None:
         return turns
     return [t for t in turns if scope.admits(t.namespace, t.visibility, t.agent_id)]
+
+
+def _require_owner(owner: str | None, namespace: str, *, must_exist: bool) -> None:
+    """`OutOfScope` unless the session's owner (None: no turns yet) is `namespace`; an
+    unknown session passes unless `must_exist`."""
+    if (owner is None and must_exist) or (owner is not None and owner != namespace):
+        raise OutOfScope()

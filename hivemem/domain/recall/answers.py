@@ -82,7 +82,8 @@ def newer_answers(answers: Sequence[Answer], *, topic: float = TOPIC,
     # The vectors first: pairs on one thing are few, and only their texts are read for
     # values and wording (each read is a parse; kept per text, as recall meets the same
     # candidates again and again).
-    close, restated = _close_pairs(np.stack([answers[i].vector for i in rows]), topic)
+    sims = _pair_similarities(np.stack([answers[i].vector for i in rows]))
+    close = sims >= topic
     replaced: dict[int, int] = {}
     for a, b_rows in enumerate(close):
         later = np.flatnonzero(b_rows)
@@ -97,7 +98,7 @@ def newer_answers(answers: Sequence[Answer], *, topic: float = TOPIC,
             if answers[new].seq <= answers[old].seq:
                 continue
             if answers[new].relevance < answers[old].relevance - SLACK \
-                    and not restated[a, b]:
+                    and sims[a, b] < RESTATED:
                 continue
             if _in_place_of(gone, _pairing_values(answers[new].text)) \
                     and not _weighs(answers[new].text):
@@ -137,19 +138,15 @@ def _weighs(text: str) -> bool:
     return weighs(text)
 
 
-def _close_pairs(matrix: npt.NDArray[np.float32], topic: float,
-                 ) -> tuple[npt.NDArray[np.bool_], npt.NDArray[np.bool_]]:
-    """Row i, column j > i: whether vectors i and j have cosine >= `topic`, and whether
-    >= `RESTATED`. In products
-    small enough to stay off OpenBLAS's thread pool (`similarity_blocks`): on a busy 2-core
-    box one 40 x 384 x 40 product handed to it took 7-8 ms instead of 20 us (measured)."""
+def _pair_similarities(matrix: npt.NDArray[np.float32]) -> npt.NDArray[np.float32]:
+    """Row i, column j > i: the cosine of vectors i and j (0 elsewhere). In products small
+    enough to stay off OpenBLAS's thread pool (`similarity_blocks`): on a busy 2-core box
+    one 40 x 384 x 40 product handed to it took 7-8 ms instead of 20 us (measured)."""
     n = len(matrix)
-    close = np.zeros((n, n), dtype=bool)
-    restated = np.zeros((n, n), dtype=bool)
-    for start, sims in similarity_blocks(matrix):
-        close[start:start + len(sims)] = sims >= topic
-        restated[start:start + len(sims)] = sims >= RESTATED
-    return np.triu(close, 1), np.triu(restated, 1)
+    sims = np.zeros((n, n), dtype=np.float32)
+    for start, block in similarity_blocks(matrix):
+        sims[start:start + len(block)] = block
+    return np.triu(sims, 1)
 
 
 def _in_place_of(old: frozenset[Value], new: frozenset[Value]) -> bool:
