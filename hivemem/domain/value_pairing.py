@@ -12,7 +12,7 @@ from collections.abc import Iterable, Mapping, Sequence
 from typing import Protocol
 
 from hivemem.domain.change_words import _KEEP
-from hivemem.domain.value_reading import Value, _keyed, _same_kind
+from hivemem.domain.value_reading import Value, _keyed, _same_kind, written
 
 
 # What pairing reads of the lineage's turns (`hivemem.domain.lineage`: `_Reading` for the
@@ -146,7 +146,7 @@ _DISMISSED = r"(?:is|was|are|were|'s)\s+(?:overkill|way too|too|not enough|exces
 
 def _dismissed(text: str, value: Value) -> bool:
     """ "400 is too aggressive", "14 is overkill": the value is said to be wrong."""
-    said = rf"(?<![\w.]){re.escape(value.text)}(?:\s?(?:%|[a-z]+))?"  # "5% is too little"
+    said = rf"(?<![\w.]){written(value)}(?:\s?(?:%|[a-z]+))?"  # "5% is too little"
     return bool(re.search(rf"{said}\s+{_DISMISSED}\b", text.lower()))
 
 
@@ -158,7 +158,7 @@ def _exact(value: Value) -> bool:
 
 
 def _negated(text: str, value: Value) -> bool:
-    probe = re.escape(value.text)
+    probe = written(value)
     return bool(re.search(rf"\b{_NEGATED}\s+(?:the\s+|with\s+)?{_TITLED}[$€£]?{probe}",
                           text.lower()))
 
@@ -166,7 +166,7 @@ def _negated(text: str, value: Value) -> bool:
 def _from_to(text: str, old: Value, new: Value) -> bool:
     """ "from Jenkins to GitHub", "Jenkins -> GitHub", "GitHub instead of Jenkins",
     "replaced Jest with Vitest"."""
-    o, n = re.escape(old.text), re.escape(new.text)
+    o, n = written(old), written(new)
     lowered = text.lower()
     to = rf"\b{o}\w*\s*(?:\S+\s+){{0,3}}?(?:to|->|→|=>)\s+(?:the\s+)?{_TITLED}{n}\b"
     instead = rf"\b{n}\w*\s+(?:instead of|over|not)\s+{_TITLED}{o}"
@@ -191,7 +191,7 @@ def _contrasted(text: str, value: Value, new: Value | None = None) -> bool:
     with Vitest"): in "the cleaning moved to 8:45, the reminder to 7:45" 8:45 is the new
     value of one thing and 7:45 of another."""
     lowered = text.lower()
-    probe = re.escape(value.text)
+    probe = written(value)
     if re.search(rf"\b{_NEGATED}\s+(?:the\s+)?{_TITLED}[$€£]?{probe}", lowered) or _dismissed(
             text, value):
         return True
@@ -219,5 +219,5 @@ def _position(lowered: str, value: Value) -> int | None:
         digits = ",?".join(whole) + (r"\." + cents if cents else "")
         found = re.search(rf"(?<![\d.,]){digits}(?![\d])", lowered)
     else:
-        found = re.search(rf"(?<![\w.]){re.escape(digits)}", lowered)
+        found = re.search(rf"(?<![\w.]){written(value)}", lowered)
     return found.start() if found else None

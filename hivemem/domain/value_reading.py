@@ -186,6 +186,31 @@ def values_in(text: str) -> set[Value]:
     return found
 
 
+@functools.lru_cache(maxsize=4096)
+def written(value: Value) -> str:
+    """A pattern for the ways `value` is written in lower-cased text: its normalised text
+    is not always its words ("sep 9" is said "September 9" or "9th of Sept", "18:00" is
+    said "6pm"), and what looks for it in a turn ("moved from X", "X was") must find it as
+    said."""
+    if value.kind == "date":
+        first, number = value.text.split(" ")
+        if first == "the":
+            return rf"the\s+{number}(?:st|nd|rd|th)"
+        month, nth = re.escape(first), rf"0?{number}(?:st|nd|rd|th)?(?!\d)"
+        return (rf"(?:{month}[a-z]*\.?\s+{nth}"
+                rf"|(?<!\d){nth}\s+(?:of\s+)?{month}[a-z]*)")
+    if value.kind == "time":
+        hh, mm = value.text.split(":")
+        hour = int(hh)
+        clock = rf"0?{hour}:{mm}(?!\d)"
+        half = hour % 12 or 12
+        meridiem = "p" if hour >= 12 else "a"
+        spoken = rf"(?<!\d){half}(?::{mm})?\s?{meridiem}\.?m\b" if mm == "00" \
+            else rf"(?<!\d){half}:{mm}\s?{meridiem}\.?m\b"
+        return rf"(?:{clock}|{spoken})"
+    return re.escape(value.text)
+
+
 @functools.lru_cache(maxsize=16_384)
 def value_keys(text: str) -> frozenset[str]:
     """The keys of the values `text` names (memoized: recall reads the same candidates'

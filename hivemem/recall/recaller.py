@@ -214,6 +214,9 @@ class Recaller:
         currency, current_from = got.currency, got.current_from
         replaced, personal = currency.replaced, currency.personal
         question = Question.of(intent.text) if not past else None
+        # Whose something a question asks about decides whether it is about now once the
+        # speakers are known ("Nia's first day" is, where Nia is not one of them).
+        intent = intent.among(self._speakers_of(session_id, pool))
         if intent.current:
             replaced = _read_as_of_now(pool, replaced, currency.gone, session_id)
         if question is not None and currency.parts is not None:
@@ -304,7 +307,7 @@ class Recaller:
         embedded = threading.Event()
         before = self._task(helper, lambda ahead: self._lexical(
             session_id, sessions, scope, intent.text, policy, access, embedded,
-            ahead=ahead, slot_table=intent.current, owned_by=owned_by))
+            ahead=ahead, slot_table=intent.may_be_current, owned_by=owned_by))
         recent = before.result().recent if before.done() else None
         dense_query = self._dense_query(intent, policy, remembered, recent)
         try:
@@ -426,18 +429,24 @@ class Recaller:
         known = remembered | {t.agent_id.lower() for t in recent or () if t.agent_id}
         return without_people(intent.text, intent.people_named(known))
 
+    def _speakers_of(self, session_id: str, pool: dict[str, PoolEntry]) -> frozenset[str]:
+        """The session's speakers (lower case) as far as known: the candidates' and those
+        its earlier recalls met (remembered for the session)."""
+        said = {a.lower() for e in pool.values() if (a := e.agent_id)}
+        with self._speakers_lock:
+            known = self._speakers.get(session_id, frozenset()) | said
+            self._speakers[session_id] = known
+            self._speakers.move_to_end(session_id)
+            while len(self._speakers) > _SPEAKER_SESSIONS:
+                self._speakers.popitem(last=False)
+        return known
+
     def _speakers_named(
         self, session_id: str, intent: QueryIntent, pool: dict[str, PoolEntry],
         policy: RecallPolicy,
     ) -> set[str]:
-        """The candidates' speakers the query names (remembered for the session)."""
+        """The candidates' speakers the query names."""
         said = {a.lower() for e in pool.values() if (a := e.agent_id)}
-        with self._speakers_lock:
-            known = self._speakers.get(session_id, frozenset())
-            self._speakers[session_id] = known | said
-            self._speakers.move_to_end(session_id)
-            while len(self._speakers) > _SPEAKER_SESSIONS:
-                self._speakers.popitem(last=False)
         return intent.people_named(said) if policy.weights.speaker else set()
 
     def _known_facts(

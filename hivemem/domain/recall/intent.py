@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import re
 from collections.abc import Iterable
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Literal
 
 # "What did we use before?", "what was it originally?", "until March": the old value answers.
@@ -65,8 +65,9 @@ _EVENT = re.compile(
 
 # "What is Caroline's identity?": a question about a person (a chat's speaker), whose
 # plain statements the slot table reads as values far more often than a person sets one.
+# "When is Nia's first day?" asks what holds now when Nia is not one of the speakers.
 _ABOUT_A_PERSON = re.compile(
-    r"\b(?!(?:What|Who|Where|When|How|Which|That|It|There|Here|Let)'s)[A-Z][a-z]+'s\b")
+    r"\b(?!(?:What|Who|Where|When|How|Which|That|It|There|Here|Let)'s)([A-Z][a-z]+)'s\b")
 
 # A query's words as names are matched against them: lower case, possessive 's dropped.
 _WORD = re.compile(r"[a-z][\w-]*")
@@ -135,18 +136,37 @@ class QueryIntent:
     past: bool
     latest: bool
     times: tuple[TimeExpression, ...]
+    # The people whose something it asks about ("Caroline's identity" -> "caroline").
+    possessed: frozenset[str] = frozenset()
+    # The session's speakers (lower case), once recall knows them; None: not known yet.
+    speakers: frozenset[str] | None = None
 
     @property
     def current(self) -> bool:
         """It asks what holds now ("where is the service hosted?", "which database are we
-        using now?"), not about the past or an event ("when did Sam go to ...?")."""
+        using now?"), not about the past or an event ("when did Sam go to ...?"), nor about
+        a speaker ("what is Caroline's identity?": any person's, while the speakers are
+        not known)."""
         if self.past:
             return False
         # A dated question ("in May 2023", "on 7 July, 2023") asks about then; "for Friday",
         # "from April" ask what is planned now.
         dated = any(t.year is not None for t in self.times)
+        about_a_speaker = bool(self.possessed) if self.speakers is None \
+            else bool(self.possessed & self.speakers)
         return self.latest or (not dated and _EVENT.search(self.text) is None
-                               and _ABOUT_A_PERSON.search(self.text) is None)
+                               and not about_a_speaker)
+
+    @property
+    def may_be_current(self) -> bool:
+        """It asks what holds now unless a person it names is a speaker (`current` once
+        the speakers are known)."""
+        return self.current if self.speakers is not None \
+            else replace(self, speakers=frozenset()).current
+
+    def among(self, speakers: Iterable[str]) -> QueryIntent:
+        """This intent, the session's speakers (lower case) known."""
+        return replace(self, speakers=frozenset(speakers))
 
     def people_named(self, people: Iterable[str]) -> set[str]:
         """The known speakers (lower case) the query names ("which city is Sam based in?"
@@ -165,6 +185,7 @@ def read_query(text: str) -> QueryIntent:
         past=past,
         latest=latest,
         times=_times(text),
+        possessed=frozenset(m.group(1).lower() for m in _ABOUT_A_PERSON.finditer(text)),
     )
 
 
