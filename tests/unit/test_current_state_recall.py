@@ -216,3 +216,28 @@ def test_a_plain_replacement_and_a_settled_answer_still_make_history() -> None:
         _said("215", "estimate is now £215 back", "refund", ["t5"]),
     ]
     assert stale_statements(moved)["turn:s:t4"] == ("fact:215", "turn:s:t5")
+
+
+def test_a_question_about_someone_who_is_not_a_speaker_gets_the_current_value_live(
+    tmp_path: Path, settings: Settings
+) -> None:
+    """No close, no reflection: the keeper's slot table alone. "Nia's first day" is about
+    the new hire, not about a speaker, so it is a question about now: the dates moved on
+    from stay out of its context."""
+    said = [
+        ("grace", "Onboarding for Nia Foster: start September 2."),
+        ("grace", "ok Nia emailed, her notice period was longer. start is September 9"),
+        ("bot", "Updated: start date September 9. IT laptop deadline moved to September 5."),
+        ("grace", "she's fine with Monday September 8 then, I just called her"),
+        ("bot", "Corrected: start date Monday September 8. Laptop still due September 5."),
+    ]
+    with MemoryClient.local(tmp_path / "m", settings, embedder=HashingEmbedder(1024)) as client:
+        for i, (agent, text) in enumerate(said):
+            client.ingest("s", "user" if agent == "grace" else "assistant", text,
+                          agent_id=agent, turn_id=f"t{i}",
+                          timestamp=T0 + timedelta(minutes=i))
+        client.wait_until_processed("s", 30)
+        items = [i.content for i in client.recall("s", "When is Nia's first day?", 300)]
+    assert any("September 8" in c for c in items)
+    assert not any(("September 9" in c or "September 2" in c) and "September 8" not in c
+                   for c in items), items

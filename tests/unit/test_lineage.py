@@ -423,3 +423,22 @@ def test_a_thing_pushed_is_done_not_proposed() -> None:
     assert not weighs("Images rebuilt and pushed.")
     assert weighs("nadia keeps pushing kubernetes")
     assert weighs("she pushed for kubernetes")
+
+
+def test_a_value_is_found_in_a_turn_as_it_is_written_not_as_it_is_normalised() -> None:
+    # "September 9" is read "sep 9": named before "September 5" and in another sentence, on
+    # another thing, it is not what the laptop deadline moved from.
+    steps = _play(
+        "Onboarding created: Nia Foster, start September 2.",
+        "ok Nia emailed, her notice period was longer. start is September 9",
+        "Updated: start date September 9. IT laptop deadline moved to September 5.",
+        "Corrected: start date Monday September 8. Laptop still due September 5.",
+    )
+    last = steps[-1].lineage
+    assert "date=sep 9" not in steps[2].lineage.gone
+    assert last.gone["date=sep 2"] == "t2"
+    assert last.gone["date=sep 9"] == "t3"
+    assert {"t1", "t2"} <= set(_history(steps))
+    # A time said "6pm" is 18:00: "moved from 6pm to 7pm" says which one goes.
+    moved = _play("Dinner is at 6pm on Friday.", "Dinner moved from 6pm to 7pm.")
+    assert moved[-1].lineage.gone.get("time=18:00") == "t1"

@@ -179,3 +179,14 @@ def test_the_outcome_of_a_choice_is_asked_about_now(query: str) -> None:
 def test_when_or_why_a_choice_was_made_or_what_others_did_is_not_read_as_now(
         query: str) -> None:
     assert not read_query(query).latest
+
+
+def test_a_possessive_asks_about_a_speaker_only_when_that_person_is_one() -> None:
+    asked = read_query("When is Nia's first day?")
+    assert asked.possessed == {"nia"}
+    # While the speakers are unknown, any person's something is read as about a speaker.
+    assert not asked.current and asked.may_be_current
+    # Nia is the new hire the chat is about, not one of its speakers: a question about now.
+    assert asked.among({"grace", "onboard-bot"}).current
+    # "What is Caroline's identity?" in Caroline's own chat asks about her, not about now.
+    assert not read_query("What is Caroline's identity?").among({"caroline", "mel"}).current
