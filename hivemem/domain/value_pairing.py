@@ -213,11 +213,7 @@ def _named_before(lowered: str, value: Value, new: Value) -> bool:
 
 
 def _position(lowered: str, value: Value) -> int | None:
-    digits = value.text
-    if value.kind.startswith("amount:") and digits.replace(".", "").isdigit():
-        whole, _, cents = digits.partition(".")
-        digits = ",?".join(whole) + (r"\." + cents if cents else "")
-        found = re.search(rf"(?<![\d.,]){digits}(?![\d])", lowered)
-    else:
-        found = re.search(rf"(?<![\w.]){written(value)}", lowered)
+    said = written(value) if value.kind.startswith("amount:") \
+        else rf"(?<![\w.]){written(value)}"
+    found = re.search(said, lowered)
     return found.start() if found else None

@@ -208,6 +208,16 @@ def written(value: Value) -> str:
         spoken = rf"(?<!\d){half}(?::{mm})?\s?{meridiem}\.?m\b" if mm == "00" \
             else rf"(?<!\d){half}:{mm}\s?{meridiem}\.?m\b"
         return rf"(?:{clock}|{spoken})"
+    if value.kind.startswith("amount:") and value.text.replace(".", "").isdigit():
+        # "1,840" for 1840; "$45k" or "2.5m" for 45000 and 2500000.
+        whole, _, cents = value.text.partition(".")
+        said = [",?".join(whole) + (rf"\.{cents}" if cents else "") + r"(?![\d])"]
+        for suffix, scale in (("k", 1_000), ("m", 1_000_000)):
+            if not cents and int(whole) % scale == 0 and int(whole) >= scale:
+                said.append(rf"{int(whole) // scale}\s?{suffix}\b")
+        return rf"(?<![\d.,])(?:{'|'.join(said)})"
+    if value.kind == "version":
+        return rf"v?{re.escape(value.text)}"
     return re.escape(value.text)
 
 
