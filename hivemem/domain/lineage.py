@@ -53,9 +53,11 @@ from hivemem.domain.change_words import (
 )
 from hivemem.domain.value_clauses import clause_words, own_words
 from hivemem.domain.value_pairing import (
+    _contrasted,
     _corrected_by,
     _dismissed,
     _from_to,
+    _named_before,
     _negated,
     _pairs,
 )
@@ -295,10 +297,22 @@ def step(lineage: Lineage, turn_id: str, text: str, *, asks: bool = False,
                    } if turn.back else set()
         for value in revived:
             restored += _revert(value, turn_id, earlier, gone, successors, history)
+        moves: list[tuple[Value, set[str], bool]] = []
         for o, pairs_new, loose in _pairs(turn, old - revived, new, earlier, fresh):
             if o.key in gone and (o.key not in turn.keys
                                   or set(successors.get(o.key, ())) & turn.keys):
-                continue  # replaced before: the new value replaces what holds now
+                # Replaced before: the new value replaces what holds now, the values that
+                # replaced it ("250 g" went for "200 g"; "it's 220 g" replaces the 200),
+                # unless the turn names them beside it.
+                if not set(successors.get(o.key, ())) & turn.keys:
+                    moves += [(h, pairs_new, loose) for h in _holding(o.key, gone, successors)
+                              if h.key not in turn.keys and any(
+                                  _same_kind(h, v) for v in _keyed(pairs_new))]
+                continue
+            moves.append((o, pairs_new, loose))
+        for o, pairs_new, loose in moves:
+            if o.key in gone:
+                continue
             gone[o.key] = turn_id
             successors[o.key] = sorted(
                 k for k in pairs_new if any(_same_kind(o, v) or _corrected_by(o, v, turn)
@@ -338,6 +352,24 @@ def step(lineage: Lineage, turn_id: str, text: str, *, asks: bool = False,
     return Step(lineage, history, tuple(t for t in restored if t not in history))
 
 
+def _holding(key: str, gone: Mapping[str, str],
+             successors: Mapping[str, list[str]]) -> list[Value]:
+    """The values that hold now in place of `key`, a value moved on from: its successors,
+    and theirs where they went in turn."""
+    seen: set[str] = set()
+    frontier, out = [key], []
+    while frontier:
+        k = frontier.pop()
+        if k in seen:
+            continue
+        seen.add(k)
+        if k in gone:
+            frontier.extend(successors.get(k, ()))
+        elif k != key:
+            out.extend(_keyed([k]))
+    return sorted(out, key=lambda v: v.key)
+
+
 def _fresh(text: str, keys: frozenset[str], earlier: list[Said], gone: dict[str, str],
            successors: dict[str, list[str]]) -> dict[str, int]:
     """The keys of `keys` (said in `text`) first said within the last `_FRESH` turns that
@@ -354,10 +386,13 @@ def _fresh(text: str, keys: frozenset[str], earlier: list[Said], gone: dict[str,
                     and k not in adopted:
                 out[k] = index
     # Beside a value never said of its kind, it is the old one ("standup is at 10:15 from
-    # monday. 9:30 was brutal").
+    # monday. 9:30 was brutal"), unless named first and not said to go: then the two are
+    # values of two things ("200 g/day, so 100 g per meal").
     unsaid = {v for v in _keyed(keys) if not any(v.key in s.values for s in earlier)}
     return {k: i for k, i in out.items() if not any(
-        _negated(text, v) or _dismissed(text, v) or any(_same_kind(v, u) for u in unsaid)
+        _negated(text, v) or _dismissed(text, v)
+        or any(_same_kind(v, u) and not (_named_before(text.lower(), v, u)
+                                          and not _contrasted(text, v, u)) for u in unsaid)
         for v in _keyed([k]))}
 
 
