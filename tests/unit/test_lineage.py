@@ -442,3 +442,19 @@ def test_a_value_is_found_in_a_turn_as_it_is_written_not_as_it_is_normalised() -
     # A time said "6pm" is 18:00: "moved from 6pm to 7pm" says which one goes.
     moved = _play("Dinner is at 6pm on Friday.", "Dinner moved from 6pm to 7pm.")
     assert moved[-1].lineage.gone.get("time=18:00") == "t1"
+
+
+def test_a_new_value_replaces_what_holds_now_when_its_pair_went_before() -> None:
+    steps = _play(
+        "250 g of the dry food a day, split morning and evening",
+        "she said go down to 200 g a day",
+        "Updated: 200 g/day, so 100 g per meal.",
+        "sorry, I reread the vet's email: 200 was for a dog with no exercise. "
+        "she gets 2 walks a day so it's 220 g",
+    )
+    # "200 g/day, so 100 g per meal": two things, the 200 the one that holds the day's amount.
+    assert set(steps[2].lineage.successors["amount:g=250"]) >= {"amount:g=200"}
+    gone = steps[-1].lineage.gone
+    assert gone["amount:g=250"] == "t2"
+    assert gone["amount:g=200"] == "t3"  # 250 went for 200 before: 220 replaces the 200
+    assert {"t0", "t1", "t2"} <= set(_history(steps))
