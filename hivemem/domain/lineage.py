@@ -59,6 +59,7 @@ from hivemem.domain.value_pairing import (
     _from_to,
     _named_before,
     _negated,
+    _one_for_another,
     _pairs,
 )
 from hivemem.domain.value_reading import (
@@ -187,15 +188,20 @@ class _Reading:
         stated = () if asks else tuple(
             c for x in sentences if not _QUESTION.search(x)
             for c in _CLAUSE.split(x) if c and not _HEDGE.search(c))
-        keys = {v.key for v in values_in(text)} | _named(text, known)
+        values = values_in(text)
+        keys = {v.key for v in values} | _named(text, known)
         keys = {k for k in keys if not (k.startswith("name=") and _person(k[5:], people))}
+        # "they're $252 not $250": one value said in place of another corrects, with or
+        # without the words a change is usually said in.
+        instead = not asks and _one_for_another(" ".join(stated), values)
         return cls(
             text=text, keys=frozenset(keys), words=words_in(text),
             stated=stated,
-            cue=any(_CHANGE_CUE.search(x) or has_update_language(x) or RETRACTION.search(x)
-                    or _CORRECTION.search(x) for x in stated),
+            cue=instead or any(_CHANGE_CUE.search(x) or has_update_language(x)
+                               or RETRACTION.search(x) or _CORRECTION.search(x)
+                               for x in stated),
             back=any(_BACK.search(x) for x in stated),
-            corrects=any(_CORRECTION.search(x) for x in stated))
+            corrects=instead or any(_CORRECTION.search(x) for x in stated))
 
     @property
     def names(self) -> set[str]:

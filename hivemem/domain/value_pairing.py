@@ -157,6 +157,21 @@ def _exact(value: Value) -> bool:
         value.kind.startswith("amount:") and value.kind != "amount:")
 
 
+# What says a value is not the one ("$252 not $250", "Tuesday, not Monday"): not "from" or
+# "was" (a range, "from 9:00 to 17:00", or a remark, "it was 20 last year").
+_NOT_THIS = r"(?:not|no longer|instead of|rather than|isn't|wasn't)"
+
+
+def _one_for_another(text: str, values: Iterable[Value]) -> bool:
+    """Whether `text` says one of its values in place of another of the same kind ("they're
+    $252 not $250", "the 14th, not the 12th"): a correction, whatever words it is said in."""
+    said = list(values)
+    lowered = text.lower()
+    return any(
+        re.search(rf"\b{_NOT_THIS}\s+(?:the\s+)?{_TITLED}[$€£]?{written(v)}", lowered)
+        and any(u != v and _same_kind(u, v) for u in said) for v in said)
+
+
 def _negated(text: str, value: Value) -> bool:
     probe = written(value)
     return bool(re.search(rf"\b{_NEGATED}\s+(?:the\s+|with\s+)?{_TITLED}[$€£]?{probe}",
@@ -166,10 +181,11 @@ def _negated(text: str, value: Value) -> bool:
 def _from_to(text: str, old: Value, new: Value) -> bool:
     """ "from Jenkins to GitHub", "Jenkins -> GitHub", "GitHub instead of Jenkins",
     "replaced Jest with Vitest"."""
-    o, n = written(old), written(new)
+    # (A currency sign before either: "$252 not $250".)
+    o, n = rf"[$€£]?{written(old)}", rf"[$€£]?{written(new)}"
     lowered = text.lower()
-    to = rf"\b{o}\w*\s*(?:\S+\s+){{0,3}}?(?:to|->|→|=>)\s+(?:the\s+)?{_TITLED}{n}\b"
-    instead = rf"\b{n}\w*\s+(?:instead of|over|not)\s+{_TITLED}{o}"
+    to = rf"(?<!\w){o}\w*\s*(?:\S+\s+){{0,3}}?(?:to|->|→|=>)\s+(?:the\s+)?{_TITLED}{n}\b"
+    instead = rf"(?<!\w){n}\w*,?\s+(?:instead of|over|not)\s+{_TITLED}{o}"
     replaced = (rf"\b(?:replac\w*|swap\w*)\s+(?:the\s+)?{o}\w*\s+(?:with|for)\s+"
                 rf"(?:the\s+)?{n}\b")
     return bool(re.search(to, lowered) or re.search(instead, lowered)

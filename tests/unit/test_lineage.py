@@ -458,3 +458,19 @@ def test_a_new_value_replaces_what_holds_now_when_its_pair_went_before() -> None
     assert gone["amount:g=250"] == "t2"
     assert gone["amount:g=200"] == "t3"  # 250 went for 200 before: 220 replaces the 200
     assert {"t0", "t1", "t2"} <= set(_history(steps))
+
+
+def test_one_value_said_in_place_of_another_corrects_without_change_words() -> None:
+    steps = _play(
+        "logo design, brand guidelines, 3 social templates. total $1,420",
+        "templates are $250",
+        "I forgot the stock image license on the templates, they're $252 not $250. "
+        "so the total is $1,402",
+    )
+    gone = steps[-1].lineage.gone
+    assert gone["amount:$=250"] == "t2"
+    assert "amount:$=252" in steps[-1].lineage.successors["amount:$=250"]
+    assert "t1" in _history(steps)
+    # A range is no correction: "from 9:00 to 17:00" replaces nothing it names.
+    ranged = _play("The office is open 9:00-17:00.", "On Fridays it's open from 9:00 to 15:00.")
+    assert "time=9:00" not in ranged[-1].lineage.gone
