@@ -363,7 +363,8 @@ def _holding(key: str, gone: Mapping[str, str],
     """The values that hold now in place of `key`, a value moved on from: its successors,
     and theirs where they went in turn."""
     seen: set[str] = set()
-    frontier, out = [key], []
+    frontier: list[str] = [key]
+    out: list[Value] = []
     while frontier:
         k = frontier.pop()
         if k in seen:
