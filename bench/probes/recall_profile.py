@@ -82,7 +82,7 @@ def profile(points: int, build: bool, n: int, tmp: Path) -> dict[str, Any]:
     for name in ("search_turns", "search_turns_and_windows", "search_turns_lexical", "search_facts",
                  "search_facts_lexical", "turns_by_seq", "get_turns"):
         timed(store, name, f"store.{name}")
-    for name in ("select", "score_candidates", "context_item"):
+    for name in ("select", "score_table", "context_item"):
         timed(recall_module, name, f"recall.{name}")
     redis = fakeredis.FakeRedis()
     keys = Keys("bench")
@@ -103,6 +103,9 @@ def profile(points: int, build: bool, n: int, tmp: Path) -> dict[str, Any]:
                 return view(*a, **k)
             finally:
                 spent[label] += time.process_time() - t0
+
+        def __getattr__(self, name: str) -> Any:  # the view's other calls, untimed
+            return getattr(view, name)
 
         def facts(self, *a: Any, **k: Any) -> Any:
             t0 = time.process_time()
