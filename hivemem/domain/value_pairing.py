@@ -157,6 +157,8 @@ def _exact(value: Value) -> bool:
         value.kind.startswith("amount:") and value.kind != "amount:")
 
 
+# What before a value says it is the old one ("from Redis", "not 45", "instead of Jest").
+_NEGATED = r"(?:not|no|no longer|instead of|rather than|from|was|were|isn't|wasn't|over)"
 # What says a value is not the one ("$252 not $250", "Tuesday, not Monday"): not "from" or
 # "was" (a range, "from 9:00 to 17:00", or a remark, "it was 20 last year").
 _NOT_THIS = r"(?:not|no longer|instead of|rather than|isn't|wasn't)"
@@ -166,15 +168,14 @@ def _one_for_another(text: str, values: Iterable[Value]) -> bool:
     """Whether `text` says one of its values in place of another of the same kind ("they're
     $252 not $250", "the 14th, not the 12th"): a correction, whatever words it is said in."""
     said = list(values)
-    lowered = text.lower()
-    return any(
-        re.search(rf"\b{_NOT_THIS}\s+(?:the\s+)?{_TITLED}[$€£]?{written(v)}", lowered)
-        and any(u != v and _same_kind(u, v) for u in said) for v in said)
+    return any(_negated(text, v, _NOT_THIS) and any(u != v and _same_kind(u, v) for u in said)
+               for v in said)
 
 
-def _negated(text: str, value: Value) -> bool:
+def _negated(text: str, value: Value, words: str = _NEGATED) -> bool:
+    """`value` said after one of `words` ("not $250", "from Redis", "instead of Mr. Haddad")."""
     probe = written(value)
-    return bool(re.search(rf"\b{_NEGATED}\s+(?:the\s+|with\s+)?{_TITLED}[$€£]?{probe}",
+    return bool(re.search(rf"\b{words}\s+(?:the\s+|with\s+)?{_TITLED}[$€£]?{probe}",
                           text.lower()))
 
 
@@ -197,7 +198,6 @@ def _from_to(text: str, old: Value, new: Value) -> bool:
 _FROM_TO = re.compile(r"\bfrom\b.{1,60}?\bto\b|\binstead of\b|\breplac\w* .{1,40}?\bwith\b")
 # A person's title between a word and the name it is about ("instead of Mr. Haddad").
 _TITLED = r"(?:(?:mr|mrs|ms|mx|dr|prof)\.?\s+)?"
-_NEGATED = r"(?:not|no|no longer|instead of|rather than|from|was|were|isn't|wasn't|over)"
 
 
 def _contrasted(text: str, value: Value, new: Value | None = None) -> bool:

@@ -432,9 +432,8 @@ class Recaller:
     def _speakers_of(self, session_id: str, pool: dict[str, PoolEntry]) -> frozenset[str]:
         """The session's speakers (lower case) as far as known: the candidates' and those
         its earlier recalls met (remembered for the session)."""
-        said = {a.lower() for e in pool.values() if (a := e.agent_id)}
         with self._speakers_lock:
-            known = self._speakers.get(session_id, frozenset()) | said
+            known = self._speakers.get(session_id, frozenset()) | _agents(pool)
             self._speakers[session_id] = known
             self._speakers.move_to_end(session_id)
             while len(self._speakers) > _SPEAKER_SESSIONS:
@@ -445,9 +444,9 @@ class Recaller:
         self, session_id: str, intent: QueryIntent, pool: dict[str, PoolEntry],
         policy: RecallPolicy,
     ) -> set[str]:
-        """The candidates' speakers the query names."""
-        said = {a.lower() for e in pool.values() if (a := e.agent_id)}
-        return intent.people_named(said) if policy.weights.speaker else set()
+        """The candidates' speakers the query names (read again: the successors added
+        since `_speakers_of` are candidates too)."""
+        return intent.people_named(_agents(pool)) if policy.weights.speaker else set()
 
     def _known_facts(
         self, sessions: Sequence[str], policy: RecallPolicy, access: Scope | None,
@@ -670,6 +669,11 @@ class Recaller:
                             markers=hit.markers, dense=_dot(vector, query), window=window),
                     vector, hit=hit, window_asked=windows,
                 )
+
+
+def _agents(pool: dict[str, PoolEntry]) -> set[str]:
+    """The candidates' speakers, lower case."""
+    return {a.lower() for e in pool.values() if (a := e.agent_id)}
 
 
 def _read_vectors_while(hits: list[TurnHit], embedded: threading.Event) -> None:
