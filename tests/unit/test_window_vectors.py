@@ -247,7 +247,8 @@ def test_edge_store_from_before_window_vectors_is_migrated(tmp_path: Path) -> No
         assert scores[2][1] > scores[2][0] + 0.1  # its window holds the crashed job
     finally:
         store.close()
-    assert sorted(p.name for p in (tmp_path / "q").iterdir()) == ["facts", "turns"]
+    assert sorted(p.name for p in (tmp_path / "q").iterdir()) == [
+        "facts", "turn-vectors.rows", "turns"]
 
 
 def _old_layout_store(path: Path, turns: list[Turn], own: np.ndarray,
@@ -294,7 +295,8 @@ def test_edge_store_with_window_vectors_is_migrated_to_fused_vectors(tmp_path: P
             assert w.score == pytest.approx(float(old_windows[d.seq - 1] @ query), abs=1e-5)
     finally:
         store.close()
-    assert sorted(p.name for p in (tmp_path / "q").iterdir()) == ["facts", "turns"]
+    assert sorted(p.name for p in (tmp_path / "q").iterdir()) == [
+        "facts", "turn-vectors.rows", "turns"]
 
 
 def test_a_migrated_edge_store_large_enough_gets_its_graph_built(tmp_path: Path) -> None:

@@ -160,6 +160,15 @@ class TurnHit:
         hit._reply = reply
         return hit
 
+    @classmethod
+    def from_rows(cls, payload: dict[str, Any], score: float, dense: Vector,
+                  fused: Vector) -> TurnHit:
+        """A hit whose vectors were read as rows (`edge_rows`): the dense and fused ones,
+        the window recovered from the two on first use (as from a reply with both)."""
+        hit = cls(payload, score, dense, _PENDING)
+        hit._fused = fused
+        return hit
+
     def _engine_vectors(self) -> Any:
         """The reply's vectors, read anew from the engine (not kept: see the class)."""
         return None if self._reply is None else self._reply.vector
@@ -205,7 +214,10 @@ class TurnHit:
     @property
     def window(self) -> Vector | None:
         if self._window is _PENDING:
-            self._window = window_of(self._engine_vectors())
+            if self._reply is None and self._fused is not None and self._vector is not None:
+                self._window = window_from_fused(self._fused, self._vector)
+            else:
+                self._window = window_of(self._engine_vectors())
         return self._window
 
     def window_score(self, query: Vector) -> float | None:

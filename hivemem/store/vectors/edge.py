@@ -16,6 +16,7 @@ from collections.abc import Callable, Collection, Iterator, Sequence
 from pathlib import Path
 from typing import Any, cast
 
+import numpy as np
 import qdrant_edge as qe
 import structlog
 
@@ -58,6 +59,7 @@ from hivemem.store.vectors.base import (
     written_at,
 )
 from hivemem.store.vectors.edge_index import BackgroundIndex, recover, set_active
+from hivemem.store.vectors.edge_rows import FILE, ROW, RowVectors
 from hivemem.store.vectors.memlock import MemoryLock
 from hivemem.store.vectors.payload_limits import check_payloads
 
@@ -67,13 +69,8 @@ log = structlog.get_logger(__name__)
 # dense and fused vectors (the window one recovered from them), not the BM25 one (converting
 # it as well cost ~0.6 ms of a 30-hit search at 30k points).
 _POINT_VECTORS = [DENSE, FUSED]
-# Recall's turn hits carry the dense vector: it compares candidates by it (dedup, the
-# similarity of a turn another retriever found). The BM25 hits and the recent turns carry
-# the fused one too: recall needs their window similarities, and two vectors out of one
-# reply (~20 us a hit) cost less than asking the engine for them (`window_similarities`,
-# ~0.2 ms of a recall at 100k points).
-_HIT_VECTORS = [DENSE]
-_HIT_AND_FUSED_VECTORS = [DENSE, FUSED]
+# Recall's turn hits (`TurnHit`) carry no vectors from the engine: theirs are read as the
+# rows their payloads name (`edge_rows`), dense and fused at once.
 
 
 class EdgeVectorStore(VectorStore):
@@ -123,6 +120,15 @@ class EdgeVectorStore(VectorStore):
             every = self.index.index_after_points
             if every and copied >= every:
                 self.build_index(name, wait=False)
+        # The turns' vectors as rows recall reads in one step (`edge_rows`); points written
+        # before it get theirs now.
+        self._rows = RowVectors(self.path / FILE, dim)
+        try:
+            self._fill_rows()
+        except Exception:
+            self._rows.close()
+            self._close_open()
+            raise
         self._memory = MemoryLock(self.path) if self.index.lock_in_memory else None
         self._lock_memory()
 
@@ -399,16 +405,52 @@ class EdgeVectorStore(VectorStore):
 
     def upsert(self, collection: str, points: Sequence[Point]) -> None:
         check_payloads("qdrant-edge", collection, [p.payload for p in points])
+        if not points:
+            return
         qe = self._qe
-        batch = [
-            qe.Point(id=p.id, vector=self._vectors(collection, p), payload=p.payload)
-            for p in points
-        ]
-        if batch:
+        with self._writes:
+            vectors = [self._vectors(collection, p) for p in points]
+            payloads = ([p.payload for p in points] if collection != TURNS
+                        else self._with_rows(points, vectors))
+            batch = [qe.Point(id=p.id, vector=v, payload=payload)
+                     for p, v, payload in zip(points, vectors, payloads, strict=True)]
             operation = qe.UpdateOperation.upsert_points(batch)
-            with self._writes, self._lock:
+            with self._lock:
                 self._update("upsert", collection, operation, len(batch))
-            self._lock_memory(if_due=True)
+        self._lock_memory(if_due=True)
+
+    def _with_rows(self, points: Sequence[Point], vectors: list[dict[str, Any]]
+                   ) -> list[dict[str, Any]]:
+        """The turn points' payloads naming their rows, the rows written first (under
+        `_writes`): a point written again keeps its row (rewritten), a new one gets the
+        next."""
+        ids = [p.id for p in points]
+        have = self._rows_of(ids)
+        dense = np.asarray([v[DENSE] for v in vectors], dtype=np.float32)
+        fused = np.asarray([v[FUSED] for v in vectors], dtype=np.float32)
+        again = [i for i, p in enumerate(points) if p.id in have]
+        new = [i for i, p in enumerate(points) if p.id not in have]
+        rows: dict[str, int] = {}
+        if again:
+            at = [have[points[i].id] for i in again]
+            self._rows.rewrite(at, dense[again], fused[again])
+            rows.update(zip((points[i].id for i in again), at, strict=True))
+        if new:
+            rows.update(zip((points[i].id for i in new),
+                            self._rows.append(dense[new], fused[new]), strict=True))
+        return [{**p.payload, ROW: rows[p.id]} for p in points]
+
+    def _rows_of(self, ids: Sequence[str]) -> dict[str, int]:
+        """The rows the turn points of these ids name (those that exist and have one)."""
+        if not ids:
+            return {}
+        records = self._on("rows", TURNS, "retrieve", list(ids), True, False)
+        out: dict[str, int] = {}
+        for r in records:
+            row = (r.payload or {}).get(ROW)
+            if isinstance(row, int):
+                out[str(r.id)] = row
+        return out
 
     def update_vectors(self, collection: str, name: str,
                        vectors: Sequence[tuple[str, Vector]]) -> int:
@@ -426,6 +468,13 @@ class EdgeVectorStore(VectorStore):
         """Write these points' `name` vectors (all of them exist: under `_writes`)."""
         qe = self._qe
         batch = [qe.PointVectors(id=i, vector={name: v.tolist()}) for i, v in vectors]
+        if batch and collection == TURNS and name in (DENSE, FUSED):
+            rows = self._rows_of([i for i, _v in vectors])
+            named = [(rows[i], v) for i, v in vectors if i in rows]
+            if named:
+                self._rows.write_half([r for r, _v in named],
+                                      np.asarray([v for _r, v in named], dtype=np.float32),
+                                      fused=name == FUSED)
         if batch:
             operation = qe.UpdateOperation.update_vectors(batch)
             with self._lock:
@@ -510,7 +559,7 @@ class EdgeVectorStore(VectorStore):
 
     def _points(
         self, action: str, collection: str, query: Any, limit: int, where: Where | None,
-        params: Any = None, vectors: list[str] = _HIT_VECTORS,
+        params: Any = None, vectors: list[str] | bool = False,
     ) -> Any:
         request = self._qe.QueryRequest(
             limit=limit, query=query, filter=self._filter(where), with_payload=True,
@@ -527,14 +576,12 @@ class EdgeVectorStore(VectorStore):
         It replaced a batch of a dense and a window search (~0.6 ms less at 100k points)."""
         where: Where = {**session_where(sessions, scope), **scoped(scope)}
         points = self._points("search", TURNS, self._nearest_fused(vector), limit, where,
-                              self._dense_params(where))
-        dense: list[TurnHit] = []
+                              self._dense_params(where), False)
+        dense = self._turn_hits(points)
         window: list[TurnHit] = []
-        for p in points:
-            hit = TurnHit.from_reply(p.payload, 0.0, p)
+        for p, hit in zip(points, dense, strict=True):
             own = hit.vector
             hit.score = 0.0 if own is None else float(own @ vector)
-            dense.append(hit)
             # The same payload object: each read of `p.payload` converts it anew (~1 us,
             # and one more dict alive through the recall for the garbage collector).
             window.append(TurnHit(hit.payload, window_similarity(float(p.score), hit.score),
@@ -553,13 +600,43 @@ class EdgeVectorStore(VectorStore):
             nearest = qe.Query.Nearest(
                 qe.SparseVector(sparse.indices, sparse.values), using=LEXICAL)
             action = "search_sparse"
-            vectors = _HIT_AND_FUSED_VECTORS
         else:
             nearest = qe.Query.Nearest(cast(Vector, query).tolist(), using=DENSE)
             action, params = "search", self._dense_params(where)
-            vectors = _HIT_VECTORS
-        points = self._points(action, TURNS, nearest, limit, where, params, vectors)
-        return [TurnHit.from_reply(p.payload, float(p.score), p) for p in points]
+        points = self._points(action, TURNS, nearest, limit, where, params, False)
+        return self._turn_hits(points, [float(p.score) for p in points])
+
+    def _turn_hits(self, records: Any, scores: Sequence[float] | None = None
+                   ) -> list[TurnHit]:
+        """Hits of payload-only replies, their vectors read as the rows they name in one
+        step (`edge_rows`). A point that names none (not filled yet: none should) has its
+        vectors read from the engine."""
+        payloads = [r.payload for r in records]  # (each read of it converts anew)
+        rows = [payload.get(ROW) for payload in payloads]
+        missing = [i for i, row in enumerate(rows) if not self._rows.has(row)]
+        if missing:
+            return self._turn_hits_from_engine(records, payloads, scores, missing)
+        dense, fused = self._rows.read(cast(list[int], rows))
+        return [TurnHit.from_rows(payload, 0.0 if scores is None else scores[i], dense[i],
+                                  fused[i]) for i, payload in enumerate(payloads)]
+
+    def _turn_hits_from_engine(self, records: Any, payloads: list[dict[str, Any]],
+                               scores: Sequence[float] | None, missing: list[int]
+                               ) -> list[TurnHit]:
+        ids = [str(records[i].id) for i in missing]
+        replies = {str(r.id): r for r in self._on(
+            "retrieve", TURNS, "retrieve", ids, False, _POINT_VECTORS)}
+        lacking = set(missing)
+        named = [i for i in range(len(payloads)) if i not in lacking]
+        hits = dict(zip(named, self._turn_hits([records[i] for i in named], None
+                                               if scores is None else [scores[i] for i in named]),
+                        strict=True)) if named else {}
+        for i in missing:
+            reply = replies.get(str(records[i].id))
+            score = 0.0 if scores is None else scores[i]
+            hits[i] = (TurnHit.from_reply(payloads[i], score, reply) if reply is not None
+                       else TurnHit(payloads[i], score, None))
+        return [hits[i] for i in range(len(payloads))]
 
     def window_similarities(self, hits: Sequence[TurnHit], vector: Vector) -> list[float | None]:
         """One exact query over just these points: the engine compares their fused vectors,
@@ -615,9 +692,9 @@ class EdgeVectorStore(VectorStore):
         if not turn_ids:
             return []
         ids = [turn_point_id(name, t) for t in turn_ids]
-        records = self._on("retrieve", TURNS, "retrieve", ids, True, _HIT_AND_FUSED_VECTORS)
-        hits = [TurnHit.from_reply(r.payload, 0.0, r) for r in records]
-        return [h for h in hits if scope is None or scope.allows(h.payload)]
+        records = self._on("retrieve", TURNS, "retrieve", ids, True, False)
+        return [h for h in self._turn_hits(records)
+                if scope is None or scope.allows(h.payload)]
 
     def turns_by_seq(
         self, name: SessionName, seqs: Sequence[int], scope: Scope | None = None, *,
@@ -637,12 +714,11 @@ class EdgeVectorStore(VectorStore):
         while True:
             request = qe.ScrollRequest(
                 offset=offset, limit=len(wanted), filter=where, with_payload=True,
-                with_vector=(_POINT_VECTORS if with_windows else _HIT_VECTORS)
-                if with_vectors else False,
+                with_vector=False,
             )
             records, offset = self._on("scroll", TURNS, "scroll", request)
-            out += [TurnHit.from_reply(r.payload, 0.0, r) if with_vectors
-                    else TurnHit(r.payload, 0.0, None) for r in records]
+            out += (self._turn_hits(records) if with_vectors
+                    else [TurnHit(r.payload, 0.0, None) for r in records])
             # A full page names a next one; with every seq found (one turn each) there is
             # none to read (the empty page cost ~0.1 ms of a recall's neighbours at 100k).
             if offset is None or len(out) >= len(wanted):
@@ -691,9 +767,60 @@ class EdgeVectorStore(VectorStore):
         return int(self._on("count", collection, "count", request))
 
     def delete(self, collection: str, where: Where) -> None:
-        operation = self._qe.UpdateOperation.delete_points_by_filter(self._filter(where))
+        """The points that match; a turn point's row is zeroed (no vector of it stays)."""
+        condition = self._filter(where)
+        operation = self._qe.UpdateOperation.delete_points_by_filter(condition)
         with self._writes, self._lock:
+            rows = self._rows_matching(condition) if collection == TURNS else []
             self._update("delete", collection, operation, 0)
+            self._rows.erase(rows)
+
+    def _rows_matching(self, condition: Any) -> list[int]:
+        """The rows the turn points that match name."""
+        qe = self._qe
+        rows: list[int] = []
+        offset: Any = None
+        while True:
+            records, offset = self._on("rows", TURNS, "scroll", qe.ScrollRequest(
+                offset=offset, limit=1024, filter=condition,
+                with_payload=True, with_vector=False))
+            rows += [row for r in records if isinstance(row := (r.payload or {}).get(ROW), int)]
+            if offset is None:
+                return rows
+
+    def _fill_rows(self) -> None:
+        """Rows for the turn points that name none (written before rows were kept): their
+        vectors as the engine stores them, appended, and the row set in their payload."""
+        qe = self._qe
+        condition = qe.Filter(must=[qe.IsEmptyCondition(ROW)])
+        started, filled = time.perf_counter(), 0
+        with self._writes:
+            while True:
+                records, _ = self._on("rows", TURNS, "scroll", qe.ScrollRequest(
+                    limit=1024, filter=condition, with_payload=False,
+                    with_vector=_POINT_VECTORS))
+                records = [r for r in records if as_vector(r.vector) is not None]
+                if not records:  # (a point with no dense vector is no turn recall reads)
+                    break
+                dense = np.asarray([as_vector(r.vector) for r in records], dtype=np.float32)
+                fused = np.asarray([as_vector(r.vector, FUSED) if isinstance(r.vector, dict)
+                                    and FUSED in r.vector else fused_vector(d, None)
+                                    for r, d in zip(records, dense, strict=True)],
+                                   dtype=np.float32)
+                rows = self._rows.append(dense, fused)
+                for r, row in zip(records, rows, strict=True):
+                    operation = qe.UpdateOperation.set_payload([r.id], {ROW: row})
+                    with self._lock:
+                        self._update("rows", TURNS, operation, 0)
+                filled += len(records)
+        if filled:
+            log.info("store.rows_filled", points=filled,
+                     ms=round((time.perf_counter() - started) * 1000, 1))
+        # The payload writes moved the points out of the graph's segment: built again (as
+        # after a migration), in the background.
+        every = self.index.index_after_points
+        if every and filled >= every:
+            self.build_index(TURNS, wait=False)
 
     def changes(self, collection: str) -> int | None:
         return self._changes[collection]
@@ -723,9 +850,10 @@ class EdgeVectorStore(VectorStore):
                     old = self._shards[collection]
                 new_path = self.path / f"{collection}.g{time.time_ns()}"
                 new = self._open(new_path)
+                live: set[int] | None = set() if collection == TURNS else None
                 try:
                     self._ensure_indexes(collection, new)
-                    copied = self._copy_points(old, new, collection)
+                    copied = self._copy_points(old, new, collection, live)
                     new.flush()
                 except Exception:
                     new.close()
@@ -733,6 +861,8 @@ class EdgeVectorStore(VectorStore):
                     raise
                 with self._lock:
                     retire = self._swap(collection, new, new_path)
+                if live is not None:  # rows a crash left with no point (still under writes)
+                    self._rows.keep_only(live)
                 break
         retire()
         log.info("store.vacuumed", collection=collection, points=copied,
@@ -741,7 +871,9 @@ class EdgeVectorStore(VectorStore):
         if every and copied >= every:
             self.build_index(collection, wait=False)
 
-    def _copy_points(self, old: Any, new: Any, collection: str) -> int:
+    def _copy_points(self, old: Any, new: Any, collection: str,
+                     rows: set[int] | None = None) -> int:
+        """Copy every point; `rows`: collects the rows the turn points name."""
         qe = self._qe
         copied = 0
         offset: Any = None
@@ -761,7 +893,10 @@ class EdgeVectorStore(VectorStore):
                                                           window_of(r.vector)))
                 if collection == TURNS and isinstance(r.vector, dict) and FUSED in r.vector:
                     vectors[FUSED] = list(r.vector[FUSED])  # as stored: refined windows too
-                batch.append(qe.Point(id=str(r.id), vector=vectors, payload=r.payload))
+                payload = r.payload
+                if rows is not None and isinstance(row := (payload or {}).get(ROW), int):
+                    rows.add(row)
+                batch.append(qe.Point(id=str(r.id), vector=vectors, payload=payload))
             if batch:
                 new.update(qe.UpdateOperation.upsert_points(batch))
                 copied += len(batch)
@@ -813,6 +948,7 @@ class EdgeVectorStore(VectorStore):
                 for shard in self._shards.values():
                     shard.flush()
                 self._close_open()
+                self._rows.close()
 
 
 _INDEX_PARAMS = ("is_tenant", "enable_hnsw", "lookup", "range")
