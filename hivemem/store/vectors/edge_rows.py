@@ -17,6 +17,7 @@ process is the folder's one writer (`edge`).
 
 from __future__ import annotations
 
+import mmap
 import os
 import threading
 from collections.abc import Sequence
@@ -108,8 +109,11 @@ class RowVectors:
                 if self._map is None or self._mapped < needed:
                     if needed > self._rows:
                         raise IndexError(f"row {needed - 1} of {self._rows}")
-                    self._map = np.memmap(self.path, dtype=np.float32, mode="r",
-                                          shape=(self._rows, 2 * self.dim))
+                    # A plain array over the map (`np.memmap`'s indexing costs ~5 us more).
+                    mapped = mmap.mmap(self._fd, self._rows * self._row_bytes,
+                                       access=mmap.ACCESS_READ)
+                    self._map = np.frombuffer(mapped, dtype=np.float32).reshape(
+                        self._rows, 2 * self.dim)
                     self._mapped = self._rows
                 table = self._map
         assert table is not None
