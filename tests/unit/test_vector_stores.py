@@ -192,3 +192,33 @@ def test_visible_fact_ids_checks_only_the_named_facts(store: VectorStore) -> Non
     assert store.visible_fact_ids("s1", [*ids, "not-a-uuid"], alice) == {ids[0]}
     assert store.visible_fact_ids("s1", ids, bob) == {ids[0], ids[1]}
     assert store.visible_fact_ids("s2", ids[:2], bob) == set()
+
+
+def test_edge_points_without_a_namespace_are_the_default_namespaces(tmp_path: Path) -> None:
+    """Written before namespaces (or by a caller that sends none): on open such points get
+    ``default``, and a point written without one gets it as it is written, so the default
+    namespace's filter is one match (`EdgeVectorStore._in_namespace`)."""
+    from hivemem.store.vectors.base import TURNS, Point
+
+    folder = tmp_path / "q"
+    store = EdgeVectorStore(folder, EMB.dim)
+    old = turn("s1", 1, "the invoice job crashed with error PG-4471")
+    store.upsert_turns([old], EMB.embed_documents([old.content]))
+    point = store.get_turns("s1", ["t1"])[0].point_id
+    store._update("strip", TURNS, store._qe.UpdateOperation.delete_payload(
+        [point], ["namespace"]), 0)
+    assert "namespace" not in store.get_turns("s1", ["t1"])[0].payload
+    vector = EMB.embed_documents(["a second note"])[0]
+    payload = {k: v for k, v in store.scroll(TURNS, None).__next__().payload.items()
+               if k != "namespace"} | {"turn_id": "t2", "seq": 2, "content": "a second note"}
+    store.upsert(TURNS, [Point(str(uuid.uuid4()), vector, payload)])
+    assert [h.turn_id for h in store.search_turns("s1", vector, 5)] == ["t2"]
+    store.close()
+    reopened = EdgeVectorStore(folder, EMB.dim)
+    try:
+        found = reopened.search_turns("s1", EMB.embed_query(old.content), 5)
+        assert sorted(h.turn_id for h in found) == ["t1", "t2"]
+        assert all(h.payload["namespace"] == "default" for h in found)
+        assert reopened.search_turns("s1", vector, 5, Scope(namespace="default"))
+    finally:
+        reopened.close()

@@ -124,6 +124,7 @@ class EdgeVectorStore(VectorStore):
         # before it get theirs now.
         self._rows = RowVectors(self.path / FILE, dim)
         try:
+            self._fill_namespaces()
             self._fill_rows()
         except Exception:
             self._rows.close()
@@ -360,12 +361,29 @@ class EdgeVectorStore(VectorStore):
         return qe.Filter(must=must, must_not=must_not or None)
 
     def _in_namespace(self, namespace: str) -> Any:
+        """One match: every point carries its namespace here (`_fill_namespaces`; "or
+        none" for ``default`` cost ~0.2 ms of each filtered search at 100k points)."""
         qe = self._qe
-        match = qe.FieldCondition(key="namespace", match=qe.MatchValue(namespace))
-        if namespace != DEFAULT_NAMESPACE:
-            return match
-        # Points written before namespaces carry none: they are the default namespace's.
-        return qe.Filter(should=[match, qe.IsEmptyCondition("namespace")])
+        return qe.FieldCondition(key="namespace", match=qe.MatchValue(namespace))
+
+    def _fill_namespaces(self) -> None:
+        """Points written before namespaces carry none: they are the default namespace's,
+        and are given it (on open, once)."""
+        qe = self._qe
+        lacking = qe.Filter(must=[qe.IsEmptyCondition("namespace")])
+        for name in COLLECTIONS:
+            count = int(self._on("count", name, "count", qe.CountRequest(filter=lacking,
+                                                                         exact=True)))
+            if not count:
+                continue
+            operation = qe.UpdateOperation.set_payload_by_filter(
+                lacking, {"namespace": DEFAULT_NAMESPACE})
+            with self._writes, self._lock:
+                self._update("namespaces", name, operation, 0)
+            log.info("store.namespaces_filled", collection=name, points=count)
+            every = self.index.index_after_points
+            if every and count >= every:
+                self.build_index(name, wait=False)
 
     def _others_private(self, agent_id: str | None) -> Any:
         """Private points of any other agent (excluded: `must_not`)."""
@@ -410,7 +428,7 @@ class EdgeVectorStore(VectorStore):
         qe = self._qe
         with self._writes:
             vectors = [self._vectors(collection, p) for p in points]
-            payloads = ([p.payload for p in points] if collection != TURNS
+            payloads = ([_with_namespace(p.payload) for p in points] if collection != TURNS
                         else self._with_rows(points, vectors))
             batch = [qe.Point(id=p.id, vector=v, payload=payload)
                      for p, v, payload in zip(points, vectors, payloads, strict=True)]
@@ -438,7 +456,7 @@ class EdgeVectorStore(VectorStore):
         if new:
             rows.update(zip((points[i].id for i in new),
                             self._rows.append(dense[new], fused[new]), strict=True))
-        return [{**p.payload, ROW: rows[p.id]} for p in points]
+        return [_with_namespace({**p.payload, ROW: rows[p.id]}) for p in points]
 
     def _rows_of(self, ids: Sequence[str]) -> dict[str, int]:
         """The rows the turn points of these ids name (those that exist and have one)."""
@@ -952,6 +970,14 @@ class EdgeVectorStore(VectorStore):
 
 
 _INDEX_PARAMS = ("is_tenant", "enable_hnsw", "lookup", "range")
+
+
+def _with_namespace(payload: dict[str, Any]) -> dict[str, Any]:
+    """The payload with a namespace (a point written without one, as before namespaces,
+    is the default namespace's: filters match it by value, `_in_namespace`)."""
+    if payload.get("namespace"):
+        return payload
+    return {**payload, "namespace": DEFAULT_NAMESPACE}
 
 
 def _same_index(have: Any, wanted: Any) -> bool:
