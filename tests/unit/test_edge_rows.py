@@ -4,17 +4,22 @@ written, through rewrites, deletes, vacuums, crashes and stores written before r
 from __future__ import annotations
 
 import os
+import uuid
 from datetime import UTC, datetime
 from pathlib import Path
 
 import numpy as np
 import pytest
 
+from hivemem.domain.fact import Fact, FactStatus
 from hivemem.domain.models import Role, Turn
 from hivemem.providers.embedders import HashingEmbedder
-from hivemem.store.vectors.base import TURNS, fused_vector
+from hivemem.store.vectors.base import FACTS, TURNS, fused_vector
 from hivemem.store.vectors.edge import EdgeVectorStore
-from hivemem.store.vectors.edge_rows import FILE, ROW, RowVectors
+from hivemem.store.vectors.edge_rows import FILES, ROW, RowVectors
+
+FILE = FILES[TURNS]
+NOW = datetime(2026, 1, 1, tzinfo=UTC)
 
 EMB = HashingEmbedder(64)
 
@@ -134,14 +139,14 @@ def test_a_partial_row_from_a_crash_is_cut_and_a_vacuum_zeroes_rows_no_point_nam
     store = EdgeVectorStore(folder, EMB.dim)
     write(store, [turn(1, "first"), turn(2, "second")])
     # A crash between a row and its point: a row no point names, then half a row.
-    orphan = store._rows.append(np.ones((1, EMB.dim), np.float32),
+    orphan = store._rows[TURNS].append(np.ones((1, EMB.dim), np.float32),
                                 np.ones((1, EMB.dim), np.float32))[0]
     store.close()
     with open(folder / FILE, "ab") as fh:
         fh.write(b"\x01" * (EMB.dim * 4))
     reopened = EdgeVectorStore(folder, EMB.dim)
     try:
-        assert len(reopened._rows) == 3
+        assert len(reopened._rows[TURNS]) == 3
         assert file_rows(folder)[orphan].any()
         reopened.vacuum()
         rows = file_rows(folder)
@@ -173,3 +178,36 @@ def test_row_vectors_append_rewrite_erase(tmp_path: Path) -> None:
             rows.read([4])
     finally:
         rows.close()
+
+
+def fact(content: str) -> Fact:
+    return Fact(fact_id=str(uuid.uuid4()), session_id="s", content=content, created_at=NOW,
+                valid_from=NOW)
+
+
+def test_facts_carry_their_vectors_read_as_rows_through_rewrites_and_deletes(
+        tmp_path: Path) -> None:
+    folder = tmp_path / "q"
+    store = EdgeVectorStore(folder, EMB.dim)
+    try:
+        facts = [fact("we deploy on Fridays"), fact("the budget is 40k"), fact("Ana leads")]
+        vectors = EMB.embed_documents([f.content for f in facts])
+        store.upsert_facts(facts, vectors)
+        hits = store.search_facts("s", vectors[1], 3, [s.value for s in FactStatus])
+        assert hits[0].fact.fact_id == facts[1].fact_id
+        for hit in hits:
+            i = next(j for j, f in enumerate(facts) if f.fact_id == hit.fact.fact_id)
+            np.testing.assert_allclose(hit.vector, vectors[i], atol=1e-6)
+        # A new version of a fact (its status changed) keeps its row.
+        store.upsert_facts([facts[0].model_copy(update={"status": FactStatus.SUPERSEDED})],
+                           vectors[:1])
+        rows = np.fromfile(folder / FILES[FACTS], dtype=np.float32).reshape(-1, EMB.dim)
+        assert len(rows) == 3
+        got = store.get_facts([facts[0].fact_id])[0]
+        assert got.fact.status == FactStatus.SUPERSEDED
+        np.testing.assert_allclose(got.vector, vectors[0], atol=1e-6)
+        store.delete(FACTS, {"fact_id": facts[2].fact_id})
+        rows = np.fromfile(folder / FILES[FACTS], dtype=np.float32).reshape(-1, EMB.dim)
+        assert not rows[2].any() and rows[0].any()
+    finally:
+        store.close()

@@ -134,7 +134,7 @@ def test_edge_store_from_before_keyword_search_is_migrated(tmp_path: Path) -> No
     finally:
         store.close()
     assert sorted(p.name for p in (tmp_path / "q").iterdir()) == [
-        "facts", "turn-vectors.rows", "turns"]
+        "fact-vectors.rows", "facts", "turn-vectors.rows", "turns"]
     reopened = EdgeVectorStore(tmp_path / "q", EMB.dim)  # already migrated: opens as is
     assert reopened.count_turns() == 1
     reopened.close()

@@ -59,7 +59,7 @@ from hivemem.store.vectors.base import (
     written_at,
 )
 from hivemem.store.vectors.edge_index import BackgroundIndex, recover, set_active
-from hivemem.store.vectors.edge_rows import FILE, ROW, RowVectors
+from hivemem.store.vectors.edge_rows import FILES, HALVES, ROW, RowVectors
 from hivemem.store.vectors.memlock import MemoryLock
 from hivemem.store.vectors.payload_limits import check_payloads
 
@@ -120,14 +120,17 @@ class EdgeVectorStore(VectorStore):
             every = self.index.index_after_points
             if every and copied >= every:
                 self.build_index(name, wait=False)
-        # The turns' vectors as rows recall reads in one step (`edge_rows`); points written
-        # before it get theirs now.
-        self._rows = RowVectors(self.path / FILE, dim)
+        # The vectors as rows recall reads in one step (`edge_rows`); points written before
+        # rows were kept get theirs now.
+        self._rows = {name: RowVectors(self.path / FILES[name], dim, HALVES[name])
+                      for name in COLLECTIONS}
         try:
             self._fill_namespaces()
-            self._fill_rows()
+            for name in COLLECTIONS:
+                self._fill_rows(name)
         except Exception:
-            self._rows.close()
+            for rows in self._rows.values():
+                rows.close()
             self._close_open()
             raise
         self._memory = MemoryLock(self.path) if self.index.lock_in_memory else None
@@ -428,8 +431,7 @@ class EdgeVectorStore(VectorStore):
         qe = self._qe
         with self._writes:
             vectors = [self._vectors(collection, p) for p in points]
-            payloads = ([_with_namespace(p.payload) for p in points] if collection != TURNS
-                        else self._with_rows(points, vectors))
+            payloads = self._with_rows(collection, points, vectors)
             batch = [qe.Point(id=p.id, vector=v, payload=payload)
                      for p, v, payload in zip(points, vectors, payloads, strict=True)]
             operation = qe.UpdateOperation.upsert_points(batch)
@@ -437,32 +439,33 @@ class EdgeVectorStore(VectorStore):
                 self._update("upsert", collection, operation, len(batch))
         self._lock_memory(if_due=True)
 
-    def _with_rows(self, points: Sequence[Point], vectors: list[dict[str, Any]]
-                   ) -> list[dict[str, Any]]:
-        """The turn points' payloads naming their rows, the rows written first (under
+    def _with_rows(self, collection: str, points: Sequence[Point],
+                   vectors: list[dict[str, Any]]) -> list[dict[str, Any]]:
+        """The points' payloads naming their rows, the rows written first (under
         `_writes`): a point written again keeps its row (rewritten), a new one gets the
         next."""
-        ids = [p.id for p in points]
-        have = self._rows_of(ids)
-        dense = np.asarray([v[DENSE] for v in vectors], dtype=np.float32)
-        fused = np.asarray([v[FUSED] for v in vectors], dtype=np.float32)
+        table = self._rows[collection]
+        have = self._rows_of(collection, [p.id for p in points])
+        dense = _as_stored(np.asarray([v[DENSE] for v in vectors], dtype=np.float32))
+        fused = (np.asarray([v[FUSED] for v in vectors], dtype=np.float32)
+                 if collection == TURNS else None)
         again = [i for i, p in enumerate(points) if p.id in have]
         new = [i for i, p in enumerate(points) if p.id not in have]
         rows: dict[str, int] = {}
         if again:
             at = [have[points[i].id] for i in again]
-            self._rows.rewrite(at, dense[again], fused[again])
+            table.rewrite(at, dense[again], None if fused is None else fused[again])
             rows.update(zip((points[i].id for i in again), at, strict=True))
         if new:
-            rows.update(zip((points[i].id for i in new),
-                            self._rows.append(dense[new], fused[new]), strict=True))
+            rows.update(zip((points[i].id for i in new), table.append(
+                dense[new], None if fused is None else fused[new]), strict=True))
         return [_with_namespace({**p.payload, ROW: rows[p.id]}) for p in points]
 
-    def _rows_of(self, ids: Sequence[str]) -> dict[str, int]:
-        """The rows the turn points of these ids name (those that exist and have one)."""
+    def _rows_of(self, collection: str, ids: Sequence[str]) -> dict[str, int]:
+        """The rows the points of these ids name (those that exist and have one)."""
         if not ids:
             return {}
-        records = self._on("rows", TURNS, "retrieve", list(ids), True, False)
+        records = self._on("rows", collection, "retrieve", list(ids), True, False)
         out: dict[str, int] = {}
         for r in records:
             row = (r.payload or {}).get(ROW)
@@ -486,13 +489,14 @@ class EdgeVectorStore(VectorStore):
         """Write these points' `name` vectors (all of them exist: under `_writes`)."""
         qe = self._qe
         batch = [qe.PointVectors(id=i, vector={name: v.tolist()}) for i, v in vectors]
-        if batch and collection == TURNS and name in (DENSE, FUSED):
-            rows = self._rows_of([i for i, _v in vectors])
+        if batch and name in (DENSE, FUSED):
+            rows = self._rows_of(collection, [i for i, _v in vectors])
             named = [(rows[i], v) for i, v in vectors if i in rows]
             if named:
-                self._rows.write_half([r for r, _v in named],
-                                      np.asarray([v for _r, v in named], dtype=np.float32),
-                                      fused=name == FUSED)
+                block = np.asarray([v for _r, v in named], dtype=np.float32)
+                self._rows[collection].write_half([r for r, _v in named], block
+                                                  if name == FUSED else _as_stored(block),
+                                                  fused=name == FUSED)
         if batch:
             operation = qe.UpdateOperation.update_vectors(batch)
             with self._lock:
@@ -572,8 +576,27 @@ class EdgeVectorStore(VectorStore):
         self, action: str, collection: str, query: Any, limit: int, where: Where | None,
         params: Any = None,
     ) -> list[Hit]:
+        if collection == FACTS:
+            points = self._points(action, collection, query, limit, where, params, False)
+            return self._fact_hits(points, [float(p.score) for p in points])
         points = self._points(action, collection, query, limit, where, params, _POINT_VECTORS)
         return [_hit(p, float(p.score)) for p in points]
+
+    def _fact_hits(self, records: Any, scores: Sequence[float] | None = None) -> list[Hit]:
+        """`Hit`s of payload-only fact replies, their vectors read as rows in one step (a
+        fact that names none, from the engine)."""
+        payloads = [r.payload for r in records]
+        rows = [payload.get(ROW) for payload in payloads]
+        table = self._rows[FACTS]
+        ids = [str(r.id) for r in records]
+        lacking = [ids[i] for i, row in enumerate(rows) if not table.has(row)]
+        engine = {str(r.id): as_vector(r.vector) for r in self._on(
+            "retrieve", FACTS, "retrieve", lacking, False, [DENSE])} if lacking else {}
+        named = [row if table.has(row) else 0 for row in rows]
+        dense, _ = table.read(cast(list[int], named)) if len(table) else (None, None)
+        return [Hit(ids[i], 0.0 if scores is None else scores[i], payload,
+                    engine.get(ids[i]) if ids[i] in engine or dense is None else dense[i])
+                for i, payload in enumerate(payloads)]
 
     def _points(
         self, action: str, collection: str, query: Any, limit: int, where: Where | None,
@@ -631,10 +654,11 @@ class EdgeVectorStore(VectorStore):
         vectors read from the engine."""
         payloads = [r.payload for r in records]  # (each read of it converts anew)
         rows = [payload.get(ROW) for payload in payloads]
-        missing = [i for i, row in enumerate(rows) if not self._rows.has(row)]
+        table = self._rows[TURNS]
+        missing = [i for i, row in enumerate(rows) if not table.has(row)]
         if missing:
             return self._turn_hits_from_engine(records, payloads, scores, missing)
-        dense, fused = self._rows.read(cast(list[int], rows))
+        dense, fused = table.read(cast(list[int], rows))
         return [TurnHit.from_rows(payload, 0.0 if scores is None else scores[i], dense[i],
                                   fused[i]) for i, payload in enumerate(payloads)]
 
@@ -689,6 +713,9 @@ class EdgeVectorStore(VectorStore):
     def retrieve(self, collection: str, ids: Sequence[str]) -> list[Hit]:
         if not ids:
             return []
+        if collection == FACTS:
+            return self._fact_hits(self._on("retrieve", collection, "retrieve", list(ids),
+                                            True, False))
         records = self._on("retrieve", collection, "retrieve", list(ids), True, _POINT_VECTORS)
         return [_hit(r, 0.0) for r in records]
 
@@ -789,56 +816,56 @@ class EdgeVectorStore(VectorStore):
         condition = self._filter(where)
         operation = self._qe.UpdateOperation.delete_points_by_filter(condition)
         with self._writes, self._lock:
-            rows = self._rows_matching(condition) if collection == TURNS else []
+            rows = self._rows_matching(collection, condition)
             self._update("delete", collection, operation, 0)
-            self._rows.erase(rows)
+            self._rows[collection].erase(rows)
 
-    def _rows_matching(self, condition: Any) -> list[int]:
-        """The rows the turn points that match name."""
+    def _rows_matching(self, collection: str, condition: Any) -> list[int]:
+        """The rows the points that match name."""
         qe = self._qe
         rows: list[int] = []
         offset: Any = None
         while True:
-            records, offset = self._on("rows", TURNS, "scroll", qe.ScrollRequest(
+            records, offset = self._on("rows", collection, "scroll", qe.ScrollRequest(
                 offset=offset, limit=1024, filter=condition,
                 with_payload=True, with_vector=False))
             rows += [row for r in records if isinstance(row := (r.payload or {}).get(ROW), int)]
             if offset is None:
                 return rows
 
-    def _fill_rows(self) -> None:
-        """Rows for the turn points that name none (written before rows were kept): their
+    def _fill_rows(self, collection: str) -> None:
+        """Rows for the points that name none (written before rows were kept): their
         vectors as the engine stores them, appended, and the row set in their payload."""
         qe = self._qe
         condition = qe.Filter(must=[qe.IsEmptyCondition(ROW)])
         started, filled = time.perf_counter(), 0
         with self._writes:
             while True:
-                records, _ = self._on("rows", TURNS, "scroll", qe.ScrollRequest(
+                records, _ = self._on("rows", collection, "scroll", qe.ScrollRequest(
                     limit=1024, filter=condition, with_payload=False,
                     with_vector=_POINT_VECTORS))
                 records = [r for r in records if as_vector(r.vector) is not None]
-                if not records:  # (a point with no dense vector is no turn recall reads)
+                if not records:  # (a point with no dense vector is none recall reads)
                     break
                 dense = np.asarray([as_vector(r.vector) for r in records], dtype=np.float32)
                 fused = np.asarray([as_vector(r.vector, FUSED) if isinstance(r.vector, dict)
                                     and FUSED in r.vector else fused_vector(d, None)
                                     for r, d in zip(records, dense, strict=True)],
-                                   dtype=np.float32)
-                rows = self._rows.append(dense, fused)
+                                   dtype=np.float32) if collection == TURNS else None
+                rows = self._rows[collection].append(dense, fused)
                 for r, row in zip(records, rows, strict=True):
                     operation = qe.UpdateOperation.set_payload([r.id], {ROW: row})
                     with self._lock:
-                        self._update("rows", TURNS, operation, 0)
+                        self._update("rows", collection, operation, 0)
                 filled += len(records)
         if filled:
-            log.info("store.rows_filled", points=filled,
+            log.info("store.rows_filled", collection=collection, points=filled,
                      ms=round((time.perf_counter() - started) * 1000, 1))
         # The payload writes moved the points out of the graph's segment: built again (as
         # after a migration), in the background.
         every = self.index.index_after_points
         if every and filled >= every:
-            self.build_index(TURNS, wait=False)
+            self.build_index(collection, wait=False)
 
     def changes(self, collection: str) -> int | None:
         return self._changes[collection]
@@ -868,7 +895,7 @@ class EdgeVectorStore(VectorStore):
                     old = self._shards[collection]
                 new_path = self.path / f"{collection}.g{time.time_ns()}"
                 new = self._open(new_path)
-                live: set[int] | None = set() if collection == TURNS else None
+                live: set[int] = set()
                 try:
                     self._ensure_indexes(collection, new)
                     copied = self._copy_points(old, new, collection, live)
@@ -879,8 +906,8 @@ class EdgeVectorStore(VectorStore):
                     raise
                 with self._lock:
                     retire = self._swap(collection, new, new_path)
-                if live is not None:  # rows a crash left with no point (still under writes)
-                    self._rows.keep_only(live)
+                # Rows a crash left with no point (still under `_writes`).
+                self._rows[collection].keep_only(live)
                 break
         retire()
         log.info("store.vacuumed", collection=collection, points=copied,
@@ -891,7 +918,7 @@ class EdgeVectorStore(VectorStore):
 
     def _copy_points(self, old: Any, new: Any, collection: str,
                      rows: set[int] | None = None) -> int:
-        """Copy every point; `rows`: collects the rows the turn points name."""
+        """Copy every point; `rows`: collects the rows the points name."""
         qe = self._qe
         copied = 0
         offset: Any = None
@@ -966,10 +993,18 @@ class EdgeVectorStore(VectorStore):
                 for shard in self._shards.values():
                     shard.flush()
                 self._close_open()
-                self._rows.close()
+                for rows in self._rows.values():
+                    rows.close()
 
 
 _INDEX_PARAMS = ("is_tenant", "enable_hnsw", "lookup", "range")
+
+
+def _as_stored(dense: np.ndarray) -> np.ndarray:
+    """Dense vectors as the engine keeps them (cosine: unit length), so a row reads as the
+    engine's own copy would (`FUSED` is a dot-product vector, kept as given)."""
+    norms = np.linalg.norm(dense, axis=1, keepdims=True)
+    return (dense / np.where(norms > 0, norms, 1.0)).astype(np.float32)
 
 
 def _with_namespace(payload: dict[str, Any]) -> dict[str, Any]:
