@@ -15,7 +15,7 @@ from hivemem.domain.fact import Fact, FactStatus
 from hivemem.domain.models import Role, Turn
 from hivemem.providers.embedders import HashingEmbedder
 from hivemem.store.vectors.base import FACTS, TURNS, fused_vector
-from hivemem.store.vectors.edge import EdgeVectorStore
+from hivemem.store.vectors.edge import FILLED, EdgeVectorStore
 from hivemem.store.vectors.edge_rows import FILES, ROW, RowVectors
 
 FILE = FILES[TURNS]
@@ -108,6 +108,7 @@ def test_a_store_written_before_rows_gets_them_on_open(tmp_path: Path) -> None:
         [h.point_id for h in store.get_turns("s", ["t1", "t2", "t3"])], [ROW]), 0)
     store.close()
     os.remove(folder / FILE)
+    os.remove(folder / FILLED)
     reopened = EdgeVectorStore(folder, EMB.dim)
     try:
         assert len(file_rows(folder)) == 3
@@ -211,3 +212,19 @@ def test_facts_carry_their_vectors_read_as_rows_through_rewrites_and_deletes(
         assert not rows[2].any() and rows[0].any()
     finally:
         store.close()
+
+
+def test_rows_are_looked_for_once_and_again_when_a_rows_file_is_gone(tmp_path: Path) -> None:
+    folder = tmp_path / "q"
+    store = EdgeVectorStore(folder, EMB.dim)
+    vectors = write(store, [turn(1, "one"), turn(2, "two")])
+    store.close()
+    assert (folder / FILLED).exists()
+    os.remove(folder / FILE)  # removed by hand: the marker alone does not skip the fill
+    reopened = EdgeVectorStore(folder, EMB.dim)
+    try:
+        hits = {h.seq: h for h in reopened.turns_by_seq("s", [1, 2])}
+        np.testing.assert_allclose(hits[2].vector, vectors[1], atol=1e-6)
+        assert len(file_rows(folder)) == 2
+    finally:
+        reopened.close()

@@ -248,7 +248,7 @@ def test_edge_store_from_before_window_vectors_is_migrated(tmp_path: Path) -> No
     finally:
         store.close()
     assert sorted(p.name for p in (tmp_path / "q").iterdir()) == [
-        "fact-vectors.rows", "facts", "turn-vectors.rows", "turns"]
+        "fact-vectors.rows", "facts", "turn-vectors.rows", "turns", "vectors.filled"]
 
 
 def _old_layout_store(path: Path, turns: list[Turn], own: np.ndarray,
@@ -296,7 +296,7 @@ def test_edge_store_with_window_vectors_is_migrated_to_fused_vectors(tmp_path: P
     finally:
         store.close()
     assert sorted(p.name for p in (tmp_path / "q").iterdir()) == [
-        "fact-vectors.rows", "facts", "turn-vectors.rows", "turns"]
+        "fact-vectors.rows", "facts", "turn-vectors.rows", "turns", "vectors.filled"]
 
 
 def test_a_migrated_edge_store_large_enough_gets_its_graph_built(tmp_path: Path) -> None:

@@ -125,9 +125,7 @@ class EdgeVectorStore(VectorStore):
         self._rows = {name: RowVectors(self.path / FILES[name], dim, HALVES[name])
                       for name in COLLECTIONS}
         try:
-            self._fill_namespaces()
-            for name in COLLECTIONS:
-                self._fill_rows(name)
+            self._fill_once()
         except Exception:
             for rows in self._rows.values():
                 rows.close()
@@ -368,6 +366,22 @@ class EdgeVectorStore(VectorStore):
         none" for ``default`` cost ~0.2 ms of each filtered search at 100k points)."""
         qe = self._qe
         return qe.FieldCondition(key="namespace", match=qe.MatchValue(namespace))
+
+    def _fill_once(self) -> None:
+        """Namespaces and rows for the points written before either was kept, looked for
+        once per folder (`FILLED` marks it done: each look is a scan of every point's
+        payload, ~1.5 s on open at 100k points), or again when a rows file is empty while
+        its collection is not (removed by hand)."""
+        marker = self.path / FILLED
+        lost = [name for name in COLLECTIONS
+                if not len(self._rows[name]) and self.index_info(name)["points"]]
+        if marker.exists() and not lost:
+            return
+        self._fill_namespaces()
+        for name in COLLECTIONS:
+            # A rows file lost: the rows its points name are gone, every point gets one.
+            self._fill_rows(name, every=marker.exists() and name in lost)
+        marker.write_text("namespaces and vector rows filled\n", encoding="utf-8")
 
     def _fill_namespaces(self) -> None:
         """Points written before namespaces carry none: they are the default namespace's,
@@ -833,20 +847,24 @@ class EdgeVectorStore(VectorStore):
             if offset is None:
                 return rows
 
-    def _fill_rows(self, collection: str) -> None:
-        """Rows for the points that name none (written before rows were kept): their
-        vectors as the engine stores them, appended, and the row set in their payload."""
+    def _fill_rows(self, collection: str, *, every: bool = False) -> None:
+        """Rows for the points that name none (written before rows were kept; `every`:
+        all points): their vectors as the engine stores them, appended, and the row set in
+        their payload."""
         qe = self._qe
-        condition = qe.Filter(must=[qe.IsEmptyCondition(ROW)])
+        condition = None if every else qe.Filter(must=[qe.IsEmptyCondition(ROW)])
         started, filled = time.perf_counter(), 0
+        offset: Any = None
         with self._writes:
             while True:
-                records, _ = self._on("rows", collection, "scroll", qe.ScrollRequest(
-                    limit=1024, filter=condition, with_payload=False,
+                records, offset = self._on("rows", collection, "scroll", qe.ScrollRequest(
+                    offset=offset, limit=1024, filter=condition, with_payload=False,
                     with_vector=_POINT_VECTORS))
                 records = [r for r in records if as_vector(r.vector) is not None]
                 if not records:  # (a point with no dense vector is none recall reads)
-                    break
+                    if offset is None:
+                        break
+                    continue
                 dense = np.asarray([as_vector(r.vector) for r in records], dtype=np.float32)
                 fused = np.asarray([as_vector(r.vector, FUSED) if isinstance(r.vector, dict)
                                     and FUSED in r.vector else fused_vector(d, None)
@@ -858,13 +876,15 @@ class EdgeVectorStore(VectorStore):
                     with self._lock:
                         self._update("rows", collection, operation, 0)
                 filled += len(records)
+                if offset is None:
+                    break
         if filled:
             log.info("store.rows_filled", collection=collection, points=filled,
                      ms=round((time.perf_counter() - started) * 1000, 1))
         # The payload writes moved the points out of the graph's segment: built again (as
         # after a migration), in the background.
-        every = self.index.index_after_points
-        if every and filled >= every:
+        build_after = self.index.index_after_points
+        if build_after and filled >= build_after:
             self.build_index(collection, wait=False)
 
     def changes(self, collection: str) -> int | None:
@@ -998,6 +1018,8 @@ class EdgeVectorStore(VectorStore):
 
 
 _INDEX_PARAMS = ("is_tenant", "enable_hnsw", "lookup", "range")
+# Marks a folder whose points all carry a namespace and a row (`_fill_once`).
+FILLED = "vectors.filled"
 
 
 def _as_stored(dense: np.ndarray) -> np.ndarray:
