@@ -141,6 +141,9 @@ class Said(BaseModel):
     # value of: "Redis for caching, S3 for uploads"): which of a turn's values a question
     # is about once some of them went (`parts`). Empty for a turn remembered before.
     clauses: dict[str, list[str]] = Field(default_factory=dict)
+    # Each value it carries -> the session's speakers named in its sentence (whose value it
+    # is: "Lars, Berlin, CET, core 9-17" is Lars's). Empty for a turn remembered before.
+    people: dict[str, list[str]] = Field(default_factory=dict)
 
 
 class Lineage(BaseModel):
@@ -175,6 +178,10 @@ class _Reading:
     cue: bool  # it says something changes
     back: bool  # it goes back to something
     corrects: bool  # it corrects what was just said
+    # Each value -> the words of its clause (`Said.clauses`) and the speakers its sentence
+    # names (`Said.people`): whose and what it is the value of (`value_pairing._apart`).
+    clauses: Mapping[str, frozenset[str]]
+    people: Mapping[str, frozenset[str]]
 
     @classmethod
     def of(cls, text: str, asks: bool, known: Iterable[str] = (),
@@ -182,6 +189,7 @@ class _Reading:
         """`known`: the names said so far (a name is read by its capitals once: "let's use
         memcached" names Memcached when a turn before said "Memcached"); `people`: the
         session's speakers, never a value."""
+        names = list(known)
         sentences = [x for x in _SENTENCE.split(text.strip()) if x]
         # Weighing is read per clause: "Replaced Jest with Vitest; the globals option keeps
         # old tests running" states a change whatever its other clause weighs.
@@ -189,7 +197,7 @@ class _Reading:
             c for x in sentences if not _QUESTION.search(x)
             for c in _CLAUSE.split(x) if c and not _HEDGE.search(c))
         values = values_in(text)
-        keys = {v.key for v in values} | _named(text, known)
+        keys = {v.key for v in values} | _named(text, names)
         keys = {k for k in keys if not (k.startswith("name=") and _person(k[5:], people))}
         # "they're $252 not $250": one value said in place of another corrects, with or
         # without the words a change is usually said in.
@@ -201,7 +209,9 @@ class _Reading:
                                or RETRACTION.search(x) or _CORRECTION.search(x)
                                for x in stated),
             back=any(_BACK.search(x) for x in stated),
-            corrects=instead or any(_CORRECTION.search(x) for x in stated))
+            corrects=instead or any(_CORRECTION.search(x) for x in stated),
+            clauses=clause_words(text, keys, _names_reader(names)),
+            people=_people_of(sentences, keys, people, names))
 
     @property
     def names(self) -> set[str]:
@@ -235,6 +245,24 @@ def _names_pattern(names: frozenset[str]) -> re.Pattern[str]:
     """One pattern for a session's known names (longest first), as whole words."""
     alternatives = "|".join(re.escape(n) for n in sorted(names, key=len, reverse=True))
     return re.compile(rf"(?<![\w-])({alternatives})(?![\w-])")
+
+
+def _people_of(sentences: list[str], keys: Iterable[str], people: frozenset[str],
+               known: Iterable[str]) -> dict[str, frozenset[str]]:
+    """Each key of `keys` -> the speakers (`people`) named, with a capital, in the first
+    sentence it is said in; keys whose sentence names none are left out."""
+    if not people:
+        return {}
+    reader = _names_reader(known)
+    out: dict[str, frozenset[str]] = {}
+    for sentence in sentences:
+        named = frozenset(p for p in people if re.search(
+            rf"(?<![\w-]){re.escape(p.capitalize())}(?![\w-])", sentence))
+        if not named:
+            continue
+        for key in (value_keys(sentence) | reader(sentence)) & set(keys):
+            out.setdefault(key, named)
+    return out
 
 
 def _person(name: str, people: frozenset[str]) -> bool:
@@ -351,9 +379,8 @@ def step(lineage: Lineage, turn_id: str, text: str, *, asks: bool = False,
     said = Said(turn_id=turn_id, values=sorted(turn.keys), words=sorted(turn.words),
                 named=named, weighs=asks or bool(_PROPOSES.search(text) or _HEDGE.search(text)),
                 ends=_ends(text),
-                clauses={k: sorted(w) for k, w in clause_words(
-                    text, turn.keys, _names_reader(k for k in said_before if k[:5] == "name="))
-                    .items()})
+                clauses={k: sorted(w) for k, w in turn.clauses.items()},
+                people={k: sorted(p) for k, p in turn.people.items()})
     lineage = Lineage(said=[*earlier, said][-MAX_SAID:], gone=gone, successors=successors)
     return Step(lineage, history, tuple(t for t in restored if t not in history))
 

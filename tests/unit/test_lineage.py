@@ -474,3 +474,38 @@ def test_one_value_said_in_place_of_another_corrects_without_change_words() -> N
     # A range is no correction: "from 9:00 to 17:00" replaces nothing it names.
     ranged = _play("The office is open 9:00-17:00.", "On Fridays it's open from 9:00 to 15:00.")
     assert "time=9:00" not in ranged[-1].lineage.gone
+
+
+def _play_by(*turns: tuple[str, str]) -> list[Step]:
+    """`_play` with each turn's speaker (the session's speakers are its people)."""
+    lineage = Lineage()
+    people: set[str] = set()
+    steps = []
+    for index, (speaker, text) in enumerate(turns):
+        people.add(speaker)
+        done = step(lineage, f"t{index}", text, people=frozenset(people))
+        lineage = done.lineage
+        steps.append(done)
+    return steps
+
+
+def test_two_peoples_values_of_one_kind_are_two_slots() -> None:
+    # Lars's core hours are not replaced by Diego's: the sentences name whose they are.
+    steps = _play_by(("lars", "Lars, Berlin, CET, core 9-17"),
+                     ("diego", "Diego here, San Francisco, PST"),
+                     ("coordinator", "Updated Diego to CST (Mexico City), core 8-16 local, "
+                                     "from the end of the month."))
+    assert "t0" not in _history(steps)
+    # One person's, said again: replaced.
+    steps = _play_by(("lars", "Lars, Berlin, CET, core 9-17"),
+                     ("coordinator", "Updated Lars: core 8-16 from the end of the month."))
+    assert _history(steps) == {"t0": "t1"}
+
+
+def test_values_of_two_things_by_their_clauses_are_two_slots() -> None:
+    # The cattery's dates are not the broadband's: their clauses share no word.
+    steps = _play("Broadband install moved to June 9.", "To-do updated: cattery for June 5-7.")
+    assert _history(steps) == {}
+    steps = _play("Broadband install on June 3.", "Updated: broadband install on June 9.")
+    assert _history(steps) == {"t0": "t1"}
+
