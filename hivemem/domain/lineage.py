@@ -472,7 +472,7 @@ def _by_names(turn: _Reading, turn_id: str, named: dict[str, list[str]],
     for sentence in (x for x in _SENTENCE.split(turn.text.strip())
                      if x and not _QUESTION.search(x)):
         keys = set(_names_by_sentence(sentence, turn.keys))
-        if not keys:
+        if not keys and not (_DROPS.search(sentence) and value_keys(sentence) & turn.keys):
             continue
         # What the sentence is about: its words besides its names and its change words.
         words = words_in(_CHANGE_CUE.sub(" ", sentence)) - {
@@ -500,7 +500,11 @@ def _by_names(turn: _Reading, turn_id: str, named: dict[str, list[str]],
                 if _PASSIVE.match(dropped.group(0)) and not _SUBJECT.search(
                         clause[:dropped.start()]):
                     ended = clause[:dropped.start()] + " " + ended
-                for key in _names_by_sentence(ended, keys):
+                # Any value said before ends so ("forget the 6am idea"), not one a number
+                # drops to ("ingest drops to 300GB/day").
+                values = set() if re.match(r"\s*(?:to|by)\b", ended) else {
+                    k for k in value_keys(ended) & turn.keys if _strong(k)}
+                for key in set(_names_by_sentence(ended, keys)) | values:
                     if key in known and key not in gone and key not in adopted:
                         # A turn that itself said it ends ("we're not shipping Windows")
                         # is the answer, not history.

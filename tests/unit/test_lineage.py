@@ -509,3 +509,15 @@ def test_values_of_two_things_by_their_clauses_are_two_slots() -> None:
     steps = _play("Broadband install on June 3.", "Updated: broadband install on June 9.")
     assert _history(steps) == {"t0": "t1"}
 
+
+def test_any_value_said_to_be_dropped_ends() -> None:
+    # A time turned down ("forget the 6am idea") ends like a name does: the turns that
+    # weighed it are history, the one that turned it down is the answer.
+    steps = _play("Personal training: Tuesdays at 7pm.",
+                  "I'm thinking what if I moved them to 6am.",
+                  "Kasia has 6am slots on Tuesdays.",
+                  "yeah no, forget the 6am idea. keep 7pm")
+    assert _history(steps) == {"t1": "t3", "t2": "t3"}
+    # A number dropping to a value is a change, not an end.
+    steps = _play("Ingest is around 800GB/day.", "Expected ingest to drop to 300GB/day.")
+    assert "t1" not in _history(steps)
