@@ -67,6 +67,7 @@ from hivemem.domain.value_reading import (
     Value,
     _keyed,
     _same_kind,
+    _stem,
     value_keys,
     values_in,
     words_in,
@@ -483,10 +484,19 @@ def _by_names(turn: _Reading, turn_id: str, named: dict[str, list[str]],
             if not new or not words or new != keys:
                 # It names what it moves on from ("from ELK to Loki"): `_pairs` read it.
                 continue
+            # Not a name the turn says holds ("Alpen stays"), nor one of this sentence's;
+            # one its other sentences name in passing ("I'll port the 14 Cypress specs")
+            # is still the old one.
+            held = keys | {k for x in _SENTENCE.split(turn.text.strip()) if _KEEP.search(x)
+                           for k in _names_by_sentence(x, turn.keys)}
             old = {k for s in earlier for k, w in s.named.items()
-                   if k not in turn.keys and k not in gone and words & set(w)}
+                   if k not in held and k not in gone and words & set(w)}
             for key in old:
-                _gone(key, new, turn_id, earlier, gone, successors, history)
+                # What replaced it: the new names not said in its clause before (a word of
+                # its own name, "Secrets" of "AWS Secrets Manager", tells no turn apart).
+                beside = {k for k in new for s in earlier
+                          if _stem(k[5:]) in s.named.get(key, ())}
+                _gone(key, new - beside or new, turn_id, earlier, gone, successors, history)
         elif _DROPS.search(sentence) and not _HEDGE.search(sentence):
             adopted = {k for after in successors.values() for k in after}
             for clause in re.split(r"[,;]\s+|\s+but\s+|\s+and\s+", sentence):

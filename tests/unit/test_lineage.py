@@ -521,3 +521,23 @@ def test_any_value_said_to_be_dropped_ends() -> None:
     # A number dropping to a value is a change, not an end.
     steps = _play("Ingest is around 800GB/day.", "Expected ingest to drop to 300GB/day.")
     assert "t1" not in _history(steps)
+
+
+def test_a_switch_moves_on_from_a_name_its_other_sentences_only_mention() -> None:
+    # "I'll port the 14 Cypress specs" names the old framework in passing: the switch
+    # still moves on from it.
+    steps = _play("Will extend the existing Cypress suite.",
+                  "Switching the admin e2e suite to Playwright. I'll port the 14 Cypress specs.")
+    assert _history(steps) == {"t0": "t1"}
+    # One its other sentence says stays is not moved on from.
+    steps = _play("Will extend the existing Cypress suite.",
+                  "Switching the admin e2e suite to Playwright. Cypress stays for legacy.")
+    assert _history(steps) == {}
+
+
+def test_a_word_of_the_old_name_is_not_what_replaced_it() -> None:
+    # "Secrets" of "AWS Secrets Manager" is said again beside Doppler: the turns naming
+    # AWS Secrets Manager are history all the same.
+    steps = _play("Target secrets store: AWS Secrets Manager, one path per service.",
+                  "From now on we standardize on Doppler for all Secrets, synced into k8s.")
+    assert _history(steps) == {"t0": "t1"}
