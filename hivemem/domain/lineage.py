@@ -51,6 +51,7 @@ from hivemem.domain.change_words import (
     _SUBJECT,
     _SWITCH_TO,
 )
+from hivemem.domain.value_clauses import _CLAUSE as CLAUSE
 from hivemem.domain.value_clauses import clause_words, own_words
 from hivemem.domain.value_pairing import (
     _contrasted,
@@ -145,6 +146,10 @@ class Said(BaseModel):
     # Each value it carries -> the session's speakers named in its sentence (whose value it
     # is: "Lars, Berlin, CET, core 9-17" is Lars's). Empty for a turn remembered before.
     people: dict[str, list[str]] = Field(default_factory=dict)
+    # The values it says end, each in a clause that says so ("we're not shipping Windows";
+    # not "Hvar catamaran 8:30 from Split, not yet purchased"): `ends`, per value. Empty
+    # for a turn remembered before (`ends` tells for the whole turn).
+    ended: list[str] = Field(default_factory=list)
 
 
 class Lineage(BaseModel):
@@ -294,6 +299,14 @@ def _stale(keys: Iterable[str], gone: dict[str, str],
     return None
 
 
+def _ended(text: str, keys: Iterable[str]) -> list[str]:
+    """The keys of `keys` a clause of `text` (`value_clauses._CLAUSE`) names (by its words,
+    names in any case) and says ends (`_ends`)."""
+    wanted = set(keys)
+    return sorted({key for clause in CLAUSE.split(text) if clause and _ends(clause)
+                   for key in (value_keys(clause) | _named(clause, wanted)) & wanted})
+
+
 def _ends(text: str) -> bool:
     return bool(_DROPS.search(text) or RETRACTION.search(text) or _NOT.search(text))
 
@@ -380,6 +393,7 @@ def step(lineage: Lineage, turn_id: str, text: str, *, asks: bool = False,
     said = Said(turn_id=turn_id, values=sorted(turn.keys), words=sorted(turn.words),
                 named=named, weighs=asks or bool(_PROPOSES.search(text) or _HEDGE.search(text)),
                 ends=_ends(text),
+                ended=_ended(text, turn.keys),
                 clauses={k: sorted(w) for k, w in turn.clauses.items()},
                 people={k: sorted(p) for k, p in turn.people.items()})
     lineage = Lineage(said=[*earlier, said][-MAX_SAID:], gone=gone, successors=successors)
@@ -518,7 +532,8 @@ def _by_names(turn: _Reading, turn_id: str, named: dict[str, list[str]],
                     if key in known and key not in gone and key not in adopted:
                         # A turn that itself said it ends ("we're not shipping Windows")
                         # is the answer, not history.
-                        _gone(key, set(), turn_id, [x for x in earlier if not x.ends], gone,
+                        _gone(key, set(), turn_id, [x for x in earlier if not (
+                            key in x.ended if x.clauses else x.ends)], gone,
                               successors, history)
         elif _DECIDED_KEEP.search(sentence):
             clause = next(c for c in re.split(r"[,;]\s+|\s+but\s+", sentence)

@@ -541,3 +541,20 @@ def test_a_word_of_the_old_name_is_not_what_replaced_it() -> None:
     steps = _play("Target secrets store: AWS Secrets Manager, one path per service.",
                   "From now on we standardize on Doppler for all Secrets, synced into k8s.")
     assert _history(steps) == {"t0": "t1"}
+
+
+def test_a_turn_ends_a_name_only_in_a_clause_that_says_so() -> None:
+    # "not yet purchased" is no end of the Hvar trip: the note is history once the trip is
+    # cancelled; a turn saying the name ends, in its clause, is the answer.
+    steps = _play("Day trips planned: Krka on the 15th, and Hvar on the 18th by catamaran.",
+                  "Noted: Hvar catamaran 8:30 from Split, €96 for 4, not yet purchased.",
+                  "we're not doing Hvar either way, says Ben",
+                  "Understood. The Hvar catamaran trip is cancelled.")
+    assert _history(steps) == {"t0": "t3", "t1": "t3"}
+
+
+def test_skipping_a_name_ends_it() -> None:
+    steps = _play("Day trips planned: Krka on the 15th, and Hvar on the 18th by catamaran.",
+                  "we're skipping Hvar.")
+    assert _history(steps) == {"t0": "t1"}
+
