@@ -487,7 +487,7 @@ def _by_names(turn: _Reading, turn_id: str, named: dict[str, list[str]],
     for sentence in (x for x in _SENTENCE.split(turn.text.strip())
                      if x and not _QUESTION.search(x)):
         keys = set(_names_by_sentence(sentence, turn.keys))
-        if not keys and not (_DROPS.search(sentence) and value_keys(sentence) & turn.keys):
+        if not keys and not _DROPS.search(sentence):
             continue
         # What the sentence is about: its words besides its names and its change words.
         words = words_in(_CHANGE_CUE.sub(" ", sentence)) - {
@@ -528,7 +528,17 @@ def _by_names(turn: _Reading, turn_id: str, named: dict[str, list[str]],
                 # drops to ("ingest drops to 300GB/day").
                 values = set() if re.match(r"\s*(?:to|by)\b", ended) else {
                     k for k in value_keys(ended) & turn.keys if _strong(k)}
-                for key in set(_names_by_sentence(ended, keys)) | values:
+                found = set(_names_by_sentence(ended, keys)) | values
+                if not found and _CALLED_OFF.match(dropped.group(0)) and not re.search(
+                        r"[\w.]$", clause[:dropped.start()]):
+                    # A thing that ends without a name of its own ("after-party
+                    # cancelled"): the names said of it end with it, those said before in a
+                    # clause with its words ("after-party at Velvet Lounge from 23:00"; its
+                    # times are left to what a question about the evening reads of them).
+                    thing = words_in(ended)
+                    found = {k for s in earlier for k, w in s.clauses.items()
+                             if thing and thing <= set(w) and k.startswith("name=")}
+                for key in found:
                     if key in known and key not in gone and key not in adopted:
                         # A turn that itself said it ends ("we're not shipping Windows")
                         # is the answer, not history.
@@ -551,6 +561,11 @@ def _by_names(turn: _Reading, turn_id: str, named: dict[str, list[str]],
                       and not _contains(k, kept)}
             for key in rivals:
                 _gone(key, kept, turn_id, earlier, gone, successors, history)
+
+
+# What ends a thing for good ("after-party cancelled", "the trip is called off"), not
+# what stops some of it ("a node loss drops those sessions").
+_CALLED_OFF = re.compile(r"cancel|call|scrap|withdr", re.IGNORECASE)
 
 
 def _contains(key: str, others: set[str]) -> bool:

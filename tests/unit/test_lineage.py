@@ -558,3 +558,15 @@ def test_skipping_a_name_ends_it() -> None:
                   "we're skipping Hvar.")
     assert _history(steps) == {"t0": "t1"}
 
+
+def test_a_thing_called_off_ends_the_values_said_of_it() -> None:
+    # The after-party has no value of its own: its venue and times end with it, and the
+    # reminder about its venue is history.
+    steps = _play("Current plan: auction 21:00, after-party at Velvet Lounge from 23:00.",
+                  "Reminder set: pay Velvet Lounge £900 deposit by Friday.",
+                  "Understood: after-party cancelled. The evening ends after the auction.")
+    assert _history(steps) == {"t0": "t2", "t1": "t2"}
+    # An event's name is no calling off ("order.cancelled"), nor is what drops a part of it.
+    steps = _play("Order events go to RabbitMQ.",
+                  "Events: order.created, order.paid, order.cancelled.")
+    assert _history(steps) == {}
