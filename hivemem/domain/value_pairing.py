@@ -127,7 +127,7 @@ def _pairs(turn: _Reading, old: set[Value], new: set[Value], earlier: Sequence[S
         brought = {n: sum(1 for m in new if m.kind == n.kind) for n in new}
         out = _kept(turn, [(o, n) for n in new for s in earlier
                            if turn.words & set(s.words) or turn.names & set(s.values)
-                           if 0 < len(c := [o for o in _keyed(s.values) if _same_kind(o, n)
+                           if 0 < len(c := [o for o in _keyed(s.values) if _same_slot(o, n)
                                             and o.key not in turn.keys and older(o, n)])
                            <= brought[n]
                            # (Never another person's: "Lars: core 9-17", "Diego ... core 8-16".)
@@ -155,6 +155,16 @@ def _pairs(turn: _Reading, old: set[Value], new: set[Value], earlier: Sequence[S
                     pairs.append((latest[0], n))
         out = _kept(turn, pairs, True)
     return out
+
+
+def _same_slot(old: Value, new: Value) -> bool:
+    """`_same_kind`, or two counts of one thing named more or less fully: one's label is
+    words of the other's ("prod 6", "prod replicaCount raised to 10")."""
+    if _same_kind(old, new):
+        return True
+    a, b = old.kind.partition(":@")[2].split(), new.kind.partition(":@")[2].split()
+    return bool(a and b) and old.text != new.text and old.kind.startswith("amount:@") \
+        and new.kind.startswith("amount:@") and (set(a) <= set(b) or set(b) <= set(a))
 
 
 def _kept(turn: _Reading, pairs: list[tuple[Value, Value]],
