@@ -43,7 +43,7 @@ _SWITCH_TO = re.compile(
 _SETS = re.compile(
     r"^\W*updated?\b[^.:]{0,30}:|\b(?:is|are) now\b"
     r"|(?<!^)(?<![.!?]\s)(?<!for )(?<!right )(?<!until )(?<!by )(?<!of )(?<!just )\bnow\b(?!,)"
-    r"|\bchang\w* (?:\w+ ){0,3}?to\b|\bfrom (?:here|today|now) on\b|\bfrom here\b"
+    r"|\b(?:chang|updat)\w* (?:\w+ ){0,3}?to\b|\bfrom (?:here|today|now) on\b|\bfrom here\b"
     r"|\blet'?s go with\b", re.IGNORECASE)
 _ADDS = re.compile(r"\b(?:also|too|as well|add(?:s|ed|ing)?|plus|another|in addition|extra)\b",
                    re.IGNORECASE)

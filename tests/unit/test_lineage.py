@@ -570,3 +570,11 @@ def test_a_thing_called_off_ends_the_values_said_of_it() -> None:
     steps = _play("Order events go to RabbitMQ.",
                   "Events: order.created, order.paid, order.cancelled.")
     assert _history(steps) == {}
+
+
+def test_updated_to_sets_a_name_like_changed_to() -> None:
+    # "Updated Diego to CST" sets Diego's timezone: PST, said of Diego before, is history.
+    steps = _play_by(("diego", "Diego here, San Francisco, PST"),
+                     ("coordinator", "Recorded: Lars CET 9-17, Diego PST 8-16."),
+                     ("coordinator", "Updated Diego to CST (Mexico City), core 8-16 local."))
+    assert _history(steps) == {"t0": "t2", "t1": "t2"}
