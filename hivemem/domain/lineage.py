@@ -555,7 +555,12 @@ def _by_names(turn: _Reading, turn_id: str, named: dict[str, list[str]],
             # The alternatives: raised after the kept value, first by a turn that weighed
             # or proposed them ("nadia keeps pushing EKS", "should we switch to Kerrygold?").
             adopted = {k for after in successors.values() for k in after}
-            rivals = {k for k in turn.keys if k.startswith("name=") and k not in kept
+            # Named in the keeping turn, or raised since the kept value was last said, by a
+            # turn that weighed them ("Vermentino from Fattoria Lupi" ... "what if we tried
+            # the Verdicchio?" ... "Vermentino stays").
+            last = max(i for i, s in enumerate(earlier) if kept & set(s.values))
+            raised = {k for s in earlier[last + 1:] if s.weighs for k in s.values}
+            rivals = {k for k in turn.keys | raised if k.startswith("name=") and k not in kept
                       and first(k) > start and k not in gone
                       and k not in adopted and earlier[first(k)].weighs
                       and not _contains(k, kept)}

@@ -578,3 +578,16 @@ def test_updated_to_sets_a_name_like_changed_to() -> None:
                      ("coordinator", "Recorded: Lars CET 9-17, Diego PST 8-16."),
                      ("coordinator", "Updated Diego to CST (Mexico City), core 8-16 local."))
     assert _history(steps) == {"t0": "t2", "t1": "t2"}
+
+
+def test_keeping_a_name_retires_the_alternative_raised_since_it_was_last_said() -> None:
+    # "Vermentino stays" turns down the Verdicchio weighed since, named or not.
+    steps = _play("for the house white, we're on the Vermentino from Fattoria Lupi",
+                  "what if we tried the Verdicchio from that new importer? just curious",
+                  "I tasted it, it's thin. not for us. Vermentino stays")
+    assert _history(steps) == {"t1": "t2"}
+    # A name stated, not weighed, since is not an alternative turned down.
+    steps = _play("for the house white, we're on the Vermentino from Fattoria Lupi",
+                  "the Verdicchio goes on the dessert menu.",
+                  "Vermentino stays")
+    assert _history(steps) == {}
