@@ -43,7 +43,7 @@ _SWITCH_TO = re.compile(
 _SETS = re.compile(
     r"^\W*updated?\b[^.:]{0,30}:|\b(?:is|are) now\b"
     r"|(?<!^)(?<![.!?]\s)(?<!for )(?<!right )(?<!until )(?<!by )(?<!of )(?<!just )\bnow\b(?!,)"
-    r"|\bchang\w* (?:\w+ ){0,3}?to\b|\bfrom (?:here|today|now) on\b|\bfrom here\b"
+    r"|\b(?:chang|updat)\w* (?:\w+ ){0,3}?to\b|\bfrom (?:here|today|now) on\b|\bfrom here\b"
     r"|\blet'?s go with\b", re.IGNORECASE)
 _ADDS = re.compile(r"\b(?:also|too|as well|add(?:s|ed|ing)?|plus|another|in addition|extra)\b",
                    re.IGNORECASE)
@@ -58,7 +58,8 @@ _DECIDED_KEEP = re.compile(
 _DROPS = re.compile(
     r"\b(?:cancel(?:s|led|ling)?|drop(?:s|ped|ping)?|no longer (?:taking|using|doing|going)"
     r"|stop(?:s|ped|ping)? (?:taking|using|paying)|withdr[ae]w\w*|scrap(?:s|ped)?|call(?:ed)? off"
-    r"|forget (?:about )?|quit(?:ting)?|pull(?:ed|ing)? (?:out|the plug))\b", re.IGNORECASE)
+    r"|forget (?:about )?|quit(?:ting)?|pull(?:ed|ing)? (?:out|the plug)|skip(?:s|ped|ping)?)\b",
+    re.IGNORECASE)
 _NOT_BEFORE = re.compile(r"\b(?:don'?t|do not|never|not|won'?t)\s+(?:\w+\s+)?$", re.IGNORECASE)
 _NOT = re.compile(r"\b(?:not|no|never)\b|n't\b", re.IGNORECASE)
 _PASSIVE = re.compile(r"(?:cancelled|dropped|withdrawn|scrapped|called off)$",

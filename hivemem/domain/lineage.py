@@ -51,6 +51,7 @@ from hivemem.domain.change_words import (
     _SUBJECT,
     _SWITCH_TO,
 )
+from hivemem.domain.value_clauses import _CLAUSE as CLAUSE
 from hivemem.domain.value_clauses import clause_words, own_words
 from hivemem.domain.value_pairing import (
     _contrasted,
@@ -67,6 +68,7 @@ from hivemem.domain.value_reading import (
     Value,
     _keyed,
     _same_kind,
+    _stem,
     value_keys,
     values_in,
     words_in,
@@ -141,6 +143,13 @@ class Said(BaseModel):
     # value of: "Redis for caching, S3 for uploads"): which of a turn's values a question
     # is about once some of them went (`parts`). Empty for a turn remembered before.
     clauses: dict[str, list[str]] = Field(default_factory=dict)
+    # Each value it carries -> the session's speakers named in its sentence (whose value it
+    # is: "Lars, Berlin, CET, core 9-17" is Lars's). Empty for a turn remembered before.
+    people: dict[str, list[str]] = Field(default_factory=dict)
+    # The values it says end, each in a clause that says so ("we're not shipping Windows";
+    # not "Hvar catamaran 8:30 from Split, not yet purchased"): `ends`, per value. Empty
+    # for a turn remembered before (`ends` tells for the whole turn).
+    ended: list[str] = Field(default_factory=list)
 
 
 class Lineage(BaseModel):
@@ -175,6 +184,10 @@ class _Reading:
     cue: bool  # it says something changes
     back: bool  # it goes back to something
     corrects: bool  # it corrects what was just said
+    # Each value -> the words of its clause (`Said.clauses`) and the speakers its sentence
+    # names (`Said.people`): whose and what it is the value of (`value_pairing._apart`).
+    clauses: Mapping[str, frozenset[str]]
+    people: Mapping[str, frozenset[str]]
 
     @classmethod
     def of(cls, text: str, asks: bool, known: Iterable[str] = (),
@@ -182,6 +195,7 @@ class _Reading:
         """`known`: the names said so far (a name is read by its capitals once: "let's use
         memcached" names Memcached when a turn before said "Memcached"); `people`: the
         session's speakers, never a value."""
+        names = list(known)
         sentences = [x for x in _SENTENCE.split(text.strip()) if x]
         # Weighing is read per clause: "Replaced Jest with Vitest; the globals option keeps
         # old tests running" states a change whatever its other clause weighs.
@@ -189,7 +203,7 @@ class _Reading:
             c for x in sentences if not _QUESTION.search(x)
             for c in _CLAUSE.split(x) if c and not _HEDGE.search(c))
         values = values_in(text)
-        keys = {v.key for v in values} | _named(text, known)
+        keys = {v.key for v in values} | _named(text, names)
         keys = {k for k in keys if not (k.startswith("name=") and _person(k[5:], people))}
         # "they're $252 not $250": one value said in place of another corrects, with or
         # without the words a change is usually said in.
@@ -201,7 +215,9 @@ class _Reading:
                                or RETRACTION.search(x) or _CORRECTION.search(x)
                                for x in stated),
             back=any(_BACK.search(x) for x in stated),
-            corrects=instead or any(_CORRECTION.search(x) for x in stated))
+            corrects=instead or any(_CORRECTION.search(x) for x in stated),
+            clauses=clause_words(text, keys, _names_reader(names)),
+            people=_people_of(sentences, keys, people, names))
 
     @property
     def names(self) -> set[str]:
@@ -237,6 +253,24 @@ def _names_pattern(names: frozenset[str]) -> re.Pattern[str]:
     return re.compile(rf"(?<![\w-])({alternatives})(?![\w-])")
 
 
+def _people_of(sentences: list[str], keys: Iterable[str], people: frozenset[str],
+               known: Iterable[str]) -> dict[str, frozenset[str]]:
+    """Each key of `keys` -> the speakers (`people`) named, with a capital, in the first
+    sentence it is said in; keys whose sentence names none are left out."""
+    if not people:
+        return {}
+    reader = _names_reader(known)
+    out: dict[str, frozenset[str]] = {}
+    for sentence in sentences:
+        named = frozenset(p for p in people if re.search(
+            rf"(?<![\w-]){re.escape(p.capitalize())}(?![\w-])", sentence))
+        if not named:
+            continue
+        for key in (value_keys(sentence) | reader(sentence)) & set(keys):
+            out.setdefault(key, named)
+    return out
+
+
 def _person(name: str, people: frozenset[str]) -> bool:
     return any(name.startswith(p) or p.startswith(name) for p in people)
 
@@ -263,6 +297,14 @@ def _stale(keys: Iterable[str], gone: dict[str, str],
                 after or not (_ends(text) or _KEEP.search(text))):
             return key
     return None
+
+
+def _ended(text: str, keys: Iterable[str]) -> list[str]:
+    """The keys of `keys` a clause of `text` (`value_clauses._CLAUSE`) names (by its words,
+    names in any case) and says ends (`_ends`)."""
+    wanted = set(keys)
+    return sorted({key for clause in CLAUSE.split(text) if clause and _ends(clause)
+                   for key in (value_keys(clause) | _named(clause, wanted)) & wanted})
 
 
 def _ends(text: str) -> bool:
@@ -351,9 +393,9 @@ def step(lineage: Lineage, turn_id: str, text: str, *, asks: bool = False,
     said = Said(turn_id=turn_id, values=sorted(turn.keys), words=sorted(turn.words),
                 named=named, weighs=asks or bool(_PROPOSES.search(text) or _HEDGE.search(text)),
                 ends=_ends(text),
-                clauses={k: sorted(w) for k, w in clause_words(
-                    text, turn.keys, _names_reader(k for k in said_before if k[:5] == "name="))
-                    .items()})
+                ended=_ended(text, turn.keys),
+                clauses={k: sorted(w) for k, w in turn.clauses.items()},
+                people={k: sorted(p) for k, p in turn.people.items()})
     lineage = Lineage(said=[*earlier, said][-MAX_SAID:], gone=gone, successors=successors)
     return Step(lineage, history, tuple(t for t in restored if t not in history))
 
@@ -445,7 +487,7 @@ def _by_names(turn: _Reading, turn_id: str, named: dict[str, list[str]],
     for sentence in (x for x in _SENTENCE.split(turn.text.strip())
                      if x and not _QUESTION.search(x)):
         keys = set(_names_by_sentence(sentence, turn.keys))
-        if not keys:
+        if not keys and not _DROPS.search(sentence):
             continue
         # What the sentence is about: its words besides its names and its change words.
         words = words_in(_CHANGE_CUE.sub(" ", sentence)) - {
@@ -456,10 +498,19 @@ def _by_names(turn: _Reading, turn_id: str, named: dict[str, list[str]],
             if not new or not words or new != keys:
                 # It names what it moves on from ("from ELK to Loki"): `_pairs` read it.
                 continue
+            # Not a name the turn says holds ("Alpen stays"), nor one of this sentence's;
+            # one its other sentences name in passing ("I'll port the 14 Cypress specs")
+            # is still the old one.
+            held = keys | {k for x in _SENTENCE.split(turn.text.strip()) if _KEEP.search(x)
+                           for k in _names_by_sentence(x, turn.keys)}
             old = {k for s in earlier for k, w in s.named.items()
-                   if k not in turn.keys and k not in gone and words & set(w)}
+                   if k not in held and k not in gone and words & set(w)}
             for key in old:
-                _gone(key, new, turn_id, earlier, gone, successors, history)
+                # What replaced it: the new names not said in its clause before (a word of
+                # its own name, "Secrets" of "AWS Secrets Manager", tells no turn apart).
+                beside = {k for k in new for s in earlier
+                          if _stem(k[5:]) in s.named.get(key, ())}
+                _gone(key, new - beside or new, turn_id, earlier, gone, successors, history)
         elif _DROPS.search(sentence) and not _HEDGE.search(sentence):
             adopted = {k for after in successors.values() for k in after}
             for clause in re.split(r"[,;]\s+|\s+but\s+|\s+and\s+", sentence):
@@ -473,11 +524,26 @@ def _by_names(turn: _Reading, turn_id: str, named: dict[str, list[str]],
                 if _PASSIVE.match(dropped.group(0)) and not _SUBJECT.search(
                         clause[:dropped.start()]):
                     ended = clause[:dropped.start()] + " " + ended
-                for key in _names_by_sentence(ended, keys):
+                # Any value said before ends so ("forget the 6am idea"), not one a number
+                # drops to ("ingest drops to 300GB/day").
+                values = set() if re.match(r"\s*(?:to|by)\b", ended) else {
+                    k for k in value_keys(ended) & turn.keys if _strong(k)}
+                found = set(_names_by_sentence(ended, keys)) | values
+                if not found and _CALLED_OFF.match(dropped.group(0)) and not re.search(
+                        r"[\w.]$", clause[:dropped.start()]):
+                    # A thing that ends without a name of its own ("after-party
+                    # cancelled"): the names said of it end with it, those said before in a
+                    # clause with its words ("after-party at Velvet Lounge from 23:00"; its
+                    # times are left to what a question about the evening reads of them).
+                    thing = words_in(ended)
+                    found = {k for s in earlier for k, w in s.clauses.items()
+                             if thing and thing <= set(w) and k.startswith("name=")}
+                for key in found:
                     if key in known and key not in gone and key not in adopted:
                         # A turn that itself said it ends ("we're not shipping Windows")
                         # is the answer, not history.
-                        _gone(key, set(), turn_id, [x for x in earlier if not x.ends], gone,
+                        _gone(key, set(), turn_id, [x for x in earlier if not (
+                            key in x.ended if x.clauses else x.ends)], gone,
                               successors, history)
         elif _DECIDED_KEEP.search(sentence):
             clause = next(c for c in re.split(r"[,;]\s+|\s+but\s+", sentence)
@@ -489,12 +555,22 @@ def _by_names(turn: _Reading, turn_id: str, named: dict[str, list[str]],
             # The alternatives: raised after the kept value, first by a turn that weighed
             # or proposed them ("nadia keeps pushing EKS", "should we switch to Kerrygold?").
             adopted = {k for after in successors.values() for k in after}
-            rivals = {k for k in turn.keys if k.startswith("name=") and k not in kept
+            # Named in the keeping turn, or raised since the kept value was last said, by a
+            # turn that weighed them ("Vermentino from Fattoria Lupi" ... "what if we tried
+            # the Verdicchio?" ... "Vermentino stays").
+            last = max(i for i, s in enumerate(earlier) if kept & set(s.values))
+            raised = {k for s in earlier[last + 1:] if s.weighs for k in s.values}
+            rivals = {k for k in turn.keys | raised if k.startswith("name=") and k not in kept
                       and first(k) > start and k not in gone
                       and k not in adopted and earlier[first(k)].weighs
                       and not _contains(k, kept)}
             for key in rivals:
                 _gone(key, kept, turn_id, earlier, gone, successors, history)
+
+
+# What ends a thing for good ("after-party cancelled", "the trip is called off"), not
+# what stops some of it ("a node loss drops those sessions").
+_CALLED_OFF = re.compile(r"cancel|call|scrap|withdr", re.IGNORECASE)
 
 
 def _contains(key: str, others: set[str]) -> bool:

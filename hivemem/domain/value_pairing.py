@@ -12,7 +12,8 @@ from collections.abc import Iterable, Mapping, Sequence
 from typing import Protocol
 
 from hivemem.domain.change_words import _KEEP
-from hivemem.domain.value_reading import Value, _keyed, _same_kind, written
+from hivemem.domain.value_clauses import own_words
+from hivemem.domain.value_reading import Value, _keyed, _same_kind, words_in, written
 
 
 # What pairing reads of the lineage's turns (`hivemem.domain.lineage`: `_Reading` for the
@@ -34,6 +35,12 @@ class _Reading(Protocol):
     @property
     def names(self) -> set[str]: ...
 
+    @property
+    def clauses(self) -> Mapping[str, frozenset[str]]: ...
+
+    @property
+    def people(self) -> Mapping[str, frozenset[str]]: ...
+
 
 class Said(Protocol):
     @property
@@ -41,6 +48,50 @@ class Said(Protocol):
 
     @property
     def words(self) -> Sequence[str]: ...
+
+    @property
+    def clauses(self) -> Mapping[str, Sequence[str]]: ...
+
+    @property
+    def people(self) -> Mapping[str, Sequence[str]]: ...
+
+
+# Words of a clause that say when or that something changes, not what a value is of.
+_NOT_OWNER = words_in(
+    "january february march april june july august september october november december"
+    " moving changing switching switched raised raising lowered lowering increased reduced"
+    " bumped pushed postponed delayed rescheduled replaced replacing confirmed booked"
+    " instead actually noted starting mondays tuesdays wednesdays thursdays fridays saturdays"
+    " sundays weekends nights mornings evenings afternoons around roughly about approximately"
+    " nearly almost exactly down back")
+
+
+def _owner(clauses: Mapping[str, Iterable[str]], people: Mapping[str, Iterable[str]],
+           keys: Iterable[str], value: Value) -> tuple[frozenset[str], frozenset[str]]:
+    """Whose and what `value` is the value of, in a turn carrying `keys` (its clauses'
+    words and the speakers its sentences name, `Said`): the speakers its sentence names and
+    the words of its clause, besides the words of the values of its kind and the words that
+    say when or that something changes ("Lars, Berlin, CET, core 9-17": Lars's, the core;
+    "cattery for June 5-7": the cattery's)."""
+    words = set(clauses.get(value.key, ())) - _NOT_OWNER
+    for key in keys:
+        if key == value.key or key.partition("=")[0] == value.kind:
+            words -= own_words(key)
+    return frozenset(people.get(value.key, ())), frozenset(words)
+
+
+def _apart(old: Value, before: Said, new: Value, turn: _Reading, words: bool = True) -> bool:
+    """Whether `old` (said in `before`) and `new` (said in `turn`) are values of two owners:
+    each names whose or what it is of, and they share none ("Lars: core 9-17" and "Diego
+    ... core 8-16"; "broadband install on June 3" and "cattery for June 5-7"). Two values
+    of two owners are two slots, never an old and a new one. `words`: by their clauses'
+    words too, not only by the speakers named (where nothing else says the two turns are
+    on one thing: two turns sharing a word are often on one thing whatever their clauses
+    say, "the 9:10 sounds good" and "the 7:40 from King's Cross")."""
+    theirs = _owner(before.clauses, before.people, before.values, old)
+    mine = _owner(turn.clauses, turn.people, turn.keys, new)
+    pairs = zip(theirs, mine, strict=True) if words else [(theirs[0], mine[0])]
+    return any(a and b and not a & b for a, b in pairs)
 
 
 def _pairs(turn: _Reading, old: set[Value], new: set[Value], earlier: Sequence[Said],
@@ -76,10 +127,13 @@ def _pairs(turn: _Reading, old: set[Value], new: set[Value], earlier: Sequence[S
         brought = {n: sum(1 for m in new if m.kind == n.kind) for n in new}
         out = _kept(turn, [(o, n) for n in new for s in earlier
                            if turn.words & set(s.words) or turn.names & set(s.values)
-                           if 0 < len(c := [o for o in _keyed(s.values) if _same_kind(o, n)
+                           if 0 < len(c := [o for o in _keyed(s.values) if _same_slot(o, n)
                                             and o.key not in turn.keys and older(o, n)])
                            <= brought[n]
-                           for o in c if _exact(o) and _exact(n)], False)
+                           # (Never another person's: "Lars: core 9-17", "Diego ... core 8-16".)
+                           for o in c if _exact(o) and _exact(n)
+                           and not _apart(o, s, n, turn, words=False)],
+                    False)
     if not out and new and not named:
         # Nothing on the same thing by its words: a correction ("no wait, 14", "typo, it's
         # $45k") or a change to an exact value replaces the latest value of its kind (not
@@ -91,14 +145,26 @@ def _pairs(turn: _Reading, old: set[Value], new: set[Value], earlier: Sequence[S
             if n.kind != "name" and (_exact(n) or turn.corrects):
                 # A turn naming several candidates does not say which (its times of
                 # departure and arrival): the latest turn naming one does.
-                latest = next((c[0] for s in reversed(earlier)
+                latest = next(((c[0], s) for s in reversed(earlier)
                                if len(c := [o for o in _keyed(s.values) if _corrected_by(o, n, turn)
                                             and o.key not in turn.keys and older(o, n)]) == 1),
                               None)
-                if latest is not None:
-                    pairs.append((latest, n))
+                # Nor a value of another person or thing ("cattery for June 5-7" is no
+                # correction of "broadband install on June 9").
+                if latest is not None and not _apart(latest[0], latest[1], n, turn):
+                    pairs.append((latest[0], n))
         out = _kept(turn, pairs, True)
     return out
+
+
+def _same_slot(old: Value, new: Value) -> bool:
+    """`_same_kind`, or two counts of one thing named more or less fully: one's label is
+    words of the other's ("prod 6", "prod replicaCount raised to 10")."""
+    if _same_kind(old, new):
+        return True
+    a, b = old.kind.partition(":@")[2].split(), new.kind.partition(":@")[2].split()
+    return bool(a and b) and old.text != new.text and old.kind.startswith("amount:@") \
+        and new.kind.startswith("amount:@") and (set(a) <= set(b) or set(b) <= set(a))
 
 
 def _kept(turn: _Reading, pairs: list[tuple[Value, Value]],

@@ -474,3 +474,120 @@ def test_one_value_said_in_place_of_another_corrects_without_change_words() -> N
     # A range is no correction: "from 9:00 to 17:00" replaces nothing it names.
     ranged = _play("The office is open 9:00-17:00.", "On Fridays it's open from 9:00 to 15:00.")
     assert "time=9:00" not in ranged[-1].lineage.gone
+
+
+def _play_by(*turns: tuple[str, str]) -> list[Step]:
+    """`_play` with each turn's speaker (the session's speakers are its people)."""
+    lineage = Lineage()
+    people: set[str] = set()
+    steps = []
+    for index, (speaker, text) in enumerate(turns):
+        people.add(speaker)
+        done = step(lineage, f"t{index}", text, people=frozenset(people))
+        lineage = done.lineage
+        steps.append(done)
+    return steps
+
+
+def test_two_peoples_values_of_one_kind_are_two_slots() -> None:
+    # Lars's core hours are not replaced by Diego's: the sentences name whose they are.
+    steps = _play_by(("lars", "Lars, Berlin, CET, core 9-17"),
+                     ("diego", "Diego here, San Francisco, PST"),
+                     ("coordinator", "Updated Diego to CST (Mexico City), core 8-16 local, "
+                                     "from the end of the month."))
+    assert "t0" not in _history(steps)
+    # One person's, said again: replaced.
+    steps = _play_by(("lars", "Lars, Berlin, CET, core 9-17"),
+                     ("coordinator", "Updated Lars: core 8-16 from the end of the month."))
+    assert _history(steps) == {"t0": "t1"}
+
+
+def test_values_of_two_things_by_their_clauses_are_two_slots() -> None:
+    # The cattery's dates are not the broadband's: their clauses share no word.
+    steps = _play("Broadband install moved to June 9.", "To-do updated: cattery for June 5-7.")
+    assert _history(steps) == {}
+    steps = _play("Broadband install on June 3.", "Updated: broadband install on June 9.")
+    assert _history(steps) == {"t0": "t1"}
+
+
+def test_any_value_said_to_be_dropped_ends() -> None:
+    # A time turned down ("forget the 6am idea") ends like a name does: the turns that
+    # weighed it are history, the one that turned it down is the answer.
+    steps = _play("Personal training: Tuesdays at 7pm.",
+                  "I'm thinking what if I moved them to 6am.",
+                  "Kasia has 6am slots on Tuesdays.",
+                  "yeah no, forget the 6am idea. keep 7pm")
+    assert _history(steps) == {"t1": "t3", "t2": "t3"}
+    # A number dropping to a value is a change, not an end.
+    steps = _play("Ingest is around 800GB/day.", "Expected ingest to drop to 300GB/day.")
+    assert "t1" not in _history(steps)
+
+
+def test_a_switch_moves_on_from_a_name_its_other_sentences_only_mention() -> None:
+    # "I'll port the 14 Cypress specs" names the old framework in passing: the switch
+    # still moves on from it.
+    steps = _play("Will extend the existing Cypress suite.",
+                  "Switching the admin e2e suite to Playwright. I'll port the 14 Cypress specs.")
+    assert _history(steps) == {"t0": "t1"}
+    # One its other sentence says stays is not moved on from.
+    steps = _play("Will extend the existing Cypress suite.",
+                  "Switching the admin e2e suite to Playwright. Cypress stays for legacy.")
+    assert _history(steps) == {}
+
+
+def test_a_word_of_the_old_name_is_not_what_replaced_it() -> None:
+    # "Secrets" of "AWS Secrets Manager" is said again beside Doppler: the turns naming
+    # AWS Secrets Manager are history all the same.
+    steps = _play("Target secrets store: AWS Secrets Manager, one path per service.",
+                  "From now on we standardize on Doppler for all Secrets, synced into k8s.")
+    assert _history(steps) == {"t0": "t1"}
+
+
+def test_a_turn_ends_a_name_only_in_a_clause_that_says_so() -> None:
+    # "not yet purchased" is no end of the Hvar trip: the note is history once the trip is
+    # cancelled; a turn saying the name ends, in its clause, is the answer.
+    steps = _play("Day trips planned: Krka on the 15th, and Hvar on the 18th by catamaran.",
+                  "Noted: Hvar catamaran 8:30 from Split, €96 for 4, not yet purchased.",
+                  "we're not doing Hvar either way, says Ben",
+                  "Understood. The Hvar catamaran trip is cancelled.")
+    assert _history(steps) == {"t0": "t3", "t1": "t3"}
+
+
+def test_skipping_a_name_ends_it() -> None:
+    steps = _play("Day trips planned: Krka on the 15th, and Hvar on the 18th by catamaran.",
+                  "we're skipping Hvar.")
+    assert _history(steps) == {"t0": "t1"}
+
+
+def test_a_thing_called_off_ends_the_values_said_of_it() -> None:
+    # The after-party has no value of its own: its venue and times end with it, and the
+    # reminder about its venue is history.
+    steps = _play("Current plan: auction 21:00, after-party at Velvet Lounge from 23:00.",
+                  "Reminder set: pay Velvet Lounge £900 deposit by Friday.",
+                  "Understood: after-party cancelled. The evening ends after the auction.")
+    assert _history(steps) == {"t0": "t2", "t1": "t2"}
+    # An event's name is no calling off ("order.cancelled"), nor is what drops a part of it.
+    steps = _play("Order events go to RabbitMQ.",
+                  "Events: order.created, order.paid, order.cancelled.")
+    assert _history(steps) == {}
+
+
+def test_updated_to_sets_a_name_like_changed_to() -> None:
+    # "Updated Diego to CST" sets Diego's timezone: PST, said of Diego before, is history.
+    steps = _play_by(("diego", "Diego here, San Francisco, PST"),
+                     ("coordinator", "Recorded: Lars CET 9-17, Diego PST 8-16."),
+                     ("coordinator", "Updated Diego to CST (Mexico City), core 8-16 local."))
+    assert _history(steps) == {"t0": "t2", "t1": "t2"}
+
+
+def test_keeping_a_name_retires_the_alternative_raised_since_it_was_last_said() -> None:
+    # "Vermentino stays" turns down the Verdicchio weighed since, named or not.
+    steps = _play("for the house white, we're on the Vermentino from Fattoria Lupi",
+                  "what if we tried the Verdicchio from that new importer? just curious",
+                  "I tasted it, it's thin. not for us. Vermentino stays")
+    assert _history(steps) == {"t1": "t2"}
+    # A name stated, not weighed, since is not an alternative turned down.
+    steps = _play("for the house white, we're on the Vermentino from Fattoria Lupi",
+                  "the Verdicchio goes on the dessert menu.",
+                  "Vermentino stays")
+    assert _history(steps) == {}
