@@ -597,20 +597,41 @@ class EdgeVectorStore(VectorStore):
         return [_hit(p, float(p.score)) for p in points]
 
     def _fact_hits(self, records: Any, scores: Sequence[float] | None = None) -> list[Hit]:
-        """`Hit`s of payload-only fact replies, their vectors read as rows in one step (a
-        fact that names none, from the engine)."""
-        payloads = [r.payload for r in records]
+        """`Hit`s of payload-only fact replies, their vectors read as rows in one step."""
+        payloads, replies, dense, _ = self._row_vectors(FACTS, records)
+        out: list[Hit] = []
+        for i, payload in enumerate(payloads):
+            score = 0.0 if scores is None else scores[i]
+            if i in replies:
+                reply = replies[i]
+                vector = None if reply is None else as_vector(reply.vector)
+            else:
+                assert dense is not None
+                vector = dense[i]
+            out.append(Hit(str(records[i].id), score, payload, vector))
+        return out
+
+    def _row_vectors(self, collection: str, records: Any) -> tuple[
+            list[dict[str, Any]], dict[int, Any], np.ndarray | None, np.ndarray | None]:
+        """The replies' payloads and the rows they name, read in one step (`edge_rows`):
+        dense and fused blocks, a row per reply. A reply that names no row (not filled yet:
+        none should) is read again from the engine with its vectors: those points by index
+        (None: gone meanwhile), their rows in the blocks left as placeholders."""
+        payloads = [r.payload for r in records]  # (each read of it converts anew)
+        table = self._rows[collection]
         rows = [payload.get(ROW) for payload in payloads]
-        table = self._rows[FACTS]
-        ids = [str(r.id) for r in records]
-        lacking = [ids[i] for i, row in enumerate(rows) if not table.has(row)]
-        engine = {str(r.id): as_vector(r.vector) for r in self._on(
-            "retrieve", FACTS, "retrieve", lacking, False, [DENSE])} if lacking else {}
-        named = [row if table.has(row) else 0 for row in rows]
-        dense, _ = table.read(cast(list[int], named)) if len(table) else (None, None)
-        return [Hit(ids[i], 0.0 if scores is None else scores[i], payload,
-                    engine.get(ids[i]) if ids[i] in engine or dense is None else dense[i])
-                for i, payload in enumerate(payloads)]
+        lacking = [i for i, row in enumerate(rows) if not table.has(row)]
+        replies: dict[int, Any] = {}
+        if lacking:
+            got = {str(r.id): r for r in self._on(
+                "retrieve", collection, "retrieve", [str(records[i].id) for i in lacking],
+                False, _POINT_VECTORS)}
+            replies = {i: got.get(str(records[i].id)) for i in lacking}
+        if len(replies) == len(rows):
+            return payloads, replies, None, None
+        dense, fused = table.read([0 if i in replies else cast(int, row)
+                                   for i, row in enumerate(rows)])
+        return payloads, replies, dense, fused
 
     def _points(
         self, action: str, collection: str, query: Any, limit: int, where: Where | None,
@@ -663,36 +684,19 @@ class EdgeVectorStore(VectorStore):
 
     def _turn_hits(self, records: Any, scores: Sequence[float] | None = None
                    ) -> list[TurnHit]:
-        """Hits of payload-only replies, their vectors read as the rows they name in one
-        step (`edge_rows`). A point that names none (not filled yet: none should) has its
-        vectors read from the engine."""
-        payloads = [r.payload for r in records]  # (each read of it converts anew)
-        rows = [payload.get(ROW) for payload in payloads]
-        table = self._rows[TURNS]
-        missing = [i for i, row in enumerate(rows) if not table.has(row)]
-        if missing:
-            return self._turn_hits_from_engine(records, payloads, scores, missing)
-        dense, fused = table.read(cast(list[int], rows))
-        return [TurnHit.from_rows(payload, 0.0 if scores is None else scores[i], dense[i],
-                                  fused[i]) for i, payload in enumerate(payloads)]
-
-    def _turn_hits_from_engine(self, records: Any, payloads: list[dict[str, Any]],
-                               scores: Sequence[float] | None, missing: list[int]
-                               ) -> list[TurnHit]:
-        ids = [str(records[i].id) for i in missing]
-        replies = {str(r.id): r for r in self._on(
-            "retrieve", TURNS, "retrieve", ids, False, _POINT_VECTORS)}
-        lacking = set(missing)
-        named = [i for i in range(len(payloads)) if i not in lacking]
-        hits = dict(zip(named, self._turn_hits([records[i] for i in named], None
-                                               if scores is None else [scores[i] for i in named]),
-                        strict=True)) if named else {}
-        for i in missing:
-            reply = replies.get(str(records[i].id))
+        """Hits of payload-only replies, their vectors read as rows (`_row_vectors`)."""
+        payloads, replies, dense, fused = self._row_vectors(TURNS, records)
+        out: list[TurnHit] = []
+        for i, payload in enumerate(payloads):
             score = 0.0 if scores is None else scores[i]
-            hits[i] = (TurnHit.from_reply(payloads[i], score, reply) if reply is not None
-                       else TurnHit(payloads[i], score, None))
-        return [hits[i] for i in range(len(payloads))]
+            if i in replies:
+                reply = replies[i]
+                out.append(TurnHit(payload, score, None) if reply is None
+                           else TurnHit.from_reply(payload, score, reply))
+            else:
+                assert dense is not None and fused is not None
+                out.append(TurnHit.from_rows(payload, score, dense[i], fused[i]))
+        return out
 
     def window_similarities(self, hits: Sequence[TurnHit], vector: Vector) -> list[float | None]:
         """One exact query over just these points: the engine compares their fused vectors,
