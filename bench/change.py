@@ -220,6 +220,37 @@ def failures_md(runs: list[ChangeRun], show_heldout: bool) -> str:
     return "\n".join(lines) + "\n"
 
 
+def writer_of(conversation_id: str) -> str:
+    """The writer a conversation came from: its id's prefix ("c-paint-revert" -> "c")."""
+    return conversation_id.split("-", 1)[0]
+
+
+def by_writer(runs: list[ChangeRun]) -> list[dict[str, Any]]:
+    """Strict and ranked per system, mode, part and writer: a writer added later is
+    measured apart (its held-out third was never tuned on, nor, on its first run, the rest)."""
+    out = []
+    for run in runs:
+        writers = sorted({writer_of(p.conversation) for p in run.probes})
+        for writer in writers:
+            mine = [p for p in run.probes if writer_of(p.conversation) == writer]
+            out.append({"system": run.system, "mode": run.mode, "part": run.part,
+                        "writer": writer, "probes": len(mine),
+                        "strict": sum(p.strict for p in mine),
+                        "ranked": sum(p.ranked for p in mine)})
+    return out
+
+
+def by_writer_md(rows: list[dict[str, Any]]) -> str:
+    if len({r["writer"] for r in rows}) < 2:
+        return ""
+    lines = ["## By writer", "", "| system | mode | part | writer | probes | strict | ranked |",
+             "|---|---|---|---|---|---|---|"]
+    lines += [f"| {r['system']} | {r['mode']} | {r['part']} | {r['writer']} | {r['probes']} | "
+              f"{r['strict']} ({100 * r['strict'] / r['probes']:.0f}%) | "
+              f"{r['ranked']} ({100 * r['ranked'] / r['probes']:.0f}%) |" for r in rows]
+    return "\n".join(lines) + "\n"
+
+
 def heldout_gap_md(scores: list[SystemScore]) -> str:
     """Held-out vs tuning, per system and mode (the issue: within 3 points)."""
     by = {(s.system, s.mode, s.part): s for s in scores}
@@ -299,6 +330,7 @@ def main() -> None:
         },
         "scores": [s.model_dump() | {"strict_rate": s.overall.strict_rate,
                                      "ranked_rate": s.overall.ranked_rate} for s in scores],
+        "by_writer": by_writer(runs),
         "runs": [run_record(r, args.show_heldout) for r in runs],
     }
     full = args.suite == "all" and args.mode == "both" and not args.quick \
@@ -323,7 +355,8 @@ def main() -> None:
           f"Held out: {SPLIT_RULE}.\n\n"
           + (f"Skipped (venv missing): {', '.join(skipped)}.\n\n" if skipped else "")
           + "\n".join(section for section in (
-              markdown_table(scores), heldout_gap_md(scores), same_probes_md(runs, parts),
+              markdown_table(scores), heldout_gap_md(scores), by_writer_md(by_writer(runs)),
+              same_probes_md(runs, parts),
               failures_md(runs, args.show_heldout)) if section))
     (args.out / f"{name}.md").write_text(md, encoding="utf-8")
     print(md)

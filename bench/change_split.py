@@ -1,13 +1,14 @@
 #!/usr/bin/env python
 """Split the written change conversations into the suite's tuning and held-out parts.
 
-    python bench/change_split.py [SOURCE.json ...] [--checker /work/suite/check.py]
+    python bench/change_split.py [SOURCE.json ...] [--checker CHECK.py]
                                  [--out-dir hivemem/evaluation/data]
     -> change_live.json (tuning) + change_heldout.json (held out)
 
-Sources default to /work/suite/suite_a.json and /work/suite/suite_b.json (written blind from
-/work/suite/SPEC.md). Each source must pass the writers' checker (its last line "OK") and
-hivemem's parser; then, in each source, the conversation at 0-based index i is held out when
+Sources default to bench/data/change/suite_{a,b,c}.json, one file per writer, each written
+blind from the brief in bench/data/change/SPEC.md (writers a and b on 2026-12-05, writer c
+on 2026-12-07: its conversations' ids start with "c-"). Each source must pass hivemem's
+parser, and the writers' checker when one is given (its last line "OK"); then, in each source, the conversation at 0-based index i is held out when
 i % 3 == 2 (`hivemem.evaluation.change_parts.is_heldout`) and the rest is tuning. Nothing is
 written unless every source passes. Rerun it whenever the sources change: the rule is
 positional and fixed, so the same sources always give the same parts.
@@ -25,8 +26,7 @@ from hivemem.evaluation.change import parse_suite
 from hivemem.evaluation.change_parts import PART_FILES, part_document, split_heldout
 
 ROOT = Path(__file__).resolve().parent.parent
-SOURCES = [Path("/work/suite/suite_a.json"), Path("/work/suite/suite_b.json")]
-CHECKER = Path("/work/suite/check.py")
+SOURCES = [ROOT / "bench" / "data" / "change" / f"suite_{w}.json" for w in "abc"]
 
 
 def check(source: Path, checker: Path) -> str | None:
@@ -42,19 +42,19 @@ def check(source: Path, checker: Path) -> str | None:
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("sources", nargs="*", type=Path, default=SOURCES)
-    ap.add_argument("--checker", type=Path, default=CHECKER)
+    ap.add_argument("--checker", type=Path, default=None)
     ap.add_argument("--out-dir", type=Path, default=ROOT / "hivemem" / "evaluation" / "data")
     args = ap.parse_args()
     missing = [str(s) for s in args.sources if not s.is_file()]
     if missing:
         print(f"not there (yet): {', '.join(missing)}; nothing written", file=sys.stderr)
         return 1
-    if not args.checker.is_file():
+    if args.checker is not None and not args.checker.is_file():
         print(f"checker {args.checker} not found; nothing written", file=sys.stderr)
         return 1
     docs = []
     for source in args.sources:
-        problem = check(source, args.checker)
+        problem = None if args.checker is None else check(source, args.checker)
         if problem is not None:
             print(f"{source} does not pass {args.checker}; nothing written:\n{problem}",
                   file=sys.stderr)

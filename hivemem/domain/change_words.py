@@ -14,12 +14,20 @@ _CHANGE_CUE = re.compile(
     r"|correct(?:ed|ion|ing|s)|typo|mistake|wrong|actually|scratch|scrap|forget"
     r"|from (?:here|now|today|tomorrow|monday|tuesday|wednesday|thursday|friday|next)"
     r"|starting|going forward|revert\w*|roll\w* back|back to"
-    r"|in the end|turns out|updated?|make (?:it|that)|let'?s make|set (?:it )?to)\b",
+    r"|in the end|turns out|updated?|make (?:it|that)|let'?s make|set (?:it )?to"
+    # the same said in other words: swaps, shifts, amendments, hand-overs, decisions
+    r"|swap\w*|shift\w*|brought forward|bring (?:\w+ )?forward|amend\w*|revis\w*|adjust\w*"
+    r"|tweak\w*|flip\w*|rebook\w*|renam\w*|reassign\w*|re-assign\w*|hand(?:s|ed|ing)? over"
+    r"|tak(?:e|es|ing) over|took over|opt(?:s|ed)? for|settled on|ended up|after all"
+    r"|extend\w*|shorten\w*|disabl\w*|turn(?:s|ed|ing)? off|shut(?:s|ting)? down)\b",
     re.IGNORECASE)
 # A turn that corrects what was just said.
 # ("Correct, SSO is Enterprise only" agrees: not a correction.)
 _CORRECTION = re.compile(r"\b(?:typo|no wait|wait|sorry|i mean|i meant|correct(?:ed|ion)"
-                         r"|actually|oops|my bad|mistake|wrong|make it|scratch that)\b",
+                         r"|actually|oops|my bad|mistake|wrong|make it|scratch that"
+                         r"|hang on|hold on|misspoke|misread|miscount\w*|misremember\w*"
+                         r"|mixed (?:it |them |that )?up|strike that|disregard|ignore (?:that|my)"
+                         r"|make that|i misunderstood|not quite)\b",
                          re.IGNORECASE)
 # A turn that weighs a change rather than makes it ("a 25-cent increase would cover it").
 _HEDGE = re.compile(r"\b(?:would|could|might|maybe|perhaps|options?|if we|if you|suggest\w*"
@@ -58,11 +66,17 @@ _DECIDED_KEEP = re.compile(
 _DROPS = re.compile(
     r"\b(?:cancel(?:s|led|ling)?|drop(?:s|ped|ping)?|no longer (?:taking|using|doing|going)"
     r"|stop(?:s|ped|ping)? (?:taking|using|paying)|withdr[ae]w\w*|scrap(?:s|ped)?|call(?:ed)? off"
-    r"|forget (?:about )?|quit(?:ting)?|pull(?:ed|ing)? (?:out|the plug)|skip(?:s|ped|ping)?)\b",
+    r"|forget (?:about )?|quit(?:ting)?|pull(?:ed|ing)? (?:out|the plug)|skip(?:s|ped|ping)?"
+    # other words for ending a thing
+    r"|disabl(?:e|es|ed|ing)|turn(?:s|ed|ing)? off|switch(?:es|ed|ing)? off|shut(?:s|ting)? down"
+    r"|ditch(?:es|ed|ing)?|ax(?:e|es|ed|ing)|nix(?:es|ed|ing)?|shelv(?:e|es|ed|ing)"
+    r"|abandon(?:s|ed|ing)?|discontinu(?:e|es|ed|ing)|not (?:going ahead|happening)"
+    r"|off the table)\b",
     re.IGNORECASE)
 _NOT_BEFORE = re.compile(r"\b(?:don'?t|do not|never|not|won'?t)\s+(?:\w+\s+)?$", re.IGNORECASE)
 _NOT = re.compile(r"\b(?:not|no|never)\b|n't\b", re.IGNORECASE)
-_PASSIVE = re.compile(r"(?:cancelled|dropped|withdrawn|scrapped|called off)$",
+_PASSIVE = re.compile(r"(?:cancelled|dropped|withdrawn|scrapped|called off|disabled|ditched"
+                      r"|axed|nixed|shelved|abandoned|discontinued|turned off|switched off)$",
                       re.IGNORECASE)
 _SUBJECT = re.compile(r"\b(?:i|we|you|they|he|she)\b", re.IGNORECASE)
 # A turn that raises an alternative rather than states what holds. "Pushing", "pushes for"
