@@ -23,6 +23,7 @@ from hivemem.domain.recall.answers import Answer, newer_answers
 from hivemem.domain.recall.budget import Candidate, Excluded, select
 from hivemem.domain.recall.currency import turn_key, without_people
 from hivemem.domain.recall.intent import QueryIntent, read_query
+from hivemem.domain.recall.newer_first import Statement, newer_first
 from hivemem.domain.recall.policy import RecallPolicy
 from hivemem.domain.recall.score_table import ScoreTable, score_table
 from hivemem.domain.recall.scoring import Signals, relevance
@@ -256,7 +257,7 @@ class Recaller:
             current_session=session_id, newest_seq=newest, intent=intent,
         )
         restated = _facts_stand_for_their_turns(pool, scores, policy)
-        finals = scores.final.tolist()
+        _newer_first(pool, scores, session_id, intent)
         candidates = [
             Candidate(
                 key=key,
@@ -268,7 +269,7 @@ class Recaller:
                 source=entry.signals.source,
                 threshold_score=final + 1.0 if entry.signals.history else None,
             )
-            for (key, entry), final in zip(pool.items(), finals, strict=True)
+            for (key, entry), final in zip(pool.items(), scores.final.tolist(), strict=True)
         ]
         budget = max(0, token_budget - policy.reserve_tokens)
         chosen, excluded = _select_current(
@@ -885,6 +886,22 @@ def _entry(candidate: Candidate) -> PoolEntry:
     entry = candidate.payload["entry"]
     assert isinstance(entry, PoolEntry)
     return entry
+
+
+def _newer_first(pool: dict[str, PoolEntry], scores: ScoreTable, session_id: str,
+                 intent: QueryIntent) -> None:
+    """A question about now: the asking session's later statement on one thing ranks
+    above an earlier one (`hivemem.domain.recall.newer_first`); history stays below."""
+    if not intent.current:
+        return
+    statements = [
+        Statement(key, scores.final_of(key), entry.signals.seq, entry.text, entry.vector)
+        for key, entry in pool.items()
+        if entry.is_turn and entry.vector is not None and entry.signals.seq is not None
+        and entry.signals.session_id == session_id
+        and not (entry.signals.stale or entry.signals.history)]
+    for key, final in newer_first(statements).items():
+        scores.rescore(key, final)
 
 
 def _facts_stand_for_their_turns(

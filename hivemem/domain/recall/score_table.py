@@ -56,6 +56,13 @@ class ScoreTable(Mapping[str, ScoreComponents]):
         self._built.pop(key, None)
         self._rows = None
 
+    def rescore(self, key: str, value: float) -> None:
+        """`final` becomes `value` (a statement moved above an older one on the same thing:
+        `hivemem.domain.recall.newer_first`)."""
+        self.columns["final"][self.at[key]] = value
+        self._built.pop(key, None)
+        self._rows = None
+
     def __getitem__(self, key: str) -> ScoreComponents:
         built = self._built.get(key)
         if built is None:
