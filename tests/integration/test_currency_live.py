@@ -120,3 +120,37 @@ def test_a_later_answer_with_another_count_replaces_the_earlier(client: MemoryCl
     before = client.recall("cap", "What was the capacity per sprint before the new hires?",
                            token_budget=300)
     assert any("48" in i.content and "64" not in i.content for i in before)
+
+
+
+TEST_ENVIRONMENT = [
+    ("user", "mia", "fyi the test environment lives on cluster qa-west-1, namespace billing-qa."
+                    " deploys go through argo"),
+    ("assistant", "bot", "Got it: test environment on qa-west-1, namespace billing-qa, deployed"
+                         " by Argo CD."),
+    ("user", "mia", "why is my jest test timing out only in CI"),
+    ("assistant", "bot", "Usually an unmocked network call or an open handle."),
+    ("user", "mia", "it was an unmocked http call lol"),
+    ("assistant", "bot", "Classic. Mock it so it is deterministic."),
+    ("user", "mia", "ops moved us over the weekend: the test environment is on qa-west-3, "
+                    "namespace bill-qa."),
+]
+
+
+def test_a_later_statement_on_the_same_thing_leads_however_it_is_worded(
+    client: MemoryClient,
+) -> None:
+    """Values the keeper does not pair (a cluster and a namespace said as plain names): the
+    later statement on the same thing ranks first for a question about now (`newer_first`;
+    before it, the first statement or its confirmation led), and the earlier one still
+    answers a question about the past."""
+    for role, who, text in TEST_ENVIRONMENT:
+        client.ingest("t", role, text, agent_id=who)
+    client.wait_until_processed("t", timeout=120)
+    for question in ("test environment namespace?",
+                     "which cluster is the test environment on?"):
+        items = client.recall("t", question, token_budget=300)
+        assert "qa-west-3" in items[0].content, question
+    before = client.recall("t", "which cluster was the test environment on originally?",
+                           token_budget=300)
+    assert any("qa-west-1" in i.content for i in before)
