@@ -177,7 +177,11 @@ class QueryIntent:
 def read_query(text: str) -> QueryIntent:
     """Read a recall query once."""
     latest = _LATEST.search(text) is not None or _OUTCOME.search(text) is not None
-    conditions = [m.span() for m in _CONDITION.finditer(text)] if latest else []
+    # A condition in a question about now, said so ("now") or asked in the present tense
+    # ("how many retries do jobs get before landing in the DLQ?"); "what did Jean go
+    # through before meeting Maria?" asks about then.
+    conditions = [m.span() for m in _CONDITION.finditer(text)] \
+        if latest or _EVENT.search(text) is None else []
     past = any(not any(s <= m.start() < e for s, e in conditions) for m in _PAST.finditer(text))
     return QueryIntent(
         text=text,
