@@ -230,7 +230,9 @@ class Recaller:
         replacing = False  # whether any candidate has a successor (else none is left out)
         for key, entry in pool.items():
             sig = entry.signals
-            sig.successors = replaced.get(key, ())
+            # `in`, then `[]`: a lazy view's `get` (`Mapping.get`) raises and catches a
+            # KeyError for each of the many keys that are no history.
+            sig.successors = replaced[key] if (stale := key in replaced) else ()
             replacing = replacing or bool(sig.successors)
             if asked_about:  # (whose slot a candidate states: read only when it matters)
                 owner = personal.get(key)
@@ -243,7 +245,7 @@ class Recaller:
                     sig.session_id == session_id and (sig.seq or 0) >= current_from
                 )
                 # A turn that stated only superseded or retracted facts is history now.
-                sig.stale = key in replaced
+                sig.stale = stale
         newest = max(
             [t.seq for t in recent]
             + [e.signals.seq or 0 for e in pool.values()
