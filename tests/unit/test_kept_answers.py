@@ -1,7 +1,7 @@
 """The lens answers an index keeps between recalls (`FactIndex.kept_answers`): the next
 lens over the same facts answers from them, and any write drops them, so a fact updated,
-superseded or added is seen by the next recall; an overlay, several sessions or no asker
-key answer afresh, and each asker keeps their own."""
+superseded or added is seen by the next recall; each asker and overlay keeps its own;
+several sessions or no asker key answer afresh."""
 
 from __future__ import annotations
 
@@ -60,15 +60,22 @@ def test_owners_are_kept_and_dropped_alike() -> None:
     assert _lens(index).owner("turn:s:t3") == "ann"
 
 
-def test_an_overlay_no_key_or_other_asker_answers_afresh() -> None:
+def test_overlays_no_key_and_askers_keep_apart() -> None:
     index = FactIndex()
     index.put(_fact("a", "The database is Postgres 15", ["t1"]))
     assert _lens(index).replaced("turn:s:t1") is None  # kept for "anyone"
     overlay = [_fact("a", "The database is Postgres 15", ["t1"],
                      status=FactStatus.SUPERSEDED, superseded_by="b"),
                _fact("b", "The database is MySQL 8 now", ["t2"], at=1)]
-    assert _lens(index, overlay=overlay).replaced("turn:s:t1") == ("fact:b", "turn:s:t2")
-    assert _lens(index).replaced("turn:s:t1") is None  # the overlay's answer was not kept
+    for _ in range(2):  # kept for these overlay objects
+        assert _lens(index, overlay=overlay).replaced("turn:s:t1") == ("fact:b", "turn:s:t2")
+    assert index.kept_answers("anyone", tuple(overlay)).replaced == {
+        "turn:s:t1": ("fact:b", "turn:s:t2")}
+    assert _lens(index).replaced("turn:s:t1") is None  # not for the index alone
+    # An overlay made anew (the unreflected turns changed) is another one.
+    again = [f.model_copy() for f in overlay]
+    assert not index.kept_answers("anyone", tuple(again)).replaced
+    assert _lens(index, overlay=again[1:]).replaced("turn:s:t1") is None
     # A private successor: seen by its owner's key, not by another asker's.
     index.put(_fact("b", "The database is MySQL 8 now", ["t2"], at=1, agent_id="bob",
                     visibility="private"))

@@ -37,9 +37,12 @@ _V = TypeVar("_V")
 # Askers whose chain jumps an index keeps at once (`FactIndex.frontier`): a session is
 # asked by a few agents; more and the jumps start over.
 _FRONTIER_KEYS = 16
-# Candidate keys whose lens answers an index keeps per asker (`FactIndex.kept_answers`), at
-# most: a recall asks ~100; past this they start over (bounds a long-lived session's).
+# Candidate keys whose lens answers an index keeps per asker and overlay
+# (`FactIndex.kept_answers`), at most: a recall asks ~100; past this they start over.
 _KEPT_ANSWERS = 10_000
+# (Asker, overlay) pairs an index keeps answers for at once: the oldest go first (an open
+# episode's overlay changes with each turn said).
+_KEPT_LENSES = 16
 
 
 def _cited(fact: Fact) -> set[str]:
@@ -99,10 +102,10 @@ class FactIndex:
     # at 100k turns, measured). Valid until a history fact itself changes (`put`).
     _frontiers: dict[Hashable, dict[str, str]] = field(
         default_factory=dict, repr=False, compare=False)
-    # Per asker (as `_frontiers`): what a lens over this index alone answered per candidate
-    # key (`KeptAnswers`), for the next recalls while no fact changes. Valid until any
-    # `put` or `clear` (each drops them all).
-    _answers: dict[Hashable, KeptAnswers] = field(
+    # Per asker (as `_frontiers`) and overlay (its facts' identities): what a lens over this
+    # index alone answered per candidate key (`KeptAnswers`), for the next recalls while
+    # no fact changes. Valid until any `put` or `clear` (each drops them all).
+    _answers: dict[tuple[Hashable, tuple[int, ...]], KeptAnswers] = field(
         default_factory=dict, repr=False, compare=False)
 
     def __len__(self) -> int:
@@ -203,15 +206,18 @@ class FactIndex:
             cache[step] = current
         return current
 
-    def kept_answers(self, key: Hashable) -> KeptAnswers:
-        """The lens answers kept for the asker `key` (an admission key, as `frontier`'s),
-        made empty when missing or grown past `_KEPT_ANSWERS`. Asked under the owner's
-        lock, as `put` is (which drops them)."""
-        kept = self._answers.get(key)
+    def kept_answers(self, key: Hashable, overlay: tuple[Fact, ...] = ()) -> KeptAnswers:
+        """The lens answers kept for the asker `key` (an admission key, as `frontier`'s)
+        over this index through `overlay` (the very fact objects: an overlay made anew is
+        another one, even if equal), made empty when missing or grown past
+        `_KEPT_ANSWERS`. Asked under the owner's lock, as `put` is (which drops them)."""
+        # The ids name the objects while the answers hold them (no id is reused meanwhile).
+        at = (key, tuple(map(id, overlay)))
+        kept = self._answers.get(at)
         if kept is None or len(kept) > _KEPT_ANSWERS:
-            if kept is None and len(self._answers) >= _FRONTIER_KEYS:
-                self._answers.clear()
-            kept = self._answers[key] = KeptAnswers()
+            while len(self._answers) >= _KEPT_LENSES:
+                del self._answers[next(iter(self._answers))]
+            kept = self._answers[at] = KeptAnswers(overlay)
         return kept
 
     def sorted_facts(self) -> tuple[Fact, ...]:
@@ -221,9 +227,10 @@ class FactIndex:
 
 @dataclass(eq=False)
 class KeptAnswers:
-    """One asker's lens answers over one index, per candidate key (None kept too: most
-    keys are no history and no one's own slot)."""
+    """One asker's lens answers over one index and `overlay`, per candidate key (None kept
+    too: most keys are no history and no one's own slot)."""
 
+    overlay: tuple[Fact, ...] = ()  # held: its ids name it (`FactIndex.kept_answers`)
     replaced: dict[str, tuple[str, ...] | None] = field(default_factory=dict)
     owner: dict[str, str | None] = field(default_factory=dict)
 
@@ -328,10 +335,11 @@ class CurrencyLens:
         return answer
 
     def _kept(self) -> KeptAnswers | None:
-        """The answers the index keeps for this asker, when the lens answers from it alone
-        (one view, no overlay, an admission key): the same index and asker, the same
-        answers, for every recall until a fact changes (`FactIndex.put` drops them). An
-        answer kept after a change lands in answers the index no longer hands out.
+        """The answers the index keeps for this asker and overlay, when the lens answers
+        from it alone (one view, an admission key): the same index, asker and overlay
+        objects (`UnreflectedView` hands out the same while the turns and facts stay), the
+        same answers, for every recall until a fact changes (`FactIndex.put` drops them).
+        An answer kept after a change lands in answers the index no longer hands out.
         The candidates' answers cost ~11% of a LoCoMo recall where a session's facts
         did not change since its last recall (the idle case, and most recalls)."""
         if not self._kept_known:
@@ -339,9 +347,10 @@ class CurrencyLens:
             self._kept_answers = None
             if len(self._views) == 1:
                 view = self._views[0]
-                if not view.overlay and view.admit_key is not None:
+                if view.admit_key is not None:
                     with view.lock:
-                        self._kept_answers = view.index.kept_answers(view.admit_key)
+                        self._kept_answers = view.index.kept_answers(
+                            view.admit_key, tuple(view.overlay.values()))
         return self._kept_answers
 
     def _unknown(self, key: str) -> bool:
