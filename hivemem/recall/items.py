@@ -155,8 +155,10 @@ def fact_item(fact: Fact, components: ScoreComponents, token_count: int) -> Cont
             "subject": fact.subject,
             "status": fact.status.value,
             "conflict": fact.status == FactStatus.CONFLICTED,
-            "conflicts_with": fact.conflicts_with,
-            "source_turn_ids": fact.source_turn_ids,
+            # Copies: the fact may be the one the session's known facts hold
+            # (`read_already`), and an item's metadata is the caller's to change.
+            "conflicts_with": list(fact.conflicts_with),
+            "source_turn_ids": list(fact.source_turn_ids),
             "episode_id": fact.episode_id,
             "valid_from": fact.valid_from.isoformat(),
             "valid_to": fact.valid_to.isoformat() if fact.valid_to else None,

@@ -39,12 +39,13 @@ from hivemem.recall.items import (
     superseded_item,
     unit_vector,
 )
-from hivemem.recall.known_facts import SessionFacts
+from hivemem.recall.known_facts import SessionFacts, read_already
 from hivemem.store.currency import SlotTableStore
 from hivemem.store.episodes import EpisodeStore
 from hivemem.store.state import TurnLog
 from hivemem.store.vectors.base import (
     FactHit,
+    FactOf,
     TurnHit,
     Vector,
     VectorStore,
@@ -70,6 +71,8 @@ class _Lexical:
     currency: Currency
     # The recent turns' stored points (read ahead on the helper), or None: read when needed.
     recent_stored: dict[str, TurnHit] | None = None
+    # The sessions' facts as read already, for the fact searches' hits (`read_already`).
+    known_fact: FactOf | None = None
 
 
 class _Ahead(Generic[_T]):
@@ -204,7 +207,8 @@ class Recaller:
         self._similarities(pool, query_vector, policy)
         past = intent.past
         superseded = self._add_facts(
-            pool, scope, query_vector, got.lexical_facts, policy, access, past=past
+            pool, scope, query_vector, got.lexical_facts, policy, access, past=past,
+            known=got.known_fact,
         ) if search_facts else []
         self._add_recent(pool, recent, query_vector, access, got.recent_stored)
         if policy.neighbours:
@@ -394,9 +398,10 @@ class Recaller:
                       else None)
         try:
             known, search_facts = self._known_facts(sessions, policy, access)
+            known_fact = read_already([snap for _s, snap in known])
             lexical_facts = (
                 self.vectors.search_facts_lexical(
-                    scope, sparse, policy.fact_limit, _statuses(policy), access
+                    scope, sparse, policy.fact_limit, _statuses(policy), access, known_fact
                 )
                 if sparse and search_facts else []
             )
@@ -418,7 +423,7 @@ class Recaller:
         if ahead:  # else nothing runs beside it: a vector is read when a candidate needs it
             _read_vectors_while([*lexical_turns, *(stored or {}).values()], embedded)
         return _Lexical(recent, lexical_turns, lexical_facts, search_facts, current_from,
-                        currency, stored)
+                        currency, stored, known_fact)
 
     def _dense_query(
         self, intent: QueryIntent, policy: RecallPolicy, remembered: frozenset[str],
@@ -540,15 +545,17 @@ class Recaller:
         access: Scope | None = None,
         *,
         past: bool = False,
+        known: FactOf | None = None,
     ) -> list[FactHit]:
         """Add the facts that match (dense hits searched here, lexical ones given). Returns
         the superseded ones left out (no history asked). `past`: the query asks what was
-        true before, so superseded versions are candidates (they hold the answer)."""
+        true before, so superseded versions are candidates (they hold the answer).
+        `known`: the facts read already (`read_already`), not validated again."""
         if not policy.fact_limit:
             return []
         statuses = _statuses(policy)
         dense = self.vectors.search_facts(
-            scope, query_vector, policy.fact_limit, statuses, access
+            scope, query_vector, policy.fact_limit, statuses, access, known
         )
         hits: dict[str, tuple[FactHit, int | None, FactHit | None, int | None]] = {}
         for rank, hit in enumerate(dense, 1):

@@ -139,3 +139,16 @@ def test_a_fact_superseded_between_recalls_is_seen_by_the_next_one(pipeline) -> 
         emb.embed_documents([new.content, old.content]))
     assert stale_of("t1") == 1.0
     assert stale_of(old.fact_id) == 1.0
+
+
+def test_a_fact_items_lists_are_its_own() -> None:
+    """A recalled fact may be the one the session's known facts hold (`read_already`):
+    changing an item's metadata must not change it."""
+    from hivemem.domain.models import ScoreComponents
+    from hivemem.recall.items import fact_item
+
+    fact = _fact("a", "The database is Postgres 15", ["t1"], conflicts_with=["b"])
+    item = fact_item(fact, ScoreComponents(), 5)
+    item.metadata["source_turn_ids"].append("t9")
+    item.metadata["conflicts_with"].clear()
+    assert fact.source_turn_ids == ["t1"] and fact.conflicts_with == ["b"]

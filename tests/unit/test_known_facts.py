@@ -175,3 +175,28 @@ def test_facts_are_not_read_again_while_the_store_applied_no_write(
         assert [f.content for f in known.get("s").facts] == ["b"]
     finally:
         store.close()
+
+
+def test_search_hits_reuse_the_facts_read_only_for_the_same_write(store: VectorStore) -> None:
+    """A search's hit is the known fact when its id and write stamp are the ones read
+    (`read_already`); a newer write of it, or one not read yet, is validated anew."""
+    from hivemem.recall.known_facts import read_already
+
+    known = KnownFacts(store)
+    pg = _fact("postgres")
+    _write(store, pg)
+    snap = known.get("s")
+    [read] = snap.facts
+    hits = store.search_facts("s", EMB.embed_query("postgres"), 5, ["active"],
+                              known=read_already([snap]))
+    assert [h.fact for h in hits] == [pg] and hits[0].fact is read
+    # Rewritten (another stamp), not read again yet: validated from the new payload.
+    _write(store, pg.model_copy(update={"content": "postgres 16"}))
+    [hit] = store.search_facts("s", EMB.embed_query("postgres"), 5, ["active"],
+                               known=read_already([snap]))
+    assert hit.fact is not read and hit.fact.content == "postgres 16"
+    fresh = known.get("s")  # read again: now it is the one known
+    [again] = store.search_facts("s", EMB.embed_query("postgres"), 5, ["active"],
+                                 known=read_already([fresh]))
+    assert again.fact.content == "postgres 16"
+    assert again.fact is fresh.index.by_id[pg.fact_id]
