@@ -816,7 +816,8 @@ def _select_current(
     fit is left out too, never handed over alone."""
     left_out: list[Excluded] = []
     pool = list(candidates)
-    told_by = _statements_told_by(pool)
+    # (Read only to leave stale statements out: not when history is kept.)
+    told_by = {} if keep_history else _statements_told_by(pool)
     for _round in range(_REFILLS + 1):
         chosen, excluded = select(
             pool,
