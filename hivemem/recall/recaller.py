@@ -239,7 +239,7 @@ class Recaller:
             sig.successors = replaced[key] if (stale := key in replaced) else ()
             replacing = replacing or bool(sig.successors)
             if asked_about:  # (whose slot a candidate states: read only when it matters)
-                owner = personal.get(key)
+                owner = personal[key] if key in personal else None  # (see `stale`)
                 sig.other_person = owner is not None and owner not in asked_about
             if entry.is_turn:
                 sig.by_asked_speaker = bool(speakers) and (
@@ -629,7 +629,7 @@ class Recaller:
         for key, entry in list(pool.items()):
             session = entry.signals.session_id
             prefix = f"turn:{session}:"
-            for successor in replaced.get(key, ()):
+            for successor in replaced[key] if key in replaced else ():
                 if successor not in pool and successor.startswith(prefix):
                     wanted.setdefault(session, set()).add(successor[len(prefix):])
         for session, turn_ids in wanted.items():
