@@ -239,7 +239,7 @@ class Recaller:
             sig.successors = replaced[key] if (stale := key in replaced) else ()
             replacing = replacing or bool(sig.successors)
             if asked_about:  # (whose slot a candidate states: read only when it matters)
-                owner = personal[key] if key in personal else None  # (see `stale`)
+                owner = _lookup(personal, key)
                 sig.other_person = owner is not None and owner not in asked_about
             if entry.is_turn:
                 sig.by_asked_speaker = bool(speakers) and (
@@ -629,7 +629,7 @@ class Recaller:
         for key, entry in list(pool.items()):
             session = entry.signals.session_id
             prefix = f"turn:{session}:"
-            for successor in replaced[key] if key in replaced else ():
+            for successor in _lookup(replaced, key) or ():
                 if successor not in pool and successor.startswith(prefix):
                     wanted.setdefault(session, set()).add(successor[len(prefix):])
         for session, turn_ids in wanted.items():
@@ -678,6 +678,14 @@ class Recaller:
                             markers=hit.markers, dense=_dot(vector, query), window=window),
                     vector, hit=hit, window_asked=windows,
                 )
+
+
+def _lookup(mapping: Mapping[str, _T], key: str) -> _T | None:
+    """`mapping.get(key)` by `in`, then `[]`: a lazy view's `get` (`Mapping.get`) raises
+    and catches a KeyError for each of the many candidates it has nothing for."""
+    if key not in mapping:
+        return None
+    return mapping[key]
 
 
 def _agents(pool: dict[str, PoolEntry]) -> set[str]:
