@@ -144,36 +144,40 @@ _NAMES = ("dense", "lex_raw", "d_rank", "l_rank", "window", "w_rank", "seq", "co
 
 def _columns(signals: Sequence[Signals], policy: RecallPolicy, current_session: str
              ) -> dict[str, F64]:
-    """One pass over the candidates into float columns (None as NaN; the booleans as bits
-    of `flags`; `codes`: the session's number): the only per-candidate Python."""
+    """One pass over the candidates per column into floats (None as NaN; the booleans as
+    bits of `flags`; `codes`: the session's number): the only per-candidate Python. A
+    comprehension per column: ~2x cheaper than one loop appending to twelve lists."""
     kind_weights = policy.weights.kind
-    cols: list[list[float]] = [[] for _ in _NAMES]
-    (dense, lex_raw, d_rank, l_rank, window, w_rank, seq, conf, kind, flags, codes,
-     turn) = cols
     sessions: dict[str, int] = {}
-    for s in signals:
-        dense.append(s.dense)
-        lex_raw.append(_NAN if s.lexical_raw is None else s.lexical_raw)
-        d_rank.append(_NAN if s.dense_rank is None else s.dense_rank)
-        l_rank.append(_NAN if s.lexical_rank is None else s.lexical_rank)
-        window.append(_NAN if s.window is None else s.window)
-        w_rank.append(_NAN if s.window_rank is None else s.window_rank)
-        seq.append(_NAN if s.seq is None else s.seq)
-        conf.append(s.confidence)
-        k = 0.0
-        if kind_weights:
-            if s.kind:
-                k = kind_weights.get(s.kind, 0.0)
-            elif s.markers:
-                k = max(kind_weights.get(m, 0.0) for m in s.markers)
-        kind.append(k)
-        flags.append(float(
+    cols: dict[str, list[float] | list[int]] = {
+        "dense": [s.dense for s in signals],
+        "lex_raw": [_NAN if s.lexical_raw is None else s.lexical_raw for s in signals],
+        "d_rank": [_NAN if s.dense_rank is None else s.dense_rank for s in signals],
+        "l_rank": [_NAN if s.lexical_rank is None else s.lexical_rank for s in signals],
+        "window": [_NAN if s.window is None else s.window for s in signals],
+        "w_rank": [_NAN if s.window_rank is None else s.window_rank for s in signals],
+        "seq": [_NAN if s.seq is None else s.seq for s in signals],
+        "conf": [s.confidence for s in signals],
+        "kind": [_kind_weight(s, kind_weights) for s in signals],
+        "flags": [float(
             1 * bool(s.markers) | 2 * s.conflicted | 4 * s.stale | 8 * s.history
             | 16 * s.in_current_episode | 32 * s.other_person | 64 * s.by_asked_speaker
-            | 128 * s.asks | 256 * (s.session_id == current_session)))
-        codes.append(sessions.setdefault(s.session_id, len(sessions)))
-        turn.append(float(s.source == "turn"))
-    return {name: np.array(c, dtype=np.float64) for name, c in zip(_NAMES, cols, strict=True)}
+            | 128 * s.asks | 256 * (s.session_id == current_session)) for s in signals],
+        "codes": [sessions.setdefault(s.session_id, len(sessions)) for s in signals],
+        "turn": [float(s.source == "turn") for s in signals],
+    }
+    return {name: np.array(cols[name], dtype=np.float64) for name in _NAMES}
+
+
+def _kind_weight(s: Signals, kind_weights: Mapping[str, float]) -> float:
+    """The candidate's kind boost: its fact kind's, else its best marker's."""
+    if not kind_weights:
+        return 0.0
+    if s.kind:
+        return kind_weights.get(s.kind, 0.0)
+    if s.markers:
+        return max(kind_weights.get(m, 0.0) for m in s.markers)
+    return 0.0
 
 
 def _context(a: dict[str, F64], rel: F64, bits: npt.NDArray[np.int64], policy: RecallPolicy
