@@ -216,7 +216,8 @@ class Recaller:
         self._similarities(pool, query_vector, policy)  # of the turns added since
 
         currency, current_from = got.currency, got.current_from
-        replaced, personal = currency.replaced, currency.personal
+        # Read per candidate by several passes below: each key asked of the layers once.
+        replaced: Mapping[str, tuple[str, ...]] = _Memo(currency.replaced)
         question = Question.of(intent.text) if not past else None
         # Whose something a question asks about decides whether it is about now once the
         # speakers are known ("Nia's first day" is, where Nia is not one of them).
@@ -228,7 +229,7 @@ class Recaller:
         if intent.current:
             # A stale statement never competes without what replaced it.
             self._add_successors(pool, replaced, query_vector, access)
-        asked_about = intent.people_named(set(personal.values()))
+        asked_about = intent.people_named(set(currency.personal.values()))
         speakers = self._speakers_named(session_id, intent, pool, policy)
         asks_questions = bool(policy.weights.answer)
         replacing = False  # whether any candidate has a successor (else none is left out)
@@ -239,7 +240,7 @@ class Recaller:
             sig.successors = replaced[key] if (stale := key in replaced) else ()
             replacing = replacing or bool(sig.successors)
             if asked_about:  # (whose slot a candidate states: read only when it matters)
-                owner = _lookup(personal, key)
+                owner = _lookup(currency.personal, key)
                 sig.other_person = owner is not None and owner not in asked_about
             if entry.is_turn:
                 sig.by_asked_speaker = bool(speakers) and (
@@ -765,6 +766,37 @@ def _whole_or_asked(
     current = {key for key in pool if (parts := parts_of(key)) is not None
                and not parts.asked_by(question) and key in replaced}
     return _Except(replaced, current) if current else replaced
+
+
+class _Memo(Mapping[str, tuple[str, ...]]):
+    """`below` read per key once (`in`, then `[]`), the answer kept for the recall:
+    recall asks of each candidate up to four times (as of now, in part, successors,
+    the score), and `below` is a stack of lazy views (the slot table over the facts)."""
+
+    def __init__(self, below: Mapping[str, tuple[str, ...]]) -> None:
+        self.below = below
+        self._got: dict[str, tuple[str, ...] | None] = {}
+
+    def _get(self, key: str) -> tuple[str, ...] | None:
+        if key in self._got:
+            return self._got[key]
+        got = self._got[key] = _lookup(self.below, key)
+        return got
+
+    def __getitem__(self, key: str) -> tuple[str, ...]:
+        got = self._get(key)
+        if got is None:
+            raise KeyError(key)
+        return got
+
+    def __contains__(self, key: object) -> bool:
+        return isinstance(key, str) and self._get(key) is not None
+
+    def __iter__(self) -> Iterator[str]:
+        return iter(self.below)
+
+    def __len__(self) -> int:
+        return len(self.below)
 
 
 class _Except(Mapping[str, tuple[str, ...]]):
