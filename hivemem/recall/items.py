@@ -8,6 +8,7 @@ in the queue, or a fact. The item builders turn the budget's choices and refusal
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import Any
 
 import numpy as np
 
@@ -137,33 +138,46 @@ def context_item(candidate: Candidate) -> ContextItem:
 
 
 def fact_item(fact: Fact, components: ScoreComponents, token_count: int) -> ContextItem:
-    return ContextItem(
-        content=fact.content,
-        role=None,
-        score=components.final,
-        components=components,
-        token_count=token_count,
-        source_type="fact",
-        source_id=fact.fact_id,
-        session_id=fact.session_id,
-        agent_id=fact.agent_id,
-        namespace=fact.namespace,
-        visibility=fact.visibility,
-        timestamp=fact.valid_from,
-        metadata={
-            "kind": fact.kind.value,
-            "subject": fact.subject,
-            "status": fact.status.value,
-            "conflict": fact.status == FactStatus.CONFLICTED,
-            "conflicts_with": fact.conflicts_with,
-            "source_turn_ids": fact.source_turn_ids,
-            "episode_id": fact.episode_id,
-            "valid_from": fact.valid_from.isoformat(),
-            "valid_to": fact.valid_to.isoformat() if fact.valid_to else None,
-            "superseded_by": fact.superseded_by,
-            "version": fact.version,
-        },
-    )
+    """A fact's `ContextItem`: the instance `ContextItem(...)` validates from these values
+    (a `Fact` is validated already), built without validating them again (~3x cheaper;
+    recall returns several a call). `tests/unit/test_fact_item.py` compares the two."""
+    item = ContextItem.__new__(ContextItem)
+    _set(item, "__dict__", {
+        "content": fact.content, "role": None, "score": components.final,
+        "components": components, "token_count": token_count, "source_type": "fact",
+        "source_id": fact.fact_id, "session_id": fact.session_id,
+        "agent_id": fact.agent_id, "seq": None, "timestamp": fact.valid_from,
+        "markers": (), "metadata": fact_metadata(fact), "namespace": fact.namespace,
+        "visibility": fact.visibility,
+    })
+    _set(item, "__pydantic_fields_set__", set(_FACT_ITEM_FIELDS))
+    _set(item, "__pydantic_extra__", None)
+    _set(item, "__pydantic_private__", None)
+    return item
+
+
+def fact_metadata(fact: Fact) -> dict[str, Any]:
+    """What a fact's item says of it beyond its text."""
+    return {
+        "kind": fact.kind.value,
+        "subject": fact.subject,
+        "status": fact.status.value,
+        "conflict": fact.status == FactStatus.CONFLICTED,
+        # Copies: the fact may be the one the session's known facts hold
+        # (`read_already`), and an item's metadata is the caller's to change.
+        "conflicts_with": list(fact.conflicts_with),
+        "source_turn_ids": list(fact.source_turn_ids),
+        "episode_id": fact.episode_id,
+        "valid_from": fact.valid_from.isoformat(),
+        "valid_to": fact.valid_to.isoformat() if fact.valid_to else None,
+        "superseded_by": fact.superseded_by,
+        "version": fact.version,
+    }
+
+
+# The fields a fact's item is given (`seq` and `markers` keep their defaults, unset).
+_FACT_ITEM_FIELDS = tuple(f for f in ContextItem.model_fields if f not in ("seq", "markers"))
+_set = object.__setattr__
 
 
 def excluded_item(x: Excluded) -> ExcludedItem:

@@ -40,12 +40,13 @@ from hivemem.recall.items import (
     superseded_item,
     unit_vector,
 )
-from hivemem.recall.known_facts import SessionFacts
+from hivemem.recall.known_facts import SessionFacts, read_already
 from hivemem.store.currency import SlotTableStore
 from hivemem.store.episodes import EpisodeStore
 from hivemem.store.state import TurnLog
 from hivemem.store.vectors.base import (
     FactHit,
+    FactOf,
     TurnHit,
     Vector,
     VectorStore,
@@ -71,6 +72,8 @@ class _Lexical:
     currency: Currency
     # The recent turns' stored points (read ahead on the helper), or None: read when needed.
     recent_stored: dict[str, TurnHit] | None = None
+    # The sessions' facts as read already, for the fact searches' hits (`read_already`).
+    known_fact: FactOf | None = None
 
 
 class _Ahead(Generic[_T]):
@@ -205,7 +208,8 @@ class Recaller:
         self._similarities(pool, query_vector, policy)
         past = intent.past
         superseded = self._add_facts(
-            pool, scope, query_vector, got.lexical_facts, policy, access, past=past
+            pool, scope, query_vector, got.lexical_facts, policy, access, past=past,
+            known=got.known_fact,
         ) if search_facts else []
         self._add_recent(pool, recent, query_vector, access, got.recent_stored)
         if policy.neighbours:
@@ -213,7 +217,8 @@ class Recaller:
         self._similarities(pool, query_vector, policy)  # of the turns added since
 
         currency, current_from = got.currency, got.current_from
-        replaced, personal = currency.replaced, currency.personal
+        # Read per candidate by several passes below: each key asked of the layers once.
+        replaced: Mapping[str, tuple[str, ...]] = _Memo(currency.replaced)
         question = Question.of(intent.text) if not past else None
         # Whose something a question asks about decides whether it is about now once the
         # speakers are known ("Nia's first day" is, where Nia is not one of them).
@@ -225,16 +230,18 @@ class Recaller:
         if intent.current:
             # A stale statement never competes without what replaced it.
             self._add_successors(pool, replaced, query_vector, access)
-        asked_about = intent.people_named(set(personal.values()))
+        asked_about = intent.people_named(set(currency.personal.values()))
         speakers = self._speakers_named(session_id, intent, pool, policy)
         asks_questions = bool(policy.weights.answer)
         replacing = False  # whether any candidate has a successor (else none is left out)
         for key, entry in pool.items():
             sig = entry.signals
-            sig.successors = replaced.get(key, ())
+            # `in`, then `[]`: a lazy view's `get` (`Mapping.get`) raises and catches a
+            # KeyError for each of the many keys that are no history.
+            sig.successors = replaced[key] if (stale := key in replaced) else ()
             replacing = replacing or bool(sig.successors)
             if asked_about:  # (whose slot a candidate states: read only when it matters)
-                owner = personal.get(key)
+                owner = _lookup(currency.personal, key)
                 sig.other_person = owner is not None and owner not in asked_about
             if entry.is_turn:
                 sig.by_asked_speaker = bool(speakers) and (
@@ -244,7 +251,7 @@ class Recaller:
                     sig.session_id == session_id and (sig.seq or 0) >= current_from
                 )
                 # A turn that stated only superseded or retracted facts is history now.
-                sig.stale = key in replaced
+                sig.stale = stale
         newest = max(
             [t.seq for t in recent]
             + [e.signals.seq or 0 for e in pool.values()
@@ -393,9 +400,10 @@ class Recaller:
                       else None)
         try:
             known, search_facts = self._known_facts(sessions, policy, access)
+            known_fact = read_already([snap for _s, snap in known])
             lexical_facts = (
                 self.vectors.search_facts_lexical(
-                    scope, sparse, policy.fact_limit, _statuses(policy), access
+                    scope, sparse, policy.fact_limit, _statuses(policy), access, known_fact
                 )
                 if sparse and search_facts else []
             )
@@ -417,7 +425,7 @@ class Recaller:
         if ahead:  # else nothing runs beside it: a vector is read when a candidate needs it
             _read_vectors_while([*lexical_turns, *(stored or {}).values()], embedded)
         return _Lexical(recent, lexical_turns, lexical_facts, search_facts, current_from,
-                        currency, stored)
+                        currency, stored, known_fact)
 
     def _dense_query(
         self, intent: QueryIntent, policy: RecallPolicy, remembered: frozenset[str],
@@ -539,15 +547,17 @@ class Recaller:
         access: Scope | None = None,
         *,
         past: bool = False,
+        known: FactOf | None = None,
     ) -> list[FactHit]:
         """Add the facts that match (dense hits searched here, lexical ones given). Returns
         the superseded ones left out (no history asked). `past`: the query asks what was
-        true before, so superseded versions are candidates (they hold the answer)."""
+        true before, so superseded versions are candidates (they hold the answer).
+        `known`: the facts read already (`read_already`), not validated again."""
         if not policy.fact_limit:
             return []
         statuses = _statuses(policy)
         dense = self.vectors.search_facts(
-            scope, query_vector, policy.fact_limit, statuses, access
+            scope, query_vector, policy.fact_limit, statuses, access, known
         )
         hits: dict[str, tuple[FactHit, int | None, FactHit | None, int | None]] = {}
         for rank, hit in enumerate(dense, 1):
@@ -621,7 +631,7 @@ class Recaller:
         for key, entry in list(pool.items()):
             session = entry.signals.session_id
             prefix = f"turn:{session}:"
-            for successor in replaced.get(key, ()):
+            for successor in _lookup(replaced, key) or ():
                 if successor not in pool and successor.startswith(prefix):
                     wanted.setdefault(session, set()).add(successor[len(prefix):])
         for session, turn_ids in wanted.items():
@@ -670,6 +680,14 @@ class Recaller:
                             markers=hit.markers, dense=_dot(vector, query), window=window),
                     vector, hit=hit, window_asked=windows,
                 )
+
+
+def _lookup(mapping: Mapping[str, _T], key: str) -> _T | None:
+    """`mapping.get(key)` by `in`, then `[]`: a lazy view's `get` (`Mapping.get`) raises
+    and catches a KeyError for each of the many candidates it has nothing for."""
+    if key not in mapping:
+        return None
+    return mapping[key]
 
 
 def _agents(pool: dict[str, PoolEntry]) -> set[str]:
@@ -751,6 +769,37 @@ def _whole_or_asked(
     return _Except(replaced, current) if current else replaced
 
 
+class _Memo(Mapping[str, tuple[str, ...]]):
+    """`below` read per key once (`in`, then `[]`), the answer kept for the recall:
+    recall asks of each candidate up to four times (as of now, in part, successors,
+    the score), and `below` is a stack of lazy views (the slot table over the facts)."""
+
+    def __init__(self, below: Mapping[str, tuple[str, ...]]) -> None:
+        self.below = below
+        self._got: dict[str, tuple[str, ...] | None] = {}
+
+    def _get(self, key: str) -> tuple[str, ...] | None:
+        if key in self._got:
+            return self._got[key]
+        got = self._got[key] = _lookup(self.below, key)
+        return got
+
+    def __getitem__(self, key: str) -> tuple[str, ...]:
+        got = self._get(key)
+        if got is None:
+            raise KeyError(key)
+        return got
+
+    def __contains__(self, key: object) -> bool:
+        return isinstance(key, str) and self._get(key) is not None
+
+    def __iter__(self) -> Iterator[str]:
+        return iter(self.below)
+
+    def __len__(self) -> int:
+        return len(self.below)
+
+
 class _Except(Mapping[str, tuple[str, ...]]):
     """`below` without `left` (`below` may be a lazy view over every fact: never copied)."""
 
@@ -808,7 +857,8 @@ def _select_current(
     fit is left out too, never handed over alone."""
     left_out: list[Excluded] = []
     pool = list(candidates)
-    told_by = _statements_told_by(pool)
+    # (Read only to leave stale statements out: not when history is kept.)
+    told_by = {} if keep_history else _statements_told_by(pool)
     for _round in range(_REFILLS + 1):
         chosen, excluded = select(
             pool,

@@ -175,3 +175,45 @@ def test_facts_are_not_read_again_while_the_store_applied_no_write(
         assert [f.content for f in known.get("s").facts] == ["b"]
     finally:
         store.close()
+
+
+def test_search_hits_reuse_the_facts_read_only_for_the_same_write(store: VectorStore) -> None:
+    """A search's hit is the known fact when its id and write stamp are the ones read
+    (`read_already`; the edge store then reads no more of its payload); a newer write of
+    it, or one not read yet, is validated anew from its whole payload. Both searches."""
+    from hivemem.providers.lexical import LexicalEncoder
+    from hivemem.recall.known_facts import read_already
+
+    lexical = LexicalEncoder()
+
+    def write(*facts: Fact) -> None:
+        texts = [f.content for f in facts]
+        store.upsert_facts(list(facts), EMB.embed_documents(texts), lexical.documents(texts))
+
+    def search(snaps: list[Any]) -> list[list[Fact]]:
+        statuses = ["active"]
+        dense = store.search_facts("s", EMB.embed_query("postgres"), 5, statuses,
+                                   known=read_already(snaps))
+        sparse = store.search_facts_lexical("s", lexical.query("postgres"), 5, statuses,
+                                            known=read_already(snaps))
+        return [[h.fact for h in dense], [h.fact for h in sparse]]
+
+    known = KnownFacts(store)
+    pg = _fact("postgres")
+    write(pg)
+    snap = known.get("s")
+    [read] = snap.facts
+    for facts in search([snap]):
+        assert facts == [pg] and facts[0] is read
+    # Rewritten (another stamp), not read again yet: validated from the new payload.
+    write(pg.model_copy(update={"content": "postgres 16"}))
+    for facts in search([snap]):
+        assert [f.content for f in facts] == ["postgres 16"] and facts[0] is not read
+    fresh = known.get("s")  # read again: now it is the one known
+    for facts in search([fresh]):
+        assert facts[0] is fresh.index.by_id[pg.fact_id]
+    # Not known at all (another session's facts): whole, as without `known`.
+    for facts in search([]):
+        assert [f.content for f in facts] == ["postgres 16"]
+        assert facts == [h.fact for h in store.search_facts(
+            "s", EMB.embed_query("postgres"), 5, ["active"])]

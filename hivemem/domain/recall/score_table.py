@@ -151,36 +151,34 @@ _NAMES = ("dense", "lex_raw", "d_rank", "l_rank", "window", "w_rank", "seq", "co
 
 def _columns(signals: Sequence[Signals], policy: RecallPolicy, current_session: str
              ) -> dict[str, F64]:
-    """One pass over the candidates into float columns (None as NaN; the booleans as bits
-    of `flags`; `codes`: the session's number): the only per-candidate Python."""
+    """One pass over the candidates per column into floats (None as NaN; the booleans as
+    bits of `flags`; `codes`: the session's number): the only per-candidate Python. A
+    comprehension per column: ~2x cheaper than one loop appending to twelve lists."""
     kind_weights = policy.weights.kind
-    cols: list[list[float]] = [[] for _ in _NAMES]
-    (dense, lex_raw, d_rank, l_rank, window, w_rank, seq, conf, kind, flags, codes,
-     turn) = cols
-    sessions: dict[str, int] = {}
-    for s in signals:
-        dense.append(s.dense)
-        lex_raw.append(_NAN if s.lexical_raw is None else s.lexical_raw)
-        d_rank.append(_NAN if s.dense_rank is None else s.dense_rank)
-        l_rank.append(_NAN if s.lexical_rank is None else s.lexical_rank)
-        window.append(_NAN if s.window is None else s.window)
-        w_rank.append(_NAN if s.window_rank is None else s.window_rank)
-        seq.append(_NAN if s.seq is None else s.seq)
-        conf.append(s.confidence)
-        k = 0.0
-        if kind_weights:
-            if s.kind:
-                k = kind_weights.get(s.kind, 0.0)
-            elif s.markers:
-                k = max(kind_weights.get(m, 0.0) for m in s.markers)
-        kind.append(k)
-        flags.append(float(
+    session_ids = [s.session_id for s in signals]
+    # Each session's number: the order it first appears in.
+    code_of = {sid: i for i, sid in enumerate(dict.fromkeys(session_ids))}
+    cols: dict[str, list[float] | list[int]] = {
+        "dense": [s.dense for s in signals],
+        "lex_raw": [_NAN if s.lexical_raw is None else s.lexical_raw for s in signals],
+        "d_rank": [_NAN if s.dense_rank is None else s.dense_rank for s in signals],
+        "l_rank": [_NAN if s.lexical_rank is None else s.lexical_rank for s in signals],
+        "window": [_NAN if s.window is None else s.window for s in signals],
+        "w_rank": [_NAN if s.window_rank is None else s.window_rank for s in signals],
+        "seq": [_NAN if s.seq is None else s.seq for s in signals],
+        "conf": [s.confidence for s in signals],
+        "kind": [
+            (kind_weights.get(s.kind, 0.0) if s.kind
+             else max(kind_weights.get(m, 0.0) for m in s.markers) if s.markers else 0.0)
+            for s in signals] if kind_weights else [0.0] * len(signals),
+        "flags": [float(
             1 * bool(s.markers) | 2 * s.conflicted | 4 * s.stale | 8 * s.history
             | 16 * s.in_current_episode | 32 * s.other_person | 64 * s.by_asked_speaker
-            | 128 * s.asks | 256 * (s.session_id == current_session)))
-        codes.append(sessions.setdefault(s.session_id, len(sessions)))
-        turn.append(float(s.source == "turn"))
-    return {name: np.array(c, dtype=np.float64) for name, c in zip(_NAMES, cols, strict=True)}
+            | 128 * s.asks | 256 * (s.session_id == current_session)) for s in signals],
+        "codes": [code_of[sid] for sid in session_ids],
+        "turn": [float(s.source == "turn") for s in signals],
+    }
+    return {name: np.array(cols[name], dtype=np.float64) for name in _NAMES}
 
 
 def _context(a: dict[str, F64], rel: F64, bits: npt.NDArray[np.int64], policy: RecallPolicy
@@ -203,7 +201,10 @@ def _context(a: dict[str, F64], rel: F64, bits: npt.NDArray[np.int64], policy: R
     asks = positioned & (bits & 128 > 0)
     if w.answer and asks.any():
         before = pos - 1.0
-        answer = np.where(positioned & np.isin(before, pos[asks]), rel_at(before), 0.0)
+        # (A set of the few positions that ask: `np.isin` costs ~10x more on ~100 values.)
+        asked = set(pos[asks].tolist())
+        after_question = np.array([b in asked for b in before.tolist()], dtype=bool)
+        answer = np.where(positioned & after_question, rel_at(before), 0.0)
     return neighbour, answer
 
 
@@ -217,7 +218,8 @@ def _relevance(a: dict[str, F64], policy: RecallPolicy) -> tuple[F64, F64]:
     w = policy.weights
     raw = a["lex_raw"]
     has_lex = ~np.isnan(raw)
-    lexical_max = max(float(np.nanmax(np.where(has_lex, raw, 0.0), initial=0.0)), 0.0)
+    # (No NaN left to skip: `max`, not `np.nanmax`, which copies and checks.)
+    lexical_max = max(float(np.where(has_lex, raw, 0.0).max(initial=0.0)), 0.0)
     lexical = np.where(has_lex & (lexical_max > 0),
                        np.maximum(0.0, _zero_nan(raw) / (lexical_max or 1.0)), 0.0)
     if policy.fusion == "rrf":
@@ -255,7 +257,7 @@ def _last_by_position(pos: F64, rel: F64) -> Callable[[F64], F64]:
 
     def lookup(q: F64) -> F64:
         i = np.searchsorted(uniq, q)
-        i = np.clip(i, 0, len(uniq) - 1)
+        i = np.minimum(i, len(uniq) - 1)  # (never below 0: `np.clip` costs ~5x more)
         hit = uniq[i] == q
         return np.where(hit, values[i], 0.0)
 

@@ -40,6 +40,8 @@ from hivemem.store.vectors.base import (
     TURNS,
     WRITTEN_AT,
     Between,
+    FactHit,
+    FactOf,
     Hit,
     Point,
     TurnHit,
@@ -636,12 +638,63 @@ class EdgeVectorStore(VectorStore):
     def _points(
         self, action: str, collection: str, query: Any, limit: int, where: Where | None,
         params: Any = None, vectors: list[str] | bool = False,
+        payload: list[str] | bool = True,
     ) -> Any:
         request = self._qe.QueryRequest(
-            limit=limit, query=query, filter=self._filter(where), with_payload=True,
+            limit=limit, query=query, filter=self._filter(where), with_payload=payload,
             with_vector=vectors, params=params,
         )
         return self._on(action, collection, "query", request)
+
+    def search_facts(
+        self, sessions: SessionName | Sequence[SessionName], vector: Vector, limit: int,
+        statuses: Sequence[str], scope: Scope | None = None, known: FactOf | None = None,
+    ) -> list[FactHit]:
+        """As `VectorStore.search_facts`; with `known`, each hit's payload read only as far
+        as telling its version (`_known_fact_hits`)."""
+        if known is None:
+            return super().search_facts(sessions, vector, limit, statuses, scope)
+        where: Where = {
+            **session_where(sessions, scope), "status": list(statuses), **scoped(scope)}
+        query = self._qe.Query.Nearest(vector.tolist(), using=DENSE)
+        return self._known_fact_hits("search", query, limit, where,
+                                     self._dense_params(where), known)
+
+    def search_facts_lexical(
+        self, sessions: SessionName | Sequence[SessionName], sparse: SparseVector,
+        limit: int, statuses: Sequence[str], scope: Scope | None = None,
+        known: FactOf | None = None,
+    ) -> list[FactHit]:
+        """As `search_facts`, by the BM25 vector."""
+        if known is None or not sparse:
+            return super().search_facts_lexical(sessions, sparse, limit, statuses, scope)
+        where: Where = {
+            **session_where(sessions, scope), "status": list(statuses), **scoped(scope)}
+        qe = self._qe
+        query = qe.Query.Nearest(qe.SparseVector(sparse.indices, sparse.values), using=LEXICAL)
+        return self._known_fact_hits("search_sparse", query, limit, where, None, known)
+
+    def _known_fact_hits(self, action: str, query: Any, limit: int, where: Where,
+                         params: Any, known: FactOf) -> list[FactHit]:
+        """The fact hits of `query` (as `_query` gives them), each one's payload read only
+        as far as `_FACT_STUB`: `known` gives the `Fact` of that id at that write stamp
+        (recall holds the session's facts), and a hit it does not hold is read whole.
+        Converting a fact's whole payload out of the engine cost ~16 us, most of a fact
+        search (30 hits: 0.49 ms of 0.56 ms, measured on LoCoMo)."""
+        points = self._points(action, FACTS, query, limit, where, params, False,
+                              list(_FACT_STUB))
+        hits = self._fact_hits(points, [float(p.score) for p in points])
+        facts = [known(h.payload) for h in hits]
+        unknown = [h.id for h, fact in zip(hits, facts, strict=True) if fact is None]
+        whole = {h.id: h.payload for h in self.retrieve(FACTS, unknown)} if unknown else {}
+        out: list[FactHit] = []
+        for hit, held in zip(hits, facts, strict=True):
+            fact = held
+            if fact is None and hit.id in whole:  # (not there: deleted since the search)
+                fact = Fact.model_validate(whole[hit.id])
+            if fact is not None:
+                out.append(FactHit(fact, hit.score, hit.vector))
+        return out
 
     def search_turns_and_windows(
         self, sessions: SessionName | Sequence[SessionName], vector: Vector, limit: int,
@@ -1047,6 +1100,11 @@ def _same_index(have: Any, wanted: Any) -> bool:
     if have is None or type(have) is not type(wanted):
         return False
     return all(getattr(have, a, None) == getattr(wanted, a, None) for a in _INDEX_PARAMS)
+
+
+# What a fact search reads of each hit's payload when the caller holds the facts already
+# (`_known_fact_hits`): which fact, which write of it (`read_already`), its vector's row.
+_FACT_STUB = ("fact_id", WRITTEN_AT, ROW)
 
 
 def _hit(point: Any, score: float) -> Hit:
