@@ -230,6 +230,8 @@ def by_writer(runs: list[ChangeRun]) -> list[dict[str, Any]]:
     measured apart (its held-out third was never tuned on, nor, on its first run, the rest)."""
     out = []
     for run in runs:
+        if run.part == "legacy":  # (written before writers had prefixes)
+            continue
         writers = sorted({writer_of(p.conversation) for p in run.probes})
         for writer in writers:
             mine = [p for p in run.probes if writer_of(p.conversation) == writer]
