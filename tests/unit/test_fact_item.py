@@ -11,6 +11,7 @@ from hypothesis import strategies as st
 from hivemem.domain.fact import Fact, FactKind, FactStatus
 from hivemem.domain.models import ContextItem, ScoreComponents
 from hivemem.recall.items import fact_item, fact_metadata
+from tests.support.items import assert_same_item
 
 T0 = datetime(2026, 3, 1, 9, 0, tzinfo=UTC)
 _ids = st.lists(st.from_regex(r"[a-z0-9:]{1,8}", fullmatch=True), max_size=3)
@@ -43,11 +44,6 @@ def test_a_fact_item_is_the_validated_one(fact: Fact, final: float, tokens: int)
         session_id=fact.session_id, agent_id=fact.agent_id, namespace=fact.namespace,
         visibility=fact.visibility, timestamp=fact.valid_from, metadata=fact_metadata(fact))
     got = fact_item(fact, components, tokens)
-    assert got == want
-    assert list(got.__dict__) == list(want.__dict__)
-    assert [type(v) for v in got.__dict__.values()] == [
-        type(v) for v in want.__dict__.values()]
-    assert got.model_fields_set == want.model_fields_set
-    assert got.model_dump(mode="json") == want.model_dump(mode="json")
+    assert_same_item(got, want)
     assert got.model_dump_json(exclude_unset=True) == want.model_dump_json(exclude_unset=True)
     assert got.metadata["source_turn_ids"] is not fact.source_turn_ids

@@ -27,6 +27,7 @@ from hivemem.domain.recall.budget import (
     select,
 )
 from hivemem.store.vectors.base import turn_item_fields
+from tests.support.items import assert_same_item
 
 _text = st.text(st.characters(codec="utf-8"), max_size=40)
 
@@ -73,12 +74,7 @@ def test_a_trusted_turn_item_is_the_validated_one(payload: dict[str, Any],
     want = ContextItem(score=components.final, components=components, source_type="turn",
                        **{**fields, "role": payload["role"]})
     got = trusted_turn_item(score=components.final, components=components, **fields)
-    assert got == want
-    assert list(got.__dict__) == list(want.__dict__)
-    assert [type(v) for v in got.__dict__.values()] == [
-        type(v) for v in want.__dict__.values()]
-    assert got.model_fields_set == want.model_fields_set
-    assert got.model_dump(mode="json") == want.model_dump(mode="json")
+    assert_same_item(got, want)
     # Its own metadata, as validation copies it: the stored payload is not shared.
     assert got.metadata is not payload.get("metadata")
 

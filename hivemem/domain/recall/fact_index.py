@@ -33,6 +33,7 @@ Admits = Callable[[Fact], bool]
 
 
 _V = TypeVar("_V")
+_A = TypeVar("_A")  # a lens answer: what replaced a statement, or whose slot it states
 
 # Askers whose chain jumps an index keeps at once (`FactIndex.frontier`): a session is
 # asked by a few agents; more and the jumps start over.
@@ -323,15 +324,21 @@ class CurrencyLens:
         """What replaced the statement `key` (sorted keys; empty for a retraction), or None
         when it is not history (`stale_statements(...).get(key)`)."""
         kept = self._kept()
-        if kept is not None and key in kept.replaced:
-            return kept.replaced[key]
+        return self._answer(key, None if kept is None else kept.replaced, self._replaced)
+
+    def _answer(self, key: str, kept: dict[str, _A | None] | None,
+                work: Callable[[str], _A | None]) -> _A | None:
+        """`work(key)` under the views' locks (None for a key no view knows), from and
+        into `kept` (the answers kept for this asker, None: none kept)."""
+        if kept is not None and key in kept:
+            return kept[key]
         if self._unknown(key):
             answer = None
         else:
             with _Locks(self._views):
-                answer = self._replaced(key)
+                answer = work(key)
         if kept is not None:
-            kept.replaced[key] = answer
+            kept[key] = answer
         return answer
 
     def _kept(self) -> KeptAnswers | None:
@@ -395,16 +402,7 @@ class CurrencyLens:
         """Whose own slot `key` states (`personal_statements(...).get(key)`); kept as
         `replaced` is."""
         kept = self._kept()
-        if kept is not None and key in kept.owner:
-            return kept.owner[key]
-        if self._unknown(key):
-            answer = None
-        else:
-            with _Locks(self._views):
-                answer = self._owner(key)
-        if kept is not None:
-            kept.owner[key] = answer
-        return answer
+        return self._answer(key, None if kept is None else kept.owner, self._owner)
 
     def _owner(self, key: str) -> str | None:
         if key.startswith("fact:"):
