@@ -940,12 +940,11 @@ def _entry(candidate: Candidate) -> PoolEntry:
 
 def _newer_first(pool: dict[str, PoolEntry], scores: ScoreTable, session_id: str,
                  intent: QueryIntent) -> None:
-    """A question about now: the asking session's later statement on one thing ranks
-    above an earlier one (`hivemem.domain.recall.newer_first`); history stays below. Not
-    for a question that names one of the session's speakers ("What does Melanie do to
-    destress?"): a chat about people's lives returns to a topic again and again, and the
-    later turn on it is no newer state of it (measured on LoCoMo: R@5 0.711 -> 0.692)."""
-    if not intent.current or intent.people_named(intent.speakers or ()):
+    """A question about what holds now of a thing (`QueryIntent.asks_state`): the asking
+    session's later statement on it ranks above an earlier one
+    (`hivemem.domain.recall.newer_first`); history stays below. (For any question about now,
+    LoCoMo's R@5 went 0.711 -> 0.692.)"""
+    if not intent.asks_state:
         return
     statements = [
         Statement(key, scores.final_of(key), entry.signals.seq, entry.text, entry.vector)

@@ -100,15 +100,29 @@ def test_scoring_takes_past_and_latest_from_the_intent() -> None:
     sig = [Signals("old", "turn", "s", dense=0.62, seq=2),
            Signals("new", "turn", "s", dense=0.55, seq=30, stale=False),
            Signals("gone", "turn", "s", dense=0.7, seq=3, stale=True, successors=("new",))]
-    plain = score_candidates(sig, policy, current_session="s", newest_seq=30,
-                             intent=read_query("which port do we use"))
-    assert plain["old"].final > plain["new"].final > plain["gone"].final
-    latest = score_candidates(sig, policy, current_session="s", newest_seq=30,
-                              intent=read_query("which port do we use now"))
-    assert latest["new"].final > latest["old"].final
+    # A question about a speaker ("what port does Sam use?") ranks by relevance.
+    about_sam = score_candidates(sig, policy, current_session="s", newest_seq=30,
+                                 intent=read_query("which port does sam use").among(["sam"]))
+    assert about_sam["old"].final > about_sam["new"].final > about_sam["gone"].final
+    # A question about what holds now of a thing, said so or not: the newer one first.
+    for asked in ("which port do we use now", "which port do we use"):
+        latest = score_candidates(sig, policy, current_session="s", newest_seq=30,
+                                  intent=read_query(asked).among(["sam"]))
+        assert latest["new"].final > latest["old"].final > latest["gone"].final, asked
     past = score_candidates(sig, policy, current_session="s", newest_seq=30,
                             intent=read_query("which port did we use before"))
     assert past["gone"].final > past["new"].final  # the old value is the answer
+
+
+def test_a_question_about_the_state_of_a_thing_is_not_one_about_a_speaker() -> None:
+    for asked in ("which branch do I open PRs against?", "staging namespace?",
+                  "where's the party happening?"):
+        assert read_query(asked).among(["mia", "bot"]).asks_state, asked
+    for asked in ("What does Melanie do to destress?",  # a speaker's life
+                  "which port did we use before?",  # the past
+                  "When did Mia go to the conference?",  # an event
+                  ""):
+        assert not read_query(asked).among(["melanie", "mia"]).asks_state, asked
 
 
 def test_one_recall_reads_its_query_once(

@@ -158,6 +158,15 @@ class QueryIntent:
                                and not about_a_speaker)
 
     @property
+    def asks_state(self) -> bool:
+        """It asks what holds now of a thing, not of a person among the session's speakers
+        ("which branch do I open PRs against?", not "what does Melanie do to destress?"):
+        the newer of two statements on one thing answers it, whether or not it says "now".
+        A chat about people's lives returns to a topic again and again, and the later turn
+        on it is no newer state of it (measured on LoCoMo)."""
+        return bool(self.words) and self.current and not self.people_named(self.speakers or ())
+
+    @property
     def may_be_current(self) -> bool:
         """It asks what holds now unless a person it names is a speaker (`current` once
         the speakers are known)."""

@@ -125,7 +125,7 @@ def score_table(
     if policy.gate_boosts:
         best = max(float(rel.max()) if n else 0.0, 0.0)
         gate = np.clip(rel / best, 0.0, 1.0) if best > 0 else np.zeros(n)
-    recency_weight = max(w.recency, w.latest) if latest else w.recency
+    recency_weight = max(w.recency, w.latest) if latest or intent.asks_state else w.recency
     boosts = gate * (recency_weight * rec + w.marker * marker + w.episode * episode
                      + w.confidence * a["conf"] + w.session * session
                      + w.speaker * (bits & 64 > 0) + a["kind"])

@@ -102,13 +102,14 @@ def score_candidates(
     newest_seq: int,
     intent: QueryIntent = _NO_QUERY,
 ) -> dict[str, ScoreComponents]:
-    """`intent.latest`: the query asks for the current state; recency weighs
+    """`intent.latest` (the query says it asks for the current state) or
+    `intent.asks_state` (it asks what holds now of a thing): recency weighs
     `weights.latest`. `intent.past`: it asks what was true before; stale statements are the
     answer, not history. Otherwise a stale statement never outranks a successor of it that
     is a candidate."""
     latest, past = intent.latest, intent.past
     w = policy.weights
-    recency_weight = max(w.recency, w.latest) if latest else w.recency
+    recency_weight = max(w.recency, w.latest) if latest or intent.asks_state else w.recency
     lexical_max = max((s.lexical_raw or 0.0 for s in signals), default=0.0)
     fused = {s.key: relevance(s, lexical_max, policy) for s in signals}
     # Context around hits: a turn next to a relevant turn (same session, seq +-1) gains part
