@@ -119,6 +119,7 @@ def test_a_question_about_the_state_of_a_thing_is_not_one_about_a_speaker() -> N
                   "where's the party happening?"):
         assert read_query(asked).among(["mia", "bot"]).asks_state, asked
     for asked in ("What does Melanie do to destress?",  # a speaker's life
+                  "How long have Mel and her husband been married?",  # by a short name
                   "which port did we use before?",  # the past
                   "When did Mia go to the conference?",  # an event
                   ""):

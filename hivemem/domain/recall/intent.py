@@ -69,6 +69,9 @@ _EVENT = re.compile(
 _ABOUT_A_PERSON = re.compile(
     r"\b(?!(?:What|Who|Where|When|How|Which|That|It|There|Here|Let)'s)([A-Z][a-z]+)'s\b")
 
+# A word written as a name ("Mel"), read in lower case to match a speaker's name it shortens.
+_CAPITALISED = re.compile(r"\b[A-Z][a-z]+\b")
+
 # A query's words as names are matched against them: lower case, possessive 's dropped.
 _WORD = re.compile(r"[a-z][\w-]*")
 
@@ -164,7 +167,15 @@ class QueryIntent:
         the newer of two statements on one thing answers it, whether or not it says "now".
         A chat about people's lives returns to a topic again and again, and the later turn
         on it is no newer state of it (measured on LoCoMo)."""
-        return bool(self.words) and self.current and not self.people_named(self.speakers or ())
+        return bool(self.words) and self.current and not self._names_a_speaker()
+
+    def _names_a_speaker(self) -> bool:
+        """Whether the question names one of the session's speakers, by name or by a short
+        form of it written as a name ("Mel" for Melanie)."""
+        speakers = self.speakers or frozenset()
+        return bool(self.people_named(speakers)) or any(
+            s.startswith(short.lower()) for short in _CAPITALISED.findall(self.text)
+            for s in speakers if len(short) >= 3)
 
     @property
     def may_be_current(self) -> bool:
