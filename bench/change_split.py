@@ -5,9 +5,9 @@
                                  [--out-dir hivemem/evaluation/data]
     -> change_live.json (tuning) + change_heldout.json (held out)
 
-Sources default to bench/data/change/suite_{a,b,c}.json, one file per writer, each written
-blind from the brief in bench/data/change/SPEC.md (writers a and b on 2026-12-05, writer c
-on 2026-12-07: its conversations' ids start with "c-"). Each source must pass hivemem's
+Sources default to bench/data/change/suite_{a,b,c,d}.json, one file per writer, each written
+blind from the brief in bench/data/change/SPEC.md (writers a and b on 2026-12-05, writers c
+and d on 2026-12-07: their conversations' ids start with "c-" and "d-"). Each source must pass hivemem's
 parser, and the writers' checker when one is given (its last line "OK"); then, in each source, the conversation at 0-based index i is held out when
 i % 3 == 2 (`hivemem.evaluation.change_parts.is_heldout`) and the rest is tuning. Nothing is
 written unless every source passes. Rerun it whenever the sources change: the rule is
@@ -26,7 +26,7 @@ from hivemem.evaluation.change import parse_suite
 from hivemem.evaluation.change_parts import PART_FILES, part_document, split_heldout
 
 ROOT = Path(__file__).resolve().parent.parent
-SOURCES = [ROOT / "bench" / "data" / "change" / f"suite_{w}.json" for w in "abc"]
+SOURCES = [ROOT / "bench" / "data" / "change" / f"suite_{w}.json" for w in "abcd"]
 
 
 def check(source: Path, checker: Path) -> str | None:

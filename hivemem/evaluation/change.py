@@ -34,6 +34,7 @@ from typing import Any, Literal, get_args
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 
+from hivemem.domain.ids import ID_PATTERN, ID_RULE
 from hivemem.evaluation.runs import RunInfo
 
 # The order of the report's columns: /work/suite/SPEC.md's order (the writers' brief).
@@ -61,8 +62,16 @@ class ChangeTurn(BaseModel):
 
     role: Literal["user", "assistant"]
     content: str
-    # who spoke, when the conversation has several people or agents ("sam", "planner")
+    # who spoke, when the conversation has several people or agents ("sam", "planner");
+    # an agent id as ingest takes it, so a suite that parses also plays
     agent: str | None = None
+
+    @field_validator("agent")
+    @classmethod
+    def _agent_id(cls, value: str | None) -> str | None:
+        if value is not None and not ID_PATTERN.fullmatch(value):
+            raise ValueError(f"agent {value!r}: {ID_RULE}")
+        return value
 
 
 class ChangeProbe(BaseModel):

@@ -101,6 +101,11 @@ def test_malformed_suites_are_refused() -> None:
     with pytest.raises(ValueError):
         ch.parse_suite({"version": 1, "conversations": [
             {**good, "probes": [{"query": "q", "expected": ["x"], "category": "nope"}]}]})
+    # an agent ingest would refuse ("Dr Okafor"): refused when the suite is read, not when
+    # a benchmark reaches that turn
+    with pytest.raises(ValueError, match="agent 'Dr Okafor'"):
+        ch.parse_suite({"version": 1, "conversations": [
+            {**good, "turns": [{**turn, "agent": "Dr Okafor"}] * 10}]})
 
 
 # -- schema v2: probes asked mid-conversation ------------------------------------------------
