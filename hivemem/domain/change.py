@@ -17,6 +17,12 @@ class Intent(StrEnum):
     NON_ASSERTION = "non_assertion"  # a question, a hypothetical, a rejected proposal
 
 
+# "Update" says a change unless a noun follows it ("the update protocol over UART", "the
+# update window"): "update the deal", "update: I took over", "an update from the solicitor"
+# do. Shared with the lineage's change cues (`hivemem.domain.change_words`).
+UPDATE_WORD = (r"updated|update(?!\s+(?!(?:the|a|an|it|its|this|that|these|those|my|our"
+               r"|your|his|her|their|all|everything|whatever|everyone|me|us|them|him|to|on"
+               r"|from|for|by|after|with|please|again|now|then|and|or|so|as|if)\b)[a-z]+\b)")
 # Words that say a statement replaces an earlier one.
 UPDATE_LANGUAGE = re.compile(
     r"\b(switch(?:ed|ing)? (?:to|over|\w+ to|the \w+(?: \w+)? to)|chang(?:e|ed|ing) (?:it )?to"
@@ -25,7 +31,8 @@ UPDATE_LANGUAGE = re.compile(
     r"|(?:mov|switch|migrat|chang)(?:e|es|ed|ing)? (?:the |our |my )?[\w-]+(?: [\w-]+)?"
     r" (?:over |back )?to"
     r"|replac(?:e|ed|ing)|now (?:use|we|it|the|is"
-    r"|are|on|at|in)|(?:is|are) now|going forward|rather than|not .{1,30} anymore|updated?"
+    r"|are|on|at|in)|(?:is|are) now|going forward|rather than|not .{1,30} anymore|"
+    + UPDATE_WORD +
     r"|changed (?:my|our) minds?|on second thought|scratch that|turns out"
     # a revert names the old value again: "we're going back to Jenkins", "back to UTC"
     r"|(?:go|goes|going|went|get|getting|move|moving|switch|switching|come|coming) back to"
@@ -54,6 +61,10 @@ _NON_ASSERTION = re.compile(
     r"|\b(?:rejected|ruled out|vetoed) (?:the |that |this )?(?:[\w-]+ )?(?:idea|proposal"
     r"|suggestion)\b"
     r"|\b(?:i|we) (?:propose|suggest)\b|\bmy proposal\b"
+    # a proposal, a joke or a request someone reports: "Pavel is joking we should move club
+    # night to the pub", "someone asked if club night can be Thursday", "members propose to"
+    r"|\b(?:jok(?:e|es|ed|ing)|kidding)\b|\b(?:asks?|asked|asking) (?:if|whether)\b"
+    r"|\b(?:we|you|they|i) should\b|\bpropos(?:e|es|ed|ing) (?:to|that)\b"
     r"|\bwhat if\b|\bhypothetically\b",
     re.IGNORECASE,
 )

@@ -7,6 +7,8 @@ from __future__ import annotations
 
 import re
 
+from hivemem.domain.change import UPDATE_WORD
+
 _CHANGE_CUE = re.compile(
     r"\b(?:now|anymore|any more|no longer|instead|rather than|switch\w*|mov(?:e|es|ed|ing)"
     r"|chang\w*|replac(?:e|es|ed|ing)\b|upgrad\w*|downgrad\w*|bump\w*|rais\w*|lower\w*|increas\w*"
@@ -14,7 +16,7 @@ _CHANGE_CUE = re.compile(
     r"|correct(?:ed|ion|ing|s)|typo|mistake|wrong|actually|scratch|scrap|forget"
     r"|from (?:here|now|today|tomorrow|monday|tuesday|wednesday|thursday|friday|next)"
     r"|starting|going forward|revert\w*|roll\w* back|back to"
-    r"|in the end|turns out|updated?|make (?:it|that)|let'?s make|set (?:it )?to"
+    r"|in the end|turns out|" + UPDATE_WORD + r"|make (?:it|that)|let'?s make|set (?:it )?to"
     # the same said in other words: swaps, shifts, amendments, hand-overs, decisions
     r"|swap\w*|shift\w*|brought forward|bring (?:\w+ )?forward|amend\w*|revis\w*|adjust\w*"
     r"|tweak\w*|flip\w*|rebook\w*|renam\w*|reassign\w*|re-assign\w*|hand(?:s|ed|ing)? over"
@@ -32,7 +34,8 @@ _CORRECTION = re.compile(r"\b(?:typo|no wait|wait|sorry|i mean|i meant|correct(?
 # A turn that weighs a change rather than makes it ("a 25-cent increase would cover it").
 _HEDGE = re.compile(r"\b(?:would|could|might|maybe|perhaps|options?|if we|if you|suggest\w*"
                     r"|propos\w*|consider\w*|what if|how about|should we|thinking about"
-                    r"|wondering)\b", re.IGNORECASE)
+                    r"|wondering|jok(?:e|es|ed|ing)|kidding|(?:asks?|asked|asking) (?:if|whether)"
+                    r"|(?:we|you|they|i) should)\b", re.IGNORECASE)
 # A turn that keeps what holds ("we stay on Prisma", "decaf still 6 lb").
 _KEEP = re.compile(r"\b(?:stay\w*|still|keep\w*|kept|remain\w*|unchanged|as is|no change"
                    r"|same as)\b", re.IGNORECASE)

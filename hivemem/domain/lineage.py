@@ -77,6 +77,9 @@ from hivemem.domain.value_reading import (
 __all__ = ["Gone", "GoneValues", "Lineage", "Said", "Step", "Value", "parts", "retire",
            "step", "value_keys", "values_in", "words_in"]
 
+# The parts of a sentence that weigh or state apart ("X; Y"; `_stated_clauses`).
+_PARTS = re.compile(r";\s+")
+
 # Turns whose values and words the lineage remembers (the newest kept).
 MAX_SAID = 300
 # How far back a bare count said to be wrong is looked for.
@@ -197,11 +200,8 @@ class _Reading:
         session's speakers, never a value."""
         names = list(known)
         sentences = [x for x in _SENTENCE.split(text.strip()) if x]
-        # Weighing is read per clause: "Replaced Jest with Vitest; the globals option keeps
-        # old tests running" states a change whatever its other clause weighs.
         stated = () if asks else tuple(
-            c for x in sentences if not _QUESTION.search(x)
-            for c in _CLAUSE.split(x) if c and not _HEDGE.search(c))
+            c for x in sentences if not _QUESTION.search(x) for c in _stated_clauses(x))
         values = values_in(text)
         keys = {v.key for v in values} | _named(text, names)
         keys = {k for k in keys if not (k.startswith("name=") and _person(k[5:], people))}
@@ -228,6 +228,23 @@ class _Reading:
         with this turn."""
         return value.key in s.values and bool(
             self.words & set(s.words) or (self.names - {value.key}) & set(s.values))
+
+
+def _stated_clauses(sentence: str) -> list[str]:
+    """The clauses of `sentence` that state rather than weigh. Read per clause: "Replaced
+    Jest with Vitest; the globals option keeps old tests running" and "We moved the docs
+    site to Vercel, but preview deploys could stay" state a change whatever a later clause
+    weighs; but a clause that follows a weighing one comments on what was weighed ("Rapid
+    would fix the closing time, but it changes the character of the championship")."""
+    out: list[str] = []
+    for part in _PARTS.split(sentence):
+        for clause in _CLAUSE.split(part):
+            if not clause:
+                continue
+            if _HEDGE.search(clause):
+                break  # this clause weighs, and the rest of its part comments on it
+            out.append(clause)
+    return out
 
 
 def _named(text: str, known: Iterable[str]) -> set[str]:

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import pytest
 
+from hivemem.domain.change import Intent, intent_of
 from hivemem.domain.slots import slot_of
 from hivemem.domain.values import contrast, differs, holds, values_of
 
@@ -71,3 +72,18 @@ def test_a_change_says_which_value_is_gone(sentence: str, new: set[str] | None,
     assert gone == old
     if new is not None:
         assert said == new
+
+
+@pytest.mark.parametrize(("sentence", "intent"), [
+    ("Pavel is joking we should move club night to the pub.", Intent.NON_ASSERTION),
+    ("Someone asked if club night can be Thursday instead.", Intent.NON_ASSERTION),
+    ("Some members propose to change the championship to rapid.", Intent.NON_ASSERTION),
+    ("I think we should discuss going remote-first", Intent.NON_ASSERTION),
+    ("Break it down: image verification, update protocol over UART.", Intent.STATE),
+    ("update the deal: Enterprise, 40 seats", Intent.UPDATE),
+    ("update: I took over Sam's shift", Intent.UPDATE),
+    ("Updated the booking: Fjord room", Intent.UPDATE),
+])
+def test_what_a_sentence_does_reads_proposals_and_the_noun_update(sentence: str,
+                                                                  intent: Intent) -> None:
+    assert intent_of(sentence) == intent

@@ -381,3 +381,21 @@ def test_vectors_are_fields_of_their_own_written_once_and_dropped_with_their_sta
     assert store.write("s", 3, SlotState(applied=4, vectors={"t1": "AAAA", "t2": "BBBB"}),
                        {}, {}) == WRITTEN
     assert fields() == {"v:t1", "v:t2"}
+
+
+def test_proposals_jokes_and_requests_reported_change_nothing(store: SlotTableStore) -> None:
+    """A chess club's secretary (writer d's non-change conversation, in other words): what
+    members propose, what someone jokes or asks, and what an assistant weighs leave the
+    club's arrangements current; before, each made the first statement history, and a
+    question about club night got none of it."""
+    keeper = CurrencyKeeper(store, ReflectionSettings())
+    keeper.apply("s", items(
+        "Our club meets every Tuesday 19:00 in the back room of Cafe Milena.",
+        "Some members propose to change the championship to rapid 25+10.",
+        "Rapid would fix the closing time, but it changes the character of the championship."
+        " A middle way is 60+30, or adjourning games unfinished at 23:00.",
+        "Pavel is joking we should move club night to the pub Zlaty Jelen.",
+        "Also someone asked if club night can be Thursday instead.",
+        "Break it down: flash layout, image verification, update protocol over UART."))
+    view = store.view("s")
+    assert "t1" not in view.replaced and not view.gone

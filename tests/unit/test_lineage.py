@@ -591,3 +591,12 @@ def test_keeping_a_name_retires_the_alternative_raised_since_it_was_last_said() 
                   "the Verdicchio goes on the dessert menu.",
                   "Vermentino stays")
     assert _history(steps) == {}
+
+
+def test_a_clause_after_a_weighing_one_comments_on_it() -> None:
+    """"X would fix it, but it changes Y": the "but" clause says what the weighed option
+    would change, not that anything changed (the time in the next sentence stays new)."""
+    steps = _play("Club night is every Tuesday 19:00 at Cafe Milena.",
+                  "Rapid would fix the closing time, but it changes the character of the "
+                  "championship. A middle way is 60+30, or adjourning games at 23:00.")
+    assert _history(steps) == {} and steps[-1].lineage.gone == {}
