@@ -75,7 +75,7 @@ from hivemem.domain.value_reading import (
 )
 
 __all__ = ["Gone", "GoneValues", "Lineage", "Said", "Step", "Value", "parts", "retire",
-           "step", "value_keys", "values_in", "words_in"]
+           "step", "value_keys", "values_in", "withdrawn_parts", "words_in"]
 
 # The parts of a sentence that weigh or state apart ("X; Y"; `_stated_clauses`).
 _PARTS = re.compile(r";\s+")
@@ -743,3 +743,31 @@ def parts(lineage: Lineage, turn_id: str, people: frozenset[str] = frozenset(),
                 and (key in later_values or not around & later_words):
             kept[key] = sorted(around)
     return gone, kept
+
+
+def withdrawn_parts(lineage: Lineage, turn_id: str, by: Iterable[str],
+                    people: frozenset[str] = frozenset()
+                    ) -> tuple[dict[str, list[str]], dict[str, list[str]]]:
+    """`parts` for a statement a retraction withdrew: the values said in a clause that
+    shares a word with the retraction (`by`: its turns) went, the other strong values it
+    carries are kept ("club run sun: 9am clock tower, 80km ... jersey order closes fri",
+    then "jersey order cancelled": the meeting time still holds). Both empty unless some
+    value went and some is kept: then the retraction withdrew the statement whole."""
+    said = next((s for s in reversed(lineage.said) if s.turn_id == turn_id), None)
+    if said is None:
+        return {}, {}
+    wanted = set(by)
+    later_words = frozenset(w for s in lineage.said if s.turn_id in wanted for w in s.words)
+    if not later_words:
+        return {}, {}
+    gone: dict[str, list[str]] = {}
+    kept: dict[str, list[str]] = {}
+    for key in said.values:
+        if key not in said.clauses or (key.startswith("name=") and _person(key[5:], people)):
+            continue
+        around = set(said.clauses[key]) - own_words(key)
+        if around & later_words or own_words(key) & later_words:
+            gone[key] = sorted(around)
+        elif _strong(key):
+            kept[key] = sorted(around)
+    return (gone, kept) if gone and kept else ({}, {})

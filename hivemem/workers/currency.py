@@ -254,9 +254,13 @@ def _valued(entries: dict[str, Replacement], ledger: lineage.Lineage, people: fr
     partly replaced is history only for a question about what went."""
     out = dict(entries)
     for turn_id, entry in entries.items():
-        if entry.rule != "superseded":
-            continue  # a question answered or a statement withdrawn: history as a whole
-        gone, kept = lineage.parts(ledger, turn_id, people, entry.by)
+        if entry.rule == "answered":
+            continue  # a question answered: history as a whole
+        # A statement withdrawn in part ("jersey order cancelled" of a turn that also set
+        # the meeting time) is history only for a question about what was withdrawn.
+        gone, kept = (lineage.parts(ledger, turn_id, people, entry.by)
+                      if entry.rule == "superseded"
+                      else lineage.withdrawn_parts(ledger, turn_id, entry.by, people))
         if gone:
             out[turn_id] = entry.model_copy(update={
                 "gone": {k: tuple(w) for k, w in gone.items()},

@@ -600,3 +600,15 @@ def test_a_clause_after_a_weighing_one_comments_on_it() -> None:
                   "Rapid would fix the closing time, but it changes the character of the "
                   "championship. A middle way is 60+30, or adjourning games at 23:00.")
     assert _history(steps) == {} and steps[-1].lineage.gone == {}
+
+
+def test_a_retraction_withdraws_only_the_part_it_names() -> None:
+    from hivemem.domain.lineage import withdrawn_parts
+    steps = _play("Sunday club run: 9am from the clock tower, 80 km. Jersey order closes Friday.",
+                  "jersey order cancelled btw, supplier went bust")
+    gone, kept = withdrawn_parts(steps[-1].lineage, "t0", ["t1"])
+    assert set(kept) == {"time=9:00", "amount:km=80"} and "day=fri" in gone
+    # the run itself called off: its clauses share no word with it, withdrawn whole
+    steps = _play("Sunday club run: 9am from the clock tower, 80 km. Jersey order closes Friday.",
+                  "the club run is cancelled this week")
+    assert withdrawn_parts(steps[-1].lineage, "t0", ["t1"]) == ({}, {})
