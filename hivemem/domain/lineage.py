@@ -54,6 +54,7 @@ from hivemem.domain.change_words import (
 from hivemem.domain.value_clauses import _CLAUSE as CLAUSE
 from hivemem.domain.value_clauses import clause_words, own_words
 from hivemem.domain.value_pairing import (
+    _NOT_OWNER,
     _contrasted,
     _corrected_by,
     _dismissed,
@@ -520,8 +521,10 @@ def _by_names(turn: _Reading, turn_id: str, named: dict[str, list[str]],
             # is still the old one.
             held = keys | {k for x in _SENTENCE.split(turn.text.strip()) if _KEEP.search(x)
                            for k in _names_by_sentence(x, turn.keys)}
+            # (On the same thing by a word that says what a value is of: not "down" of
+            # "shifting them down to the River paddock" and "write that down".)
             old = {k for s in earlier for k, w in s.named.items()
-                   if k not in held and k not in gone and words & set(w)}
+                   if k not in held and k not in gone and (words & set(w)) - _NOT_OWNER}
             for key in old:
                 # What replaced it: the new names not said in its clause before (a word of
                 # its own name, "Secrets" of "AWS Secrets Manager", tells no turn apart).

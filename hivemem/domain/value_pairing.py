@@ -125,8 +125,12 @@ def _pairs(turn: _Reading, old: set[Value], new: set[Value], earlier: Sequence[S
         # 19:30, auction 21:00" against "ends around 22:30", does not say which; as many,
         # "Sat 9-17, Sun 10-14" against "Sat 9-15, Sun 10-16", are replaced as a list).
         brought = {n: sum(1 for m in new if m.kind == n.kind) for n in new}
+        # (Sharing a word that says when or that something changes is not being on one
+        # thing: "shifting them down to the River paddock" and "drench is Cydectin, write
+        # that down".)
         out = _kept(turn, [(o, n) for n in new for s in earlier
-                           if turn.words & set(s.words) or turn.names & set(s.values)
+                           if (turn.words & set(s.words)) - _NOT_OWNER
+                           or turn.names & set(s.values)
                            if 0 < len(c := [o for o in _keyed(s.values) if _same_slot(o, n)
                                             and o.key not in turn.keys and older(o, n)])
                            <= brought[n]

@@ -612,3 +612,18 @@ def test_a_retraction_withdraws_only_the_part_it_names() -> None:
     steps = _play("Sunday club run: 9am from the clock tower, 80 km. Jersey order closes Friday.",
                   "the club run is cancelled this week")
     assert withdrawn_parts(steps[-1].lineage, "t0", ["t1"]) == ({}, {})
+
+
+def test_a_word_that_says_a_change_does_not_put_two_turns_on_one_thing() -> None:
+    """"write that down" and "shifting them down to the River paddock": the drench is not
+    what the ewes moved from (writer d's shearing conversation, its first 11 turns)."""
+    import json
+    from pathlib import Path
+
+    import hivemem.evaluation
+
+    data = Path(hivemem.evaluation.__file__).parent / "data" / "change_live.json"
+    conversation = next(c for c in json.loads(data.read_text(encoding="utf-8"))["conversations"]
+                        if c["id"] == "d-shearing-gang")
+    steps = _play(*(t["content"] for t in conversation["turns"][:11]))
+    assert "name=cydectin" not in steps[-1].lineage.gone
