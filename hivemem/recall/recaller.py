@@ -25,6 +25,7 @@ from hivemem.domain.recall.currency import turn_key, without_people
 from hivemem.domain.recall.intent import QueryIntent, read_query
 from hivemem.domain.recall.newer_first import Statement, newer_first
 from hivemem.domain.recall.policy import RecallPolicy
+from hivemem.domain.recall.resemblance import Resemblance
 from hivemem.domain.recall.score_table import ScoreTable, score_table
 from hivemem.domain.recall.scoring import Signals, relevance
 from hivemem.domain.scope import DEFAULT_NAMESPACE, Scope
@@ -859,6 +860,8 @@ def _select_current(
     pool = list(candidates)
     # (Read only to leave stale statements out: not when history is kept.)
     told_by = {} if keep_history else _statements_told_by(pool)
+    # Every round selects from (part of) the same pool: its texts and cosines read once.
+    resemblance = Resemblance(pool, policy.dedup_threshold)
     for _round in range(_REFILLS + 1):
         chosen, excluded = select(
             pool,
@@ -867,6 +870,7 @@ def _select_current(
             dedup_threshold=policy.dedup_threshold,
             quotas=policy.quotas,
             limit=policy.limit,
+            resemblance=resemblance,
         )
         if keep_history:
             return chosen, excluded
