@@ -385,9 +385,11 @@ class Recaller:
         # (`send_pipeline`: waiting for them cost more than the round trip). `owned_by`:
         # the access check rides in the first read, and nothing is kept before it passed
         # (the known facts and slot views are per-session caches).
+        # The slot table's version rides in the same read (`slots`).
         own = _named(access, session_id)
         read_recent = self.state.send_recent_turns_and_progress(
-            self.episodes, own, policy.recent_turns, access, owned_by=owned_by)
+            self.episodes, own, policy.recent_turns, access, owned_by=owned_by,
+            slots=self.slots if policy.fact_limit and slot_table else None)
         try:
             sparse = self.lexical.query(query) if policy.lexical else None
             lexical_turns = (
@@ -395,21 +397,15 @@ class Recaller:
                 if sparse else []
             )
         finally:
-            recent, (assigned, _closed, open_ep, _markers) = read_recent()
-        read_table = (self.slots.send_view(own)
-                      if self.slots is not None and policy.fact_limit and slot_table
-                      else None)
-        try:
-            known, search_facts = self._known_facts(sessions, policy, access)
-            known_fact = read_already([snap for _s, snap in known])
-            lexical_facts = (
-                self.vectors.search_facts_lexical(
-                    scope, sparse, policy.fact_limit, _statuses(policy), access, known_fact
-                )
-                if sparse and search_facts else []
+            recent, (assigned, _closed, open_ep, _markers), table = read_recent()
+        known, search_facts = self._known_facts(sessions, policy, access)
+        known_fact = read_already([snap for _s, snap in known])
+        lexical_facts = (
+            self.vectors.search_facts_lexical(
+                scope, sparse, policy.fact_limit, _statuses(policy), access, known_fact
             )
-        finally:
-            table = read_table() if read_table is not None else None
+            if sparse and search_facts else []
+        )
         current_from = open_ep.seq_start if open_ep and open_ep.turn_ids else assigned + 1
         # Which statements are history, from the facts of the sessions asked (kept between
         # calls; only what was written since the last call is read).
