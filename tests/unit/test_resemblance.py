@@ -49,7 +49,8 @@ def test_near_is_every_other_candidate_over_the_threshold(size: int) -> None:
         assert [q for _sim, q in got] == sorted(want)
         assert all(sim == pytest.approx(float(cand.vector @ ordered[q].vector), abs=1e-5)
                    for sim, q in got)
-        assert resemblance.position(cand) == p
+        assert resemblance.texts[p] == " ".join(cand.text.lower().split())
+    assert resemblance.positions(ordered[::-1]) == list(range(size))[::-1]
     if size >= 17:
         assert any(resemblance.near(p) for p in range(size)), "planted near-duplicates"
 

@@ -109,7 +109,7 @@ class _Packer:
         self.ordered = ordered
         self.resemblance = resemblance
         # Each candidate's place in the resemblance's pool, and back.
-        self.positions = [resemblance.position(c) for c in ordered]
+        self.positions = resemblance.positions(ordered)
         self.index_at = {p: j for j, p in enumerate(self.positions)}
         self.budget = budget
         self.limit = limit
@@ -124,7 +124,7 @@ class _Packer:
     def duplicate_of(self, j: int) -> str | None:
         """The key of a chosen item `ordered[j]` repeats, or None."""
         cand = self.ordered[j]
-        text = self.resemblance.normalised(self.positions[j])
+        text = self.resemblance.texts[self.positions[j]]
         if text in self.texts:
             return self.texts[text]
         # "The deploy is on Tuesday" and "... on Thursday" embed alike but say two things:
@@ -144,7 +144,7 @@ class _Packer:
             other = self.index_at.get(position)
             if other is not None:
                 self.near_chosen.setdefault(other, []).append((sim, j))
-        self.texts[self.resemblance.normalised(self.positions[j])] = cand.key
+        self.texts[self.resemblance.texts[self.positions[j]]] = cand.key
         self.used += cand.token_count
         self.used_by_source[cand.source] = self.used_by_source.get(cand.source, 0) + (
             cand.token_count)
@@ -170,7 +170,7 @@ def _dedup(pool: Resemblance) -> tuple[list[Candidate], list[tuple[Candidate, st
     dropped: list[tuple[Candidate, str]] = []
     seen_texts: dict[str, str] = {}
     for j, cand in enumerate(ordered):
-        text = pool.normalised(j)
+        text = pool.texts[j]
         if text in seen_texts:
             dropped.append((cand, seen_texts[text]))
             continue

@@ -10,7 +10,7 @@ round (`_near_pairs` did that: 10-13% of a LoCoMo recall's CPU).
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Iterator
+from collections.abc import Iterable, Iterator, Sequence
 from typing import TYPE_CHECKING, cast
 
 import numpy as np
@@ -48,11 +48,11 @@ def normalised(text: str) -> str:
 
 class Resemblance:
     """One pool of candidates, best first (`ordered`; a candidate is named by its position
-    there): each one's text normalised, and the candidates whose vectors are at cosine
-    `threshold` or more from its own (`near`), each computed once when first asked for.
+    there): each one's text normalised (`texts`), and the candidates whose vectors are at
+    cosine `threshold` or more from its own (`near`, computed when first asked for).
 
-    The pool's selections pass its candidates, or some of them, as they are (`position`
-    finds one by identity): a candidate this pool was not built over is refused, never
+    The pool's selections pass its candidates, or some of them, as they are (`positions`
+    finds them by identity): a candidate this pool was not built over is refused, never
     answered with another's cosines."""
 
     def __init__(self, candidates: Iterable[Candidate], threshold: float) -> None:
@@ -66,20 +66,18 @@ class Resemblance:
         self._matrix: F32 | None = None  # the vectors, a row each (stacked when first read)
         self._step = 1  # rows per block
         self._near: dict[int, list[tuple[float, int]]] = {}
-        self._texts: dict[int, str] = {}
+        # Each text as dedup compares it (a position's, by position).
+        self.texts = [normalised(c.text) for c in self.ordered]
 
-    def position(self, candidate: Candidate) -> int:
-        """Where `candidate` (this very object) is in `ordered`."""
-        at = self._at.get(id(candidate))
-        if at is None:
-            raise ValueError(f"{candidate.key!r} is not one of this pool's candidates")
-        return at
-
-    def normalised(self, position: int) -> str:
-        text = self._texts.get(position)
-        if text is None:
-            text = self._texts[position] = normalised(self.ordered[position].text)
-        return text
+    def positions(self, candidates: Sequence[Candidate]) -> list[int]:
+        """Where each of `candidates` (these very objects) is in `ordered`."""
+        at = self._at
+        try:
+            return [at[id(c)] for c in candidates]
+        except KeyError:
+            missing = next(c for c in candidates if id(c) not in at)
+            raise ValueError(
+                f"{missing.key!r} is not one of this pool's candidates") from None
 
     def near(self, position: int) -> list[tuple[float, int]]:
         """The other candidates whose vectors have cosine >= `threshold` with this one's:
