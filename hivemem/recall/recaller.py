@@ -22,6 +22,7 @@ from hivemem.domain.names import SessionName, session_name
 from hivemem.domain.recall.answers import Answer, newer_answers
 from hivemem.domain.recall.budget import Candidate, Excluded, select
 from hivemem.domain.recall.currency import turn_key, without_people
+from hivemem.domain.recall.fact_index import Lookup, find
 from hivemem.domain.recall.intent import QueryIntent, read_query
 from hivemem.domain.recall.newer_first import Statement, newer_first
 from hivemem.domain.recall.policy import RecallPolicy
@@ -237,12 +238,12 @@ class Recaller:
         replacing = False  # whether any candidate has a successor (else none is left out)
         for key, entry in pool.items():
             sig = entry.signals
-            # `in`, then `[]`: a lazy view's `get` (`Mapping.get`) raises and catches a
-            # KeyError for each of the many keys that are no history.
-            sig.successors = replaced[key] if (stale := key in replaced) else ()
+            # One pass down the views (`Lookup.find`), not `in` and then `[]`.
+            sig.successors, stale = (
+                ((), False) if (found := find(replaced, key)) is None else (found, True))
             replacing = replacing or bool(sig.successors)
             if asked_about:  # (whose slot a candidate states: read only when it matters)
-                owner = _lookup(currency.personal, key)
+                owner = find(currency.personal, key)
                 sig.other_person = owner is not None and owner not in asked_about
             if entry.is_turn:
                 sig.by_asked_speaker = bool(speakers) and (
@@ -628,7 +629,7 @@ class Recaller:
         for key, entry in list(pool.items()):
             session = entry.signals.session_id
             prefix = f"turn:{session}:"
-            for successor in _lookup(replaced, key) or ():
+            for successor in find(replaced, key) or ():
                 if successor not in pool and successor.startswith(prefix):
                     wanted.setdefault(session, set()).add(successor[len(prefix):])
         for session, turn_ids in wanted.items():
@@ -677,14 +678,6 @@ class Recaller:
                             markers=hit.markers, dense=_dot(vector, query), window=window),
                     vector, hit=hit, window_asked=windows,
                 )
-
-
-def _lookup(mapping: Mapping[str, _T], key: str) -> _T | None:
-    """`mapping.get(key)` by `in`, then `[]`: a lazy view's `get` (`Mapping.get`) raises
-    and catches a KeyError for each of the many candidates it has nothing for."""
-    if key not in mapping:
-        return None
-    return mapping[key]
 
 
 def _agents(pool: dict[str, PoolEntry]) -> set[str]:
@@ -766,29 +759,21 @@ def _whole_or_asked(
     return _Except(replaced, current) if current else replaced
 
 
-class _Memo(Mapping[str, tuple[str, ...]]):
-    """`below` read per key once (`in`, then `[]`), the answer kept for the recall:
-    recall asks of each candidate up to four times (as of now, in part, successors,
-    the score), and `below` is a stack of lazy views (the slot table over the facts)."""
+class _Memo(Lookup[tuple[str, ...]]):
+    """`below` read per key once, the answer kept for the recall: recall asks of each
+    candidate up to four times (as of now, in part, successors, the score), and `below`
+    is a stack of lazy views (the slot table over the facts)."""
 
     def __init__(self, below: Mapping[str, tuple[str, ...]]) -> None:
         self.below = below
         self._got: dict[str, tuple[str, ...] | None] = {}
 
-    def _get(self, key: str) -> tuple[str, ...] | None:
-        if key in self._got:
-            return self._got[key]
-        got = self._got[key] = _lookup(self.below, key)
-        return got
-
-    def __getitem__(self, key: str) -> tuple[str, ...]:
-        got = self._get(key)
-        if got is None:
-            raise KeyError(key)
-        return got
-
-    def __contains__(self, key: object) -> bool:
-        return isinstance(key, str) and self._get(key) is not None
+    def find(self, key: str) -> tuple[str, ...] | None:
+        got = self._got
+        if key in got:
+            return got[key]
+        value = got[key] = find(self.below, key)
+        return value
 
     def __iter__(self) -> Iterator[str]:
         return iter(self.below)
@@ -797,19 +782,14 @@ class _Memo(Mapping[str, tuple[str, ...]]):
         return len(self.below)
 
 
-class _Except(Mapping[str, tuple[str, ...]]):
+class _Except(Lookup[tuple[str, ...]]):
     """`below` without `left` (`below` may be a lazy view over every fact: never copied)."""
 
     def __init__(self, below: Mapping[str, tuple[str, ...]], left: set[str]) -> None:
         self.below, self.left = below, left
 
-    def __getitem__(self, key: str) -> tuple[str, ...]:
-        if key in self.left:
-            raise KeyError(key)
-        return self.below[key]
-
-    def __contains__(self, key: object) -> bool:
-        return key not in self.left and key in self.below
+    def find(self, key: str) -> tuple[str, ...] | None:
+        return None if key in self.left else find(self.below, key)
 
     def __iter__(self) -> Iterator[str]:
         return (k for k in self.below if k not in self.left)
@@ -818,19 +798,16 @@ class _Except(Mapping[str, tuple[str, ...]]):
         return sum(1 for _ in self)
 
 
-class _Over(Mapping[str, tuple[str, ...]]):
+class _Over(Lookup[tuple[str, ...]]):
     """`top` read before `below` (`below` may be a lazy view over every fact: never copied)."""
 
     def __init__(self, top: dict[str, tuple[str, ...]],
                  below: Mapping[str, tuple[str, ...]]) -> None:
         self.top, self.below = top, below
 
-    def __getitem__(self, key: str) -> tuple[str, ...]:
+    def find(self, key: str) -> tuple[str, ...] | None:
         got = self.top.get(key)
-        return got if got is not None else self.below[key]
-
-    def __contains__(self, key: object) -> bool:
-        return key in self.top or key in self.below
+        return got if got is not None else find(self.below, key)
 
     def __iter__(self) -> Iterator[str]:
         yield from self.top
