@@ -42,7 +42,7 @@ def select(
     dedup_threshold: float,
     quotas: Mapping[str, float],
     limit: int | None = None,
-    resemblance: Resemblance | None = None,
+    resemblance: Resemblance[Candidate] | None = None,
 ) -> tuple[list[Candidate], list[Excluded]]:
     """Choose what goes into the context, best first, and say why the rest did not.
 
@@ -104,8 +104,8 @@ def select(
 class _Packer:
     """The items chosen so far (indices into `ordered`, best first) and what they use."""
 
-    def __init__(self, ordered: Sequence[Candidate], resemblance: Resemblance, budget: int,
-                 limit: int | None) -> None:
+    def __init__(self, ordered: Sequence[Candidate], resemblance: Resemblance[Candidate],
+                 budget: int, limit: int | None) -> None:
         self.ordered = ordered
         self.resemblance = resemblance
         # Each candidate's place in the resemblance's pool, and back.
@@ -162,7 +162,7 @@ def drop_near_duplicates(
     return kept, [c for c, _key in dropped]
 
 
-def _dedup(pool: Resemblance) -> tuple[list[Candidate], list[tuple[Candidate, str]]]:
+def _dedup(pool: Resemblance[Candidate]) -> tuple[list[Candidate], list[tuple[Candidate, str]]]:
     """The pool best first; each dropped candidate comes with the key of the kept one."""
     ordered = pool.ordered
     near_kept: dict[int, list[tuple[float, int]]] = {}  # as `_Packer.near_chosen`

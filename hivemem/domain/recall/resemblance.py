@@ -11,15 +11,28 @@ round (`_near_pairs` did that: 10-13% of a LoCoMo recall's CPU).
 from __future__ import annotations
 
 from collections.abc import Iterable, Iterator, Sequence
-from typing import TYPE_CHECKING, cast
+from typing import Generic, Protocol, TypeVar, cast
 
 import numpy as np
 import numpy.typing as npt
 
-if TYPE_CHECKING:
-    from hivemem.domain.recall.budget import Candidate
-
 F32 = npt.NDArray[np.float32]
+
+
+class Comparable(Protocol):
+    """What dedup reads of a candidate (`budget.Candidate`)."""
+
+    @property
+    def key(self) -> str: ...
+    @property
+    def text(self) -> str: ...
+    @property
+    def score(self) -> float: ...
+    @property
+    def vector(self) -> F32 | None: ...
+
+
+C = TypeVar("C", bound=Comparable)
 
 # Multiply-adds per matrix product at most: OpenBLAS hands a product of more than 262k to
 # its thread pool, which costs more than it saves on a busy 2-core box.
@@ -46,7 +59,7 @@ def normalised(text: str) -> str:
     return " ".join(text.lower().split())
 
 
-class Resemblance:
+class Resemblance(Generic[C]):
     """One pool of candidates, best first (`ordered`; a candidate is named by its position
     there): each one's text normalised (`texts`), and the candidates whose vectors are at
     cosine `threshold` or more from its own (`near`, computed when first asked for).
@@ -55,7 +68,7 @@ class Resemblance:
     finds them by identity): a candidate this pool was not built over is refused, never
     answered with another's cosines."""
 
-    def __init__(self, candidates: Iterable[Candidate], threshold: float) -> None:
+    def __init__(self, candidates: Iterable[C], threshold: float) -> None:
         self.threshold = threshold
         # Best first, as `select` orders them: the rows asked for (the chosen items') are
         # the first ones, so they come in few blocks.
@@ -69,7 +82,7 @@ class Resemblance:
         # Each text as dedup compares it (a position's, by position).
         self.texts = [normalised(c.text) for c in self.ordered]
 
-    def positions(self, candidates: Sequence[Candidate]) -> list[int]:
+    def positions(self, candidates: Sequence[C]) -> list[int]:
         """Where each of `candidates` (these very objects) is in `ordered`."""
         at = self._at
         try:
