@@ -30,7 +30,14 @@ from hivemem.domain.lineage import GoneValues
 from hivemem.domain.models import Turn
 from hivemem.domain.names import session_name
 from hivemem.domain.recall.currency import turn_key
-from hivemem.domain.recall.fact_index import CurrencyLens, LensMapping, OwnerMapping, PerKey
+from hivemem.domain.recall.fact_index import (
+    CurrencyLens,
+    LensMapping,
+    Lookup,
+    OwnerMapping,
+    PerKey,
+    find,
+)
 from hivemem.domain.scope import DEFAULT_NAMESPACE, Scope
 from hivemem.domain.slot_table import SlotView
 from hivemem.domain.value_clauses import ValueParts
@@ -306,7 +313,7 @@ class _TablePerKey(PerKey[Any]):
         return self._values()
 
 
-class _Layered(Mapping[str, Any]):
+class _Layered(Lookup[Any]):
     """The slot table's answers over the stored facts' (read per key, as recall asks):
     `merge` joins both answers' successors, else the base answer wins."""
 
@@ -316,19 +323,14 @@ class _Layered(Mapping[str, Any]):
         self._base = base
         self._merge = merge
 
-    def __getitem__(self, key: str) -> Any:
-        below = self._base.get(key)
-        above = self._top.get(key)
-        if above is None and below is None:
-            raise KeyError(key)
+    def find(self, key: str) -> Any:
+        below = find(self._base, key)
+        above = find(self._top, key)
         if above is None:
             return below
         if below is None:
             return above
         return tuple(sorted({*above, *below})) if self._merge else below
-
-    def __contains__(self, key: object) -> bool:
-        return key in self._top or key in self._base
 
     def __iter__(self) -> Iterator[str]:
         raise TypeError("the currency of a recall is read per key")

@@ -22,9 +22,11 @@ from hivemem.domain.names import SessionName, session_name
 from hivemem.domain.recall.answers import Answer, newer_answers
 from hivemem.domain.recall.budget import Candidate, Excluded, select
 from hivemem.domain.recall.currency import turn_key, without_people
+from hivemem.domain.recall.fact_index import Lookup, find
 from hivemem.domain.recall.intent import QueryIntent, read_query
 from hivemem.domain.recall.newer_first import Statement, newer_first
 from hivemem.domain.recall.policy import RecallPolicy
+from hivemem.domain.recall.resemblance import Resemblance
 from hivemem.domain.recall.score_table import ScoreTable, score_table
 from hivemem.domain.recall.scoring import Signals, relevance
 from hivemem.domain.scope import DEFAULT_NAMESPACE, Scope
@@ -236,12 +238,12 @@ class Recaller:
         replacing = False  # whether any candidate has a successor (else none is left out)
         for key, entry in pool.items():
             sig = entry.signals
-            # `in`, then `[]`: a lazy view's `get` (`Mapping.get`) raises and catches a
-            # KeyError for each of the many keys that are no history.
-            sig.successors = replaced[key] if (stale := key in replaced) else ()
+            # One pass down the views (`Lookup.find`), not `in` and then `[]`.
+            sig.successors, stale = (
+                ((), False) if (found := find(replaced, key)) is None else (found, True))
             replacing = replacing or bool(sig.successors)
             if asked_about:  # (whose slot a candidate states: read only when it matters)
-                owner = _lookup(currency.personal, key)
+                owner = find(currency.personal, key)
                 sig.other_person = owner is not None and owner not in asked_about
             if entry.is_turn:
                 sig.by_asked_speaker = bool(speakers) and (
@@ -384,9 +386,11 @@ class Recaller:
         # (`send_pipeline`: waiting for them cost more than the round trip). `owned_by`:
         # the access check rides in the first read, and nothing is kept before it passed
         # (the known facts and slot views are per-session caches).
+        # The slot table's version rides in the same read (`slots`).
         own = _named(access, session_id)
         read_recent = self.state.send_recent_turns_and_progress(
-            self.episodes, own, policy.recent_turns, access, owned_by=owned_by)
+            self.episodes, own, policy.recent_turns, access, owned_by=owned_by,
+            slots=self.slots if policy.fact_limit and slot_table else None)
         try:
             sparse = self.lexical.query(query) if policy.lexical else None
             lexical_turns = (
@@ -394,21 +398,15 @@ class Recaller:
                 if sparse else []
             )
         finally:
-            recent, (assigned, _closed, open_ep, _markers) = read_recent()
-        read_table = (self.slots.send_view(own)
-                      if self.slots is not None and policy.fact_limit and slot_table
-                      else None)
-        try:
-            known, search_facts = self._known_facts(sessions, policy, access)
-            known_fact = read_already([snap for _s, snap in known])
-            lexical_facts = (
-                self.vectors.search_facts_lexical(
-                    scope, sparse, policy.fact_limit, _statuses(policy), access, known_fact
-                )
-                if sparse and search_facts else []
+            recent, (assigned, _closed, open_ep, _markers), table = read_recent()
+        known, search_facts = self._known_facts(sessions, policy, access)
+        known_fact = read_already([snap for _s, snap in known])
+        lexical_facts = (
+            self.vectors.search_facts_lexical(
+                scope, sparse, policy.fact_limit, _statuses(policy), access, known_fact
             )
-        finally:
-            table = read_table() if read_table is not None else None
+            if sparse and search_facts else []
+        )
         current_from = open_ep.seq_start if open_ep and open_ep.turn_ids else assigned + 1
         # Which statements are history, from the facts of the sessions asked (kept between
         # calls; only what was written since the last call is read).
@@ -631,7 +629,7 @@ class Recaller:
         for key, entry in list(pool.items()):
             session = entry.signals.session_id
             prefix = f"turn:{session}:"
-            for successor in _lookup(replaced, key) or ():
+            for successor in find(replaced, key) or ():
                 if successor not in pool and successor.startswith(prefix):
                     wanted.setdefault(session, set()).add(successor[len(prefix):])
         for session, turn_ids in wanted.items():
@@ -680,14 +678,6 @@ class Recaller:
                             markers=hit.markers, dense=_dot(vector, query), window=window),
                     vector, hit=hit, window_asked=windows,
                 )
-
-
-def _lookup(mapping: Mapping[str, _T], key: str) -> _T | None:
-    """`mapping.get(key)` by `in`, then `[]`: a lazy view's `get` (`Mapping.get`) raises
-    and catches a KeyError for each of the many candidates it has nothing for."""
-    if key not in mapping:
-        return None
-    return mapping[key]
 
 
 def _agents(pool: dict[str, PoolEntry]) -> set[str]:
@@ -769,29 +759,21 @@ def _whole_or_asked(
     return _Except(replaced, current) if current else replaced
 
 
-class _Memo(Mapping[str, tuple[str, ...]]):
-    """`below` read per key once (`in`, then `[]`), the answer kept for the recall:
-    recall asks of each candidate up to four times (as of now, in part, successors,
-    the score), and `below` is a stack of lazy views (the slot table over the facts)."""
+class _Memo(Lookup[tuple[str, ...]]):
+    """`below` read per key once, the answer kept for the recall: recall asks of each
+    candidate up to four times (as of now, in part, successors, the score), and `below`
+    is a stack of lazy views (the slot table over the facts)."""
 
     def __init__(self, below: Mapping[str, tuple[str, ...]]) -> None:
         self.below = below
         self._got: dict[str, tuple[str, ...] | None] = {}
 
-    def _get(self, key: str) -> tuple[str, ...] | None:
-        if key in self._got:
-            return self._got[key]
-        got = self._got[key] = _lookup(self.below, key)
-        return got
-
-    def __getitem__(self, key: str) -> tuple[str, ...]:
-        got = self._get(key)
-        if got is None:
-            raise KeyError(key)
-        return got
-
-    def __contains__(self, key: object) -> bool:
-        return isinstance(key, str) and self._get(key) is not None
+    def find(self, key: str) -> tuple[str, ...] | None:
+        got = self._got
+        if key in got:
+            return got[key]
+        value = got[key] = find(self.below, key)
+        return value
 
     def __iter__(self) -> Iterator[str]:
         return iter(self.below)
@@ -800,19 +782,14 @@ class _Memo(Mapping[str, tuple[str, ...]]):
         return len(self.below)
 
 
-class _Except(Mapping[str, tuple[str, ...]]):
+class _Except(Lookup[tuple[str, ...]]):
     """`below` without `left` (`below` may be a lazy view over every fact: never copied)."""
 
     def __init__(self, below: Mapping[str, tuple[str, ...]], left: set[str]) -> None:
         self.below, self.left = below, left
 
-    def __getitem__(self, key: str) -> tuple[str, ...]:
-        if key in self.left:
-            raise KeyError(key)
-        return self.below[key]
-
-    def __contains__(self, key: object) -> bool:
-        return key not in self.left and key in self.below
+    def find(self, key: str) -> tuple[str, ...] | None:
+        return None if key in self.left else find(self.below, key)
 
     def __iter__(self) -> Iterator[str]:
         return (k for k in self.below if k not in self.left)
@@ -821,19 +798,16 @@ class _Except(Mapping[str, tuple[str, ...]]):
         return sum(1 for _ in self)
 
 
-class _Over(Mapping[str, tuple[str, ...]]):
+class _Over(Lookup[tuple[str, ...]]):
     """`top` read before `below` (`below` may be a lazy view over every fact: never copied)."""
 
     def __init__(self, top: dict[str, tuple[str, ...]],
                  below: Mapping[str, tuple[str, ...]]) -> None:
         self.top, self.below = top, below
 
-    def __getitem__(self, key: str) -> tuple[str, ...]:
+    def find(self, key: str) -> tuple[str, ...] | None:
         got = self.top.get(key)
-        return got if got is not None else self.below[key]
-
-    def __contains__(self, key: object) -> bool:
-        return key in self.top or key in self.below
+        return got if got is not None else find(self.below, key)
 
     def __iter__(self) -> Iterator[str]:
         yield from self.top
@@ -859,6 +833,8 @@ def _select_current(
     pool = list(candidates)
     # (Read only to leave stale statements out: not when history is kept.)
     told_by = {} if keep_history else _statements_told_by(pool)
+    # Every round selects from (part of) the same pool: its texts and cosines read once.
+    resemblance = Resemblance(pool, policy.dedup_threshold)
     for _round in range(_REFILLS + 1):
         chosen, excluded = select(
             pool,
@@ -867,6 +843,7 @@ def _select_current(
             dedup_threshold=policy.dedup_threshold,
             quotas=policy.quotas,
             limit=policy.limit,
+            resemblance=resemblance,
         )
         if keep_history:
             return chosen, excluded

@@ -27,7 +27,7 @@ import json
 import secrets
 import threading
 from collections import OrderedDict
-from collections.abc import Callable, Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from typing import Any, NamedTuple
 
 from hivemem.domain.slot_table import Replacement, SlotState, SlotView
@@ -186,29 +186,48 @@ class SlotTableStore:
     def view(self, name: SessionName) -> SlotView:
         return self.send_view(name)()
 
+    @property
+    def client(self) -> Redis:
+        """The Redis client (a reader that shares it may queue `queue_version` on its own
+        pipeline)."""
+        return self._r
+
     def send_view(self, name: SessionName) -> Callable[[], SlotView]:
         """The session's `SlotView`: its version read now, the view returned by the call
-        returned (which must be made: see `send_pipeline`): the one kept when the version
-        is the same (the same object: callers may keep what they derive from it), else
-        the table read whole and decoded."""
+        returned (which must be made: see `send_pipeline`); see `view_at`."""
         with redis_errors("read slot table"):
             pipe = self._r.pipeline(transaction=False)
-            pipe.hget(self.keys.slot_state(name), _APPLIED)
-            pipe.hlen(self.keys.slot_table(name))
+            self.queue_version(pipe, name)
             replies = send_pipeline(pipe)
 
         def read() -> SlotView:
             with redis_errors("read slot table"):
-                applied, size = replies()
-            version = (_seq(applied), int(size))
-            with self._lock:
-                kept = self._views.get(name)
-                if kept is not None and kept[0] == version:
-                    self._views.move_to_end(name)
-                    return kept[1]
-            return self._read_whole(name)
+                got = replies()
+            return self.view_at(name, got)
 
         return read
+
+    # Replies of `queue_version`.
+    VERSION_REPLIES = 2
+
+    def queue_version(self, pipe: Any, name: SessionName) -> None:
+        """Queue, on `pipe`, the read of the table's version (`VERSION_REPLIES` replies, for
+        `view_at`): recall's first Redis read carries it, no round trip of its own."""
+        pipe.hget(self.keys.slot_state(name), _APPLIED)
+        pipe.hlen(self.keys.slot_table(name))
+
+    def view_at(self, name: SessionName, replies: Sequence[Any]) -> SlotView:
+        """The view at the version `replies` read (`queue_version`): the one kept when the
+        version is the same (the same object: callers may keep what they derive from it),
+        else the table read whole and decoded."""
+        applied, size = replies
+        version = (_seq(applied), int(size))
+        with self._lock:
+            kept = self._views.get(name)
+            if kept is not None and kept[0] == version:
+                self._views.move_to_end(name)
+                return kept[1]
+        return self._read_whole(name)
 
     def _read_whole(self, name: SessionName) -> SlotView:
         with redis_errors("read slot table"):

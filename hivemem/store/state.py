@@ -9,15 +9,18 @@ import threading
 from collections import OrderedDict
 from collections.abc import Callable, Sequence
 from datetime import datetime
+from typing import NamedTuple
 
 from hivemem.domain.models import SessionStats, Turn, TurnFields
 from hivemem.domain.scope import Scope
+from hivemem.domain.slot_table import SlotView
 from hivemem.errors import AckTimeout, OutOfScope
 from hivemem.pipeline.messages import EmbeddedTurn, EmbeddedTurns, EpisodeControl, TurnEntry
 from hivemem.pipeline.topology import Keys, SessionName, Topology, session_name
 from hivemem.pipeline.wire import turn_from_wire, wire_parts
 from hivemem.store import head, recent
 from hivemem.store.acked import AckWait, run_acked
+from hivemem.store.currency import SlotTableStore
 from hivemem.store.episodes import EpisodeStore, Progress
 from hivemem.store.redis import Redis, redis_errors, run_scripts, send_pipeline, set_union
 from hivemem.store.scripts import lua
@@ -28,6 +31,14 @@ _ENTRY_TURNS = 1000
 
 
 _IN_SCOPE_MAX = 100_000  # pairs remembered by `check_scopes` before it starts over
+
+
+class RecentReads(NamedTuple):
+    """What a recall's first Redis read returns (`send_recent_turns_and_progress`)."""
+
+    turns: list[Turn]  # the newest turns, newest first
+    progress: Progress  # the session's episode progress
+    table: SlotView | None  # the session's slot table, when asked for
 
 
 class TurnLog:
@@ -275,21 +286,26 @@ class TurnLog:
         """`recent_turns` and `episodes.progress` in one round trip (recall reads both every
         call; a round trip is ~0.1 ms here): the keys share the session's slot. Two when
         the stores use different clients."""
-        return self.send_recent_turns_and_progress(episodes, name, limit, scope)()
+        got = self.send_recent_turns_and_progress(episodes, name, limit, scope)()
+        return got.turns, got.progress
 
     def send_recent_turns_and_progress(
         self, episodes: EpisodeStore, name: SessionName, limit: int, scope: Scope | None = None,
-        *, owned_by: str | None = None,
-    ) -> Callable[[], tuple[list[Turn], Progress]]:
+        *, owned_by: str | None = None, slots: SlotTableStore | None = None,
+    ) -> Callable[[], RecentReads]:
         """`recent_turns_and_progress`, sent now and read by the call returned (which must
         be made: see `send_pipeline`). `owned_by`: `check_scope(name, owned_by,
-        must_exist=True)` in the same round trip; the call raises its `OutOfScope`."""
+        must_exist=True)` in the same round trip; the call raises its `OutOfScope`.
+        `slots`: the session's slot table too (`SlotTableStore.send_view`), its version in
+        the same round trip (its keys are in the session's slot as well)."""
         limit = min(limit, self.recent_window)
-        if episodes.client is not self._r:
+        if episodes.client is not self._r or (slots is not None and slots.client is not self._r):
             if owned_by is not None:
                 self.check_scope(name, owned_by, must_exist=True)
+            read_view = slots.send_view(name) if slots is not None else None
             both = self.recent_turns(name, limit, scope), episodes.progress(name)
-            return lambda: both
+            table = read_view() if read_view is not None else None
+            return lambda: RecentReads(*both, table)
         with redis_errors("read recent turns and boundary state"):
             pipe = self._r.pipeline(transaction=False)
             if owned_by is not None:
@@ -297,16 +313,24 @@ class TurnLog:
             if limit > 0:
                 recent.queue_read(pipe, self.keys, name, limit)
             episodes.queue_progress(pipe, name)
+            if slots is not None:
+                slots.queue_version(pipe, name)
             replies = send_pipeline(pipe)
 
-        def read() -> tuple[list[Turn], Progress]:
+        def read() -> RecentReads:
             with redis_errors("read recent turns and boundary state"):
                 got = replies()
             if owned_by is not None:
                 _require_owner(head.decode(*got[:head.READS])[1], owned_by, must_exist=True)
                 got = got[head.READS:]
             rows = recent.decode_read(got[: recent.READ_REPLIES]) if limit > 0 else []
-            return self._turns_in(name, rows, scope), episodes.decode_progress(got[-1])
+            got = got[recent.READ_REPLIES:] if limit > 0 else got
+            table = None
+            if slots is not None:  # (after the owner check: nothing is kept before it)
+                with redis_errors("read slot table"):
+                    table = slots.view_at(name, got[1:1 + slots.VERSION_REPLIES])
+            return RecentReads(self._turns_in(name, rows, scope),
+                               episodes.decode_progress(got[0]), table)
 
         return read
 

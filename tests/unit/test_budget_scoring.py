@@ -43,33 +43,6 @@ def test_dedup_by_text_and_vector() -> None:
     assert {c.key for c in dropped} == {"b", "c"}
 
 
-@pytest.mark.parametrize("size", [2, 3, 17, 60, 700])
-def test_near_pairs_are_every_pair_over_the_threshold_once(size: int) -> None:
-    """`_near_pairs` (blocks of rows against all, upper triangle) against every pair
-    compared one by one, on pools with planted near-duplicates and vector-less candidates;
-    700 candidates take one row a block."""
-    from hivemem.domain.recall.budget import _near_pairs
-
-    rng = np.random.default_rng(size)
-    vectors = rng.standard_normal((size, 384)).astype(np.float32)
-    for i in range(1, size, 3):  # a near copy of an earlier one
-        j = int(rng.integers(0, i))
-        vectors[i] = vectors[j] + 0.05 * rng.standard_normal(384).astype(np.float32)
-    vectors /= np.linalg.norm(vectors, axis=1, keepdims=True)
-    pool = [cand(str(i), 1.0 - i / size, 5, vector=None if i % 7 == 5 else list(v))
-            for i, v in enumerate(vectors)]
-    expected: dict[int, set[int]] = {}
-    for later in range(size):
-        for earlier in range(later):
-            a, b = pool[earlier].vector, pool[later].vector
-            if a is not None and b is not None and float(a @ b) >= 0.95:
-                expected.setdefault(later, set()).add(earlier)
-    got = _near_pairs(pool, 0.95)
-    assert {k: {i for _s, i in v} for k, v in got.items()} == expected
-    assert all(len(v) == len({i for _s, i in v}) for v in got.values())
-    assert expected, "the pool has near-duplicates to find"
-
-
 def test_recency_halves_per_half_life() -> None:
     assert recency(10, 10, 4) == 1.0
     assert recency(6, 10, 4) == pytest.approx(0.5)

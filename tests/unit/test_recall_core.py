@@ -19,13 +19,8 @@ from hivemem.domain.models import (
     trusted_components,
     trusted_turn_item,
 )
-from hivemem.domain.recall.budget import (
-    PRODUCT_SIZE,
-    Candidate,
-    _near_pairs,
-    _normalised,
-    select,
-)
+from hivemem.domain.recall.budget import Candidate, select
+from hivemem.domain.recall.resemblance import normalised
 from hivemem.store.vectors.base import turn_item_fields
 from tests.support.items import assert_same_item
 
@@ -94,7 +89,7 @@ def _reference_duplicates(ordered: list[Candidate], threshold: float) -> dict[st
     kept: list[Candidate] = []
     out: dict[str, str] = {}
     for cand in ordered:
-        same_text = next((k for k in kept if _normalised(k.text) == _normalised(cand.text)),
+        same_text = next((k for k in kept if normalised(k.text) == normalised(cand.text)),
                          None)
         if same_text is not None:
             out[cand.key] = same_text.key
@@ -126,36 +121,3 @@ def test_select_drops_the_same_text_once_normalised(texts: list[tuple[str, int]]
     assert [c.key for c in chosen] == [c.key for c in cands if c.key not in expected]
 
 
-def _near_pairs_per_product(ordered: list[Candidate], threshold: float
-                            ) -> dict[int, list[tuple[float, int]]]:
-    """`budget._near_pairs` as it was: an upper-triangle mask made for each product."""
-    at = [i for i, c in enumerate(ordered) if c.vector is not None]
-    near: dict[int, list[tuple[float, int]]] = {}
-    if len(at) < 2:
-        return near
-    matrix = np.stack([ordered[i].vector for i in at])  # type: ignore[misc]
-    step = max(1, PRODUCT_SIZE // matrix.size)
-    for start in range(0, len(at) - 1, step):
-        sims = matrix[start:start + step] @ matrix.T
-        for r, c in zip(*np.nonzero(np.triu(sims >= threshold, start + 1)), strict=True):
-            near.setdefault(at[int(c)], []).append((float(sims[r, c]), at[start + int(r)]))
-    return near
-
-
-@given(st.integers(0, 70), st.integers(0, 2**31), st.floats(0.5, 1.0))
-@settings(max_examples=60, deadline=None)
-def test_near_pairs_with_one_mask_are_those_of_a_mask_per_product(
-        n: int, seed: int, threshold: float) -> None:
-    """384-d vectors around a few centres (so pairs pass the threshold), some candidates
-    without a vector; up to 70 of them, so the pairs come from several products."""
-    rng = np.random.default_rng(seed)
-    centres = rng.standard_normal((3, 384))
-    cands = []
-    for i in range(n):
-        vector = None
-        if rng.random() > 0.1:
-            raw = centres[rng.integers(3)] + 0.2 * rng.standard_normal(384)
-            vector = (raw / np.linalg.norm(raw)).astype(np.float32)
-        cands.append(Candidate(key=f"k{i}", text=f"t{i}", score=0.0, token_count=1,
-                               vector=vector))
-    assert _near_pairs(cands, threshold) == _near_pairs_per_product(cands, threshold)

@@ -24,7 +24,7 @@ import numpy as np
 import numpy.typing as npt
 
 from hivemem.domain.change_words import weighs
-from hivemem.domain.recall.budget import similarity_blocks
+from hivemem.domain.recall.resemblance import similarity_blocks
 from hivemem.domain.value_reading import Value, _keyed, _same_kind, value_keys
 
 __all__ = ["Answer", "newer_answers"]

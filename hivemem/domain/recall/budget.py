@@ -2,14 +2,14 @@
 
 from __future__ import annotations
 
-from collections.abc import Iterator, Mapping, Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import cast
 
 import numpy as np
 import numpy.typing as npt
 
 from hivemem.domain.consolidation import differs
+from hivemem.domain.recall.resemblance import Resemblance
 
 
 @dataclass(slots=True)
@@ -42,6 +42,7 @@ def select(
     dedup_threshold: float,
     quotas: Mapping[str, float],
     limit: int | None = None,
+    resemblance: Resemblance[Candidate] | None = None,
 ) -> tuple[list[Candidate], list[Excluded]]:
     """Choose what goes into the context, best first, and say why the rest did not.
 
@@ -52,7 +53,13 @@ def select(
     what a quota-excluded fact says still competes), and budget the others leave unused goes
     to quota-excluded items, best first. The token counts of the chosen items never sum
     past `budget`.
+
+    `resemblance`: what dedup reads of a pool that `candidates` are some of (built over
+    `candidates` when not given): a caller that selects from one pool several times
+    passes the same one, so each text is normalised and each cosine computed once.
     """
+    if resemblance is not None and resemblance.threshold != dedup_threshold:
+        raise ValueError("the resemblance was built for another dedup threshold")
     ordered = sorted(candidates, key=lambda c: c.score, reverse=True)
     excluded: list[Excluded] = []
     relevant = []
@@ -62,7 +69,8 @@ def select(
             excluded.append(Excluded(cand, "threshold", f"score below {min_score:g}"))
         else:
             relevant.append(cand)
-    packer = _Packer(relevant, dedup_threshold, budget, limit)
+    packer = _Packer(relevant, resemblance or Resemblance(relevant, dedup_threshold),
+                     budget, limit)
     waiting: list[int] = []  # quota-excluded, for the room left at the end
     for j, cand in enumerate(relevant):
         duplicate_of = packer.duplicate_of(j)
@@ -96,20 +104,19 @@ def select(
 class _Packer:
     """The items chosen so far (indices into `ordered`, best first) and what they use."""
 
-    def __init__(self, ordered: Sequence[Candidate], threshold: float, budget: int,
-                 limit: int | None) -> None:
+    def __init__(self, ordered: Sequence[Candidate], resemblance: Resemblance[Candidate],
+                 budget: int, limit: int | None) -> None:
         self.ordered = ordered
+        self.resemblance = resemblance
+        # Each candidate's place in the resemblance's pool, and back.
+        self.positions = resemblance.positions(ordered)
+        self.index_at = {p: j for j, p in enumerate(self.positions)}
         self.budget = budget
         self.limit = limit
-        self.near: dict[int, list[tuple[float, int]]] = {}
-        for j, pairs in _near_pairs(ordered, threshold).items():
-            for sim, i in pairs:  # both ways: a later item may be chosen first
-                self.near.setdefault(j, []).append((sim, i))
-                self.near.setdefault(i, []).append((sim, j))
-        # Each text normalised once (looked up when judged and again when chosen).
-        self.normalised = [_normalised(c.text) for c in ordered]
+        # Per candidate, the chosen items near it: [(cosine, index)] (filled as they are
+        # chosen, from the chosen item's cosines: the only ones computed).
+        self.near_chosen: dict[int, list[tuple[float, int]]] = {}
         self.chosen: list[int] = []
-        self.chosen_at: set[int] = set()
         self.texts: dict[str, str] = {}
         self.used = 0
         self.used_by_source: dict[str, int] = {}
@@ -117,13 +124,13 @@ class _Packer:
     def duplicate_of(self, j: int) -> str | None:
         """The key of a chosen item `ordered[j]` repeats, or None."""
         cand = self.ordered[j]
-        text = self.normalised[j]
+        text = self.resemblance.texts[self.positions[j]]
         if text in self.texts:
             return self.texts[text]
         # "The deploy is on Tuesday" and "... on Thursday" embed alike but say two things:
         # a near-duplicate must not set another value.
-        same = [(sim, i) for sim, i in self.near.get(j, ())
-                if i in self.chosen_at and not differs(self.ordered[i].text, cand.text)]
+        same = [(sim, i) for sim, i in self.near_chosen.get(j, ())
+                if not differs(self.ordered[i].text, cand.text)]
         return self.ordered[max(same, key=_closest)[1]].key if same else None
 
     def fits(self, j: int) -> bool:
@@ -133,15 +140,14 @@ class _Packer:
     def choose(self, j: int) -> None:
         cand = self.ordered[j]
         self.chosen.append(j)
-        self.chosen_at.add(j)
-        self.texts[self.normalised[j]] = cand.key
+        for sim, position in self.resemblance.near(self.positions[j]):
+            other = self.index_at.get(position)
+            if other is not None:
+                self.near_chosen.setdefault(other, []).append((sim, j))
+        self.texts[self.resemblance.texts[self.positions[j]]] = cand.key
         self.used += cand.token_count
         self.used_by_source[cand.source] = self.used_by_source.get(cand.source, 0) + (
             cand.token_count)
-
-
-def _normalised(text: str) -> str:
-    return " ".join(text.lower().split())
 
 
 def drop_near_duplicates(
@@ -152,78 +158,39 @@ def drop_near_duplicates(
     Two candidates are duplicates when their normalised texts are equal or their (unit)
     vectors have cosine >= threshold. Returns (kept, dropped), kept in descending score.
     """
-    ordered = sorted(candidates, key=lambda c: c.score, reverse=True)
-    kept, dropped = _dedup(ordered, threshold)
+    kept, dropped = _dedup(Resemblance(candidates, threshold))
     return kept, [c for c, _key in dropped]
 
 
-def _dedup(
-    ordered: Sequence[Candidate], threshold: float
-) -> tuple[list[Candidate], list[tuple[Candidate, str]]]:
-    """`ordered` best first; each dropped candidate comes with the key of the kept one."""
-    near = _near_pairs(ordered, threshold)
+def _dedup(pool: Resemblance[Candidate]) -> tuple[list[Candidate], list[tuple[Candidate, str]]]:
+    """The pool best first; each dropped candidate comes with the key of the kept one."""
+    ordered = pool.ordered
+    near_kept: dict[int, list[tuple[float, int]]] = {}  # as `_Packer.near_chosen`
     kept: list[Candidate] = []
-    kept_at: set[int] = set()
     dropped: list[tuple[Candidate, str]] = []
     seen_texts: dict[str, str] = {}
     for j, cand in enumerate(ordered):
-        text = _normalised(cand.text)
+        text = pool.texts[j]
         if text in seen_texts:
             dropped.append((cand, seen_texts[text]))
             continue
         # "The deploy is on Tuesday" and "... on Thursday" embed alike but say two things:
         # a near-duplicate must not set another value.
-        same = [(sim, i) for sim, i in near.get(j, ())
-                if i in kept_at and not differs(ordered[i].text, cand.text)]
+        same = [(sim, i) for sim, i in near_kept.get(j, ())
+                if not differs(ordered[i].text, cand.text)]
         if same:
             dropped.append((cand, ordered[max(same, key=_closest)[1]].key))
             continue
         seen_texts[text] = cand.key
         kept.append(cand)
-        kept_at.add(j)
+        for sim, other in pool.near(j):
+            near_kept.setdefault(other, []).append((sim, j))
     return kept, dropped
 
 
 def _closest(pair: tuple[float, int]) -> tuple[float, int]:
     """The most similar; of equals, the better-scored (earlier)."""
     return pair[0], -pair[1]
-
-
-# Multiply-adds per matrix product at most: OpenBLAS hands a product of more than 262k to
-# its thread pool, which costs more than it saves on a busy 2-core box.
-PRODUCT_SIZE = 200_000
-
-
-def similarity_blocks(
-    matrix: npt.NDArray[np.float32],
-) -> Iterator[tuple[int, npt.NDArray[np.float32]]]:
-    """`matrix @ matrix.T` in row blocks of at most `PRODUCT_SIZE` multiply-adds: (first row,
-    the block's similarities to every row). The last row is left out (its pairs are all in
-    earlier rows' blocks when only pairs with a later row are wanted)."""
-    step = max(1, PRODUCT_SIZE // matrix.size)
-    for start in range(0, len(matrix) - 1, step):
-        yield start, matrix[start:start + step] @ matrix.T
-
-
-def _near_pairs(
-    ordered: Sequence[Candidate], threshold: float
-) -> dict[int, list[tuple[float, int]]]:
-    """For each candidate, the better ones (earlier in `ordered`) whose vectors have cosine
-    >= `threshold` with its own: index -> [(similarity, earlier index)]. All pairs from a
-    few matrix products (most candidates are near none), not one product per candidate."""
-    at = [i for i, c in enumerate(ordered) if c.vector is not None]
-    near: dict[int, list[tuple[float, int]]] = {}
-    if len(at) < 2:
-        return near
-    matrix = np.stack([cast("npt.NDArray[np.float32]", ordered[i].vector) for i in at])
-    # Only pairs of a row with a later candidate: not the diagonal (each vector with itself,
-    # always over the threshold) nor a pair twice. One mask for all the products.
-    later = np.triu(np.ones((len(at), len(at)), dtype=bool), 1)
-    for start, sims in similarity_blocks(matrix):
-        hits = (sims >= threshold) & later[start:start + len(sims)]
-        for r, c in zip(*np.nonzero(hits), strict=True):
-            near.setdefault(at[int(c)], []).append((float(sims[r, c]), at[start + int(r)]))
-    return near
 
 
 def pack(

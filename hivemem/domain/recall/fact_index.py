@@ -14,6 +14,7 @@ compares them on generated fact sets).
 from __future__ import annotations
 
 import itertools
+from abc import abstractmethod
 from collections.abc import Callable, Hashable, Iterable, Iterator, Mapping
 from contextlib import AbstractContextManager, nullcontext
 from dataclasses import dataclass, field
@@ -522,7 +523,44 @@ class _Locks:
             lock.__exit__(None, None, None)
 
 
-class PerKey(Mapping[str, _V]):
+class Lookup(Mapping[str, _V]):
+    """A read-only mapping read per key: `find` answers a key in one pass (None: not
+    there), and `in`, `[]` and `get` go through it. Recall reads each candidate's currency
+    of a stack of such views (the slot table's over the facts', the answers found at
+    recall over both): asked by `in` and then `[]`, every layer was walked twice."""
+
+    @abstractmethod
+    def find(self, key: str) -> _V | None:
+        """The value of `key`, or None."""
+
+    def __getitem__(self, key: str) -> _V:
+        value = self.find(key)
+        if value is None:
+            raise KeyError(key)
+        return value
+
+    def get(self, key: str, default: object = None) -> object:  # type: ignore[override]
+        value = self.find(key)
+        return default if value is None else value
+
+    def __contains__(self, key: object) -> bool:
+        return isinstance(key, str) and self.find(key) is not None
+
+
+def find(mapping: Mapping[str, _V], key: str) -> _V | None:
+    """`mapping.get(key)`: a `Lookup` by its `find`, any other mapping by `in`, then `[]`
+    (a lazy view's `Mapping.get` raises and catches a KeyError for each key it has
+    nothing for)."""
+    # (By the method, not `isinstance`: against an ABC that is a Python-level call.)
+    finds: Callable[[str], _V | None] | None = getattr(mapping, "find", None)
+    if finds is not None:
+        return finds(key)
+    if key not in mapping:
+        return None
+    return mapping[key]
+
+
+class PerKey(Lookup[_V]):
     """A lens answer as the read-only mapping recall reads (`get`, `in`), each key looked
     up once. Iterating it is not supported: it would cost what the lens avoids."""
 
@@ -530,23 +568,12 @@ class PerKey(Mapping[str, _V]):
         self._lookup = lookup
         self._memo: dict[str, _V | None] = {}
 
-    def _get(self, key: str) -> _V | None:
-        if key not in self._memo:
-            self._memo[key] = self._lookup(key)
-        return self._memo[key]
-
-    def __getitem__(self, key: str) -> _V:
-        value = self._get(key)
-        if value is None:
-            raise KeyError(key)
+    def find(self, key: str) -> _V | None:
+        memo = self._memo
+        if key in memo:
+            return memo[key]
+        value = memo[key] = self._lookup(key)
         return value
-
-    def get(self, key: str, default: object = None) -> object:  # type: ignore[override]
-        value = self._get(key)
-        return default if value is None else value
-
-    def __contains__(self, key: object) -> bool:
-        return isinstance(key, str) and self._get(key) is not None
 
     def __iter__(self) -> Iterator[str]:
         raise TypeError("a currency lens answers per key; it does not list its keys")
