@@ -8,6 +8,7 @@ the boundary stage's in-order pointer moves past it instead of waiting for it fo
 from __future__ import annotations
 
 import time
+from collections.abc import Sequence
 
 import numpy as np
 import structlog
@@ -23,7 +24,7 @@ from hivemem.providers.embedders import Embedder, Matrix
 from hivemem.providers.lexical import LexicalEncoder
 from hivemem.store.state import TurnLog
 from hivemem.store.streams import StreamEntry, StreamStore
-from hivemem.store.vectors.base import Vector, VectorStore
+from hivemem.store.vectors.base import TURNS, Vector, VectorStore, session_where
 from hivemem.workers.stream import WorkerKind
 
 log = structlog.get_logger(__name__)
@@ -65,7 +66,9 @@ class EmbedHandler:
         self.window_turns = window_turns
         self.window_mode = window_mode
 
-    def __call__(self, turns: list[Turn]) -> None:
+    def __call__(self, turns: list[Turn], entry_ids: Sequence[str] | None = None) -> None:
+        """Embed `turns` and publish them; `entry_ids`: their turns-stream entry ids (the
+        worker's; a direct call without them checks no forget mark)."""
         started = time.perf_counter()
         turns = [with_detected_markers(t) for t in turns]
         texts = [t.content for t in turns]
@@ -77,7 +80,11 @@ class EmbedHandler:
         # One idempotent script per partition: processed bit + the boundary stage's entry,
         # published only for turns not processed before (a retry after this point, or a
         # redelivery, appends nothing twice).
-        self.state.publish_embedded([EmbeddedTurn.of(t, matrix[i]) for i, t in enumerate(turns)])
+        entries = [EmbeddedTurn.of(t, matrix[i]) for i, t in enumerate(turns)]
+        if entry_ids is None:
+            self.state.publish_embedded(entries)
+        else:
+            self._take_back(self.state.publish(entries, entry_ids).forgotten)
         log.debug(
             "turns.embedded",
             count=len(turns),
@@ -85,6 +92,17 @@ class EmbedHandler:
             embed_ms=round((embedded - started) * 1000, 2),
             write_ms=round((time.perf_counter() - embedded) * 1000, 2),
         )
+
+    def _take_back(self, forgotten: Sequence[EmbeddedTurn]) -> None:
+        """Delete the points just written for turns whose session a forget began to erase
+        after they were read: the forget's passes may be over, so nobody else would (the
+        script that refused them published nothing, so no later stage sees them)."""
+        by_session: dict[SessionName, list[str]] = {}
+        for entry in forgotten:
+            by_session.setdefault(entry.name, []).append(entry.turn.turn_id)
+        for name, turn_ids in by_session.items():
+            self.vectors.delete(TURNS, {**session_where(name), "turn_id": turn_ids})
+            log.info("turns.forgotten_meanwhile", session_id=name, count=len(turn_ids))
 
     def _windows(self, turns: list[Turn], matrix: Matrix) -> Matrix | None:
         """Each turn embedded after the `window_turns` turns before it in its session (from
@@ -144,4 +162,5 @@ class EmbedHandler:
 
 
 def embed_kind(handler: EmbedHandler) -> WorkerKind[Turn]:
-    return WorkerKind.of(handler.topology.embed, decode_turn, handler, handler.dead_lettered)
+    return WorkerKind.of(handler.topology.embed, decode_turn, handler, handler.dead_lettered,
+                         handle_delivered=handler)
