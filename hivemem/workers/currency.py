@@ -271,8 +271,11 @@ class CurrencyKeeper:
         self.store = store
         self.settings = settings
 
-    def apply(self, name: SessionName, items: Sequence[EmbeddedItem]) -> None:
-        """`items`: the session's entries in seq order (turns, controls, skips)."""
+    def apply(self, name: SessionName, items: Sequence[EmbeddedItem],
+              lease: str | None = None) -> None:
+        """`items`: the session's entries in seq order (turns, controls, skips); `lease`:
+        the boundary lease's token they were read under (nothing is written once it is
+        not held: another worker replays them, or a forget began)."""
         if not items:
             return
         started = time.perf_counter()
@@ -309,7 +312,8 @@ class CurrencyKeeper:
         values: dict[str, tuple[str, tuple[str, ...]] | None] = {
             k: v for k, v in after.items() if before.get(k) != v}
         values.update({k: None for k in before if k not in after})
-        done = self.store.write(name, base, state, replaced, personal, restored, values)
+        done = self.store.write(name, base, state, replaced, personal, restored, values,
+                                lease)
         if done == FORGOTTEN:
             log.info("currency.session_forgotten", session_id=name, through=state.applied)
             return
