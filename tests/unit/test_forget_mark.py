@@ -1,0 +1,169 @@
+"""A forget's mark: a worker that read some of a session's entries before a forget of the
+session began, and hands them to its stage only once the forget is over (killed and
+reclaimed, or just slow on a loaded machine: the forget's settle waits for it only so
+long), writes nothing of them back: no boundary buffer, state or slot table, no embedded
+entry, no processed bit, no Qdrant point. Turns ingested after the forget (the session
+used again) go through as usual.
+
+Each test runs the real stage handler in a `StreamWorker` whose decode (called right after
+the read) runs the whole forget first: the worker holds entries read before it."""
+
+from __future__ import annotations
+
+import dataclasses
+from collections.abc import Callable, Iterator
+from typing import Any, TypeVar
+
+import pytest
+import redis
+
+from hivemem.config import Settings
+from hivemem.domain.episode import BoundaryPolicy
+from hivemem.producer.client import MemoryClient
+from hivemem.providers.embedders import HashingEmbedder
+from hivemem.store.currency import SlotTableStore
+from hivemem.store.episodes import EpisodeStore
+from hivemem.store.state import TurnLog
+from hivemem.store.streams import StreamEntry, StreamStore
+from hivemem.store.vectors.server import ServerVectorStore
+from hivemem.workers.boundary import BoundaryHandler, boundary_kind
+from hivemem.workers.currency import CurrencyKeeper
+from hivemem.workers.embed import EmbedHandler, embed_kind
+from hivemem.workers.stream import StreamWorker, WorkerKind
+from tests.support.forget_data import new_secret, payloads_with, redis_keys_with
+
+M = TypeVar("M")
+TURNS = 12
+
+
+@dataclasses.dataclass
+class Rig:
+    client: MemoryClient
+    redis: redis.Redis
+    vectors: ServerVectorStore
+    embed: WorkerKind[Any]
+    boundary: WorkerKind[Any]
+    settings: Settings
+
+    def run(self, kind: WorkerKind[Any], consumer: str = "w") -> None:
+        StreamWorker(kind, StreamStore(self.redis, self.client.keys), self.settings.worker,
+                     consumer=consumer).run(burst=True)
+
+
+@pytest.fixture
+def rig(redis_client: redis.Redis, settings: Settings, embedder: HashingEmbedder
+        ) -> Iterator[Rig]:
+    settings = settings.model_validate({
+        **settings.model_dump(mode="json"),
+        # The settle gives up on the worker that holds the entries at once: what it does
+        # afterwards is what is tested (the timing a loaded machine gives).
+        "lifecycle": {"forget_settle_s": 0.0, "forget_settle_timeout_s": 0.2,
+                      "forget_rewrite_aof": False}})
+    vectors = ServerVectorStore(settings.qdrant, embedder.dim, location=":memory:")
+    client = MemoryClient(settings, redis_client=redis_client, vector_store=vectors,
+                          embedder=embedder)
+    keys = client.keys
+    embed = embed_kind(EmbedHandler(
+        embedder, vectors, TurnLog(redis_client, keys, settings.ingest.recent_window),
+        StreamStore(redis_client, keys), keys))
+    boundary = boundary_kind(BoundaryHandler(
+        EpisodeStore(redis_client, keys, 60_000),
+        BoundaryPolicy(max_turns=4, max_gap_seconds=float("inf"), topic_shift_threshold=-2.0),
+        CurrencyKeeper(SlotTableStore(redis_client, keys), settings.reflection)))
+    yield Rig(client, redis_client, vectors, embed, boundary, settings)
+    client.close()
+    vectors.close()
+
+
+def _forgetting_first(kind: WorkerKind[M], forget: Callable[[], None]) -> WorkerKind[M]:
+    """`kind`, whose first decode (right after its first read) runs `forget` whole."""
+    done: list[bool] = []
+
+    def decode(entry: StreamEntry) -> M:
+        if not done:
+            done.append(True)
+            forget()
+        return kind.decode(entry)
+
+    return dataclasses.replace(kind, decode=decode)
+
+
+def _ingest(client: MemoryClient, session: str, text: str, prefix: str,
+            turns: range = range(TURNS)) -> None:
+    client.ingest_many([{"session_id": session, "role": "user", "turn_id": f"{prefix}{i}",
+                         "content": f"We decided step {i} uses {text}"}
+                        for i in turns])
+
+
+def _forget(rig: Rig, session: str) -> Callable[[], None]:
+    def forget() -> None:
+        rig.client.admin.forget(session)
+    return forget
+
+
+def _assert_gone(rig: Rig, secret: str) -> None:
+    assert not redis_keys_with(rig.redis, secret)
+    assert not payloads_with(rig.vectors, secret)
+    assert "hot" not in rig.client.admin.sessions()
+
+
+def _assert_used_again(rig: Rig) -> None:
+    """The session, used again after the forget, goes through both stages as usual."""
+    _ingest(rig.client, "hot", "the new plan", "n")
+    rig.run(rig.embed)
+    rig.run(rig.boundary)
+    stats = rig.client.get_session_stats("hot")
+    assert stats.turns_processed == TURNS
+    assert len(rig.vectors.get_turns("hot", [f"n{i}" for i in range(TURNS)])) == TURNS
+    assert not rig.redis.exists(rig.client.keys.boundary_buffer("hot"))
+
+
+def test_a_boundary_worker_holding_entries_read_before_the_forget_writes_none_back(
+        rig: Rig) -> None:
+    secret = new_secret()
+    half = TURNS // 2
+    _ingest(rig.client, "hot", secret, "h", range(half))
+    _ingest(rig.client, "calm", "the calm plan", "c")
+    rig.run(rig.embed)
+    rig.run(rig.boundary)
+    # The rest is embedded; the worker that reads it hands it over after the forget: the
+    # session's pointer is gone then, so these turns (not its first) would wait in its
+    # buffer, holding the forgotten text, for a predecessor that never comes.
+    _ingest(rig.client, "hot", secret, "h", range(half, TURNS))
+    rig.run(rig.embed)
+    rig.run(_forgetting_first(rig.boundary, _forget(rig, "hot")), consumer="slow")
+    _assert_gone(rig, secret)
+    assert not rig.redis.exists(rig.client.keys.boundary_buffer("hot"))
+    assert not rig.redis.exists(rig.client.keys.boundary_state("hot"))
+    assert rig.client.get_session_stats("calm").turns_processed == TURNS  # the bystander
+    _assert_used_again(rig)
+
+
+def test_an_embed_worker_holding_turns_read_before_the_forget_writes_none_back(
+        rig: Rig) -> None:
+    secret = new_secret()
+    _ingest(rig.client, "hot", secret, "h")
+    _ingest(rig.client, "calm", "the calm plan", "c")
+    rig.run(_forgetting_first(rig.embed, _forget(rig, "hot")), consumer="slow")
+    rig.run(rig.boundary)
+    _assert_gone(rig, secret)
+    assert not rig.redis.exists(rig.client.keys.session_processed("hot"))
+    assert rig.client.get_session_stats("calm").turns_processed == TURNS
+    _assert_used_again(rig)
+
+
+def test_turns_ingested_after_the_forget_began_are_processed(rig: Rig) -> None:
+    """A batch holding turns from before the mark and after it: only the older go."""
+    secret = new_secret()
+    _ingest(rig.client, "hot", secret, "h")
+
+    def forget_then_ingest() -> None:
+        rig.client.admin.forget("hot")
+        _ingest(rig.client, "hot", "the new plan", "n")
+
+    rig.run(_forgetting_first(rig.embed, forget_then_ingest), consumer="slow")
+    rig.run(rig.boundary)
+    assert not redis_keys_with(rig.redis, secret)
+    assert not payloads_with(rig.vectors, secret)
+    assert rig.client.get_session_stats("hot").turns_processed == TURNS
+    assert len(rig.vectors.get_turns("hot", [f"n{i}" for i in range(TURNS)])) == TURNS
