@@ -14,7 +14,13 @@ from datetime import datetime
 from hivemem.domain.models import SessionStats, Turn, TurnFields
 from hivemem.domain.scope import Scope
 from hivemem.errors import AckTimeout, OutOfScope
-from hivemem.pipeline.messages import EmbeddedTurn, EmbeddedTurns, EpisodeControl, TurnEntry
+from hivemem.pipeline.messages import (
+    EmbeddedTurn,
+    EmbeddedTurns,
+    EpisodeControl,
+    SkipEntry,
+    TurnEntry,
+)
 from hivemem.pipeline.topology import (
     FORGOTTEN_TURNS,
     Keys,
@@ -69,6 +75,7 @@ class TurnLog:
         self._append = client.register_script(lua("append_turns"))
         self._control = client.register_script(lua("append_control"))
         self._publish = client.register_script(lua("stream_id", "publish_embedded"))
+        self._skip = client.register_script(lua("stream_id", "publish_skip"))
         # (session, namespace) pairs `check_scopes` has seen pass: see there.
         self._in_scope: dict[tuple[str, str], None] = {}
         # Per session read lately: its window's rows (entry, seq) as decoded at the last
@@ -260,6 +267,20 @@ class TurnLog:
                 pipe.setbit(self.keys.session_processed(
                     session_name(turn.namespace, turn.session_id)), turn.seq, 1)
             pipe.execute()
+
+    def publish_skip(self, name: SessionName, seq: int, source: str = "") -> bool:
+        """Mark the turn at `seq` dead-lettered and publish a skip for it on the embedded
+        stream (the boundary stage's pointer moves past it), in one script; nothing when its
+        turns-stream entry `source` is at or before the session's forget mark. Returns
+        whether it was published."""
+        k = self.keys
+        fields = SkipEntry(session_id=name, seq=seq).to_fields()
+        with redis_errors("publish a skip"):
+            return bool(self._skip(
+                keys=[k.session_dead(name), k.embedded_stream(k.partition(name)),
+                      k.session_forgotten(name)],
+                args=[seq, source, FORGOTTEN_TURNS,
+                      *(x for kv in fields.items() for x in kv)]))
 
     def mark_dead(self, name: SessionName, seq: int) -> None:
         with redis_errors("mark dead-lettered"):

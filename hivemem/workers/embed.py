@@ -18,7 +18,7 @@ from hivemem.domain.models import Turn
 from hivemem.domain.names import SessionName, session_name
 from hivemem.domain.windows import framing, window_text
 from hivemem.errors import ConfigurationError
-from hivemem.pipeline.messages import EmbeddedTurn, SkipEntry, TurnEntry
+from hivemem.pipeline.messages import EmbeddedTurn, TurnEntry
 from hivemem.pipeline.topology import Keys, Topology
 from hivemem.providers.embedders import Embedder, Matrix
 from hivemem.providers.lexical import LexicalEncoder
@@ -154,11 +154,8 @@ class EmbedHandler:
         except Exception:
             return  # undecodable: no session to account it to
         name = session_name(turn.namespace, turn.session_id)
-        self.state.mark_dead(name, turn.seq)
-        self.streams.append(
-            self.keys.embedded_stream(self.keys.partition(name)),
-            [SkipEntry(session_id=name, seq=turn.seq).to_fields()],
-        )
+        if not self.state.publish_skip(name, turn.seq, entry.entry_id):
+            log.info("turns.skip_forgotten", session_id=name, seq=turn.seq)
 
 
 def embed_kind(handler: EmbedHandler) -> WorkerKind[Turn]:

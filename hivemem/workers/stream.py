@@ -461,11 +461,15 @@ class StreamWorker(Generic[M]):
 
     def _dead_letter(self, entry: StreamEntry, error: str, deliveries: int) -> None:
         k = self.kind
-        self.streams.dead_letter(entry.stream, k.group, entry, error, deliveries)
-        self.report.dead_lettered += 1
-        self._log.error(
-            "worker.dead_lettered", entry_id=entry.entry_id, error=error, deliveries=deliveries
-        )
+        if self.streams.dead_letter(entry.stream, k.group, entry, error, deliveries,
+                                    held=True):
+            self.report.dead_lettered += 1
+            self._log.error("worker.dead_lettered", entry_id=entry.entry_id, error=error,
+                            deliveries=deliveries)
+        else:
+            # Forgotten while held: no dead letter, but the stage still learns of it (the
+            # embed stage's skip, which checks the session's forget mark itself).
+            self._log.info("worker.dead_letter_forgotten", entry_id=entry.entry_id)
         if k.on_dead_letter is not None:
             try:
                 k.on_dead_letter(entry, error)

@@ -30,7 +30,13 @@ from hivemem.workers.boundary import BoundaryHandler, boundary_kind
 from hivemem.workers.currency import CurrencyKeeper
 from hivemem.workers.embed import EmbedHandler, embed_kind
 from hivemem.workers.stream import StreamWorker, WorkerKind
-from tests.support.forget_data import new_secret, payloads_with, redis_keys_with
+from tests.support.forget_data import (
+    POISON,
+    PoisonEmbedder,
+    new_secret,
+    payloads_with,
+    redis_keys_with,
+)
 
 M = TypeVar("M")
 TURNS = 12
@@ -45,8 +51,9 @@ class Rig:
     boundary: WorkerKind[Any]
     settings: Settings
 
-    def run(self, kind: WorkerKind[Any], consumer: str = "w") -> None:
-        StreamWorker(kind, StreamStore(self.redis, self.client.keys), self.settings.worker,
+    def run(self, kind: WorkerKind[Any], consumer: str = "w", **worker: Any) -> None:
+        StreamWorker(kind, StreamStore(self.redis, self.client.keys),
+                     self.settings.worker.model_copy(update=worker),
                      consumer=consumer).run(burst=True)
 
 
@@ -167,3 +174,22 @@ def test_turns_ingested_after_the_forget_began_are_processed(rig: Rig) -> None:
     assert not payloads_with(rig.vectors, secret)
     assert rig.client.get_session_stats("hot").turns_processed == TURNS
     assert len(rig.vectors.get_turns("hot", [f"n{i}" for i in range(TURNS)])) == TURNS
+
+
+def test_a_turn_failing_after_its_session_was_forgotten_leaves_no_dead_letter(
+        rig: Rig) -> None:
+    """A dead letter keeps the entry and its error (which may quote it), and the embed
+    stage publishes a skip for it: none of them for a turn forgotten while held."""
+    secret = new_secret()
+    rig.client.ingest("hot", "user", f"{POISON} payload {secret}", turn_id="p1")
+    keys = rig.client.keys
+    poisoned = embed_kind(EmbedHandler(
+        PoisonEmbedder(rig.vectors.dim), rig.vectors,
+        TurnLog(rig.redis, keys, rig.settings.ingest.recent_window),
+        StreamStore(rig.redis, keys), keys))
+    rig.run(_forgetting_first(poisoned, _forget(rig, "hot")), consumer="slow",
+            max_deliveries=1)
+    _assert_gone(rig, secret)
+    assert not rig.redis.exists(keys.session_dead("hot"))
+    assert rig.redis.xlen(keys.embedded_stream(keys.partition("hot"))) == 0
+    _assert_used_again(rig)
