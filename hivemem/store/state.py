@@ -268,6 +268,19 @@ class TurnLog:
                     session_name(turn.namespace, turn.session_id)), turn.seq, 1)
             pipe.execute()
 
+    def forget_marks(self, names: Sequence[SessionName]) -> dict[SessionName, str]:
+        """The turns-stream forget mark of each of these sessions that has one (one round
+        trip): what the embed stage reads before it writes anything for a batch."""
+        if not names:
+            return {}
+        with redis_errors("read forget marks"):
+            pipe = self._r.pipeline(transaction=False)
+            for name in names:
+                pipe.hget(self.keys.session_forgotten(name), FORGOTTEN_TURNS)
+            replies = pipe.execute()
+        return {name: as_text(mark) for name, mark in zip(names, replies, strict=True)
+                if mark is not None}
+
     def publish_skip(self, name: SessionName, seq: int, source: str = "") -> bool:
         """Mark the turn at `seq` dead-lettered and publish a skip for it on the embedded
         stream (the boundary stage's pointer moves past it), in one script; nothing when its

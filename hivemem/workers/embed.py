@@ -23,6 +23,7 @@ from hivemem.pipeline.topology import Keys, Topology
 from hivemem.providers.embedders import Embedder, Matrix
 from hivemem.providers.lexical import LexicalEncoder
 from hivemem.store.state import TurnLog
+from hivemem.store.stream_entries import id_order
 from hivemem.store.streams import StreamEntry, StreamStore
 from hivemem.store.vectors.base import TURNS, Vector, VectorStore, session_where
 from hivemem.workers.stream import WorkerKind
@@ -70,6 +71,10 @@ class EmbedHandler:
         """Embed `turns` and publish them; `entry_ids`: their turns-stream entry ids (the
         worker's; a direct call without them checks no forget mark)."""
         started = time.perf_counter()
+        if entry_ids is not None:
+            turns, entry_ids = self._not_forgotten(turns, entry_ids)
+            if not turns:
+                return
         turns = [with_detected_markers(t) for t in turns]
         texts = [t.content for t in turns]
         matrix = self.embedder.embed_documents(texts)
@@ -92,6 +97,23 @@ class EmbedHandler:
             embed_ms=round((embedded - started) * 1000, 2),
             write_ms=round((time.perf_counter() - embedded) * 1000, 2),
         )
+
+    def _not_forgotten(self, turns: list[Turn], entry_ids: Sequence[str]
+                       ) -> tuple[list[Turn], list[str]]:
+        """The turns whose session no forget began since they were read: the others are not
+        even written to the vector store (a point written and taken back after the forget
+        is over would stay in an embedded engine's files until its next vacuum). The
+        publish checks the mark again, atomically: a forget may begin after this read."""
+        names = [session_name(t.namespace, t.session_id) for t in turns]
+        marks = {name: id_order(mark) for name, mark in
+                 self.state.forget_marks(list(dict.fromkeys(names))).items()}
+        if not marks:
+            return turns, list(entry_ids)
+        kept = [(t, e) for t, e, name in zip(turns, entry_ids, names, strict=True)
+                if name not in marks or id_order(e) > marks[name]]
+        if len(kept) < len(turns):
+            log.info("turns.forgotten_before_embedding", count=len(turns) - len(kept))
+        return [t for t, _ in kept], [e for _, e in kept]
 
     def _take_back(self, forgotten: Sequence[EmbeddedTurn]) -> None:
         """Delete the points just written for turns whose session a forget began to erase

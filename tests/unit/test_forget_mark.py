@@ -159,6 +159,28 @@ def test_an_embed_worker_holding_turns_read_before_the_forget_writes_none_back(
     _assert_used_again(rig)
 
 
+def test_an_embed_worker_whose_points_land_after_the_forget_takes_them_back(
+        rig: Rig, monkeypatch: pytest.MonkeyPatch) -> None:
+    """The forget begins after the worker looked for a mark and before it writes its
+    points: the publish (which checks the mark in its script) refuses the turns, and the
+    worker deletes the points it has just written."""
+    secret = new_secret()
+    _ingest(rig.client, "hot", secret, "h")
+    upsert = rig.vectors.upsert_turns
+
+    def forget_then_upsert(*args: Any, **kwargs: Any) -> Any:
+        monkeypatch.setattr(rig.vectors, "upsert_turns", upsert)
+        rig.client.admin.forget("hot")
+        return upsert(*args, **kwargs)
+
+    monkeypatch.setattr(rig.vectors, "upsert_turns", forget_then_upsert)
+    rig.run(rig.embed, consumer="slow")
+    rig.run(rig.boundary)
+    _assert_gone(rig, secret)
+    assert not rig.redis.exists(rig.client.keys.session_processed("hot"))
+    _assert_used_again(rig)
+
+
 def test_turns_ingested_after_the_forget_began_are_processed(rig: Rig) -> None:
     """A batch holding turns from before the mark and after it: only the older go."""
     secret = new_secret()
