@@ -63,6 +63,9 @@ class Advance:
     next_seq: int
     state: SessionEpisodes
     ready: list[tuple[str, str | None]]  # (field, JSON; None = the caller handed it in)
+    # The session's forget mark as the run was read ('': none): a write derived from the
+    # run checks it is still the same (`SlotTableStore.write`).
+    forgotten: str = ""
 
 
 
@@ -132,11 +135,12 @@ class EpisodeStore:
             closed_count=int(reply[2]),
             open=OpenEpisode.model_validate_json(open_raw) if open_raw else None,
         )
-        rest = reply[4:]
+        rest = reply[5:]
         ready = [
             (as_text(rest[i]), as_text(rest[i + 1]) or None) for i in range(0, len(rest), 2)
         ]
-        return Advance(token=token, next_seq=int(reply[1]), state=state, ready=ready)
+        return Advance(token=token, next_seq=int(reply[1]), state=state, ready=ready,
+                       forgotten=as_text(reply[4]))
 
     def commit(
         self,

@@ -130,7 +130,7 @@ class BoundaryHandler:
             # Before the commit: once the pointer moves past a turn, the slot table has it
             # (`wait_until_processed` waits for the pointer). A crash in between replays
             # the run, and the keeper skips what it applied.
-            self.currency.apply(name, applied, step.token)
+            self.currency.apply(name, applied, step.forgotten)
         seq = step.next_seq + len(consumed)
         outcome = self.store.commit(
             name,

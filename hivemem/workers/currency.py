@@ -272,10 +272,10 @@ class CurrencyKeeper:
         self.settings = settings
 
     def apply(self, name: SessionName, items: Sequence[EmbeddedItem],
-              lease: str | None = None) -> None:
-        """`items`: the session's entries in seq order (turns, controls, skips); `lease`:
-        the boundary lease's token they were read under (nothing is written once it is
-        not held: another worker replays them, or a forget began)."""
+              forgotten: str | None = None) -> None:
+        """`items`: the session's entries in seq order (turns, controls, skips);
+        `forgotten`: the session's forget mark when they were read ('': none; None: not
+        checked): nothing is written once a forget of the session began since."""
         if not items:
             return
         started = time.perf_counter()
@@ -313,7 +313,7 @@ class CurrencyKeeper:
             k: v for k, v in after.items() if before.get(k) != v}
         values.update({k: None for k in before if k not in after})
         done = self.store.write(name, base, state, replaced, personal, restored, values,
-                                lease)
+                                forgotten)
         if done == FORGOTTEN:
             log.info("currency.session_forgotten", session_id=name, through=state.applied)
             return

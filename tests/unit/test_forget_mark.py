@@ -21,7 +21,7 @@ from hivemem.config import Settings
 from hivemem.domain.episode import BoundaryPolicy
 from hivemem.producer.client import MemoryClient
 from hivemem.providers.embedders import HashingEmbedder
-from hivemem.store.currency import SlotTableStore
+from hivemem.store.currency import FORGOTTEN, SlotTableStore
 from hivemem.store.episodes import EpisodeStore
 from hivemem.store.state import TurnLog
 from hivemem.store.streams import StreamEntry, StreamStore
@@ -49,6 +49,7 @@ class Rig:
     vectors: ServerVectorStore
     embed: WorkerKind[Any]
     boundary: WorkerKind[Any]
+    slots: SlotTableStore
     settings: Settings
 
     def run(self, kind: WorkerKind[Any], consumer: str = "w", **worker: Any) -> None:
@@ -73,11 +74,12 @@ def rig(redis_client: redis.Redis, settings: Settings, embedder: HashingEmbedder
     embed = embed_kind(EmbedHandler(
         embedder, vectors, TurnLog(redis_client, keys, settings.ingest.recent_window),
         StreamStore(redis_client, keys), keys))
+    slots = SlotTableStore(redis_client, keys)
     boundary = boundary_kind(BoundaryHandler(
         EpisodeStore(redis_client, keys, 60_000),
         BoundaryPolicy(max_turns=4, max_gap_seconds=float("inf"), topic_shift_threshold=-2.0),
-        CurrencyKeeper(SlotTableStore(redis_client, keys), settings.reflection)))
-    yield Rig(client, redis_client, vectors, embed, boundary, settings)
+        CurrencyKeeper(slots, settings.reflection)))
+    yield Rig(client, redis_client, vectors, embed, boundary, slots, settings)
     client.close()
     vectors.close()
 
@@ -215,3 +217,31 @@ def test_a_turn_failing_after_its_session_was_forgotten_leaves_no_dead_letter(
     assert not rig.redis.exists(keys.session_dead("hot"))
     assert rig.redis.xlen(keys.embedded_stream(keys.partition("hot"))) == 0
     _assert_used_again(rig)
+
+
+def test_a_slot_table_write_from_a_run_read_before_the_forget_writes_nothing(
+        rig: Rig, monkeypatch: pytest.MonkeyPatch) -> None:
+    """The currency keeper writes after the forget is over and the session, used again,
+    has as many turns as the run it read: the session's counter alone would let it write
+    the forgotten statements back; the forget mark, moved since the run was read, does not."""
+    secret = new_secret()
+    _ingest(rig.client, "hot", secret, "h")
+    rig.run(rig.embed)
+    write = rig.slots.write
+    replies: list[int] = []
+
+    def forget_then_write(*args: Any, **kwargs: Any) -> int:
+        monkeypatch.setattr(rig.slots, "write", write)
+        rig.client.admin.forget("hot")
+        _ingest(rig.client, "hot", "the new plan", "n")
+        replies.append(write(*args, **kwargs))
+        return replies[-1]
+
+    monkeypatch.setattr(rig.slots, "write", forget_then_write)
+    rig.run(rig.boundary, consumer="slow")
+    assert replies == [FORGOTTEN]
+    assert not redis_keys_with(rig.redis, secret)
+    rig.run(rig.embed)
+    rig.run(rig.boundary)
+    assert rig.client.get_session_stats("hot").turns_processed == TURNS
+    assert not payloads_with(rig.vectors, secret)

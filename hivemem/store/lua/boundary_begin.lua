@@ -12,8 +12,9 @@
 -- has them, and they are consumed in this advance); only the others are buffered, and a
 -- light call that would have to buffer one returns {2} having written nothing: the caller
 -- sends the JSON then. Returns {0} when another worker holds the lease or nothing is ready
--- (the lease is then neither taken nor kept), else {1, next_seq, closed_count, open,
--- field1, json1 or '', field2, ...} for the ready run ('' = the caller handed it in).
+-- (the lease is then neither taken nor kept), else {1, next_seq, closed_count, open, the
+-- forget mark read ('': none), field1, json1 or '', field2, ...} for the ready run ('' = the
+-- caller handed it in).
 local nxt = tonumber(redis.call('HGET', KEYS[1], 'next_seq') or '1')
 local mark = redis.call('HGET', KEYS[5], ARGV[5])
 local given = {}
@@ -68,6 +69,6 @@ if #run == 0 then
 end
 redis.call('SET', KEYS[3], ARGV[1], 'PX', ARGV[2])
 local st = redis.call('HMGET', KEYS[1], 'closed_count', 'open')
-local out = {1, nxt, st[1] or '0', st[2] or ''}
+local out = {1, nxt, st[1] or '0', st[2] or '', mark or ''}
 for j = 1, #run do out[#out + 1] = run[j] end
 return out

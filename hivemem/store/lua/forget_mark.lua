@@ -5,9 +5,10 @@
 -- of writing anything derived from it (`publish_embedded`, `boundary_begin`). Both ids are
 -- read in this one script, so an entry published on the embedded stream after the mark is
 -- of a turn after the turns mark. A mark only moves forward (a later forget of the session,
--- reused meanwhile). The boundary stage's lease and buffer go at once: a commit or a
--- slot-table write under a lease taken before the mark writes nothing (their scripts check
--- the lease), and nothing buffered before the mark is read again.
+-- reused meanwhile). The boundary stage's lease and buffer go at once: a commit under a lease
+-- taken before the mark writes nothing (its script checks the lease), and nothing buffered
+-- before the mark is read again; the currency keeper's write checks that the mark has not
+-- moved since its run was read (`slot_table_write`).
 -- KEYS: the mark (hash), the turns stream, the embedded stream, the boundary lease, the
 -- boundary buffer.
 -- ARGV: the mark's two field names (turns, embedded), its time to live in ms (0: none).
