@@ -444,6 +444,10 @@ class LifecycleSettings(BaseModel):
     forget_settle_s: float = Field(default=0.2, ge=0)
     # The most it waits for the turns in flight (a worker killed holding one never acks it).
     forget_settle_timeout_s: float = Field(default=10.0, ge=0)
+    # How long a session's forget mark is kept after the forget (0: for good): while it is,
+    # a worker that still holds some of the session's turns (read before the forget, killed
+    # and reclaimed, slowed down) writes nothing of them. It names the session, no content.
+    forget_mark_ttl_s: float = Field(default=86400.0, ge=0)
     # Rewrite Redis's AOF after a forget (the deleted bytes leave its files).
     forget_rewrite_aof: bool = True
     # How long a forget waits for that rewrite.

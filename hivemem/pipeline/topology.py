@@ -54,6 +54,10 @@ DISPATCH = "dispatch"  # closed episodes (the outbox) -> rq reflect jobs
 WINDOW = "window"
 STAGE_NAMES: tuple[str, ...] = (EMBED, BOUNDARY)
 DEFAULT_PARTITIONS = 16
+# The fields of a session's forget mark (`Keys.session_forgotten`): the last entry id of its
+# partition's turns stream, and of its embedded stream, when the forget began.
+FORGOTTEN_TURNS = "turns"
+FORGOTTEN_EMBEDDED = "embedded"
 
 
 _SLOTS = 16384  # Redis Cluster's hash slots
@@ -293,7 +297,17 @@ class Keys:
             *(self.episode(name, e) for e in episode_ids),
         ]
 
-    # Forgetting (single-key commands only: these keys have a tag of their own).
+    # Forgetting.
+    def session_forgotten(self, name: SessionName) -> str:
+        """Hash: the forget mark, the last entry ids of the session's partition's turns and
+        embedded streams (`FORGOTTEN_TURNS`, `FORGOTTEN_EMBEDDED`) when a forget of the
+        whole session began: what the stages' writes check, so that nothing read before
+        the forget is written after it (`hivemem.store.lua.forget_mark`). Not one of
+        `session_keys`: the forget's purge keeps it (with a time to live), while workers
+        may still hold the forgotten entries."""
+        return f"{self._s(name)}:forgot"
+
+    # (single-key commands only: these keys have a tag of their own).
     @property
     def forget_pending(self) -> str:
         """Hash forget id -> the request (JSON): a forget begun and not yet finished (a

@@ -105,24 +105,40 @@ class Metrics:
         """The same stage, counting what it handles and dead-letters and timing batches."""
         stage = kind.name
         handle = kind.handle
+        delivered = kind.handle_delivered
         dead = kind.on_dead_letter
 
-        def handled(messages: list[M]) -> None:
+        def counted(messages: list[M], run: Callable[[], None]) -> None:
             started = time.perf_counter()
             try:
-                handle(messages)
+                run()
             except Exception:
                 self.stage_items.labels(stage, "failed").inc(len(messages))
                 raise
             self.stage_batch_seconds.labels(stage).observe(time.perf_counter() - started)
             self.stage_items.labels(stage, "handled").inc(len(messages))
 
+        def handled(messages: list[M]) -> None:
+            counted(messages, lambda: handle(messages))
+
+        # A stage that takes its entries' ids is handed them that way (`WorkerKind.deliver`).
+        with_ids: Callable[[list[M], list[str]], None] | None = None
+        if delivered is not None:
+            deliver = delivered
+
+            def handled_delivered(messages: list[M], entry_ids: list[str]) -> None:
+                counted(messages, lambda: deliver(messages, entry_ids))
+
+            with_ids = handled_delivered
+
         def dead_lettered(entry: Any, error: str) -> None:
             self.stage_items.labels(stage, "dead_lettered").inc()
             if dead is not None:
                 dead(entry, error)
 
-        return dataclasses.replace(kind, handle=handled, on_dead_letter=dead_lettered)
+        return dataclasses.replace(
+            kind, handle=handled, on_dead_letter=dead_lettered,
+            handle_delivered=with_ids)
 
     def reflection_outcome(self, outcome: str) -> None:
         self.reflections.labels(outcome).inc()

@@ -7,7 +7,9 @@ so a process that dies mid-way leaves it to the next one that starts (`resume`);
 is idempotent, so running it again is harmless. It erases twice: the second pass, once the
 turns in flight when it began are acked, catches what an embed worker or a reflection
 wrote meanwhile (a reflection of the session waits for the forget: the forget holds the
-session's reflect lock while it erases).
+session's reflect lock while it erases). The wait for the turns in flight is bounded, so a
+forget of whole sessions first writes each one's forget mark (`ErasureStore.mark_forgotten`):
+a worker that still holds some of their turns after the second pass writes nothing of them.
 """
 
 from __future__ import annotations
@@ -238,6 +240,12 @@ class Forgetting:
         erasure.begin(request)
         sessions = self._sessions_of(request)
         marks = {sid: erasure.last_entry_id(sid) for sid in sessions}
+        if request.target in ("session", "namespace") and request.agent_id is None:
+            # Before the first pass: a worker holding some of these sessions' turns (however
+            # late it writes: killed and reclaimed, slowed down) writes nothing of them after
+            # this, while turns ingested after it are processed as usual.
+            for sid in sessions:
+                erasure.mark_forgotten(sid, settings.forget_mark_ttl_s)
         removed: dict[str, dict[str, int]] = {}
         redacted = [0]
         for sid in sessions:
@@ -274,10 +282,10 @@ class Forgetting:
         began (`marks`: its tail then) have gone through both stages that hold them: the
         embed stage has acked them (each ack publishes the turns on the embedded stream in
         the same script), then the boundary stage (and the window stage, its second
-        reader) has acked everything on the embedded stream up to its tail at that moment
-        (a boundary worker holding a run read before the first pass writes nothing after
-        the second). A worker killed holding an entry never acks it: at most `most_s` in
-        all."""
+        reader) has acked everything on the embedded stream up to its tail at that moment.
+        A worker killed holding an entry never acks it, and a slow one may take longer:
+        at most `most_s` in all. What a worker still holds after that is not written back
+        for a whole session (its forget mark); for some turns, the second pass misses it."""
         time.sleep(least_s)
         deadline = time.monotonic() + most_s
         erasure = self.parts.erasure

@@ -31,7 +31,7 @@ from collections.abc import Callable, Iterable, Mapping, Sequence
 from typing import Any, NamedTuple
 
 from hivemem.domain.slot_table import Replacement, SlotState, SlotView
-from hivemem.pipeline.topology import Keys, SessionName
+from hivemem.pipeline.topology import FORGOTTEN_EMBEDDED, Keys, SessionName
 from hivemem.store.redis import Redis, as_text, redis_errors, send_pipeline
 from hivemem.store.scripts import lua
 
@@ -131,13 +131,16 @@ class SlotTableStore:
     def write(self, name: SessionName, base: int, state: SlotState,
               replaced: Mapping[str, Replacement], personal: Mapping[str, str],
               restored: Iterable[str] = (),
-              gone: Mapping[str, tuple[str, tuple[str, ...]] | None] | None = None) -> int:
+              gone: Mapping[str, tuple[str, tuple[str, ...]] | None] | None = None,
+              forgotten: str | None = None) -> int:
         """Store `state` and the new entries if the stored `applied` is still `base` and the
         session was given `state.applied` (its counter is not below it: a forget that
         purged the session since the state was read takes the counter with it);
         `restored`: turns that are current again (their entries go); `gone`: values moved
-        on from (value key -> (turn, successors), None: current again). Returns `WRITTEN`,
-        `LOST_RACE` or `FORGOTTEN`."""
+        on from (value key -> (turn, successors), None: current again); `forgotten`: the
+        session's forget mark when the caller read its turns ('': none; None: not
+        checked): `FORGOTTEN` once it has moved (a forget of the session began since).
+        Returns `WRITTEN`, `LOST_RACE` or `FORGOTTEN`."""
         with self._lock:
             kept = self._states.get(name)
         # The vectors: each a field of its own, written once (a turn's vector never changes)
@@ -145,9 +148,11 @@ class SlotTableStore:
         # known when the kept state is the stored one (the script checks its epoch); else
         # every vector is written and the script deletes the fields not among them.
         known = kept if kept is not None and kept.version[0] == base else None
-        reply = self._send(name, base, state, known, replaced, personal, restored, gone)
+        reply = self._send(name, base, state, known, replaced, personal, restored, gone,
+                           forgotten)
         if reply == _UNKNOWN_FIELDS:
-            reply = self._send(name, base, state, None, replaced, personal, restored, gone)
+            reply = self._send(name, base, state, None, replaced, personal, restored, gone,
+                               forgotten)
         if isinstance(reply, int):
             with self._lock:
                 self._states.pop(name, None)
@@ -158,14 +163,16 @@ class SlotTableStore:
     def _send(self, name: SessionName, base: int, state: SlotState, known: _Kept | None,
               replaced: Mapping[str, Replacement], personal: Mapping[str, str],
               restored: Iterable[str],
-              gone: Mapping[str, tuple[str, tuple[str, ...]] | None] | None) -> Any:
+              gone: Mapping[str, tuple[str, tuple[str, ...]] | None] | None,
+              forgotten: str | None = None) -> Any:
         stored = known.stored if known is not None else frozenset()
         put = [t for t in state.vectors if t not in stored]
         drop = [t for t in stored if t not in state.vectors]
         # (Defaults left out: a fact's empty lists and nulls are ~40% of the state's JSON.)
         body = state.model_dump_json(exclude={"vectors"}, exclude_defaults=True)
         args: list[Any] = [base, state.applied, body, secrets.token_hex(8), len(put), len(drop),
-                           known.version[1] if known is not None else ""]
+                           known.version[1] if known is not None else "",
+                           "" if forgotten is None else "=" + forgotten, FORGOTTEN_EMBEDDED]
         for turn_id in put:
             args += [_VECTOR + turn_id, state.vectors[turn_id]]
         args += [_VECTOR + turn_id for turn_id in drop]
@@ -179,7 +186,7 @@ class SlotTableStore:
         for key, moved in (gone or {}).items():
             args += [_GONE + key, "" if moved is None else json.dumps([moved[0], moved[1]])]
         keys = [self.keys.slot_state(name), self.keys.slot_table(name),
-                self.keys.session_turn_ids(name)]
+                self.keys.session_turn_ids(name), self.keys.session_forgotten(name)]
         with redis_errors("write slot table"):
             return self._write(keys=keys, args=args)
 

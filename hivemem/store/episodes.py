@@ -35,14 +35,14 @@ entries never wait for traffic that may not come.
 from __future__ import annotations
 
 import secrets
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
 from hivemem.domain.episode import Episode, OpenEpisode, SessionEpisodes
 from hivemem.domain.scope import Scope
 from hivemem.pipeline.messages import OutboxEntry
-from hivemem.pipeline.topology import Keys, SessionName
+from hivemem.pipeline.topology import FORGOTTEN_EMBEDDED, Keys, SessionName
 from hivemem.store.redis import Redis, as_text, redis_errors
 from hivemem.store.scripts import lua
 
@@ -63,6 +63,9 @@ class Advance:
     next_seq: int
     state: SessionEpisodes
     ready: list[tuple[str, str | None]]  # (field, JSON; None = the caller handed it in)
+    # The session's forget mark as the run was read ('': none): a write derived from the
+    # run checks it is still the same (`SlotTableStore.write`).
+    forgotten: str = ""
 
 
 
@@ -71,7 +74,7 @@ class EpisodeStore:
         self._r = client
         self.keys = keys
         self.lease_ms = lease_ms
-        self._begin = client.register_script(lua("boundary_begin"))
+        self._begin = client.register_script(lua("stream_id", "boundary_begin"))
         self._commit = client.register_script(lua("boundary_commit"))
         self._sweep = client.register_script(lua("boundary_sweep"))
 
@@ -95,6 +98,7 @@ class EpisodeStore:
         items: Sequence[tuple[str, int]],
         payload: Callable[[str], str],
         token: str | None = None,
+        sources: Mapping[str, str] | None = None,
     ) -> Advance | None:
         """Offer `items` ((field, seq it belongs at or after)), take the session's lease (or
         renew `token`) and read what is ready. None: another worker holds it, or the entry
@@ -103,19 +107,25 @@ class EpisodeStore:
         The first call sends no entry bodies: in the usual case (the entries arrive in
         order, this worker holds the lease) they are consumed at once and never touch the
         buffer. Only when some must wait in the buffer (a gap before them, another holder,
-        a run longer than `_MAX_RUN`) does a second call send their JSON (`payload(field)`)."""
+        a run longer than `_MAX_RUN`) does a second call send their JSON (`payload(field)`).
+
+        `sources`: each item's embedded-stream entry id (by field); an item at or before
+        the session's forget mark is dropped (read before a forget of the session began:
+        nothing of it may be written back). Items without one are not checked."""
         token = token or secrets.token_hex(8)
-        head: list[str | int] = [token, self.lease_ms, _MAX_RUN, name]
-        keys = [*self._session_keys(name), self._waiting(name)]
+        head: list[str | int] = [token, self.lease_ms, _MAX_RUN, name, FORGOTTEN_EMBEDDED]
+        keys = [*self._session_keys(name), self._waiting(name),
+                self.keys.session_forgotten(name)]
+        ids = sources or {}
         light = list(head)
         for field, seq in items:
-            light += (field, seq, "")
+            light += (field, seq, ids.get(field, ""), "")
         with redis_errors("begin boundary advance"):
             reply = self._begin(keys=keys, args=light)
             if int(reply[0]) == 2:
                 full = list(head)
                 for field, seq in items:
-                    full += (field, seq, payload(field))
+                    full += (field, seq, ids.get(field, ""), payload(field))
                 reply = self._begin(keys=keys, args=full)
         if int(reply[0]) == 0:
             return None
@@ -125,11 +135,12 @@ class EpisodeStore:
             closed_count=int(reply[2]),
             open=OpenEpisode.model_validate_json(open_raw) if open_raw else None,
         )
-        rest = reply[4:]
+        rest = reply[5:]
         ready = [
             (as_text(rest[i]), as_text(rest[i + 1]) or None) for i in range(0, len(rest), 2)
         ]
-        return Advance(token=token, next_seq=int(reply[1]), state=state, ready=ready)
+        return Advance(token=token, next_seq=int(reply[1]), state=state, ready=ready,
+                       forgotten=as_text(reply[4]))
 
     def commit(
         self,

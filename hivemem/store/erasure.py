@@ -33,10 +33,19 @@ from hivemem.pipeline.messages import (
     TurnEntry,
     decode_dead_letter,
 )
-from hivemem.pipeline.topology import Keys, SessionName, Stage, Topology, session_name
+from hivemem.pipeline.topology import (
+    FORGOTTEN_EMBEDDED,
+    FORGOTTEN_TURNS,
+    Keys,
+    SessionName,
+    Stage,
+    Topology,
+    session_name,
+)
 from hivemem.pipeline.wire import turn_from_wire
 from hivemem.store.redis import Redis, as_text, redis_errors
 from hivemem.store.reflection import trace_session
+from hivemem.store.scripts import lua
 from hivemem.store.stream_entries import StreamEntry, decode_entries
 
 log = structlog.get_logger(__name__)
@@ -112,6 +121,24 @@ class ErasureStore:
     def __init__(self, client: Redis, keys: Keys) -> None:
         self._r = client
         self.keys = keys
+        self._mark = client.register_script(lua("stream_id", "forget_mark"))
+
+    # -- the mark --------------------------------------------------------------------------
+
+    def mark_forgotten(self, name: SessionName, ttl_s: float) -> tuple[str, str]:
+        """Write the session's forget mark before a whole-session forget's first pass
+        (`Keys.session_forgotten`): every entry its partition's turns and embedded streams
+        hold now is the forgotten session's, and the stages drop what they still hold of
+        it instead of writing it back after the forget. Kept for `ttl_s` (0: for good).
+        Returns (turns mark, embedded mark)."""
+        k = self.keys
+        p = k.partition(name)
+        with redis_errors("mark a session forgotten"):
+            reply = self._mark(
+                keys=[k.session_forgotten(name), k.turns_stream(p), k.embedded_stream(p),
+                      k.boundary_lease(name), k.boundary_buffer(name)],
+                args=[FORGOTTEN_TURNS, FORGOTTEN_EMBEDDED, round(ttl_s * 1000)])
+        return as_text(reply[0]), as_text(reply[1])
 
     # -- streams ---------------------------------------------------------------------------
 

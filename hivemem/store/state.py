@@ -8,6 +8,7 @@ from __future__ import annotations
 import threading
 from collections import OrderedDict
 from collections.abc import Callable, Sequence
+from dataclasses import dataclass
 from datetime import datetime
 from typing import NamedTuple
 
@@ -15,15 +16,35 @@ from hivemem.domain.models import SessionStats, Turn, TurnFields
 from hivemem.domain.scope import Scope
 from hivemem.domain.slot_table import SlotView
 from hivemem.errors import AckTimeout, OutOfScope
-from hivemem.pipeline.messages import EmbeddedTurn, EmbeddedTurns, EpisodeControl, TurnEntry
-from hivemem.pipeline.topology import Keys, SessionName, Topology, session_name
+from hivemem.pipeline.messages import (
+    EmbeddedTurn,
+    EmbeddedTurns,
+    EpisodeControl,
+    SkipEntry,
+    TurnEntry,
+)
+from hivemem.pipeline.topology import (
+    FORGOTTEN_TURNS,
+    Keys,
+    SessionName,
+    Topology,
+    session_name,
+)
 from hivemem.pipeline.wire import turn_from_wire, wire_parts
 from hivemem.store import head, recent
 from hivemem.store.acked import AckWait, run_acked
 from hivemem.store.currency import SlotTableStore
 from hivemem.store.episodes import EpisodeStore, Progress
-from hivemem.store.redis import Redis, redis_errors, run_scripts, send_pipeline, set_union
+from hivemem.store.redis import (
+    Redis,
+    as_text,
+    redis_errors,
+    run_scripts,
+    send_pipeline,
+    set_union,
+)
 from hivemem.store.scripts import lua
+from hivemem.store.stream_entries import id_order
 
 # Turns of one session in one published entry at most (a BITFIELD's arguments stay well
 # inside what a script may unpack).
@@ -41,6 +62,17 @@ class RecentReads(NamedTuple):
     table: SlotView | None  # the session's slot table, when asked for
 
 
+@dataclass(frozen=True, slots=True)
+class Publication:
+    """What `TurnLog.publish` did: how many turns it published, and the turns it refused
+    because a forget of their session began after they were read (their turns-stream
+    entry is at or before the session's forget mark): the caller takes back what it wrote
+    of them."""
+
+    published: int
+    forgotten: tuple[EmbeddedTurn, ...] = ()
+
+
 class TurnLog:
     """Each session's turns as Redis holds them: the append script (seq, idempotency, the
     turns stream), the recent window, embed progress and the session's namespace. (What a
@@ -53,7 +85,8 @@ class TurnLog:
         self.recent_window = recent_window
         self._append = client.register_script(lua("append_turns"))
         self._control = client.register_script(lua("append_control"))
-        self._publish = client.register_script(lua("publish_embedded"))
+        self._publish = client.register_script(lua("stream_id", "publish_embedded"))
+        self._skip = client.register_script(lua("stream_id", "publish_skip"))
         # (session, namespace) pairs `check_scopes` has seen pass: see there.
         self._in_scope: dict[tuple[str, str], None] = {}
         # Per session read lately: its window's rows (entry, seq) as decoded at the last
@@ -149,45 +182,75 @@ class TurnLog:
         return out
 
     def publish_embedded(self, entries: Sequence[EmbeddedTurn]) -> int:
+        """`publish` without the turns' stream entry ids (nothing checked against a forget
+        mark). Returns how many turns were published."""
+        return self.publish(entries).published
+
+    def publish(self, entries: Sequence[EmbeddedTurn],
+                sources: Sequence[str] | None = None) -> Publication:
         """Mark these turns processed and publish them on their partitions' embedded
         streams (one `EmbeddedTurns` entry per session), only the turns not marked before
-        (a retry appends nothing twice). One script per partition, one round trip (two
-        when a session's turns were partly published before). Returns how many turns were
-        published."""
+        (a retry appends nothing twice). `sources`: each turn's turns-stream entry id; a
+        turn at or before its session's forget mark is neither marked nor published (see
+        `Publication`). One script per partition, one round trip (more when a session's
+        turns were partly published before, or partly forgotten)."""
         if not entries:
-            return 0
+            return Publication(0)
+        if sources is not None and len(sources) != len(entries):
+            raise ValueError("one source entry id per turn")
         k = self.keys
-        by_partition: dict[int, dict[SessionName, list[EmbeddedTurn]]] = {}
-        for entry in entries:
+        by_partition: dict[int, dict[SessionName, list[tuple[EmbeddedTurn, str]]]] = {}
+        for i, entry in enumerate(entries):
             name = entry.name
-            by_partition.setdefault(k.partition(name), {}).setdefault(name, []).append(entry)
+            by_partition.setdefault(k.partition(name), {}).setdefault(name, []).append(
+                (entry, "" if sources is None else sources[i]))
         names = EmbeddedTurns.script_fields()
         calls: list[tuple[list[str], list[str | int]]] = []
-        groups: list[list[list[EmbeddedTurn]]] = []
+        groups: list[list[list[tuple[EmbeddedTurn, str]]]] = []
         for p, sessions in by_partition.items():
             keys = [k.embedded_stream(p)]
-            args: list[str | int] = [*names]
+            args: list[str | int] = [*names, FORGOTTEN_TURNS]
             chunks = [turns[i:i + _ENTRY_TURNS] for turns in sessions.values()
                       for i in range(0, len(turns), _ENTRY_TURNS)]
             for chunk in chunks:
-                keys.append(k.session_processed(chunk[0].name))
-                batch = EmbeddedTurns(session_id=chunk[0].session_id, turns=tuple(chunk))
-                args += (*batch.script_values(), len(chunk), *(t.seq for t in chunk))
+                name = chunk[0][0].name
+                keys += [k.session_processed(name), k.session_forgotten(name)]
+                batch = EmbeddedTurns(session_id=chunk[0][0].session_id,
+                                      turns=tuple(t for t, _ in chunk))
+                known = [source for _, source in chunk if source]
+                oldest = min(known, key=id_order) if len(known) == len(chunk) else ""
+                args += (*batch.script_values(), len(chunk), oldest,
+                         *(t.seq for t, _ in chunk))
             calls.append((keys, args))
             groups.append(chunks)
         with redis_errors("publish embedded turns"):
             replies = run_scripts(self._r, self._publish, calls)
         published = 0
-        rest: list[EmbeddedTurn] = []
+        forgotten: list[EmbeddedTurn] = []
+        rest: list[tuple[EmbeddedTurn, str]] = []
         for chunks, reply in zip(groups, replies, strict=True):
             published += int(reply[0])
             i = 1
             while i < len(reply):
-                chunk = chunks[int(reply[i]) - 1]
+                index = int(reply[i])
+                chunk = chunks[abs(index) - 1]
+                if index < 0:  # a forget began after some of these turns were read
+                    mark = id_order(as_text(reply[i + 1]))
+                    for turn, source in chunk:
+                        if id_order(source) <= mark:
+                            forgotten.append(turn)
+                        else:  # ingested after the forget began: published on its own
+                            rest.append((turn, source))
+                    i += 2
+                    continue
                 bits = reply[i + 1:i + 1 + len(chunk)]
                 rest += (t for t, bit in zip(chunk, bits, strict=True) if int(bit) == 0)
                 i += 1 + len(chunk)
-        return published + self.publish_embedded(rest)
+        if not rest:
+            return Publication(published, tuple(forgotten))
+        more = self.publish([t for t, _ in rest],
+                            None if sources is None else [s for _, s in rest])
+        return Publication(published + more.published, (*forgotten, *more.forgotten))
 
     def append_control(self, name: SessionName, action: str) -> int | None:
         """Enqueue an episode control after the session's turns so far; None: no session."""
@@ -215,6 +278,33 @@ class TurnLog:
                 pipe.setbit(self.keys.session_processed(
                     session_name(turn.namespace, turn.session_id)), turn.seq, 1)
             pipe.execute()
+
+    def forget_marks(self, names: Sequence[SessionName]) -> dict[SessionName, str]:
+        """The turns-stream forget mark of each of these sessions that has one (one round
+        trip): what the embed stage reads before it writes anything for a batch."""
+        if not names:
+            return {}
+        with redis_errors("read forget marks"):
+            pipe = self._r.pipeline(transaction=False)
+            for name in names:
+                pipe.hget(self.keys.session_forgotten(name), FORGOTTEN_TURNS)
+            replies = pipe.execute()
+        return {name: as_text(mark) for name, mark in zip(names, replies, strict=True)
+                if mark is not None}
+
+    def publish_skip(self, name: SessionName, seq: int, source: str = "") -> bool:
+        """Mark the turn at `seq` dead-lettered and publish a skip for it on the embedded
+        stream (the boundary stage's pointer moves past it), in one script; nothing when its
+        turns-stream entry `source` is at or before the session's forget mark. Returns
+        whether it was published."""
+        k = self.keys
+        fields = SkipEntry(session_id=name, seq=seq).to_fields()
+        with redis_errors("publish a skip"):
+            return bool(self._skip(
+                keys=[k.session_dead(name), k.embedded_stream(k.partition(name)),
+                      k.session_forgotten(name)],
+                args=[seq, source, FORGOTTEN_TURNS,
+                      *(x for kv in fields.items() for x in kv)]))
 
     def mark_dead(self, name: SessionName, seq: int) -> None:
         with redis_errors("mark dead-lettered"):

@@ -16,6 +16,11 @@ class StreamEntry:
     stream: str = ""  # the (partition's) stream it was read from
 
 
+def id_order(entry_id: str) -> tuple[int, int]:
+    """A stream entry id ('<ms>-<seq>') as what orders it."""
+    ms, _, seq = entry_id.partition("-")
+    return int(ms or 0), int(seq or 0)
+
 
 def decode_entries(raw: Any, stream: str = "") -> list[StreamEntry]:
     """XRANGE / XREADGROUP / XAUTOCLAIM rows as `StreamEntry`s."""

@@ -17,6 +17,7 @@ from hivemem.pipeline.topology import Keys, Stage
 from hivemem.store.doorbell import Doorbell
 from hivemem.store.partitions import PartitionLeases
 from hivemem.store.redis import Redis, as_text, is_cluster, redis_errors, route
+from hivemem.store.scripts import lua
 from hivemem.store.stream_entries import StreamEntry, decode_entries, read_reply
 
 __all__ = ["StreamEntry", "StreamStore", "decode_entries", "read_reply"]
@@ -26,6 +27,8 @@ class StreamStore:
     def __init__(self, client: Redis, keys: Keys) -> None:
         self._r = client
         self.keys = keys
+        self._dead_letter = client.register_script(lua("dead_letter"))
+        self._record_error = client.register_script(lua("record_error"))
 
     @property
     def redis(self) -> Redis:
@@ -183,8 +186,11 @@ class StreamStore:
             pipe.execute()
 
     def record_error(self, stream: str, group: str, entry_id: str, error: str) -> None:
+        """Why a delivery failed (an error may quote the entry: nothing is recorded for an
+        entry a forget deleted meanwhile)."""
         with redis_errors("record delivery error"):
-            self._r.hset(self.keys.delivery_errors(stream, group), entry_id, error[:2000])
+            self._record_error(keys=[stream, self.keys.delivery_errors(stream, group)],
+                               args=[entry_id, error[:2000]])
 
     def last_error(self, stream: str, group: str, entry_id: str) -> str | None:
         with redis_errors("read delivery error"):
@@ -192,19 +198,22 @@ class StreamStore:
         return None if raw is None else as_text(raw)
 
     def dead_letter(
-        self, stream: str, group: str, entry: StreamEntry, error: str, deliveries: int
-    ) -> None:
-        """Move an entry to the stream's dead-letter stream and ack it, in one transaction."""
+        self, stream: str, group: str, entry: StreamEntry, error: str, deliveries: int,
+        *, held: bool = False,
+    ) -> bool:
+        """Move an entry to the stream's dead-letter stream and ack it, in one script.
+        `held`: a worker holds the entry, and nothing is written if it is no longer on its
+        stream (a forget deleted it meanwhile): it is only acked, and False returned."""
         record = encode_dead_letter(DeadLetter(
             stream=stream, group=group, entry_id=entry.entry_id, fields=entry.fields,
             error=error, deliveries=deliveries, failed_at=datetime.now(UTC),
         ))
+        pairs = [x for kv in record.items() for x in kv]
         with redis_errors("dead-letter entry"):
-            pipe = self._r.pipeline(transaction=True)
-            pipe.xadd(self.keys.dead_letters(stream), record)  # type: ignore[arg-type]
-            pipe.xack(stream, group, entry.entry_id)
-            pipe.hdel(self.keys.delivery_errors(stream, group), entry.entry_id)
-            pipe.execute()
+            return bool(self._dead_letter(
+                keys=[stream, self.keys.dead_letters(stream),
+                      self.keys.delivery_errors(stream, group)],
+                args=[group, entry.entry_id, "1" if held else "0", *pairs]))
 
     def dead_letters(self, stream: str, count: int = 100) -> list[DeadLetter]:
         with redis_errors("list dead letters"):

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import time
 from collections import Counter, defaultdict
+from collections.abc import Sequence
 from typing import Any
 
 import structlog
@@ -51,24 +52,32 @@ class BoundaryHandler:
         # Keeps the slot table from the same ordered run of entries (None: not kept).
         self.currency = currency
 
-    def __call__(self, items: list[EmbeddedEntry]) -> None:
+    def __call__(self, items: list[EmbeddedEntry],
+                 entry_ids: Sequence[str] | None = None) -> None:
+        """`entry_ids`: the entries' embedded-stream ids (the worker's; checked against a
+        forget's mark: a direct call without them checks none)."""
         # The buffer keeps each entry's fields as JSON until its predecessors are in.
         by_session: dict[SessionName, dict[str, EmbeddedItem]] = defaultdict(dict)
-        for entry in items:
+        sources: dict[SessionName, dict[str, str]] = defaultdict(dict)
+        for i, entry in enumerate(items):
             for item in embedded_items(entry):
                 by_session[item.name][str(item.seq)] = item
+                if entry_ids is not None:
+                    sources[item.name][str(item.seq)] = entry_ids[i]
         for name, entries in by_session.items():
-            self.advance(name, entries)
+            self.advance(name, entries, sources.get(name))
 
-    def advance(self, name: SessionName, entries: dict[str, EmbeddedItem]) -> None:
+    def advance(self, name: SessionName, entries: dict[str, EmbeddedItem],
+                sources: dict[str, str] | None = None) -> None:
         """Offer `entries`, and while this worker holds the session's lease move its
         pointer as far as the entries in hand and the buffer allow: two scripts per step
-        (`EpisodeStore`); an entry's JSON is sent only if it has to wait in the buffer."""
+        (`EpisodeStore`); an entry's JSON is sent only if it has to wait in the buffer.
+        `sources`: their embedded-stream entry ids (by seq), for the forget mark's check."""
         offered = [(f, e.seq) for f, e in entries.items()]
         token: str | None = None
         while True:
             step = self.store.begin(name, offered, lambda f: entries[f].to_json(),
-                                    token)
+                                    token, sources)
             if step is None:
                 return  # the holder's commit sees what was just buffered and goes on
             token = step.token
@@ -121,7 +130,7 @@ class BoundaryHandler:
             # Before the commit: once the pointer moves past a turn, the slot table has it
             # (`wait_until_processed` waits for the pointer). A crash in between replays
             # the run, and the keeper skips what it applied.
-            self.currency.apply(name, applied)
+            self.currency.apply(name, applied, step.forgotten)
         seq = step.next_seq + len(consumed)
         outcome = self.store.commit(
             name,
@@ -171,7 +180,7 @@ def boundary_kind(handler: BoundaryHandler, sweep_interval_s: float = 0.0
     (`BoundaryHandler.sweep`; 0: never)."""
     stage = Topology(handler.store.keys).boundary
     return WorkerKind.of(stage, decode_item, handler, sweep=handler.sweep,
-                         sweep_interval_s=sweep_interval_s)
+                         sweep_interval_s=sweep_interval_s, handle_delivered=handler)
 
 
 def policy_from(settings: Any) -> BoundaryPolicy:

@@ -275,8 +275,11 @@ class CurrencyKeeper:
         self.store = store
         self.settings = settings
 
-    def apply(self, name: SessionName, items: Sequence[EmbeddedItem]) -> None:
-        """`items`: the session's entries in seq order (turns, controls, skips)."""
+    def apply(self, name: SessionName, items: Sequence[EmbeddedItem],
+              forgotten: str | None = None) -> None:
+        """`items`: the session's entries in seq order (turns, controls, skips);
+        `forgotten`: the session's forget mark when they were read ('': none; None: not
+        checked): nothing is written once a forget of the session began since."""
         if not items:
             return
         started = time.perf_counter()
@@ -313,7 +316,8 @@ class CurrencyKeeper:
         values: dict[str, tuple[str, tuple[str, ...]] | None] = {
             k: v for k, v in after.items() if before.get(k) != v}
         values.update({k: None for k in before if k not in after})
-        done = self.store.write(name, base, state, replaced, personal, restored, values)
+        done = self.store.write(name, base, state, replaced, personal, restored, values,
+                                forgotten)
         if done == FORGOTTEN:
             log.info("currency.session_forgotten", session_id=name, through=state.applied)
             return

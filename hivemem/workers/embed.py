@@ -8,6 +8,7 @@ the boundary stage's in-order pointer moves past it instead of waiting for it fo
 from __future__ import annotations
 
 import time
+from collections.abc import Sequence
 
 import numpy as np
 import structlog
@@ -17,13 +18,14 @@ from hivemem.domain.models import Turn
 from hivemem.domain.names import SessionName, session_name
 from hivemem.domain.windows import framing, window_text
 from hivemem.errors import ConfigurationError
-from hivemem.pipeline.messages import EmbeddedTurn, SkipEntry, TurnEntry
+from hivemem.pipeline.messages import EmbeddedTurn, TurnEntry
 from hivemem.pipeline.topology import Keys, Topology
 from hivemem.providers.embedders import Embedder, Matrix
 from hivemem.providers.lexical import LexicalEncoder
 from hivemem.store.state import TurnLog
+from hivemem.store.stream_entries import id_order
 from hivemem.store.streams import StreamEntry, StreamStore
-from hivemem.store.vectors.base import Vector, VectorStore
+from hivemem.store.vectors.base import TURNS, Vector, VectorStore, session_where
 from hivemem.workers.stream import WorkerKind
 
 log = structlog.get_logger(__name__)
@@ -65,8 +67,14 @@ class EmbedHandler:
         self.window_turns = window_turns
         self.window_mode = window_mode
 
-    def __call__(self, turns: list[Turn]) -> None:
+    def __call__(self, turns: list[Turn], entry_ids: Sequence[str] | None = None) -> None:
+        """Embed `turns` and publish them; `entry_ids`: their turns-stream entry ids (the
+        worker's; a direct call without them checks no forget mark)."""
         started = time.perf_counter()
+        if entry_ids is not None:
+            turns, entry_ids = self._not_forgotten(turns, entry_ids)
+            if not turns:
+                return
         turns = [with_detected_markers(t) for t in turns]
         texts = [t.content for t in turns]
         matrix = self.embedder.embed_documents(texts)
@@ -77,7 +85,11 @@ class EmbedHandler:
         # One idempotent script per partition: processed bit + the boundary stage's entry,
         # published only for turns not processed before (a retry after this point, or a
         # redelivery, appends nothing twice).
-        self.state.publish_embedded([EmbeddedTurn.of(t, matrix[i]) for i, t in enumerate(turns)])
+        entries = [EmbeddedTurn.of(t, matrix[i]) for i, t in enumerate(turns)]
+        if entry_ids is None:
+            self.state.publish_embedded(entries)
+        else:
+            self._take_back(self.state.publish(entries, entry_ids).forgotten)
         log.debug(
             "turns.embedded",
             count=len(turns),
@@ -85,6 +97,34 @@ class EmbedHandler:
             embed_ms=round((embedded - started) * 1000, 2),
             write_ms=round((time.perf_counter() - embedded) * 1000, 2),
         )
+
+    def _not_forgotten(self, turns: list[Turn], entry_ids: Sequence[str]
+                       ) -> tuple[list[Turn], list[str]]:
+        """The turns whose session no forget began since they were read: the others are not
+        even written to the vector store (a point written and taken back after the forget
+        is over would stay in an embedded engine's files until its next vacuum). The
+        publish checks the mark again, atomically: a forget may begin after this read."""
+        names = [session_name(t.namespace, t.session_id) for t in turns]
+        marks = {name: id_order(mark) for name, mark in
+                 self.state.forget_marks(list(dict.fromkeys(names))).items()}
+        if not marks:
+            return turns, list(entry_ids)
+        kept = [(t, e) for t, e, name in zip(turns, entry_ids, names, strict=True)
+                if name not in marks or id_order(e) > marks[name]]
+        if len(kept) < len(turns):
+            log.info("turns.forgotten_before_embedding", count=len(turns) - len(kept))
+        return [t for t, _ in kept], [e for _, e in kept]
+
+    def _take_back(self, forgotten: Sequence[EmbeddedTurn]) -> None:
+        """Delete the points just written for turns whose session a forget began to erase
+        after they were read: the forget's passes may be over, so nobody else would (the
+        script that refused them published nothing, so no later stage sees them)."""
+        by_session: dict[SessionName, list[str]] = {}
+        for entry in forgotten:
+            by_session.setdefault(entry.name, []).append(entry.turn.turn_id)
+        for name, turn_ids in by_session.items():
+            self.vectors.delete(TURNS, {**session_where(name), "turn_id": turn_ids})
+            log.info("turns.forgotten_meanwhile", session_id=name, count=len(turn_ids))
 
     def _windows(self, turns: list[Turn], matrix: Matrix) -> Matrix | None:
         """Each turn embedded after the `window_turns` turns before it in its session (from
@@ -136,12 +176,10 @@ class EmbedHandler:
         except Exception:
             return  # undecodable: no session to account it to
         name = session_name(turn.namespace, turn.session_id)
-        self.state.mark_dead(name, turn.seq)
-        self.streams.append(
-            self.keys.embedded_stream(self.keys.partition(name)),
-            [SkipEntry(session_id=name, seq=turn.seq).to_fields()],
-        )
+        if not self.state.publish_skip(name, turn.seq, entry.entry_id):
+            log.info("turns.skip_forgotten", session_id=name, seq=turn.seq)
 
 
 def embed_kind(handler: EmbedHandler) -> WorkerKind[Turn]:
-    return WorkerKind.of(handler.topology.embed, decode_turn, handler, handler.dead_lettered)
+    return WorkerKind.of(handler.topology.embed, decode_turn, handler, handler.dead_lettered,
+                         handle_delivered=handler)

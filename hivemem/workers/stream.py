@@ -78,6 +78,17 @@ class WorkerKind(Generic[M]):
     # no new entry would resolve (the boundary stage's orphaned buffers).
     sweep: Callable[[list[int]], None] | None = None
     sweep_interval_s: float = 0.0
+    # A stage whose writes check a forget's mark (an entry id: `Keys.session_forgotten`)
+    # takes each message's entry id too, instead of `handle`.
+    handle_delivered: Callable[[list[M], list[str]], None] | None = None
+
+    def deliver(self, decoded: Sequence[tuple[StreamEntry, M]]) -> None:
+        """Hand `decoded` to the stage (with their entry ids, if it takes them)."""
+        messages = [m for _, m in decoded]
+        if self.handle_delivered is not None:
+            self.handle_delivered(messages, [e.entry_id for e, _ in decoded])
+        else:
+            self.handle(messages)
 
     @classmethod
     def of(
@@ -91,12 +102,13 @@ class WorkerKind(Generic[M]):
         batch_size: int | None = None,
         sweep: Callable[[list[int]], None] | None = None,
         sweep_interval_s: float = 0.0,
+        handle_delivered: Callable[[list[M], list[str]], None] | None = None,
     ) -> WorkerKind[M]:
         """The worker kind of a pipeline stage (its name, partitions' streams and group)."""
         return cls(name=stage.name, streams=tuple(stage.streams()), group=stage.group,
                    decode=decode, handle=handle, on_dead_letter=on_dead_letter,
                    ready=ready, batch_size=batch_size, sweep=sweep,
-                   sweep_interval_s=sweep_interval_s)
+                   sweep_interval_s=sweep_interval_s, handle_delivered=handle_delivered)
 
 
 @dataclass
@@ -395,7 +407,7 @@ class StreamWorker(Generic[M]):
     def _handle(self, decoded: list[tuple[StreamEntry, M]]) -> int:
         k = self.kind
         try:
-            self._with_retry(lambda: k.handle([m for _, m in decoded]))
+            self._with_retry(lambda: k.deliver(decoded))
         except _TRANSIENT:
             return 0  # stopping while a store is down: leave them pending for a reclaim
         except ConfigurationError:
@@ -409,7 +421,8 @@ class StreamWorker(Generic[M]):
             done = 0
             for entry, message in decoded:
                 try:
-                    self._with_retry(lambda m=message: k.handle([m]))  # type: ignore[misc]
+                    self._with_retry(
+                        lambda e=entry, m=message: k.deliver([(e, m)]))  # type: ignore[misc]
                 except _TRANSIENT:
                     return done
                 except ConfigurationError:
@@ -448,11 +461,15 @@ class StreamWorker(Generic[M]):
 
     def _dead_letter(self, entry: StreamEntry, error: str, deliveries: int) -> None:
         k = self.kind
-        self.streams.dead_letter(entry.stream, k.group, entry, error, deliveries)
-        self.report.dead_lettered += 1
-        self._log.error(
-            "worker.dead_lettered", entry_id=entry.entry_id, error=error, deliveries=deliveries
-        )
+        if self.streams.dead_letter(entry.stream, k.group, entry, error, deliveries,
+                                    held=True):
+            self.report.dead_lettered += 1
+            self._log.error("worker.dead_lettered", entry_id=entry.entry_id, error=error,
+                            deliveries=deliveries)
+        else:
+            # Forgotten while held: no dead letter, but the stage still learns of it (the
+            # embed stage's skip, which checks the session's forget mark itself).
+            self._log.info("worker.dead_letter_forgotten", entry_id=entry.entry_id)
         if k.on_dead_letter is not None:
             try:
                 k.on_dead_letter(entry, error)
