@@ -23,6 +23,11 @@ class Intent(StrEnum):
 UPDATE_WORD = (r"updated|update(?!\s+(?!(?:the|a|an|it|its|this|that|these|those|my|our"
                r"|your|his|her|their|all|everything|whatever|everyone|me|us|them|him|to|on"
                r"|from|for|by|after|with|please|again|now|then|and|or|so|as|if)\b)[a-z]+\b)")
+# A proposal, a joke or a request someone reports ("Pavel is joking we should move club night
+# to the pub", "someone asked if club night can be Thursday"): no change. Shared with the
+# lineage's weighing words (`hivemem.domain.change_words._HEDGE`).
+REPORTED_PROPOSAL = (r"jok(?:e|es|ed|ing)|kidding|(?:asks?|asked|asking) (?:if|whether)"
+                     r"|(?:we|you|they|i) should")
 # Words that say a statement replaces an earlier one.
 UPDATE_LANGUAGE = re.compile(
     r"\b(switch(?:ed|ing)? (?:to|over|\w+ to|the \w+(?: \w+)? to)|chang(?:e|ed|ing) (?:it )?to"
@@ -61,10 +66,8 @@ _NON_ASSERTION = re.compile(
     r"|\b(?:rejected|ruled out|vetoed) (?:the |that |this )?(?:[\w-]+ )?(?:idea|proposal"
     r"|suggestion)\b"
     r"|\b(?:i|we) (?:propose|suggest)\b|\bmy proposal\b"
-    # a proposal, a joke or a request someone reports: "Pavel is joking we should move club
-    # night to the pub", "someone asked if club night can be Thursday", "members propose to"
-    r"|\b(?:jok(?:e|es|ed|ing)|kidding)\b|\b(?:asks?|asked|asking) (?:if|whether)\b"
-    r"|\b(?:we|you|they|i) should\b|\bpropos(?:e|es|ed|ing) (?:to|that)\b"
+    # reported proposals ("members propose to change the championship", `REPORTED_PROPOSAL`)
+    r"|\b(?:" + REPORTED_PROPOSAL + r")\b|\bpropos(?:e|es|ed|ing) (?:to|that)\b"
     r"|\bwhat if\b|\bhypothetically\b",
     re.IGNORECASE,
 )

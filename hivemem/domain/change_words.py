@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import re
 
-from hivemem.domain.change import UPDATE_WORD
+from hivemem.domain.change import REPORTED_PROPOSAL, UPDATE_WORD
 
 _CHANGE_CUE = re.compile(
     r"\b(?:now|anymore|any more|no longer|instead|rather than|switch\w*|mov(?:e|es|ed|ing)"
@@ -34,8 +34,7 @@ _CORRECTION = re.compile(r"\b(?:typo|no wait|wait|sorry|i mean|i meant|correct(?
 # A turn that weighs a change rather than makes it ("a 25-cent increase would cover it").
 _HEDGE = re.compile(r"\b(?:would|could|might|maybe|perhaps|options?|if we|if you|suggest\w*"
                     r"|propos\w*|consider\w*|what if|how about|should we|thinking about"
-                    r"|wondering|jok(?:e|es|ed|ing)|kidding|(?:asks?|asked|asking) (?:if|whether)"
-                    r"|(?:we|you|they|i) should)\b", re.IGNORECASE)
+                    r"|wondering|" + REPORTED_PROPOSAL + r")\b", re.IGNORECASE)
 # A turn that keeps what holds ("we stay on Prisma", "decaf still 6 lb").
 _KEEP = re.compile(r"\b(?:stay\w*|still|keep\w*|kept|remain\w*|unchanged|as is|no change"
                    r"|same as)\b", re.IGNORECASE)

@@ -701,6 +701,11 @@ def _keys_in(text: str, known: Iterable[str]) -> frozenset[str]:
     return value_keys(text) | _named(text, {k for k in known if k.startswith("name=")})
 
 
+def _said_of(lineage: Lineage, turn_id: str) -> Said | None:
+    """What the lineage remembers of turn `turn_id` (None: too old, or never read)."""
+    return next((s for s in reversed(lineage.said) if s.turn_id == turn_id), None)
+
+
 def parts(lineage: Lineage, turn_id: str, people: frozenset[str] = frozenset(),
           by: Iterable[str] = ()) -> tuple[dict[str, list[str]], dict[str, list[str]]]:
     """Which values of turn `turn_id` went and which it still carries, each -> the words of
@@ -712,7 +717,7 @@ def parts(lineage: Lineage, turn_id: str, people: frozenset[str] = frozenset(),
     replaced it (`by`) are about unless they say it again (the change may be to that one,
     read wrongly off the values: "P2" kept while "priority is P1 now" replaced the turn).
     Nothing known of the turn: ({}, {})."""
-    said = next((s for s in reversed(lineage.said) if s.turn_id == turn_id), None)
+    said = _said_of(lineage, turn_id)
     if said is None:
         return {}, {}
     values = set(said.values)
@@ -756,7 +761,7 @@ def withdrawn_parts(lineage: Lineage, turn_id: str, by: Iterable[str],
     carries are kept ("club run sun: 9am clock tower, 80km ... jersey order closes fri",
     then "jersey order cancelled": the meeting time still holds). Both empty unless some
     value went and some is kept: then the retraction withdrew the statement whole."""
-    said = next((s for s in reversed(lineage.said) if s.turn_id == turn_id), None)
+    said = _said_of(lineage, turn_id)
     if said is None:
         return {}, {}
     wanted = set(by)

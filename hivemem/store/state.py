@@ -306,10 +306,6 @@ class TurnLog:
                 args=[seq, source, FORGOTTEN_TURNS,
                       *(x for kv in fields.items() for x in kv)]))
 
-    def mark_dead(self, name: SessionName, seq: int) -> None:
-        with redis_errors("mark dead-lettered"):
-            self._r.setbit(self.keys.session_dead(name), seq, 1)
-
     def last_seq(self, name: SessionName) -> int:
         return self.progress(name)[0]
 
