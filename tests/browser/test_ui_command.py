@@ -18,14 +18,22 @@ from hivemem.config import Settings
 from hivemem.providers.embedders import HashingEmbedder
 
 DIM = 64
+# `python -m hivemem` with Ctrl-C's default Python handler (`sys.argv[1:]` its arguments).
+AS_FROM_A_TERMINAL = ("import runpy, signal, sys; signal.signal(signal.SIGINT, "
+                      "signal.default_int_handler); sys.argv[0] = 'hivemem'; "
+                      "runpy.run_module('hivemem', run_name='__main__', alter_sys=True)")
 ADDRESS = re.compile(r"^(http://127\.0\.0\.1:\d+/ui/)#key=(hm_[A-Za-z0-9_-]+)$")
 
 
 def test_ui_command_serves_the_explorer_and_revokes_its_key(tmp_path: Path) -> None:
     env = {**os.environ, "HIVEMEM_EMBEDDING__PROVIDER": "hashing",
            "HIVEMEM_EMBEDDING__DIM": str(DIM)}
+    # Started as from a terminal, where Ctrl-C raises KeyboardInterrupt: an ignored SIGINT
+    # is inherited across exec, and another test in the same pytest worker may have left
+    # it ignored (then the command stops cleanly, exit 0, and the status says nothing).
     process = subprocess.Popen(
-        [sys.executable, "-m", "hivemem", "--local", str(tmp_path), "ui", "--no-browser"],
+        [sys.executable, "-c", AS_FROM_A_TERMINAL, "--local", str(tmp_path), "ui",
+         "--no-browser"],
         stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env)
     try:
         assert process.stdout is not None
